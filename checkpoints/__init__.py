@@ -1,0 +1,11 @@
+"""Persistence: SQLite checkpointers for every graph and the experience store, in one file.
+
+``--db`` / ``SWM_DB`` chooses the file. The checkpointer (``langgraph-checkpoint-sqlite``) holds
+graph state so a killed run resumes at the last finished node; the experience store
+(``sqlite-utils``) holds bulk, append-only data: parses, episodes, turns, pairs, metrics.
+"""
+
+from checkpoints.savers import async_sqlite_saver, connect, default_db_path, sqlite_saver
+from checkpoints.store import ExperienceStore
+
+__all__ = ["ExperienceStore", "async_sqlite_saver", "connect", "default_db_path", "sqlite_saver"]

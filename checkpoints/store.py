@@ -1,0 +1,99 @@
+"""The experience store: append-only tables in SQLite through sqlite-utils.
+
+Tables are created on first use by whoever writes them; this module creates the ones the core
+needs (``parses``, the parse cache keyed by story hash, parser and prompt) and gives every
+writer one lock, so graph worker threads can share a connection.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from checkpoints.savers import connect
+
+SECRET_MARKERS = ("sk-", "api_key", "OPENAI_API_KEY")
+
+
+class ExperienceStore:
+    """One SQLite file of runs, parses, episodes, turns, pairs and metrics."""
+
+    def __init__(self, path: str | Path = ":memory:") -> None:
+        self.path = str(path)
+        self.conn = connect(path)
+        self.db = sqlite_utils.Database(self.conn)
+        self.lock = threading.RLock()
+        self._ensure_core_tables()
+
+    def _ensure_core_tables(self) -> None:
+        with self.lock:
+            if "parses" not in self.db.table_names():
+                self.db["parses"].create(
+                    {"key": str, "story_hash": str, "parser": str, "prompt": str, "task": str,
+                     "s3ap": str, "report": str, "attempts": int, "created": float},
+                    pk="key",
+                )
+                self.db["parses"].create_index(["story_hash"])
+
+    # ---- generic rows -------------------------------------------------------------------
+    def insert(self, table: str, row: Mapping[str, Any], *, pk: str | None = None,
+               replace: bool = False, ignore: bool = False) -> None:
+        """Append a row (dict/list values are stored as JSON text)."""
+        clean = {k: _jsonable(v) for k, v in row.items()}
+        with self.lock:
+            self.db[table].insert(clean, pk=pk, replace=replace, ignore=ignore, alter=True)  # type: ignore[union-attr]
+
+    def insert_all(self, table: str, rows: Iterable[Mapping[str, Any]], *, pk: str | None = None,
+                   replace: bool = False, ignore: bool = False) -> None:
+        with self.lock:
+            self.db[table].insert_all(  # type: ignore[union-attr]
+                ({k: _jsonable(v) for k, v in r.items()} for r in rows),
+                pk=pk, replace=replace, ignore=ignore, alter=True)
+
+    def rows(self, sql: str, params: Iterable[Any] | Mapping[str, Any] = ()) -> Iterator[dict[str, Any]]:
+        with self.lock:
+            result = list(self.db.query(sql, params))  # type: ignore[arg-type]
+        return iter(result)
+
+    def count(self, table: str, where: str | None = None, params: Iterable[Any] = ()) -> int:
+        with self.lock:
+            if table not in self.db.table_names():
+                return 0
+            return int(self.db[table].count_where(where or "1", list(params)))  # type: ignore[union-attr]
+
+    def has_table(self, table: str) -> bool:
+        with self.lock:
+            return table in self.db.table_names()
+
+    # ---- the parse cache ----------------------------------------------------------------
+    def get_parse(self, key: str) -> dict[str, Any] | None:
+        """Return a cached parse row, with ``s3ap`` and ``report`` decoded, or None."""
+        with self.lock:
+            try:
+                row = self.db["parses"].get(key)  # type: ignore[union-attr]
+            except sqlite_utils.db.NotFoundError:
+                return None
+        return {**row, "s3ap": json.loads(row["s3ap"]), "report": json.loads(row["report"])}
+
+    def put_parse(self, key: str, *, story_hash: str, parser: str, prompt: str, task: str,
+                  s3ap: Mapping[str, Any], report: Mapping[str, Any], attempts: int) -> None:
+        self.insert("parses", {"key": key, "story_hash": story_hash, "parser": parser, "prompt": prompt,
+                               "task": task, "s3ap": dict(s3ap), "report": dict(report),
+                               "attempts": attempts, "created": time.time()}, pk="key", replace=True)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict | list | tuple):
+        return json.dumps(value, ensure_ascii=False, default=str)
+    if hasattr(value, "model_dump_json"):
+        return value.model_dump_json()
+    return value

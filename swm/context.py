@@ -1,0 +1,82 @@
+"""The runtime context: which model plays which role, and the knobs of every graph.
+
+It travels as LangGraph's ``context`` (``graph.invoke(inp, config, context=SWMContext(...))``),
+never in the checkpoint, so keys and injected models stay out of the saved state. Only
+``thread_id`` goes in ``configurable``.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from swm.llm import EMBEDDED, ROLES, default_spec, make_chat_model
+
+
+@dataclass
+class SWMContext:
+    """Run dependencies and knobs shared by every graph.
+
+    Models: ``llm`` (a chat model object for every role, as tests inject a scripted one),
+    ``chat_models`` (objects per role), ``models`` (spec strings per role), ``model`` (one spec
+    for every role); unset roles fall back to ``SWM_MODEL_<ROLE>``, ``SWM_MODEL``, OpenAI when
+    ``OPENAI_API_KEY`` is set, else the embedded model.
+    """
+
+    model: str | None = None
+    models: dict[str, str] = field(default_factory=dict)
+    llm: Any = None
+    chat_models: dict[str, Any] = field(default_factory=dict)
+    temperature: float = 0.0
+    max_tokens: int | None = None
+    # parsing and QA
+    task: str = "generic"
+    max_parse_attempts: int = 3
+    max_narrative_chars: int = 60_000
+    prompt_versions: dict[str, str] = field(default_factory=dict)
+    # Foresee-and-Act / rollouts
+    rollout_width: int = 1
+    rollout_depth: int = 1
+    # the experience store (parse cache, episodes, pairs); an in-memory one when None
+    store: Any = None
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def spec_for(self, role: str) -> str:
+        """Return the model spec a role uses (``<injected>`` for an injected object)."""
+        if role not in ROLES:
+            raise ValueError(f"unknown role {role!r}; roles are {', '.join(ROLES)}")
+        if role in self.chat_models or self.llm is not None:
+            obj = self.chat_models.get(role, self.llm)
+            return f"<injected {type(obj).__name__}>"
+        return self.models.get(role) or self.model or default_spec(role)
+
+    def model_for(self, role: str) -> Any:
+        """Return the chat model for a role, built once per context."""
+        if role in self.chat_models:
+            return self.chat_models[role]
+        if self.llm is not None:
+            return self.llm
+        spec = self.spec_for(role)
+        with self._lock:
+            if spec not in self._cache:
+                self._cache[spec] = make_chat_model(spec, temperature=self.temperature, max_tokens=self.max_tokens)
+            return self._cache[spec]
+
+    def uses_embedded(self) -> bool:
+        """Tell whether any role would run on the embedded model."""
+        return any(self.spec_for(r).split("@")[0] == EMBEDDED and "@" not in self.spec_for(r) for r in ROLES)
+
+    def experience_store(self) -> Any:
+        """Return the experience store, opening an in-memory one on first use."""
+        if self.store is None:
+            from checkpoints import ExperienceStore
+
+            with self._lock:
+                if self.store is None:
+                    self.store = ExperienceStore(":memory:")
+        return self.store
+
+    def prompt_version(self, name: str) -> str | None:
+        return self.prompt_versions.get(name)

@@ -1,0 +1,151 @@
+"""The model factory and the one place every LLM call goes through.
+
+A role (parser, qa, agent, world_model, partner, judge) gets a LangChain chat model from a spec:
+``name`` (OpenAI, or ``OPENAI_BASE_URL``), ``name@base_url`` (any OpenAI-compatible server:
+vLLM, llama.cpp, Ollama), or ``embedded`` (the local llama.cpp server, the default when no key
+is set). Structured output binds the pydantic schema as a tool (``method="function_calling"``),
+which OpenAI, vLLM and llama.cpp's server all enforce. `call_model` times and counts each call.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from pydantic import BaseModel
+
+from swm.errors import ModelUnavailable
+from swm.usage import CallStats
+
+ROLES = ("parser", "qa", "agent", "world_model", "partner", "judge")
+DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
+EMBEDDED = "embedded"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model name and, optionally, the OpenAI-compatible base URL that serves it."""
+
+    name: str
+    base_url: str | None = None
+
+    @classmethod
+    def parse(cls, spec: str) -> ModelSpec:
+        name, sep, url = spec.strip().partition("@")
+        if not name:
+            raise ValueError(f"model spec {spec!r} has no model name (use 'name' or 'name@base_url')")
+        return cls(name=name, base_url=url or None) if sep else cls(name=name)
+
+    def __str__(self) -> str:
+        return f"{self.name}@{self.base_url}" if self.base_url else self.name
+
+
+def default_spec(role: str) -> str:
+    """Return the spec a role uses when none is given: env, then OpenAI if keyed, else embedded."""
+    explicit = os.environ.get(f"SWM_MODEL_{role.upper()}") or os.environ.get("SWM_MODEL")
+    if explicit:
+        return explicit
+    return DEFAULT_OPENAI_MODEL if os.environ.get("OPENAI_API_KEY") else EMBEDDED
+
+
+def make_chat_model(spec: str, *, temperature: float = 0.0, max_tokens: int | None = None,
+                    timeout: float = 600.0, max_retries: int = 2) -> BaseChatModel:
+    """Build the chat model for a spec; keys come from the environment and are never stored."""
+    from langchain_openai import ChatOpenAI
+
+    parsed = ModelSpec.parse(spec)
+    if parsed.name == EMBEDDED and parsed.base_url is None:
+        from swm.embedded import ensure_server
+
+        server = ensure_server()
+        return ChatOpenAI(model="embedded", base_url=server.base_url, api_key="sk-no-key-needed",  # type: ignore[arg-type]
+                          temperature=temperature, max_tokens=max_tokens or 1024, timeout=timeout,
+                          max_retries=max_retries)
+    base_url = parsed.base_url or os.environ.get("OPENAI_BASE_URL") or None
+    key = os.environ.get("OPENAI_API_KEY")
+    if not key and parsed.base_url is None and base_url is None:
+        raise ModelUnavailable(f"model {parsed.name!r} needs OPENAI_API_KEY",
+                               "set OPENAI_API_KEY, or give the model as name@base_url, or use 'embedded'")
+    return ChatOpenAI(model=parsed.name, base_url=base_url, api_key=key or "EMPTY",  # type: ignore[arg-type]
+                      temperature=temperature, max_tokens=max_tokens, timeout=timeout, max_retries=max_retries)
+
+
+@dataclass
+class ModelReply:
+    """What one call returned: the parsed value (or text), the raw message and its cost."""
+
+    value: Any
+    raw: AIMessage | None
+    stats: CallStats
+    error: str | None = None
+
+
+def _usage_of(message: AIMessage | None) -> tuple[int, int]:
+    meta = getattr(message, "usage_metadata", None) or {}
+    return int(meta.get("input_tokens", 0) or 0), int(meta.get("output_tokens", 0) or 0)
+
+
+def _endpoint_of(model: BaseChatModel) -> str:
+    return str(getattr(model, "openai_api_base", None) or getattr(model, "model_name", "") or type(model).__name__)
+
+
+def call_model(model: BaseChatModel, messages: list[BaseMessage] | str,
+               schema: type[BaseModel] | None = None) -> ModelReply:
+    """Call a chat model once, for text or for a pydantic schema, and count the call.
+
+    A reply that does not fit the schema comes back with ``error`` set and ``value`` None, so a
+    node can repair or record it; an unreachable endpoint raises `ModelUnavailable`.
+    """
+    start = time.perf_counter()
+    raw: AIMessage | None = None
+    value: Any = None
+    error: str | None = None
+    try:
+        if schema is None:
+            raw = model.invoke(messages)  # type: ignore[assignment]
+            value = raw.content if raw is not None else ""
+        else:
+            runnable = model.with_structured_output(schema, method="function_calling", include_raw=True)
+            out = runnable.invoke(messages)
+            raw = out.get("raw")  # type: ignore[union-attr]
+            value = out.get("parsed")  # type: ignore[union-attr]
+            if out.get("parsing_error") is not None or value is None:  # type: ignore[union-attr]
+                error = _describe_parse_error(out.get("parsing_error"), raw)  # type: ignore[union-attr]
+                value = None
+    except Exception as exc:  # noqa: BLE001 - classified below
+        if _is_connection_error(exc):
+            raise ModelUnavailable(f"cannot reach the model at {_endpoint_of(model)}: {type(exc).__name__}",
+                                   "start the server or check OPENAI_BASE_URL / the name@base_url spec") from exc
+        raise
+    prompt_tokens, completion_tokens = _usage_of(raw)
+    stats = CallStats(calls=1, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                      seconds=round(time.perf_counter() - start, 6), failures=1 if error else 0)
+    return ModelReply(value=value, raw=raw, stats=stats, error=error)
+
+
+def _describe_parse_error(error: Any, raw: AIMessage | None) -> str:
+    if error is not None:
+        text = str(error).splitlines()[0] if str(error) else type(error).__name__
+    elif raw is not None and not getattr(raw, "tool_calls", None):
+        text = "the model answered in text instead of calling the schema tool"
+    else:
+        text = "the reply did not match the schema"
+    return text[:500]
+
+
+def _is_connection_error(exc: BaseException) -> bool:
+    try:
+        import httpx
+        import openai
+    except ImportError:  # pragma: no cover
+        return False
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, openai.APIConnectionError | httpx.ConnectError | ConnectionError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False

@@ -1,0 +1,49 @@
+"""LLM call accounting: calls, prompt and completion tokens and seconds, per node and per run.
+
+Usage travels in the graph state as ``{node: CallStats}`` merged by `merge_usage`, so it is
+checkpointed with the run, survives a resume, and stays constant in size however long the run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TypedDict
+
+
+class CallStats(TypedDict):
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+    failures: int
+
+
+def empty_stats() -> CallStats:
+    return CallStats(calls=0, prompt_tokens=0, completion_tokens=0, seconds=0.0, failures=0)
+
+
+def add_stats(a: Mapping[str, float], b: Mapping[str, float]) -> CallStats:
+    """Return the sum of two stats records."""
+    out = empty_stats()
+    for key in out:
+        out[key] = a.get(key, 0) + b.get(key, 0)  # type: ignore[literal-required]
+    out["seconds"] = round(out["seconds"], 6)
+    return out
+
+
+def merge_usage(
+    left: Mapping[str, Mapping[str, float]] | None, right: Mapping[str, Mapping[str, float]] | None
+) -> dict[str, CallStats]:
+    """Reducer for the ``usage`` state key: add per-node stats."""
+    merged: dict[str, CallStats] = {k: add_stats(v, {}) for k, v in (left or {}).items()}
+    for node, stats in (right or {}).items():
+        merged[node] = add_stats(merged.get(node, empty_stats()), stats)
+    return merged
+
+
+def total_usage(usage: Mapping[str, Mapping[str, float]] | None) -> CallStats:
+    """Return the run total of a per-node usage record."""
+    out = empty_stats()
+    for stats in (usage or {}).values():
+        out = add_stats(out, stats)
+    return out
