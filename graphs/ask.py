@@ -1,0 +1,30 @@
+"""Theory-of-mind QA: prepare → [parse ⇄ check] → answer, in modes vanilla, cot, s3ap, s3ap_only.
+
+The parse steps run only in the S3AP modes and only for a story not already in the cache.
+"""
+
+from __future__ import annotations
+
+from langgraph.graph import END, START, StateGraph
+
+from nodes.parse import after_check, after_prepare, check, parse, prepare
+from nodes.qa import answer
+from swm.context import SWMContext
+from swm.graph_state import SocialWorldState
+
+
+def build() -> StateGraph:
+    g = StateGraph(SocialWorldState, context_schema=SWMContext)
+    g.add_node("prepare", prepare)
+    g.add_node("parse", parse)
+    g.add_node("check", check)
+    g.add_node("answer", answer)
+    g.add_edge(START, "prepare")
+    g.add_conditional_edges("prepare", after_prepare, {"parse": "parse", "skip": "answer"})
+    g.add_edge("parse", "check")
+    g.add_conditional_edges("check", after_check, {"parse": "parse", "done": "answer"})
+    g.add_edge("answer", END)
+    return g
+
+
+graph = build().compile()

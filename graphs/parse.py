@@ -1,0 +1,24 @@
+"""The S3AP parser graph: prepare → parse → check → (parse again with feedback | END)."""
+
+from __future__ import annotations
+
+from langgraph.graph import END, START, StateGraph
+
+from nodes.parse import after_check, after_prepare, check, parse, prepare
+from swm.context import SWMContext
+from swm.graph_state import SocialWorldState
+
+
+def build() -> StateGraph:
+    g = StateGraph(SocialWorldState, context_schema=SWMContext)
+    g.add_node("prepare", prepare)
+    g.add_node("parse", parse)
+    g.add_node("check", check)
+    g.add_edge(START, "prepare")
+    g.add_conditional_edges("prepare", after_prepare, {"parse": "parse", "skip": END})
+    g.add_edge("parse", "check")
+    g.add_conditional_edges("check", after_check, {"parse": "parse", "done": END})
+    return g
+
+
+graph = build().compile()

@@ -1,0 +1,166 @@
+"""Parse nodes: turn a narrative into a `SocialWorld`, check it, and repair it with feedback.
+
+Wiring (in `graphs/parse.py` and `graphs/ask.py`): ``prepare`` → ``parse`` → ``check`` → back to
+``parse`` with the problems as feedback, at most ``max_parse_attempts`` times. The best parse so
+far is kept with its problems listed. Finished parses are cached in the experience store by the
+story's hash, the parser model, the prompt version and the task, so a second question about
+the same story costs no parse call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+import prompts
+from swm.context import SWMContext
+from swm.errors import InputError
+from swm.graph_state import SocialWorldState
+from swm.llm import call_model
+from swm.schemas import S3APParse
+from swm.state import Issue, SocialWorld, ValidationReport, agent_key, validate_s3ap
+
+TASKS = ("generic", "tomi", "hitom", "fantom", "mmtom", "confaide")
+MODES = ("vanilla", "cot", "s3ap", "s3ap_only")
+NEEDS_PARSE = ("s3ap", "s3ap_only")
+
+
+def story_hash(narrative: str) -> str:
+    """Hash a narrative with its whitespace normalised, so re-wrapped text hits the cache."""
+    return hashlib.sha256(" ".join(narrative.split()).encode()).hexdigest()
+
+
+def check_narrative(narrative: Any, max_chars: int) -> str:
+    """Return the narrative or raise an `InputError` saying what to do."""
+    if not isinstance(narrative, str) or not narrative.strip():
+        raise InputError("the narrative is empty", "pass a story with at least one sentence")
+    if len(narrative) > max_chars:
+        raise InputError(f"the narrative has {len(narrative):,} characters, over the limit of {max_chars:,}",
+                         "split it, or raise SWMContext.max_narrative_chars / --max-chars")
+    return narrative
+
+
+def _parse_prompt_ids(ctx: SWMContext, task: str) -> dict[str, str]:
+    example = f"example_{task}" if f"example_{task}" in prompts.available() else "example_generic"
+    names = {"parse": "parse", "s3ap_format": "s3ap_format", "task": f"task_{task}", "example": example}
+    return {key: prompts.load(name, ctx.prompt_version(name)).id for key, name in names.items()}
+
+
+def _cache_key(digest: str, parser: str, prompt_ids: dict[str, str], task: str) -> str:
+    material = json.dumps([digest, parser, sorted(prompt_ids.values()), task])
+    return hashlib.sha256(material.encode()).hexdigest()
+
+
+def prepare(state: SocialWorldState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+    """Check the input, and load the story's parse from the cache when there is one."""
+    ctx = runtime.context
+    narrative = check_narrative(state.get("narrative"), ctx.max_narrative_chars)
+    if "question" in state and not str(state.get("question") or "").strip():
+        raise InputError("the question is empty", "pass --question with the question to answer")
+    mode = state.get("mode") or "s3ap"
+    if mode not in MODES:
+        raise InputError(f"unknown mode {mode!r}", f"use one of {', '.join(MODES)}")
+    task = state.get("task") or ctx.task
+    if task not in TASKS:
+        raise InputError(f"unknown task {task!r}", f"use one of {', '.join(TASKS)}")
+    digest = story_hash(narrative)
+    update: dict[str, Any] = {"story_hash": digest, "task": task, "mode": mode}
+    if mode not in NEEDS_PARSE and "question" in state:
+        return update
+    prompt_ids = _parse_prompt_ids(ctx, task)
+    key = _cache_key(digest, ctx.spec_for("parser"), prompt_ids, task)
+    cached = ctx.experience_store().get_parse(key)
+    if cached is None:
+        return {**update, "parse_cached": False, "parse_done": False, "attempts": 0, "world": None,
+                "report": None, "feedback": ""}
+    report = ValidationReport.model_validate(cached["report"])
+    return {**update, "parse_cached": True, "parse_done": True, "attempts": 0, "world": SocialWorld.from_s3ap(cached["s3ap"]),
+            "report": report, "parse_problems": [str(i) for i in report.issues],
+            "prompts": {k: v for k, v in prompt_ids.items()}, "models": {"parser": cached["parser"]}}
+
+
+def parse(state: SocialWorldState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+    """Ask the parser model for the story's S3AP (one call)."""
+    ctx = runtime.context
+    task = state.get("task") or ctx.task
+    ids = _parse_prompt_ids(ctx, task)
+    loaded = {k: prompts.load(*v.split("@")) for k, v in ids.items()}
+    text = loaded["parse"].render(
+        context=state["narrative"],
+        task_specific_instructions=loaded["task"].render(),
+        example_analysis=loaded["example"].render(),
+        feedback=state.get("feedback") or "none (this is the first attempt)",
+        format_instructions=loaded["s3ap_format"].render(),
+    )
+    reply = call_model(ctx.model_for("parser"), text, S3APParse)
+    candidate = reply.value.model_dump() if reply.value is not None else None
+    return {"candidate": candidate, "candidate_error": reply.error, "attempts": state.get("attempts", 0) + 1,
+            "usage": {"parse": reply.stats}, "prompts": ids, "models": {"parser": ctx.spec_for("parser")}}
+
+
+def _agents_not_in(narrative: str, names: list[str]) -> list[str]:
+    flat = agent_key(narrative)
+    words = {agent_key(w) for w in re.findall(r"[\w'-]+", narrative)}
+    return [n for n in names if agent_key(n) not in words and agent_key(n) not in flat]
+
+
+def _rank(world: SocialWorld | None, report: ValidationReport | None) -> tuple[int, int, float]:
+    if world is None or report is None:
+        return (0, 0, 0.0)
+    return (1, -len(report.errors), report.structural_score)
+
+
+def check(state: SocialWorldState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+    """Validate the latest candidate, keep the best parse so far, and write the feedback."""
+    ctx = runtime.context
+    candidate = state.get("candidate")
+    world: SocialWorld | None = None
+    if candidate is None:
+        report = ValidationReport(structural_score=0.0, issues=[Issue(
+            code="malformed", message=f"the reply was not valid S3AP JSON: {state.get('candidate_error')}")])
+    else:
+        report = validate_s3ap(candidate)
+        stray = _agents_not_in(state["narrative"], candidate.get("agents_names", []))
+        report.issues += [Issue(code="agent_not_in_narrative", agent=n,
+                                message=f"agent {n!r} does not appear in the narrative") for n in stray]
+        try:
+            world = SocialWorld.from_s3ap(candidate)
+        except ValueError as exc:
+            report.issues.append(Issue(code="malformed", message=str(exc)))
+    update: dict[str, Any] = {}
+    if _rank(world, report) > _rank(state.get("world"), state.get("report")) or state.get("report") is None:
+        update.update(world=world, report=report)
+    best_world = update.get("world", state.get("world"))
+    best_report: ValidationReport = update.get("report", state.get("report")) or report
+    done = report.ok or state.get("attempts", 0) >= ctx.max_parse_attempts
+    if not done:
+        previous = json.dumps(candidate, ensure_ascii=False)[:4000] if candidate else "(no valid JSON)"
+        update["feedback"] = f"Previous attempt:\n{previous}\nIssues:\n{report.feedback()}"
+        update["parse_done"] = False
+        return update
+    update["parse_problems"] = [f"{i.severity}: {i}" for i in best_report.issues]
+    if best_world is not None:
+        ids = _parse_prompt_ids(ctx, state.get("task") or ctx.task)
+        ctx.experience_store().put_parse(
+            _cache_key(state["story_hash"], ctx.spec_for("parser"), ids, state.get("task") or ctx.task),
+            story_hash=state["story_hash"], parser=ctx.spec_for("parser"), prompt=ids["parse"],
+            task=state.get("task") or ctx.task, s3ap=best_world.to_s3ap(), report=best_report.model_dump(),
+            attempts=state.get("attempts", 0))
+    update.update(candidate=None, parse_done=True)
+    return update
+
+
+def after_check(state: SocialWorldState) -> str:
+    """Route: back to ``parse`` with the feedback until the parse is done."""
+    return "done" if state.get("parse_done") else "parse"
+
+
+def after_prepare(state: SocialWorldState) -> str:
+    """Route: to ``parse`` unless the mode needs no parse or the parse came from the cache."""
+    if state.get("mode") not in NEEDS_PARSE and "question" in state:
+        return "skip"
+    return "skip" if state.get("parse_done") else "parse"

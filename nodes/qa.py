@@ -1,0 +1,49 @@
+"""The theory-of-mind QA node: vanilla, chain-of-thought, S3AP as extra information, S3AP only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+import prompts
+from swm.context import SWMContext
+from swm.errors import InputError
+from swm.graph_state import SocialWorldState
+from swm.llm import call_model
+from swm.schemas import DirectAnswer, ReasonedAnswer
+
+
+def extra_info(state: SocialWorldState) -> str:
+    """Render the parsed social state for the QA prompt, or say why there is none."""
+    world = state.get("world")
+    if world is not None:
+        return world.to_text()
+    problems = "; ".join(state.get("parse_problems") or []) or "unknown"
+    return f"(no social state could be parsed: {problems})"
+
+
+def answer(state: SocialWorldState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+    """Answer the question in the state's mode (one call)."""
+    ctx = runtime.context
+    question = str(state.get("question") or "").strip()
+    if not question:
+        raise InputError("the question is empty", "pass the question to answer")
+    mode = state.get("mode") or "s3ap"
+    prompt = prompts.load(f"qa_{mode}", ctx.prompt_version(f"qa_{mode}"))
+    values: dict[str, str] = {"question": question}
+    if "context" in prompt.placeholders:
+        values["context"] = state["narrative"]
+    if "extra_info" in prompt.placeholders:
+        values["extra_info"] = extra_info(state)
+    schema = DirectAnswer if mode == "vanilla" else ReasonedAnswer
+    reply = call_model(ctx.model_for("qa"), prompt.render(**values), schema)
+    value = reply.value
+    return {
+        "answer": (value.answer.strip() if value is not None else ""),
+        "reasoning": getattr(value, "reasoning", "") if value is not None else "",
+        "answer_error": reply.error,
+        "usage": {"answer": reply.stats},
+        "prompts": {"qa": prompt.id},
+        "models": {"qa": ctx.spec_for("qa")},
+    }

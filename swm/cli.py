@@ -1,0 +1,57 @@
+"""The ``swm`` command line: one group, subcommands discovered in `swm.commands`.
+
+Each module in ``swm/commands/`` defines ``register(main, bench)`` and adds its commands, so
+new commands need no edit here. Every `SWMError` is printed as one line with a hint and a
+non-zero exit code; nothing already checkpointed is lost.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+from typing import Any
+
+import click
+
+import swm.commands
+from swm.errors import SWMError
+
+
+class SWMGroup(click.Group):
+    """A click group that turns swm's errors into one-line messages and exit codes."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except SWMError as exc:
+            click.echo(f"error: {exc.one_line()}", err=True)
+            sys.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("interrupted: finished steps are checkpointed; rerun with the same --db and "
+                       "--thread-id to resume", err=True)
+            sys.exit(130)
+
+
+@click.group(cls=SWMGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="social-world-models")
+def main() -> None:
+    """swm: social world models for language agents (S3AP, Foresee-and-Act, lifelong learning)."""
+
+
+@main.group(cls=SWMGroup)
+def bench() -> None:
+    """Benchmarks: theory-of-mind QA, parser quality, SOTOPIA episodes, performance."""
+
+
+def _discover() -> None:
+    for module in sorted(pkgutil.iter_modules(swm.commands.__path__), key=lambda m: m.name):
+        if module.name.startswith("_"):
+            continue
+        loaded = importlib.import_module(f"swm.commands.{module.name}")
+        register = getattr(loaded, "register", None)
+        if register is not None:
+            register(main, bench)
+
+
+_discover()

@@ -1,0 +1,131 @@
+"""Options and helpers shared by the CLI commands: models, database, thread, output."""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import click
+from langgraph.graph import StateGraph
+
+from swm.context import SWMContext
+from swm.errors import InputError
+from swm.llm import ROLES
+
+F = Callable[..., Any]
+
+
+def model_options(*roles: str) -> Callable[[F], F]:
+    """Add ``--model`` and ``--<role>-model`` for the given roles (all when none are named).
+
+    A spec is ``embedded``, a model name (OpenAI, or ``OPENAI_BASE_URL``) or ``name@base_url``.
+    """
+
+    def decorate(f: F) -> F:
+        for role in reversed(roles or ROLES):
+            flag = "--world-model" if role == "world_model" else f"--{role}-model"
+            f = click.option(flag, f"{role}_model", default=None, metavar="SPEC",
+                             help=f"Model for the {role.replace('_', ' ')} role.")(f)
+        return click.option("--model", default=None, metavar="SPEC",
+                            help="Model for every role: 'embedded', a name (OpenAI / OPENAI_BASE_URL) "
+                                 "or name@base_url.")(f)
+
+    return decorate
+
+
+def run_options(f: F) -> F:
+    """Add ``--db``, ``--thread-id`` and ``--json``."""
+    f = click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON.")(f)
+    f = click.option("--thread-id", default=None, help="Checkpoint thread; reuse it to resume a killed run.")(f)
+    f = click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=None, envvar="SWM_DB",
+                     help="SQLite file for checkpoints and the experience store [env SWM_DB; "
+                          "default ~/.local/share/swm/swm.db].")(f)
+    return f
+
+
+def db_path(db: Path | None) -> Path:
+    from checkpoints import default_db_path
+
+    return Path(db) if db else default_db_path()
+
+
+def make_context(db: Path | None, model: str | None = None, **opts: Any) -> SWMContext:
+    """Build the runtime context from CLI options and open the experience store on ``db``."""
+    from checkpoints import ExperienceStore
+
+    models = {role: opts.pop(f"{role}_model") for role in ROLES if opts.get(f"{role}_model")}
+    for role in ROLES:
+        opts.pop(f"{role}_model", None)
+    ctx = SWMContext(model=model, models=models, **opts)
+    ctx.store = ExperienceStore(db_path(db))
+    announce_models(ctx)
+    return ctx
+
+
+def announce_models(ctx: SWMContext) -> None:
+    """Say plainly on stderr when the embedded model is in use."""
+    if ctx.uses_embedded():
+        from swm.embedded import describe
+
+        click.echo(f"note: using the embedded model ({describe()}) on this machine's CPU. Its answers are a "
+                   "smoke test of the machinery, not a measurement; set OPENAI_API_KEY or --model for real "
+                   "numbers.", err=True)
+
+
+def read_text(path: str) -> str:
+    """Read a story file ('-' for stdin) with a clear error when it is missing."""
+    if path == "-":
+        return sys.stdin.read()
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"no such file: {path}", "pass the path of a text file, or - for stdin")
+    return p.read_text(encoding="utf-8", errors="replace")
+
+
+def run_graph(builder: StateGraph, inputs: Mapping[str, Any], ctx: SWMContext, db: Path | None,
+              thread_id: str | None, prefix: str) -> tuple[dict[str, Any], str]:
+    """Run a graph on the SQLite checkpointer, resuming the thread if it stopped part-way.
+
+    A thread that finished on the same input returns its stored result (no model calls); one
+    that stopped part-way continues from its last finished node.
+    """
+    from checkpoints import sqlite_saver
+
+    thread = thread_id or f"{prefix}-{uuid.uuid4().hex[:12]}"
+    config = {"configurable": {"thread_id": thread}}
+    with sqlite_saver(db_path(db)) as saver:
+        graph = builder.compile(checkpointer=saver)
+        snapshot = graph.get_state(config)
+        if snapshot.next:
+            click.echo(f"resuming thread {thread} at {', '.join(snapshot.next)}", err=True)
+            out = graph.invoke(None, config, context=ctx)
+        elif snapshot.values:
+            stored = {k: snapshot.values.get(k) for k in inputs}
+            if stored != dict(inputs):
+                raise InputError(f"thread {thread} already holds a finished run on other input",
+                                 "use a new --thread-id (or none)")
+            click.echo(f"thread {thread} already finished; showing its stored result (no new model calls)",
+                       err=True)
+            out = dict(snapshot.values)
+        else:
+            click.echo(f"thread: {thread} (rerun with --thread-id {thread} to resume if interrupted)", err=True)
+            out = graph.invoke(dict(inputs), config, context=ctx)
+    return out, thread
+
+
+def to_jsonable(value: Any) -> Any:
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    if isinstance(value, Mapping):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_jsonable(v) for v in value]
+    return value
+
+
+def echo_json(value: Any) -> None:
+    click.echo(json.dumps(to_jsonable(value), indent=2, ensure_ascii=False))

@@ -1,0 +1,78 @@
+"""``swm parse`` and ``swm ask``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from nodes.parse import MODES, TASKS
+from swm.commands._common import echo_json, make_context, model_options, read_text, run_graph, run_options
+from swm.usage import total_usage
+
+
+def _usage_line(out: dict[str, Any]) -> str:
+    total = total_usage(out.get("usage"))
+    return (f"calls {total['calls']}, tokens {total['prompt_tokens']}+{total['completion_tokens']}, "
+            f"model time {total['seconds']:.1f} s")
+
+
+@click.command("parse")
+@click.argument("story", metavar="STORY_FILE")
+@click.option("--task", type=click.Choice(TASKS), default="generic", show_default=True,
+              help="Task-specific parser instructions (appendix A.4).")
+@click.option("--max-attempts", default=3, show_default=True, help="Parse → check → repair attempts.")
+@click.option("--max-chars", default=60_000, show_default=True, help="Refuse narratives longer than this.")
+@model_options("parser")
+@run_options
+def parse_command(story: str, task: str, max_attempts: int, max_chars: int, db: Path | None,
+                  thread_id: str | None, as_json: bool, **models: Any) -> None:
+    """Parse STORY_FILE ('-' for stdin) into its social state and print it as the paper's S3AP JSON."""
+    from graphs import parse
+
+    ctx = make_context(db, task=task, max_parse_attempts=max_attempts, max_narrative_chars=max_chars, **models)
+    out, _ = run_graph(parse.build(), {"narrative": read_text(story)}, ctx, db, thread_id, "parse")
+    world = out.get("world")
+    if as_json:
+        echo_json({k: out.get(k) for k in ("world", "report", "parse_problems", "parse_cached", "attempts",
+                                           "story_hash", "prompts", "models", "usage")})
+        return
+    click.echo(json.dumps(world.to_s3ap() if world else None, indent=2, ensure_ascii=False))
+    for problem in out.get("parse_problems") or []:
+        click.echo(f"problem: {problem}", err=True)
+    click.echo(("parse from cache; " if out.get("parse_cached") else "") + _usage_line(out), err=True)
+
+
+@click.command("ask")
+@click.option("--story", required=True, metavar="FILE", help="The narrative ('-' for stdin).")
+@click.option("--question", required=True, help="The theory-of-mind question.")
+@click.option("--mode", type=click.Choice(MODES), default="s3ap", show_default=True,
+              help="vanilla, cot (chain of thought), s3ap (story + S3AP, the paper's setting), s3ap_only.")
+@click.option("--task", type=click.Choice(TASKS), default="generic", show_default=True)
+@click.option("--max-attempts", default=3, show_default=True, help="Parse → check → repair attempts.")
+@click.option("--max-chars", default=60_000, show_default=True, help="Refuse narratives longer than this.")
+@model_options("parser", "qa")
+@run_options
+def ask_command(story: str, question: str, mode: str, task: str, max_attempts: int, max_chars: int,
+                db: Path | None, thread_id: str | None, as_json: bool, **models: Any) -> None:
+    """Answer a theory-of-mind question about a story; S3AP modes parse it first (cached per story)."""
+    from graphs import ask
+
+    ctx = make_context(db, task=task, max_parse_attempts=max_attempts, max_narrative_chars=max_chars, **models)
+    inputs = {"narrative": read_text(story), "question": question, "mode": mode}
+    out, _ = run_graph(ask.build(), inputs, ctx, db, thread_id, "ask")
+    if as_json:
+        echo_json({k: out.get(k) for k in ("answer", "reasoning", "answer_error", "mode", "world",
+                                           "parse_problems", "parse_cached", "prompts", "models", "usage")})
+        return
+    click.echo(out.get("answer") or "(no answer)")
+    if out.get("answer_error"):
+        click.echo(f"problem: the answer did not fit the schema: {out['answer_error']}", err=True)
+    click.echo(("parse from cache; " if out.get("parse_cached") else "") + _usage_line(out), err=True)
+
+
+def register(main: click.Group, bench: click.Group) -> None:
+    main.add_command(parse_command)
+    main.add_command(ask_command)

@@ -1,0 +1,46 @@
+"""The one graph state every wiring reads and writes its part of.
+
+Graph state carries ids and small typed values; bulk data (episodes, turns, pairs) lives in the
+experience store. Keys written by parallel branches have reducers. Graphs that need more keys
+subclass `SocialWorldState`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, TypedDict
+
+from swm.state import SocialWorld, ValidationReport
+from swm.usage import CallStats, merge_usage
+
+
+def merge_dict(left: Mapping[str, Any] | None, right: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Reducer: later keys win."""
+    return {**(left or {}), **(right or {})}
+
+
+class SocialWorldState(TypedDict, total=False):
+    # input
+    narrative: str
+    question: str
+    mode: str  # vanilla | cot | s3ap | s3ap_only
+    task: str  # tomi | hitom | fantom | mmtom | confaide | generic (default: the context's)
+    # the parse
+    story_hash: str
+    world: SocialWorld | None
+    report: ValidationReport | None
+    attempts: int
+    candidate: dict[str, Any] | None  # the latest raw S3AP reply, until `check` has read it
+    candidate_error: str | None
+    feedback: str
+    parse_done: bool
+    parse_cached: bool
+    parse_problems: list[str]
+    # the answer
+    answer: str
+    reasoning: str
+    answer_error: str | None
+    # provenance and cost
+    prompts: Annotated[dict[str, str], merge_dict]
+    models: Annotated[dict[str, str], merge_dict]
+    usage: Annotated[dict[str, CallStats], merge_usage]

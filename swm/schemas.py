@@ -1,0 +1,62 @@
+"""Bounded schemas sent to models as tools: every list and string has a maximum length.
+
+Small models given an unbounded schema can loop until the token limit; the bounds below are
+enforced by OpenAI's and llama.cpp's grammar-constrained decoding and by pydantic on return.
+No string may allow more than 1,000 characters: llama.cpp's grammar parser refuses longer
+repetitions (and its server exits on the refusal).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+Name = Annotated[str, StringConstraints(max_length=60)]
+Entry = Annotated[str, StringConstraints(max_length=600)]
+MAX_AGENTS = 12
+MAX_STEPS = 48
+
+
+class SocializedStructureForModel(BaseModel):
+    """One S3AP timestep in the paper's model-facing list form (appendix A.2)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    timestep: Annotated[str, StringConstraints(max_length=60)] = Field(
+        description="The timestep: an integer or a description of the time of the state.")
+    state: Annotated[str, StringConstraints(max_length=800)] = Field(
+        description="The state of the world before the actions of this timestep ('none' if there is no prior context).")
+    observations: list[Entry] = Field(
+        max_length=MAX_AGENTS,
+        description="One 'agent_name: observation' entry per agent; tags <same_as_state />, "
+                    "<same_as_last_action_x />, <mental_state>...</mental_state>, or 'none'.")
+    actions: list[Entry] = Field(
+        max_length=MAX_AGENTS, description="One 'agent_name: action' entry per agent; 'none' if it does not act.")
+
+
+class S3APParse(BaseModel):
+    """The parser's whole answer: the agents and the list of timesteps."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agents_names: list[Name] = Field(max_length=MAX_AGENTS, description="Every agent's name, once each.")
+    socialized_context: list[SocializedStructureForModel] = Field(
+        max_length=MAX_STEPS, description="The timesteps in order.")
+
+
+class ReasonedAnswer(BaseModel):
+    """A theory-of-mind answer with its reasoning (CoT and S3AP modes)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reasoning: Annotated[str, StringConstraints(max_length=1000)] = Field(description="Step-by-step reasoning.")
+    answer: Annotated[str, StringConstraints(max_length=200)] = Field(description="The short final answer only.")
+
+
+class DirectAnswer(BaseModel):
+    """A theory-of-mind answer with no reasoning (vanilla mode)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    answer: Annotated[str, StringConstraints(max_length=200)] = Field(description="The short final answer only.")
