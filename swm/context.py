@@ -40,8 +40,11 @@ class SWMContext:
     rollout_depth: int = 1
     # the experience store (parse cache, episodes, pairs); an in-memory one when None
     store: Any = None
-    _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Built models and the lock are not fields, so the context's JSON schema (Studio) stays plain.
+        self._cache: dict[str, Any] = {}
+        self._lock = threading.Lock()
 
     def spec_for(self, role: str) -> str:
         """Return the model spec a role uses (``<injected>`` for an injected object)."""
