@@ -91,7 +91,9 @@ def run_graph(builder: StateGraph, inputs: Mapping[str, Any], ctx: SWMContext, d
     """Run a graph on the SQLite checkpointer, resuming the thread if it stopped part-way.
 
     A thread that finished on the same input returns its stored result (no model calls); one
-    that stopped part-way continues from its last finished node.
+    that stopped part-way continues from its last finished node. Checkpoints are written with
+    ``durability="sync"``: each finished node is on disk before the next starts, so a killed
+    process loses at most the node in flight.
     """
     from checkpoints import sqlite_saver
 
@@ -102,7 +104,7 @@ def run_graph(builder: StateGraph, inputs: Mapping[str, Any], ctx: SWMContext, d
         snapshot = graph.get_state(config)
         if snapshot.next:
             click.echo(f"resuming thread {thread} at {', '.join(snapshot.next)}", err=True)
-            out = graph.invoke(None, config, context=ctx)
+            out = graph.invoke(None, config, context=ctx, durability="sync")
         elif snapshot.values:
             stored = {k: snapshot.values.get(k) for k in inputs}
             if stored != dict(inputs):
@@ -113,7 +115,7 @@ def run_graph(builder: StateGraph, inputs: Mapping[str, Any], ctx: SWMContext, d
             out = dict(snapshot.values)
         else:
             click.echo(f"thread: {thread} (rerun with --thread-id {thread} to resume if interrupted)", err=True)
-            out = graph.invoke(dict(inputs), config, context=ctx)
+            out = graph.invoke(dict(inputs), config, context=ctx, durability="sync")
     return out, thread
 
 

@@ -1,0 +1,88 @@
+"""Theory-of-mind QA: exact calls per mode, the cached parse, what each prompt contains."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import STORY, good_parse
+from scripted import ScriptedChatModel
+
+from graphs import ask
+from swm.context import SWMContext
+from swm.errors import InputError
+from swm.schemas import DirectAnswer, ReasonedAnswer
+from swm.usage import total_usage
+
+
+def answer(text: str) -> ReasonedAnswer:
+    return ReasonedAnswer(reasoning="Sally left before the move.", answer=text)
+
+
+def test_s3ap_mode_one_parse_one_qa_then_one_qa_for_a_second_question() -> None:
+    model = ScriptedChatModel(replies=[good_parse(), answer("basket"), answer("box")])
+    ctx = SWMContext(llm=model, task="tomi")
+    graph = ask.build().compile()
+    first = graph.invoke({"narrative": STORY, "question": "Where will Sally look for the marble?"}, context=ctx)
+    assert model.calls == 2
+    assert first["answer"] == "basket"
+    assert {k: v["calls"] for k, v in first["usage"].items()} == {"parse": 1, "answer": 1}
+    assert [tool for tool, _ in model.prompts] == ["S3APParse", "ReasonedAnswer"]
+    qa_prompt = model.prompts[1][1]
+    assert "## Extra Info" in qa_prompt and '"agents_names": ["Sally", "Anne"]' in qa_prompt
+    assert STORY in qa_prompt, "the paper's setting gives the narrative and the S3AP"
+    second = graph.invoke({"narrative": STORY, "question": "Where is the marble?"}, context=ctx)
+    assert model.calls == 3
+    assert second["parse_cached"] is True and second["answer"] == "box"
+    assert total_usage(second["usage"])["calls"] == 1
+    assert second["prompts"]["qa"] == "qa_s3ap@v1"
+    assert second["models"]["qa"].startswith("<injected")
+
+
+@pytest.mark.parametrize(("mode", "reply", "tool"), [
+    ("cot", answer("basket"), "ReasonedAnswer"),
+    ("vanilla", DirectAnswer(answer="basket"), "DirectAnswer"),
+])
+def test_baseline_modes_make_one_call_and_no_parse(mode: str, reply: object, tool: str) -> None:
+    model = ScriptedChatModel(replies=[reply])
+    out = ask.build().compile().invoke({"narrative": STORY, "question": "Where?", "mode": mode},
+                                       context=SWMContext(llm=model))
+    assert model.calls == 1 and model.prompts[0][0] == tool
+    assert out["answer"] == "basket" and out.get("world") is None
+    assert "Extra Info" not in model.prompts[0][1]
+
+
+def test_s3ap_only_mode_gives_the_state_without_the_narrative() -> None:
+    model = ScriptedChatModel(replies=[good_parse(), answer("basket")])
+    ask.build().compile().invoke({"narrative": STORY, "question": "Where?", "mode": "s3ap_only"},
+                                 context=SWMContext(llm=model))
+    qa_prompt = model.prompts[1][1]
+    assert "Anne moves the marble to the box." not in qa_prompt
+    assert '"agents_names"' in qa_prompt
+
+
+def test_roles_can_use_different_models() -> None:
+    parser = ScriptedChatModel(replies=[good_parse()])
+    qa = ScriptedChatModel(replies=[answer("basket")])
+    ask.build().compile().invoke({"narrative": STORY, "question": "Where?"},
+                                 context=SWMContext(chat_models={"parser": parser, "qa": qa}))
+    assert (parser.calls, qa.calls) == (1, 1)
+
+
+def test_malformed_answer_is_recorded_not_dropped() -> None:
+    model = ScriptedChatModel(replies=["basket, probably"])
+    out = ask.build().compile().invoke({"narrative": STORY, "question": "Where?", "mode": "cot"},
+                                       context=SWMContext(llm=model))
+    assert out["answer"] == ""
+    assert "instead of calling the schema tool" in out["answer_error"]
+    assert out["usage"]["answer"]["failures"] == 1
+
+
+@pytest.mark.parametrize(("inp", "message"), [
+    ({"narrative": STORY, "question": "  "}, "question is empty"),
+    ({"narrative": STORY, "question": "Where?", "mode": "telepathy"}, "unknown mode"),
+    ({"narrative": STORY, "question": "Where?", "task": "chess"}, "unknown task"),
+])
+def test_bad_input_fails_before_any_call(inp: dict, message: str) -> None:
+    model = ScriptedChatModel(replies=[])
+    with pytest.raises(InputError, match=message):
+        ask.build().compile().invoke(inp, context=SWMContext(llm=model))
+    assert model.calls == 0
