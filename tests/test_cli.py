@@ -1,0 +1,81 @@
+"""The CLI: every command has help and is in the README; bad input gives one line and an exit code."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from swm.cli import bench, main
+
+README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+
+
+def all_commands() -> list[tuple[str, click.Command]]:
+    found = [(name, cmd) for name, cmd in main.commands.items() if name != "bench"]
+    found += [(f"bench {name}", cmd) for name, cmd in bench.commands.items()]
+    return found
+
+
+@pytest.mark.parametrize(("name", "command"), all_commands(), ids=[n for n, _ in all_commands()])
+def test_every_command_has_help_and_is_documented(name: str, command: click.Command) -> None:
+    result = CliRunner().invoke(main, [*name.split(), "--help"])
+    assert result.exit_code == 0, result.output
+    assert (command.help or "").strip(), f"swm {name} has no help text"
+    assert f"swm {name}" in README, f"`swm {name}` is not mentioned in README.md"
+
+
+def test_core_commands_exist() -> None:
+    assert {"parse", "ask", "graphs"} <= set(main.commands)
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_empty_story_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    story = tmp_path / "empty.txt"
+    story.write_text("  \n")
+    result = CliRunner().invoke(main, ["parse", str(story), "--model", "m@http://127.0.0.1:9/v1",
+                                       "--db", str(tmp_path / "x.db")])
+    assert result.exit_code == 2
+    assert "error: the narrative is empty" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_missing_story_file(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["ask", "--story", str(tmp_path / "nope.txt"), "--question", "Q?",
+                                       "--db", str(tmp_path / "x.db")])
+    assert result.exit_code == 2 and "no such file" in result.output
+
+
+def test_oversized_story_names_the_limit(tmp_path: Path) -> None:
+    story = tmp_path / "big.txt"
+    story.write_text("Sally walks. " * 50)
+    result = CliRunner().invoke(main, ["parse", str(story), "--max-chars", "100", "--model",
+                                       "m@http://127.0.0.1:9/v1", "--db", str(tmp_path / "x.db")])
+    assert result.exit_code == 2 and "over the limit of 100" in result.output
+
+
+def test_model_endpoint_down_is_exit_3_with_what_to_do(tmp_path: Path) -> None:
+    story = tmp_path / "s.txt"
+    story.write_text("Sally puts the marble in the basket.")
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    result = CliRunner().invoke(main, ["ask", "--story", str(story), "--question", "Where?", "--mode", "cot",
+                                       "--model", f"m@{url}", "--db", str(tmp_path / "x.db")])
+    assert result.exit_code == 3, result.output
+    assert f"cannot reach the model at {url}" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_named_model_without_key_says_how_to_configure(tmp_path: Path) -> None:
+    story = tmp_path / "s.txt"
+    story.write_text("Sally puts the marble in the basket.")
+    result = CliRunner().invoke(main, ["ask", "--story", str(story), "--question", "Where?", "--mode", "cot",
+                                       "--model", "gpt-4o", "--db", str(tmp_path / "x.db")])
+    assert result.exit_code == 3 and "needs OPENAI_API_KEY" in result.output
