@@ -16,10 +16,16 @@ def registered_graphs() -> dict[str, str]:
     config = ROOT / "langgraph.json"
     if config.is_file():
         graphs = json.loads(config.read_text())["graphs"]
-        return {name: Path(target.split(":")[0]).stem for name, target in graphs.items()}
+        return {name: _module_of(target) for name, target in graphs.items()}
     import graphs as package
 
     return {p.stem: p.stem for p in Path(package.__file__).parent.glob("*.py") if not p.stem.startswith("_")}
+
+
+def _module_of(target: str) -> str:
+    """Return the module under ``graphs`` of a langgraph.json target (``graphs.x:graph`` or ``./graphs/x.py:graph``)."""
+    path = target.split(":")[0]
+    return Path(path).stem if path.endswith(".py") else path.rsplit(".", 1)[-1]
 
 
 @click.command("graphs")

@@ -1,0 +1,86 @@
+"""LangGraph Studio: `langgraph dev` loads every graph and runs one through its HTTP API."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import sqlite3
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.studio
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def studio(tmp_path: Path):  # type: ignore[no-untyped-def]
+    exe = shutil.which("langgraph")
+    if exe is None:
+        pytest.skip("langgraph-cli[inmem] is not installed (dev extra)")
+    port = _free_port()
+    env = {**os.environ, "SWM_STUDIO_DB": str(tmp_path / "studio.db"), "LANGSMITH_TRACING": "false",
+           "LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGSMITH_API_KEY": ""}
+    log = open(tmp_path / "studio.log", "w")
+    proc = subprocess.Popen([exe, "dev", "--no-browser", "--no-reload", "--port", str(port),
+                             "--config", str(ROOT / "langgraph.json")],
+                            cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                pytest.fail("langgraph dev exited:\n" + (tmp_path / "studio.log").read_text()[-3000:])
+            try:
+                with urllib.request.urlopen(f"{url}/ok", timeout=2):
+                    break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            pytest.fail("langgraph dev did not start:\n" + (tmp_path / "studio.log").read_text()[-3000:])
+        yield url, tmp_path / "studio.db"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def test_every_graph_loads_and_ask_runs_through_the_api(studio) -> None:  # type: ignore[no-untyped-def]
+    from langgraph_sdk import get_sync_client
+
+    from bench.fake_server import FakeOpenAIServer
+
+    url, db = studio
+    client = get_sync_client(url=url)
+    registered = set(json.loads((ROOT / "langgraph.json").read_text())["graphs"])
+    assistants = {a["graph_id"] for a in client.assistants.search(limit=100)}
+    assert registered <= assistants
+    with FakeOpenAIServer() as model:
+        thread = client.threads.create()
+        out = client.runs.wait(
+            thread["thread_id"], "ask",
+            input={"narrative": "Sally puts the marble in the basket and leaves. Anne moves it to the box.",
+                   "question": "Where will Sally look for the marble?", "mode": "cot"},
+            context={"model": model.model_spec, "task": "tomi"},
+        )
+        assert model.requests == 1
+    assert isinstance(out["answer"], str) and out["answer"]
+    assert out["usage"]["answer"]["calls"] == 1
+    with sqlite3.connect(db) as conn:
+        (saved,) = conn.execute("select count(*) from checkpoints where thread_id = ?",
+                                (thread["thread_id"],)).fetchone()
+    assert saved > 0, "runs are checkpointed in swm's SQLite file"
