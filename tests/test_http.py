@@ -1,0 +1,42 @@
+"""The CLI against a real OpenAI-compatible HTTP server on loopback: call counts, no leaked secrets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from bench.fake_server import FakeOpenAIServer
+from swm.cli import main
+
+STORY = "Sally and Anne are in the room. Sally puts the ball in the basket. Sally leaves. Anne moves the ball."
+SECRET = "sk-test-DO-NOT-STORE-4f1c9e"
+
+
+def test_parse_then_two_questions_cost_one_parse_and_two_answers(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    story = tmp_path / "story.txt"
+    story.write_text(STORY)
+    db = tmp_path / "run.db"
+    runner = CliRunner()
+    with FakeOpenAIServer(record=True) as server:
+        model = ["--model", server.model_spec, "--db", str(db)]
+        parsed = runner.invoke(main, ["parse", str(story), "--task", "tomi", *model])
+        assert parsed.exit_code == 0, parsed.output
+        s3ap = json.loads(parsed.stdout)
+        assert s3ap["agents_names"] == ["Sally", "Anne"]
+        assert server.requests == 1
+        for question in ("Where will Sally look for the ball?", "Where is the ball?"):
+            asked = runner.invoke(main, ["ask", "--story", str(story), "--question", question, "--task", "tomi",
+                                         "--json", *model])
+            assert asked.exit_code == 0, asked.output
+            out = json.loads(asked.stdout)
+            assert out["parse_cached"] is True and out["answer"]
+        assert server.requests == 3, "one parse for the story, then one QA call per question"
+        sent = [b.get("model") for b in server.bodies()]
+    assert set(sent) == {server.model_spec.split("@")[0]}
+    stored = b"".join(p.read_bytes() for p in tmp_path.glob("run.db*"))
+    assert SECRET.encode() not in stored, "the API key must never land in checkpoints or the store"
