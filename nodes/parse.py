@@ -50,6 +50,11 @@ def _parse_prompt_ids(ctx: SWMContext, task: str) -> dict[str, str]:
     return {key: prompts.load(name, ctx.prompt_version(name)).id for key, name in names.items()}
 
 
+def problems_of(report: ValidationReport) -> list[str]:
+    """List a report's issues as ``severity: message`` lines."""
+    return [f"{i.severity}: {i}" for i in report.issues]
+
+
 def _cache_key(digest: str, parser: str, prompt_ids: dict[str, str], task: str) -> str:
     material = json.dumps([digest, parser, sorted(prompt_ids.values()), task])
     return hashlib.sha256(material.encode()).hexdigest()
@@ -78,9 +83,9 @@ def prepare(state: SocialWorldState, runtime: Runtime[SWMContext]) -> dict[str, 
         return {**update, "parse_cached": False, "parse_done": False, "attempts": 0, "world": None,
                 "report": None, "feedback": ""}
     report = ValidationReport.model_validate(cached["report"])
-    return {**update, "parse_cached": True, "parse_done": True, "attempts": 0, "world": SocialWorld.from_s3ap(cached["s3ap"]),
-            "report": report, "parse_problems": [str(i) for i in report.issues],
-            "prompts": {k: v for k, v in prompt_ids.items()}, "models": {"parser": cached["parser"]}}
+    return {**update, "parse_cached": True, "parse_done": True, "attempts": 0,
+            "world": SocialWorld.from_s3ap(cached["s3ap"]), "report": report, "parse_problems": problems_of(report),
+            "prompts": prompt_ids, "models": {"parser": cached["parser"]}}
 
 
 def parse(state: SocialWorldState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
@@ -142,7 +147,7 @@ def check(state: SocialWorldState, runtime: Runtime[SWMContext]) -> dict[str, An
         update["feedback"] = f"Previous attempt:\n{previous}\nIssues:\n{report.feedback()}"
         update["parse_done"] = False
         return update
-    update["parse_problems"] = [f"{i.severity}: {i}" for i in best_report.issues]
+    update["parse_problems"] = problems_of(best_report)
     if best_world is not None:
         ids = _parse_prompt_ids(ctx, state.get("task") or ctx.task)
         ctx.experience_store().put_parse(

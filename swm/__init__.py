@@ -1,0 +1,25 @@
+"""swm: social world models for language agents, on LangGraph.
+
+The public surface: the typed social state, the runtime context, errors and usage accounting.
+Graphs live in the top-level ``graphs`` package (``from graphs import ask``), nodes in ``nodes``,
+persistence in ``checkpoints`` and prompt files in ``prompts``.
+"""
+
+from swm.context import SWMContext
+from swm.errors import InputError, ModelOutputError, ModelUnavailable, SWMError
+from swm.state import PerspectiveEntry, SocialStep, SocialWorld, ValidationReport, validate_s3ap
+from swm.usage import total_usage
+
+__all__ = [
+    "InputError",
+    "ModelOutputError",
+    "ModelUnavailable",
+    "PerspectiveEntry",
+    "SWMContext",
+    "SWMError",
+    "SocialStep",
+    "SocialWorld",
+    "ValidationReport",
+    "total_usage",
+    "validate_s3ap",
+]

@@ -16,6 +16,7 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.runnables import Runnable, RunnableSequence
 from pydantic import BaseModel
 
 from swm.errors import ModelUnavailable
@@ -109,12 +110,15 @@ def call_model(model: BaseChatModel, messages: list[BaseMessage] | str,
             raw = model.invoke(messages)  # type: ignore[assignment]
             value = raw.content if raw is not None else ""
         else:
-            runnable = model.with_structured_output(schema, method="function_calling", include_raw=True)
-            out = runnable.invoke(messages)
-            raw = out.get("raw")  # type: ignore[union-attr]
-            value = out.get("parsed")  # type: ignore[union-attr]
-            if out.get("parsing_error") is not None or value is None:  # type: ignore[union-attr]
-                error = _describe_parse_error(out.get("parsing_error"), raw)  # type: ignore[union-attr]
+            bound, parser = _structured(model, schema)
+            raw = bound.invoke(messages)  # type: ignore[assignment]
+            parsing_error: Exception | None = None
+            try:
+                value = parser.invoke(raw)
+            except Exception as exc:  # noqa: BLE001 - any parser failure is a reply that does not fit
+                parsing_error, value = exc, None
+            if parsing_error is not None or value is None:
+                error = _describe_parse_error(parsing_error, raw)
                 value = None
     except Exception as exc:  # noqa: BLE001 - classified below
         if _is_connection_error(exc):
@@ -125,6 +129,29 @@ def call_model(model: BaseChatModel, messages: list[BaseMessage] | str,
     stats = CallStats(calls=1, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                       seconds=round(time.perf_counter() - start, 6), failures=1 if error else 0)
     return ModelReply(value=value, raw=raw, stats=stats, error=error)
+
+
+# (id(model), schema) -> (model, bound model, parser). Building a structured runnable converts the
+# schema to a tool (~3 ms for S3APParse), and `include_raw=True` wraps it in a RunnableParallel
+# that starts two threads per call; both are per-call overhead, measured by `bench/`. The model
+# is kept in the entry so its id cannot be reused while the entry lives.
+_STRUCTURED: dict[tuple[int, type[BaseModel]], tuple[BaseChatModel, Runnable[Any, Any], Runnable[Any, Any]]] = {}
+_STRUCTURED_MAX = 256
+
+
+def _structured(model: BaseChatModel, schema: type[BaseModel]) -> tuple[Runnable[Any, Any], Runnable[Any, Any]]:
+    """Return the model bound to the schema as a tool, and the parser of its reply, built once."""
+    key = (id(model), schema)
+    hit = _STRUCTURED.get(key)
+    if hit is not None and hit[0] is model:
+        return hit[1], hit[2]
+    runnable = model.with_structured_output(schema, method="function_calling")
+    if not isinstance(runnable, RunnableSequence):  # pragma: no cover - every LangChain chat model today
+        raise TypeError(f"{type(model).__name__}.with_structured_output returned {type(runnable).__name__}")
+    if len(_STRUCTURED) >= _STRUCTURED_MAX:
+        _STRUCTURED.clear()
+    _STRUCTURED[key] = (model, runnable.first, runnable.last)
+    return runnable.first, runnable.last
 
 
 def _describe_parse_error(error: Any, raw: AIMessage | None) -> str:
