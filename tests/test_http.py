@@ -40,3 +40,27 @@ def test_parse_then_two_questions_cost_one_parse_and_two_answers(tmp_path: Path,
     assert set(sent) == {server.model_spec.split("@")[0]}
     stored = b"".join(p.read_bytes() for p in tmp_path.glob("run.db*"))
     assert SECRET.encode() not in stored, "the API key must never land in checkpoints or the store"
+
+
+def test_parse_perspective_and_unknown_agent(tmp_path: Path) -> None:
+    story = tmp_path / "story.txt"
+    story.write_text(STORY)
+    with FakeOpenAIServer() as server:
+        base = ["parse", str(story), "--model", server.model_spec, "--db", str(tmp_path / "p.db")]
+        ok = CliRunner().invoke(main, [*base, "--perspective", "anne"])
+        assert ok.exit_code == 0, ok.output
+        assert ok.stdout.startswith("t=0: ")
+        unknown = CliRunner().invoke(main, [*base, "--perspective", "Bob"])
+    assert unknown.exit_code == 2
+    assert "unknown agent 'Bob'" in unknown.output and "known agents: Sally, Anne" in unknown.output
+
+
+def test_graphs_prints_mermaid_for_every_registered_graph(tmp_path: Path) -> None:
+    registered = json.loads((Path(__file__).resolve().parents[1] / "langgraph.json").read_text())["graphs"]
+    result = CliRunner().invoke(main, ["graphs", "--json", "--out", str(tmp_path / "png")])
+    assert result.exit_code == 0, result.output
+    drawn = json.loads(result.stdout)
+    assert set(drawn) == set(registered)
+    assert all("graph TD" in m for m in drawn.values())
+    pytest.importorskip("pygraphviz")
+    assert {p.stem for p in (tmp_path / "png").glob("*.png")} == set(registered)

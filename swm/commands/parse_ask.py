@@ -10,6 +10,7 @@ import click
 
 from nodes.parse import MODES, TASKS
 from swm.commands._common import echo_json, make_context, model_options, read_text, run_graph, run_options
+from swm.errors import InputError
 from swm.usage import total_usage
 
 
@@ -25,9 +26,11 @@ def _usage_line(out: dict[str, Any]) -> str:
               help="Task-specific parser instructions (appendix A.4).")
 @click.option("--max-attempts", default=3, show_default=True, help="Parse → check → repair attempts.")
 @click.option("--max-chars", default=60_000, show_default=True, help="Refuse narratives longer than this.")
+@click.option("--perspective", "agent", default=None, metavar="AGENT",
+              help="Print only what AGENT observed, step by step (its memory), instead of the S3AP.")
 @model_options("parser")
 @run_options
-def parse_command(story: str, task: str, max_attempts: int, max_chars: int, db: Path | None,
+def parse_command(story: str, task: str, max_attempts: int, max_chars: int, agent: str | None, db: Path | None,
                   thread_id: str | None, as_json: bool, **models: Any) -> None:
     """Parse STORY_FILE ('-' for stdin) into its social state and print it as the paper's S3AP JSON."""
     from graphs import parse
@@ -35,6 +38,18 @@ def parse_command(story: str, task: str, max_attempts: int, max_chars: int, db: 
     ctx = make_context(db, task=task, max_parse_attempts=max_attempts, max_narrative_chars=max_chars, **models)
     out, _ = run_graph(parse.build(), {"narrative": read_text(story)}, ctx, db, thread_id, "parse")
     world = out.get("world")
+    if agent is not None:
+        if world is None:
+            raise InputError("the story could not be parsed, so there is no perspective to show",
+                             "see the problems with --json")
+        try:
+            memory = world.perspective(agent)
+        except KeyError as exc:
+            raise InputError(str(exc.args[0]), "use one of the agents the parse found") from exc
+        for entry in memory:
+            mental = f"  [mental state: {entry.mental_state}]" if entry.mental_state else ""
+            click.echo(f"t={entry.timestep}: {entry.observation}{mental}")
+        return
     if as_json:
         echo_json({k: out.get(k) for k in ("world", "report", "parse_problems", "parse_cached", "attempts",
                                            "story_hash", "prompts", "models", "usage")})
