@@ -34,12 +34,12 @@ class ExperienceStore:
     def _ensure_core_tables(self) -> None:
         with self.lock:
             if "parses" not in self.db.table_names():
-                self.db["parses"].create(
+                self.db.table("parses").create(
                     {"key": str, "story_hash": str, "parser": str, "prompt": str, "task": str,
                      "s3ap": str, "report": str, "attempts": int, "created": float},
                     pk="key",
                 )
-                self.db["parses"].create_index(["story_hash"])
+                self.db.table("parses").create_index(["story_hash"])
 
     # ---- generic rows -------------------------------------------------------------------
     def insert(self, table: str, row: Mapping[str, Any], *, pk: str | None = None,

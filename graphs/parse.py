@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from langgraph.graph import END, START, StateGraph
 
 from nodes.parse import after_check, after_prepare, check, parse, prepare
 from swm.context import SWMContext
-from swm.graph_state import SocialWorldState
+from swm.graph_state import SocialWorldState, new_graph
 
 
-def build() -> StateGraph:
-    g = StateGraph(SocialWorldState, context_schema=SWMContext)
+def build() -> StateGraph[Any, SWMContext, Any, Any]:
+    g = new_graph(SocialWorldState)
     g.add_node("prepare", prepare)
     g.add_node("parse", parse)
     g.add_node("check", check)

@@ -10,6 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, TypedDict
 
+from langgraph.graph import StateGraph
+
+from swm.context import SWMContext
 from swm.state import SocialWorld, ValidationReport
 from swm.usage import CallStats, merge_usage
 
@@ -20,6 +23,8 @@ def merge_dict(left: Mapping[str, Any] | None, right: Mapping[str, Any] | None) 
 
 
 class SocialWorldState(TypedDict, total=False):
+    """Keys of the parse and ask graphs; other wirings subclass it."""
+
     # input
     narrative: str
     question: str
@@ -44,3 +49,8 @@ class SocialWorldState(TypedDict, total=False):
     prompts: Annotated[dict[str, str], merge_dict]
     models: Annotated[dict[str, str], merge_dict]
     usage: Annotated[dict[str, CallStats], merge_usage]
+
+
+def new_graph(state: type[Any] = SocialWorldState) -> StateGraph[Any, SWMContext, Any, Any]:
+    """Start a graph over ``state`` with `SWMContext` as its runtime context."""
+    return StateGraph(state, context_schema=SWMContext)

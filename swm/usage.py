@@ -7,7 +7,7 @@ checkpointed with the run, survives a resume, and stays constant in size however
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TypedDict
+from typing import Any, TypedDict
 
 
 class CallStats(TypedDict):
@@ -22,7 +22,7 @@ def empty_stats() -> CallStats:
     return CallStats(calls=0, prompt_tokens=0, completion_tokens=0, seconds=0.0, failures=0)
 
 
-def add_stats(a: Mapping[str, float], b: Mapping[str, float]) -> CallStats:
+def add_stats(a: Mapping[str, Any], b: Mapping[str, Any]) -> CallStats:
     """Return the sum of two stats records."""
     out = empty_stats()
     for key in out:
@@ -32,7 +32,7 @@ def add_stats(a: Mapping[str, float], b: Mapping[str, float]) -> CallStats:
 
 
 def merge_usage(
-    left: Mapping[str, Mapping[str, float]] | None, right: Mapping[str, Mapping[str, float]] | None
+    left: Mapping[str, Mapping[str, Any]] | None, right: Mapping[str, Mapping[str, Any]] | None
 ) -> dict[str, CallStats]:
     """Reducer for the ``usage`` state key: add per-node stats."""
     merged: dict[str, CallStats] = {k: add_stats(v, {}) for k, v in (left or {}).items()}
@@ -41,7 +41,7 @@ def merge_usage(
     return merged
 
 
-def total_usage(usage: Mapping[str, Mapping[str, float]] | None) -> CallStats:
+def total_usage(usage: Mapping[str, Mapping[str, Any]] | None) -> CallStats:
     """Return the run total of a per-node usage record."""
     out = empty_stats()
     for stats in (usage or {}).values():

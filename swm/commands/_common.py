@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import StateGraph
 
 from swm.context import SWMContext
@@ -86,7 +87,7 @@ def read_text(path: str) -> str:
     return p.read_text(encoding="utf-8", errors="replace")
 
 
-def run_graph(builder: StateGraph, inputs: Mapping[str, Any], ctx: SWMContext, db: Path | None,
+def run_graph(builder: StateGraph[Any, Any, Any, Any], inputs: Mapping[str, Any], ctx: SWMContext, db: Path | None,
               thread_id: str | None, prefix: str) -> tuple[dict[str, Any], str]:
     """Run a graph on the SQLite checkpointer, resuming the thread if it stopped part-way.
 
@@ -98,7 +99,7 @@ def run_graph(builder: StateGraph, inputs: Mapping[str, Any], ctx: SWMContext, d
     from checkpoints import sqlite_saver
 
     thread = thread_id or f"{prefix}-{uuid.uuid4().hex[:12]}"
-    config = {"configurable": {"thread_id": thread}}
+    config: RunnableConfig = {"configurable": {"thread_id": thread}}
     with sqlite_saver(db_path(db)) as saver:
         graph = builder.compile(checkpointer=saver)
         snapshot = graph.get_state(config)
