@@ -64,3 +64,16 @@ def test_graphs_prints_mermaid_for_every_registered_graph(tmp_path: Path) -> Non
     assert all("graph TD" in m for m in drawn.values())
     pytest.importorskip("pygraphviz")
     assert {p.stem for p in (tmp_path / "png").glob("*.png")} == set(registered)
+
+
+def test_openai_env_vars_route_every_role_without_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    story = tmp_path / "story.txt"
+    story.write_text(STORY)
+    with FakeOpenAIServer(record=True) as server:
+        monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        result = CliRunner().invoke(main, ["ask", "--story", str(story), "--question", "Where?", "--mode", "cot",
+                                           "--db", str(tmp_path / "e.db")])
+        assert result.exit_code == 0, result.output
+        assert "embedded" not in result.output
+        assert [b["model"] for b in server.bodies()] == ["gpt-4o-mini"]
