@@ -16,7 +16,8 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.runnables import Runnable, RunnableSequence
+from langchain_core.runnables import Runnable, RunnableBinding, RunnableSequence
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel
 
 from swm.errors import ModelUnavailable
@@ -148,10 +149,15 @@ def _structured(model: BaseChatModel, schema: type[BaseModel]) -> tuple[Runnable
     runnable = model.with_structured_output(schema, method="function_calling")
     if not isinstance(runnable, RunnableSequence):  # pragma: no cover - every LangChain chat model today
         raise TypeError(f"{type(model).__name__}.with_structured_output returned {type(runnable).__name__}")
+    bound = runnable.first
+    traced = getattr(bound, "kwargs", {}).get("ls_structured_output_format")
+    if isinstance(bound, RunnableBinding) and traced and not isinstance(traced.get("schema"), dict):
+        # LangChain converts this tracing copy of the schema on every call; convert it once.
+        bound = bound.bind(ls_structured_output_format={**traced, "schema": convert_to_openai_tool(schema)})
     if len(_STRUCTURED) >= _STRUCTURED_MAX:
         _STRUCTURED.clear()
-    _STRUCTURED[key] = (model, runnable.first, runnable.last)
-    return runnable.first, runnable.last
+    _STRUCTURED[key] = (model, bound, runnable.last)
+    return bound, runnable.last
 
 
 def _describe_parse_error(error: Any, raw: AIMessage | None) -> str:
