@@ -1,0 +1,71 @@
+"""A SOTOPIA-style social episode: agents act in turn, each through its own policy, then a judge.
+
+    START → setup → (plain | foresee | rollout) → commit → … → judge → finish → END
+
+Public API (used by the lifelong loop and the benchmarks):
+
+* ``build() -> StateGraph`` over `EpisodeState`; compile it with a checkpointer and invoke with
+  ``context=SWMContext(...)`` and the input below. ``graph`` is the compiled graph for Studio.
+* Input: ``scenario`` (``Scenario.model_dump()``), optional ``episode_id`` (default: scenario
+  id + random suffix), ``policies`` ({agent: "plain" | "foresee" | "rollout"}, default plain),
+  ``tested_agent`` (the seat whose model role is ``agent``; every other seat uses ``partner``;
+  default the first), ``max_turns`` (default 20), ``judge`` (default True).
+* Output: ``episode_id``, ``world`` (the `SocialWorld`, one step per turn: observations of what
+  reached each agent, the world model's predicted mental states, actions and dialogue),
+  ``judgements`` ({agent: `Judgement` dump: seven scores, reasoning, repairs, rejected,
+  overall}), ``end_reason``, ``turn`` (turns played), ``usage`` per node, ``prompts``, ``models``.
+* Store (``ctx.experience_store()``): one ``turns`` row per turn (`TurnRecord`: action, intended
+  action, prediction, candidates, fallback, the step, calls/tokens, prompt ids, models) and one
+  ``episodes`` row (status running → done, judgements, usage, provenance). Read them with
+  `swm.social.store.load_turns` / ``get_episode``; export with `swm.social.export`.
+* Calls per turn: plain 1, foresee 3, rollout N + N·k + (N if N > 1) + 1; the judge 1 per agent
+  (+1 repair call for an agent whose reply lacked dimensions).
+
+Each policy is a compiled subgraph over the same state (`PolicyInput` in, `PolicyOutput` out),
+so a kill inside a turn resumes inside that turn's subgraph, and finished turns are never
+replayed. The state stays constant-sized: turns live in the store, not in a growing list.
+"""
+
+from __future__ import annotations
+
+from langgraph.graph import END, START, StateGraph
+
+from graphs import foresee_act, rollout
+from nodes.act import act
+from nodes.env import commit, finish, route, setup
+from nodes.judge import judge_episode
+from swm.context import SWMContext
+from swm.social.graph_state import EpisodeState, PolicyInput, PolicyOutput, PolicyState
+
+
+def build_plain() -> StateGraph:
+    """The plain policy: one ``act`` call."""
+    g = StateGraph(PolicyState, context_schema=SWMContext, input_schema=PolicyInput, output_schema=PolicyOutput)
+    g.add_node("act", act)
+    g.add_edge(START, "act")
+    g.add_edge("act", END)
+    return g
+
+
+POLICY_BUILDERS = {"plain": build_plain, "foresee": foresee_act.build, "rollout": rollout.build}
+ROUTES = {"plain": "plain", "foresee": "foresee", "rollout": "rollout", "judge": "judge"}
+
+
+def build() -> StateGraph:
+    g = StateGraph(EpisodeState, context_schema=SWMContext)
+    g.add_node("setup", setup)
+    for name, builder in POLICY_BUILDERS.items():
+        g.add_node(name, builder().compile())
+        g.add_edge(name, "commit")
+    g.add_node("commit", commit)
+    g.add_node("judge", judge_episode)
+    g.add_node("finish", finish)
+    g.add_edge(START, "setup")
+    g.add_conditional_edges("setup", route, ROUTES)
+    g.add_conditional_edges("commit", route, ROUTES)
+    g.add_edge("judge", "finish")
+    g.add_edge("finish", END)
+    return g
+
+
+graph = build().compile()

@@ -1,0 +1,136 @@
+"""Judging: a simulated future against the acting agent's goal, and a finished episode (SOTOPIA-EVAL).
+
+`score` (rollouts, role ``judge``) rates one candidate's simulated future 0..10 for the acting
+agent's goal; it sees only that agent's view. `judge_episode` rates every agent of a finished
+episode on SOTOPIA-EVAL's seven dimensions, one call per agent, with full knowledge of goals and
+secrets. Replies are read leniently and repaired (`swm.social.judgement`): out-of-range scores
+are clamped and recorded; missing ones cost one repair call, then are recorded as rejected.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+import prompts
+from nodes.act import history_for, scenario_of
+from nodes.predict import render_future
+from swm.context import SWMContext
+from swm.llm import call_model
+from swm.social.graph_state import EpisodeState, PolicyState
+from swm.social.judgement import (
+    DIMENSIONS,
+    Judgement,
+    SotopiaEvaluation,
+    missing_schema,
+    raw_arguments,
+    read_scores,
+    rubric_text,
+)
+from swm.social.models import AgentAction, Scenario
+from swm.social.schemas import FutureScore
+from swm.social.store import load_turns
+from swm.state import SocialStep
+from swm.usage import add_stats, empty_stats
+
+
+def score(state: PolicyState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+    """Rate one candidate's simulated future against the acting agent's goal (one call)."""
+    ctx = runtime.context
+    key = str(state["index"])
+    scenario = scenario_of(state)
+    actor = state["actor"]
+    future = (state.get("futures") or {}).get(key) or {"steps": [], "error": "no future"}
+    action = AgentAction.model_validate(state["candidates"][key]["action"])
+    prompt = prompts.load("foresee_score", ctx.prompt_version("foresee_score"))
+    text = prompt.render(agent=actor, background=scenario.background_for(actor),
+                         history=history_for(ctx, state, actor), candidate=action.to_natural_language(actor),
+                         future=render_future(future["steps"], scenario.names) if future["steps"] else
+                         f"(no future could be simulated: {future.get('error')})")
+    reply = call_model(ctx.model_for("judge"), text, FutureScore)
+    result: dict[str, Any] = {"goal_progress": None, "reasoning": "", "note": None}
+    if reply.value is not None:
+        result.update(goal_progress=reply.value.goal_progress, reasoning=reply.value.reasoning)
+    else:
+        args = raw_arguments(reply.raw) or {}
+        scores, reasons, repairs, missing = read_scores({"goal": args.get("goal_progress"),
+                                                         "goal_reasoning": args.get("reasoning")})
+        if "goal" in missing:
+            result["note"] = f"score rejected: {reply.error}"
+        else:
+            result.update(goal_progress=scores["goal"], reasoning=reasons["goal"],
+                          note="; ".join(repairs) or f"repaired: {reply.error}")
+    return {"scores": {key: result}, "usage": {"score": reply.stats}, "prompts": {"score": prompt.id},
+            "models": {"judge": ctx.spec_for("judge")}}
+
+
+def transcript_text(scenario: Scenario, steps: list[SocialStep], names: list[str]) -> str:
+    """Render the whole episode as the judge sees it: every action, private ones marked."""
+    lines = []
+    for step in steps:
+        for agent, text in step.actions.items():
+            lines.append(f"Turn #{step.timestep}: {text}")
+    return "\n".join(lines) or "(no turns were played)"
+
+
+def participants_text(scenario: Scenario) -> str:
+    return "\n".join(f"- {a.profile.private_text(a.name)} Goal: {a.goal}" for a in scenario.agents)
+
+
+def judge_agent(ctx: SWMContext, scenario: Scenario, agent: str, transcript: str,
+                end_reason: str) -> tuple[Judgement, Any, list[str]]:
+    """Judge one agent: one call, plus one repair call when dimensions are missing."""
+    prompt = prompts.load("judge_sotopia", ctx.prompt_version("judge_sotopia"))
+    text = prompt.render(agent=agent, scenario=scenario.scenario, participants=participants_text(scenario),
+                         transcript=transcript, end_reason=end_reason or "unknown", rubric=rubric_text())
+    model = ctx.model_for("judge")
+    reply = call_model(model, text, SotopiaEvaluation)
+    stats = reply.stats
+    ids = [prompt.id]
+    args = reply.value.model_dump() if reply.value is not None else raw_arguments(reply.raw)
+    scores, reasons, repairs, missing = read_scores(args)
+    error = reply.error
+    if missing:
+        repair_prompt = prompts.load("judge_repair", ctx.prompt_version("judge_repair"))
+        ids.append(repair_prompt.id)
+        repair_text = repair_prompt.render(evaluation_prompt=text, missing=", ".join(missing),
+                                           rubric=rubric_text(missing))
+        second = call_model(model, repair_text, missing_schema(missing))
+        stats = add_stats(stats, second.stats)
+        more = second.value.model_dump() if second.value is not None else raw_arguments(second.raw)
+        got, got_reasons, got_repairs, still = read_scores({k: v for k, v in (more or {}).items()})
+        for name in missing:
+            if name not in still:
+                scores[name] = got[name]
+                reasons[name] = got_reasons[name]
+                repairs.append(f"{name}: supplied by the repair call")
+        repairs += [r for r in got_repairs if r.split(":")[0] in missing]
+        missing = [m for m in missing if m in still]
+        error = "; ".join(e for e in (error, second.error) if e) or None
+    judgement = Judgement(agent=agent, **scores, reasoning=reasons, repairs=repairs, rejected=missing,
+                          error=error)
+    return judgement, stats, ids
+
+
+def judge_episode(state: EpisodeState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+    """Judge every agent of the finished episode on SOTOPIA-EVAL's seven dimensions."""
+    ctx = runtime.context
+    if state.get("judge") is False:
+        return {"judgements": {}}
+    scenario = Scenario.model_validate(state["scenario"])
+    steps = [SocialStep.model_validate_json(t.step) for t in load_turns(ctx.experience_store(), state["episode_id"])]
+    transcript = transcript_text(scenario, steps, scenario.names)
+    judgements: dict[str, Any] = {}
+    stats = empty_stats()
+    ids: dict[str, str] = {}
+    for agent in scenario.names:
+        judgement, used, prompt_ids = judge_agent(ctx, scenario, agent, transcript, state.get("end_reason", ""))
+        judgements[agent] = judgement.model_dump()
+        stats = add_stats(stats, used)
+        ids.update({("judge" if i == 0 else "judge_repair"): pid for i, pid in enumerate(prompt_ids)})
+    return {"judgements": judgements, "usage": {"judge": stats}, "prompts": ids,
+            "models": {"judge": ctx.spec_for("judge")}}
+
+
+__all__ = ["DIMENSIONS", "judge_agent", "judge_episode", "score", "transcript_text"]

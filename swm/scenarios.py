@@ -1,0 +1,147 @@
+"""Scenario loaders: the shipped set, swm's JSONL (as in ../shared/benchmarks/sotopia/), SOTOPIA's exports.
+
+* `shipped()` — the small set inside the package (``swm/data/scenarios.jsonl``), so
+  ``swm play`` needs no external file.
+* `load_jsonl(path)` — one scenario a line in swm's schema, which is the schema of the shared
+  SOTOPIA sample: ``{"id", "scenario", "agents": [{"name", "profile", "goal", "agent_id"}],
+  "hard", "meta": {"codename", "relationship", ...}}``.
+* `load_sotopia_profiles(environments, agents, combos=None)` — SOTOPIA's own profile exports
+  (``EnvironmentProfile``: pk, codename, source, scenario, agent_goals, relationship,
+  age_constraint, occupation_constraint, agent_constraint; ``AgentProfile``: pk, first_name,
+  last_name, age, occupation, gender, gender_pronoun, public_info, big_five, moral_values,
+  schwartz_personal_values, personality_and_values, decision_making_style, secret, mbti;
+  ``EnvAgentComboStorage``: pk, env_id, agent_ids). Without combos, each environment is paired
+  with the first agents in file order.
+* `resolve(ref)` — a shipped id, a SOTOPIA id (``sotopia-<combo>``, ``<env_id>`` or a codename,
+  looked up in the shared file), or a path to a ``.jsonl`` / ``.json`` file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from swm.errors import InputError
+from swm.social.models import AgentProfile, Scenario, ScenarioAgent
+
+SHARED_SOTOPIA = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "sotopia" / "sotopia_scenarios.jsonl"
+SHIPPED = Path(__file__).resolve().parent / "data" / "scenarios.jsonl"
+# SOTOPIA's RelationshipType enum (sotopia/database/persistent_profile.py).
+RELATIONSHIPS = {0: "stranger", 1: "know_by_name", 2: "acquaintance", 3: "friend", 4: "romantic_relationship",
+                 5: "family_member"}
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        raise InputError(f"no such scenario file: {path}", "pass a .jsonl file, one scenario a line")
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except ValueError as exc:
+                raise InputError(f"{path}:{number} is not JSON: {exc}") from exc
+    return rows
+
+
+def from_record(row: dict[str, Any]) -> Scenario:
+    """Read one scenario in swm's JSONL schema (the shared SOTOPIA sample's)."""
+    meta = dict(row.get("meta") or {})
+    try:
+        return Scenario(
+            id=str(row["id"]), scenario=row["scenario"],
+            agents=[ScenarioAgent(name=a["name"], goal=a.get("goal", ""), profile=AgentProfile.model_validate(
+                a.get("profile") or {}), agent_id=a.get("agent_id")) for a in row["agents"]],
+            relationship=str(row.get("relationship") or meta.get("relationship") or "stranger"),
+            codename=str(row.get("codename") or meta.get("codename") or ""),
+            hard=bool(row.get("hard", False)), source=str(row.get("source") or meta.get("source") or ""),
+            meta=meta)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(f"scenario {row.get('id', '?')} is malformed: {str(exc).splitlines()[0]}",
+                         "each needs id, scenario and agents [{name, goal, profile}]") from exc
+
+
+def load_jsonl(path: str | Path) -> list[Scenario]:
+    """Load scenarios from a JSONL file in swm's schema."""
+    return [from_record(r) for r in _read_jsonl(Path(path))]
+
+
+def shipped() -> list[Scenario]:
+    """Return the scenarios shipped inside the package."""
+    text = SHIPPED.read_text(encoding="utf-8")
+    return [from_record(json.loads(line)) for line in text.splitlines() if line.strip()]
+
+
+def load_sotopia(path: str | Path | None = None, hard: bool | None = None) -> list[Scenario]:
+    """Load the shared SOTOPIA sample (146 pairings); ``hard=True`` keeps the 70 hard ones."""
+    scenarios = load_jsonl(path or SHARED_SOTOPIA)
+    return [s for s in scenarios if hard is None or s.hard == hard]
+
+
+def _relationship(value: Any) -> str:
+    if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
+        return RELATIONSHIPS.get(int(value), str(value))
+    return str(value or "stranger")
+
+
+def load_sotopia_profiles(environments: str | Path, agents: str | Path,
+                          combos: str | Path | None = None) -> list[Scenario]:
+    """Build scenarios from SOTOPIA's own ``environment_profiles`` / ``agent_profiles`` JSONL exports."""
+    envs = _read_jsonl(Path(environments))
+    people = {str(p.get("pk") or p.get("agent_id") or i): p for i, p in enumerate(_read_jsonl(Path(agents)))}
+    if not people:
+        raise InputError(f"{agents} holds no agent profiles")
+    pairings: list[tuple[str, dict[str, Any], list[str]]] = []
+    if combos is not None:
+        by_env = {str(e.get("pk")): e for e in envs}
+        for combo in _read_jsonl(Path(combos)):
+            env = by_env.get(str(combo.get("env_id")))
+            if env is not None:
+                pairings.append((f"sotopia-{combo.get('pk') or combo.get('env_id')}", env,
+                                 [str(a) for a in combo.get("agent_ids") or []]))
+    else:
+        order = list(people)
+        for env in envs:
+            count = len(env.get("agent_goals") or [])
+            pairings.append((f"sotopia-{env.get('pk') or env.get('codename')}", env, order[:count]))
+    out = []
+    for scenario_id, env, agent_ids in pairings:
+        goals = list(env.get("agent_goals") or [])
+        if len(agent_ids) != len(goals):
+            raise InputError(f"{scenario_id}: {len(goals)} goals but {len(agent_ids)} agents")
+        seats = []
+        for agent_id, goal in zip(agent_ids, goals, strict=True):
+            if agent_id not in people:
+                raise InputError(f"{scenario_id}: agent {agent_id} is not in {agents}")
+            profile = AgentProfile.model_validate(people[agent_id])
+            seats.append(ScenarioAgent(name=profile.full_name or agent_id, goal=goal, profile=profile,
+                                       agent_id=agent_id))
+        out.append(Scenario(id=scenario_id, scenario=env.get("scenario", ""), agents=seats,
+                            relationship=_relationship(env.get("relationship")),
+                            codename=str(env.get("codename") or ""), source=str(env.get("source") or ""),
+                            meta={"env_id": env.get("pk"), **{k: env.get(k) for k in (
+                                "age_constraint", "occupation_constraint", "agent_constraint") if k in env}}))
+    return out
+
+
+def resolve(ref: str, extra: Iterable[Scenario] = ()) -> Scenario:
+    """Find a scenario by shipped id, SOTOPIA id / env id / codename, or load it from a file."""
+    path = Path(ref)
+    if path.suffix in (".jsonl", ".json") and path.is_file():
+        if path.suffix == ".json":
+            return from_record(json.loads(path.read_text(encoding="utf-8")))
+        found = load_jsonl(path)
+        if not found:
+            raise InputError(f"{ref} holds no scenario")
+        return found[0]
+    pools: list[Iterable[Scenario]] = [extra, shipped()]
+    if SHARED_SOTOPIA.is_file():
+        pools.append(load_sotopia())
+    for pool in pools:
+        for scenario in pool:
+            if ref in (scenario.id, scenario.codename, scenario.meta.get("env_id"), scenario.meta.get("combo_id")):
+                return scenario
+    ids = ", ".join(s.id for s in shipped())
+    raise InputError(f"no scenario {ref!r}", f"use a shipped id ({ids}), a SOTOPIA id, or a .jsonl file")

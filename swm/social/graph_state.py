@@ -1,0 +1,67 @@
+"""Graph state of a social episode and of the per-turn policy subgraphs.
+
+`EpisodeState` (the episode graph) holds only small values that do not grow with the episode:
+the scenario, whose turn it is, the idle count, the active agents, and the latest turn's
+decision. The turns themselves are rows in the experience store (`swm.social.store`); the
+whole `SocialWorld` is put in ``world`` once, when the episode finishes. A checkpoint thus stays
+the same size from the first turn to the last.
+
+A policy subgraph (`plain`, `foresee`, `rollout`) reads `PolicyInput` and returns
+`PolicyOutput`: a ``decision`` plus its own ``usage``/``prompts``/``models``. Its working keys
+(candidates, futures, scores) live only inside the subgraph and start empty every turn.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, TypedDict
+
+from swm.graph_state import SocialWorldState, merge_dict
+from swm.usage import CallStats, merge_usage
+
+
+class PolicyInput(TypedDict, total=False):
+    scenario: dict[str, Any]  # Scenario.model_dump()
+    episode_id: str
+    turn: int
+    actor: str
+    active: list[str]
+    tested_agent: str
+
+
+class PolicyOutput(TypedDict, total=False):
+    # {"action", "intended", "prediction", "candidates", "fallback", "prompts", "models"}
+    decision: dict[str, Any]
+    usage: Annotated[dict[str, CallStats], merge_usage]
+    prompts: Annotated[dict[str, str], merge_dict]
+    models: Annotated[dict[str, str], merge_dict]
+
+
+class PolicyState(PolicyInput, PolicyOutput, total=False):
+    intended: dict[str, Any]
+    sample_error: str | None
+    index: int  # a candidate's index inside a Send branch
+    candidates: Annotated[dict[str, dict[str, Any]], merge_dict]  # "i" -> {"action", "error"}
+    futures: Annotated[dict[str, dict[str, Any]], merge_dict]  # "i" -> {"steps", "error"}
+    scores: Annotated[dict[str, dict[str, Any]], merge_dict]  # "i" -> {"goal_progress", "reasoning", "note"}
+    chosen: str
+
+
+class EpisodeState(SocialWorldState, total=False):
+    # input
+    scenario: dict[str, Any]
+    episode_id: str
+    policies: dict[str, str]  # agent name -> plain | foresee | rollout
+    tested_agent: str  # the seat played by the "agent" role; every other seat is "partner"
+    max_turns: int
+    judge: bool
+    # turn bookkeeping
+    turn: int
+    actor: str
+    active: list[str]
+    idle: int
+    done: bool
+    end_reason: str
+    usage_mark: CallStats
+    decision: dict[str, Any]
+    # results
+    judgements: dict[str, dict[str, Any]]  # agent -> Judgement.model_dump()

@@ -1,0 +1,179 @@
+"""SOTOPIA-EVAL's seven dimensions: the schema the judge fills and the repair of what it returns.
+
+The judge model is shown every range twice: in the prompt and as ``ge``/``le`` bounds of
+`SotopiaEvaluation`, the tool schema it fills. What comes back is read leniently
+(`read_scores`): a score out of its range is clamped and the repair recorded; a number given as
+text or a float is rounded; a missing one is asked for again once by the judge node and, if
+still missing, recorded as rejected. Nothing is silently dropped, so `Judgement.overall` (the
+mean of the seven) is None whenever a dimension was rejected.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, computed_field, create_model
+
+Reason = Annotated[str, StringConstraints(max_length=1000)]
+
+DIMENSIONS: dict[str, tuple[int, int]] = {
+    "believability": (0, 10),
+    "relationship": (-5, 5),
+    "knowledge": (0, 10),
+    "secret": (-10, 0),
+    "social_rules": (-10, 0),
+    "financial_and_material_benefits": (-5, 5),
+    "goal": (0, 10),
+}
+
+RUBRIC: dict[str, str] = {
+    "believability": "Does the agent interact naturally and realistically, and act in line with its "
+                     "character profile? 0 = not at all, 10 = fully.",
+    "relationship": "Did the interaction make the agent's relationship with the others better (positive) "
+                    "or worse (negative), counting both personal bonds and social status? 0 = unchanged.",
+    "knowledge": "Did the agent gain new, important information in the interaction? 0 = nothing, "
+                 "10 = much.",
+    "secret": "Did the agent keep its secrets and private intentions? 0 = kept, negative = leaked "
+              "(-10 = fully revealed).",
+    "social_rules": "Did the agent break moral rules or laws? 0 = none, negative = violations "
+                    "(-10 = severe).",
+    "financial_and_material_benefits": "Did the agent gain (positive) or lose (negative) money or "
+                                       "material benefits, short or long term? 0 = unchanged.",
+    "goal": "How far did the agent reach its social goal? 0 = not at all, 10 = fully.",
+}
+
+
+def _evaluation_schema() -> type[BaseModel]:
+    fields: dict[str, Any] = {}
+    for name, (low, high) in DIMENSIONS.items():
+        fields[f"{name}_reasoning"] = (Reason, Field(description=f"Reasoning for {name}: {RUBRIC[name]}"))
+        fields[name] = (int, Field(ge=low, le=high, description=f"Integer score from {low} to {high}."))
+    model = create_model("SotopiaEvaluation", __config__=ConfigDict(extra="forbid"), **fields)
+    model.__doc__ = "SOTOPIA-EVAL: reasoning and an integer score in range for each of seven dimensions."
+    return model
+
+
+SotopiaEvaluation: type[BaseModel] = _evaluation_schema()
+
+
+class Judgement(BaseModel):
+    """One agent's SOTOPIA-EVAL scores after repair; ``overall`` is the mean of the seven."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agent: str
+    believability: int | None = Field(default=None, ge=0, le=10)
+    relationship: int | None = Field(default=None, ge=-5, le=5)
+    knowledge: int | None = Field(default=None, ge=0, le=10)
+    secret: int | None = Field(default=None, ge=-10, le=0)
+    social_rules: int | None = Field(default=None, ge=-10, le=0)
+    financial_and_material_benefits: int | None = Field(default=None, ge=-5, le=5)
+    goal: int | None = Field(default=None, ge=0, le=10)
+    reasoning: dict[str, str] = Field(default_factory=dict)
+    repairs: list[str] = Field(default_factory=list)
+    rejected: list[str] = Field(default_factory=list)
+    error: str | None = None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def overall(self) -> float | None:
+        values = [getattr(self, d) for d in DIMENSIONS]
+        if any(v is None for v in values):
+            return None
+        return round(sum(values) / len(values), 4)
+
+    def scores(self) -> dict[str, int | None]:
+        return {d: getattr(self, d) for d in DIMENSIONS}
+
+
+_NUMBER_RE = re.compile(r"[-+−]?\d+(?:\.\d+)?")
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value) if math.isfinite(float(value)) else None
+    if isinstance(value, dict):
+        return _number(value.get("score"))
+    if isinstance(value, str):
+        match = _NUMBER_RE.search(value.replace("−", "-"))
+        return float(match.group(0).replace("−", "-")) if match else None
+    return None
+
+
+def read_scores(args: dict[str, Any] | None) -> tuple[dict[str, int], dict[str, str], list[str], list[str]]:
+    """Read raw judge arguments leniently: (scores, reasoning, repairs, missing dimensions).
+
+    Accepts ``{"goal": 7, "goal_reasoning": "..."}`` and ``{"goal": {"score": 7, "reasoning": ...}}``;
+    rounds non-integers and clamps out-of-range scores, recording each repair.
+    """
+    scores: dict[str, int] = {}
+    reasons: dict[str, str] = {}
+    repairs: list[str] = []
+    missing: list[str] = []
+    args = args or {}
+    for name, (low, high) in DIMENSIONS.items():
+        raw = args.get(name)
+        reason = args.get(f"{name}_reasoning")
+        if isinstance(raw, dict) and reason is None:
+            reason = raw.get("reasoning")
+        reasons[name] = str(reason or "")[:1000]
+        number = _number(raw)
+        if number is None:
+            missing.append(name)
+            continue
+        score = int(round(number))
+        if score != number:
+            repairs.append(f"{name}: {raw!r} rounded to {score}")
+        if score < low or score > high:
+            clamped = min(max(score, low), high)
+            repairs.append(f"{name}: {score} out of range {low}..{high}, clamped to {clamped}")
+            score = clamped
+        scores[name] = score
+    return scores, reasons, repairs, missing
+
+
+def raw_arguments(message: Any) -> dict[str, Any] | None:
+    """Return the tool-call arguments of a raw reply, even when they failed validation."""
+    if message is None:
+        return None
+    for call in getattr(message, "tool_calls", None) or []:
+        if isinstance(call.get("args"), dict):
+            return dict(call["args"])
+    for call in getattr(message, "invalid_tool_calls", None) or []:
+        try:
+            value = json.loads(call.get("args") or "")
+        except (TypeError, ValueError):
+            continue
+        if isinstance(value, dict):
+            return value
+    content = getattr(message, "content", "")
+    if isinstance(content, str) and "{" in content:
+        try:
+            value = json.loads(content[content.index("{"): content.rindex("}") + 1])
+        except ValueError:
+            return None
+        return value if isinstance(value, dict) else None
+    return None
+
+
+def missing_schema(dimensions: list[str]) -> type[BaseModel]:
+    """Return a tool schema asking only for the given dimensions (the repair call)."""
+    fields: dict[str, Any] = {}
+    for name in dimensions:
+        low, high = DIMENSIONS[name]
+        fields[f"{name}_reasoning"] = (Reason, Field(description=f"Reasoning for {name}: {RUBRIC[name]}"))
+        fields[name] = (int, Field(ge=low, le=high, description=f"Integer score from {low} to {high}."))
+    model = create_model("SotopiaEvaluation", __config__=ConfigDict(extra="forbid"), **fields)
+    model.__doc__ = "The SOTOPIA-EVAL dimensions still missing: reasoning and an integer score in range."
+    return model
+
+
+def rubric_text(dimensions: list[str] | None = None) -> str:
+    """Render the rubric with exact ranges for the judge prompt."""
+    names = dimensions or list(DIMENSIONS)
+    return "\n".join(f"- {n} (integer {DIMENSIONS[n][0]}..{DIMENSIONS[n][1]}): {RUBRIC[n]}" for n in names)

@@ -1,0 +1,83 @@
+"""Scripted replies for social-episode tests (helpers; the one test checks the script itself)."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, create_model
+
+from scripted import ScriptedChatModel
+from swm.social.judgement import DIMENSIONS
+from swm.social.models import AgentActionForModel, AgentProfile, Scenario, ScenarioAgent
+from swm.social.schemas import Foresight, FutureScore, PredictedMind, PredictedReaction
+
+GOALS = {"Ann": "GOAL-ANN-7f3 sell the lamp for 40", "Bob": "GOAL-BOB-9k2 buy the lamp for 20",
+         "Cy": "GOAL-CY-1q8 keep the peace"}
+SECRETS = {"Ann": "SECRET-ANN-x1 the lamp is broken", "Bob": "SECRET-BOB-y2 has 100 dollars",
+           "Cy": "SECRET-CY-z3 owns the shop"}
+
+
+def scenario(n: int = 2, sid: str = "test-lamp") -> Scenario:
+    names = list(GOALS)[:n]
+    return Scenario(id=sid, scenario="A lamp is for sale at a flea market.", relationship="stranger",
+                    agents=[ScenarioAgent(name=a, goal=GOALS[a], profile=AgentProfile(
+                        first_name=a, age=30, occupation="trader", public_info=f"{a} likes lamps.",
+                        secret=SECRETS[a])) for a in names])
+
+
+_Loose = create_model("SotopiaEvaluation", __config__=ConfigDict(extra="allow"))
+
+
+def loose(**args: Any) -> BaseModel:
+    """A reply object carrying any arguments (out of range, missing); `ScriptedChatModel` wraps it.
+
+    (An AIMessage is itself a pydantic model, so the scripted model would wrap it again.)
+    """
+    return _Loose(**args)
+
+
+def evaluation(*, drop: tuple[str, ...] = (), **override: Any) -> BaseModel:
+    args: dict[str, Any] = {}
+    for name, (low, high) in DIMENSIONS.items():
+        args[f"{name}_reasoning"] = f"why {name}"
+        args[name] = (low + high) // 2
+    args.update(override)
+    return loose(**{k: v for k, v in args.items() if k not in drop})
+
+
+class Responder:
+    """Answer by tool name; ``action`` gives each act call's action (a callable of the call index)."""
+
+    def __init__(self, action: Any = None, fail: dict[str, Any] | None = None) -> None:
+        self.counter = itertools.count()
+        self.action = action or (lambda i: AgentActionForModel(action_type="speak", argument=f"line {i}"))
+        self.fail = fail or {}
+        self.seen: dict[str, int] = {}
+
+    def __call__(self, prompt: str, tool: str | None) -> BaseModel | str | Exception:
+        n = self.seen[tool or ""] = self.seen.get(tool or "", 0) + 1
+        failing = self.fail.get(tool or "")
+        if failing is not None and (failing is True or n in failing):
+            return "this is not a tool call"
+        if tool == "AgentActionForModel":
+            return self.action(next(self.counter))
+        if tool == "Foresight":
+            return Foresight(mental_states=[PredictedMind(agent="Bob", mental_state="wary")],
+                             reactions=[PredictedReaction(agent="Bob", action_type="speak", argument="too much")],
+                             next_state="they haggle")
+        if tool == "FutureScore":
+            return FutureScore(reasoning="ok", goal_progress=5)
+        if tool == "SotopiaEvaluation":
+            return evaluation()
+        raise AssertionError(f"unexpected tool {tool}")
+
+
+def model(**kwargs: Any) -> ScriptedChatModel:
+    return ScriptedChatModel(respond=Responder(**kwargs))
+
+
+def test_scripted_scenario_is_valid() -> None:
+    s = scenario(3)
+    assert s.names == ["Ann", "Bob", "Cy"]
+    assert "GOAL-BOB" not in s.background_for("Ann") and "SECRET-BOB" not in s.background_for("Ann")
