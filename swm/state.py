@@ -43,8 +43,11 @@ def is_none(text: str | None) -> bool:
 
 def split_mental_state(observation: str) -> tuple[str, str]:
     """Split an observation into its external part and its ``<mental_state>`` content."""
-    mental = " ".join(m.strip() for m in _MENTAL_RE.findall(observation))
-    external = re.sub(r"\s+", " ", _MENTAL_RE.sub(" ", observation)).strip()
+    found = _MENTAL_RE.findall(observation)
+    if not found:
+        return observation, ""
+    mental = " ".join(m.strip() for m in found)
+    external = re.sub(r"[ \t]{2,}", " ", _MENTAL_RE.sub(" ", observation)).strip()
     return external, mental
 
 
@@ -130,17 +133,17 @@ class SocialWorld(BaseModel):
         names, raw_steps = _unwrap(obj)
         known = list(agents) if agents is not None else list(names)
         world = cls(agents=list(dict.fromkeys(known)))
-        world._closed = bool(world.agents)
+        closed = bool(world.agents)  # with names given, unknown names are not added as agents
         for index, raw in enumerate(raw_steps):
             if not isinstance(raw, Mapping):
                 raise ValueError(f"step {index} is {type(raw).__name__}, expected an object")
-            world.steps.append(world._step_from_raw(index, raw))
+            world.steps.append(world._step_from_raw(index, raw, closed))
         return world
 
-    def _step_from_raw(self, index: int, raw: Mapping[str, Any]) -> SocialStep:
-        observations = self._per_agent(raw.get("observations"))
-        actions = self._per_agent(raw.get("actions"))
-        dialogue = self._per_agent(raw.get("dialogue"))
+    def _step_from_raw(self, index: int, raw: Mapping[str, Any], closed: bool) -> SocialStep:
+        observations = self._per_agent(raw.get("observations"), closed)
+        actions = self._per_agent(raw.get("actions"), closed)
+        dialogue = self._per_agent(raw.get("dialogue"), closed)
         step = SocialStep(
             timestep=str(raw.get("timestep", index)),
             scene=str(raw.get("state", raw.get("scene", NONE))),
@@ -154,7 +157,7 @@ class SocialWorld(BaseModel):
                 step.mental_states[agent] = mental
         return step
 
-    def _per_agent(self, value: Any) -> dict[str, str]:
+    def _per_agent(self, value: Any, closed: bool) -> dict[str, str]:
         """Read a per-agent field from the dict form or the ``"name: text"`` list form."""
         if value is None:
             return {}
@@ -171,13 +174,12 @@ class SocialWorld(BaseModel):
             raise ValueError(f"expected an object or a list, got {type(value).__name__}")
         out: dict[str, str] = {}
         for name, text in pairs:
-            agent = self.resolve_agent(name) or name
-            if agent not in self.agents and self.resolve_agent(name) is None and not self._closed:
+            known = self.resolve_agent(name)
+            agent = known or name
+            if known is None and not closed:
                 self.agents.append(agent)
             out[agent] = f"{out[agent]} {text}".strip() if agent in out else text
         return out
-
-    _closed: bool = False
 
     def resolve_agent(self, name: str) -> str | None:
         """Return the known agent a name refers to (case and spacing ignored), or None."""
@@ -188,7 +190,11 @@ class SocialWorld(BaseModel):
         return None
 
     def to_s3ap(self) -> dict[str, Any]:
-        """Write the wrapped dict form of appendix A.2 (plus ``dialogue`` where there is any)."""
+        """Write the wrapped dict form of appendix A.2 (plus ``dialogue`` where there is any).
+
+        Every agent gets an observation and an action at every step, as the paper's form requires;
+        an agent with no entry is written as ``none`` (missing and ``none`` mean the same).
+        """
         steps = []
         for step in self.steps:
             observations = {}
@@ -197,13 +203,13 @@ class SocialWorld(BaseModel):
                 mental = step.mental_states.get(agent)
                 if mental:
                     tag = f"<mental_state>{mental}</mental_state>"
-                    text = tag if is_none(text) else f"{text} {tag}"
+                    text = tag if text == NONE else f"{text} {tag}"
                 observations[agent] = text
             raw: dict[str, Any] = {
                 "timestep": step.timestep,
                 "state": step.scene,
                 "observations": observations,
-                "actions": {a: step.actions[a] for a in self._agents_in(step) if a in step.actions},
+                "actions": {a: step.actions.get(a, NONE) for a in self._agents_in(step)},
             }
             if step.dialogue:
                 raw["dialogue"] = dict(step.dialogue)
