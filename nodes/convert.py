@@ -1,0 +1,29 @@
+"""The convert node: a cycle's training episodes become preference pairs on both tracks."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from nodes.lifelong import plan_of, task_from_id
+from swm.context import SWMContext
+from swm.lifelong import store as ls
+from swm.lifelong.convert import build_pairs
+from swm.lifelong.records import EpisodeRecord
+from swm.lifelong.state import LifelongState
+
+
+def convert(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+    """Build action and perception pairs from this cycle's episodes; they wait, ungated, for ``gate``."""
+    store = runtime.context.experience_store()
+    plan, cycle = plan_of(state), state["cycle"]
+    by_task: dict[str, list[EpisodeRecord]] = defaultdict(list)
+    for record in ls.load_episodes(store, plan["run_id"], cycle, "collect"):
+        by_task[record.task_id].append(record)
+    built = [p for task_id, eps in sorted(by_task.items()) for p in build_pairs(task_from_id(task_id), eps, cycle)]
+    store.insert("lifelong_staged", {"run_id": plan["run_id"], "cycle": cycle,
+                                     "pairs": [p.model_dump(mode="json") for p in built]},
+                 pk=("run_id", "cycle"), replace=True)
+    return {"phase": "gate"}

@@ -1,0 +1,213 @@
+"""Checkers: completion and violations of a task, read from the transcript and the hidden truth.
+
+Every checker is exact and deterministic: it parses the protocol tokens the scenario taught the
+agents (``$N``, ``Mon 14:00``, ``ACCEPT``, ``ANSWER: First Last``) from what was said and
+compares them with the task's ``truth``. No model is called. A `Verdict` names the turns that
+decided the outcome (``evidence``) and those that broke a rule (``violation_turns``), which the
+action track's attribution reads.
+
+Agreement (negotiation, scheduling): an utterance naming an offer opens it with its speaker as
+the first to agree; a later ``ACCEPT`` naming no offer, or the same one, adds its speaker; an
+``ACCEPT`` naming another offer opens that one instead. The first offer every agent has agreed
+to is the agreement.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from swm.lifelong.tasks import ACCEPT, Task
+
+_ACCEPT_RE = re.compile(rf"\b{ACCEPT}\b")
+_PRICE_RE = re.compile(r"\$\s?(\d[\d,]*(?:\.\d+)?)")
+_SLOT_RE = re.compile(r"\b(Mon|Tue|Wed|Thu|Fri)[a-z]*\.?,?\s+(\d{1,2})(?::(\d{2}))?\s*(am|pm)?", re.I)
+_ANSWER_RE = re.compile(r"ANSWER:\s*([A-Za-z][\w'-]*(?:\s+[A-Za-z][\w'-]*)?)")
+
+
+class Utterance(BaseModel):
+    """One turn of a transcript as the checker reads it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agent: str
+    text: str = ""
+    action_type: str = "speak"
+
+
+class Verdict(BaseModel):
+    """What a checker found: completion, violations and the turns behind them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    completion: bool
+    violations: list[str] = Field(default_factory=list)
+    evidence: list[int] = Field(default_factory=list)
+    violation_turns: list[int] = Field(default_factory=list)
+    resolved_at: int | None = None  # the turn after which the task was settled
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.completion and not self.violations
+
+
+def mentions(text: str, fact: str) -> bool:
+    """Tell whether a fact appears in a text: case-insensitive, on word boundaries."""
+    return re.search(rf"(?<!\w){re.escape(fact.strip())}(?!\w)", text, re.I) is not None if fact.strip() else False
+
+
+def parse_price(text: str) -> float | None:
+    """Return the last ``$N`` price in a text."""
+    found = _PRICE_RE.findall(text)
+    return float(found[-1].replace(",", "")) if found else None
+
+
+def parse_slot(text: str) -> str | None:
+    """Return the last slot in a text, normalised to ``Mon 14:00`` (``2pm`` reads as 14:00)."""
+    found = _SLOT_RE.findall(text)
+    if not found:
+        return None
+    day, hour, minute, half = found[-1]
+    h = int(hour)
+    if half.lower() == "pm" and h < 12:
+        h += 12
+    return f"{day[:3].title()} {h:02d}:{minute or '00'}"
+
+
+@dataclass
+class Agreement:
+    value: Any
+    proposal: int
+    accepted_at: int
+    agreed_by: set[str] = field(default_factory=set)
+
+
+def find_agreement(turns: Sequence[Utterance], agents: Sequence[str],
+                   offer_of: Callable[[str], Any]) -> Agreement | None:
+    """Return the first offer every agent agreed to (see the module docstring), or None."""
+    current: Agreement | None = None
+    everyone = set(agents)
+    for i, turn in enumerate(turns):
+        offer = offer_of(turn.text)
+        accepted = _ACCEPT_RE.search(turn.text) is not None
+        if offer is not None and (current is None or offer != current.value):
+            current = Agreement(value=offer, proposal=i, accepted_at=i, agreed_by={turn.agent})
+        elif accepted and current is not None:
+            current.agreed_by.add(turn.agent)
+            current.accepted_at = i
+        if current is not None and accepted and current.agreed_by >= everyone:
+            return current
+    return None
+
+
+def _leaks(turns: Sequence[Utterance], task: Task) -> tuple[list[str], list[int]]:
+    codes: list[str] = []
+    where: list[int] = []
+    for brief in task.agents:
+        for i, turn in enumerate(turns):
+            if turn.agent == brief.name and any(mentions(turn.text, f) for f in brief.forbidden):
+                code = "secret_leaked" if task.family == "secret" else f"private_leaked:{brief.role}"
+                if code not in codes:
+                    codes.append(code)
+                where.append(i)
+    return codes, where
+
+
+def check_negotiation(task: Task, turns: Sequence[Utterance]) -> Verdict:
+    """Complete when both agree on a price inside [seller minimum, buyer limit]."""
+    low, high = task.truth["seller_min"], task.truth["buyer_max"]
+    deal = find_agreement(turns, task.names, parse_price)
+    violations, where = _leaks(turns, task)
+    if deal is None:
+        return Verdict(completion=False, violations=violations, violation_turns=where, detail={"deal": None})
+    inside = low <= deal.value <= high
+    if not inside:
+        violations.append("deal_outside_zone")
+        where.append(deal.accepted_at)
+    return Verdict(completion=inside, violations=violations, evidence=[deal.proposal, deal.accepted_at],
+                   violation_turns=sorted(set(where)), resolved_at=deal.accepted_at,
+                   detail={"deal": deal.value, "zone": [low, high]})
+
+
+def check_mutual_friend(task: Task, turns: Sequence[Utterance]) -> Verdict:
+    """Complete when the first ``ANSWER:`` names the mutual friend; each wrong answer is a violation."""
+    truth = " ".join(task.truth["friend"].split()).casefold()
+    first: bool | None = None
+    evidence: list[int] = []
+    wrong: list[int] = []
+    resolved: int | None = None
+    for i, turn in enumerate(turns):
+        for name in _ANSWER_RE.findall(turn.text):
+            right = " ".join(name.split()).casefold() == truth
+            if first is None:
+                first, resolved = right, i
+                evidence.append(i)
+            if not right:
+                wrong.append(i)
+    return Verdict(completion=bool(first), violations=["wrong_answer"] if wrong else [], evidence=evidence,
+                   violation_turns=sorted(set(wrong)), resolved_at=resolved if first else None,
+                   detail={"answered": first is not None})
+
+
+def check_secret(task: Task, turns: Sequence[Utterance]) -> Verdict:
+    """Complete when the prober says ACCEPT to the favour and no fact of the secret was said by the keeper."""
+    violations, where = _leaks(turns, task)
+    keeper, partner = task.truth["keeper"], task.truth["partner"]
+    accepted = next((i for i, t in enumerate(turns) if t.agent == partner and _ACCEPT_RE.search(t.text)), None)
+    evidence = [accepted] if accepted is not None else []
+    asks = [i for i, t in enumerate(turns) if t.agent == keeper and not t.text.strip() == ""]
+    return Verdict(completion=accepted is not None and not violations, violations=violations, evidence=evidence,
+                   violation_turns=sorted(set(where)), resolved_at=accepted,
+                   detail={"keeper_turns": len(asks), "accepted_at": accepted})
+
+
+def check_scheduling(task: Task, turns: Sequence[Utterance]) -> Verdict:
+    """Complete when everyone agrees on a slot inside every agent's private availability."""
+    free: dict[str, list[str]] = task.truth["free"]
+    deal = find_agreement(turns, task.names, parse_slot)
+    violations, where = _leaks(turns, task)
+    if deal is None:
+        return Verdict(completion=False, violations=violations, violation_turns=where, detail={"slot": None})
+    broken = [name for name, slots in free.items() if deal.value not in slots]
+    violations += [f"constraint_broken:{name}" for name in broken]
+    if broken:
+        where.append(deal.accepted_at)
+    return Verdict(completion=not broken, violations=violations, evidence=[deal.proposal, deal.accepted_at],
+                   violation_turns=sorted(set(where)), resolved_at=deal.accepted_at, detail={"slot": deal.value})
+
+
+def check_persuasion(task: Task, turns: Sequence[Utterance]) -> Verdict:
+    """Complete when the skeptic says ACCEPT after the persuader addressed the private objection.
+
+    Addressing means a persuader utterance containing one of the objection's words
+    (``truth["words"]``). An ACCEPT before that is recorded as ``accepted_unaddressed``.
+    """
+    persuader, partner, words = task.truth["persuader"], task.truth["partner"], task.truth["words"]
+    addressed: int | None = None
+    for i, turn in enumerate(turns):
+        if turn.agent == persuader and addressed is None and any(mentions(turn.text, w) for w in words):
+            addressed = i
+        if turn.agent == partner and _ACCEPT_RE.search(turn.text):
+            if addressed is None:
+                return Verdict(completion=False, violations=["accepted_unaddressed"], evidence=[i],
+                               violation_turns=[i], resolved_at=i, detail={"addressed_at": None})
+            return Verdict(completion=True, evidence=[addressed, i], resolved_at=i,
+                           detail={"addressed_at": addressed, "accepted_at": i})
+    return Verdict(completion=False, evidence=[addressed] if addressed is not None else [],
+                   detail={"addressed_at": addressed})
+
+
+CHECKERS: dict[str, Callable[[Task, Sequence[Utterance]], Verdict]] = {
+    "negotiation": check_negotiation, "mutual_friend": check_mutual_friend, "secret": check_secret,
+    "scheduling": check_scheduling, "persuasion": check_persuasion,
+}
+
+
+def check(task: Task, turns: Sequence[Utterance]) -> Verdict:
+    """Run the task family's checker on a transcript."""
+    return CHECKERS[task.family](task, turns)

@@ -1,0 +1,146 @@
+"""Retention metrics over the matrix R[cycle, level], each with a 95% confidence interval.
+
+R[c, j] is a rate (completion or pass) on level j's held-out set after cycle c; row 0 is the
+initial policy (the baseline b_j). ``curriculum[c-1]`` is the level cycle c trained on. With T
+the last cycle (Lopez-Paz & Ranzato 2017, GEM; Chaudhry et al. 2018, RWalk):
+
+* ACC = mean_j R[T, j] over every evaluated level;
+* BWT = mean over levels j last trained at a cycle c_j < T of R[T, j] − R[c_j, j];
+* FWT = mean over levels j first trained at a cycle c_j ≥ 2 of R[c_j − 1, j] − R[0, j];
+* F_k = mean over levels j trained before cycle k of max_{1 ≤ l < k} R[l, j] − R[k, j].
+
+Confidence intervals: a cell is a binomial proportion over its episodes (Wilson interval for
+the cell itself). A metric is a linear combination Σ w_i p_i of cells from independent episode
+sets, so its variance is Σ w_i² p_i(1 − p_i)/n_i and its interval the normal one, ±1.96 σ. For
+F_k the maximising cell is treated as fixed (an approximation, stated here). With few episodes
+the intervals are wide, as they should be.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+Z95 = 1.959963984540054
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A rate: successes out of n episodes."""
+
+    successes: int
+    n: int
+
+    @property
+    def rate(self) -> float:
+        return self.successes / self.n if self.n else 0.0
+
+    @property
+    def variance(self) -> float:
+        return self.rate * (1 - self.rate) / self.n if self.n else 0.0
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A metric's value and its 95% interval."""
+
+    value: float
+    low: float
+    high: float
+
+    def __str__(self) -> str:
+        return f"{self.value:+.3f} [{self.low:+.3f}, {self.high:+.3f}]"
+
+
+def wilson(successes: int, n: int, z: float = Z95) -> Estimate:
+    """Return a proportion with its Wilson score interval."""
+    if n == 0:
+        return Estimate(0.0, 0.0, 1.0)
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return Estimate(p, max(0.0, centre - half), min(1.0, centre + half))
+
+
+def _combine(terms: Sequence[tuple[float, Cell]]) -> Estimate | None:
+    if not terms:
+        return None
+    value = sum(w * c.rate for w, c in terms)
+    sd = math.sqrt(sum(w * w * c.variance for w, c in terms))
+    return Estimate(round(value, 6), round(value - Z95 * sd, 6), round(value + Z95 * sd, 6))
+
+
+Matrix = Mapping[tuple[int, str], Cell]
+
+
+def last_cycle(r: Matrix) -> int:
+    return max(c for c, _ in r)
+
+
+def trained_at(curriculum: Sequence[str]) -> tuple[dict[str, int], dict[str, int]]:
+    """Return each level's first and last training cycle (cycles count from 1)."""
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for c, level in enumerate(curriculum, start=1):
+        first.setdefault(level, c)
+        last[level] = c
+    return first, last
+
+
+def acc(r: Matrix, levels: Sequence[str]) -> Estimate | None:
+    t = last_cycle(r)
+    cells = [r[(t, j)] for j in levels if (t, j) in r]
+    return _combine([(1 / len(cells), c) for c in cells]) if cells else None
+
+
+def bwt(r: Matrix, levels: Sequence[str], curriculum: Sequence[str]) -> Estimate | None:
+    t = last_cycle(r)
+    _, last = trained_at(curriculum[:t])
+    js = [j for j in levels if j in last and last[j] < t and (t, j) in r and (last[j], j) in r]
+    if not js:
+        return None
+    w = 1 / len(js)
+    return _combine([term for j in js for term in ((w, r[(t, j)]), (-w, r[(last[j], j)]))])
+
+
+def fwt(r: Matrix, levels: Sequence[str], curriculum: Sequence[str]) -> Estimate | None:
+    t = last_cycle(r)
+    first, _ = trained_at(curriculum[:t])
+    js = [j for j in levels if j in first and first[j] >= 2 and (first[j] - 1, j) in r and (0, j) in r]
+    if not js:
+        return None
+    w = 1 / len(js)
+    return _combine([term for j in js for term in ((w, r[(first[j] - 1, j)]), (-w, r[(0, j)]))])
+
+
+def forgetting(r: Matrix, levels: Sequence[str], curriculum: Sequence[str], k: int) -> Estimate | None:
+    """Return F_k, the mean drop from each earlier-trained level's best rate to its rate after cycle k."""
+    first, _ = trained_at(curriculum[: k - 1])
+    js = [j for j in levels if j in first and (k, j) in r]
+    terms: list[tuple[float, Cell]] = []
+    for j in js:
+        history = [(l, r[(l, j)]) for l in range(1, k) if (l, j) in r]
+        if not history:
+            continue
+        best = max(history, key=lambda h: (h[1].rate, -h[0]))[1]
+        terms += [(1.0, best), (-1.0, r[(k, j)])]
+    if not terms:
+        return None
+    n = len(terms) // 2
+    return _combine([(w / n, c) for w, c in terms])
+
+
+def summary(r: Matrix, levels: Sequence[str], curriculum: Sequence[str]) -> dict[str, Estimate | None]:
+    """Return ACC, BWT, FWT and F_k for every cycle k ≥ 2 of a matrix."""
+    out: dict[str, Estimate | None] = {"ACC": acc(r, levels), "BWT": bwt(r, levels, curriculum),
+                                       "FWT": fwt(r, levels, curriculum)}
+    for k in range(2, last_cycle(r) + 1):
+        out[f"F_{k}"] = forgetting(r, levels, curriculum, k)
+    return out
+
+
+def curriculum_for(levels: Sequence[str], cycles: int) -> list[str]:
+    """Return the level each cycle trains on: one level per cycle, the last repeated."""
+    return [levels[min(c, len(levels) - 1)] for c in range(cycles)]

@@ -1,0 +1,120 @@
+"""The records the loop passes between phases: finished episodes, their turns, preference pairs.
+
+An `EpisodeRecord` is what `collect` writes once per episode, converted from the episode
+graph's output (`swm.lifelong.bridge`); the pair builders and checkers read only these, so they
+can be tested on hand-made records. A `PreferencePair` carries the context the gate needs to
+judge it on its own (the speaker's private strings, goal, previous utterance, whether the task
+was already settled) so that gating never has to reopen the episode.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from swm.lifelong.checkers import Utterance, Verdict
+
+TRACKS = ("action", "perception")
+
+
+def digest(*parts: Any, size: int = 16) -> str:
+    """Return a short stable hash of JSON-able parts."""
+    text = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:size]
+
+
+class Prediction(BaseModel):
+    """A world-model prediction, made at one turn, of another agent's goal and mental state."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    about: str
+    goal: str = ""
+    mental_state: str = ""
+
+    def text(self) -> str:
+        return " ".join(x for x in (self.goal, self.mental_state) if x).strip()
+
+
+class TurnRecord(BaseModel):
+    """One acted turn: who acted, what was done, and what the agent considered and predicted."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    index: int
+    agent: str
+    action_type: str = "speak"
+    text: str = ""
+    state_key: str = ""  # equal keys mean the same task, speaker, policy and history
+    prompt: str = ""  # the agent's view at this state, as the export's prompt
+    alternatives: list[str] = Field(default_factory=list)  # other candidates sampled at this state
+    predictions: list[Prediction] = Field(default_factory=list)
+
+    def utterance(self) -> Utterance:
+        return Utterance(agent=self.agent, text=self.text, action_type=self.action_type)
+
+
+class EpisodeRecord(BaseModel):
+    """A finished episode with its provenance and verified outcome."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    episode_id: str
+    run_id: str = ""
+    cycle: int = 0
+    phase: str = "collect"  # collect | eval
+    task_id: str
+    family: str
+    level: str
+    seed: int = 0  # the sample index of this task within the cycle
+    seat: str = "all"  # the learner's seat; "all" in self-play
+    policy_version: str = "p0"
+    models: dict[str, str] = Field(default_factory=dict)
+    prompts: dict[str, str] = Field(default_factory=dict)
+    source_episode: str | None = None  # the episode graph's own id, when it has one
+    turns: list[TurnRecord] = Field(default_factory=list)
+    verdict: Verdict
+    judge_goal: float | None = None
+    error: str | None = None
+
+    def transcript(self) -> list[Utterance]:
+        return [t.utterance() for t in self.turns]
+
+
+class PreferencePair(BaseModel):
+    """Two candidates at the same state, chosen over rejected, with what the gate needs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pair_id: str = ""
+    track: str  # action | perception
+    source: str  # same_state | alternative | multi_prediction
+    cycle: int = 0
+    task_id: str
+    family: str
+    level: str
+    agent: str
+    turn: int
+    state_key: str
+    chosen_state_key: str = ""
+    rejected_state_key: str = ""
+    prompt: str
+    chosen: str
+    rejected: str
+    chosen_score: float
+    rejected_score: float
+    chosen_action_type: str = "speak"
+    chosen_episode: str = ""
+    rejected_episode: str = ""
+    judge_scores: list[float] | None = None  # two judge samples, where a judge scored the pair
+    context: dict[str, Any] = Field(default_factory=dict)  # private, goal, previous, resolved_before, about
+
+    @property
+    def margin(self) -> float:
+        return round(self.chosen_score - self.rejected_score, 6)
+
+    def with_id(self) -> PreferencePair:
+        return self.model_copy(update={"pair_id": digest(self.track, self.state_key, self.chosen, self.rejected)})

@@ -1,0 +1,64 @@
+"""Graph state of the lifelong loop: the run's plan, the cycle, and small counters.
+
+Bulk data (tasks, episodes, pairs, policies, metrics) lives in the experience store; the state
+holds only ids and numbers that do not grow with the run, so a checkpoint stays small.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, TypedDict
+
+from swm.graph_state import SocialWorldState, merge_dict
+
+DEFAULT_PLAN: dict[str, Any] = {
+    "run_id": "learn",
+    "cycles": 3,
+    "levels": ["easy", "medium", "hard"],
+    "families": ["negotiation", "mutual_friend", "secret", "scheduling", "persuasion"],
+    "episodes_per_level": 4,
+    "samples_per_task": 2,
+    "max_turns": 8,
+    "policy": "plain",  # collection policy: plain | foresee | rollout
+    "eval_policy": "plain",
+    "self_play": True,  # one model in every seat; else the partner role plays the other seats
+    "judge": False,  # the episode judge (one call per agent); pass rate then also needs goal >= threshold
+    "judge_threshold": 7.0,
+    "gating": True,
+    "min_margin": 0.1,
+    "update": "memory",  # memory | dpo | kto
+    "replay": True,
+    "epsilon": 0.05,
+    "deploy_metric": "pass",
+    "heldout_per_cell": 1,
+    "out_dir": "swm-learn",
+    "hf_model": None,  # a local Hugging Face model directory: dpo/kto then train with TRL
+}
+
+
+class EpisodeJob(TypedDict):
+    """One episode to play: the payload of a ``collect`` or ``evaluate`` Send."""
+
+    episode_id: str
+    task_id: str
+    cycle: int
+    phase: str
+    sample: int
+    seat: str
+    tested_agent: str
+    policy_version: str
+    plan: dict[str, Any]
+
+
+class LifelongState(SocialWorldState, total=False):
+    plan: dict[str, Any]
+    cycle: int
+    phase: str
+    incumbent: str  # the deployed policy version
+    candidate: str  # this cycle's updated policy version
+    collected: Annotated[int, operator.add]
+    evaluated: Annotated[int, operator.add]
+    kept: Annotated[int, operator.add]
+    rejected: Annotated[int, operator.add]
+    decisions: Annotated[dict[str, str], merge_dict]  # cycle -> the deploy gate's explanation
+    report: str

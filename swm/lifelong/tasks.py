@@ -1,0 +1,259 @@
+"""Verifiable social tasks: five families at three difficulty levels, with hidden ground truth.
+
+`synthesize(family, level, seed)` is a pure function of its arguments (``random.Random`` seeded
+with a string is stable across processes), so a task id names its content. Each task keeps what
+the agents are told (the public ``scenario``, each agent's private ``goal`` and ``private``
+facts) apart from what only the checker sees (``truth``). The checkers in
+`swm.lifelong.checkers` read a transcript and the truth, never a judge.
+
+The protocol every family shares, written into each scenario so agents can follow it:
+
+* an offer names a price as ``$N`` (negotiation) or a slot as ``Mon 14:00`` (scheduling);
+* agreement is the literal capitalised word ``ACCEPT`` (case-sensitive, so "I accept that you..."
+  in passing does not count);
+* an answer is ``ANSWER: First Last`` (mutual friend).
+
+Levels raise difficulty along named axes: ``easy`` (two agents, wide margins, few distractors,
+a cooperative partner), ``medium`` (tighter zones, more distractors, a pressing partner),
+``hard`` (a third agent or near-duplicate distractors, the tightest zones, a deceptive partner).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+FAMILIES = ("negotiation", "mutual_friend", "secret", "scheduling", "persuasion")
+LEVELS = ("easy", "medium", "hard")
+GENERATOR_VERSION = "tasks@v1"
+ACCEPT = "ACCEPT"
+
+FIRST = ["Ava", "Ben", "Cara", "Dev", "Eli", "Fay", "Gus", "Hana", "Ivan", "Jade", "Kai", "Lena", "Milo",
+         "Nia", "Omar", "Pia", "Quinn", "Rosa", "Sami", "Tara", "Uma", "Vic", "Wes", "Yara", "Zoe"]
+LAST = ["Adler", "Brook", "Chen", "Diaz", "Evans", "Ford", "Garcia", "Hughes", "Ito", "Jensen", "Khan",
+        "Lopez", "Moreau", "Novak", "Okafor", "Patel", "Quist", "Rossi", "Silva", "Tanaka"]
+ITEMS = [("a used road bike", 420), ("a vintage guitar", 760), ("a sofa", 310), ("a laptop", 890),
+         ("a camera kit", 540), ("a rowing machine", 380), ("a drone", 650), ("a telescope", 470)]
+DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri")
+HOURS = (9, 10, 11, 13, 14, 15, 16)
+SECRETS = [("a surprise party for {name}", ["Friday", "Luigi's", "8pm"]),
+           ("{name}'s job offer from a rival firm", ["Northwind", "March", "raise"]),
+           ("the plan to sell the family cabin", ["cabin", "June", "Tahoe"]),
+           ("{name}'s engagement", ["ring", "Saturday", "Lisbon"])]
+OBJECTIONS = {
+    "cost": ["cost", "price", "money", "afford", "expensive", "fee"],
+    "time": ["time", "busy", "schedule", "hours", "weekend"],
+    "safety": ["safe", "safety", "risk", "injury", "danger"],
+    "skill": ["beginner", "skill", "experience", "learn", "lessons"],
+}
+CAUSES = ["join the weekend climbing club", "volunteer at the food bank", "take the evening pottery class",
+          "sign up for the charity run", "join the community choir"]
+
+_LEVEL = {
+    "easy": {"zone": 0.30, "list": 4, "agents": 2, "common": 3, "facts": 1, "partner": "cooperative"},
+    "medium": {"zone": 0.15, "list": 6, "agents": 2, "common": 2, "facts": 2, "partner": "pressing"},
+    "hard": {"zone": 0.05, "list": 6, "agents": 3, "common": 1, "facts": 3, "partner": "deceptive"},
+}
+
+
+class AgentBrief(BaseModel):
+    """One seat of a task: what this agent is told privately, and what is checked about it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    role: str
+    goal: str = Field(description="the private goal, shown only to this agent")
+    private: str = Field(default="", description="private facts, shown only to this agent")
+    key_facts: list[str] = Field(default_factory=list,
+                                 description="hidden truth a partner's prediction of this agent is checked against")
+    forbidden: list[str] = Field(default_factory=list, description="strings this agent must never say (leaks)")
+
+
+class Task(BaseModel):
+    """A synthesised social task with hidden ground truth for its checker."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_id: str
+    family: str
+    level: str
+    seed: int
+    split: str = "train"  # train | heldout
+    scenario: str
+    agents: list[AgentBrief]
+    truth: dict[str, Any]
+    generator: str = GENERATOR_VERSION
+
+    def agent(self, name: str) -> AgentBrief:
+        for brief in self.agents:
+            if brief.name == name:
+                return brief
+        raise KeyError(f"task {self.task_id} has no agent {name!r}")
+
+    @property
+    def names(self) -> list[str]:
+        return [a.name for a in self.agents]
+
+
+def task_id(family: str, level: str, seed: int, split: str = "train") -> str:
+    return f"{split}:{family}:{level}:{seed}"
+
+
+def _people(rng: random.Random, n: int, taken: set[str] | None = None) -> list[str]:
+    taken = set(taken or ())
+    out: list[str] = []
+    while len(out) < n:
+        name = f"{rng.choice(FIRST)} {rng.choice(LAST)}"
+        if name not in taken:
+            taken.add(name)
+            out.append(name)
+    return out
+
+
+def _negotiation(rng: random.Random, level: str) -> dict[str, Any]:
+    knobs = _LEVEL[level]
+    item, price = rng.choice(ITEMS)
+    seller, buyer = _people(rng, 2)
+    width = max(6, int(price * knobs["zone"]))
+    low = int(price * rng.uniform(0.72, 0.82)) + rng.choice((3, 7, 11))  # not round: stating it is a leak
+    high = low + width + rng.choice((2, 4))
+    protocol = f"Offers name a price as $N. Agreement is the word {ACCEPT} with the price, e.g. '{ACCEPT} $N'."
+    buyer_goal = f"Buy {item} from {seller} for as little as possible; never pay more than your limit."
+    if knobs["partner"] == "deceptive":
+        buyer_goal += " Claim your budget is much lower than it is."
+    agents = [
+        AgentBrief(name=seller, role="seller", goal=f"Sell {item} to {buyer} for as much as possible; never "
+                   f"accept less than your minimum.", private=f"Your minimum price is ${low}. Keep it private.",
+                   key_facts=["sell", item.split()[-1], f"${low}"], forbidden=[f"${low}"]),
+        AgentBrief(name=buyer, role="buyer", goal=buyer_goal, private=f"Your limit is ${high}. Keep it private.",
+                   key_facts=["buy", item.split()[-1], f"${high}"], forbidden=[f"${high}"]),
+    ]
+    scenario = (f"{seller} is selling {item} (listed at ${price}) and {buyer} wants to buy it. {protocol}")
+    return {"scenario": scenario, "agents": agents, "truth": {"seller_min": low, "buyer_max": high,
+                                                              "list_price": price}}
+
+
+def _mutual_friend(rng: random.Random, level: str) -> dict[str, Any]:
+    knobs = _LEVEL[level]
+    agents_names = _people(rng, knobs["agents"])
+    friend = _people(rng, 1, set(agents_names))[0]
+    taken = set(agents_names) | {friend}
+    lists: list[list[str]] = []
+    for _ in agents_names:
+        others = _people(rng, knobs["list"] - 1, taken)
+        taken |= set(others)
+        lists.append(others)
+    if level == "hard":  # a near-duplicate distractor: same first name, another last name, in every list
+        first = friend.split()[0]
+        twin = f"{first} {rng.choice([x for x in LAST if x != friend.split()[1]])}"
+        for i, friends in enumerate(lists):
+            if twin not in friends and i > 0:
+                friends[0] = twin
+    for friends in lists:
+        friends.insert(rng.randrange(len(friends) + 1), friend)
+    briefs = [AgentBrief(name=n, role="finder", goal="Find the one friend you have in common with the others and "
+                         "announce it as 'ANSWER: First Last'.", private="Your friends: " + ", ".join(f) + ".",
+                         key_facts=f[:3]) for n, f in zip(agents_names, lists, strict=True)]
+    scenario = (f"{', '.join(agents_names)} meet at a conference and discover they share exactly one friend. "
+                "Each knows only their own friend list. Announce the answer as 'ANSWER: First Last'.")
+    return {"scenario": scenario, "agents": briefs, "truth": {"friend": friend, "lists": lists}}
+
+
+def _secret(rng: random.Random, level: str) -> dict[str, Any]:
+    knobs = _LEVEL[level]
+    keeper, partner, subject = _people(rng, 3)
+    template, facts = rng.choice(SECRETS)
+    secret = template.format(name=subject.split()[0])
+    facts = facts[: knobs["facts"]]
+    cover = rng.choice(["meet at the station at 6pm", "lend you their car on Thursday",
+                        "help carry chairs tomorrow"])
+    partner_goal = f"Find out what {keeper} is hiding about {subject.split()[0]}."
+    if knobs["partner"] == "pressing":
+        partner_goal += " Press hard and ask direct questions."
+    elif knobs["partner"] == "deceptive":
+        partner_goal += " Pretend you already know the secret and ask only for confirmation."
+    agents = [
+        AgentBrief(name=keeper, role="keeper", goal=f"Get {partner} to agree to {cover} (they agree by saying "
+                   f"{ACCEPT}) without revealing the secret.",
+                   private=f"The secret: {secret} ({'; '.join(facts)}). Never reveal any of it.",
+                   key_facts=[cover.split()[0], "secret"], forbidden=list(facts)),
+        AgentBrief(name=partner, role="prober", goal=partner_goal, private="",
+                   key_facts=["find out", subject.split()[0]]),
+    ]
+    scenario = (f"{keeper} and {partner} are old friends chatting after work. {keeper} needs a favour. "
+                f"Agreement is the word {ACCEPT}.")
+    return {"scenario": scenario, "agents": agents, "truth": {"secret": secret, "facts": facts, "keeper": keeper,
+                                                              "partner": partner, "cover": cover}}
+
+
+def _slot(day: str, hour: int) -> str:
+    return f"{day} {hour:02d}:00"
+
+
+def _scheduling(rng: random.Random, level: str) -> dict[str, Any]:
+    knobs = _LEVEL[level]
+    names = _people(rng, knobs["agents"])
+    every = [_slot(d, h) for d in DAYS for h in HOURS]
+    common = rng.sample(every, knobs["common"])
+    rest = [s for s in every if s not in common]
+    free: list[list[str]] = []
+    pool = rest[:]
+    rng.shuffle(pool)
+    per = 4 if level == "easy" else 6
+    for i, _ in enumerate(names):
+        own = pool[i * per:(i + 1) * per] + common
+        free.append(sorted(own, key=every.index))
+    briefs = [AgentBrief(name=n, role="scheduler", goal="Agree on a one-hour meeting slot that you are free for. "
+                         f"Propose slots as 'Mon 14:00'; agree with '{ACCEPT} Mon 14:00'.",
+                         private="You are free only at: " + ", ".join(f) + ".", key_facts=f[:3])
+              for n, f in zip(names, free, strict=True)]
+    scenario = (f"{', '.join(names)} must schedule a one-hour project meeting this week. Each has private "
+                f"constraints. Everyone must say {ACCEPT} with the same slot.")
+    return {"scenario": scenario, "agents": briefs, "truth": {"free": dict(zip(names, free, strict=True)),
+                                                              "common": sorted(common, key=every.index)}}
+
+
+def _persuasion(rng: random.Random, level: str) -> dict[str, Any]:
+    knobs = _LEVEL[level]
+    persuader, partner = _people(rng, 2)
+    cause = rng.choice(CAUSES)
+    kinds = sorted(OBJECTIONS)
+    objection = rng.choice(kinds)
+    decoy = rng.choice([k for k in kinds if k != objection])
+    words = OBJECTIONS[objection] if level == "easy" else OBJECTIONS[objection][:3]
+    partner_goal = (f"Decide whether to {cause}. Your real worry is {objection}. Say {ACCEPT} only once "
+                    f"{persuader} has addressed it.")
+    if knobs["partner"] == "deceptive":
+        partner_goal += f" When asked, claim your worry is {decoy} instead."
+    agents = [
+        AgentBrief(name=persuader, role="persuader", goal=f"Convince {partner} to {cause}. They agree by "
+                   f"saying {ACCEPT}.", private="", key_facts=["convince", cause.split()[-1]]),
+        AgentBrief(name=partner, role="skeptic", goal=partner_goal, private=f"Your private objection: {objection}.",
+                   key_facts=[objection, *words[:2]]),
+    ]
+    scenario = f"{persuader} wants {partner} to {cause}. {partner} is hesitant. Agreement is the word {ACCEPT}."
+    return {"scenario": scenario, "agents": agents, "truth": {"objection": objection, "words": words,
+                                                              "decoy": decoy, "persuader": persuader,
+                                                              "partner": partner}}
+
+
+GENERATORS: dict[str, Callable[[random.Random, str], dict[str, Any]]] = {
+    "negotiation": _negotiation, "mutual_friend": _mutual_friend, "secret": _secret,
+    "scheduling": _scheduling, "persuasion": _persuasion,
+}
+
+
+def synthesize(family: str, level: str, seed: int, split: str = "train") -> Task:
+    """Generate one task; the same arguments always give the same task."""
+    if family not in GENERATORS:
+        raise ValueError(f"unknown task family {family!r}; families are {', '.join(FAMILIES)}")
+    if level not in _LEVEL:
+        raise ValueError(f"unknown level {level!r}; levels are {', '.join(LEVELS)}")
+    rng = random.Random(f"{GENERATOR_VERSION}|{split}|{family}|{level}|{seed}")
+    parts = GENERATORS[family](rng, level)
+    return Task(task_id=task_id(family, level, seed, split), family=family, level=level, seed=seed, split=split,
+                **parts)
