@@ -1,0 +1,156 @@
+"""``swm learn``: the lifelong collect → convert → gate → update → evaluate → deploy loop."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import click
+
+from swm.commands._common import db_path, echo_json, make_context, model_options, run_options
+from swm.errors import InputError
+from swm.lifelong.tasks import FAMILIES, LEVELS
+from swm.usage import total_usage
+
+
+def _csv(values: str, allowed: tuple[str, ...], what: str) -> list[str]:
+    items = [v.strip() for v in values.split(",") if v.strip()]
+    bad = [v for v in items if v not in allowed]
+    if bad or not items:
+        raise InputError(f"unknown {what}: {', '.join(bad) or '(none given)'}", f"use a comma list of {', '.join(allowed)}")
+    return items
+
+
+def _expected_episodes(plan: dict[str, Any]) -> int:
+    heldout = len(plan["levels"]) * len(plan["families"]) * plan["heldout_per_cell"]
+    return (plan["cycles"] + 1) * heldout + plan["cycles"] * plan["episodes_per_level"]
+
+
+def _progress_line(store: Any, plan: dict[str, Any], values: dict[str, Any]) -> str:
+    from swm.lifelong import store as ls
+
+    counts = ls.gate_counts(store, plan["run_id"])
+    rejected = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()) if not k.startswith("_") and v)
+    return (f"cycle {values.get('cycle', 0)}/{plan['cycles']} {values.get('phase', 'start')}; pairs kept "
+            f"{counts.get('_kept', 0)}, rejected: {rejected or 'none'}")
+
+
+@click.command("learn")
+@click.option("--cycles", default=3, show_default=True, help="Training cycles (after the baseline evaluation).")
+@click.option("--levels", default=",".join(LEVELS), show_default=True,
+              help="Difficulty levels, in curriculum order: cycle c trains on the c-th (the last repeats).")
+@click.option("--families", default=",".join(FAMILIES), show_default=True, help="Task families.")
+@click.option("--episodes-per-level", default=4, show_default=True, help="Training episodes per cycle.")
+@click.option("--samples-per-task", default=2, show_default=True,
+              help="Episodes per training task (same-state pairs need at least 2).")
+@click.option("--max-turns", default=8, show_default=True, help="Turn limit per episode.")
+@click.option("--policy", type=click.Choice(["plain", "foresee", "rollout"]), default="plain", show_default=True,
+              help="Collection policy (foresee/rollout add world-model predictions: the perception track).")
+@click.option("--eval-policy", type=click.Choice(["plain", "foresee", "rollout"]), default="plain",
+              show_default=True, help="Policy for the held-out evaluations.")
+@click.option("--self-play/--fixed-partner", default=True, show_default=True,
+              help="One model in every seat, or the partner role's model in the other seats.")
+@click.option("--judge/--no-judge", default=False, show_default=True,
+              help="Run the SOTOPIA-EVAL judge on each episode; pass rate then also needs judge goal >= threshold.")
+@click.option("--judge-threshold", default=7.0, show_default=True)
+@click.option("--gating", type=click.Choice(["on", "off"]), default="on", show_default=True,
+              help="'off' keeps every pair (the no-gating ablation); reasons are still recorded.")
+@click.option("--min-margin", default=0.1, show_default=True, help="The gate's minimum score margin.")
+@click.option("--update", "update_method", type=click.Choice(["memory", "dpo", "kto"]), default="memory",
+              show_default=True, help="Policy update: memory (any API model), or TRL dpo/kto exports.")
+@click.option("--replay/--no-replay", default=True, show_default=True,
+              help="Learn from earlier cycles' kept pairs too (the replay buffer).")
+@click.option("--epsilon", default=0.05, show_default=True, help="Deploy gate: allowed drop on earlier levels.")
+@click.option("--heldout-per-cell", default=1, show_default=True, type=click.IntRange(1, 4),
+              help="Held-out tasks per family and level evaluated after each cycle.")
+@click.option("--temperature", default=0.7, show_default=True, help="Sampling temperature of every role.")
+@click.option("--concurrency", default=4, show_default=True, help="Episodes played at once.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder for report.md, plots and exports [default: swm-learn-<thread>].")
+@click.option("--hf-model", default=None, metavar="DIR",
+              help="dpo/kto: a local Hugging Face model to train with TRL (needs the [train] extra).")
+@model_options()
+@run_options
+def learn_command(cycles: int, levels: str, families: str, episodes_per_level: int, samples_per_task: int,
+                  max_turns: int, policy: str, eval_policy: str, self_play: bool, judge: bool, judge_threshold: float,
+                  gating: str, min_margin: float, update_method: str, replay: bool, epsilon: float,
+                  heldout_per_cell: int, temperature: float, concurrency: int, out_dir: Path | None,
+                  hf_model: str | None, db: Path | None, thread_id: str | None, as_json: bool, **models: Any) -> None:
+    """Run the lifelong loop: verifiable tasks, self-play episodes, gated pairs, updates, retention metrics.
+
+    Kill it at any point and rerun with the same --db and --thread-id: finished episodes are
+    kept and none is played twice. A finished thread rewrites its report with no model calls.
+    """
+    from checkpoints import sqlite_saver
+    from graphs import lifelong
+    from swm.lifelong import store as ls
+    from swm.lifelong.report import write_report
+
+    if cycles < 1 or episodes_per_level < 1 or samples_per_task < 1 or concurrency < 1:
+        raise InputError("cycles, episodes per level, samples per task and concurrency must be at least 1")
+    thread = thread_id or f"learn-{uuid.uuid4().hex[:10]}"
+    plan = {"run_id": thread, "cycles": cycles, "levels": _csv(levels, LEVELS, "level"),
+            "families": _csv(families, FAMILIES, "family"), "episodes_per_level": episodes_per_level,
+            "samples_per_task": samples_per_task, "max_turns": max_turns, "policy": policy,
+            "eval_policy": eval_policy, "self_play": self_play, "judge": judge, "judge_threshold": judge_threshold,
+            "gating": gating == "on", "min_margin": min_margin, "update": update_method, "replay": replay,
+            "epsilon": epsilon, "heldout_per_cell": heldout_per_cell,
+            "out_dir": str(out_dir or Path(f"swm-learn-{thread}")), "hf_model": hf_model}
+    ctx = make_context(db, temperature=temperature, **models)
+    store = ctx.experience_store()
+    config = {"configurable": {"thread_id": thread}, "max_concurrency": concurrency, "recursion_limit": 10_000}
+    start = time.perf_counter()
+    from tqdm import tqdm
+
+    with sqlite_saver(db_path(db)) as saver:
+        graph = lifelong.build().compile(checkpointer=saver)
+        snapshot = graph.get_state(config)
+        if snapshot.values and not snapshot.next:
+            plan = snapshot.values["plan"]
+            click.echo(f"thread {thread} already finished; rewriting its report (no model calls)", err=True)
+            values = dict(snapshot.values)
+            values["report"] = str(write_report(store, plan, usage=values.get("usage")))
+        else:
+            inputs: dict[str, Any] | None = {"plan": plan}
+            if snapshot.next:
+                plan = snapshot.values["plan"]
+                inputs = None
+                click.echo(f"resuming thread {thread} at {', '.join(snapshot.next)}", err=True)
+            else:
+                click.echo(f"thread: {thread} (rerun with --thread-id {thread} to resume if interrupted)", err=True)
+            bar = tqdm(total=_expected_episodes(plan), initial=ls.count_episodes(store, thread), unit="episode",
+                       desc="episodes", file=click.get_text_stream("stderr"), dynamic_ncols=True)
+            seen: dict[str, Any] = dict(snapshot.values or {})
+            for chunk in graph.stream(inputs, config, context=ctx, stream_mode="updates"):
+                for update in chunk.values():
+                    if isinstance(update, dict):
+                        seen.update({k: v for k, v in update.items() if k in ("cycle", "phase")})
+                bar.n = ls.count_episodes(store, thread)
+                bar.set_postfix_str(_progress_line(store, plan, seen), refresh=True)
+            bar.close()
+            values = dict(graph.get_state(config).values)
+    wall = time.perf_counter() - start
+    total = total_usage(values.get("usage"))
+    counts = ls.gate_counts(store, thread)
+    summary = {"thread_id": thread, "report": values.get("report"), "wall_seconds": round(wall, 1),
+               "episodes": ls.count_episodes(store, thread), "collect": ls.count_episodes(store, thread, "collect"),
+               "eval": ls.count_episodes(store, thread, "eval"), "calls": total["calls"],
+               "pairs": counts.get("_total", 0), "kept": counts.get("_kept", 0),
+               "rejected_by_rule": {k: v for k, v in counts.items() if not k.startswith("_")},
+               "deploys": values.get("decisions"), "usage": values.get("usage")}
+    if as_json:
+        echo_json(summary)
+        return
+    click.echo(f"report: {summary['report']}")
+    click.echo(f"episodes {summary['episodes']} (collect {summary['collect']}, eval {summary['eval']}); pairs "
+               f"{summary['pairs']}, kept {summary['kept']}; rejects {summary['rejected_by_rule']}")
+    for cycle, text in sorted((values.get("decisions") or {}).items(), key=lambda kv: int(kv[0])):
+        click.echo(f"cycle {cycle}: {text}")
+    click.echo(f"calls {total['calls']}, tokens {total['prompt_tokens']}+{total['completion_tokens']}, "
+               f"wall {wall:.1f} s", err=True)
+
+
+def register(main: click.Group, bench: click.Group) -> None:
+    main.add_command(learn_command)
