@@ -1,0 +1,205 @@
+"""``swm bench tom`` (CoT vs S3AP on theory-of-mind data) and ``swm bench parse`` (parser quality)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import uuid
+from pathlib import Path
+from typing import Any
+
+import click
+
+from nodes.parse import MODES
+from swm.commands._common import db_path, echo_json, make_context, model_options, run_options
+from swm.errors import InputError
+
+
+def _modes(value: str) -> list[str]:
+    modes = [m.strip() for m in value.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown or not modes:
+        raise InputError(f"unknown mode(s) {', '.join(unknown) or '(none)'}", f"use a comma list of {', '.join(MODES)}")
+    return modes
+
+
+@click.command("tom")
+@click.option("--benchmark", type=click.Choice(["tomi", "paratomi", "hitom", "mmtom", "fantom", "sim"]),
+              required=True, help="Which benchmark; 'sim' runs simulated ToMi-world stories (no --data).")
+@click.option("--data", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="The data file: bAbI *.txt (ToMi/ParaToMi), Hi-ToM_data.json, MMToM-QA questions.json, "
+                   "fantom_v1.json, or the uniform JSONL of ../shared/benchmarks.")
+@click.option("--modes", default="cot,s3ap", show_default=True, help="Comma list of vanilla, cot, s3ap, s3ap_only.")
+@click.option("--n", "n", type=int, default=None, help="Questions to draw (seeded); all when omitted. "
+              "FANToM is drawn by whole question sets; for 'sim' it is the number of stories.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the draw.")
+@click.option("--concurrency", type=int, default=4, show_default=True,
+              help="Items in flight at once (1 with the embedded model, which serves one request at a time).")
+@click.option("--max-attempts", default=3, show_default=True, help="Parse → check → repair attempts per story.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder for tom_<benchmark>.md/.csv/.json [default: swm-results/<thread id>].")
+@click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
+@model_options("parser", "qa")
+@run_options
+def tom_command(benchmark: str, data: Path | None, modes: str, n: int | None, seed: int, concurrency: int,
+                max_attempts: int, out_dir: Path | None, no_progress: bool, db: Path | None, thread_id: str | None,
+                as_json: bool, **models: Any) -> None:
+    """Run the paper's Table 1 protocol: accuracy per mode and question type, with cost and 95% CIs.
+
+    Every item goes through the ask graph as its own checkpoint thread; killed runs resume with
+    the same --db and --thread-id, skipping finished items and giving the same table.
+    """
+    from swm.tom.loaders import BENCHMARKS, load_benchmark, select
+    from swm.tom.report import summarise, write_reports
+    from swm.tom.runner import run_benchmark
+    from swm.tom.simulator import generate_stories, story_items
+
+    mode_list = _modes(modes)
+    if benchmark == "sim":
+        items = story_items(generate_stories(n or 20, seed))
+        label = "tomi-sim"
+    else:
+        if data is None:
+            raise InputError(f"--data is required for {benchmark}",
+                             "pass the data file (see `swm bench tom --help` for the formats)")
+        items = select(load_benchmark(benchmark, data), n, seed)
+        label = benchmark
+    ctx = make_context(db, task=BENCHMARKS.get(benchmark, {"task": "tomi"})["task"], max_parse_attempts=max_attempts,
+                       **models)
+    if ctx.uses_embedded() and concurrency > 1:
+        click.echo("note: the embedded model serves one request at a time; running with --concurrency 1", err=True)
+        concurrency = 1
+    run_id = thread_id or f"tom-{label}-{uuid.uuid4().hex[:10]}"
+    click.echo(f"run {run_id}: {len(items)} questions × {len(mode_list)} modes (rerun with --thread-id {run_id} "
+               f"--db {db_path(db)} to resume if interrupted)", err=True)
+    meta = {"benchmark": label, "data": str(data) if data else "simulator", "seed": seed, "n": n,
+            "modes": ",".join(mode_list)}
+    result = run_benchmark(items, mode_list, ctx, db_path(db), run_id, concurrency=concurrency,
+                           progress=not no_progress, meta=meta)
+    rows = result["rows"]
+    summary = summarise(rows, mode_list)
+    header = {"data": meta["data"], "questions": len(items), "seed": seed, "run": run_id,
+              "models": f"parser={ctx.spec_for('parser')}, qa={ctx.spec_for('qa')}",
+              "wall time (this invocation)": f"{result['wall_seconds']:.1f} s",
+              "items skipped as already finished": result["skipped"]}
+    paths = write_reports(out_dir or Path("swm-results") / run_id.replace("/", "_"), label, summary, header, rows)
+    if as_json:
+        echo_json({"summary": summary, "header": header, "files": {k: str(v) for k, v in paths.items()}})
+        return
+    click.echo(paths["md"].read_text(encoding="utf-8"))
+    click.echo(f"wrote {paths['md']}, {paths['csv']}, {paths['json']}", err=True)
+
+
+@click.command("parse")
+@click.option("--stories", "n_stories", type=int, default=20, show_default=True, help="Simulated stories to score on.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the simulator.")
+@click.option("--corruptions", default="leak,blind,merge,drop_actions", show_default=True,
+              help="Corrupted gold states to score as controls (comma list; empty for none).")
+@click.option("--parser", "parser_spec", default=None, metavar="SPEC",
+              help="Also parse each story with this model and score its S3AP ('embedded', a name, name@url).")
+@click.option("--data", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="JSONL of {id, story, parse[, reference]} with no gold events: scored by the LLM judge.")
+@click.option("--judge", is_flag=True, help="Also score observation accuracy with the LLM judge (appendix A.3 "
+              "step 2) against the gold S3AP; the judge role's model is used.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder for parse_scores.md/.json.")
+@model_options("judge")
+@run_options
+def parse_bench_command(n_stories: int, seed: int, corruptions: str, parser_spec: str | None, data: Path | None,
+                        judge: bool, out_dir: Path | None, db: Path | None, thread_id: str | None, as_json: bool,
+                        **models: Any) -> None:
+    """Score S3AP parses against gold states: 0.3 × structural + 0.7 × exact observation fidelity.
+
+    The simulator's own gold states score 1.0; corrupted copies (an agent observing after it
+    left, a witness blind, steps merged, actions dropped) score less.
+    """
+    from swm.tom.parser_score import CORRUPTIONS, corrupt, score_parse
+    from swm.tom.simulator import generate_stories
+
+    kinds = [c.strip() for c in corruptions.split(",") if c.strip()]
+    bad = [c for c in kinds if c not in CORRUPTIONS]
+    if bad:
+        raise InputError(f"unknown corruption(s) {', '.join(bad)}", f"use {', '.join(CORRUPTIONS)}")
+    needs_model = judge or data is not None or parser_spec is not None
+    ctx = make_context(db, task="tomi", **({"parser_model": parser_spec} if parser_spec else {}), **models) \
+        if needs_model else None
+    if data is not None:
+        rows = _judge_file(ctx, data)
+        _emit({"source": str(data), "results": rows}, [], out_dir, as_json)
+        return
+    stories = generate_stories(n_stories, seed)
+    sources: dict[str, list[tuple[Any, Any]]] = {"gold": [(s.gold_s3ap(), s) for s in stories]}
+    for kind in kinds:
+        sources[f"corrupted:{kind}"] = [(corrupt(s, kind, seed=i), s) for i, s in enumerate(stories)]
+    if parser_spec:
+        sources[f"parser:{parser_spec}"] = [(_parse_story(ctx, s.text), s) for s in stories]
+    table = []
+    for name, pairs in sources.items():
+        scores = [score_parse(p, s) for p, s in pairs]
+        entry = {"source": name, "stories": len(scores),
+                 "structural": round(statistics.mean(x.structural for x in scores), 4),
+                 "observation": round(statistics.mean(x.observation for x in scores), 4),
+                 "overall": round(statistics.mean(x.overall for x in scores), 4),
+                 "perfect": sum(1 for x in scores if x.overall >= 1.0 - 1e-9)}
+        if judge and ctx is not None:
+            from swm.tom.parser_score import combined, judge_observation
+
+            verdicts = [judge_observation(ctx, s.text, p, reference=s.gold_s3ap()) for p, s in pairs]
+            valid = [(v["score"], x.structural) for v, x in zip(verdicts, scores, strict=True)
+                     if v["score"] is not None]
+            entry["judge_observation"] = round(statistics.mean(v for v, _ in valid), 4) if valid else None
+            entry["judge_overall"] = round(statistics.mean(combined(st, v) for v, st in valid), 4) if valid else None
+            entry["judge_failures"] = len(verdicts) - len(valid)
+        table.append(entry)
+    _emit({"stories": n_stories, "seed": seed, "table": table}, table, out_dir, as_json)
+
+
+def _parse_story(ctx: Any, text: str) -> Any:
+    from graphs import parse
+
+    out = parse.build().compile().invoke({"narrative": text}, context=ctx)
+    world = out.get("world")
+    return world.to_s3ap() if world is not None else None
+
+
+def _judge_file(ctx: Any, path: Path) -> list[dict[str, Any]]:
+    from swm.state import validate_s3ap
+    from swm.tom.parser_score import combined, judge_observation
+
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        item = json.loads(line)
+        structural = validate_s3ap(item["parse"]).structural_score
+        verdict = judge_observation(ctx, item["story"], item["parse"], reference=item.get("reference"))
+        rows.append({"id": item.get("id"), "structural": structural, "judge_observation": verdict["score"],
+                     "overall": combined(structural, verdict["score"]) if verdict["score"] is not None else None,
+                     "error": verdict["error"]})
+    return rows
+
+
+def _emit(payload: dict[str, Any], table: list[dict[str, Any]], out_dir: Path | None, as_json: bool) -> None:
+    lines = ["| source | stories | structural | observation | overall (0.3/0.7) | perfect |",
+             "|---|---|---|---|---|---|"]
+    for r in table:
+        lines.append(f"| {r['source']} | {r['stories']} | {r['structural']:.3f} | {r['observation']:.3f} | "
+                     f"{r['overall']:.3f} | {r['perfect']} |")
+        if "judge_observation" in r:
+            lines[-1] += f" judge obs {r['judge_observation']}, judge overall {r['judge_overall']}"
+    text = "\n".join(lines) + "\n"
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "parse_scores.md").write_text(text, encoding="utf-8")
+        (out_dir / "parse_scores.json").write_text(json.dumps(payload, indent=2), encoding="utf-8")
+    if as_json:
+        echo_json(payload)
+    elif table:
+        click.echo(text)
+    else:
+        echo_json(payload)
+
+
+def register(main: click.Group, bench: click.Group) -> None:
+    bench.add_command(tom_command)
+    bench.add_command(parse_bench_command)

@@ -1,0 +1,346 @@
+"""Load theory-of-mind benchmarks from the formats researchers have on disk into `TomItem`s.
+
+* ToMi and ParaToMi in their original bAbI form: ``*.txt`` (numbered lines; numbering restarts at
+  1 for each story; a question line is ``N question<TAB>answer<TAB>supporting line``) with the
+  ``*.trace`` beside it (one comma-separated line per question: the event trace, then the
+  question type, then the story type);
+* Hi-ToM's ``Hi-ToM_data.json`` (``{"data": [...]}``; the options are a ``"A. x, B. y"`` string,
+  the answer is the option text; only the ``CoTP`` half is used by default, as the paper does);
+* MMToM-QA's ``questions.json`` (JSON Lines; the story and question are split at
+  ``"\\nQuestion: "``; the answer is ``a`` or ``b``);
+* FANToM's ``fantom_v1.json`` (a list of question sets, each with ``set_id``, ``short_context``,
+  ``full_context``, ``factQA``, ``beliefQAs``, ``answerabilityQA_list``,
+  ``answerabilityQAs_binary``, ``infoAccessibilityQA_list``, ``infoAccessibilityQAs_binary``);
+* the uniform JSONL ``{id, story, question, answer, meta}`` of the samples in ``../shared/benchmarks``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from swm.errors import InputError
+
+# benchmark -> the parser's task-specific instructions (nodes/parse.py TASKS) and the scorer
+BENCHMARKS: dict[str, dict[str, str]] = {
+    "tomi": {"task": "tomi", "scorer": "location"},
+    "paratomi": {"task": "tomi", "scorer": "location"},
+    "hitom": {"task": "hitom", "scorer": "choice"},
+    "mmtom": {"task": "mmtom", "scorer": "choice"},
+    "fantom": {"task": "fantom", "scorer": "fantom"},
+}
+
+
+@dataclass
+class TomItem:
+    """One question about one story, with everything a scorer needs.
+
+    ``options`` maps a letter to its option text for multiple choice (``answer`` is then the
+    gold option's text and ``answer_letter`` its letter). ``group`` ties the questions of one
+    FANToM set together for its set-level "All" metric. ``kind`` names the scoring rule.
+    """
+
+    id: str
+    story: str
+    question: str
+    answer: Any
+    qtype: str
+    benchmark: str
+    kind: str = "location"  # location | choice | fantom_belief_mc | fantom_list | fantom_binary | fantom_fact
+    options: dict[str, str] = field(default_factory=dict)
+    answer_letter: str | None = None
+    wrong_answer: Any = None
+    group: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def task(self) -> str:
+        return BENCHMARKS.get(self.benchmark, {"task": "generic"})["task"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path} is not valid JSON: {exc}", "check the file, or pass the JSONL form") from exc
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}:{number} is not a JSON object: {exc}", "one JSON object per line") from exc
+    return rows
+
+
+# ---- ToMi / ParaToMi (bAbI) -----------------------------------------------------------------
+_LINE_RE = re.compile(r"^\s*(\d+)\s+(.*)$")
+
+
+def load_babi(path: str | Path, benchmark: str = "tomi") -> list[TomItem]:
+    """Read ToMi/ParaToMi ``*.txt`` (and its ``*.trace`` when present) into items.
+
+    Each question sees the story lines since the last line numbered 1, question lines excluded.
+    The question type is the trace's second-to-last field with ``_0_``/``_1_`` folded (as in
+    ``first_order_tom``); without a trace it is read off the question's wording.
+    """
+    path = Path(path)
+    trace_path = path.with_suffix(".trace")
+    traces = trace_path.read_text(encoding="utf-8").splitlines() if trace_path.is_file() else []
+    items: list[TomItem] = []
+    story: list[str] = []
+    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not raw.strip():
+            continue
+        match = _LINE_RE.match(raw)
+        if match is None:
+            raise InputError(f"{path}:{number} does not start with a line number", "is this a bAbI-format file?")
+        index, text = int(match[1]), match[2]
+        if index == 1:
+            story = []
+        if "\t" not in text:
+            story.append(text.strip())
+            continue
+        parts = text.split("\t")
+        question, answer = parts[0].strip(), parts[1].strip()
+        q_index = len(items)
+        meta: dict[str, Any] = {"source_line": number, "source_question_index": q_index}
+        if q_index < len(traces):
+            fields = [f.strip() for f in traces[q_index].split(",") if f.strip()]
+            if len(fields) >= 2:
+                meta.update(question_type=fields[-2], story_type=fields[-1], trace=fields[:-2])
+        raw_type = meta.get("question_type") or _tomi_type_from_question(question)
+        items.append(TomItem(id=f"{benchmark}-{path.stem}-{q_index:05d}", story="\n".join(story),
+                             question=question, answer=answer, qtype=coarse_tomi_type(raw_type),
+                             benchmark=benchmark, kind="location", meta=meta))
+    return items
+
+
+def coarse_tomi_type(raw: str) -> str:
+    """Fold ToMi's agent-order digit: ``first_order_1_no_tom`` → ``first_order_no_tom``."""
+    return re.sub(r"_[01]_", "_", raw)
+
+
+def _tomi_type_from_question(question: str) -> str:
+    q = question.lower()
+    if "at the beginning" in q:
+        return "memory"
+    if "really" in q:
+        return "reality"
+    if "think" in q:
+        return "second_order"
+    return "first_order"
+
+
+# ---- Hi-ToM ---------------------------------------------------------------------------------
+_CHOICE_RE = re.compile(r"(?:^|,\s*)([A-Z])\.\s*")
+
+
+def parse_choices(raw: str) -> dict[str, str]:
+    """Split Hi-ToM's ``"A. green_bottle, B. red_basket"`` into ``{"A": "green_bottle", ...}``."""
+    parts = _CHOICE_RE.split(raw.strip())
+    # split() yields ["", "A", "green_bottle", "B", "red_basket", ...]
+    return {parts[i]: parts[i + 1].strip().rstrip(",").strip() for i in range(1, len(parts) - 1, 2)}
+
+
+def load_hitom(path: str | Path, prompting_type: str | None = "CoTP") -> list[TomItem]:
+    """Read Hi-ToM's JSON; keep one prompting type (the paper uses ``CoTP``; None keeps all)."""
+    data = _read_json(Path(path))
+    rows = data.get("data", data) if isinstance(data, dict) else data
+    items = []
+    for index, row in enumerate(rows):
+        if prompting_type and row.get("prompting_type") not in (None, prompting_type):
+            continue
+        options = parse_choices(row.get("choices", ""))
+        letter = next((k for k, v in options.items() if v == row["answer"]), None)
+        order = row.get("question_order")
+        items.append(TomItem(
+            id=f"hitom-{index:05d}", story=str(row["story"]).strip(),
+            question=_hitom_question(row["question"], options),
+            answer=row["answer"], qtype=f"order_{order}", benchmark="hitom", kind="choice", options=options,
+            answer_letter=letter, meta={k: row.get(k) for k in ("deception", "story_length", "question_order",
+                                                                "sample_id", "prompting_type")}))
+    return items
+
+
+def _hitom_question(question: str, options: dict[str, str]) -> str:
+    listed = ", ".join(f"{k}. {v}" for k, v in options.items())
+    return f"{question.strip()}\nChoose one of: {listed}" if options and "Choose" not in question else question
+
+
+# ---- MMToM-QA -------------------------------------------------------------------------------
+_OPTION_RE = re.compile(r"\(([ab])\)\s*(.*?)(?=\s*\([ab]\)\s|\s*Please respond|$)", re.S)
+
+
+def load_mmtom(path: str | Path) -> list[TomItem]:
+    """Read MMToM-QA's text questions (JSON Lines or a JSON list); options are a and b."""
+    path = Path(path)
+    text = path.read_text(encoding="utf-8").lstrip()
+    rows = _read_json(path) if text.startswith("[") else _read_jsonl(path)
+    items = []
+    for index, row in enumerate(rows):
+        story, sep, question = str(row["question"]).partition("\nQuestion: ")
+        if not sep:
+            raise InputError(f"{path} row {index} has no '\\nQuestion: ' separator",
+                             "is this MMToM-QA's questions.json?")
+        items.append(_mmtom_item(f"mmtom-{index:05d}", story.strip(), question.strip(), row, row.get("question_type")))
+    return items
+
+
+def _mmtom_item(item_id: str, story: str, question: str, row: dict[str, Any], qtype: Any) -> TomItem:
+    options = {m[1]: m[2].strip() for m in _OPTION_RE.finditer(question)}
+    answer_letter = str(row["answer"]).strip().lower()
+    return TomItem(id=item_id, story=story, question=question, answer=options.get(answer_letter, answer_letter),
+                   qtype=f"type_{qtype}", benchmark="mmtom", kind="choice", options=options,
+                   answer_letter=answer_letter,
+                   meta={k: row.get(k) for k in ("episode", "start_time", "end_time", "question_type") if k in row})
+
+
+# ---- FANToM ---------------------------------------------------------------------------------
+def load_fantom(path: str | Path, context: str = "short", seed: int = 99,
+                target: str | None = None) -> list[TomItem]:
+    """Read FANToM's ``fantom_v1.json`` into its question kinds, grouped by ``set_id``.
+
+    Per set: the fact question (token F1), each belief question as FANToM's multiple-choice
+    version (the correct and wrong answers as options (a)/(b), order drawn with ``seed``; the
+    free-form version needs a sentence embedder and is not run), the answerability and info-
+    accessibility list questions and their binary questions. As FANToM's own evaluation does for
+    the short context, binary questions whose answer is ``no:long`` are dropped. ``target``
+    keeps only ``inaccessible`` or ``accessible`` questions (None keeps both).
+    """
+    data = _read_json(Path(path))
+    rows = data.to_dict("records") if hasattr(data, "to_dict") else data
+    if isinstance(rows, dict):
+        rows = rows.get("data", list(rows.values()))
+    rng = random.Random(seed)
+    items: list[TomItem] = []
+    for set_index, row in enumerate(rows):
+        set_id = str(row.get("set_id", set_index))
+        story = str(row.get(f"{context}_context") or row.get("short_context") or "").strip()
+
+        def add(kind: str, qa: dict[str, Any], suffix: str, question: str | None = None,
+                set_id: str = set_id, story: str = story, **extra: Any) -> None:
+            access = qa.get("missed_info_accessibility")
+            if target and kind != "fantom_fact" and access != target:
+                return
+            items.append(TomItem(
+                id=f"fantom-{set_id}-{suffix}", story=story, question=question or str(qa["question"]),
+                answer=extra.pop("answer", qa.get("correct_answer")), wrong_answer=qa.get("wrong_answer"),
+                qtype=extra.pop("qtype", str(qa.get("question_type", kind))), benchmark="fantom", kind=kind,
+                group=set_id, meta={"missed_info_accessibility": access, "tom_type": qa.get("tom_type")}, **extra))
+
+        fact = row.get("factQA")
+        if fact:
+            add("fantom_fact", fact, "fact", qtype="fact")
+        for i, qa in enumerate(row.get("beliefQAs") or []):
+            wrong, right = str(qa["wrong_answer"]), str(qa["correct_answer"])
+            options = {"a": wrong, "b": right} if rng.choice([True, False]) else {"a": right, "b": wrong}
+            letter = next(k for k, v in options.items() if v == right)
+            question = (f"{qa['question']}\n(a) {options['a']}\n(b) {options['b']}\n\nChoose an answer from above:")
+            add("fantom_belief_mc", qa, f"belief{i}", question=question, options=options, answer_letter=letter,
+                answer=right, qtype=f"{qa.get('question_type', 'tom:belief')}:multiple-choice")
+        fact_q = (fact or {}).get("question", "")
+        fact_a = (fact or {}).get("correct_answer", "")
+        for key, label in (("answerabilityQA_list", "answerability_list"),
+                           ("infoAccessibilityQA_list", "info_accessibility_list")):
+            qa = row.get(key)
+            if qa:
+                lead = (f"Target: {fact_q}" if key.startswith("answer") else f"Information: {fact_q} {fact_a}")
+                add("fantom_list", qa, label, question=f"{lead}\nQuestion: {qa['question']}")
+        for key, label in (("answerabilityQAs_binary", "answerability_binary"),
+                           ("infoAccessibilityQAs_binary", "info_accessibility_binary")):
+            for i, qa in enumerate(row.get(key) or []):
+                if context == "short" and qa.get("correct_answer") == "no:long":
+                    continue
+                lead = (f"Target: {fact_q}" if key.startswith("answer") else f"Information: {fact_q} {fact_a}")
+                add("fantom_binary", qa, f"{label}{i}",
+                    question=f"{lead}\nQuestion: {qa['question']} Answer yes or no.")
+    return items
+
+
+# ---- the uniform JSONL of ../shared/benchmarks ------------------------------------------------
+def load_jsonl(path: str | Path, benchmark: str) -> list[TomItem]:
+    """Read the uniform ``{id, story, question, answer, meta}`` JSONL of the shared samples."""
+    items = []
+    for row in _read_jsonl(Path(path)):
+        meta = row.get("meta") or {}
+        if benchmark in ("tomi", "paratomi"):
+            raw = meta.get("question_type_coarse") or coarse_tomi_type(meta.get("question_type") or
+                                                                      _tomi_type_from_question(row["question"]))
+            items.append(TomItem(id=str(row["id"]), story=row["story"], question=row["question"],
+                                 answer=row["answer"], qtype=raw, benchmark=benchmark, kind="location", meta=meta))
+        elif benchmark == "hitom":
+            options = {c["label"]: c["text"] for c in meta.get("choices") or []}
+            items.append(TomItem(id=str(row["id"]), story=row["story"],
+                                 question=_hitom_question(row["question"], options),
+                                 answer=row["answer"], qtype=f"order_{meta.get('question_order')}",
+                                 benchmark="hitom", kind="choice", options=options,
+                                 answer_letter=meta.get("answer_letter"), meta=meta))
+        elif benchmark == "mmtom":
+            item = _mmtom_item(str(row["id"]), row["story"], row["question"], {**meta, "answer": row["answer"]},
+                               meta.get("question_type"))
+            if meta.get("options"):
+                item.options = dict(meta["options"])
+                item.answer = item.options.get(item.answer_letter or "", item.answer)
+            item.meta = meta
+            items.append(item)
+        else:
+            raise InputError(f"the JSONL form has no loader for benchmark {benchmark!r}",
+                             "use tomi, paratomi, hitom or mmtom")
+    return items
+
+
+def load_benchmark(benchmark: str, path: str | Path) -> list[TomItem]:
+    """Load a benchmark file, choosing the reader by benchmark and file form."""
+    path = Path(path)
+    if benchmark not in BENCHMARKS:
+        raise InputError(f"unknown benchmark {benchmark!r}", f"use one of {', '.join(BENCHMARKS)}")
+    if not path.is_file():
+        raise InputError(f"no such file: {path}", "pass the benchmark's data file with --data")
+    if path.suffix == ".jsonl" and benchmark != "mmtom":
+        items = load_jsonl(path, benchmark)
+    elif benchmark in ("tomi", "paratomi"):
+        items = load_babi(path, benchmark)
+    elif benchmark == "hitom":
+        items = load_hitom(path)
+    elif benchmark == "mmtom":
+        first = path.read_text(encoding="utf-8").lstrip()[:2000]
+        items = load_jsonl(path, "mmtom") if '"story"' in first and '"meta"' in first else load_mmtom(path)
+    else:
+        items = load_fantom(path)
+    if not items:
+        raise InputError(f"{path} holds no {benchmark} questions", "check --benchmark and --data")
+    return items
+
+
+def select(items: list[TomItem], n: int | None, seed: int) -> list[TomItem]:
+    """Return ``n`` items drawn with ``seed`` (kept in file order), or all when n is None.
+
+    FANToM is drawn by whole question sets so that its set-level metric stays meaningful.
+    """
+    if n is None or n >= len(items):
+        return list(items)
+    rng = random.Random(seed)
+    if items and items[0].benchmark == "fantom":
+        groups = list(dict.fromkeys(i.group for i in items))
+        chosen: set[str | None] = set()
+        count = 0
+        for g in rng.sample(groups, len(groups)):
+            if count >= n:
+                break
+            chosen.add(g)
+            count += sum(1 for i in items if i.group == g)
+        return [i for i in items if i.group in chosen]
+    keep = sorted(rng.sample(range(len(items)), n))
+    return [items[i] for i in keep]

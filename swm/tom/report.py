@@ -1,0 +1,123 @@
+"""Aggregate scored rows into the benchmark table, and write it as Markdown, CSV and JSON."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from swm.tom.scoring import fantom_set_scores, mean_interval, wilson_interval
+
+# The paper's Table 1, GPT-4o, CoT -> S3AP (o3 as parser): the reference a run is compared with.
+PAPER_TABLE1_GPT4O = {"tomi": (0.813, 0.927), "paratomi": (0.818, 0.905), "hitom": (0.660, 0.750),
+                      "fantom": (0.396, 0.491), "mmtom": (0.652, 0.692)}
+
+SUMMARY_COLUMNS = ["mode", "qtype", "n", "acc", "ci_low", "ci_high", "exact", "loose", "calls_per_q",
+                   "parse_calls_per_q", "qa_calls_per_q", "tokens_per_q", "distinct_stories", "parses_from_cache",
+                   "answer_errors", "model_seconds_per_q"]
+
+
+def _summarise(rows: list[dict[str, Any]], mode: str, qtype: str) -> dict[str, Any]:
+    n = len(rows)
+    f1_only = bool(rows) and all(r["kind"] == "fantom_fact" for r in rows)
+    if f1_only:
+        values = [float(r["value"]) for r in rows]
+        acc = sum(values) / n
+        low, high = mean_interval(values)
+    else:
+        correct = sum(int(r["correct"]) for r in rows)
+        acc = correct / n if n else 0.0
+        low, high = wilson_interval(correct, n)
+    parse_rows = [r for r in rows if r["mode"] in ("s3ap", "s3ap_only")]
+    return {
+        "mode": mode, "qtype": qtype, "n": n, "acc": round(acc, 4), "ci_low": round(low, 4), "ci_high": round(high, 4),
+        "exact": round(sum(int(r["exact"]) for r in rows) / n, 4) if n else 0.0,
+        "loose": round(sum(int(r["loose"]) for r in rows) / n, 4) if n else 0.0,
+        "calls_per_q": round(sum(r["calls"] for r in rows) / n, 3) if n else 0.0,
+        "parse_calls_per_q": round(sum(r["parse_calls"] for r in rows) / n, 3) if n else 0.0,
+        "qa_calls_per_q": round(sum(r["qa_calls"] for r in rows) / n, 3) if n else 0.0,
+        "tokens_per_q": round(sum(r["prompt_tokens"] + r["completion_tokens"] for r in rows) / n, 1) if n else 0.0,
+        "distinct_stories": len({r["story_hash"] for r in rows if r.get("story_hash")}),
+        "parses_from_cache": sum(int(r["parse_cached"]) for r in parse_rows),
+        "answer_errors": sum(1 for r in rows if r.get("answer_error")),
+        "model_seconds_per_q": round(sum(float(r["model_seconds"]) for r in rows) / n, 2) if n else 0.0,
+    }
+
+
+def summarise(rows: list[dict[str, Any]], modes: Iterable[str]) -> dict[str, Any]:
+    """Return the per-mode and per-(mode, question type) tables, and FANToM's set metrics."""
+    overall, by_type, fantom = [], [], {}
+    for mode in modes:
+        mode_rows = [r for r in rows if r["mode"] == mode]
+        if not mode_rows:
+            continue
+        scored = [r for r in mode_rows if r["kind"] != "fantom_fact"] or mode_rows
+        overall.append(_summarise(scored, mode, "all") | {
+            # cost columns count every question, FANToM's fact questions included
+            k: v for k, v in _summarise(mode_rows, mode, "all").items()
+            if k in ("calls_per_q", "parse_calls_per_q", "qa_calls_per_q", "tokens_per_q", "distinct_stories",
+                     "parses_from_cache", "model_seconds_per_q")})
+        for qtype in sorted({r["qtype"] for r in mode_rows}):
+            by_type.append(_summarise([r for r in mode_rows if r["qtype"] == qtype], mode, qtype))
+        if any(r["kind"].startswith("fantom") for r in mode_rows):
+            fantom[mode] = fantom_set_scores([{**r, "group": r["group_id"]} for r in mode_rows])
+    return {"overall": overall, "by_type": by_type, "fantom_sets": fantom}
+
+
+def markdown(summary: dict[str, Any], benchmark: str, header: dict[str, Any]) -> str:
+    """Render the summary as the Markdown report."""
+    lines = [f"# {benchmark}: theory-of-mind QA", ""]
+    lines += [f"- {k}: {v}" for k, v in header.items()]
+    lines += ["", "| mode | n | acc | 95% CI | exact | gold-in-answer | calls/q | parse/q | QA/q | tokens/q | "
+                  "stories | parses from cache | answer errors |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in summary["overall"]:
+        lines.append(f"| {r['mode']} | {r['n']} | {r['acc']:.3f} | [{r['ci_low']:.3f}, {r['ci_high']:.3f}] | "
+                     f"{r['exact']:.3f} | {r['loose']:.3f} | {r['calls_per_q']:.2f} | {r['parse_calls_per_q']:.2f} | "
+                     f"{r['qa_calls_per_q']:.2f} | {r['tokens_per_q']:.0f} | {r['distinct_stories']} | "
+                     f"{r['parses_from_cache']} | {r['answer_errors']} |")
+    lines += ["", "Per question type:", "", "| mode | question type | n | acc | 95% CI |", "|---|---|---|---|---|"]
+    for r in summary["by_type"]:
+        lines.append(f"| {r['mode']} | {r['qtype']} | {r['n']} | {r['acc']:.3f} | "
+                     f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}] |")
+    if summary.get("fantom_sets"):
+        lines += ["", "FANToM set-level (inaccessible sets): All = every belief-choice, list and binary question "
+                      "right; All* = every ToM question right.", "", "| mode | sets | All | All* |",
+                  "|---|---|---|---|"]
+        for mode, s in summary["fantom_sets"].items():
+            lines.append(f"| {mode} | {s['sets']} | {s['all']:.3f} | {s['all_star']:.3f} |")
+    reference = PAPER_TABLE1_GPT4O.get(benchmark)
+    if reference:
+        lines += ["", f"Paper Table 1 reference (GPT-4o, different data sample and model): CoT {reference[0]:.3f} → "
+                      f"S3AP {reference[1]:.3f}."]
+    lines += ["", "acc: the benchmark's headline rule (ToMi/ParaToMi: the gold location appears in the answer; "
+                  "multiple choice: the chosen option; FANToM: its per-kind rules, fact questions excluded). "
+                  "95% CI: Wilson score interval. exact: normalised exact match. calls, tokens: every model call "
+                  "made for the question, parse calls included (a cached parse costs none)."]
+    return "\n".join(lines) + "\n"
+
+
+def csv_text(summary: dict[str, Any]) -> str:
+    """Render both tables as one CSV (``qtype`` = ``all`` for the per-mode rows)."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=SUMMARY_COLUMNS, extrasaction="ignore")
+    writer.writeheader()
+    for row in summary["overall"] + summary["by_type"]:
+        writer.writerow(row)
+    return buffer.getvalue()
+
+
+def write_reports(out_dir: str | Path, benchmark: str, summary: dict[str, Any], header: dict[str, Any],
+                  rows: list[dict[str, Any]]) -> dict[str, Path]:
+    """Write ``tom_<benchmark>.md``, ``.csv`` and ``.json`` (summary, header and every scored row)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {ext: out / f"tom_{benchmark}.{ext}" for ext in ("md", "csv", "json")}
+    paths["md"].write_text(markdown(summary, benchmark, header), encoding="utf-8")
+    paths["csv"].write_text(csv_text(summary), encoding="utf-8")
+    paths["json"].write_text(json.dumps({"benchmark": benchmark, "header": header, "summary": summary,
+                                         "rows": rows}, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
+    return paths

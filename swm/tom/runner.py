@@ -1,0 +1,254 @@
+"""Run theory-of-mind items through the ask graph: concurrent, resumable, every call counted.
+
+Each (mode, item) is its own checkpoint thread ``<run>/<mode>/<item id>`` in the SQLite
+checkpointer, and its scored result is a row of the experience store's ``tom_results`` table
+(key = that thread id). A rerun with the same database and run id skips items with a row,
+resumes items that stopped part-way from their last finished node, and runs the rest; the
+report is computed from the rows, so it comes out the same.
+
+In the S3AP modes the parse is cached per story (nodes/parse.py), so a story costs one parse
+however many questions ask about it. To keep that true when items run concurrently, the first
+question of each story (its *leader*) is submitted before the others, which wait for it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from pathlib import Path
+from typing import Any
+
+from swm.context import SWMContext
+from swm.errors import InputError
+from swm.tom.loaders import TomItem
+from swm.tom.scoring import score_answer
+from swm.usage import total_usage
+
+RESULTS_TABLE = "tom_results"
+RUNS_TABLE = "tom_runs"
+PARSE_MODES = ("s3ap", "s3ap_only")
+
+
+def item_thread(run_id: str, mode: str, item: TomItem) -> str:
+    """Return the checkpoint thread (and result key) of one item in one mode."""
+    return f"{run_id}/{mode}/{item.id}"
+
+
+def finished_keys(store: Any, run_id: str) -> set[str]:
+    """Return the result keys already stored for a run."""
+    if not store.has_table(RESULTS_TABLE):
+        return set()
+    return {r["key"] for r in store.rows(f"select key from {RESULTS_TABLE} where run = ?", [run_id])}
+
+
+def result_rows(store: Any, run_id: str, modes: Iterable[str], items: list[TomItem]) -> list[dict[str, Any]]:
+    """Return the stored rows of these items and modes, in mode then item order."""
+    if not store.has_table(RESULTS_TABLE):
+        return []
+    stored = {r["key"]: r for r in store.rows(f"select * from {RESULTS_TABLE} where run = ?", [run_id])}
+    return [stored[k] for mode in modes for item in items if (k := item_thread(run_id, mode, item)) in stored]
+
+
+_RESULT_COLUMNS: dict[str, type] = {
+    "key": str, "run": str, "mode": str, "item_id": str, "benchmark": str, "qtype": str, "kind": str,
+    "group_id": str, "access": str, "question": str, "gold": str, "answer": str, "answer_error": str,
+    "exact": int, "loose": int, "value": float, "chosen": str, "correct": int, "calls": int, "parse_calls": int,
+    "qa_calls": int, "prompt_tokens": int, "completion_tokens": int, "model_seconds": float, "wall_seconds": float,
+    "failures": int, "parse_cached": int, "parse_problems": int, "story_hash": str, "prompts": str, "models": str,
+}
+
+
+def ensure_tables(store: Any) -> None:
+    """Create the results tables up front, in the calling thread.
+
+    A ``CREATE TABLE`` racing the checkpointer's writes from worker threads can fail at once
+    with "database is locked" (SQLite's busy wait does not cover it), so workers only insert.
+    """
+    with store.lock:
+        if not store.has_table(RESULTS_TABLE):
+            store.db[RESULTS_TABLE].create(_RESULT_COLUMNS, pk="key")
+            store.db[RESULTS_TABLE].create_index(["run", "mode"])
+        if not store.has_table(RUNS_TABLE):
+            store.db[RUNS_TABLE].create({"run": str, "benchmark": str, "data": str, "seed": str, "n": str,
+                                         "modes": str, "started": float}, pk="run")
+
+
+def insert_result(store: Any, row: dict[str, Any], tries: int = 40) -> None:
+    """Store one scored row, waiting out a briefly locked database."""
+    import sqlite3
+
+    for attempt in range(tries):
+        try:
+            store.insert(RESULTS_TABLE, row, pk="key", replace=True)
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == tries - 1:
+                raise
+            time.sleep(min(1.0, 0.02 * (attempt + 1)))
+
+
+def record_run(store: Any, run_id: str, meta: dict[str, Any]) -> None:
+    """Store the run's settings once; a rerun on other settings is refused (use a new run id)."""
+    ensure_tables(store)
+    if store.has_table(RUNS_TABLE):
+        rows = list(store.rows(f"select * from {RUNS_TABLE} where run = ?", [run_id]))
+        if rows:
+            old = rows[0]
+            for key in ("benchmark", "data", "seed", "n"):
+                if str(old.get(key)) != str(meta.get(key)):
+                    raise InputError(f"run {run_id} was started with {key}={old.get(key)}, not {meta.get(key)}",
+                                     "rerun with the same settings to resume, or use a new --thread-id")
+            return
+    store.insert(RUNS_TABLE, {"run": run_id, **{k: str(v) for k, v in meta.items()}, "started": time.time()},
+                 pk="run", ignore=True)
+
+
+def _row(run_id: str, mode: str, item: TomItem, out: dict[str, Any], seconds: float) -> dict[str, Any]:
+    usage = out.get("usage") or {}
+    total = total_usage(usage)
+    score = score_answer(item, out.get("answer") or "")
+    parse_stats = usage.get("parse") or {}
+    answer_stats = usage.get("answer") or {}
+    return {
+        "key": item_thread(run_id, mode, item), "run": run_id, "mode": mode, "item_id": item.id,
+        "benchmark": item.benchmark, "qtype": item.qtype, "kind": item.kind, "group_id": item.group,
+        "access": (item.meta or {}).get("missed_info_accessibility"),
+        "question": item.question, "gold": item.answer if isinstance(item.answer, str) else str(item.answer),
+        "answer": out.get("answer") or "", "answer_error": out.get("answer_error"),
+        "exact": int(score["exact"]), "loose": int(score["loose"]), "value": float(score["value"]),
+        "chosen": score["chosen"], "correct": int(bool(score["value"] >= 0.5 if item.kind == "fantom_fact"
+                                                    else score["value"] == 1.0)),
+        "calls": total["calls"], "parse_calls": parse_stats.get("calls", 0), "qa_calls": answer_stats.get("calls", 0),
+        "prompt_tokens": total["prompt_tokens"], "completion_tokens": total["completion_tokens"],
+        "model_seconds": round(total["seconds"], 3), "wall_seconds": round(seconds, 3),
+        "failures": total["failures"], "parse_cached": int(bool(out.get("parse_cached"))),
+        "parse_problems": len(out.get("parse_problems") or []), "story_hash": out.get("story_hash"),
+        "prompts": out.get("prompts") or {}, "models": out.get("models") or {},
+    }
+
+
+def run_item(graph: Any, ctx: SWMContext, run_id: str, mode: str, item: TomItem) -> dict[str, Any]:
+    """Run (or resume) one item in one mode and return its scored row (not yet stored)."""
+    config = {"configurable": {"thread_id": item_thread(run_id, mode, item)}}
+    inputs = {"narrative": item.story, "question": item.question, "mode": mode, "task": item.task}
+    start = time.perf_counter()
+    try:
+        snapshot = graph.get_state(config)
+        if snapshot.next:
+            out = graph.invoke(None, config, context=ctx)
+        elif snapshot.values and "answer" in snapshot.values:
+            out = dict(snapshot.values)
+        else:
+            out = graph.invoke(inputs, config, context=ctx)
+    except InputError as exc:  # the item itself is unusable: record it as a wrong answer, with why
+        out = {"answer": "", "answer_error": f"input error: {exc}", "usage": {}}
+    return _row(run_id, mode, item, out, time.perf_counter() - start)
+
+
+Progress = Callable[[str, dict[str, Any]], None]
+
+
+def run_mode(graph: Any, ctx: SWMContext, run_id: str, mode: str, items: list[TomItem],
+             concurrency: int = 1, on_done: Progress | None = None) -> int:
+    """Run every unfinished item of one mode; return how many ran. Stops at the first crash.
+
+    A crash (model unreachable, an exception from a model) leaves finished items stored and the
+    unfinished ones checkpointed, so the same call resumes them.
+    """
+    from nodes.parse import story_hash
+
+    store = ctx.experience_store()
+    done = finished_keys(store, run_id)
+    todo = [i for i in items if item_thread(run_id, mode, i) not in done]
+    if not todo:
+        return 0
+    stop = threading.Event()
+    leaders: dict[str, threading.Event] = {}
+    order: list[tuple[TomItem, threading.Event | None, threading.Event | None]] = []
+    followers = []
+    for item in todo:
+        digest = story_hash(item.story)
+        if mode in PARSE_MODES and digest in leaders:
+            followers.append((item, leaders[digest], None))
+        else:
+            ready = threading.Event()
+            leaders[digest] = ready
+            order.append((item, None, ready))
+    order += followers  # leaders first: a follower only ever waits on a leader already started
+
+    def work(item: TomItem, wait_for: threading.Event | None, ready: threading.Event | None) -> None:
+        try:
+            if wait_for is not None:
+                wait_for.wait()
+            if stop.is_set():
+                return
+            row = run_item(graph, ctx, run_id, mode, item)
+            insert_result(store, row)
+            if on_done is not None:
+                on_done(mode, row)
+        except BaseException:
+            stop.set()
+            raise
+        finally:
+            if ready is not None:
+                ready.set()
+
+    if concurrency <= 1:
+        for entry in order:
+            work(*entry)
+        return len(order)
+    pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="swm-tom")
+    futures: list[Future[None]] = [pool.submit(work, *entry) for entry in order]
+    try:
+        wait(futures, return_when=FIRST_EXCEPTION)
+        errors = [f.exception() for f in futures if f.done() and not f.cancelled() and f.exception()]
+        if errors:
+            stop.set()
+            raise errors[0]  # type: ignore[misc]
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    return len(order)
+
+
+def run_benchmark(items: list[TomItem], modes: list[str], ctx: SWMContext, db: str | Path, run_id: str,
+                  concurrency: int = 1, progress: bool = True, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run items in each mode on the SQLite checkpointer at ``db``; return the rows and timing."""
+    from tqdm import tqdm
+
+    from checkpoints import sqlite_saver
+    from graphs import ask
+
+    store = ctx.experience_store()
+    record_run(store, run_id, meta or {})
+    start = time.perf_counter()
+    skipped = 0
+    with sqlite_saver(db) as saver:
+        graph = ask.build().compile(checkpointer=saver)
+        for mode in modes:
+            previous = result_rows(store, run_id, [mode], items)
+            skipped += len(previous)
+            lock = threading.Lock()
+            tally = {"n": len(previous), "correct": sum(r["correct"] for r in previous),
+                     "calls": sum(r["calls"] for r in previous)}
+            bar = tqdm(total=len(items), initial=len(previous), desc=f"{items[0].benchmark if items else ''} {mode}",
+                       unit="q", disable=not progress, dynamic_ncols=True, leave=True)
+
+            def on_done(_mode: str, row: dict[str, Any], bar: Any = bar, tally: dict[str, int] = tally,
+                        lock: threading.Lock = lock) -> None:
+                with lock:
+                    tally["n"] += 1
+                    tally["correct"] += row["correct"]
+                    tally["calls"] += row["calls"]
+                    bar.set_postfix(acc=f"{tally['correct'] / tally['n']:.3f}", calls=tally["calls"], refresh=False)
+                    bar.update(1)
+
+            if previous:
+                bar.set_postfix(acc=f"{tally['correct'] / max(1, tally['n']):.3f}", calls=tally["calls"])
+            try:
+                run_mode(graph, ctx, run_id, mode, items, concurrency=concurrency, on_done=on_done)
+            finally:
+                bar.close()
+    rows = result_rows(store, run_id, modes, items)
+    return {"rows": rows, "wall_seconds": time.perf_counter() - start, "skipped": skipped, "run": run_id}

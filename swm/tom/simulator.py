@@ -1,0 +1,340 @@
+"""A seeded ToMi-world simulator: Sally-Anne stories with gold answers and the gold S3AP.
+
+The world: a few agents, two rooms, one object in one of two containers of the main room.
+Events are actions (an agent enters a room, exits its room, moves the object to the other
+container), the statement of where the object is (``place``), and distractors (an agent likes
+or dislikes a thing: a mental state, not an event anyone sees). Every event has several
+phrasings, so a parser cannot memorise one template.
+
+Perception rule (the one the gold answers and the gold S3AP both follow):
+
+* an agent *witnesses* an action when it is in the room where the action happens (for an
+  entry, after entering; for an exit, before leaving; the actor always witnesses its own
+  action), and witnesses a ``place`` statement when it is in the object's room;
+* an agent in the object's room sees where the object is, so its first-order belief is the
+  object's container at the last moment it was in that room after the object was placed;
+* X's belief about Y's belief is the object's container at the last moment X and Y were both
+  in the object's room (each then sees the other see the object); before that, X has no
+  second-order belief about Y and the question is not asked.
+
+The gold S3AP has one step per action plus a final step: step ``i``'s state is the world
+before action ``i``; its observations are what each agent witnessed since step ``i-1``
+(``none`` when it witnessed nothing), written with ``<same_as_last_action_x />`` and the
+object's location; a distractor is the agent's ``<mental_state>`` at the step it occurs.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from swm.state import SocialStep, SocialWorld
+
+NAMES = ["Sally", "Anne", "Jack", "Mia", "Omar", "Lena", "Ravi", "Chloe", "Tom", "Yuki", "Amara", "Noah"]
+ROOMS = ["kitchen", "garden", "hallway", "attic", "office", "pantry", "bedroom", "garage", "porch"]
+OBJECTS = ["apple", "marble", "scarf", "key", "orange", "book", "ball", "hat", "coin", "spoon"]
+COLOURS = ["red", "blue", "green", "yellow"]
+KINDS = ["box", "basket", "drawer", "bucket", "crate", "cupboard", "suitcase", "envelope"]
+THINGS = ["melon", "the rain", "jazz", "the carrots", "the cat", "chess", "the blue_pen", "tea"]
+
+PHRASES: dict[str, list[str]] = {
+    "enter": ["{a} entered the {room}.", "{a} walked into the {room}.", "{a} came into the {room}.",
+              "{a} stepped inside the {room}."],
+    "enter2": ["{a} and {b} entered the {room}.", "{a} and {b} walked into the {room} together."],
+    "exit": ["{a} exited the {room}.", "{a} left the {room}.", "{a} walked out of the {room}.",
+             "{a} went out of the {room}."],
+    "place": ["The {obj} is in the {c}.", "The {obj} was in the {c}.", "There is a {obj} in the {c}.",
+              "The {obj} sat inside the {c}."],
+    "move": ["{a} moved the {obj} to the {c}.", "{a} put the {obj} in the {c}.",
+             "{a} transferred the {obj} into the {c}.",
+             "{a} took the {obj} out of the {old} and placed it in the {c}."],
+    "distract": ["{a} likes {t}.", "{a} dislikes {t}.", "{a} is fond of {t}.", "{a} hates {t}."],
+}
+ACTION_TEXT = {"enter": "enters the {room}", "exit": "exits the {room}", "move": "moves the {obj} to the {c}"}
+
+
+@dataclass
+class Event:
+    """One thing that happens; ``witnesses`` is filled in by the simulation."""
+
+    kind: str  # enter | exit | move | place | distract
+    actor: str | None = None
+    room: str | None = None
+    container: str | None = None
+    old: str | None = None
+    thing: str | None = None
+    witnesses: list[str] = field(default_factory=list)
+    step: int = 0  # the gold step whose observations record it
+
+    def key_terms(self) -> list[str]:
+        """The words an observation of this event must mention (see `parser_score`)."""
+        if self.kind in ("enter", "exit"):
+            return [self.room or "", self.actor or ""]
+        return [self.container or ""]
+
+
+@dataclass
+class SimStory:
+    """A generated story: its text, agents, events, gold S3AP and gold question answers."""
+
+    id: str
+    sentences: list[str]
+    agents: list[str]
+    obj: str
+    events: list[Event]
+    world: SocialWorld
+    questions: list[dict[str, str]]
+    story_type: str
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.sentences)
+
+    def gold_s3ap(self) -> dict[str, Any]:
+        return self.world.to_s3ap()
+
+
+def _container(rng: random.Random, taken: set[str]) -> str:
+    while True:
+        name = f"{rng.choice(COLOURS)}_{rng.choice(KINDS)}"
+        if name not in taken:
+            taken.add(name)
+            return name
+
+
+def _plan(rng: random.Random) -> tuple[list[str], list[str], list[tuple[str, dict[str, Any]]]]:
+    """Draw agents and a ToMi-shaped event sequence (before perception is simulated).
+
+    Returns the agents in order of first mention, the two protagonists (mover, leaver), the plan.
+    """
+    n_agents = rng.choice([2, 3, 3])
+    agents = rng.sample(NAMES, n_agents)
+    room, alt = rng.sample(ROOMS, 2)
+    a, b = agents[0], agents[1]
+    plan: list[tuple[str, dict[str, Any]]] = []
+    if rng.random() < 0.3:
+        plan.append(("enter2", {"a": a, "b": b, "room": room}))
+    else:
+        first, second = rng.sample([a, b], 2)
+        plan += [("enter", {"a": first, "room": room}), ("enter", {"a": second, "room": room})]
+    plan.append(("place", {}))
+    # one move by a and one or two location changes of b, in random order (ToMi's generator shape)
+    acts = ["move"] + ["loc"] * rng.randint(1, 2)
+    rng.shuffle(acts)
+    b_in = True
+    a_in = True
+    for index, act in enumerate(acts):
+        if act == "move":
+            if a_in:
+                plan.append(("move", {"a": a}))
+        elif b_in:
+            plan.append(("exit", {"a": b, "room": room}))
+            b_in = False
+        else:
+            if index == len(acts) - 1 and rng.random() < 0.5:
+                plan.append(("exit", {"a": a, "room": room}))
+                a_in = False
+            plan.append(("enter", {"a": b, "room": room if rng.random() < 0.5 else alt}))
+            b_in = True
+    if n_agents == 3:
+        c = agents[2]
+        where = rng.randint(0, len(plan))
+        plan.insert(where, ("enter", {"a": c, "room": room if rng.random() < 0.6 else alt}))
+        if rng.random() < 0.5:
+            plan.insert(rng.randint(where + 1, len(plan)), ("exit", {"a": c, "room": None}))
+    for _ in range(rng.randint(0, 2)):
+        plan.insert(rng.randint(0, len(plan)), ("distract", {"a": rng.choice(agents), "t": rng.choice(THINGS)}))
+    mentioned = [n for _, v in plan for n in (v.get("a"), v.get("b")) if n]
+    ordered = list(dict.fromkeys(mentioned + agents))
+    return ordered, [a, b], [(k, {**v, "main": room}) for k, v in plan]
+
+
+def generate_story(seed: int, index: int = 0) -> SimStory:
+    """Generate one story deterministically from ``seed``."""
+    rng = random.Random(seed)
+    agents, protagonists, plan = _plan(rng)
+    main = plan[0][1]["main"]
+    obj = rng.choice(OBJECTS)
+    taken: set[str] = set()
+    c1, c2 = _container(rng, taken), _container(rng, taken)
+    where: dict[str, str | None] = {a: None for a in agents}  # room of each agent (None: nowhere)
+    loc: str | None = None  # the object's container once placed
+    start: str | None = None
+    first: dict[str, str | None] = {a: None for a in agents}
+    second: dict[tuple[str, str], str | None] = {}
+    events: list[Event] = []
+    sentences: list[str] = []
+    steps: list[SocialStep] = [SocialStep(timestep="0")]
+
+    def present(room: str | None) -> list[str]:
+        return [a for a in agents if room is not None and where[a] == room]
+
+    def update_beliefs() -> None:
+        if loc is None:
+            return
+        here = present(main)
+        for x in here:
+            first[x] = loc
+            for y in here:
+                if x != y:
+                    second[(x, y)] = loc
+
+    def scene() -> str:
+        parts = []
+        for room in dict.fromkeys([main] + [r for r in where.values() if r]):
+            people = present(room)
+            if people:
+                parts.append(f"{' and '.join(people)} {'is' if len(people) == 1 else 'are'} in the {room}.")
+        away = [a for a in agents if where[a] is None]
+        if away:
+            parts.append(f"{' and '.join(away)} {'is' if len(away) == 1 else 'are'} not in any room.")
+        if loc is not None:
+            parts.append(f"The {obj} is in the {loc}.")
+        return " ".join(parts)
+
+    pending_actions: dict[str, str] = {}
+
+    def close_step() -> None:
+        """Record the current step's actions and open the next step."""
+        step = steps[-1]
+        step.actions = {a: pending_actions.get(a, "none") for a in agents}
+        pending_actions.clear()
+        steps.append(SocialStep(timestep=str(len(steps)), scene=scene(),
+                                observations={a: "none" for a in agents}))
+
+    def observe(agent: str, text: str) -> None:
+        step = steps[-1]
+        current = step.observations.get(agent, "none")
+        step.observations[agent] = text if current == "none" else f"{current} {text}"
+
+    steps[0].scene = scene()
+    steps[0].observations = {a: "none" for a in agents}
+    for kind, args in plan:
+        actor: str = args.get("a") or ""
+        if kind in ("enter", "enter2", "exit", "move"):
+            actors = [actor, args["b"]] if kind == "enter2" else [actor]
+            room = args.get("room") or where.get(actor)
+            if kind == "exit":
+                room = where[actor]
+                if room is None:
+                    continue
+            if kind == "move":
+                if where[actor] != main or loc is None:
+                    continue
+                new = c2 if loc == c1 else c1
+                sentences.append(rng.choice(PHRASES["move"]).format(a=actor, obj=obj, c=new, old=loc))
+                witnesses = present(main)
+                event = Event("move", actor=actor, room=main, container=new, old=loc)
+                pending_actions[actor] = ACTION_TEXT["move"].format(obj=obj, c=new)
+                loc = new
+            elif kind == "exit":
+                sentences.append(rng.choice(PHRASES["exit"]).format(a=actor, room=room))
+                witnesses = present(room)
+                where[actor] = None
+                event = Event("exit", actor=actor, room=room)
+                pending_actions[actor] = ACTION_TEXT["exit"].format(room=room)
+            else:
+                template = rng.choice(PHRASES[kind])
+                sentences.append(template.format(a=actor, b=args.get("b"), room=room))
+                event_list = []
+                for who in actors:
+                    where[who] = room
+                    pending_actions[who] = ACTION_TEXT["enter"].format(room=room)
+                    event_list.append(Event("enter", actor=who, room=room))
+                witnesses = present(room)
+            batch = event_list if kind in ("enter", "enter2") else [event]
+            close_step()
+            acted = [a for a in agents if not_none(steps[-2].actions.get(a))]
+            for ev in batch:
+                ev.witnesses = list(witnesses)
+                ev.step = len(steps) - 1
+                events.append(ev)
+            for w in witnesses:
+                tag = ("<same_as_last_action />" if len(acted) > 1
+                       else f"<same_as_last_action_{agents.index(acted[0])} />")
+                observe(w, tag)
+            update_beliefs()
+            for w in present(main):
+                if loc is not None and w in witnesses:
+                    observe(w, f"The {obj} is in the {loc}.")
+        elif kind == "place":
+            loc = start = c1
+            sentences.append(rng.choice(PHRASES["place"]).format(obj=obj, c=c1))
+            event = Event("place", room=main, container=c1, witnesses=present(main), step=len(steps) - 1)
+            events.append(event)
+            steps[-1].scene = scene()
+            for w in present(main):
+                observe(w, f"The {obj} is in the {c1}.")
+            update_beliefs()
+        else:  # distractor: a mental state of the agent at the current step
+            text = rng.choice(PHRASES["distract"]).format(a=actor, t=args["t"])
+            sentences.append(text)
+            feeling = text[len(actor) + 1:].rstrip(".")
+            current = steps[-1].mental_states.get(actor)
+            mental = f"I {_first_person(feeling)}."
+            steps[-1].mental_states[actor] = f"{current} {mental}" if current else mental
+    # the last step has no actions
+    steps[-1].actions = {a: "none" for a in agents}
+    # beliefs as mental states at the last step, so the gold parse carries them explicitly
+    for a in agents:
+        if first[a] is not None:
+            extra = f"I believe the {obj} is in the {first[a]}."
+            current = steps[-1].mental_states.get(a)
+            steps[-1].mental_states[a] = f"{current} {extra}" if current else extra
+    world = SocialWorld(agents=list(agents), steps=steps)
+    questions = _questions(rng, protagonists, obj, start, loc, first, second)
+    false_first = any(first[a] not in (None, loc) for a in agents)
+    # ToMi's sense: x itself knows where the object is, but misjudges what y believes
+    false_second = any(v is not None and first[y] is not None and v != first[y] and first[x] == loc
+                       for (x, y), v in second.items())
+    story_type = ("second_order_false_belief" if false_second else "false_belief" if false_first else "true_belief")
+    return SimStory(id=f"sim-{seed}-{index}", sentences=sentences, agents=list(agents), obj=obj, events=events,
+                    world=world, questions=questions, story_type=story_type)
+
+
+def not_none(text: str | None) -> bool:
+    return text is not None and text != "none"
+
+
+def _first_person(feeling: str) -> str:
+    verb, _, rest = feeling.partition(" ")
+    table = {"likes": "like", "dislikes": "dislike", "hates": "hate", "is": "am"}
+    return f"{table.get(verb, verb)} {rest}".strip()
+
+
+def _questions(rng: random.Random, agents: list[str], obj: str, start: str | None, real: str | None,
+               first: dict[str, str | None], second: dict[tuple[str, str], str | None]) -> list[dict[str, str]]:
+    qs: list[dict[str, str]] = []
+    if start:
+        qs.append({"question": f"Where was the {obj} at the beginning?", "answer": start, "qtype": "memory"})
+    if real:
+        qs.append({"question": rng.choice([f"Where is the {obj} really?", f"Where is the {obj} now?"]),
+                   "answer": real, "qtype": "reality"})
+    for a in agents[:2]:
+        if first[a] is not None:
+            tom = "tom" if first[a] != real else "no_tom"
+            qs.append({"question": rng.choice([f"Where will {a} look for the {obj}?",
+                                               f"Where does {a} think the {obj} is?"]),
+                       "answer": first[a] or "", "qtype": f"first_order_{tom}"})
+    for x, y in ((agents[0], agents[1]), (agents[1], agents[0])):
+        belief = second.get((x, y))
+        if belief is not None:
+            tom = "tom" if belief != real else "no_tom"
+            qs.append({"question": f"Where does {x} think that {y} searches for the {obj}?",
+                       "answer": belief, "qtype": f"second_order_{tom}"})
+    return qs
+
+
+def generate_stories(n: int, seed: int = 0) -> list[SimStory]:
+    """Generate ``n`` stories; story ``i`` depends only on (seed, i)."""
+    return [generate_story(seed * 100_003 + i, i) for i in range(n)]
+
+
+def story_items(stories: list[SimStory]) -> list[Any]:
+    """Turn simulated stories into benchmark items (benchmark ``tomi``, kind ``location``)."""
+    from swm.tom.loaders import TomItem
+
+    return [TomItem(id=f"{s.id}-q{k}", story=s.text, question=q["question"], answer=q["answer"], qtype=q["qtype"],
+                    benchmark="tomi", kind="location", meta={"story_type": s.story_type, "simulated": True})
+            for s in stories for k, q in enumerate(s.questions)]

@@ -1,0 +1,189 @@
+"""`swm bench tom` end to end with scripted models: exact calls per question, resume, the CLI path."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from scripted import ScriptedChatModel
+from tom_scripted import respond
+
+from checkpoints import ExperienceStore
+from swm.context import SWMContext
+from swm.state import validate_s3ap
+from swm.tom.loaders import load_benchmark
+from swm.tom.report import summarise
+from swm.tom.runner import run_benchmark
+
+FIX = Path(__file__).parent / "fixtures" / "tom"
+STABLE = ("mode", "qtype", "n", "acc", "ci_low", "ci_high", "exact", "loose", "calls_per_q", "parse_calls_per_q",
+          "qa_calls_per_q", "tokens_per_q", "distinct_stories", "parses_from_cache", "answer_errors")
+
+
+def _ctx(db: Path, model: Any) -> SWMContext:
+    return SWMContext(llm=model, task="tomi", store=ExperienceStore(db))
+
+
+def _stable(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{k: r[k] for k in STABLE} for r in summary["overall"] + summary["by_type"]]
+
+
+def test_scripted_parse_is_valid() -> None:
+    from tom_scripted import valid_parse
+
+    story = load_benchmark("tomi", FIX / "tomi_mini.txt")[0].story
+    report = validate_s3ap(valid_parse(story).model_dump())
+    assert report.ok, report.feedback()
+
+
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_exact_calls_per_question(tmp_path: Path, concurrency: int) -> None:
+    items = load_benchmark("tomi", FIX / "tomi_mini.txt")  # 5 questions on 2 distinct stories
+    model = ScriptedChatModel(respond=respond)
+    ctx = _ctx(tmp_path / "b.db", model)
+    result = run_benchmark(items, ["cot", "s3ap"], ctx, tmp_path / "b.db", "run", concurrency=concurrency,
+                           progress=False)
+    tools = Counter(tool for tool, _ in model.prompts)
+    assert tools == {"ReasonedAnswer": 10, "S3APParse": 2}  # CoT 5 × 1; S3AP 5 QA + 1 parse per story
+    rows = result["rows"]
+    cot = [r for r in rows if r["mode"] == "cot"]
+    s3ap = [r for r in rows if r["mode"] == "s3ap"]
+    assert all(r["calls"] == 1 and r["qa_calls"] == 1 and r["parse_calls"] == 0 for r in cot)
+    assert all(r["qa_calls"] == 1 for r in s3ap)
+    per_story = Counter()
+    for r in s3ap:
+        per_story[r["story_hash"]] += r["parse_calls"]
+    assert sorted(per_story.values()) == [1, 1]
+    assert sum(r["parse_cached"] for r in s3ap) == 3
+    summary = summarise(rows, ["cot", "s3ap"])
+    by_mode = {r["mode"]: r for r in summary["overall"]}
+    assert by_mode["cot"]["calls_per_q"] == 1.0 and by_mode["s3ap"]["calls_per_q"] == 1.4
+    assert by_mode["s3ap"]["parse_calls_per_q"] == 0.4 and by_mode["s3ap"]["parses_from_cache"] == 3
+    assert by_mode["s3ap"]["distinct_stories"] == 2
+    # the scripted answer (the last container named) is right on reality, memory-free and no-ToM items
+    assert by_mode["cot"]["acc"] == pytest.approx(3 / 5)
+    assert all(r["prompt_tokens"] > 0 for r in rows)
+
+
+def test_killed_run_resumes_without_repeating_work(tmp_path: Path) -> None:
+    items = load_benchmark("tomi", FIX / "tomi_mini.txt")
+    modes = ["cot", "s3ap"]
+    reference = ScriptedChatModel(respond=respond)
+    ref_summary = summarise(run_benchmark(items, modes, _ctx(tmp_path / "ref.db", reference), tmp_path / "ref.db",
+                                          "run", progress=False)["rows"], modes)
+
+    qa_calls = {"n": 0}
+
+    def crashing(prompt: str, tool: str | None) -> Any:
+        if tool == "ReasonedAnswer":
+            qa_calls["n"] += 1
+            if qa_calls["n"] == 6:  # the first S3AP answer, after its story's parse finished
+                return RuntimeError("killed")
+        return respond(prompt, tool)
+
+    db = tmp_path / "run.db"
+    first = ScriptedChatModel(respond=crashing)
+    with pytest.raises(RuntimeError, match="killed"):
+        run_benchmark(items, modes, _ctx(db, first), db, "run", progress=False)
+    assert ExperienceStore(db).count("tom_results") == 5  # the CoT half finished and was stored
+    assert Counter(t for t, _ in first.prompts)["S3APParse"] == 1
+
+    second = ScriptedChatModel(respond=respond)
+    resumed = run_benchmark(items, modes, _ctx(db, second), db, "run", progress=False)
+    # no CoT item again; the interrupted item resumes at its answer node (its parse is checkpointed)
+    assert Counter(t for t, _ in second.prompts) == {"ReasonedAnswer": 5, "S3APParse": 1}
+    assert resumed["skipped"] == 5
+    assert _stable(summarise(resumed["rows"], modes)) == _stable(ref_summary)
+
+    third = ScriptedChatModel(respond=respond)
+    again = run_benchmark(items, modes, _ctx(db, third), db, "run", progress=False)
+    assert third.calls == 0 and _stable(summarise(again["rows"], modes)) == _stable(ref_summary)
+
+
+# ---- the CLI, against a scripted OpenAI-compatible server on loopback -------------------------
+@pytest.fixture
+def scripted_server() -> Iterator[tuple[str, Counter[str]]]:
+    seen: Counter[str] = Counter()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            prompt = "\n".join(str(m.get("content") or "") for m in body["messages"])
+            tool = body["tools"][0]["function"]["name"] if body.get("tools") else None
+            seen[tool or "text"] += 1
+            value = respond(prompt, tool)
+            message = {"role": "assistant", "content": None, "tool_calls": [{
+                "id": f"call_{sum(seen.values())}", "type": "function",
+                "function": {"name": tool, "arguments": json.dumps(value.model_dump())}}]}
+            reply = {"id": "x", "object": "chat.completion", "created": 0, "model": "scripted",
+                     "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+                     "usage": {"prompt_tokens": len(prompt) // 4, "completion_tokens": 7,
+                               "total_tokens": len(prompt) // 4 + 7}}
+            data = json.dumps(reply).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"scripted@http://127.0.0.1:{server.server_address[1]}/v1", seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_cli_bench_tom_writes_tables_and_resumes(tmp_path: Path, scripted_server: tuple[str, Counter[str]]) -> None:
+    from swm.cli import main
+
+    spec, seen = scripted_server
+    out = tmp_path / "out"
+    args = ["bench", "tom", "--benchmark", "tomi", "--data", str(FIX / "tomi_mini.txt"), "--modes", "cot,s3ap",
+            "--model", spec, "--db", str(tmp_path / "cli.db"), "--thread-id", "cli-run", "--out", str(out),
+            "--concurrency", "2", "--no-progress"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert seen == {"ReasonedAnswer": 10, "S3APParse": 2}
+    assert "| cot | 5 | 0.600 |" in result.output and "| s3ap | 5 |" in result.output
+    table = (out / "tom_tomi.csv").read_text()
+    assert "cot,all,5,0.6," in table
+    data = json.loads((out / "tom_tomi.json").read_text())
+    by_mode = {r["mode"]: r for r in data["summary"]["overall"]}
+    assert by_mode["s3ap"]["calls_per_q"] == 1.4 and by_mode["s3ap"]["tokens_per_q"] > 0
+    assert (out / "tom_tomi.md").read_text().startswith("# tomi")
+
+    again = CliRunner().invoke(main, args)
+    assert again.exit_code == 0, again.output
+    assert sum(seen.values()) == 12  # nothing ran twice
+    assert (out / "tom_tomi.csv").read_text() == table
+
+
+def test_cli_bench_parse_gold_scores_one() -> None:
+    from swm.cli import main
+
+    result = CliRunner().invoke(main, ["bench", "parse", "--stories", "8", "--json"])
+    assert result.exit_code == 0, result.output
+    table = {r["source"]: r for r in json.loads(result.output)["table"]}
+    assert table["gold"]["overall"] == 1.0 and table["gold"]["perfect"] == 8
+    assert all(r["overall"] < 1.0 for name, r in table.items() if name.startswith("corrupted:"))
+
+
+def test_bench_commands_have_help() -> None:
+    from swm.cli import main
+
+    for command in (["bench", "tom", "--help"], ["bench", "parse", "--help"]):
+        result = CliRunner().invoke(main, command)
+        assert result.exit_code == 0 and "Usage" in result.output

@@ -1,0 +1,85 @@
+"""Scorers on hand-checked cases."""
+
+from __future__ import annotations
+
+import pytest
+
+from swm.tom.loaders import TomItem
+from swm.tom.scoring import (
+    binary_answer,
+    choose_option,
+    contains_match,
+    exact_match,
+    fantom_set_scores,
+    normalise,
+    score_answer,
+    token_f1,
+    wilson_interval,
+)
+
+
+def test_normalise() -> None:
+    assert normalise("The Green_Box.") == "green box"
+    assert normalise("a red-basket") == "red basket"
+    assert normalise("  An   apple ") == "apple"
+
+
+@pytest.mark.parametrize(("answer", "exact", "loose"), [
+    ("green_box", True, True),
+    ("The green box.", True, True),
+    ("Mia will look in the green_box", False, True),
+    ("green", False, False),
+    ("green_boxes", False, False),
+    ("red_basket", False, False),
+    ("", False, False),
+])
+def test_location_rules(answer: str, exact: bool, loose: bool) -> None:
+    assert exact_match(answer, "green_box") is exact
+    assert contains_match(answer, "green_box") is loose
+    item = TomItem(id="x", story="", question="", answer="green_box", qtype="q", benchmark="tomi")
+    assert score_answer(item, answer) == {"exact": exact, "loose": loose, "value": float(loose), "chosen": None}
+
+
+def test_options_hitom_letters_and_text() -> None:
+    options = {"A": "red_box", "B": "blue_crate", "C": "green_drawer"}
+    assert choose_option("B", options) == "B"
+    assert choose_option("B. blue_crate", options) == "B"
+    assert choose_option("It is in the blue crate.", options) == "B"
+    assert choose_option("red box or blue crate", options) is None  # two options named: no choice
+    assert choose_option("E", options) is None
+
+
+def test_options_mmtom_negation_is_not_confused() -> None:
+    options = {"a": "Ana thinks that the cupcake is not inside the fridge.",
+               "b": "Ana thinks that the cupcake is inside the fridge."}
+    assert choose_option("a", options) == "a"
+    assert choose_option("(b)", options) == "b"
+    assert choose_option("The answer is (b).", options) == "b"
+    assert choose_option("Ana thinks that the cupcake is not inside the fridge", options) == "a"
+    assert choose_option("a cupcake", options) is None  # the article is not the letter a
+    item = TomItem(id="m", story="", question="", answer=options["b"], qtype="t", benchmark="mmtom", kind="choice",
+                   options=options, answer_letter="b")
+    assert score_answer(item, "b")["value"] == 1.0 and score_answer(item, "a")["value"] == 0.0
+
+
+def test_fantom_rules() -> None:
+    assert binary_answer("Yes, she does.") == 1 and binary_answer("no") == 0
+    assert binary_answer("Zoe does not know about it") == 0 and binary_answer("maybe") == -1
+    listing = TomItem(id="l", story="", question="", answer=["Kai", "Lu"], wrong_answer=["Zoe"], qtype="t",
+                      benchmark="fantom", kind="fantom_list")
+    assert score_answer(listing, "Kai and Lu")["value"] == 1.0
+    assert score_answer(listing, "Kai, Lu and Zoe")["value"] == 0.0
+    assert score_answer(listing, "Kai")["value"] == 0.0
+    assert token_f1("rex is a beagle", "Kai's dog Rex is a beagle.") == pytest.approx(2 * 0.75 * 0.5 / 1.25)
+    rows = [{"group": "s1", "kind": "fantom_belief_mc", "correct": 1, "access": "inaccessible"},
+            {"group": "s1", "kind": "fantom_binary", "correct": 1, "access": "inaccessible"},
+            {"group": "s2", "kind": "fantom_list", "correct": 0, "access": "inaccessible"},
+            {"group": "s2", "kind": "fantom_fact", "correct": 0, "access": None}]
+    assert fantom_set_scores(rows) == {"sets": 2, "all": 0.5, "all_star": 0.5}
+
+
+def test_wilson_interval_hand_checked() -> None:
+    low, high = wilson_interval(8, 10)
+    assert low == pytest.approx(0.4902, abs=1e-4) and high == pytest.approx(0.9433, abs=1e-4)
+    assert wilson_interval(0, 10)[0] == 0.0 and wilson_interval(10, 10)[1] == pytest.approx(1.0)
+    assert wilson_interval(0, 0) == (0.0, 0.0)
