@@ -74,7 +74,7 @@ def setup(state: EpisodeState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
             raise InputError(f"unknown policy {policy!r} for {name}", f"use one of {', '.join(POLICIES)}")
         if name not in names:
             raise InputError(f"policy given for {name!r}, who is not in the scenario", f"agents: {', '.join(names)}")
-    max_turns = int(state.get("max_turns") or 20)
+    max_turns = int(state["max_turns"]) if state.get("max_turns") is not None else 20
     if not 1 <= max_turns <= MAX_TURNS_LIMIT:
         raise InputError(f"max_turns must be between 1 and {MAX_TURNS_LIMIT}, got {max_turns}")
     episode_id = state.get("episode_id") or f"{scenario.id}-{uuid.uuid4().hex[:10]}"
@@ -155,7 +155,7 @@ def finish(state: EpisodeState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
 
     row = get_episode(store, state["episode_id"]) or {}
     write_episode(store, {
-        **{k: row.get(k) for k in ("started",)},
+        **row,
         "episode_id": state["episode_id"], "scenario_id": scenario.id, "scenario": scenario.model_dump(mode="json"),
         "agents": scenario.names, "tested_agent": state["tested_agent"], "policies": state["policies"],
         "max_turns": state["max_turns"], "rollout_width": ctx.rollout_width, "rollout_depth": ctx.rollout_depth,

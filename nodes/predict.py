@@ -21,12 +21,12 @@ from swm.context import SWMContext
 from swm.llm import call_model
 from swm.social.graph_state import PolicyState
 from swm.social.models import AgentAction, Scenario
-from swm.social.schemas import Foresight
+from swm.social.schemas import Foresight, foresight_for
 from swm.state import SocialStep, SocialWorld
 from swm.usage import CallStats, add_stats, empty_stats
 
 
-def foresight_to_step(value: Foresight, scenario: Scenario, turn: int, depth: int) -> SocialStep:
+def foresight_to_step(value: Foresight | Any, scenario: Scenario, turn: int, depth: int) -> SocialStep:
     """Turn the world model's prediction into a predicted S3AP step."""
     def name(raw: str) -> str:
         world = SocialWorld(agents=scenario.names)
@@ -64,7 +64,7 @@ def simulate_future(ctx: SWMContext, state: PolicyState, action: AgentAction,
                              intended_action=action.to_natural_language(actor),
                              simulated_so_far=render_future(steps, scenario.names) if steps else "none",
                              others=", ".join(others) or "none")
-        reply = call_model(ctx.model_for("world_model"), text, Foresight)
+        reply = call_model(ctx.model_for("world_model"), text, foresight_for(tuple(others)))
         stats = add_stats(stats, reply.stats)
         if reply.value is None:
             error = f"predict step {j}: {reply.error}"

@@ -46,14 +46,23 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def _profile(name: str, raw: dict[str, Any] | None) -> AgentProfile:
+    """Read a profile; the shared sample keeps the name beside it, so split it into first/last."""
+    profile = AgentProfile.model_validate(raw or {})
+    if not profile.first_name and not profile.last_name:
+        first, _, last = name.partition(" ")
+        profile = profile.model_copy(update={"first_name": first, "last_name": last})
+    return profile
+
+
 def from_record(row: dict[str, Any]) -> Scenario:
     """Read one scenario in swm's JSONL schema (the shared SOTOPIA sample's)."""
     meta = dict(row.get("meta") or {})
     try:
         return Scenario(
             id=str(row["id"]), scenario=row["scenario"],
-            agents=[ScenarioAgent(name=a["name"], goal=a.get("goal", ""), profile=AgentProfile.model_validate(
-                a.get("profile") or {}), agent_id=a.get("agent_id")) for a in row["agents"]],
+            agents=[ScenarioAgent(name=a["name"], goal=a.get("goal", ""), profile=_profile(a["name"], a.get("profile")),
+                                  agent_id=a.get("agent_id")) for a in row["agents"]],
             relationship=str(row.get("relationship") or meta.get("relationship") or "stranger"),
             codename=str(row.get("codename") or meta.get("codename") or ""),
             hard=bool(row.get("hard", False)), source=str(row.get("source") or meta.get("source") or ""),

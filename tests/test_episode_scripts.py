@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, create_model
@@ -63,8 +64,10 @@ class Responder:
         if tool == "AgentActionForModel":
             return self.action(next(self.counter))
         if tool == "Foresight":
-            return Foresight(mental_states=[PredictedMind(agent="Bob", mental_state="wary")],
-                             reactions=[PredictedReaction(agent="Bob", action_type="speak", argument="too much")],
+            found = re.search(r"For each other participant \(([^,)]*)", prompt)
+            other = found.group(1) if found else "Bob"
+            return Foresight(mental_states=[PredictedMind(agent=other, mental_state="wary")],
+                             reactions=[PredictedReaction(agent=other, action_type="speak", argument="too much")],
                              next_state="they haggle")
         if tool == "FutureScore":
             return FutureScore(reasoning="ok", goal_progress=5)

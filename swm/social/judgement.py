@@ -17,7 +17,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, computed_field, create_model
 
-Reason = Annotated[str, StringConstraints(max_length=1000)]
+# Seven reasonings must fit one reply of a small model's token budget, so each is kept short.
+Reason = Annotated[str, StringConstraints(max_length=250)]
 
 DIMENSIONS: dict[str, tuple[int, int]] = {
     "believability": (0, 10),

@@ -19,7 +19,7 @@ ActionType = Literal["none", "speak", "non-verbal communication", "action", "lea
 ACTION_TYPES: tuple[str, ...] = ("none", "speak", "non-verbal communication", "action", "leave")
 MAX_AGENTS = 8
 Name = Annotated[str, StringConstraints(max_length=60)]
-Text = Annotated[str, StringConstraints(max_length=1000)]
+Text = Annotated[str, StringConstraints(max_length=600)]
 
 
 class AgentActionForModel(BaseModel):

@@ -1,0 +1,117 @@
+"""``swm bench sotopia``: SOTOPIA episodes under several policies side by side, with one table."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import click
+
+from nodes.env import POLICIES
+from swm.commands._common import db_path, echo_json, make_context, model_options, run_options
+from swm.commands.play import EPISODE_ROLES, inject_test_models
+from swm.errors import InputError
+
+
+def _policies(value: str) -> list[str]:
+    chosen = [p.strip() for p in value.split(",") if p.strip()]
+    unknown = [p for p in chosen if p not in POLICIES]
+    if unknown or not chosen:
+        raise InputError(f"unknown policy {', '.join(unknown) or '(none)'}", f"use a comma list of {', '.join(POLICIES)}")
+    return chosen
+
+
+@click.command("sotopia")
+@click.option("--hard/--all", "hard", default=True, show_default=True,
+              help="The 70 pairings of SOTOPIA's 14 hard scenarios, or all 146 rows of the shared sample.")
+@click.option("--data", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Scenario JSONL [default: ../shared/benchmarks/sotopia/sotopia_scenarios.jsonl]; "
+                   "'shipped' for the package's own scenarios.")
+@click.option("--policies", default="plain,foresee", show_default=True,
+              help="Comma list of the tested agent's policies to compare (plain, foresee, rollout).")
+@click.option("--partner-policy", type=click.Choice(POLICIES), default="plain", show_default=True)
+@click.option("--n", "n", type=int, default=None,
+              help="Episodes per policy, spread over scenarios (each env's first pairing first) [default: all].")
+@click.option("--max-turns", type=int, default=20, show_default=True)
+@click.option("--width", type=int, default=1, show_default=True, help="Rollout candidates N.")
+@click.option("--depth", type=int, default=1, show_default=True, help="Rollout steps k.")
+@click.option("--concurrency", type=int, default=4, show_default=True,
+              help="Episodes in flight at once (1 with the embedded model, which serves one request at a time).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder for sotopia.md, sotopia.json, episodes.jsonl and transcripts/ "
+                   "[default: swm-results/<run id>].")
+@click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
+@model_options(*EPISODE_ROLES)
+@run_options
+def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy: str, n: int | None,
+                    max_turns: int, width: int, depth: int, concurrency: int, out_dir: Path | None,
+                    no_progress: bool, db: Path | None, thread_id: str | None, as_json: bool,
+                    **models: Any) -> None:
+    """Run SOTOPIA episodes per policy and write goal and every SOTOPIA-EVAL dimension (mean ± 95% CI).
+
+    The tested agent is each scenario's first seat, the partner plays --partner-policy; scores
+    are the tested agent's. Also reports LLM calls and tokens per turn and episodes per hour.
+    Rerun with the same --db and --thread-id to resume: finished episodes are skipped.
+    """
+    from tqdm import tqdm
+
+    from swm.scenarios import load_jsonl, load_sotopia, shipped
+    from swm.social.bench import markdown, run_bench, spread, summarise
+    from swm.social.export import transcript, write_jsonl
+
+    chosen = _policies(policies)
+    if str(data) == "shipped":
+        pool = shipped()
+    elif data is not None:
+        pool = [s for s in load_jsonl(data) if not hard or s.hard] if any(s.hard for s in load_jsonl(data)) \
+            else load_jsonl(data)
+    else:
+        from swm.scenarios import SHARED_SOTOPIA
+
+        if not SHARED_SOTOPIA.is_file():
+            raise InputError(f"no SOTOPIA sample at {SHARED_SOTOPIA}", "pass --data FILE, or --data shipped")
+        pool = load_sotopia(hard=True if hard else None)
+    scenarios = spread(pool, n)
+    if not scenarios:
+        raise InputError("no scenario selected", "check --data, --hard/--all and --n")
+    ctx = make_context(db, rollout_width=width, rollout_depth=depth, **models)
+    inject_test_models(ctx)
+    if ctx.uses_embedded() and concurrency > 1:
+        click.echo("note: the embedded model serves one request at a time; running with --concurrency 1", err=True)
+        concurrency = 1
+    run_id = thread_id or f"sotopia-{uuid.uuid4().hex[:10]}"
+    click.echo(f"run {run_id}: {len(scenarios)} scenarios × {len(chosen)} policies, max {max_turns} turns "
+               f"(rerun with --thread-id {run_id} --db {db_path(db)} to resume if interrupted)", err=True)
+    with tqdm(total=len(scenarios) * len(chosen), desc="episodes", disable=no_progress) as bar:
+        result = run_bench(scenarios, chosen, ctx, db_path(db), run_id, partner_policy=partner_policy,
+                           max_turns=max_turns, concurrency=concurrency, on_done=lambda: bar.update(1))
+    store = ctx.experience_store()
+    table = summarise(store, result["episodes"], chosen)
+    folder = out_dir or Path("swm-results") / run_id
+    (folder / "transcripts").mkdir(parents=True, exist_ok=True)
+    done = [e for e in result["episodes"] if e not in result["failed"]]
+    write_jsonl(store, done, folder / "episodes.jsonl")
+    for eid in done:
+        (folder / "transcripts" / f"{eid}.txt").write_text(transcript(store, eid) + "\n", encoding="utf-8")
+    text = markdown(table)
+    meta = {"run_id": run_id, "policies": chosen, "partner_policy": partner_policy, "max_turns": max_turns,
+            "scenarios": [s.id for s in scenarios], "hard": hard, "width": width, "depth": depth,
+            "models": {r: ctx.spec_for(r) for r in EPISODE_ROLES}, "ran": result["ran"], "skipped": result["skipped"],
+            "failed": result["failed"], "wall_seconds": round(result["wall"], 1)}
+    (folder / "sotopia.md").write_text(f"# SOTOPIA run {run_id}\n\n{text}\n\n```json\n"
+                                       f"{json.dumps(meta, indent=2)}\n```\n", encoding="utf-8")
+    (folder / "sotopia.json").write_text(json.dumps({"meta": meta, "table": table}, indent=2), encoding="utf-8")
+    if as_json:
+        echo_json({"meta": meta, "table": table})
+    else:
+        click.echo(text)
+    for eid, error in result["failed"].items():
+        click.echo(f"problem: episode {eid} failed ({error}); rerun with the same --thread-id to retry it", err=True)
+    click.echo(f"ran {result['ran']}, skipped {result['skipped']} finished, failed {len(result['failed'])}; "
+               f"wall {result['wall']:.1f} s; written to {folder}", err=True)
+
+
+def register(main: click.Group, bench: click.Group) -> None:
+    bench.add_command(sotopia_command)

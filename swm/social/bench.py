@@ -1,0 +1,162 @@
+"""The SOTOPIA benchmark runner: many episodes, several policies, resumable, then one table.
+
+Each (policy, scenario) pair is one episode on its own checkpoint thread
+``<run id>-<policy>-<scenario id>``. On a rerun with the same run id, episodes whose store row
+says ``done`` are skipped, and unfinished ones resume from their last checkpoint, so a killed
+benchmark loses at most the node in flight of each running episode. Episodes run on a thread
+pool (``concurrency``), each with its own SQLite connection.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+from swm.context import SWMContext
+from swm.errors import ModelUnavailable
+from swm.social.judgement import DIMENSIONS
+from swm.social.models import Scenario
+from swm.social.stats import format_ci, mean_ci
+from swm.social.store import get_episode, load_turns, write_episode
+
+
+def spread(scenarios: list[Scenario], n: int | None) -> list[Scenario]:
+    """Take ``n`` scenarios spread over environments: every env's first pairing, then the second, ..."""
+    groups: dict[str, list[Scenario]] = {}
+    for s in scenarios:
+        groups.setdefault(str(s.meta.get("env_id") or s.codename or s.id), []).append(s)
+    ordered: list[Scenario] = []
+    depth = max((len(g) for g in groups.values()), default=0)
+    for i in range(depth):
+        ordered += [g[i] for g in groups.values() if i < len(g)]
+    return ordered[:n] if n is not None else ordered
+
+
+def episode_id_for(run_id: str, policy: str, scenario: Scenario) -> str:
+    return f"{run_id}-{policy}-{scenario.id}"
+
+
+def run_episode(ctx: SWMContext, db: Path, episode_id: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    """Run (or resume) one episode on its own thread and SQLite connection; return its final state."""
+    from checkpoints import sqlite_saver
+    from graphs import episode
+
+    config = {"configurable": {"thread_id": episode_id}}
+    with sqlite_saver(db) as saver:
+        graph = episode.build().compile(checkpointer=saver)
+        snapshot = graph.get_state(config)
+        if snapshot.next:
+            return graph.invoke(None, config, context=ctx)
+        if snapshot.values and snapshot.values.get("world") is not None:
+            return dict(snapshot.values)
+        return graph.invoke(inputs, config, context=ctx)
+
+
+def run_bench(scenarios: list[Scenario], policies: list[str], ctx: SWMContext, db: Path, run_id: str, *,
+              partner_policy: str = "plain", max_turns: int = 20, concurrency: int = 1,
+              on_done: Callable[[], None] | None = None) -> dict[str, Any]:
+    """Run every (policy, scenario) episode not yet done; return {"episodes", "ran", "skipped", "failed", "wall"}."""
+    store = ctx.experience_store()
+    jobs: list[tuple[str, Scenario, str]] = []
+    skipped = 0
+    for policy in policies:
+        for scenario in scenarios:
+            eid = episode_id_for(run_id, policy, scenario)
+            row = get_episode(store, eid)
+            if row is not None and row.get("status") == "done":
+                skipped += 1
+                if on_done:
+                    on_done()
+                continue
+            jobs.append((policy, scenario, eid))
+    failed: dict[str, str] = {}
+    lock = threading.Lock()
+    start = time.perf_counter()
+
+    def one(policy: str, scenario: Scenario, eid: str) -> None:
+        tested = scenario.names[0]
+        inputs = {"scenario": scenario.model_dump(mode="json"), "episode_id": eid, "tested_agent": tested,
+                  "policies": {n: (policy if n == tested else partner_policy) for n in scenario.names},
+                  "max_turns": max_turns, "judge": True}
+        began = time.perf_counter()
+        run_episode(ctx, db, eid, inputs)
+        row = get_episode(store, eid) or {}
+        write_episode(store, {**row, "bench_run": run_id, "policy": policy,
+                              "wall_seconds": round(time.perf_counter() - began + float(row.get("wall_seconds") or 0), 3)})
+
+    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+        futures = {pool.submit(one, p, s, e): e for p, s, e in jobs}
+        for future in as_completed(futures):
+            try:
+                future.result()
+            except ModelUnavailable:
+                raise
+            except Exception as exc:  # noqa: BLE001 - one broken episode must not lose the others
+                with lock:
+                    failed[futures[future]] = f"{type(exc).__name__}: {exc}"
+            if on_done:
+                on_done()
+    ids = [episode_id_for(run_id, p, s) for p in policies for s in scenarios]
+    return {"episodes": ids, "ran": len(jobs) - len(failed), "skipped": skipped, "failed": failed,
+            "wall": time.perf_counter() - start}
+
+
+def summarise(store: Any, episode_ids: Iterable[str], policies: list[str]) -> list[dict[str, Any]]:
+    """One row per policy: each dimension's mean ± 95% CI for the tested agent, cost per turn, throughput."""
+    by_policy: dict[str, list[dict[str, Any]]] = {p: [] for p in policies}
+    for eid in episode_ids:
+        row = get_episode(store, eid)
+        if row is None or row.get("status") != "done":
+            continue
+        by_policy.setdefault(str(row.get("policy") or (row.get("policies") or {}).get(row.get("tested_agent"))),
+                             []).append(row)
+    table = []
+    for policy in policies:
+        rows = by_policy.get(policy, [])
+        scores = [(r.get("judgements") or {}).get(r.get("tested_agent")) or {} for r in rows]
+        out: dict[str, Any] = {"policy": policy, "n": len(rows)}
+        for name in [*DIMENSIONS, "overall"]:
+            mean, half, n = mean_ci(s.get(name) for s in scores)
+            out[name] = {"mean": mean, "ci95": half, "n": n}
+        turns = calls = tokens = fallbacks = 0
+        for r in rows:
+            for t in load_turns(store, r["episode_id"]):
+                turns += 1
+                calls += t.calls
+                tokens += t.prompt_tokens + t.completion_tokens
+                fallbacks += bool(t.fallback)
+        wall = sum(float(r.get("wall_seconds") or 0) for r in rows)
+        judge_calls = sum(int(((r.get("usage") or {}).get("judge") or {}).get("calls", 0)) for r in rows)
+        out.update(turns=turns, calls_per_turn=calls / turns if turns else None,
+                   tokens_per_turn=tokens / turns if turns else None, fallbacks=fallbacks,
+                   judge_calls_per_episode=judge_calls / len(rows) if rows else None,
+                   episodes_per_hour=3600 * len(rows) / wall if wall else None,
+                   rejected_scores=sum(len(s.get("rejected") or []) for s in scores),
+                   repaired_scores=sum(len(s.get("repairs") or []) for s in scores))
+        table.append(out)
+    return table
+
+
+SHORT = {"financial_and_material_benefits": "financial", "social_rules": "social rules",
+         "believability": "believab."}
+
+
+def markdown(table: list[dict[str, Any]]) -> str:
+    """Render the summary as a Markdown table."""
+    dims = ["goal", *[d for d in DIMENSIONS if d != "goal"], "overall"]
+    head = ["policy", "n", *[SHORT.get(d, d) for d in dims], "calls/turn", "tokens/turn", "episodes/hour",
+            "fallbacks", "repaired/rejected scores"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in table:
+        cells = [row["policy"], str(row["n"])]
+        cells += [format_ci(row[d]["mean"], row[d]["ci95"]) for d in dims]
+        cells += [f"{row['calls_per_turn']:.2f}" if row["calls_per_turn"] is not None else "n/a",
+                  f"{row['tokens_per_turn']:.0f}" if row["tokens_per_turn"] is not None else "n/a",
+                  f"{row['episodes_per_hour']:.1f}" if row["episodes_per_hour"] is not None else "n/a",
+                  str(row["fallbacks"]), f"{row['repaired_scores']}/{row['rejected_scores']}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

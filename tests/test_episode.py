@@ -1,0 +1,130 @@
+"""The episode graph: turn order, termination, observation routing, privacy and the stored world."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_episode_scripts import GOALS, SECRETS, Responder, model, scenario
+
+from checkpoints import ExperienceStore, sqlite_saver
+from graphs.episode import build
+from nodes.env import end_reason, next_actor, observers_of
+from scripted import ScriptedChatModel
+from swm.context import SWMContext
+from swm.errors import InputError
+from swm.social.models import AgentAction, AgentActionForModel
+from swm.social.store import get_episode, load_turns
+
+
+def play(tmp_path: Path, ctx: SWMContext, thread: str = "t", **inputs: Any) -> dict[str, Any]:
+    inputs.setdefault("scenario", scenario().model_dump())
+    with sqlite_saver(tmp_path / "cp.db") as saver:
+        graph = build().compile(checkpointer=saver)
+        return graph.invoke(inputs, {"configurable": {"thread_id": thread}}, context=ctx)
+
+
+def store_ctx(tmp_path: Path, **kwargs: Any) -> SWMContext:
+    return SWMContext(store=ExperienceStore(tmp_path / "store.db"), **kwargs)
+
+
+def test_round_robin_until_turn_limit(tmp_path: Path) -> None:
+    ctx = store_ctx(tmp_path, llm=model())
+    out = play(tmp_path, ctx, scenario=scenario(3).model_dump(), max_turns=7, judge=False)
+    turns = load_turns(ctx.store, out["episode_id"])
+    assert [t.agent for t in turns] == ["Ann", "Bob", "Cy", "Ann", "Bob", "Cy", "Ann"]
+    assert out["end_reason"] == "turn limit (7)" and out["turn"] == 7
+    world = out["world"]
+    assert world.agents == ["Ann", "Bob", "Cy"] and len(world.steps) == 7
+    assert world.steps[1].dialogue == {"Bob": "line 1"}
+    assert get_episode(ctx.store, out["episode_id"])["status"] == "done"
+
+
+def test_ends_after_more_than_two_idle_turns(tmp_path: Path) -> None:
+    actions = ["speak", "none", "none", "none", "speak"]
+    responder = Responder(action=lambda i: AgentActionForModel(action_type=actions[i], argument=""))
+    ctx = store_ctx(tmp_path, llm=ScriptedChatModel(respond=responder))
+    out = play(tmp_path, ctx, max_turns=20, judge=False)
+    assert out["turn"] == 4 and out["end_reason"] == "more than 2 consecutive idle turns"
+
+
+def test_ends_when_fewer_than_two_remain_and_skips_leavers(tmp_path: Path) -> None:
+    actions = ["speak", "leave", "speak", "leave"]
+    responder = Responder(action=lambda i: AgentActionForModel(action_type=actions[i], argument="x"))
+    ctx = store_ctx(tmp_path, llm=ScriptedChatModel(respond=responder))
+    out = play(tmp_path, ctx, scenario=scenario(3).model_dump(), max_turns=20, judge=False)
+    turns = load_turns(ctx.store, out["episode_id"])
+    # Ann speaks, Bob leaves, Cy speaks, Ann leaves -> only Cy remains.
+    assert [t.agent for t in turns] == ["Ann", "Bob", "Cy", "Ann"]
+    assert out["end_reason"] == "fewer than two agents remain" and out["active"] == ["Cy"]
+
+
+def test_private_message_reaches_only_its_recipient(tmp_path: Path) -> None:
+    responder = Responder(action=lambda i: AgentActionForModel(action_type="speak", argument=f"psst {i}", to=["Bob"]))
+    ctx = store_ctx(tmp_path, llm=ScriptedChatModel(respond=responder))
+    out = play(tmp_path, ctx, scenario=scenario(3).model_dump(), max_turns=1, judge=False)
+    step = out["world"].steps[0]
+    assert step.observations["Bob"].startswith("Ann said (privately to Bob)")
+    assert step.observations["Ann"] != "none" and step.observations["Cy"] == "none"
+
+
+def test_env_rules_directly() -> None:
+    assert observers_of(AgentAction(action_type="speak", argument="hi", to=["B"]), "A", ["A", "B", "C"]) == ["A", "B"]
+    assert observers_of(AgentAction(action_type="speak", argument="hi"), "A", ["A", "C"]) == ["A", "C"]
+    assert next_actor(["A", "B", "C"], ["A", "C"], "A") == "C"
+    assert end_reason(3, 20, ["A", "B"], 2) is None
+    assert end_reason(3, 20, ["A", "B"], 3) is not None
+    assert end_reason(20, 20, ["A", "B"], 0) == "turn limit (20)"
+
+
+@pytest.mark.parametrize("policy", ["plain", "foresee", "rollout"])
+def test_privacy_no_prompt_holds_another_agents_goal_or_secret(tmp_path: Path, policy: str) -> None:
+    """Scan every prompt made on an agent's behalf (act, predict, score, refine) for the others' goals and secrets."""
+    models = {role: model() for role in ("agent", "partner", "world_model", "judge")}
+    ctx = store_ctx(tmp_path, chat_models=models, rollout_width=2, rollout_depth=2)
+    play(tmp_path, ctx, scenario=scenario(3).model_dump(), max_turns=6,
+         policies={"Ann": policy, "Bob": policy, "Cy": "plain"}, judge=False)
+    checked = 0
+    for role, m in models.items():
+        for tool, prompt in m.prompts:
+            speaker = next(n for n in GOALS if f"You are {n}" in prompt or f"of {n}:" in prompt
+                           or f"behalf of {n}" in prompt or f"Imagine you are {n}" in prompt)
+            for other in GOALS:
+                if other != speaker:
+                    assert GOALS[other] not in prompt and SECRETS[other] not in prompt, (role, tool, speaker, other)
+            assert GOALS[speaker] in prompt
+            checked += 1
+    assert checked >= 6
+
+
+def test_judge_sees_everything_but_agents_do_not(tmp_path: Path) -> None:
+    models = {role: model() for role in ("agent", "partner", "world_model", "judge")}
+    ctx = store_ctx(tmp_path, chat_models=models)
+    out = play(tmp_path, ctx, max_turns=2)
+    judge_prompts = [p for t, p in models["judge"].prompts if t == "SotopiaEvaluation"]
+    assert len(judge_prompts) == 2 and all(SECRETS["Bob"] in p and GOALS["Ann"] in p for p in judge_prompts)
+    assert set(out["judgements"]) == {"Ann", "Bob"}
+    assert out["judgements"]["Ann"]["overall"] == pytest.approx((5 + 0 + 5 - 5 - 5 + 0 + 5) / 7, abs=1e-3)
+
+
+def test_invalid_inputs_are_refused(tmp_path: Path) -> None:
+    ctx = store_ctx(tmp_path, llm=model())
+    with pytest.raises(InputError):
+        play(tmp_path, ctx, thread="a", policies={"Ann": "telepathy"})
+    with pytest.raises(InputError):
+        play(tmp_path, ctx, thread="b", max_turns=0)
+    with pytest.raises(InputError):
+        play(tmp_path, ctx, thread="c", scenario={"id": "x", "scenario": "y", "agents": []})
+
+
+def test_state_stays_small_turns_live_in_the_store(tmp_path: Path) -> None:
+    """The checkpointed state does not grow with the turns: no list of steps in it until the end."""
+    ctx = store_ctx(tmp_path, llm=model())
+    with sqlite_saver(tmp_path / "cp.db") as saver:
+        graph = build().compile(checkpointer=saver)
+        config = {"configurable": {"thread_id": "s"}}
+        graph.invoke({"scenario": scenario().model_dump(), "max_turns": 8, "judge": False}, config, context=ctx)
+        sizes = [len(repr(s.values)) for s in graph.get_state_history(config) if s.values.get("world") is None
+                 and s.values.get("turn")]
+    assert sizes and max(sizes) - min(sizes) < 400

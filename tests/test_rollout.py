@@ -1,0 +1,82 @@
+"""Rollouts: N candidates × k simulated steps; the call formula; N=1, k=1 is Foresee-and-Act."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_episode_scripts import Responder, model, scenario
+
+from checkpoints import ExperienceStore, sqlite_saver
+from graphs.episode import build
+from graphs.rollout import calls_per_turn
+from scripted import ScriptedChatModel
+from swm.context import SWMContext
+from swm.social.schemas import FutureScore
+from swm.social.store import load_turns
+
+
+def run(tmp_path: Path, ctx: SWMContext, policy: str, turns: int = 1) -> dict:
+    with sqlite_saver(tmp_path / f"cp-{policy}.db") as saver:
+        graph = build().compile(checkpointer=saver)
+        return graph.invoke({"scenario": scenario().model_dump(), "episode_id": policy, "max_turns": turns,
+                             "policies": {"Ann": policy}, "judge": False},
+                            {"configurable": {"thread_id": policy}}, context=ctx)
+
+
+@pytest.mark.parametrize(("width", "depth"), [(1, 1), (1, 3), (2, 1), (3, 2), (4, 3)])
+def test_call_shape_is_n_plus_nk_plus_scores_plus_refine(tmp_path: Path, width: int, depth: int) -> None:
+    models = {role: model() for role in ("agent", "partner", "world_model", "judge")}
+    ctx = SWMContext(chat_models=models, rollout_width=width, rollout_depth=depth,
+                     store=ExperienceStore(tmp_path / "s.db"))
+    out = run(tmp_path, ctx, "rollout")
+    assert models["agent"].calls == width + 1  # N samples + 1 refine
+    assert models["world_model"].calls == width * depth  # N × k simulated steps
+    assert models["judge"].calls == (width if width > 1 else 0)  # each future judged when there is a choice
+    (row,) = load_turns(ctx.store, "rollout")
+    assert row.calls == calls_per_turn(width, depth) == width + width * depth + (width if width > 1 else 0) + 1
+    assert {k: v["calls"] for k, v in out["usage"].items() if k != "act"} == {
+        "sample": width, "simulate": width * depth, "refine": 1, **({"score": width} if width > 1 else {})}
+    if width > 1:
+        assert row.candidates is not None and len(__import__("json").loads(row.candidates)) == width
+
+
+def test_width_one_depth_one_is_exactly_foresee_and_act(tmp_path: Path) -> None:
+    prompts = {}
+    for policy in ("foresee", "rollout"):
+        llm = model()
+        ctx = SWMContext(llm=llm, rollout_width=1, rollout_depth=1, store=ExperienceStore(tmp_path / f"{policy}.db"))
+        run(tmp_path, ctx, policy, turns=3)
+        prompts[policy] = llm.prompts
+        assert [r.calls for r in load_turns(ctx.store, policy)] == [3, 1, 3]
+    assert prompts["foresee"] == prompts["rollout"]  # same calls, same prompts, same order
+
+
+def test_best_scored_candidate_is_refined(tmp_path: Path) -> None:
+    base = Responder()
+    judged = iter([2, 9, 4])
+
+    def respond(prompt: str, tool: str | None):  # type: ignore[no-untyped-def]
+        if tool == "FutureScore":
+            return FutureScore(reasoning="r", goal_progress=next(judged))
+        return base(prompt, tool)
+
+    ctx = SWMContext(llm=ScriptedChatModel(respond=respond), rollout_width=3, rollout_depth=1,
+                     store=ExperienceStore(tmp_path / "s.db"))
+    run(tmp_path, ctx, "rollout")
+    (row,) = load_turns(ctx.store, "rollout")
+    import json
+
+    candidates = json.loads(row.candidates or "[]")
+    best = max(candidates, key=lambda c: c["score"]["goal_progress"])
+    assert row.intended is not None and row.intended.model_dump() == best["action"]
+
+
+def test_failed_simulation_is_recorded_and_ranked_last(tmp_path: Path) -> None:
+    llm = ScriptedChatModel(respond=Responder(fail={"Foresight": True}))
+    ctx = SWMContext(llm=llm, rollout_width=2, rollout_depth=2, store=ExperienceStore(tmp_path / "s.db"))
+    run(tmp_path, ctx, "rollout")
+    (row,) = load_turns(ctx.store, "rollout")
+    # 2 samples + 2 failed first steps (the second steps are never asked) + 2 scores; refine skipped.
+    assert row.calls == 6
+    assert row.fallback and "predict step 1" in row.fallback and row.action == row.intended

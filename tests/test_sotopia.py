@@ -1,0 +1,125 @@
+"""SOTOPIA: the shared sample's loader, SOTOPIA's own profile exports, and `swm bench sotopia`."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from test_episode_scripts import model
+
+from swm.cli import main
+from swm.errors import InputError
+from swm.scenarios import load_jsonl, load_sotopia_profiles, resolve, shipped
+from swm.social.bench import spread
+from swm.social.stats import mean_ci, t95
+
+
+def test_shared_sotopia_sample_loads(shared_dir: Path) -> None:
+    scenarios = load_jsonl(shared_dir / "benchmarks" / "sotopia" / "sotopia_scenarios.jsonl")
+    assert len(scenarios) == 146
+    hard = [s for s in scenarios if s.hard]
+    assert len(hard) == 70 and len({s.meta["env_id"] for s in hard}) == 14
+    for s in scenarios:
+        assert len(s.agents) == 2 and all(a.goal and a.profile.first_name for a in s.agents)
+        assert s.relationship and s.codename
+    first = scenarios[0]
+    assert first.id == "sotopia-01H7ZDX15NYXZBXS9RT89V2J9P" and first.codename == "game_winning"
+    assert first.agents[0].secret.startswith("Part of a rebellious punk rock band")
+
+
+def test_backgrounds_from_the_shared_sample_keep_the_other_side_private(shared_dir: Path) -> None:
+    for s in load_jsonl(shared_dir / "benchmarks" / "sotopia" / "sotopia_scenarios.jsonl"):
+        a, b = s.agents
+        text = s.background_for(a.name)
+        assert a.goal in text
+        if b.goal != a.goal:  # some scenarios give both seats the same goal
+            assert b.goal not in text
+        if b.secret != a.secret:
+            assert b.secret not in text
+
+
+def test_hard_selection_spreads_over_environments(shared_dir: Path) -> None:
+    hard = [s for s in load_jsonl(shared_dir / "benchmarks" / "sotopia" / "sotopia_scenarios.jsonl") if s.hard]
+    picked = spread(hard, 14)
+    assert len({s.meta["env_id"] for s in picked}) == 14
+    assert spread(hard, None) and len(spread(hard, None)) == 70
+
+
+def _write(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_sotopia_profile_exports(tmp_path: Path) -> None:
+    envs = _write(tmp_path / "environment_profiles.jsonl", [
+        {"pk": "ENV1", "codename": "borrow_money", "source": "hand-written", "scenario": "Two friends at a cafe.",
+         "agent_goals": ["Borrow $100 <extra_info>rent is due</extra_info>", "Keep your savings"],
+         "relationship": 3, "age_constraint": "[(18, 70), (18, 70)]", "occupation_constraint": "nan",
+         "agent_constraint": None}])
+    agents = _write(tmp_path / "agent_profiles.jsonl", [
+        {"pk": "AG1", "first_name": "Ana", "last_name": "Silva", "age": 31, "occupation": "Baker", "gender": "Woman",
+         "gender_pronoun": "She/her", "public_info": "Bakes bread.", "big_five": "Openness - High",
+         "moral_values": ["Care/Harm"], "schwartz_personal_values": ["Benevolence"],
+         "personality_and_values": "Kind.", "decision_making_style": "Intuitive", "secret": "Owes money",
+         "model_id": "", "mbti": "ENFP"},
+        {"pk": "AG2", "first_name": "Ben", "last_name": "Cole", "age": "45", "occupation": "Pilot", "gender": "Man",
+         "gender_pronoun": "He/him", "public_info": "Flies often.", "moral_values": "Fairness/Cheating",
+         "secret": "Afraid of heights", "mbti": "ISTJ"}])
+    combos = _write(tmp_path / "env_agent_combo_storages.jsonl",
+                    [{"pk": "C1", "env_id": "ENV1", "agent_ids": ["AG2", "AG1"]}])
+    (s,) = load_sotopia_profiles(envs, agents, combos)
+    assert s.id == "sotopia-C1" and s.relationship == "friend" and s.codename == "borrow_money"
+    assert s.names == ["Ben Cole", "Ana Silva"] and s.agents[0].goal == "Borrow $100 <extra_info>rent is due</extra_info>"
+    assert s.agents[0].profile.age == 45 and s.agents[0].profile.moral_values == ["Fairness/Cheating"]
+    assert s.agents[1].secret == "Owes money" and s.meta["env_id"] == "ENV1"
+    (default,) = load_sotopia_profiles(envs, agents)
+    assert default.names == ["Ana Silva", "Ben Cole"]
+    bad = _write(tmp_path / "bad.jsonl", [{"pk": "C2", "env_id": "ENV1", "agent_ids": ["AG1"]}])
+    with pytest.raises(InputError):
+        load_sotopia_profiles(envs, agents, bad)
+
+
+def test_shipped_scenarios_and_resolve(tmp_path: Path) -> None:
+    ids = [s.id for s in shipped()]
+    assert 4 <= len(ids) <= 6 and len(set(ids)) == len(ids)
+    assert any(len(s.agents) > 2 for s in shipped())
+    assert resolve("swm-bike-sale").id == "swm-bike-sale"
+    path = _write(tmp_path / "one.jsonl", [shipped()[1].model_dump(mode="json")])
+    assert resolve(str(path)).id == shipped()[1].id
+    with pytest.raises(InputError):
+        resolve("no-such-scenario")
+
+
+def test_mean_ci() -> None:
+    assert mean_ci([]) == (None, None, 0)
+    assert mean_ci([3, None]) == (3.0, None, 1)
+    mean, half, n = mean_ci([2, 4, 6])
+    assert (mean, n) == (4.0, 3) and half == pytest.approx(t95(2) * 2 / math.sqrt(3))
+    assert t95(100) == 1.96
+
+
+def test_bench_sotopia_writes_its_table_and_resumes(tmp_path: Path) -> None:
+    llm = model()
+    out = tmp_path / "out"
+    args = ["bench", "sotopia", "--data", "shipped", "--policies", "plain,foresee", "--n", "2", "--max-turns", "3",
+            "--concurrency", "2", "--db", str(tmp_path / "b.db"), "--thread-id", "R", "--out", str(out),
+            "--no-progress"]
+    first = CliRunner().invoke(main, args, obj={"llm": llm})
+    assert first.exit_code == 0, first.output
+    # plain: 3 turns × 1 call; foresee: seat 1 plays 2 turns × 3 + seat 2 one turn × 1; judge: 2 calls each.
+    assert llm.calls == 2 * (3 + 2) + 2 * (2 * 3 + 1 + 2)
+    table = (out / "sotopia.md").read_text()
+    assert "| plain | 2 |" in table and "| foresee | 2 |" in table and "goal" in table and "± " in table
+    data = json.loads((out / "sotopia.json").read_text())
+    rows = {r["policy"]: r for r in data["table"]}
+    assert rows["plain"]["calls_per_turn"] == pytest.approx(1.0)
+    assert rows["foresee"]["calls_per_turn"] == pytest.approx(7 / 3)
+    assert rows["plain"]["goal"]["n"] == 2 and rows["plain"]["episodes_per_hour"] > 0
+    assert len((out / "episodes.jsonl").read_text().splitlines()) == 4
+    assert len(list((out / "transcripts").glob("*.txt"))) == 4
+    calls = llm.calls
+    second = CliRunner().invoke(main, args, obj={"llm": llm})
+    assert second.exit_code == 0 and llm.calls == calls and "skipped 4 finished" in second.output
