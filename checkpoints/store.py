@@ -11,6 +11,7 @@ import json
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -42,16 +43,37 @@ class ExperienceStore:
                 self.db.table("parses").create_index(["story_hash"])
 
     # ---- generic rows -------------------------------------------------------------------
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Hold the store lock and SQLite's write lock (``BEGIN IMMEDIATE``) for one write.
+
+        sqlite-utils writes in a deferred transaction that may read before it writes; when the
+        checkpointer's connection to the same file commits in between, SQLite refuses the upgrade
+        with "database is locked" at once, without waiting (WAL's busy-snapshot rule). Taking the
+        write lock first makes the write wait its turn instead (bench/README.md: store writes).
+        """
+        with self.lock:
+            if not self.conn.in_transaction:
+                self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                if self.conn.in_transaction:
+                    self.conn.rollback()
+                raise
+            if self.conn.in_transaction:
+                self.conn.commit()
+
     def insert(self, table: str, row: Mapping[str, Any], *, pk: str | None = None,
                replace: bool = False, ignore: bool = False) -> None:
         """Append a row (dict/list values are stored as JSON text)."""
         clean = {k: _jsonable(v) for k, v in row.items()}
-        with self.lock:
+        with self._writing():
             self.db[table].insert(clean, pk=pk, replace=replace, ignore=ignore, alter=True)  # type: ignore[union-attr]
 
     def insert_all(self, table: str, rows: Iterable[Mapping[str, Any]], *, pk: str | None = None,
                    replace: bool = False, ignore: bool = False) -> None:
-        with self.lock:
+        with self._writing():
             self.db[table].insert_all(  # type: ignore[union-attr]
                 ({k: _jsonable(v) for k, v in r.items()} for r in rows),
                 pk=pk, replace=replace, ignore=ignore, alter=True)
