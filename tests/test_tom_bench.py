@@ -108,42 +108,71 @@ def test_killed_run_resumes_without_repeating_work(tmp_path: Path) -> None:
 
 
 # ---- the CLI, against a scripted OpenAI-compatible server on loopback -------------------------
+class ScriptedServer:
+    """An OpenAI-compatible chat endpoint answering with `tom_scripted.respond`; it can hold request K."""
+
+    def __init__(self, hold_at: int | None = None) -> None:
+        self.seen: Counter[str] = Counter()
+        self.hold_at = hold_at
+        self.reached = threading.Event()
+        self.release = threading.Event()
+        lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                prompt = "\n".join(str(m.get("content") or "") for m in body["messages"])
+                tool = body["tools"][0]["function"]["name"] if body.get("tools") else None
+                with lock:
+                    outer.seen[tool or "text"] += 1
+                    number = sum(outer.seen.values())
+                if outer.hold_at is not None and number == outer.hold_at:
+                    outer.reached.set()
+                    outer.release.wait(60)  # the client is killed meanwhile
+                    return
+                value = respond(prompt, tool)
+                message = {"role": "assistant", "content": None, "tool_calls": [{
+                    "id": f"call_{number}", "type": "function",
+                    "function": {"name": tool, "arguments": json.dumps(value.model_dump())}}]}
+                reply = {"id": "x", "object": "chat.completion", "created": 0, "model": "scripted",
+                         "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+                         "usage": {"prompt_tokens": len(prompt) // 4, "completion_tokens": 7,
+                                   "total_tokens": len(prompt) // 4 + 7}}
+                data = json.dumps(reply).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.spec = f"scripted@http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
 @pytest.fixture
 def scripted_server() -> Iterator[tuple[str, Counter[str]]]:
-    seen: Counter[str] = Counter()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            prompt = "\n".join(str(m.get("content") or "") for m in body["messages"])
-            tool = body["tools"][0]["function"]["name"] if body.get("tools") else None
-            seen[tool or "text"] += 1
-            value = respond(prompt, tool)
-            message = {"role": "assistant", "content": None, "tool_calls": [{
-                "id": f"call_{sum(seen.values())}", "type": "function",
-                "function": {"name": tool, "arguments": json.dumps(value.model_dump())}}]}
-            reply = {"id": "x", "object": "chat.completion", "created": 0, "model": "scripted",
-                     "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
-                     "usage": {"prompt_tokens": len(prompt) // 4, "completion_tokens": 7,
-                               "total_tokens": len(prompt) // 4 + 7}}
-            data = json.dumps(reply).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    server = ScriptedServer()
     try:
-        yield f"scripted@http://127.0.0.1:{server.server_address[1]}/v1", seen
+        yield server.spec, server.seen
     finally:
-        server.shutdown()
-        server.server_close()
+        server.close()
+
+
+def _bench_args(spec: str, tmp_path: Path, db: str, out: str, thread: str, concurrency: str = "2") -> list[str]:
+    return ["bench", "tom", "--benchmark", "tomi", "--data", str(FIX / "tomi_mini.txt"), "--modes", "cot,s3ap",
+            "--model", spec, "--db", str(tmp_path / db), "--thread-id", thread, "--out", str(tmp_path / out),
+            "--concurrency", concurrency, "--no-progress"]
 
 
 def test_cli_bench_tom_writes_tables_and_resumes(tmp_path: Path, scripted_server: tuple[str, Counter[str]]) -> None:
@@ -151,9 +180,7 @@ def test_cli_bench_tom_writes_tables_and_resumes(tmp_path: Path, scripted_server
 
     spec, seen = scripted_server
     out = tmp_path / "out"
-    args = ["bench", "tom", "--benchmark", "tomi", "--data", str(FIX / "tomi_mini.txt"), "--modes", "cot,s3ap",
-            "--model", spec, "--db", str(tmp_path / "cli.db"), "--thread-id", "cli-run", "--out", str(out),
-            "--concurrency", "2", "--no-progress"]
+    args = _bench_args(spec, tmp_path, "cli.db", "out", "cli-run")
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     assert seen == {"ReasonedAnswer": 10, "S3APParse": 2}
@@ -187,3 +214,42 @@ def test_bench_commands_have_help() -> None:
     for command in (["bench", "tom", "--help"], ["bench", "parse", "--help"]):
         result = CliRunner().invoke(main, command)
         assert result.exit_code == 0 and "Usage" in result.output
+
+
+def test_killed_cli_process_resumes_to_the_same_table(tmp_path: Path) -> None:
+    """Kill -9 `swm bench tom` while its 8th model call is in flight; the rerun gives the same table."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from swm.cli import main
+
+    reference = ScriptedServer()
+    try:
+        done = CliRunner().invoke(main, _bench_args(reference.spec, tmp_path, "ref.db", "ref", "run", "1"))
+        assert done.exit_code == 0, done.output
+    finally:
+        reference.close()
+    server = ScriptedServer(hold_at=8)  # 5 CoT answers, then the S3AP parse and answers of story 1
+    try:
+        command = [sys.executable, "-c", "from swm.cli import main; main()",
+                   *_bench_args(server.spec, tmp_path, "kill.db", "kill", "run", "1")]
+        env = {**os.environ, "LANGSMITH_TRACING": "false"}
+        process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            assert server.reached.wait(120), process.stderr.read().decode() if process.poll() is not None else ""
+        finally:
+            process.send_signal(signal.SIGKILL)
+            process.wait(30)
+        server.release.set()
+        assert not (tmp_path / "kill" / "tom_tomi.csv").exists()
+        resumed = CliRunner().invoke(main, _bench_args(server.spec, tmp_path, "kill.db", "kill", "run", "1"))
+        assert resumed.exit_code == 0, resumed.output
+        # 12 calls in all, plus the one that was in flight when the process died
+        assert sum(server.seen.values()) == 13
+    finally:
+        server.close()
+    stable = [line.split(",")[:15] for line in (tmp_path / "kill" / "tom_tomi.csv").read_text().splitlines()]
+    expected = [line.split(",")[:15] for line in (tmp_path / "ref" / "tom_tomi.csv").read_text().splitlines()]
+    assert stable == expected

@@ -15,8 +15,9 @@ def test_gold_scores_one_and_corruptions_score_less() -> None:
     for story in stories:
         assert score_parse(story.gold_s3ap(), story).overall == 1.0
     for how in CORRUPTIONS:
-        scores = [score_parse(corrupt(story, how, seed=i), story).overall for i, story in enumerate(stories)]
-        assert sum(scores) / len(scores) < 0.97, how
+        corrupted = [(corrupt(story, how, seed=i), story) for i, story in enumerate(stories)]
+        scores = [score_parse(parse, story).overall for parse, story in corrupted if parse is not None]
+        assert len(scores) >= 20 and max(scores) < 1.0, how
 
 
 def test_paraphrased_list_form_parse_scores_one() -> None:

@@ -130,7 +130,9 @@ def parse_bench_command(n_stories: int, seed: int, corruptions: str, parser_spec
     stories = generate_stories(n_stories, seed)
     sources: dict[str, list[tuple[Any, Any]]] = {"gold": [(s.gold_s3ap(), s) for s in stories]}
     for kind in kinds:
-        sources[f"corrupted:{kind}"] = [(corrupt(s, kind, seed=i), s) for i, s in enumerate(stories)]
+        pairs = [(corrupt(s, kind, seed=i), s) for i, s in enumerate(stories)]
+        # a story where every agent saw everything cannot leak: it is left out, not scored as perfect
+        sources[f"corrupted:{kind}"] = [(p, s) for p, s in pairs if p is not None]
     if parser_spec:
         sources[f"parser:{parser_spec}"] = [(_parse_story(ctx, s.text), s) for s in stories]
     table = []

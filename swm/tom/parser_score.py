@@ -151,8 +151,8 @@ def score_parse(parse: Any, story: SimStory) -> ParseScore:
 CORRUPTIONS = ("leak", "blind", "merge", "drop_actions")
 
 
-def corrupt(story: SimStory, how: str, seed: int = 0) -> dict[str, Any]:
-    """Return the story's gold S3AP with one kind of mistake, for checking the score.
+def corrupt(story: SimStory, how: str, seed: int = 0) -> dict[str, Any] | None:
+    """Return the story's gold S3AP with one kind of mistake (None where it cannot have it).
 
     ``leak``: an agent absent for an event observes it anyway (it is shown the scene after it
     left); ``blind``: a witness observes ``none``; ``merge``: two consecutive steps are fused
@@ -168,6 +168,8 @@ def corrupt(story: SimStory, how: str, seed: int = 0) -> dict[str, Any]:
                       if a not in e.witnesses and e.kind in ("move", "place", "enter") and e.step < len(steps)]
         if not candidates:
             candidates = [(e, a) for e in story.events for a in story.agents if a not in e.witnesses]
+        if not candidates:
+            return None  # every agent saw every event: there is nothing to leak
         for event, agent in rng.sample(candidates, min(2, len(candidates))):
             obs = steps[event.step]["observations"]
             obs[agent] = f"<same_as_state /> {obs.get(agent, 'none') if obs.get(agent) != 'none' else ''}".strip()

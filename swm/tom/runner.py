@@ -130,18 +130,22 @@ def _row(run_id: str, mode: str, item: TomItem, out: dict[str, Any], seconds: fl
 
 
 def run_item(graph: Any, ctx: SWMContext, run_id: str, mode: str, item: TomItem) -> dict[str, Any]:
-    """Run (or resume) one item in one mode and return its scored row (not yet stored)."""
+    """Run (or resume) one item in one mode and return its scored row (not yet stored).
+
+    ``durability="sync"``: each finished node is on disk before the next starts, so a killed
+    process loses at most the node that was running.
+    """
     config = {"configurable": {"thread_id": item_thread(run_id, mode, item)}}
     inputs = {"narrative": item.story, "question": item.question, "mode": mode, "task": item.task}
     start = time.perf_counter()
     try:
         snapshot = graph.get_state(config)
         if snapshot.next:
-            out = graph.invoke(None, config, context=ctx)
+            out = graph.invoke(None, config, context=ctx, durability="sync")
         elif snapshot.values and "answer" in snapshot.values:
             out = dict(snapshot.values)
         else:
-            out = graph.invoke(inputs, config, context=ctx)
+            out = graph.invoke(inputs, config, context=ctx, durability="sync")
     except InputError as exc:  # the item itself is unusable: record it as a wrong answer, with why
         out = {"answer": "", "answer_error": f"input error: {exc}", "usage": {}}
     return _row(run_id, mode, item, out, time.perf_counter() - start)
