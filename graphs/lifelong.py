@@ -14,7 +14,10 @@ deterministic id, so a killed run resumed on the same thread re-plays only unfin
 
 from __future__ import annotations
 
+import sqlite3
+
 from langgraph.graph import END, START, StateGraph
+from langgraph.types import RetryPolicy
 
 from nodes.convert import convert
 from nodes.gate import gate
@@ -33,16 +36,25 @@ from swm.context import SWMContext
 from swm.lifelong.state import LifelongState
 
 
+# Two connections (checkpointer and experience store) write one SQLite file, and the checkpointer
+# writes in the background while a node runs. sqlite-utils creates a table by reading the schema and
+# then writing in one transaction; in WAL mode SQLite refuses that write at once ("database is
+# locked", no busy wait) when the other connection committed in between. Every node here is
+# idempotent (rows are keyed and written once; an episode that hits it is played again from its
+# first turn under the same id), so the node is simply retried.
+STORE_RETRY = RetryPolicy(max_attempts=4, retry_on=sqlite3.OperationalError)
+
+
 def build() -> StateGraph:
     g = StateGraph(LifelongState, context_schema=SWMContext)
-    g.add_node("synthesize", synthesize_node)
-    g.add_node("collect", collect)
-    g.add_node("convert", convert)
-    g.add_node("gate", gate)
-    g.add_node("update", update)
-    g.add_node("evaluate", evaluate)
-    g.add_node("deploy", deploy_node)
-    g.add_node("report", report_node)
+    g.add_node("synthesize", synthesize_node, retry_policy=STORE_RETRY)
+    g.add_node("collect", collect, retry_policy=STORE_RETRY)
+    g.add_node("convert", convert, retry_policy=STORE_RETRY)
+    g.add_node("gate", gate, retry_policy=STORE_RETRY)
+    g.add_node("update", update, retry_policy=STORE_RETRY)
+    g.add_node("evaluate", evaluate, retry_policy=STORE_RETRY)
+    g.add_node("deploy", deploy_node, retry_policy=STORE_RETRY)
+    g.add_node("report", report_node, retry_policy=STORE_RETRY)
     g.add_edge(START, "synthesize")
     g.add_conditional_edges("synthesize", after_synthesize, ["collect", "convert", "evaluate", "deploy"])
     g.add_edge("collect", "convert")

@@ -1,0 +1,90 @@
+"""Each gate rule on a pair built to fail it (and only it), counts per rule, and the ablation switch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from swm.lifelong.gate import RULES, GateSettings, degenerate_reason, gate_pairs, reject_counts
+from swm.lifelong.records import PreferencePair
+
+
+def pair(**override: Any) -> PreferencePair:
+    base: dict[str, Any] = dict(track="action", source="same_state", task_id="train:negotiation:easy:1",
+                                family="negotiation", level="easy", agent="Ava", turn=0, state_key="s1",
+                                chosen_state_key="s1", rejected_state_key="s1", prompt="Ava at turn 0",
+                                chosen="I can offer $500 for the bike.", rejected="Whatever.", chosen_score=0.8,
+                                rejected_score=-0.2,
+                                context={"private": ["$437"], "goal": "Sell a used road bike to Ben for as much as "
+                                         "possible; never accept less than your minimum.", "previous": "",
+                                         "resolved_before": False})
+    base.update(override)
+    return PreferencePair(**base).with_id()
+
+
+def reasons(p: PreferencePair, seen: tuple[str, ...] = (), **settings: Any) -> list[str]:
+    (result,) = gate_pairs([p], GateSettings(**settings), seen=seen)
+    return result.reasons
+
+
+def test_a_good_pair_passes_every_rule() -> None:
+    assert reasons(pair()) == []
+
+
+@pytest.mark.parametrize(("override", "code"), [
+    ({"chosen": " ".join(f"w{i}" for i in range(900))}, "schema"),  # over the length limit
+    ({"track": "vision"}, "schema"),
+    ({"chosen_score": 3.0}, "schema"),
+    ({"rejected_state_key": "s2"}, "different_state"),
+    ({"chosen_score": 0.05, "rejected_score": 0.0}, "margin"),
+    ({"judge_scores": [6.0, -2.0]}, "judge_disagreement"),
+    ({"judge_scores": [1.0, 9.0]}, "judge_disagreement"),
+    ({"judge_scores": [4.0]}, "judge_disagreement"),
+    ({"chosen": "Honestly my floor is $437, take it."}, "leak"),
+    ({"track": "perception", "chosen": "Ben wants the bike cheaply.", "prompt": "Ben: Your limit is $700.",
+      "context": {"about_private": ["Your limit is $700."]}}, "leak"),
+])
+def test_each_rule_rejects_with_its_code(override: dict[str, Any], code: str) -> None:
+    assert reasons(pair(**override)) == [code]
+
+
+def test_judge_samples_that_agree_pass() -> None:
+    assert reasons(pair(judge_scores=[6.0, 6.5])) == []
+
+
+def test_duplicate_within_a_batch_and_against_earlier_cycles() -> None:
+    p = pair()
+    results = gate_pairs([p, p], GateSettings())
+    assert [r.reasons for r in results] == [[], ["duplicate"]]
+    assert reasons(p, seen=(p.pair_id,)) == ["duplicate"]
+
+
+@pytest.mark.parametrize(("override", "why"), [
+    ({"chosen": "none"}, "stall"),
+    ({"chosen": "ok"}, "stall"),
+    ({"chosen": "buy it now buy it now buy it now please"}, "repetition"),
+    ({"chosen": "Same line again.", "context": {"previous": "same line again."}}, "repetition"),
+    ({"chosen": "I will sell a used road bike to Ben for as much as possible, fine."}, "goal_restated"),
+    ({"context": {"resolved_before": True}}, "not_leaving"),
+])
+def test_degenerate_turns(override: dict[str, Any], why: str) -> None:
+    p = pair(**override)
+    assert degenerate_reason(p) == why
+    assert reasons(p) == ["degenerate"]
+
+
+def test_leaving_after_resolution_is_fine() -> None:
+    assert reasons(pair(context={"resolved_before": True}, chosen_action_type="leave", chosen="Bye now.")) == []
+
+
+def test_counts_per_rule_and_gating_off_keeps_everything() -> None:
+    batch = [pair(), pair(chosen=""), pair(chosen_score=0.0, rejected_score=0.0, chosen="none", rejected="x y")]
+    on = gate_pairs(batch, GateSettings())
+    assert [r.kept for r in on] == [True, False, False]
+    counts = reject_counts(on)
+    assert set(counts) == set(RULES)
+    assert counts["schema"] == 1 and counts["margin"] == 1 and counts["degenerate"] == 2
+    off = gate_pairs(batch, GateSettings(enabled=False))
+    assert all(r.kept for r in off)
+    assert [r.reasons for r in off] == [r.reasons for r in on]  # the ablation still records why

@@ -1,0 +1,153 @@
+"""The lifelong graph end to end with scripted models: tracks, gate, memory, deploy refusal, kill-and-resume."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from scripted import ScriptedChatModel
+
+from checkpoints import ExperienceStore, sqlite_saver
+from graphs import lifelong
+from swm.context import SWMContext
+from swm.lifelong import store as ls
+from swm.social.models import AgentActionForModel
+from swm.social.schemas import Foresight, PredictedMind, PredictedReaction
+from swm.lifelong.update import StrategyNotes
+
+PLAN: dict[str, Any] = {"cycles": 2, "levels": ["easy", "medium"], "families": ["negotiation", "secret"],
+                        "episodes_per_level": 2, "samples_per_task": 2, "max_turns": 2, "heldout_per_cell": 1}
+EVAL_EPISODES = 2 * 2  # levels x families x 1
+TOTAL = 3 * EVAL_EPISODES + 2 * 2  # baseline + 2 evaluations, 2 cycles x 2 collected
+
+
+class Agents:
+    """Scripted self-play: the first seller at a state offers inside the zone, the second below it.
+
+    Same prompt = same state, so two samples of a task split on their first turn; the world model
+    likewise predicts well the first time it sees a state and vaguely the second time. With
+    ``sabotage`` the policy that carries memory offers below the zone everywhere.
+    """
+
+    def __init__(self, sabotage: bool = False, fail_after: int | None = None) -> None:
+        self.seen: Counter[str] = Counter()
+        self.sabotage = sabotage
+        self.fail_after = fail_after
+        self.acts = 0
+
+    def __call__(self, prompt: str, tool: str | None) -> Any:
+        if tool == "StrategyNotes":
+            return StrategyNotes(notes=["Open with a price just above what you can accept."])
+        if tool == "Foresight":
+            key = "F" + prompt.split("intended action")[0]
+            first = self.seen[key] == 0
+            self.seen[key] += 1
+            other = re.search(r"each other participant \(([^)]+)\)", prompt).group(1).split(",")[0]  # type: ignore[union-attr]
+            mind = "They want to buy it and sell it; find out more." if first else "unclear"
+            return Foresight(mental_states=[PredictedMind(agent=other, mental_state=mind)],
+                             reactions=[PredictedReaction(agent=other, action_type="speak", argument="Hm.")],
+                             next_state="They talk.")
+        assert tool == "AgentActionForModel", tool
+        if "Here is your intended action" in prompt:
+            said = re.search(r'intended action:\n.*? said: "(.*)"', prompt)
+            return AgentActionForModel(action_type="speak", argument=said.group(1) if said else "Let us talk.")
+        self.acts += 1
+        if self.fail_after is not None and self.acts > self.fail_after:
+            raise RuntimeError("scripted crash mid-collect")
+        first = self.seen[prompt] == 0
+        self.seen[prompt] += 1
+        low = re.search(r"Your minimum price is \$(\d+)", prompt)
+        if low:
+            bad = not first or (self.sabotage and "Lessons from earlier episodes" in prompt)
+            price = int(low.group(1)) + (-100 if bad else 1)
+            return AgentActionForModel(action_type="speak", argument=f"I can sell it for ${price}. ACCEPT")
+        if "Your limit is $" in prompt:
+            return AgentActionForModel(action_type="speak", argument="ACCEPT")
+        return AgentActionForModel(action_type="speak", argument="Let us talk it over.")
+
+
+def run(tmp_path: Path, agents: Agents, plan: dict[str, Any], thread: str = "t1",
+        resume: bool = False) -> tuple[dict[str, Any], ExperienceStore, ScriptedChatModel]:
+    db = tmp_path / "run.db"
+    store = ExperienceStore(db)
+    llm = ScriptedChatModel(respond=agents)
+    config = {"configurable": {"thread_id": thread}, "max_concurrency": 3, "recursion_limit": 1000}
+    with sqlite_saver(db) as saver:
+        graph = lifelong.build().compile(checkpointer=saver)
+        inputs = None if resume else {"plan": {**plan, "run_id": thread, "out_dir": str(tmp_path / "out")}}
+        out = graph.invoke(inputs, config, context=SWMContext(llm=llm, store=store))
+    return out, store, llm
+
+
+def test_a_run_builds_gated_pairs_on_both_tracks_and_injects_memory(tmp_path: Path) -> None:
+    out, store, llm = run(tmp_path, Agents(), {**PLAN, "policy": "foresee"})
+    assert ls.count_episodes(store, "t1") == TOTAL
+    assert store.count("lifelong_episodes", "phase = 'collect'") == 4
+    kept = {r["track"]: r["n"] for r in store.rows(
+        "select track, count(*) as n from lifelong_pairs where kept = 1 group by track")}
+    assert kept.get("action", 0) >= 1 and kept.get("perception", 0) >= 1
+    counts = ls.gate_counts(store, "t1")
+    assert counts["_kept"] == sum(kept.values()) and out["kept"] == counts["_kept"]
+    # provenance on every episode row
+    row = next(store.rows("select * from lifelong_episodes where phase = 'collect' limit 1"))
+    assert row["policy_version"] == "p0" and row["seat"] == "all" and row["level"] == "easy"
+    assert "episode_act@v1" in row["prompts"] and row["models"]
+    # memory: p1 was deployed and its lessons reached cycle 2's agents
+    assert out["decisions"]["1"].startswith("deployed") and out["incumbent"] == "p2"
+    assert any("Lessons from earlier episodes" in p for _, p in llm.prompts)
+    policy = ls.get_policy(store, "t1", "p1")
+    assert policy is not None and policy.notes["negotiation/easy"] == ["Open with a price just above what you can accept."]
+    # R rows for the baseline and both cycles, metrics and the report with plots
+    assert {c for c, _ in ls.matrix(store, "t1", "pass")} == {0, 1, 2}
+    report = Path(out["report"]).read_text()
+    assert "ACC" in report and "BWT" in report and "F_2" in report and "`margin`" in report
+    assert store.count("lifelong_metrics", "name = 'ACC'") == 2
+    if (tmp_path / "out" / "r_pass.png").exists():
+        assert (tmp_path / "out" / "forgetting.png").stat().st_size > 0
+
+
+def test_the_deploy_gate_refuses_a_policy_that_regresses(tmp_path: Path) -> None:
+    out, store, llm = run(tmp_path, Agents(sabotage=True), PLAN)
+    deploy = next(store.rows("select * from lifelong_deploys where cycle = 1"))
+    assert deploy["deployed"] == 0 and "current_fell:easy" in deploy["reasons"]
+    assert out["decisions"]["1"].startswith("kept the previous policy")
+    # cycle 2 collected under p0 again: no lessons in its collection prompts
+    rows = list(store.rows("select policy_version from lifelong_episodes where cycle = 2 and phase = 'collect'"))
+    assert rows and {r["policy_version"] for r in rows} == {"p0"}
+    # R[1] is the incumbent's (p0) rates, not the refused candidate's
+    assert next(store.rows("select policy_version from lifelong_matrix where cycle = 1 limit 1"))["policy_version"] == "p0"
+
+
+def test_gating_off_keeps_every_pair_and_still_records_why(tmp_path: Path) -> None:
+    strict = {**PLAN, "min_margin": 5.0}  # no pair can pass this margin
+    _, store, _ = run(tmp_path, Agents(), {**strict, "gating": False})
+    total = store.count("lifelong_pairs")
+    assert total > 0 and store.count("lifelong_pairs", "kept = 1") == total
+    assert store.count("lifelong_pairs", "gating = 'off'") == total
+    assert store.count("lifelong_pairs", "reasons like '%margin%'") == total
+    assert ls.get_policy(store, "t1", "p1").pairs_used > 0  # type: ignore[union-attr]
+    gated, on_store, _ = run(tmp_path / "on", Agents(), strict)
+    assert gated["kept"] == 0 and gated["rejected"] == on_store.count("lifelong_pairs") > 0
+    assert ls.gate_counts(on_store, "t1")["margin"] == gated["rejected"]
+
+
+def test_killed_mid_collect_then_resumed_loses_and_repeats_no_episode(tmp_path: Path) -> None:
+    baseline_acts = EVAL_EPISODES * PLAN["max_turns"]
+    crashing = Agents(fail_after=baseline_acts + 3)  # dies inside cycle 1's collection
+    with pytest.raises(RuntimeError, match="scripted crash"):
+        run(tmp_path, crashing, PLAN)
+    store = ExperienceStore(tmp_path / "run.db")
+    done = ls.count_episodes(store, "t1")
+    assert EVAL_EPISODES <= done < TOTAL
+    assert store.count("lifelong_episodes", "phase = 'collect'") < 4
+    healthy = Agents()
+    out, store, llm = run(tmp_path, healthy, PLAN, resume=True)
+    assert ls.count_episodes(store, "t1") == TOTAL
+    ids = [r["episode_id"] for r in store.rows("select episode_id from lifelong_episodes")]
+    assert len(ids) == len(set(ids)) == TOTAL
+    # only the episodes that had not finished were played again (each episode = max_turns act calls)
+    assert healthy.acts == (TOTAL - done) * PLAN["max_turns"]
+    assert out["collected"] + out["evaluated"] == TOTAL

@@ -1,0 +1,85 @@
+"""ACC, BWT, FWT and F_k against hand-computed matrices; Wilson intervals; the deploy gate."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from swm.lifelong.deploy import decide
+from swm.lifelong.metrics import Z95, Cell, acc, bwt, curriculum_for, forgetting, fwt, summary, wilson
+
+LEVELS = ["easy", "medium", "hard"]
+
+
+def matrix(rows: dict[int, dict[str, int]], n: int = 10) -> dict[tuple[int, str], Cell]:
+    return {(c, lv): Cell(s, n) for c, row in rows.items() for lv, s in row.items()}
+
+
+R2 = matrix({0: {"easy": 2, "medium": 1}, 1: {"easy": 6, "medium": 3}, 2: {"easy": 5, "medium": 7}})
+R3 = matrix({0: {"easy": 2, "medium": 1, "hard": 0}, 1: {"easy": 6, "medium": 3, "hard": 1},
+             2: {"easy": 5, "medium": 7, "hard": 2}, 3: {"easy": 4, "medium": 7, "hard": 5}})
+
+
+def test_curriculum() -> None:
+    assert curriculum_for(LEVELS, 2) == ["easy", "medium"]
+    assert curriculum_for(LEVELS, 4) == ["easy", "medium", "hard", "hard"]
+
+
+def test_two_cycles_by_hand() -> None:
+    cur = ["easy", "medium"]
+    a = acc(R2, ["easy", "medium"])
+    assert a is not None and a.value == pytest.approx(0.6)
+    sd = math.sqrt((0.5 * 0.5 / 10 + 0.7 * 0.3 / 10) / 4)
+    assert a.high - a.value == pytest.approx(Z95 * sd, abs=1e-6)
+    b = bwt(R2, ["easy", "medium"], cur)
+    assert b is not None and b.value == pytest.approx(-0.1)
+    assert b.high - b.value == pytest.approx(Z95 * math.sqrt(0.025 + 0.024), abs=1e-6)
+    f = fwt(R2, ["easy", "medium"], cur)
+    assert f is not None and f.value == pytest.approx(0.2)
+    f2 = forgetting(R2, ["easy", "medium"], cur, 2)
+    assert f2 is not None and f2.value == pytest.approx(0.1)
+
+
+def test_three_cycles_by_hand() -> None:
+    cur = LEVELS
+    out = summary(R3, LEVELS, cur)
+    assert out["ACC"] is not None and out["ACC"].value == pytest.approx((0.4 + 0.7 + 0.5) / 3, abs=1e-6)
+    assert out["BWT"] is not None and out["BWT"].value == pytest.approx(-0.1)  # easy -0.2, medium 0
+    assert out["FWT"] is not None and out["FWT"].value == pytest.approx(0.2)  # medium +0.2, hard +0.2
+    assert out["F_3"] is not None and out["F_3"].value == pytest.approx(0.1)  # easy 0.6-0.4, medium 0.7-0.7
+    assert out["F_2"] is not None and out["F_2"].value == pytest.approx(0.1)
+
+
+def test_metrics_undefined_with_one_cycle() -> None:
+    r = matrix({0: {"easy": 1}, 1: {"easy": 3}})
+    assert bwt(r, ["easy"], ["easy"]) is None and fwt(r, ["easy"], ["easy"]) is None
+    assert summary(r, ["easy"], ["easy"])["ACC"] is not None
+
+
+def test_wilson() -> None:
+    w = wilson(5, 10)
+    assert (round(w.low, 4), round(w.high, 4)) == (0.2366, 0.7634)
+    assert wilson(0, 10).low == 0.0 and wilson(0, 0).high == 1.0
+
+
+def cells(**rates: int) -> dict[str, Cell]:
+    return {lv: Cell(s, 20) for lv, s in rates.items()}
+
+
+def test_deploy_refuses_an_earlier_level_regression_beyond_epsilon() -> None:
+    d = decide(cells(easy=10, medium=5), cells(easy=8, medium=9), earlier=["easy"], current="medium", epsilon=0.05)
+    assert not d.deploy and d.reasons == ["regressed:easy"] and d.deltas["easy"] == pytest.approx(-0.1)
+    assert "kept the previous policy" in d.explain()
+
+
+def test_deploy_tolerates_a_drop_within_epsilon_but_not_a_current_fall() -> None:
+    ok = decide(cells(easy=10, medium=5), cells(easy=9, medium=6), earlier=["easy"], current="medium", epsilon=0.05)
+    assert ok.deploy and ok.reasons == []
+    fell = decide(cells(easy=10, medium=5), cells(easy=10, medium=4), earlier=["easy"], current="medium")
+    assert not fell.deploy and fell.reasons == ["current_fell:medium"]
+
+
+def test_untrained_levels_do_not_block() -> None:
+    d = decide(cells(easy=5, hard=9), cells(easy=6, hard=0), earlier=[], current="easy")
+    assert d.deploy

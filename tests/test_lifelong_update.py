@@ -1,0 +1,60 @@
+"""Policy updates: memory (distilled notes, fallback on a bad reply, injection), TRL exports loaded by datasets."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+from scripted import ScriptedChatModel
+from test_lifelong_gate import pair
+
+from swm.errors import InputError
+from swm.lifelong.update import Policy, StrategyNotes, export, memory_text, memory_update, train_trl
+
+
+def test_memory_update_distills_notes_per_family_and_level() -> None:
+    llm = ScriptedChatModel(replies=[StrategyNotes(notes=["Name a price inside the likely zone early."])])
+    parent = Policy(version="p0")
+    pairs = [pair(), pair(chosen="Would $520 work for you?", rejected="No.")]
+    policy, stats, errors = memory_update(parent, "p1", 1, pairs, llm)
+    assert llm.calls == 1 and stats["calls"] == 1 and errors == []
+    assert policy.notes == {"negotiation/easy": ["Name a price inside the likely zone early."]}
+    assert len(policy.exemplars["negotiation/easy"]) == 2 and policy.parent == "p0" and policy.pairs_used == 2
+    text = memory_text(policy, "negotiation", "easy")
+    assert "Name a price inside" in text and "a better move was" in text and "policy p1" in text
+    assert memory_text(policy, "secret", "easy") == "" and memory_text(Policy(version="p0"), "negotiation", "easy") == ""
+    # the distillation prompt says what was better and worse
+    assert "better: I can offer $500" in llm.prompts[0][1]
+
+
+def test_a_bad_distillation_reply_falls_back_and_is_recorded() -> None:
+    llm = ScriptedChatModel(replies=["I am not calling any tool."])
+    policy, stats, errors = memory_update(Policy(version="p0"), "p1", 1, [pair()], llm)
+    assert stats["failures"] == 1 and len(errors) == 1 and errors[0].startswith("negotiation/easy")
+    assert policy.notes["negotiation/easy"][0].startswith("Prefer moves like")
+
+
+def test_perception_pairs_are_not_exemplars() -> None:
+    policy, _, _ = memory_update(Policy(version="p0"), "p1", 1, [pair(track="perception")], None)
+    assert policy.exemplars == {} and policy.notes == {}
+
+
+def test_dpo_and_kto_exports_load_with_datasets(tmp_path: Path) -> None:
+    datasets = pytest.importorskip("datasets")
+    pairs = [pair(), pair(chosen="Would $520 work?", rejected="No.")]
+    dpo = datasets.load_dataset("json", data_files=str(export(pairs, "dpo", tmp_path / "d.jsonl")), split="train")
+    assert dpo.column_names == ["prompt", "chosen", "rejected"] and len(dpo) == 2
+    assert dpo[0]["prompt"] == [{"role": "user", "content": "Ava at turn 0"}]
+    assert dpo[0]["chosen"] == [{"role": "assistant", "content": "I can offer $500 for the bike."}]
+    kto = datasets.load_dataset("json", data_files=str(export(pairs, "kto", tmp_path / "k.jsonl")), split="train")
+    assert kto.column_names == ["prompt", "completion", "label"] and len(kto) == 4
+    assert kto["label"] == [True, False, True, False]
+    with pytest.raises(InputError):
+        export(pairs, "ppo", tmp_path / "x.jsonl")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("trl") is not None, reason="the [train] extra is installed")
+def test_training_without_the_train_extra_says_how_to_install(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"\[train\]"):
+        train_trl("dpo", tmp_path / "d.jsonl", str(tmp_path), tmp_path / "out")
