@@ -253,3 +253,16 @@ def test_killed_cli_process_resumes_to_the_same_table(tmp_path: Path) -> None:
     stable = [line.split(",")[:15] for line in (tmp_path / "kill" / "tom_tomi.csv").read_text().splitlines()]
     expected = [line.split(",")[:15] for line in (tmp_path / "ref" / "tom_tomi.csv").read_text().splitlines()]
     assert stable == expected
+
+
+def test_cli_bench_tom_on_simulated_stories(tmp_path: Path, scripted_server: tuple[str, Counter[str]]) -> None:
+    from swm.cli import main
+
+    spec, seen = scripted_server
+    args = ["bench", "tom", "--benchmark", "sim", "--n", "2", "--modes", "s3ap", "--model", spec,
+            "--db", str(tmp_path / "sim.db"), "--out", str(tmp_path / "sim"), "--no-progress", "--json"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    overall = json.loads(result.output[result.output.index("{"):])["summary"]["overall"][0]
+    assert overall["distinct_stories"] == 2 and seen["S3APParse"] == 2
+    assert seen["ReasonedAnswer"] == overall["n"] >= 8
