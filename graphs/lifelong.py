@@ -35,7 +35,6 @@ from nodes.update import update
 from swm.context import SWMContext
 from swm.lifelong.state import LifelongState
 
-
 # Two connections (checkpointer and experience store) write one SQLite file, and the checkpointer
 # writes in the background while a node runs. sqlite-utils creates a table by reading the schema and
 # then writing in one transaction; in WAL mode SQLite refuses that write at once ("database is
@@ -45,14 +44,15 @@ from swm.lifelong.state import LifelongState
 STORE_RETRY = RetryPolicy(max_attempts=4, retry_on=sqlite3.OperationalError)
 
 
-def build() -> StateGraph:
+def build() -> StateGraph[LifelongState, SWMContext, LifelongState, LifelongState]:
     g = StateGraph(LifelongState, context_schema=SWMContext)
     g.add_node("synthesize", synthesize_node, retry_policy=STORE_RETRY)
-    g.add_node("collect", collect, retry_policy=STORE_RETRY)
+    # Send targets: they take an episode job, not the graph state.
+    g.add_node("collect", collect, retry_policy=STORE_RETRY)  # type: ignore[call-overload]
     g.add_node("convert", convert, retry_policy=STORE_RETRY)
     g.add_node("gate", gate, retry_policy=STORE_RETRY)
     g.add_node("update", update, retry_policy=STORE_RETRY)
-    g.add_node("evaluate", evaluate, retry_policy=STORE_RETRY)
+    g.add_node("evaluate", evaluate, retry_policy=STORE_RETRY)  # type: ignore[call-overload]
     g.add_node("deploy", deploy_node, retry_policy=STORE_RETRY)
     g.add_node("report", report_node, retry_policy=STORE_RETRY)
     g.add_edge(START, "synthesize")

@@ -88,7 +88,7 @@ def synthesize_node(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[
         for task in heldout(plan["levels"], plan["families"], plan["heldout_per_cell"]):
             ls.put_task(store, task)
         ls.put_policy(store, plan["run_id"], Policy(version="p0", kind="base"))
-        return {"plan": plan, "cycle": 0, "phase": "evaluate", "incumbent": "p0", "candidate": "p0"}
+        return {"plan": plan, "cycle": 0, "phase": "evaluate", "incumbent": "p0", "candidate_policy": "p0"}
     for task in training_tasks(plan, cycle):
         ls.put_task(store, task)
     return {"phase": "collect"}
@@ -147,7 +147,7 @@ def after_synthesize(state: LifelongState, runtime: Runtime[SWMContext]) -> list
 def after_update(state: LifelongState, runtime: Runtime[SWMContext]) -> list[Send] | str:
     """Fan out the candidate's held-out episodes on every level."""
     store = runtime.context.experience_store()
-    jobs = [j for j in eval_jobs(state, state["candidate"]) if not ls.episode_done(store, j["episode_id"])]
+    jobs = [j for j in eval_jobs(state, state["candidate_policy"]) if not ls.episode_done(store, j["episode_id"])]
     return [Send("evaluate", j) for j in jobs] or "deploy"
 
 
@@ -156,7 +156,7 @@ def deploy_node(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[str,
     store = runtime.context.experience_store()
     plan = plan_of(state)
     run, cycle = plan["run_id"], state.get("cycle", 0)
-    incumbent, candidate = state.get("incumbent", "p0"), state.get("candidate", "p0")
+    incumbent, candidate = state.get("incumbent", "p0"), state.get("candidate_policy", "p0")
     if cycle == 0:
         serving, explain = "p0", "baseline: the initial policy p0"
         ls.put_deploy(store, run, 0, "p0", "p0", True, [], {})
@@ -182,4 +182,4 @@ def report_node(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[str,
     from swm.lifelong.report import write_report
 
     path = write_report(runtime.context.experience_store(), plan_of(state), usage=state.get("usage"))
-    return {"report": str(path), "phase": "done"}
+    return {"report_path": str(path), "phase": "done"}

@@ -29,7 +29,7 @@ def update(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[str, Any]
     used = ls.pairs(store, run, cycles, kept=True)
     parent = ls.get_policy(store, run, state.get("incumbent", "p0")) or Policy(version="p0")
     version = f"p{cycle}"
-    update_out: dict[str, Any] = {"phase": "evaluate", "candidate": version}
+    update_out: dict[str, Any] = {"phase": "evaluate", "candidate_policy": version}
     if ls.get_policy(store, run, version) is not None:  # written before a crash: keep it, make no call again
         return update_out
     errors: list[str] = []

@@ -20,8 +20,10 @@ def record(task: Task, lines: list[tuple[str, str]], episode_id: str, *, action_
         history = [x[1] for x in lines[:i]] if shared_prefix else [episode_id, *(x[1] for x in lines[:i])]
         turns.append(TurnRecord(index=i, agent=agent, text=text,
                                 action_type=(action_types or [])[i] if action_types else "speak",
-                                state_key=digest(task.task_id, agent, history), prompt=f"{agent} at turn {i}: {history}",
-                                predictions=(predictions or {}).get(i, []), alternatives=(alternatives or {}).get(i, [])))
+                                state_key=digest(task.task_id, agent, history),
+                                prompt=f"{agent} at turn {i}: {history}",
+                                predictions=(predictions or {}).get(i, []),
+                                alternatives=(alternatives or {}).get(i, [])))
     ep = EpisodeRecord(episode_id=episode_id, task_id=task.task_id, family=task.family, level=task.level, turns=turns,
                        verdict=check(task, [t.utterance() for t in turns]))
     return ep

@@ -30,7 +30,8 @@ def test_attribution_is_full_episode_and_sums_to_one_per_agent() -> None:
     t = negotiation_task()
     s, b = t.names
     price = (t.truth["seller_min"] + t.truth["buyer_max"]) // 2
-    ep = record(t, [(s, "Hello there."), (b, f"I offer ${price}."), (s, "Let me think."), (s, f"ACCEPT ${price}")], "e1")
+    lines = [(s, "Hello there."), (b, f"I offer ${price}."), (s, "Let me think."), (s, f"ACCEPT ${price}")]
+    ep = record(t, lines, "e1")
     a = attribution(ep)
     assert ep.verdict.evidence == [1, 3]
     assert a[1] == pytest.approx(1.0)  # the buyer's only turn

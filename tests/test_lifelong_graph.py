@@ -14,9 +14,9 @@ from checkpoints import ExperienceStore, sqlite_saver
 from graphs import lifelong
 from swm.context import SWMContext
 from swm.lifelong import store as ls
+from swm.lifelong.update import StrategyNotes
 from swm.social.models import AgentActionForModel
 from swm.social.schemas import Foresight, PredictedMind, PredictedReaction
-from swm.lifelong.update import StrategyNotes
 
 PLAN: dict[str, Any] = {"cycles": 2, "levels": ["easy", "medium"], "families": ["negotiation", "secret"],
                         "episodes_per_level": 2, "samples_per_task": 2, "max_turns": 2, "heldout_per_cell": 1}
@@ -99,10 +99,11 @@ def test_a_run_builds_gated_pairs_on_both_tracks_and_injects_memory(tmp_path: Pa
     assert out["decisions"]["1"].startswith("deployed") and out["incumbent"] == "p2"
     assert any("Lessons from earlier episodes" in p for _, p in llm.prompts)
     policy = ls.get_policy(store, "t1", "p1")
-    assert policy is not None and policy.notes["negotiation/easy"] == ["Open with a price just above what you can accept."]
+    assert policy is not None
+    assert policy.notes["negotiation/easy"] == ["Open with a price just above what you can accept."]
     # R rows for the baseline and both cycles, metrics and the report with plots
     assert {c for c, _ in ls.matrix(store, "t1", "pass")} == {0, 1, 2}
-    report = Path(out["report"]).read_text()
+    report = Path(out["report_path"]).read_text()
     assert "ACC" in report and "BWT" in report and "F_2" in report and "`margin`" in report
     assert store.count("lifelong_metrics", "name = 'ACC'") == 2
     if (tmp_path / "out" / "r_pass.png").exists():
@@ -118,7 +119,8 @@ def test_the_deploy_gate_refuses_a_policy_that_regresses(tmp_path: Path) -> None
     rows = list(store.rows("select policy_version from lifelong_episodes where cycle = 2 and phase = 'collect'"))
     assert rows and {r["policy_version"] for r in rows} == {"p0"}
     # R[1] is the incumbent's (p0) rates, not the refused candidate's
-    assert next(store.rows("select policy_version from lifelong_matrix where cycle = 1 limit 1"))["policy_version"] == "p0"
+    row = next(store.rows("select policy_version from lifelong_matrix where cycle = 1 limit 1"))
+    assert row["policy_version"] == "p0"
 
 
 def test_gating_off_keeps_every_pair_and_still_records_why(tmp_path: Path) -> None:

@@ -23,7 +23,8 @@ def test_memory_update_distills_notes_per_family_and_level() -> None:
     assert len(policy.exemplars["negotiation/easy"]) == 2 and policy.parent == "p0" and policy.pairs_used == 2
     text = memory_text(policy, "negotiation", "easy")
     assert "Name a price inside" in text and "a better move was" in text and "policy p1" in text
-    assert memory_text(policy, "secret", "easy") == "" and memory_text(Policy(version="p0"), "negotiation", "easy") == ""
+    assert memory_text(policy, "secret", "easy") == ""
+    assert memory_text(Policy(version="p0"), "negotiation", "easy") == ""
     # the distillation prompt says what was better and worse
     assert "better: I can offer $500" in llm.prompts[0][1]
 

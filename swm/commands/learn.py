@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import click
+from langchain_core.runnables import RunnableConfig
 
 from swm.commands._common import db_path, echo_json, make_context, model_options, run_options
 from swm.errors import InputError
@@ -19,7 +21,8 @@ def _csv(values: str, allowed: tuple[str, ...], what: str) -> list[str]:
     items = [v.strip() for v in values.split(",") if v.strip()]
     bad = [v for v in items if v not in allowed]
     if bad or not items:
-        raise InputError(f"unknown {what}: {', '.join(bad) or '(none given)'}", f"use a comma list of {', '.join(allowed)}")
+        raise InputError(f"unknown {what}: {', '.join(bad) or '(none given)'}",
+                         f"use a comma list of {', '.join(allowed)}")
     return items
 
 
@@ -100,9 +103,10 @@ def learn_command(cycles: int, levels: str, families: str, episodes_per_level: i
             "out_dir": str(out_dir or Path(f"swm-learn-{thread}")), "hf_model": hf_model}
     ctx = make_context(db, temperature=temperature, **models)
     store = ctx.experience_store()
-    config = {"configurable": {"thread_id": thread}, "max_concurrency": concurrency, "recursion_limit": 10_000}
+    config: RunnableConfig = {"configurable": {"thread_id": thread}, "max_concurrency": concurrency,
+                              "recursion_limit": 10_000}
     start = time.perf_counter()
-    from tqdm import tqdm
+    from tqdm import tqdm  # type: ignore[import-untyped]
 
     with sqlite_saver(db_path(db)) as saver:
         graph = lifelong.build().compile(checkpointer=saver)
@@ -111,9 +115,9 @@ def learn_command(cycles: int, levels: str, families: str, episodes_per_level: i
             plan = snapshot.values["plan"]
             click.echo(f"thread {thread} already finished; rewriting its report (no model calls)", err=True)
             values = dict(snapshot.values)
-            values["report"] = str(write_report(store, plan, usage=values.get("usage")))
+            values["report_path"] = str(write_report(store, plan, usage=values.get("usage")))
         else:
-            inputs: dict[str, Any] | None = {"plan": plan}
+            inputs: Any = {"plan": plan}
             if snapshot.next:
                 plan = snapshot.values["plan"]
                 inputs = None
@@ -121,7 +125,7 @@ def learn_command(cycles: int, levels: str, families: str, episodes_per_level: i
             else:
                 click.echo(f"thread: {thread} (rerun with --thread-id {thread} to resume if interrupted)", err=True)
             bar = tqdm(total=_expected_episodes(plan), initial=ls.count_episodes(store, thread), unit="episode",
-                       desc="episodes", file=click.get_text_stream("stderr"), dynamic_ncols=True)
+                       desc="episodes", file=sys.stderr, dynamic_ncols=True)
             seen: dict[str, Any] = dict(snapshot.values or {})
             for chunk in graph.stream(inputs, config, context=ctx, stream_mode="updates"):
                 for update in chunk.values():
@@ -134,7 +138,7 @@ def learn_command(cycles: int, levels: str, families: str, episodes_per_level: i
     wall = time.perf_counter() - start
     total = total_usage(values.get("usage"))
     counts = ls.gate_counts(store, thread)
-    summary = {"thread_id": thread, "report": values.get("report"), "wall_seconds": round(wall, 1),
+    summary = {"thread_id": thread, "report": values.get("report_path"), "wall_seconds": round(wall, 1),
                "episodes": ls.count_episodes(store, thread), "collect": ls.count_episodes(store, thread, "collect"),
                "eval": ls.count_episodes(store, thread, "eval"), "calls": total["calls"],
                "pairs": counts.get("_total", 0), "kept": counts.get("_kept", 0),

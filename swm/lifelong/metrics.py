@@ -121,7 +121,7 @@ def forgetting(r: Matrix, levels: Sequence[str], curriculum: Sequence[str], k: i
     js = [j for j in levels if j in first and (k, j) in r]
     terms: list[tuple[float, Cell]] = []
     for j in js:
-        history = [(l, r[(l, j)]) for l in range(1, k) if (l, j) in r]
+        history = [(c, r[(c, j)]) for c in range(1, k) if (c, j) in r]
         if not history:
             continue
         best = max(history, key=lambda h: (h[1].rate, -h[0]))[1]

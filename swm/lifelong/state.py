@@ -55,10 +55,10 @@ class LifelongState(SocialWorldState, total=False):
     cycle: int
     phase: str
     incumbent: str  # the deployed policy version
-    candidate: str  # this cycle's updated policy version
+    candidate_policy: str  # this cycle's updated policy version
     collected: Annotated[int, operator.add]
     evaluated: Annotated[int, operator.add]
     kept: Annotated[int, operator.add]
     rejected: Annotated[int, operator.add]
     decisions: Annotated[dict[str, str], merge_dict]  # cycle -> the deploy gate's explanation
-    report: str
+    report_path: str

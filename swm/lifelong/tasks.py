@@ -52,7 +52,7 @@ OBJECTIONS = {
 CAUSES = ["join the weekend climbing club", "volunteer at the food bank", "take the evening pottery class",
           "sign up for the charity run", "join the community choir"]
 
-_LEVEL = {
+_LEVEL: dict[str, dict[str, Any]] = {
     "easy": {"zone": 0.30, "list": 4, "agents": 2, "common": 3, "facts": 1, "partner": "cooperative"},
     "medium": {"zone": 0.15, "list": 6, "agents": 2, "common": 2, "facts": 2, "partner": "pressing"},
     "hard": {"zone": 0.05, "list": 6, "agents": 3, "common": 1, "facts": 3, "partner": "deceptive"},
