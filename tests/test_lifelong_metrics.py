@@ -21,6 +21,12 @@ R3 = matrix({0: {"easy": 2, "medium": 1, "hard": 0}, 1: {"easy": 6, "medium": 3,
              2: {"easy": 5, "medium": 7, "hard": 2}, 3: {"easy": 4, "medium": 7, "hard": 5}})
 
 
+def half_width(s: int, n: int) -> float:
+    """The standard error a cell contributes: its Wilson interval's half width over 1.96."""
+    w = wilson(s, n)
+    return (w.high - w.low) / 2 / Z95
+
+
 def test_curriculum() -> None:
     assert curriculum_for(LEVELS, 2) == ["easy", "medium"]
     assert curriculum_for(LEVELS, 4) == ["easy", "medium", "hard", "hard"]
@@ -30,11 +36,11 @@ def test_two_cycles_by_hand() -> None:
     cur = ["easy", "medium"]
     a = acc(R2, ["easy", "medium"])
     assert a is not None and a.value == pytest.approx(0.6)
-    sd = math.sqrt((0.5 * 0.5 / 10 + 0.7 * 0.3 / 10) / 4)
+    sd = math.sqrt((half_width(5, 10) ** 2 + half_width(7, 10) ** 2) / 4)
     assert a.high - a.value == pytest.approx(Z95 * sd, abs=1e-6)
     b = bwt(R2, ["easy", "medium"], cur)
     assert b is not None and b.value == pytest.approx(-0.1)
-    assert b.high - b.value == pytest.approx(Z95 * math.sqrt(0.025 + 0.024), abs=1e-6)
+    assert b.high - b.value == pytest.approx(Z95 * math.hypot(half_width(5, 10), half_width(6, 10)), abs=1e-6)
     f = fwt(R2, ["easy", "medium"], cur)
     assert f is not None and f.value == pytest.approx(0.2)
     f2 = forgetting(R2, ["easy", "medium"], cur, 2)
@@ -55,6 +61,12 @@ def test_metrics_undefined_with_one_cycle() -> None:
     r = matrix({0: {"easy": 1}, 1: {"easy": 3}})
     assert bwt(r, ["easy"], ["easy"]) is None and fwt(r, ["easy"], ["easy"]) is None
     assert summary(r, ["easy"], ["easy"])["ACC"] is not None
+
+
+def test_all_zero_rates_still_have_an_interval() -> None:
+    r = matrix({0: {"easy": 0}, 1: {"easy": 0}, 2: {"easy": 0}})
+    a = acc(r, ["easy"])
+    assert a is not None and a.value == 0.0 and a.high > 0.1
 
 
 def test_wilson() -> None:

@@ -9,11 +9,13 @@ the last cycle (Lopez-Paz & Ranzato 2017, GEM; Chaudhry et al. 2018, RWalk):
 * FWT = mean over levels j first trained at a cycle c_j ≥ 2 of R[c_j − 1, j] − R[0, j];
 * F_k = mean over levels j trained before cycle k of max_{1 ≤ l < k} R[l, j] − R[k, j].
 
-Confidence intervals: a cell is a binomial proportion over its episodes (Wilson interval for
-the cell itself). A metric is a linear combination Σ w_i p_i of cells from independent episode
-sets, so its variance is Σ w_i² p_i(1 − p_i)/n_i and its interval the normal one, ±1.96 σ. For
-F_k the maximising cell is treated as fixed (an approximation, stated here). With few episodes
-the intervals are wide, as they should be.
+Confidence intervals: a cell is a binomial proportion over its episodes, with its Wilson
+interval. A metric is a linear combination Σ w_i p_i of cells from independent episode sets, so
+its variance is Σ w_i² σ_i² and its interval ±1.96 σ. Each σ_i is read off the cell's Wilson
+interval (half its width over 1.96) rather than p(1 − p)/n, which collapses to zero at 0/n and
+n/n — exactly the rates a weak model or an easy level produces. For F_k the maximising cell is
+treated as fixed (an approximation, stated here). With few episodes the intervals are wide, as
+they should be.
 """
 
 from __future__ import annotations
@@ -38,7 +40,9 @@ class Cell:
 
     @property
     def variance(self) -> float:
-        return self.rate * (1 - self.rate) / self.n if self.n else 0.0
+        """The squared standard error implied by the cell's Wilson interval (nonzero at 0/n and n/n)."""
+        w = wilson(self.successes, self.n)
+        return ((w.high - w.low) / (2 * Z95)) ** 2
 
 
 @dataclass(frozen=True)

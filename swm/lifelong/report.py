@@ -75,6 +75,7 @@ def plot(r_by_metric: Mapping[str, Mapping[tuple[int, str], Cell]], levels: Sequ
                                                          [fk[k].high - fk[k].value for k in ks]],
                     marker="o", capsize=3, label=metric)
     ax.axhline(0, color="grey", lw=0.8)
+    ax.set_xticks(sorted({k for fk in forgetting.values() for k in fk}) or [2])
     ax.set(xlabel="cycle k", ylabel="forgetting F_k", title="Forgetting (Chaudhry et al.)")
     ax.legend()
     path = out_dir / "forgetting.png"
