@@ -92,8 +92,11 @@ def _alternatives(turn: EpisodeTurn) -> list[str]:
 
 
 def to_record(task: Task, scenario: Scenario, turns: list[EpisodeTurn], judgements: dict[str, Any] | None,
-              **provenance: Any) -> EpisodeRecord:
-    """Build the checked `EpisodeRecord` of a finished episode from its turn rows."""
+              judged: str | None = None, **provenance: Any) -> EpisodeRecord:
+    """Build the checked `EpisodeRecord` of a finished episode from its turn rows.
+
+    ``judge_goal`` is the judge's goal score (0..10) of seat ``judged`` (default: the first seat).
+    """
     steps = [SocialStep.model_validate_json(t.step) for t in turns]
     records = []
     for i, t in enumerate(turns):
@@ -104,8 +107,7 @@ def to_record(task: Task, scenario: Scenario, turns: list[EpisodeTurn], judgemen
                                   predictions=_predictions(t, scenario.names)))
     record = EpisodeRecord(task_id=task.task_id, family=task.family, level=task.level, turns=records,
                            verdict=check(task, [r.utterance() for r in records]), **provenance)
-    primary = task.agents[0].name
-    goal = ((judgements or {}).get(primary) or {}).get("goal")
+    goal = ((judgements or {}).get(judged or task.agents[0].name) or {}).get("goal")
     if isinstance(goal, int | float):
         record.judge_goal = float(goal)
     return record
@@ -129,7 +131,7 @@ def run_episode(task: Task, ctx: SWMContext, *, episode_id: str, memory: dict[st
                         "tested_agent": tested_agent or scenario.names[0]},
                        context=ctx)  # type: ignore[call-overload]  # episode.build() does not name its context type
     turns = load_turns(store, episode_id)
-    record = to_record(task, scenario, turns, out.get("judgements"), episode_id=episode_id,
+    record = to_record(task, scenario, turns, out.get("judgements"), tested_agent, episode_id=episode_id,
                        source_episode=episode_id, models=dict(out.get("models") or {}),
                        prompts=dict(out.get("prompts") or {}), **provenance)
     return record, dict(out.get("usage") or {})
