@@ -24,7 +24,7 @@ def gate(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
     staged = [PreferencePair.model_validate(p) for p in json.loads(rows[0]["pairs"])] if rows else []
     settings = GateSettings(enabled=bool(plan["gating"]), min_margin=float(plan["min_margin"]))
     results = gate_pairs(staged, settings, seen=ls.pair_ids(store, plan["run_id"], cycle))
-    ls.put_pairs(store, plan["run_id"], results, settings.enabled)
+    ls.put_pairs(store, plan["run_id"], cycle, results, settings.enabled)
     for track in TRACKS:
         mine = [r for r in results if r.pair.track == track]
         ls.put_gate_counts(store, plan["run_id"], cycle, track, sum(r.kept for r in mine), len(mine),

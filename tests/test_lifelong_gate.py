@@ -88,3 +88,18 @@ def test_counts_per_rule_and_gating_off_keeps_everything() -> None:
     off = gate_pairs(batch, GateSettings(enabled=False))
     assert all(r.kept for r in off)
     assert [r.reasons for r in off] == [r.reasons for r in on]  # the ablation still records why
+
+
+def test_every_gated_pair_is_stored_with_its_reasons_duplicates_included() -> None:
+    from checkpoints import ExperienceStore
+    from swm.lifelong import store as ls
+
+    store = ExperienceStore(":memory:")
+    p = pair()
+    ls.put_pairs(store, "r", 1, gate_pairs([p, p, pair(chosen="none")]), gating=True)
+    ls.put_pairs(store, "r", 1, gate_pairs([p, p, pair(chosen="none")]), gating=True)  # a re-run writes nothing new
+    rows = list(store.rows("select row, kept, reasons, degenerate from lifelong_pairs order by row"))
+    assert [(r["kept"], r["reasons"]) for r in rows] == [(1, "[]"), (0, '["duplicate"]'), (0, '["degenerate"]')]
+    assert rows[2]["degenerate"] == "stall"
+    assert [x.chosen for x in ls.pairs(store, "r", [1])] == [p.chosen]
+    assert ls.pair_ids(store, "r", before_cycle=2) == {p.pair_id, pair(chosen="none").pair_id}

@@ -5,7 +5,8 @@
   cycle, phase, policy, task, sample and seat), with provenance (cycle, task, level, seed, seat,
   models, prompt versions, policy version), the checker's verdict and the whole `EpisodeRecord`;
   the episode graph's own ``episodes``/``turns`` rows hold the social states and predictions;
-* ``lifelong_pairs`` — every pair built, kept or not, with its gate reasons (pk ``run_id, pair_id``);
+* ``lifelong_pairs`` — every pair built, kept or not (duplicates too), with its gate reasons
+  (pk ``run_id, cycle, row``; ``pair_id`` names the pair's content);
 * ``lifelong_gate`` — per-rule reject counts per cycle and track;
 * ``lifelong_policies`` — each policy version (memory, dataset, checkpoint) and whether deployed;
 * ``lifelong_deploys`` — each deploy decision with its reasons;
@@ -69,14 +70,16 @@ def count_episodes(store: Any, run_id: str, phase: str | None = None) -> int:
     return store.count("lifelong_episodes", "run_id = ? and phase = ?", [run_id, phase])
 
 
-def put_pairs(store: Any, run_id: str, results: Iterable[GateResult], gating: bool) -> None:
+def put_pairs(store: Any, run_id: str, cycle: int, results: Iterable[GateResult], gating: bool) -> None:
+    """Store every gated pair of a cycle, duplicates included (keyed by their position in the batch)."""
     rows = []
-    for r in results:
+    for i, r in enumerate(results):
         p = r.pair
-        rows.append({"run_id": run_id, **p.model_dump(mode="json"), "margin": p.margin, "kept": int(r.kept),
+        rows.append({"run_id": run_id, "row": i, **p.model_dump(mode="json"), "cycle": cycle, "margin": p.margin,
+                     "kept": int(r.kept),
                      "reasons": r.reasons, "degenerate": degenerate_reason(p) if "degenerate" in r.reasons else None,
                      "gating": "on" if gating else "off"})
-    store.insert_all("lifelong_pairs", rows, pk=("run_id", "pair_id"), ignore=True)
+    store.insert_all("lifelong_pairs", rows, pk=("run_id", "cycle", "row"), ignore=True)
 
 
 def pairs(store: Any, run_id: str, cycles: Iterable[int], kept: bool | None = True) -> list[PreferencePair]:
@@ -91,7 +94,7 @@ def pairs(store: Any, run_id: str, cycles: Iterable[int], kept: bool | None = Tr
         params.append(int(kept))
     fields = set(PreferencePair.model_fields)
     out = []
-    for row in store.rows(sql + " order by cycle, pair_id", params):
+    for row in store.rows(sql + " order by cycle, row", params):
         data = {k: v for k, v in row.items() if k in fields}
         for key in ("context", "judge_scores"):
             if isinstance(data.get(key), str):
