@@ -266,3 +266,29 @@ def test_cli_bench_tom_on_simulated_stories(tmp_path: Path, scripted_server: tup
     overall = json.loads(result.output[result.output.index("{"):])["summary"]["overall"][0]
     assert overall["distinct_stories"] == 2 and seen["S3APParse"] == 2
     assert seen["ReasonedAnswer"] == overall["n"] >= 8
+
+
+def test_cli_bench_parse_with_a_parser_and_the_judge(tmp_path: Path,
+                                                     scripted_server: tuple[str, Counter[str]]) -> None:
+    from swm.cli import main
+
+    spec, seen = scripted_server
+    args = ["bench", "parse", "--stories", "2", "--corruptions", "leak", "--parser", spec, "--judge",
+            "--judge-model", spec, "--db", str(tmp_path / "p.db"), "--json"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    table = {r["source"]: r for r in json.loads(result.output[result.output.index("{"):])["table"]}
+    parsed = table[f"parser:{spec}"]
+    assert parsed["structural"] == 1.0 and parsed["observation"] < 1.0  # the scripted parse is valid but blind
+    assert table["gold"]["judge_observation"] == 0.5 and table["gold"]["judge_overall"] == 0.65
+    assert seen["S3APParse"] == 2 and seen["JudgeVerdict"] == 2 * len(table)
+
+    rows = tmp_path / "parses.jsonl"
+    rows.write_text(json.dumps({"id": "x", "story": "Ann entered the den.", "parse": {"agents_names": ["Ann"],
+                    "socialized_context": [{"timestep": "0", "state": "none", "observations": ["Ann: none"],
+                                            "actions": ["Ann: enters the den"]}]}}) + "\n")
+    judged = CliRunner().invoke(main, ["bench", "parse", "--data", str(rows), "--judge-model", spec,
+                                       "--db", str(tmp_path / "p.db"), "--json"])
+    assert judged.exit_code == 0, judged.output
+    result_rows = json.loads(judged.output[judged.output.index("{"):])["results"]
+    assert result_rows[0]["judge_observation"] == 0.5 and result_rows[0]["overall"] == pytest.approx(0.65)

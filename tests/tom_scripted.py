@@ -45,4 +45,8 @@ def respond(prompt: str, tool: str | None) -> Any:
         return ReasonedAnswer(reasoning="scripted", answer=answer_for(prompt))
     if tool == "DirectAnswer":
         return DirectAnswer(answer=answer_for(prompt))
+    if tool == "JudgeVerdict":
+        from swm.tom.parser_score import JudgeVerdict
+
+        return JudgeVerdict(reasoning="scripted", score=0.5)
     raise AssertionError(f"unexpected tool {tool}")
