@@ -1,0 +1,369 @@
+"""A loopback OpenAI-compatible server whose latency and replies are controlled.
+
+``POST /v1/chat/completions`` answers a tool call (when the request binds tools) whose arguments
+are a valid instance of the tool's JSON schema — scripted per tool name, else the minimal valid
+instance — or a short text. Each request sleeps a fixed or seeded, sampled latency, measured on
+the server side, and returns real ``usage`` fields (tokens estimated as characters / 4). So a
+benchmark against it measures swm, not a model; and integration tests get a real HTTP endpoint::
+
+    with FakeOpenAIServer(latency=0.2) as server:
+        ctx = SWMContext(model=server.model_spec)     # every role: ChatOpenAI over loopback
+        ...
+        assert server.requests == 2
+
+``GET /stats`` returns the counters as JSON, ``POST /reset`` clears them and ``POST /config``
+changes the latency, so the server also runs as a separate process (``process=True``, or
+``python -m bench.fake_server``) and then costs the measured process no CPU or GIL time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from bench.schema_instance import minimal_instance, s3ap_parse_for
+
+Script = Callable[[str, dict[str, Any]], Any]  # (prompt text, request body) -> arguments dict | str
+DEFAULT_SCRIPTS: dict[str, Script] = {"S3APParse": lambda prompt, body: s3ap_parse_for(prompt)}
+DEFAULT_TEXT = "speak: I think we can agree on that."
+
+
+def _prompt_text(body: Mapping[str, Any]) -> str:
+    parts = []
+    for message in body.get("messages", []):
+        content = message.get("content")
+        if isinstance(content, list):
+            content = " ".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
+        parts.append(str(content or ""))
+    return "\n".join(parts)
+
+
+def _tool_of(body: Mapping[str, Any]) -> dict[str, Any] | None:
+    tools = body.get("tools") or []
+    if not tools:
+        return None
+    choice = body.get("tool_choice")
+    wanted = choice.get("function", {}).get("name") if isinstance(choice, dict) else None
+    for tool in tools:
+        if tool.get("function", {}).get("name") == wanted:
+            return tool["function"]
+    return tools[0].get("function")
+
+
+class _State:
+    """Counters and settings shared by the handler threads."""
+
+    def __init__(self, latency: float, jitter: float, seed: int, scripts: Mapping[str, Any], text: str,
+                 record: bool) -> None:
+        self.lock = threading.Lock()
+        self.latency, self.jitter = latency, jitter
+        self.rng = random.Random(seed)
+        self.scripts = {**DEFAULT_SCRIPTS, **scripts}
+        self.text = text
+        self.record = record
+        self.fail_at = -1  # when >= 0: requests after this many answer HTTP 400 (a stand-in for a crash)
+        self.reset()
+
+    def reset(self) -> None:
+        with self.lock:
+            self.requests = 0
+            self.slept: list[float] = []
+            self.by_tool: Counter[str] = Counter()
+            self.bodies: list[dict[str, Any]] = []
+            self.in_flight = 0
+            self.max_in_flight = 0
+
+    def draw_latency(self) -> float:
+        with self.lock:
+            if self.jitter <= 0:
+                return self.latency
+            return max(0.0, self.rng.gauss(self.latency, self.jitter))
+
+    def stats(self) -> dict[str, Any]:
+        with self.lock:
+            return {"requests": self.requests, "slept": list(self.slept), "slept_total": sum(self.slept),
+                    "by_tool": dict(self.by_tool), "max_in_flight": self.max_in_flight,
+                    "latency": self.latency, "jitter": self.jitter}
+
+    def reply(self, body: dict[str, Any], received: float) -> dict[str, Any]:
+        """Build the reply, then sleep until ``latency`` has passed since the request arrived.
+
+        The slept figure recorded is the whole time the server held the request (its own JSON
+        work included), so "model latency" is what a client would see from a model, and all
+        that remains of a graph's wall time is swm's overhead and the loopback transport.
+        """
+        prompt = _prompt_text(body)
+        tool = _tool_of(body)
+        name = tool["name"] if tool else "<text>"
+        with self.lock:
+            self.requests += 1
+            self.by_tool[name] += 1
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            if self.record:
+                self.bodies.append(body)
+        try:
+            payload = self._payload(body, prompt, tool, name)
+            remaining = self.draw_latency() - (time.perf_counter() - received)
+            if remaining > 0:
+                time.sleep(remaining)
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+                self.slept.append(time.perf_counter() - received)
+        return payload
+
+    def _payload(self, body: dict[str, Any], prompt: str, tool: dict[str, Any] | None, name: str) -> dict[str, Any]:
+        script = self.scripts.get(name)
+        if tool is None:
+            content = script(prompt, body) if callable(script) else (script or self.text)
+            message: dict[str, Any] = {"role": "assistant", "content": str(content)}
+            finish, out_text = "stop", str(content)
+        else:
+            args = script(prompt, body) if callable(script) else script
+            if args is None:
+                args = minimal_instance(tool.get("parameters") or {})
+            arguments = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+            message = {"role": "assistant", "content": None, "tool_calls": [{
+                "id": f"call_{uuid.uuid4().hex[:12]}", "type": "function",
+                "function": {"name": name, "arguments": arguments}}]}
+            finish, out_text = "tool_calls", arguments
+        prompt_tokens = max(1, (len(prompt) + len(json.dumps(body.get("tools") or ""))) // 4)
+        completion_tokens = max(1, len(out_text) // 4)
+        return {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion",
+                "created": int(time.time()), "model": body.get("model", "fake"),
+                "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                          "total_tokens": prompt_tokens + completion_tokens}}
+
+
+def _handler(state: _State) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as the OpenAI client's connection pool expects
+        # Headers and body go out in two writes; with Nagle's algorithm on, the second waits for
+        # the client's delayed ACK (40 ms on Linux), which would be counted as swm's overhead.
+        disable_nagle_algorithm = True
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+            pass
+
+        def _send(self, code: int, payload: Any) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _body(self) -> dict[str, Any]:
+            length = int(self.headers.get("Content-Length") or 0)
+            return json.loads(self.rfile.read(length) or b"{}") if length else {}
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            if self.path.rstrip("/").endswith("/stats"):
+                self._send(200, state.stats())
+            elif self.path.rstrip("/").endswith("/bodies"):
+                with state.lock:
+                    self._send(200, list(state.bodies))
+            elif self.path.rstrip("/").endswith("/models"):
+                self._send(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
+            else:
+                self._send(404, {"error": {"message": f"no route {self.path}"}})
+
+        def do_POST(self) -> None:  # noqa: N802
+            received = time.perf_counter()
+            try:
+                body = self._body()
+            except ValueError as exc:
+                self._send(400, {"error": {"message": f"bad JSON: {exc}"}})
+                return
+            path = self.path.rstrip("/")
+            if path.endswith("/chat/completions"):
+                with state.lock:
+                    failing = 0 <= state.fail_at <= state.requests
+                if failing:
+                    self._send(400, {"error": {"message": "fake server: fail_at reached",
+                                               "type": "invalid_request_error"}})
+                    return
+                if body.get("stream"):
+                    self._send(400, {"error": {"message": "the fake server does not stream"}})
+                    return
+                self._send(200, state.reply(body, received))
+            elif path.endswith("/reset"):
+                state.reset()
+                self._send(200, {"ok": True})
+            elif path.endswith("/config"):
+                with state.lock:
+                    state.latency = float(body.get("latency", state.latency))
+                    state.jitter = float(body.get("jitter", state.jitter))
+                    if "seed" in body:
+                        state.rng = random.Random(int(body["seed"]))
+                    state.record = bool(body.get("record", state.record))
+                    state.fail_at = int(body.get("fail_at", state.fail_at))
+                self._send(200, {"ok": True})
+            else:
+                self._send(404, {"error": {"message": f"no route {self.path}"}})
+
+    return Handler
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128  # 32+ concurrent clients connect at once
+
+
+class FakeOpenAIServer:
+    """The fake endpoint, in a thread of this process (default) or in a child process.
+
+    ``latency`` seconds per request (``jitter`` > 0: normal with that standard deviation,
+    seeded); ``scripts`` maps a tool name (or ``"<text>"`` for plain calls) to a reply or a
+    function ``(prompt, body) -> reply``; ``record`` keeps request bodies for replay. Scripts
+    that are functions need the in-thread server.
+    """
+
+    def __init__(self, latency: float = 0.0, *, jitter: float = 0.0, seed: int = 0,
+                 scripts: Mapping[str, Any] | None = None, text: str = DEFAULT_TEXT, record: bool = False,
+                 process: bool = False) -> None:
+        self.process_mode = process
+        self._settings = {"latency": latency, "jitter": jitter, "seed": seed, "record": record}
+        self._scripts = dict(scripts or {})
+        self._state = _State(latency, jitter, seed, self._scripts, text, record)
+        if process and any(callable(s) for s in (scripts or {}).values()):
+            raise ValueError("scripted functions need the in-thread server (process=False)")
+        self._http: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._child: subprocess.Popen[str] | None = None
+        self.base_url = ""
+
+    # ---- life cycle ---------------------------------------------------------------------
+    def start(self) -> FakeOpenAIServer:
+        if self.process_mode:
+            # -c, not -m: ``bench/__init__`` imports this module, and runpy warns when it runs twice
+            cmd = [sys.executable, "-c", "import sys; from bench.fake_server import main; main(sys.argv[1:])",
+                   "--port", "0"] + [
+                f"--{k}={v}" for k, v in self._settings.items() if k != "record"]
+            if self._settings["record"]:
+                cmd.append("--record")
+            if self._scripts:
+                cmd.append(f"--scripts={json.dumps(self._scripts)}")
+            root = str(Path(__file__).resolve().parents[1])
+            self._child = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=root)
+            line = self._child.stdout.readline() if self._child.stdout else ""
+            if not line.startswith("READY "):
+                self.stop()
+                raise RuntimeError(f"the fake server did not start: {line!r}")
+            self.base_url = line.split()[1]
+        else:
+            self._http = _Server(("127.0.0.1", 0), _handler(self._state))
+            self._thread = threading.Thread(target=self._http.serve_forever, name="fake-openai", daemon=True)
+            self._thread.start()
+            self.base_url = f"http://127.0.0.1:{self._http.server_address[1]}/v1"
+        return self
+
+    def stop(self) -> None:
+        if self._http is not None:
+            self._http.shutdown()
+            self._http.server_close()
+            self._http = None
+        if self._child is not None:
+            self._child.terminate()
+            self._child.wait(timeout=10)
+            self._child = None
+
+    def __enter__(self) -> FakeOpenAIServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ---- what the runs did --------------------------------------------------------------
+    @property
+    def model_spec(self) -> str:
+        """The swm model spec that points every role at this server."""
+        return f"fake@{self.base_url}"
+
+    def _call(self, method: str, path: str, payload: Any = None) -> Any:
+        import urllib.request
+
+        data = None if payload is None else json.dumps(payload).encode()
+        request = urllib.request.Request(f"{self.base_url}{path}", data=data, method=method,
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            return json.loads(reply.read())
+
+    def stats(self) -> dict[str, Any]:
+        """Return requests, per-request slept seconds, calls per tool and peak concurrency."""
+        return self._call("GET", "/stats") if self.process_mode else self._state.stats()
+
+    @property
+    def requests(self) -> int:
+        return int(self.stats()["requests"])
+
+    @property
+    def slept(self) -> float:
+        """Seconds the server actually slept, summed over requests since the last reset."""
+        return float(self.stats()["slept_total"])
+
+    def bodies(self) -> list[dict[str, Any]]:
+        """Return the recorded request bodies (``record=True``)."""
+        if self.process_mode:
+            return list(self._call("GET", "/bodies"))
+        with self._state.lock:
+            return list(self._state.bodies)
+
+    def reset(self) -> None:
+        if self.process_mode:
+            self._call("POST", "/reset", {})
+        else:
+            self._state.reset()
+
+    def configure(self, **settings: Any) -> None:
+        """Change ``latency``, ``jitter``, ``seed``, ``record`` or ``fail_at`` on the running server.
+
+        ``fail_at=K`` makes every request after the first K answer HTTP 400 (the client raises and
+        the graph stops, as if killed); ``fail_at=-1`` turns that off.
+        """
+        if self.process_mode:
+            self._call("POST", "/config", settings)
+            return
+        with self._state.lock:
+            self._state.latency = float(settings.get("latency", self._state.latency))
+            self._state.jitter = float(settings.get("jitter", self._state.jitter))
+            if "seed" in settings:
+                self._state.rng = random.Random(int(settings["seed"]))
+            self._state.record = bool(settings.get("record", self._state.record))
+            self._state.fail_at = int(settings.get("fail_at", self._state.fail_at))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve until killed; print ``READY <base_url>`` once listening."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--latency", type=float, default=0.0)
+    parser.add_argument("--jitter", type=float, default=0.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--record", action="store_true")
+    parser.add_argument("--scripts", default="{}", help="JSON: {tool name: arguments object | text}")
+    args = parser.parse_args(argv)
+    state = _State(args.latency, args.jitter, args.seed, json.loads(args.scripts), DEFAULT_TEXT, args.record)
+    server = _Server(("127.0.0.1", args.port), _handler(state))
+    print(f"READY http://127.0.0.1:{server.server_address[1]}/v1", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()

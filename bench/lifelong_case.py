@@ -1,0 +1,37 @@
+"""One lifelong cycle as a benchmark case: baseline evaluation, then one collect → … → deploy cycle.
+
+The plan is the smallest that exercises every node: one level, one family, two collected
+episodes and one held-out episode per evaluation, four turns each, plain policy, no judge. The
+fake agents always speak, so every episode plays all its turns and the floor is exact:
+episodes × turns × 1 call (the memory update makes no call).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from typing import Any
+
+from bench.cases import GraphCase
+
+TURNS = 4
+COLLECTED = 2
+HELDOUT = 1  # one level × one family × one task per cell
+
+
+def plan(i: int) -> dict[str, Any]:
+    return {"run_id": f"bench-{i}", "cycles": 1, "levels": ["easy"], "families": ["negotiation"],
+            "episodes_per_level": COLLECTED, "samples_per_task": 1, "max_turns": TURNS,
+            "heldout_per_cell": HELDOUT, "policy": "plain", "eval_policy": "plain", "judge": False,
+            "out_dir": tempfile.mkdtemp(prefix="swm-bench-lifelong-")}
+
+
+def cases(module: Any) -> list[GraphCase]:
+    episodes = HELDOUT + COLLECTED + HELDOUT  # cycle 0 baseline, cycle 1 collect and evaluate
+    return [GraphCase("lifelong (1 cycle)", module.build, lambda i: {"plan": plan(i)},
+                      lambda inp: episodes * TURNS, critical=lambda inp: 3 * TURNS,
+                      note=f"{episodes} episodes x {TURNS} turns x 1 call; collected episodes run as "
+                           "parallel Send branches, so the critical path is 3 episodes",
+                      # durability="sync" crashes here: the episode graph invoked inside a node with
+                      # checkpointer=False inherits it, and LangGraph then awaits a checkpoint future
+                      # that a graph with no checkpointer never made (AttributeError _put_checkpoint_fut).
+                      durability="async")]
