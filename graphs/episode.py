@@ -28,6 +28,9 @@ replayed. The state stays constant-sized: turns live in the store, not in a grow
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+from typing import Any
+
 from langgraph.graph import END, START, StateGraph
 
 from graphs import foresee_act, rollout
@@ -38,7 +41,7 @@ from swm.context import SWMContext
 from swm.social.graph_state import EpisodeState, PolicyInput, PolicyOutput, PolicyState
 
 
-def build_plain() -> StateGraph:
+def build_plain() -> StateGraph[Any, SWMContext, Any, Any]:
     """The plain policy: one ``act`` call."""
     g = StateGraph(PolicyState, context_schema=SWMContext, input_schema=PolicyInput, output_schema=PolicyOutput)
     g.add_node("act", act)
@@ -48,10 +51,10 @@ def build_plain() -> StateGraph:
 
 
 POLICY_BUILDERS = {"plain": build_plain, "foresee": foresee_act.build, "rollout": rollout.build}
-ROUTES = {"plain": "plain", "foresee": "foresee", "rollout": "rollout", "judge": "judge"}
+ROUTES: dict[Hashable, str] = {"plain": "plain", "foresee": "foresee", "rollout": "rollout", "judge": "judge"}
 
 
-def build() -> StateGraph:
+def build() -> StateGraph[Any, SWMContext, Any, Any]:
     g = StateGraph(EpisodeState, context_schema=SWMContext)
     g.add_node("setup", setup)
     for name, builder in POLICY_BUILDERS.items():

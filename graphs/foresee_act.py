@@ -9,6 +9,8 @@ agent's refined action (appendix A.4.3's prompt). A ``predict`` reply that does 
 
 from __future__ import annotations
 
+from typing import Any
+
 from langgraph.graph import END, START, StateGraph
 
 from nodes.act import sample
@@ -18,7 +20,7 @@ from swm.context import SWMContext
 from swm.social.graph_state import PolicyInput, PolicyOutput, PolicyState
 
 
-def build() -> StateGraph:
+def build() -> StateGraph[Any, SWMContext, Any, Any]:
     g = StateGraph(PolicyState, context_schema=SWMContext, input_schema=PolicyInput, output_schema=PolicyOutput)
     g.add_node("sample", sample)
     g.add_node("predict", predict)

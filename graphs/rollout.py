@@ -77,7 +77,7 @@ def after_simulate(state: PolicyState, runtime: Runtime[SWMContext]) -> list[Sen
     return [Send("score", _branch(state, int(k))) for k in sorted(state.get("candidates") or {}, key=int)]
 
 
-def build() -> StateGraph:
+def build() -> StateGraph[Any, SWMContext, Any, Any]:
     g = StateGraph(PolicyState, context_schema=SWMContext, input_schema=PolicyInput, output_schema=PolicyOutput)
     g.add_node("sample", sample_one)
     g.add_node("gather", gather)

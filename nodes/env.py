@@ -127,7 +127,7 @@ def commit(state: EpisodeState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
     )
     total = total_usage(state.get("usage"))
     mark = state.get("usage_mark") or empty_stats()
-    spent = add_stats(total, {k: -v for k, v in mark.items()})
+    spent = add_stats(total, {k: -float(v) for k, v in mark.items()})  # type: ignore[arg-type]
     write_turn(ctx.experience_store(), TurnRecord(
         episode_id=state["episode_id"], turn=turn, agent=actor, policy=state["policies"][actor], action=action,
         intended=AgentAction.model_validate(decision["intended"]) if decision.get("intended") else None,

@@ -69,7 +69,7 @@ def transcript_text(scenario: Scenario, steps: list[SocialStep], names: list[str
     """Render the whole episode as the judge sees it: every action, private ones marked."""
     lines = []
     for step in steps:
-        for agent, text in step.actions.items():
+        for text in step.actions.values():
             lines.append(f"Turn #{step.timestep}: {text}")
     return "\n".join(lines) or "(no turns were played)"
 

@@ -57,8 +57,8 @@ def refine(state: PolicyState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
     notes = [n for n in (candidate.get("error"),) if n]
     base = {"intended": intended.model_dump(), "candidates": _candidates_record(state)}
     if not future["steps"]:
-        fallback = f"{future['error']}; acted on the intended action (refine skipped)"
-        decision = {**base, "action": intended.model_dump(), "prediction": None, "fallback": fallback,
+        skipped = f"{future['error']}; acted on the intended action (refine skipped)"
+        decision = {**base, "action": intended.model_dump(), "prediction": None, "fallback": skipped,
                     "notes": "; ".join(notes) or None,
                     "prompts": dict(state.get("prompts") or {}), "models": dict(state.get("models") or {})}
         return {"decision": decision}
@@ -70,7 +70,7 @@ def refine(state: PolicyState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
                          socialized_context_info=prediction, format_instructions=fmt)
     role = role_of(state, actor)
     reply = call_model(ctx.model_for(role), text, AgentActionForModel)
-    fallback = None
+    fallback: str | None = None
     if reply.value is not None:
         action = AgentAction.from_model(reply.value, known=[n for n in scenario.names if n != actor])
     else:

@@ -6,12 +6,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from scripted import ScriptedChatModel
 from test_episode_scripts import GOALS, SECRETS, Responder, model, scenario
 
 from checkpoints import ExperienceStore, sqlite_saver
 from graphs.episode import build
 from nodes.env import end_reason, next_actor, observers_of
-from scripted import ScriptedChatModel
 from swm.context import SWMContext
 from swm.errors import InputError
 from swm.social.models import AgentAction, AgentActionForModel

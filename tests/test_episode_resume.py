@@ -6,11 +6,11 @@ from pathlib import Path
 from typing import Any
 
 from click.testing import CliRunner
+from scripted import ScriptedChatModel
 from test_episode_scripts import Responder, scenario
 
 from checkpoints import ExperienceStore, sqlite_saver
 from graphs.episode import build
-from scripted import ScriptedChatModel
 from swm.cli import main
 from swm.context import SWMContext
 from swm.social.store import get_episode, load_turns

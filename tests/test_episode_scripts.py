@@ -7,8 +7,8 @@ import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, create_model
-
 from scripted import ScriptedChatModel
+
 from swm.social.judgement import DIMENSIONS
 from swm.social.models import AgentActionForModel, AgentProfile, Scenario, ScenarioAgent
 from swm.social.schemas import Foresight, FutureScore, PredictedMind, PredictedReaction

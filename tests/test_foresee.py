@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from scripted import ScriptedChatModel
 from test_episode_scripts import Responder, model, scenario
 
 from checkpoints import ExperienceStore, sqlite_saver
 from graphs.episode import build
 from graphs.foresee_act import build as build_foresee
-from scripted import ScriptedChatModel
 from swm.context import SWMContext
 from swm.social.store import load_turns
 

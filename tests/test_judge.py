@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from scripted import ScriptedChatModel
 from test_episode_scripts import evaluation, loose, scenario
 
 from nodes.judge import judge_agent
-from scripted import ScriptedChatModel
 from swm.context import SWMContext
 from swm.social.judgement import DIMENSIONS, Judgement, SotopiaEvaluation, read_scores
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from scripted import ScriptedChatModel
 from test_episode_scripts import Responder, model, scenario
 
 from checkpoints import ExperienceStore, sqlite_saver
 from graphs.episode import build
 from graphs.rollout import calls_per_turn
-from scripted import ScriptedChatModel
 from swm.context import SWMContext
 from swm.social.schemas import FutureScore
 from swm.social.store import load_turns

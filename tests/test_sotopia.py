@@ -72,7 +72,8 @@ def test_sotopia_profile_exports(tmp_path: Path) -> None:
                     [{"pk": "C1", "env_id": "ENV1", "agent_ids": ["AG2", "AG1"]}])
     (s,) = load_sotopia_profiles(envs, agents, combos)
     assert s.id == "sotopia-C1" and s.relationship == "friend" and s.codename == "borrow_money"
-    assert s.names == ["Ben Cole", "Ana Silva"] and s.agents[0].goal == "Borrow $100 <extra_info>rent is due</extra_info>"
+    assert s.names == ["Ben Cole", "Ana Silva"]
+    assert s.agents[0].goal == "Borrow $100 <extra_info>rent is due</extra_info>"
     assert s.agents[0].profile.age == 45 and s.agents[0].profile.moral_values == ["Fairness/Cheating"]
     assert s.agents[1].secret == "Owes money" and s.meta["env_id"] == "ENV1"
     (default,) = load_sotopia_profiles(envs, agents)

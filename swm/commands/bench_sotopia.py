@@ -19,7 +19,8 @@ def _policies(value: str) -> list[str]:
     chosen = [p.strip() for p in value.split(",") if p.strip()]
     unknown = [p for p in chosen if p not in POLICIES]
     if unknown or not chosen:
-        raise InputError(f"unknown policy {', '.join(unknown) or '(none)'}", f"use a comma list of {', '.join(POLICIES)}")
+        raise InputError(f"unknown policy {', '.join(unknown) or '(none)'}",
+                         f"use a comma list of {', '.join(POLICIES)}")
     return chosen
 
 
@@ -65,8 +66,9 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
     if str(data) == "shipped":
         pool = shipped()
     elif data is not None:
-        pool = [s for s in load_jsonl(data) if not hard or s.hard] if any(s.hard for s in load_jsonl(data)) \
-            else load_jsonl(data)
+        pool = load_jsonl(data)
+        if hard and any(s.hard for s in pool):  # a file that flags no hard rows is taken whole
+            pool = [s for s in pool if s.hard]
     else:
         from swm.scenarios import SHARED_SOTOPIA
 

@@ -1,7 +1,7 @@
 """SOTOPIA-EVAL's seven dimensions: the schema the judge fills and the repair of what it returns.
 
-The judge model is shown every range twice: in the prompt and as ``ge``/``le`` bounds of
-`SotopiaEvaluation`, the tool schema it fills. What comes back is read leniently
+The judge model is shown every range twice: in the prompt and in `SotopiaEvaluation`, the tool
+schema it fills (``minimum``/``maximum`` and the enum of allowed integers, see `score_field`). What comes back is read leniently
 (`read_scores`): a score out of its range is clamped and the repair recorded; a number given as
 text or a float is rounded; a missing one is asked for again once by the judge node and, if
 still missing, recorded as rejected. Nothing is silently dropped, so `Judgement.overall` (the
@@ -13,12 +13,12 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, computed_field, create_model
 
 # Seven reasonings must fit one reply of a small model's token budget, so each is kept short.
-Reason = Annotated[str, StringConstraints(max_length=250)]
+Reason = Annotated[str, StringConstraints(max_length=200)]
 
 DIMENSIONS: dict[str, tuple[int, int]] = {
     "believability": (0, 10),
@@ -47,11 +47,23 @@ RUBRIC: dict[str, str] = {
 }
 
 
+def score_field(low: int, high: int) -> tuple[Any, Any]:
+    """Return a field for an integer score in low..high that grammar-constrained decoding can enforce.
+
+    The JSON schema carries both ``enum`` (every allowed integer) and ``minimum``/``maximum``:
+    llama.cpp's schema-to-grammar honours the enum but not the bounds, and an unbounded integer
+    lets a small model emit digits until its token limit.
+    """
+    allowed: Any = Literal[tuple(range(low, high + 1))]  # type: ignore[valid-type]
+    return (allowed, Field(description=f"Integer score from {low} to {high}.",
+                           json_schema_extra={"minimum": low, "maximum": high}))
+
+
 def _evaluation_schema() -> type[BaseModel]:
     fields: dict[str, Any] = {}
     for name, (low, high) in DIMENSIONS.items():
         fields[f"{name}_reasoning"] = (Reason, Field(description=f"Reasoning for {name}: {RUBRIC[name]}"))
-        fields[name] = (int, Field(ge=low, le=high, description=f"Integer score from {low} to {high}."))
+        fields[name] = score_field(low, high)
     model = create_model("SotopiaEvaluation", __config__=ConfigDict(extra="forbid"), **fields)
     model.__doc__ = "SOTOPIA-EVAL: reasoning and an integer score in range for each of seven dimensions."
     return model
@@ -168,7 +180,7 @@ def missing_schema(dimensions: list[str]) -> type[BaseModel]:
     for name in dimensions:
         low, high = DIMENSIONS[name]
         fields[f"{name}_reasoning"] = (Reason, Field(description=f"Reasoning for {name}: {RUBRIC[name]}"))
-        fields[name] = (int, Field(ge=low, le=high, description=f"Integer score from {low} to {high}."))
+        fields[name] = score_field(low, high)
     model = create_model("SotopiaEvaluation", __config__=ConfigDict(extra="forbid"), **fields)
     model.__doc__ = "The SOTOPIA-EVAL dimensions still missing: reasoning and an integer score in range."
     return model
