@@ -196,6 +196,9 @@ def test_cli_bench_tom_writes_tables_and_resumes(tmp_path: Path, scripted_server
     assert again.exit_code == 0, again.output
     assert sum(seen.values()) == 12  # nothing ran twice
     assert (out / "tom_tomi.csv").read_text() == table
+    report = CliRunner().invoke(main, [*args, "--report-only"])
+    assert report.exit_code == 0 and "10 of 10 answers finished" in report.output
+    assert sum(seen.values()) == 12 and (out / "tom_tomi.csv").read_text() == table
 
 
 def test_cli_bench_parse_gold_scores_one() -> None:
@@ -244,6 +247,9 @@ def test_killed_cli_process_resumes_to_the_same_table(tmp_path: Path) -> None:
             process.wait(30)
         server.release.set()
         assert not (tmp_path / "kill" / "tom_tomi.csv").exists()
+        partial = CliRunner().invoke(main, [*_bench_args(server.spec, tmp_path, "kill.db", "kill", "run", "1"),
+                                            "--report-only"])
+        assert partial.exit_code == 0 and "6 of 10 answers finished" in partial.output, partial.output
         resumed = CliRunner().invoke(main, _bench_args(server.spec, tmp_path, "kill.db", "kill", "run", "1"))
         assert resumed.exit_code == 0, resumed.output
         # 12 calls in all, plus the one that was in flight when the process died

@@ -39,11 +39,13 @@ def _modes(value: str) -> list[str]:
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder for tom_<benchmark>.md/.csv/.json [default: swm-results/<thread id>].")
 @click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
+@click.option("--report-only", is_flag=True, help="Run nothing: write the table of what the --thread-id run has "
+              "finished so far (to look at a long run, or one that cannot be finished).")
 @model_options("parser", "qa")
 @run_options
 def tom_command(benchmark: str, data: Path | None, modes: str, n: int | None, seed: int, concurrency: int,
-                max_attempts: int, out_dir: Path | None, no_progress: bool, db: Path | None, thread_id: str | None,
-                as_json: bool, **models: Any) -> None:
+                max_attempts: int, out_dir: Path | None, no_progress: bool, report_only: bool, db: Path | None,
+                thread_id: str | None, as_json: bool, **models: Any) -> None:
     """Run the paper's Table 1 protocol: accuracy per mode and question type, with cost and 95% CIs.
 
     Every item goes through the ask graph as its own checkpoint thread; killed runs resume with
@@ -51,7 +53,7 @@ def tom_command(benchmark: str, data: Path | None, modes: str, n: int | None, se
     """
     from swm.tom.loaders import BENCHMARKS, load_benchmark, select
     from swm.tom.report import summarise, write_reports
-    from swm.tom.runner import run_benchmark
+    from swm.tom.runner import result_rows, run_benchmark
     from swm.tom.simulator import generate_stories, story_items
 
     mode_list = _modes(modes)
@@ -64,6 +66,8 @@ def tom_command(benchmark: str, data: Path | None, modes: str, n: int | None, se
                              "pass the data file (see `swm bench tom --help` for the formats)")
         items = select(load_benchmark(benchmark, data), n, seed)
         label = benchmark
+    if report_only and not thread_id:
+        raise InputError("--report-only needs the --thread-id of the run to report", "pass --thread-id")
     ctx = make_context(db, task=BENCHMARKS.get(benchmark, {"task": "tomi"})["task"], max_parse_attempts=max_attempts,
                        **models)
     if ctx.uses_embedded() and concurrency > 1:
@@ -74,14 +78,20 @@ def tom_command(benchmark: str, data: Path | None, modes: str, n: int | None, se
                f"--db {db_path(db)} to resume if interrupted)", err=True)
     meta = {"benchmark": label, "data": str(data) if data else "simulator", "seed": seed, "n": n,
             "modes": ",".join(mode_list)}
-    result = run_benchmark(items, mode_list, ctx, db_path(db), run_id, concurrency=concurrency,
-                           progress=not no_progress, meta=meta)
-    rows = result["rows"]
+    if report_only:
+        rows = result_rows(ctx.experience_store(), run_id, mode_list, items)
+        result = {"rows": rows, "wall_seconds": 0.0, "skipped": len(rows)}
+    else:
+        result = run_benchmark(items, mode_list, ctx, db_path(db), run_id, concurrency=concurrency,
+                               progress=not no_progress, meta=meta)
+        rows = result["rows"]
     summary = summarise(rows, mode_list)
     header = {"data": meta["data"], "questions": len(items), "seed": seed, "run": run_id,
               "models": f"parser={ctx.spec_for('parser')}, qa={ctx.spec_for('qa')}",
               "wall time (this invocation)": f"{result['wall_seconds']:.1f} s",
               "items skipped as already finished": result["skipped"]}
+    if report_only:
+        header["report only"] = f"{len(rows)} of {len(items) * len(mode_list)} answers finished"
     paths = write_reports(out_dir or Path("swm-results") / run_id.replace("/", "_"), label, summary, header, rows)
     if as_json:
         echo_json({"summary": summary, "header": header, "files": {k: str(v) for k, v in paths.items()}})
