@@ -78,6 +78,7 @@ def tom_command(benchmark: str, data: Path | None, modes: str, n: int | None, se
                f"--db {db_path(db)} to resume if interrupted)", err=True)
     meta = {"benchmark": label, "data": str(data) if data else "simulator", "seed": seed, "n": n,
             "modes": ",".join(mode_list)}
+    result: dict[str, Any]
     if report_only:
         rows = result_rows(ctx.experience_store(), run_id, mode_list, items)
         result = {"rows": rows, "wall_seconds": 0.0, "skipped": len(rows)}
