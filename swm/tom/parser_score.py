@@ -40,8 +40,8 @@ from swm.tom.simulator import Event, SimStory
 
 STRUCTURAL_WEIGHT = 0.3
 OBSERVATION_WEIGHT = 0.7
-_ENTER_WORDS = re.compile(r"\b(enter|enters|entered|entering|come|comes|came|walk|walks|walked|into|arrive|arrives"
-                          r"|arrived|step|steps|stepped|inside|in)\b")
+_ENTER_WORDS = re.compile(r"\b(enter|enters|entered|entering|come|comes|came|arrive|arrives|arrived|step|steps"
+                          r"|stepped|walk|walks|walked)\b")
 _EXIT_WORDS = re.compile(r"\b(exit|exits|exited|exiting|leave|leaves|left|leaving|out|goes|went)\b")
 
 
