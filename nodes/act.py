@@ -16,9 +16,9 @@ import prompts
 from swm.context import SWMContext
 from swm.llm import ModelReply, call_model
 from swm.social.graph_state import PolicyState
-from swm.social.models import ACTION_TYPES, AgentAction, AgentActionForModel, Scenario
+from swm.social.models import ACTION_TYPES, AgentAction, Scenario, action_schema_for
 from swm.social.store import load_turns
-from swm.state import is_none
+from swm.state import SocialStep, is_none
 
 
 def scenario_of(state: PolicyState) -> Scenario:
@@ -34,8 +34,6 @@ def history_for(ctx: SWMContext, state: PolicyState, agent: str) -> str:
     """Render what reached ``agent`` turn by turn (observations only, never predictions)."""
     lines = []
     for record in load_turns(ctx.experience_store(), state["episode_id"]):
-        from swm.state import SocialStep
-
         seen = SocialStep.model_validate_json(record.step).observation_of(agent)
         if not is_none(seen):
             lines.append(f"Turn #{record.turn}: {seen}")
@@ -70,7 +68,8 @@ def call_act(ctx: SWMContext, state: PolicyState, stage: str, variation: str = "
     text = prompt.render(agent=actor, background=scenario.background_for(actor),
                          history=history_for(ctx, state, actor), turn=state["turn"],
                          action_types=", ".join(ACTION_TYPES), format_instructions=fmt, variation=variation)
-    reply = call_model(ctx.model_for(role), text, AgentActionForModel)
+    others = tuple(n for n in scenario.names if n != actor)
+    reply = call_model(ctx.model_for(role), text, action_schema_for(others))
     fallback = None
     if reply.value is not None:
         action = AgentAction.from_model(reply.value, known=[n for n in scenario.names if n != actor])

@@ -9,6 +9,7 @@ Each committed turn is one `SocialStep` in the experience store's ``turns`` tabl
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from typing import Any
@@ -19,8 +20,8 @@ from swm.context import SWMContext
 from swm.errors import InputError
 from swm.social.graph_state import EpisodeState
 from swm.social.models import AgentAction, Scenario, TurnRecord
-from swm.social.store import load_world, write_episode, write_turn
-from swm.state import NONE, SocialStep
+from swm.social.store import get_episode, load_world, write_episode, write_turn
+from swm.state import NONE, SocialStep, split_mental_state
 from swm.usage import add_stats, empty_stats, total_usage
 
 POLICIES = ("plain", "foresee", "rollout")
@@ -108,12 +109,8 @@ def commit(state: EpisodeState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
     text = action.to_natural_language(actor)
     minds = {}
     if decision.get("prediction"):
-        import json
-
         for step in json.loads(decision["prediction"])[:1]:
             for agent, observation in (step.get("observations") or {}).items():
-                from swm.state import split_mental_state
-
                 _, mental = split_mental_state(observation)
                 if mental and agent != actor:
                     minds[agent] = mental
@@ -151,8 +148,6 @@ def finish(state: EpisodeState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
     store = ctx.experience_store()
     scenario = Scenario.model_validate(state["scenario"])
     world = load_world(store, state["episode_id"], scenario.names)
-    from swm.social.store import get_episode
-
     row = get_episode(store, state["episode_id"]) or {}
     write_episode(store, {
         **row,

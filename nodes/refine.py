@@ -19,7 +19,7 @@ from nodes.predict import render_future
 from swm.context import SWMContext
 from swm.llm import call_model
 from swm.social.graph_state import PolicyState
-from swm.social.models import AgentAction, AgentActionForModel
+from swm.social.models import AgentAction, action_schema_for
 
 
 def choose(state: PolicyState) -> dict[str, Any]:
@@ -69,7 +69,8 @@ def refine(state: PolicyState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
     text = prompt.render(agent=actor, history=history, intended_action=intended.to_natural_language(actor),
                          socialized_context_info=prediction, format_instructions=fmt)
     role = role_of(state, actor)
-    reply = call_model(ctx.model_for(role), text, AgentActionForModel)
+    others = tuple(n for n in scenario.names if n != actor)
+    reply = call_model(ctx.model_for(role), text, action_schema_for(others))
     fallback: str | None = None
     if reply.value is not None:
         action = AgentAction.from_model(reply.value, known=[n for n in scenario.names if n != actor])

@@ -1,11 +1,11 @@
 """SOTOPIA-EVAL's seven dimensions: the schema the judge fills and the repair of what it returns.
 
 The judge model is shown every range twice: in the prompt and in `SotopiaEvaluation`, the tool
-schema it fills (``minimum``/``maximum`` and the enum of allowed integers, see `score_field`). What comes back is read leniently
-(`read_scores`): a score out of its range is clamped and the repair recorded; a number given as
-text or a float is rounded; a missing one is asked for again once by the judge node and, if
-still missing, recorded as rejected. Nothing is silently dropped, so `Judgement.overall` (the
-mean of the seven) is None whenever a dimension was rejected.
+schema it fills (``minimum``/``maximum`` and the enum of allowed integers, see `score_field`).
+What comes back is read leniently (`read_scores`): a score out of its range is clamped and the
+repair recorded; a number given as text or a float is rounded; a missing one is asked for again
+once by the judge node and, if still missing, recorded as rejected. Nothing is silently dropped,
+so `Judgement.overall` (the mean of the seven) is None whenever a dimension was rejected.
 """
 
 from __future__ import annotations

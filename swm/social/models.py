@@ -11,9 +11,10 @@ are bounded (see `swm.schemas`).
 from __future__ import annotations
 
 import json
+from functools import cache
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model, field_validator
 
 ActionType = Literal["none", "speak", "non-verbal communication", "action", "leave"]
 ACTION_TYPES: tuple[str, ...] = ("none", "speak", "non-verbal communication", "action", "leave")
@@ -33,6 +34,26 @@ class AgentActionForModel(BaseModel):
                            description="Names of private recipients; empty means everyone present.")
 
 
+@cache
+def action_schema_for(others: tuple[str, ...]) -> type[BaseModel]:
+    """Return `AgentActionForModel` with ``to`` limited to the other participants' names.
+
+    A free-text recipient list lets a small model fill it with invented names up to its bound;
+    an enum of the real names (at most one entry each) keeps the reply short and meaningful.
+    """
+    if not others:
+        return AgentActionForModel
+    names: Any = Literal[others]  # type: ignore[valid-type]
+    fields = AgentActionForModel.model_fields
+    model = create_model(
+        "AgentActionForModel", __config__=ConfigDict(extra="forbid"),
+        action_type=(ActionType, fields["action_type"]), argument=(Text, fields["argument"]),
+        to=(list[names], Field(default_factory=list, max_length=len(others),  # type: ignore[valid-type]
+                               description=fields["to"].description)))
+    model.__doc__ = AgentActionForModel.__doc__
+    return model
+
+
 class AgentAction(BaseModel):
     """One agent's action on one turn (SOTOPIA's ``AgentAction`` plus private recipients)."""
 
@@ -43,7 +64,7 @@ class AgentAction(BaseModel):
     to: list[str] = Field(default_factory=list)
 
     @classmethod
-    def from_model(cls, value: AgentActionForModel, known: list[str] | None = None) -> AgentAction:
+    def from_model(cls, value: AgentActionForModel | Any, known: list[str] | None = None) -> AgentAction:
         """Take a model's action, dropping recipients that name no known agent."""
         to = [n for n in value.to if known is None or n in known]
         return cls(action_type=value.action_type, argument=value.argument.strip(), to=to)

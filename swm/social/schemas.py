@@ -79,4 +79,5 @@ class FutureScore(BaseModel):
 
     reasoning: Annotated[str, StringConstraints(max_length=300)] = Field(description="Short reasoning.")
     goal_progress: Literal[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10] = Field(
-        description="Integer from 0 (no progress) to 10 (goal reached).", json_schema_extra={"minimum": 0, "maximum": 10})
+        description="Integer from 0 (no progress) to 10 (goal reached).",
+        json_schema_extra={"minimum": 0, "maximum": 10})
