@@ -1,0 +1,47 @@
+"""The TRL trainer path (needs the [train] extra; skipped without it): DPO and KTO on a tiny local Llama.
+
+Run it in a job that installs the extra: ``pip install torch==2.13.0 && pip install -e '.[train]'``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_lifelong_gate import pair
+
+from swm.lifelong.update import export, train_trl
+
+pytest.importorskip("torch")
+pytest.importorskip("trl")
+CHAT = ("{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} </s> {% endfor %}"
+        "{% if add_generation_prompt %}<|assistant|> {% endif %}")
+
+
+def tiny_llama(path: Path) -> Path:
+    """Save a randomly initialised two-layer Llama with a locally built word-level tokenizer."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    words = "<unk> <pad> <s> </s> <|user|> <|assistant|> $ . , ? ! : ' I can offer for the bike no Ava at turn 0 " \
+            "would work 500 520 whatever".split()
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>", bos_token="<s>",
+                                   eos_token="</s>")
+    fast.chat_template = CHAT
+    config = LlamaConfig(vocab_size=len(words), hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=128,
+                         pad_token_id=1, bos_token_id=2, eos_token_id=3)
+    LlamaForCausalLM(config).save_pretrained(path)
+    fast.save_pretrained(path)
+    return path
+
+
+@pytest.mark.parametrize("method", ["dpo", "kto"])
+def test_trl_trains_on_the_export(tmp_path: Path, method: str) -> None:
+    model = tiny_llama(tmp_path / "tiny")
+    pairs = [pair(), pair(chosen="Would $520 work?", rejected="No."), pair(chosen="I can offer $500.", rejected="!")]
+    data = export(pairs, method, tmp_path / f"{method}.jsonl")
+    out = train_trl(method, data, str(model), tmp_path / "out", max_steps=1, per_device_train_batch_size=2)
+    assert (out / "config.json").is_file() and (out / "tokenizer_config.json").is_file()
