@@ -128,3 +128,44 @@ def test_state_stays_small_turns_live_in_the_store(tmp_path: Path) -> None:
         sizes = [len(repr(s.values)) for s in graph.get_state_history(config) if s.values.get("world") is None
                  and s.values.get("turn")]
     assert sizes and max(sizes) - min(sizes) < 400
+
+
+def _unbounded(schema: dict[str, Any], defs: dict[str, Any], path: str = "") -> list[str]:
+    if "$ref" in schema:
+        return _unbounded(defs[schema["$ref"].split("/")[-1]], defs, path)
+    problems = []
+    kind = schema.get("type")
+    if kind == "string" and "enum" not in schema and not 0 < schema.get("maxLength", 10**9) <= 1000:
+        problems.append(f"{path}: string without maxLength <= 1000")
+    if kind == "array":
+        if "maxItems" not in schema:
+            problems.append(f"{path}: array without maxItems")
+        problems += _unbounded(schema.get("items", {}), defs, f"{path}[]")
+    if kind == "integer" and "enum" not in schema:
+        problems.append(f"{path}: integer without an enum of allowed values")
+    for name, sub in (schema.get("properties") or {}).items():
+        problems += _unbounded(sub, defs, f"{path}.{name}")
+    for sub in schema.get("anyOf", []):
+        problems += _unbounded(sub, defs, path)
+    return problems
+
+
+def test_model_facing_schemas_are_bounded() -> None:
+    from swm.social.judgement import SotopiaEvaluation, missing_schema
+    from swm.social.models import action_schema_for
+    from swm.social.schemas import Foresight, FutureScore, foresight_for
+
+    others = ("Bob", "Cy")
+    for schema in (action_schema_for(others), AgentActionForModel, foresight_for(others), Foresight, FutureScore,
+                   SotopiaEvaluation, missing_schema(["goal", "secret"])):
+        js = schema.model_json_schema()
+        assert _unbounded(js, js.get("$defs", {})) == [], schema.__name__
+    from pydantic import BaseModel
+
+    class Loose(BaseModel):
+        text: str
+        numbers: list[int]
+
+    assert len(_unbounded(Loose.model_json_schema(), {})) == 3  # the walker does catch unbounded fields
+    to = action_schema_for(others).model_json_schema()["properties"]["to"]
+    assert to["maxItems"] == 2
