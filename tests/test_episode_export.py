@@ -54,3 +54,21 @@ def test_transcript_is_readable(tmp_path: Path) -> None:
     assert "Ended: turn limit (3) after 3 turns." in text
     row = episode_row(store, ids[2])
     assert row["rollout_width"] == 2 and row["turns"][0]["candidates"] is not None
+
+
+def test_swm_play_exports_and_prints_json(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from swm.cli import main
+
+    llm = model()
+    path = tmp_path / "one.jsonl"
+    result = CliRunner().invoke(main, ["play", "--scenario", "swm-flat-chores", "--policy", "rollout", "--width", "2",
+                                       "--max-turns", "3", "--db", str(tmp_path / "p.db"), "--export", str(path),
+                                       "--json"], obj={"llm": llm})
+    assert result.exit_code == 0, result.output
+    row = json.loads(path.read_text())
+    assert row["scenario_id"] == "swm-flat-chores" and len(row["agents"]) == 3 and row["num_turns"] == 3
+    # turn 0 is the rollout seat (2 + 2 + 2 + 1 calls), then two plain turns, then 3 judge calls.
+    assert [t["calls"] for t in row["turns"]] == [7, 1, 1] and llm.calls == 7 + 2 + 3
+    assert '"episode_id"' in result.output
