@@ -29,20 +29,26 @@ class EmbeddedRow:
         return self.completion_tokens / self.seconds if self.seconds else float("nan")
 
 
-def measure(calls: int = 3, max_tokens: int = 128) -> tuple[list[EmbeddedRow], str]:
-    """Return free-text and structured rows, and a description of the model (raises if unavailable)."""
+def measure(calls: int = 3, max_tokens: int = 64, budget_s: float = 30.0) -> tuple[list[EmbeddedRow], str]:
+    """Return free-text and structured rows, and a description of the model (raises if unavailable).
+
+    Each kind makes up to ``calls`` calls but stops after ``budget_s`` seconds (at least one call),
+    so a machine busy with other work cannot push the suite past its ten minutes.
+    """
     from swm.embedded import describe, ensure_server
     from swm.llm import call_model, make_chat_model
     from swm.schemas import ReasonedAnswer
 
     ensure_server()
     model = make_chat_model("embedded", max_tokens=max_tokens)
-    call_model(model, "Say hello.")  # warm-up: load, first prompt
+    call_model(make_chat_model("embedded", max_tokens=4), "Say hello.")  # warm-up: load, first prompt
     rows = []
     for kind, schema in (("free text", None), ("structured (ReasonedAnswer)", ReasonedAnswer)):
         done = tokens = prompt = 0
         start = time.perf_counter()
         for i in range(calls):
+            if i and time.perf_counter() - start > budget_s:
+                break
             reply = call_model(model, f"{PROMPT} (variant {i})", schema)
             done += 1
             tokens += reply.stats["completion_tokens"]

@@ -90,7 +90,7 @@ def _timed_resume(graph: Any, config: dict[str, Any], step: int, grow: bool) -> 
     return elapsed, got
 
 
-def measure(sizes: tuple[int, ...] = (10, 100, 1000), repeats: int = 5) -> list[ResumeRow]:
+def measure(sizes: tuple[int, ...] = (10, 100, 1000), repeats: int = 15) -> list[ResumeRow]:
     """Build each run to N finished steps, kill it, and time the resume (best of ``repeats``)."""
     from checkpoints import sqlite_saver
 

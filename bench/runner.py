@@ -26,7 +26,7 @@ class Settings:
     sizes: tuple[int, ...] = (1, 4, 16, 32)
     resume_sizes: tuple[int, ...] = (10, 100, 1000)
     store_sizes: tuple[int, ...] = (100, 1000, 10_000)
-    embedded_calls: int = 3
+    embedded_calls: int = 2
     repeats: int = 2  # best-of repetitions for the concurrency batches
 
     @classmethod
