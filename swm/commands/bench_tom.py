@@ -108,6 +108,7 @@ def tom_command(benchmark: str, data: Path | None, modes: str, n: int | None, se
               help="Corrupted gold states to score as controls (comma list; empty for none).")
 @click.option("--parser", "parser_spec", default=None, metavar="SPEC",
               help="Also parse each story with this model and score its S3AP ('embedded', a name, name@url).")
+@click.option("--max-attempts", default=3, show_default=True, help="Parse → check → repair attempts (--parser).")
 @click.option("--data", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="JSONL of {id, story, parse[, reference]} with no gold events: scored by the LLM judge.")
 @click.option("--judge", is_flag=True, help="Also score observation accuracy with the LLM judge (appendix A.3 "
@@ -116,9 +117,9 @@ def tom_command(benchmark: str, data: Path | None, modes: str, n: int | None, se
               help="Folder for parse_scores.md/.json.")
 @model_options("judge")
 @run_options
-def parse_bench_command(n_stories: int, seed: int, corruptions: str, parser_spec: str | None, data: Path | None,
-                        judge: bool, out_dir: Path | None, db: Path | None, thread_id: str | None, as_json: bool,
-                        **models: Any) -> None:
+def parse_bench_command(n_stories: int, seed: int, corruptions: str, parser_spec: str | None, max_attempts: int,
+                        data: Path | None, judge: bool, out_dir: Path | None, db: Path | None,
+                        thread_id: str | None, as_json: bool, **models: Any) -> None:
     """Score S3AP parses against gold states: 0.3 × structural + 0.7 × exact observation fidelity.
 
     The simulator's own gold states score 1.0; corrupted copies (an agent observing after it
@@ -132,8 +133,8 @@ def parse_bench_command(n_stories: int, seed: int, corruptions: str, parser_spec
     if bad:
         raise InputError(f"unknown corruption(s) {', '.join(bad)}", f"use {', '.join(CORRUPTIONS)}")
     needs_model = judge or data is not None or parser_spec is not None
-    ctx = make_context(db, task="tomi", **({"parser_model": parser_spec} if parser_spec else {}), **models) \
-        if needs_model else None
+    ctx = make_context(db, task="tomi", max_parse_attempts=max_attempts,
+                       **({"parser_model": parser_spec} if parser_spec else {}), **models) if needs_model else None
     if data is not None:
         rows = _judge_file(ctx, data)
         _emit({"source": str(data), "results": rows}, [], out_dir, as_json)
