@@ -32,13 +32,18 @@ class Agents:
     ``sabotage`` the policy that carries memory offers below the zone everywhere.
     """
 
-    def __init__(self, sabotage: bool = False, fail_after: int | None = None) -> None:
+    def __init__(self, sabotage: bool = False, fail_after: int | None = None, judge_goal: int = 8) -> None:
+        self.judge_goal = judge_goal
         self.seen: Counter[str] = Counter()
         self.sabotage = sabotage
         self.fail_after = fail_after
         self.acts = 0
 
     def __call__(self, prompt: str, tool: str | None) -> Any:
+        if tool == "SotopiaEvaluation":
+            from test_episode_scripts import evaluation
+
+            return evaluation(goal=self.judge_goal)
         if tool == "StrategyNotes":
             return StrategyNotes(notes=["Open with a price just above what you can accept."])
         if tool == "Foresight":
@@ -134,6 +139,18 @@ def test_gating_off_keeps_every_pair_and_still_records_why(tmp_path: Path) -> No
     gated, on_store, _ = run(tmp_path / "on", Agents(), strict)
     assert gated["kept"] == 0 and gated["rejected"] == on_store.count("lifelong_pairs") > 0
     assert ls.gate_counts(on_store, "t1")["margin"] == gated["rejected"]
+
+
+@pytest.mark.parametrize(("goal", "passes"), [(8, True), (3, False)])
+def test_with_the_judge_pass_also_needs_the_goal_score(tmp_path: Path, goal: int, passes: bool) -> None:
+    plan = {**PLAN, "cycles": 1, "judge": True, "judge_threshold": 7.0}
+    run(tmp_path, Agents(judge_goal=goal), plan)
+    store = ExperienceStore(tmp_path / "run.db")
+    rows = list(store.rows("select completion, passed, judge_goal from lifelong_episodes where phase = 'eval'"))
+    assert rows and all(r["judge_goal"] == goal for r in rows)
+    completed = [r for r in rows if r["completion"]]
+    assert completed  # the scripted seller closes the held-out negotiations
+    assert all(bool(r["passed"]) == passes for r in completed)
 
 
 def test_killed_mid_collect_then_resumed_loses_and_repeats_no_episode(tmp_path: Path) -> None:

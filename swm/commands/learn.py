@@ -36,7 +36,8 @@ def _progress_line(store: Any, plan: dict[str, Any], values: dict[str, Any]) -> 
 
     counts = ls.gate_counts(store, plan["run_id"])
     rejected = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()) if not k.startswith("_") and v)
-    return (f"cycle {values.get('cycle', 0)}/{plan['cycles']} {values.get('phase', 'start')}; pairs kept "
+    cycle = min(int(values.get("cycle", 0)), plan["cycles"])
+    return (f"cycle {cycle}/{plan['cycles']} {values.get('phase', 'start')}; pairs kept "
             f"{counts.get('_kept', 0)}, rejected: {rejected or 'none'}")
 
 
