@@ -19,8 +19,6 @@ import sqlite_utils
 
 from checkpoints.savers import connect
 
-SECRET_MARKERS = ("sk-", "api_key", "OPENAI_API_KEY")
-
 
 class ExperienceStore:
     """One SQLite file of runs, parses, episodes, turns, pairs and metrics."""
