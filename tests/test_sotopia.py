@@ -118,6 +118,7 @@ def test_bench_sotopia_writes_its_table_and_resumes(tmp_path: Path) -> None:
     rows = {r["policy"]: r for r in data["table"]}
     assert rows["plain"]["calls_per_turn"] == pytest.approx(1.0)
     assert rows["foresee"]["calls_per_turn"] == pytest.approx(7 / 3)
+    assert rows["foresee"]["agent_calls_per_turn"] == pytest.approx(3.0)
     assert rows["plain"]["goal"]["n"] == 2 and rows["plain"]["episodes_per_hour"] > 0
     assert len((out / "episodes.jsonl").read_text().splitlines()) == 4
     assert len(list((out / "transcripts").glob("*.txt"))) == 4

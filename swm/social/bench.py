@@ -108,7 +108,12 @@ def run_bench(scenarios: list[Scenario], policies: list[str], ctx: SWMContext, d
 
 
 def summarise(store: Any, episode_ids: Iterable[str], policies: list[str]) -> list[dict[str, Any]]:
-    """One row per policy: each dimension's mean ± 95% CI for the tested agent, cost per turn, throughput."""
+    """One row per policy: each dimension's mean ± 95% CI for the tested agent, cost per turn, throughput.
+
+    ``calls_per_turn`` and ``tokens_per_turn`` count every turn of the episodes (both seats, judge
+    excluded); ``agent_calls_per_turn`` only the tested seat's turns (1 plain, 3 foresee).
+    ``episodes_per_hour`` is 3600 · episodes / their summed wall time (one stream).
+    """
     by_policy: dict[str, list[dict[str, Any]]] = {p: [] for p in policies}
     for eid in episode_ids:
         row = get_episode(store, eid)
@@ -124,16 +129,20 @@ def summarise(store: Any, episode_ids: Iterable[str], policies: list[str]) -> li
         for name in [*DIMENSIONS, "overall"]:
             mean, half, n = mean_ci(s.get(name) for s in scores)
             out[name] = {"mean": mean, "ci95": half, "n": n}
-        turns = calls = tokens = fallbacks = 0
+        turns = calls = tokens = fallbacks = own_turns = own_calls = 0
         for r in rows:
             for t in load_turns(store, r["episode_id"]):
                 turns += 1
                 calls += t.calls
                 tokens += t.prompt_tokens + t.completion_tokens
                 fallbacks += bool(t.fallback)
+                if t.agent == r.get("tested_agent"):
+                    own_turns += 1
+                    own_calls += t.calls
         wall = sum(float(r.get("wall_seconds") or 0) for r in rows)
         judge_calls = sum(int(((r.get("usage") or {}).get("judge") or {}).get("calls", 0)) for r in rows)
         out.update(turns=turns, calls_per_turn=calls / turns if turns else None,
+                   agent_calls_per_turn=own_calls / own_turns if own_turns else None,
                    tokens_per_turn=tokens / turns if turns else None, fallbacks=fallbacks,
                    judge_calls_per_episode=judge_calls / len(rows) if rows else None,
                    episodes_per_hour=3600 * len(rows) / wall if wall else None,
@@ -150,13 +159,15 @@ SHORT = {"financial_and_material_benefits": "financial", "social_rules": "social
 def markdown(table: list[dict[str, Any]]) -> str:
     """Render the summary as a Markdown table."""
     dims = ["goal", *[d for d in DIMENSIONS if d != "goal"], "overall"]
-    head = ["policy", "n", *[SHORT.get(d, d) for d in dims], "calls/turn", "tokens/turn", "episodes/hour",
+    head = ["policy", "n", *[SHORT.get(d, d) for d in dims], "calls/turn", "agent calls/turn", "tokens/turn",
+            "episodes/hour",
             "fallbacks", "repaired/rejected scores"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in table:
         cells = [row["policy"], str(row["n"])]
         cells += [format_ci(row[d]["mean"], row[d]["ci95"]) for d in dims]
         cells += [f"{row['calls_per_turn']:.2f}" if row["calls_per_turn"] is not None else "n/a",
+                  f"{row['agent_calls_per_turn']:.2f}" if row["agent_calls_per_turn"] is not None else "n/a",
                   f"{row['tokens_per_turn']:.0f}" if row["tokens_per_turn"] is not None else "n/a",
                   f"{row['episodes_per_hour']:.1f}" if row["episodes_per_hour"] is not None else "n/a",
                   str(row["fallbacks"]), f"{row['repaired_scores']}/{row['rejected_scores']}"]
