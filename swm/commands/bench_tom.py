@@ -70,12 +70,13 @@ def tom_command(benchmark: str, data: Path | None, modes: str, n: int | None, se
         raise InputError("--report-only needs the --thread-id of the run to report", "pass --thread-id")
     ctx = make_context(db, task=BENCHMARKS.get(benchmark, {"task": "tomi"})["task"], max_parse_attempts=max_attempts,
                        **models)
-    if ctx.uses_embedded() and concurrency > 1:
+    if ctx.uses_embedded() and concurrency > 1 and not report_only:
         click.echo("note: the embedded model serves one request at a time; running with --concurrency 1", err=True)
         concurrency = 1
     run_id = thread_id or f"tom-{label}-{uuid.uuid4().hex[:10]}"
-    click.echo(f"run {run_id}: {len(items)} questions × {len(mode_list)} modes (rerun with --thread-id {run_id} "
-               f"--db {db_path(db)} to resume if interrupted)", err=True)
+    if not report_only:
+        click.echo(f"run {run_id}: {len(items)} questions × {len(mode_list)} modes (rerun with --thread-id {run_id} "
+                   f"--db {db_path(db)} to resume if interrupted)", err=True)
     meta = {"benchmark": label, "data": str(data) if data else "simulator", "seed": seed, "n": n,
             "modes": ",".join(mode_list)}
     result: dict[str, Any]
