@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from langchain_core.runnables import RunnableConfig
 from scripted import ScriptedChatModel
 from test_episode_scripts import Responder, model, scenario
 
@@ -80,3 +81,31 @@ def test_failed_simulation_is_recorded_and_ranked_last(tmp_path: Path) -> None:
     # 2 samples + 2 failed first steps (the second steps are never asked) + 2 scores; refine skipped.
     assert row.calls == 6
     assert row.fallback and "predict step 1" in row.fallback and row.action == row.intended
+
+
+def test_killed_rollout_resumes_without_resampling(tmp_path: Path) -> None:
+    """A crash in the simulate fan-out: the finished samples (and finished branches) are not asked again."""
+    base = Responder()
+    seen = {"Foresight": 0}
+
+    def respond(prompt: str, tool: str | None):  # type: ignore[no-untyped-def]
+        if tool == "Foresight":
+            seen["Foresight"] += 1
+            if seen["Foresight"] == 2:
+                return RuntimeError("killed mid-simulation")
+        return base(prompt, tool)
+
+    llm = ScriptedChatModel(respond=respond)
+    ctx = SWMContext(llm=llm, rollout_width=3, rollout_depth=1, store=ExperienceStore(tmp_path / "s.db"))
+    config: RunnableConfig = {"configurable": {"thread_id": "r"}}
+    inputs = {"scenario": scenario().model_dump(), "episode_id": "r", "max_turns": 1, "policies": {"Ann": "rollout"},
+              "judge": False}
+    with sqlite_saver(tmp_path / "cp.db") as saver:
+        graph = build().compile(checkpointer=saver)
+        with pytest.raises(RuntimeError):
+            graph.invoke(inputs, config, context=ctx)
+        out = graph.invoke(None, config, context=ctx)
+    tools = [t for t, _ in llm.prompts]
+    assert tools.count("AgentActionForModel") == 3 + 1  # 3 samples once each, then the refine
+    assert 3 + 1 <= tools.count("Foresight") <= 3 + 1 + 2  # the crashed branch again (+ any cut short)
+    assert tools.count("FutureScore") == 3 and out["turn"] == 1
