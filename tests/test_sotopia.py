@@ -125,3 +125,20 @@ def test_bench_sotopia_writes_its_table_and_resumes(tmp_path: Path) -> None:
     calls = llm.calls
     second = CliRunner().invoke(main, args, obj={"llm": llm})
     assert second.exit_code == 0 and llm.calls == calls and "skipped 4 finished" in second.output
+
+
+def test_bench_sotopia_reports_a_failed_episode_and_finishes_it_on_rerun(tmp_path: Path) -> None:
+    from test_episode_resume import crashing_model
+
+    llm = crashing_model(at=2)  # the first episode's second call
+    args = ["bench", "sotopia", "--data", "shipped", "--policies", "plain", "--n", "2", "--max-turns", "2",
+            "--concurrency", "1", "--db", str(tmp_path / "b.db"), "--thread-id", "F", "--out", str(tmp_path / "o"),
+            "--no-progress"]
+    first = CliRunner().invoke(main, args, obj={"llm": llm})
+    assert first.exit_code == 0, first.output
+    assert "failed (Crash: killed)" in first.output and "ran 1, skipped 0 finished, failed 1" in first.output
+    calls = llm.calls  # 2 (one crashed) + the other episode's 2 turns and 2 judge calls
+    assert calls == 2 + 4
+    second = CliRunner().invoke(main, args, obj={"llm": llm})
+    assert second.exit_code == 0 and "ran 1, skipped 1 finished, failed 0" in second.output
+    assert llm.calls == calls + 1 + 2  # only the crashed turn again, then the judge; turn 0 was not replayed
