@@ -26,6 +26,7 @@ from swm.usage import CallStats
 ROLES = ("parser", "qa", "agent", "world_model", "partner", "judge")
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
 EMBEDDED = "embedded"
+EMBEDDED_MAX_TOKENS = 1536  # room for a 6-step S3AP parse; SmolLM2's context is 8,192
 
 
 @dataclass(frozen=True)
@@ -64,9 +65,11 @@ def make_chat_model(spec: str, *, temperature: float = 0.0, max_tokens: int | No
         from swm.embedded import ensure_server
 
         server = ensure_server()
+        # langchain-openai sends the cap as max_completion_tokens, which llama.cpp's server ignores;
+        # its own max_tokens goes in the body, so a small model cannot loop to the context limit.
         return ChatOpenAI(model="embedded", base_url=server.base_url, api_key="sk-no-key-needed",  # type: ignore[arg-type]
-                          temperature=temperature, max_tokens=max_tokens or 1024, timeout=timeout,
-                          max_retries=max_retries)
+                          temperature=temperature, timeout=timeout, max_retries=max_retries,
+                          extra_body={"max_tokens": max_tokens or EMBEDDED_MAX_TOKENS})
     base_url = parsed.base_url or os.environ.get("OPENAI_BASE_URL") or None
     key = os.environ.get("OPENAI_API_KEY")
     if not key and parsed.base_url is None and base_url is None:

@@ -79,7 +79,7 @@ class ScriptedChatModel(BaseChatModel):
                 raise AssertionError(f"scripted model ran out of replies after {self._index} (asked for {tool_name})")
         if isinstance(reply, Exception):
             raise reply
-        if isinstance(reply, BaseModel):
+        if isinstance(reply, BaseModel) and not isinstance(reply, AIMessage):  # an AIMessage is a BaseModel too
             reply = as_structured(reply, name=tool_name or type(reply).__name__)
         elif isinstance(reply, str):
             reply = AIMessage(content=reply)

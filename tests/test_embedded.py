@@ -47,3 +47,10 @@ def test_embedded_server_stops_with_its_process() -> None:
             return
         time.sleep(0.2)
     pytest.fail(f"embedded server {child} outlived its process")
+
+
+def test_the_token_cap_reaches_the_llama_cpp_server() -> None:
+    from swm.llm import call_model, make_chat_model
+
+    reply = call_model(make_chat_model("embedded", max_tokens=8), "Write a long story about a marble.")
+    assert 0 < reply.stats["completion_tokens"] <= 8
