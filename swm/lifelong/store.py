@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import time
+import weakref
 from collections.abc import Iterable
 from typing import Any
 
@@ -32,6 +33,9 @@ def put_task(store: Any, task: Task) -> None:
     store.insert("lifelong_tasks", {"task_id": task.task_id, "family": task.family, "level": task.level,
                                     "seed": task.seed, "split": task.split, "task": task.model_dump(mode="json")},
                  pk="task_id", ignore=True)
+
+
+_INDEXED: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def episode_done(store: Any, episode_id: str) -> bool:
@@ -50,6 +54,10 @@ def put_episode(store: Any, record: EpisodeRecord, passed: bool) -> bool:
         "prompts": record.prompts, "completion": int(v.completion), "violations": v.violations,
         "passed": int(passed), "judge_goal": record.judge_goal, "turns": len(record.turns), "error": record.error,
         "record": record.model_dump(mode="json"), "created": time.time()}, pk="episode_id", ignore=True)
+    if store not in _INDEXED:  # load_episodes and the rate queries select by run, cycle and phase
+        with store.lock:
+            store.db.table("lifelong_episodes").create_index(["run_id", "cycle", "phase"], if_not_exists=True)
+        _INDEXED.add(store)
     return True
 
 
