@@ -129,7 +129,9 @@ def run_episode(task: Task, ctx: SWMContext, *, episode_id: str, memory: dict[st
     out = graph.invoke({"scenario": scenario.model_dump(mode="json"), "episode_id": episode_id,
                         "policies": {n: policy for n in scenario.names}, "max_turns": max_turns, "judge": judge,
                         "tested_agent": tested_agent or scenario.names[0]},
-                       context=ctx)  # type: ignore[call-overload]  # episode.build() does not name its context type
+                       # the inner graph has no checkpointer; without this it inherits an outer
+                       # durability="sync" and LangGraph fails (AttributeError: _put_checkpoint_fut)
+                       context=ctx, durability="async")  # type: ignore[call-overload]
     turns = load_turns(store, episode_id)
     record = to_record(task, scenario, turns, out.get("judgements"), tested_agent, episode_id=episode_id,
                        source_episode=episode_id, models=dict(out.get("models") or {}),
