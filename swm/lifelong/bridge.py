@@ -16,6 +16,7 @@ the plain policy and of Foresee-and-Act's sample step), and runs the task's chec
 from __future__ import annotations
 
 import json
+import warnings
 from typing import Any
 
 import prompts
@@ -113,6 +114,16 @@ def to_record(task: Task, scenario: Scenario, turns: list[EpisodeTurn], judgemen
     return record
 
 
+# The inner episode graph has no checkpointer; without a durability of its own it inherits an
+# outer durability="sync" and LangGraph fails (AttributeError: _put_checkpoint_fut). Passing one
+# makes LangGraph warn that it has no effect, which is exactly what we want here.
+warnings.filterwarnings("ignore", message="`durability` has no effect when no checkpointer is present")
+
+
+def _invoke(graph: Any, inputs: dict[str, Any], context: SWMContext) -> dict[str, Any]:
+    return dict(graph.invoke(inputs, context=context, durability="async"))
+
+
 def run_episode(task: Task, ctx: SWMContext, *, episode_id: str, memory: dict[str, str], policy: str,
                 max_turns: int, judge: bool, tested_agent: str | None = None,
                 **provenance: Any) -> tuple[EpisodeRecord, dict[str, Any]]:
@@ -126,12 +137,9 @@ def run_episode(task: Task, ctx: SWMContext, *, episode_id: str, memory: dict[st
             store.db.conn.commit()
     scenario = to_scenario(task, memory)
     graph = episode.build().compile(checkpointer=False)
-    out = graph.invoke({"scenario": scenario.model_dump(mode="json"), "episode_id": episode_id,
-                        "policies": {n: policy for n in scenario.names}, "max_turns": max_turns, "judge": judge,
-                        "tested_agent": tested_agent or scenario.names[0]},
-                       # the inner graph has no checkpointer; without this it inherits an outer
-                       # durability="sync" and LangGraph fails (AttributeError: _put_checkpoint_fut)
-                       context=ctx, durability="async")  # type: ignore[call-overload]
+    out = _invoke(graph, {"scenario": scenario.model_dump(mode="json"), "episode_id": episode_id,
+                          "policies": {n: policy for n in scenario.names}, "max_turns": max_turns, "judge": judge,
+                          "tested_agent": tested_agent or scenario.names[0]}, ctx)
     turns = load_turns(store, episode_id)
     record = to_record(task, scenario, turns, out.get("judgements"), tested_agent, episode_id=episode_id,
                        source_episode=episode_id, models=dict(out.get("models") or {}),
