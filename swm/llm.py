@@ -68,7 +68,7 @@ def make_chat_model(spec: str, *, temperature: float = 0.0, max_tokens: int | No
         # langchain-openai sends the cap as max_completion_tokens, which llama.cpp's server ignores;
         # its own max_tokens goes in the body, so a small model cannot loop to the context limit.
         return ChatOpenAI(model="embedded", base_url=server.base_url, api_key="sk-no-key-needed",  # type: ignore[arg-type]
-                          temperature=temperature, timeout=timeout, max_retries=max_retries,
+                          temperature=temperature, timeout=timeout, max_retries=0,  # a retry redoes a slow call
                           extra_body={"max_tokens": max_tokens or EMBEDDED_MAX_TOKENS})
     base_url = parsed.base_url or os.environ.get("OPENAI_BASE_URL") or None
     key = os.environ.get("OPENAI_API_KEY")
