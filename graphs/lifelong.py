@@ -48,11 +48,11 @@ def build() -> StateGraph[LifelongState, SWMContext, LifelongState, LifelongStat
     g = StateGraph(LifelongState, context_schema=SWMContext)
     g.add_node("synthesize", synthesize_node, retry_policy=STORE_RETRY)
     # Send targets: they take an episode job, not the graph state.
-    g.add_node("collect", collect, retry_policy=STORE_RETRY)  # type: ignore[call-overload]
+    g.add_node("collect", collect, retry_policy=STORE_RETRY)  # type: ignore[arg-type,call-overload]
     g.add_node("convert", convert, retry_policy=STORE_RETRY)
     g.add_node("gate", gate, retry_policy=STORE_RETRY)
     g.add_node("update", update, retry_policy=STORE_RETRY)
-    g.add_node("evaluate", evaluate, retry_policy=STORE_RETRY)  # type: ignore[call-overload]
+    g.add_node("evaluate", evaluate, retry_policy=STORE_RETRY)  # type: ignore[arg-type,call-overload]
     g.add_node("deploy", deploy_node, retry_policy=STORE_RETRY)
     g.add_node("report", report_node, retry_policy=STORE_RETRY)
     g.add_edge(START, "synthesize")
