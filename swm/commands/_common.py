@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,16 @@ def run_options(f: F) -> F:
                      help="SQLite file for checkpoints and the experience store [env SWM_DB; "
                           "default ~/.local/share/swm/swm.db].")(f)
     return f
+
+
+def comma_list(value: str, allowed: Sequence[str], what: str, *, allow_empty: bool = False) -> list[str]:
+    """Split a ``--x a,b`` option and check every item, with a one-line error naming the choices."""
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    bad = [v for v in items if v not in allowed]
+    if bad or not (items or allow_empty):
+        raise InputError(f"unknown {what}: {', '.join(bad) or '(none given)'}",
+                         f"use a comma list of {', '.join(allowed)}")
+    return items
 
 
 def db_path(db: Path | None) -> Path:

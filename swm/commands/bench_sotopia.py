@@ -10,18 +10,9 @@ from typing import Any
 import click
 
 from nodes.env import POLICIES
-from swm.commands._common import db_path, echo_json, make_context, model_options, run_options
+from swm.commands._common import comma_list, db_path, echo_json, make_context, model_options, run_options
 from swm.commands.play import EPISODE_ROLES, inject_test_models
 from swm.errors import InputError
-
-
-def _policies(value: str) -> list[str]:
-    chosen = [p.strip() for p in value.split(",") if p.strip()]
-    unknown = [p for p in chosen if p not in POLICIES]
-    if unknown or not chosen:
-        raise InputError(f"unknown policy {', '.join(unknown) or '(none)'}",
-                         f"use a comma list of {', '.join(POLICIES)}")
-    return chosen
 
 
 @click.command("sotopia")
@@ -62,7 +53,7 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
     from swm.social.bench import markdown, run_bench, spread, summarise
     from swm.social.export import transcript, write_jsonl
 
-    chosen = _policies(policies)
+    chosen = comma_list(policies, POLICIES, "policy")
     if str(data) == "shipped":
         pool = shipped()
     elif data is not None:

@@ -11,16 +11,8 @@ from typing import Any
 import click
 
 from nodes.parse import MODES
-from swm.commands._common import db_path, echo_json, make_context, model_options, run_options
+from swm.commands._common import comma_list, db_path, echo_json, make_context, model_options, run_options
 from swm.errors import InputError
-
-
-def _modes(value: str) -> list[str]:
-    modes = [m.strip() for m in value.split(",") if m.strip()]
-    unknown = [m for m in modes if m not in MODES]
-    if unknown or not modes:
-        raise InputError(f"unknown mode(s) {', '.join(unknown) or '(none)'}", f"use a comma list of {', '.join(MODES)}")
-    return modes
 
 
 @click.command("tom")
@@ -56,7 +48,7 @@ def tom_command(benchmark: str, data: Path | None, modes: str, n: int | None, se
     from swm.tom.runner import result_rows, run_benchmark
     from swm.tom.simulator import generate_stories, story_items
 
-    mode_list = _modes(modes)
+    mode_list = comma_list(modes, MODES, "mode")
     if benchmark == "sim":
         items = story_items(generate_stories(n or 20, seed))
         label = "tomi-sim"
@@ -129,10 +121,7 @@ def parse_bench_command(n_stories: int, seed: int, corruptions: str, parser_spec
     from swm.tom.parser_score import CORRUPTIONS, corrupt, score_parse
     from swm.tom.simulator import generate_stories
 
-    kinds = [c.strip() for c in corruptions.split(",") if c.strip()]
-    bad = [c for c in kinds if c not in CORRUPTIONS]
-    if bad:
-        raise InputError(f"unknown corruption(s) {', '.join(bad)}", f"use {', '.join(CORRUPTIONS)}")
+    kinds = comma_list(corruptions, CORRUPTIONS, "corruption", allow_empty=True)
     needs_model = judge or data is not None or parser_spec is not None
     ctx = make_context(db, task="tomi", max_parse_attempts=max_attempts,
                        **({"parser_model": parser_spec} if parser_spec else {}), **models) if needs_model else None

@@ -11,19 +11,10 @@ from typing import Any
 import click
 from langchain_core.runnables import RunnableConfig
 
-from swm.commands._common import db_path, echo_json, make_context, model_options, run_options
+from swm.commands._common import comma_list, db_path, echo_json, make_context, model_options, run_options
 from swm.errors import InputError
 from swm.lifelong.tasks import FAMILIES, LEVELS
 from swm.usage import total_usage
-
-
-def _csv(values: str, allowed: tuple[str, ...], what: str) -> list[str]:
-    items = [v.strip() for v in values.split(",") if v.strip()]
-    bad = [v for v in items if v not in allowed]
-    if bad or not items:
-        raise InputError(f"unknown {what}: {', '.join(bad) or '(none given)'}",
-                         f"use a comma list of {', '.join(allowed)}")
-    return items
 
 
 def _expected_episodes(plan: dict[str, Any]) -> int:
@@ -95,8 +86,8 @@ def learn_command(cycles: int, levels: str, families: str, episodes_per_level: i
     if cycles < 1 or episodes_per_level < 1 or samples_per_task < 1 or concurrency < 1:
         raise InputError("cycles, episodes per level, samples per task and concurrency must be at least 1")
     thread = thread_id or f"learn-{uuid.uuid4().hex[:10]}"
-    plan = {"run_id": thread, "cycles": cycles, "levels": _csv(levels, LEVELS, "level"),
-            "families": _csv(families, FAMILIES, "family"), "episodes_per_level": episodes_per_level,
+    plan = {"run_id": thread, "cycles": cycles, "levels": comma_list(levels, LEVELS, "level"),
+            "families": comma_list(families, FAMILIES, "family"), "episodes_per_level": episodes_per_level,
             "samples_per_task": samples_per_task, "max_turns": max_turns, "policy": policy,
             "eval_policy": eval_policy, "self_play": self_play, "judge": judge, "judge_threshold": judge_threshold,
             "gating": gating == "on", "min_margin": min_margin, "update": update_method, "replay": replay,
