@@ -14,7 +14,7 @@ from swm.cli import main
 from swm.errors import InputError
 from swm.scenarios import load_jsonl, load_sotopia_profiles, resolve, shipped
 from swm.social.bench import spread
-from swm.social.stats import mean_ci, t95
+from swm.stats import mean_ci, t95
 
 
 def test_shared_sotopia_sample_loads(shared_dir: Path) -> None:

@@ -24,6 +24,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from swm.stats import wilson_interval
+
 Z95 = 1.959963984540054
 
 
@@ -61,11 +63,8 @@ def wilson(successes: int, n: int, z: float = Z95) -> Estimate:
     """Return a proportion with its Wilson score interval."""
     if n == 0:
         return Estimate(0.0, 0.0, 1.0)
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return Estimate(p, max(0.0, centre - half), min(1.0, centre + half))
+    low, high = wilson_interval(successes, n, z)
+    return Estimate(successes / n, low, high)
 
 
 def _combine(terms: Sequence[tuple[float, Cell]]) -> Estimate | None:

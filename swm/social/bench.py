@@ -22,8 +22,8 @@ from swm.context import SWMContext
 from swm.errors import ModelUnavailable
 from swm.social.judgement import DIMENSIONS
 from swm.social.models import Scenario
-from swm.social.stats import format_ci, mean_ci
 from swm.social.store import get_episode, load_turns, write_episode
+from swm.stats import format_ci, mean_ci
 
 
 def spread(scenarios: list[Scenario], n: int | None) -> list[Scenario]:

@@ -13,6 +13,7 @@ import re
 from collections import Counter
 from typing import Any
 
+from swm.stats import wilson_interval  # noqa: F401  (re-exported: swm.tom.wilson_interval)
 from swm.tom.loaders import TomItem
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -119,17 +120,6 @@ def score_answer(item: TomItem, answer: Any) -> dict[str, Any]:
         f1 = token_f1(answer, item.answer)
         return {"exact": exact_match(answer, item.answer), "loose": f1 >= 0.5, "value": f1, "chosen": None}
     raise ValueError(f"no scoring rule for item kind {item.kind!r}")
-
-
-def wilson_interval(successes: float, n: int, z: float = 1.959964) -> tuple[float, float]:
-    """Return the 95% Wilson score interval of a proportion (well-behaved at 0, 1 and small n)."""
-    if n <= 0:
-        return (0.0, 0.0)
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return (max(0.0, centre - half), min(1.0, centre + half))
 
 
 def mean_interval(values: list[float], z: float = 1.959964) -> tuple[float, float]:

@@ -1,4 +1,7 @@
-"""Means with 95% confidence intervals for small samples (no scipy: a t table, then the normal)."""
+"""95% intervals shared by every benchmark: Wilson for proportions, Student's t for small-sample means.
+
+No scipy: a t table for 1..30 degrees of freedom, then the normal.
+"""
 
 from __future__ import annotations
 
@@ -36,3 +39,18 @@ def format_ci(mean: float | None, half: float | None, digits: int = 2) -> str:
     if mean is None:
         return "n/a"
     return f"{mean:.{digits}f}" + (f" ± {half:.{digits}f}" if half is not None else " ± n/a")
+
+
+def wilson_interval(successes: float, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """Return the 95% Wilson score interval of a proportion (well-behaved at 0, 1 and small n).
+
+    With n = 0 there is no data; the interval is (0, 0) and callers that need "anything is
+    possible" write their own (0, 1).
+    """
+    if n <= 0:
+        return (0.0, 0.0)
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return (max(0.0, centre - half), min(1.0, centre + half))
