@@ -22,7 +22,8 @@ from swm.errors import InputError
 from swm.graph_state import SocialWorldState
 from swm.llm import call_model
 from swm.schemas import S3APParse
-from swm.state import Issue, SocialWorld, ValidationReport, agent_key, validate_s3ap
+from swm.state import Issue, SocialWorld, ValidationReport, agent_key
+from swm.validation import validate_s3ap
 
 TASKS = ("generic", "tomi", "hitom", "fantom", "mmtom", "confaide")
 MODES = ("vanilla", "cot", "s3ap", "s3ap_only")

@@ -14,7 +14,7 @@ from bench.schema_instance import known_schemas, minimal_instance
 from swm.context import SWMContext
 from swm.llm import call_model, make_chat_model
 from swm.schemas import ReasonedAnswer, S3APParse
-from swm.state import validate_s3ap
+from swm.validation import validate_s3ap
 
 
 def test_answers_a_structured_chatopenai_call() -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from swm.state import SocialStep, SocialWorld, validate_s3ap
+from swm.state import SocialStep, SocialWorld
+from swm.validation import validate_s3ap
 
 # The paper's Figure 4 example (the incorrect parse of the error analysis), completed with the
 # required timestep and actions fields, in the model-facing list form.

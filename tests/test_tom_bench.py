@@ -17,10 +17,10 @@ from tom_scripted import respond
 
 from checkpoints import ExperienceStore
 from swm.context import SWMContext
-from swm.state import validate_s3ap
 from swm.tom.loaders import load_benchmark
 from swm.tom.report import summarise
 from swm.tom.runner import run_benchmark
+from swm.validation import validate_s3ap
 
 FIX = Path(__file__).parent / "fixtures" / "tom"
 STABLE = ("mode", "qtype", "n", "acc", "ci_low", "ci_high", "exact", "loose", "calls_per_q", "parse_calls_per_q",

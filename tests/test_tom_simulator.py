@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from swm.state import validate_s3ap
 from swm.tom.simulator import PHRASES, generate_stories, generate_story, story_items
+from swm.validation import validate_s3ap
 
 # Solved by hand from the story text alone (the rule: an agent in the object's room sees where
 # it is; X's belief about Y's is where the object was when both were last in the room together).

@@ -167,8 +167,8 @@ def _parse_story(ctx: Any, text: str) -> Any:
 
 
 def _judge_file(ctx: Any, path: Path) -> list[dict[str, Any]]:
-    from swm.state import validate_s3ap
     from swm.tom.parser_score import combined, judge_observation
+    from swm.validation import validate_s3ap
 
     rows = []
     for line in path.read_text(encoding="utf-8").splitlines():

@@ -34,9 +34,10 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from swm.state import SocialWorld, is_none, validate_s3ap
+from swm.state import SocialWorld, is_none
 from swm.tom.scoring import normalise
 from swm.tom.simulator import Event, SimStory
+from swm.validation import validate_s3ap
 
 STRUCTURAL_WEIGHT = 0.3
 OBSERVATION_WEIGHT = 0.7
