@@ -15,6 +15,7 @@ the plain policy and of Foresee-and-Act's sample step), and runs the task's chec
 
 from __future__ import annotations
 
+import functools
 import json
 import warnings
 from typing import Any
@@ -120,6 +121,14 @@ def to_record(task: Task, scenario: Scenario, turns: list[EpisodeTurn], judgemen
 warnings.filterwarnings("ignore", message="`durability` has no effect when no checkpointer is present")
 
 
+@functools.cache
+def _episode_graph() -> Any:
+    """Compile the episode graph once per process (a compiled graph is reusable across threads)."""
+    from graphs import episode
+
+    return episode.build().compile(checkpointer=False)
+
+
 def _invoke(graph: Any, inputs: dict[str, Any], context: SWMContext) -> dict[str, Any]:
     return dict(graph.invoke(inputs, context=context, durability="async"))
 
@@ -128,15 +137,13 @@ def run_episode(task: Task, ctx: SWMContext, *, episode_id: str, memory: dict[st
                 max_turns: int, judge: bool, tested_agent: str | None = None,
                 **provenance: Any) -> tuple[EpisodeRecord, dict[str, Any]]:
     """Play one episode of a task through the episode graph; return its record and the graph's usage."""
-    from graphs import episode
-
     store = ctx.experience_store()
     with store.lock:
         if store.has_table("turns"):
             store.db.execute("delete from turns where episode_id = ?", [episode_id])
             store.db.conn.commit()
     scenario = to_scenario(task, memory)
-    graph = episode.build().compile(checkpointer=False)
+    graph = _episode_graph()
     out = _invoke(graph, {"scenario": scenario.model_dump(mode="json"), "episode_id": episode_id,
                           "policies": {n: policy for n in scenario.names}, "max_turns": max_turns, "judge": judge,
                           "tested_agent": tested_agent or scenario.names[0]}, ctx)
