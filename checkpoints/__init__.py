@@ -5,7 +5,8 @@ graph state so a killed run resumes at the last finished node; the experience st
 (``sqlite-utils``) holds bulk, append-only data: parses, episodes, turns, pairs, metrics.
 """
 
+from checkpoints.runs import run_thread
 from checkpoints.savers import async_sqlite_saver, connect, default_db_path, sqlite_saver
 from checkpoints.store import ExperienceStore
 
-__all__ = ["ExperienceStore", "async_sqlite_saver", "connect", "default_db_path", "sqlite_saver"]
+__all__ = ["ExperienceStore", "run_thread", "async_sqlite_saver", "connect", "default_db_path", "sqlite_saver"]

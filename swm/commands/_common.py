@@ -102,31 +102,27 @@ def run_graph(builder: StateGraph[Any, Any, Any, Any], inputs: Mapping[str, Any]
     """Run a graph on the SQLite checkpointer, resuming the thread if it stopped part-way.
 
     A thread that finished on the same input returns its stored result (no model calls); one
-    that stopped part-way continues from its last finished node. Checkpoints are written with
-    ``durability="sync"``: each finished node is on disk before the next starts, so a killed
-    process loses at most the node in flight.
+    that stopped part-way continues from its last finished node (see `checkpoints.run_thread`).
     """
-    from checkpoints import sqlite_saver
+    from checkpoints import run_thread, sqlite_saver
 
     thread = thread_id or f"{prefix}-{uuid.uuid4().hex[:12]}"
     config: RunnableConfig = {"configurable": {"thread_id": thread}}
-    with sqlite_saver(db_path(db)) as saver:
-        graph = builder.compile(checkpointer=saver)
-        snapshot = graph.get_state(config)
-        if snapshot.next:
+
+    def announce(status: str, snapshot: Any) -> None:
+        if status == "resumed":
             click.echo(f"resuming thread {thread} at {', '.join(snapshot.next)}", err=True)
-            out = graph.invoke(None, config, context=ctx, durability="sync")
-        elif snapshot.values:
-            stored = {k: snapshot.values.get(k) for k in inputs}
-            if stored != dict(inputs):
+        elif status == "finished":
+            if {k: snapshot.values.get(k) for k in inputs} != dict(inputs):
                 raise InputError(f"thread {thread} already holds a finished run on other input",
                                  "use a new --thread-id (or none)")
             click.echo(f"thread {thread} already finished; showing its stored result (no new model calls)",
                        err=True)
-            out = dict(snapshot.values)
         else:
             click.echo(f"thread: {thread} (rerun with --thread-id {thread} to resume if interrupted)", err=True)
-            out = graph.invoke(dict(inputs), config, context=ctx, durability="sync")
+
+    with sqlite_saver(db_path(db)) as saver:
+        out, _ = run_thread(builder.compile(checkpointer=saver), inputs, config, ctx, announce)
     return out, thread
 
 

@@ -44,18 +44,13 @@ def episode_id_for(run_id: str, policy: str, scenario: Scenario) -> str:
 
 def run_episode(ctx: SWMContext, db: Path, episode_id: str, inputs: dict[str, Any]) -> dict[str, Any]:
     """Run (or resume) one episode on its own thread and SQLite connection; return its final state."""
-    from checkpoints import sqlite_saver
+    from checkpoints import run_thread, sqlite_saver
     from graphs import episode
 
     config: RunnableConfig = {"configurable": {"thread_id": episode_id}}
     with sqlite_saver(db) as saver:
-        graph = episode.build().compile(checkpointer=saver)
-        snapshot = graph.get_state(config)
-        if snapshot.next:
-            return graph.invoke(None, config, context=ctx, durability="sync")
-        if snapshot.values and snapshot.values.get("world") is not None:
-            return dict(snapshot.values)
-        return graph.invoke(inputs, config, context=ctx, durability="sync")
+        out, _ = run_thread(episode.build().compile(checkpointer=saver), inputs, config, ctx)
+    return out
 
 
 def run_bench(scenarios: list[Scenario], policies: list[str], ctx: SWMContext, db: Path, run_id: str, *,

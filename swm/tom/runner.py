@@ -20,6 +20,9 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
+
+from checkpoints import run_thread
 from swm.context import SWMContext
 from swm.errors import InputError
 from swm.tom.loaders import TomItem
@@ -130,22 +133,12 @@ def _row(run_id: str, mode: str, item: TomItem, out: dict[str, Any], seconds: fl
 
 
 def run_item(graph: Any, ctx: SWMContext, run_id: str, mode: str, item: TomItem) -> dict[str, Any]:
-    """Run (or resume) one item in one mode and return its scored row (not yet stored).
-
-    ``durability="sync"``: each finished node is on disk before the next starts, so a killed
-    process loses at most the node that was running.
-    """
-    config = {"configurable": {"thread_id": item_thread(run_id, mode, item)}}
+    """Run (or resume, see `checkpoints.run_thread`) one item in one mode; return its scored row (not yet stored)."""
+    config: RunnableConfig = {"configurable": {"thread_id": item_thread(run_id, mode, item)}}
     inputs = {"narrative": item.story, "question": item.question, "mode": mode, "task": item.task}
     start = time.perf_counter()
     try:
-        snapshot = graph.get_state(config)
-        if snapshot.next:
-            out = graph.invoke(None, config, context=ctx, durability="sync")
-        elif snapshot.values and "answer" in snapshot.values:
-            out = dict(snapshot.values)
-        else:
-            out = graph.invoke(inputs, config, context=ctx, durability="sync")
+        out, _ = run_thread(graph, inputs, config, ctx)
     except InputError as exc:  # the item itself is unusable: record it as a wrong answer, with why
         out = {"answer": "", "answer_error": f"input error: {exc}", "usage": {}}
     return _row(run_id, mode, item, out, time.perf_counter() - start)
