@@ -84,7 +84,9 @@ Story Question Answer Context""".split())
 def narrative_of(prompt: str) -> str:
     """Return the narrative block of swm's parse prompt (the whole prompt if it is not found)."""
     match = re.search(r"#### Context:(.*?)#### Task specific instructions", prompt, re.S)
-    return match.group(1) if match else prompt
+    block = match.group(1) if match else prompt
+    fenced = re.search(r'<data name="narrative">\n(.*?)\n</data>', block, re.S)
+    return fenced.group(1) if fenced else block
 
 
 def agents_in(text: str, limit: int = 2) -> list[str]:

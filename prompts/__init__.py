@@ -3,6 +3,11 @@
 `load("parse")` returns the newest version, `load("parse", "v1")` a fixed one. Placeholders are
 ``{identifier}``; braces around anything else (JSON examples) are left alone. Every run records
 the ``name@version`` ids it rendered.
+
+Text a user or another agent supplied (narratives, questions, scenarios, transcripts) stands in
+a template inside a fence, ``<data name="story">\n{story}\n</data>``, and the template tells the
+model that instructions inside a fence are content. `Prompt.render` neutralises fence tags inside
+such values, so an injected ``</data>`` cannot close the fence early.
 """
 
 from __future__ import annotations
@@ -15,6 +20,14 @@ from pathlib import Path
 PROMPT_DIR = Path(__file__).parent
 _FILE_RE = re.compile(r"^(?P<name>[a-z0-9_]+)\.(?P<version>v\d+)\.md$")
 _PLACEHOLDER_RE = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
+FENCE_RE = re.compile(r'<data name="[a-z_ ]+">\n(.*?)\n</data>', re.S)
+_FENCED_SLOT_RE = re.compile(r'<data name="[a-z_ ]+">\n\{([a-z_][a-z0-9_]*)\}\n</data>')
+_FENCE_TAG_RE = re.compile(r"<(\s*/?\s*data)\b", re.I)
+
+
+def neutralise(text: str) -> str:
+    """Return ``text`` with every ``<data``/``</data`` tag made inert (``&lt;data``)."""
+    return _FENCE_TAG_RE.sub(r"&lt;\1", text)
 
 
 @dataclass(frozen=True)
@@ -33,13 +46,27 @@ class Prompt:
     def placeholders(self) -> frozenset[str]:
         return frozenset(_PLACEHOLDER_RE.findall(self.text))
 
+    @property
+    def fenced(self) -> frozenset[str]:
+        """The placeholders that stand alone inside a ``<data>`` fence (user-supplied text)."""
+        return frozenset(_FENCED_SLOT_RE.findall(self.text))
+
     def render(self, **values: object) -> str:
-        """Fill every placeholder; a missing or unexpected value is an error, not a blank."""
+        """Fill every placeholder; a missing or unexpected value is an error, not a blank.
+
+        Values of fenced placeholders have their fence tags neutralised.
+        """
         missing = self.placeholders - values.keys()
         extra = values.keys() - self.placeholders
         if missing or extra:
             raise KeyError(f"prompt {self.id}: missing {sorted(missing)}, unexpected {sorted(extra)}")
-        return _PLACEHOLDER_RE.sub(lambda m: str(values[m.group(1)]), self.text)
+        fenced = self.fenced
+
+        def fill(match: re.Match[str]) -> str:
+            value = str(values[match.group(1)])
+            return neutralise(value) if match.group(1) in fenced else value
+
+        return _PLACEHOLDER_RE.sub(fill, self.text)
 
 
 @cache
@@ -65,4 +92,4 @@ def load(name: str, version: str | None = None) -> Prompt:
     return Prompt(name=name, version=chosen, text=(PROMPT_DIR / f"{name}.{chosen}.md").read_text())
 
 
-__all__ = ["Prompt", "available", "load"]
+__all__ = ["FENCE_RE", "Prompt", "available", "load", "neutralise"]

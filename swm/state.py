@@ -24,6 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field
 NONE = "none"
 SAME_AS_STATE = "<same_as_state />"
 _MENTAL_RE = re.compile(r"<mental_state>(.*?)</mental_state>", re.S)
+# a tag and the one space before it (``to_s3ap`` writes "text <mental_state>…</mental_state>")
+_MENTAL_TAG_RE = re.compile(r"[ \t]?<mental_state>.*?</mental_state>", re.S)
 _LAST_ACTION_RE = re.compile(r"<same_as_last_action(?:_(\d+))?\s*/>")
 _STATE_RE = re.compile(r"<same_as_state\s*/>")
 
@@ -39,12 +41,22 @@ def is_none(text: str | None) -> bool:
 
 
 def split_mental_state(observation: str) -> tuple[str, str]:
-    """Split an observation into its external part and its ``<mental_state>`` content."""
+    """Split an observation into its external part and its ``<mental_state>`` content.
+
+    Only the tag and the one space before it are removed: runs of spaces inside the external
+    text are content and survive a round trip.
+    """
     found = _MENTAL_RE.findall(observation)
     if not found:
         return observation, ""
     mental = " ".join(m.strip() for m in found)
-    external = re.sub(r"[ \t]{2,}", " ", _MENTAL_RE.sub(" ", observation)).strip()
+
+    def drop(match: re.Match[str]) -> str:
+        before, after = observation[match.start() - 1:match.start()], observation[match.end():match.end() + 1]
+        glued = match.group(0)[0] == "<" and before.strip() and after.strip()
+        return " " if glued else ""  # "saw<m>…</m>it" keeps its words apart
+
+    external = _MENTAL_TAG_RE.sub(drop, observation).strip()
     return external, mental
 
 

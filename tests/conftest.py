@@ -7,6 +7,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# property tests draw the same examples on every run and machine (a failure found once is found again)
+settings.register_profile("deterministic", derandomize=True, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
 sys.path.insert(0, str(Path(__file__).parent))
 

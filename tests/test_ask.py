@@ -33,7 +33,7 @@ def test_s3ap_mode_one_parse_one_qa_then_one_qa_for_a_second_question() -> None:
     assert model.calls == 3
     assert second["parse_cached"] is True and second["answer"] == "box"
     assert total_usage(second["usage"])["calls"] == 1
-    assert second["prompts"]["qa"] == "qa_s3ap@v1"
+    assert second["prompts"]["qa"] == "qa_s3ap@v2"
     assert second["models"]["qa"].startswith("<injected")
 
 

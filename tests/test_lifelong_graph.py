@@ -57,7 +57,7 @@ class Agents:
                              next_state="They talk.")
         assert tool == "AgentActionForModel", tool
         if "Here is your intended action" in prompt:
-            said = re.search(r'intended action:\n.*? said: "(.*)"', prompt)
+            said = re.search(r'intended action:\n(?:<data name="[^"]*">\n)?.*? said: "(.*)"', prompt)
             return AgentActionForModel(action_type="speak", argument=said.group(1) if said else "Let us talk.")
         self.acts += 1
         if self.fail_after is not None and self.acts > self.fail_after:
@@ -99,7 +99,7 @@ def test_a_run_builds_gated_pairs_on_both_tracks_and_injects_memory(tmp_path: Pa
     # provenance on every episode row
     row = next(store.rows("select * from lifelong_episodes where phase = 'collect' limit 1"))
     assert row["policy_version"] == "p0" and row["seat"] == "all" and row["level"] == "easy"
-    assert "episode_act@v1" in row["prompts"] and row["models"]
+    assert "episode_act@v2" in row["prompts"] and row["models"]
     # memory: p1 was deployed and its lessons reached cycle 2's agents
     assert out["decisions"]["1"].startswith("deployed") and out["incumbent"] == "p2"
     assert any("Lessons from earlier episodes" in p for _, p in llm.prompts)

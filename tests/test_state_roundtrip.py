@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 
 from helpers import STORY, good_parse
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scripted import ScriptedChatModel
 
@@ -14,7 +14,7 @@ from checkpoints import async_sqlite_saver
 from graphs import ask
 from swm.context import SWMContext
 from swm.schemas import ReasonedAnswer
-from swm.state import SocialStep, SocialWorld
+from swm.state import SocialStep, SocialWorld, split_mental_state
 
 names = st.text(st.characters(whitelist_categories=("Lu", "Ll")), min_size=1, max_size=8)
 text = st.text(st.characters(blacklist_characters="<>:", blacklist_categories=("Cs", "Cc")), min_size=1,
@@ -38,11 +38,24 @@ def worlds(draw: st.DrawFn) -> SocialWorld:
     return world
 
 
+# runs of spaces beside a mental state were once collapsed ('0  0' came back as '0 0')
+SPACED = SocialWorld(agents=["A"], steps=[SocialStep(
+    timestep="0", scene="0", observations={"A": "0  0"}, mental_states={"A": "0"}, actions={"A": "none"})])
+
+
 @settings(max_examples=150, deadline=None)
 @given(worlds())
+@example(SPACED)
 def test_dict_and_list_forms_round_trip(world: SocialWorld) -> None:
     assert SocialWorld.from_s3ap(world.to_s3ap()) == world
     assert SocialWorld.from_s3ap(world.to_model_form()) == world
+
+
+def test_mental_state_tags_split_cleanly_wherever_they_stand() -> None:
+    assert split_mental_state("0  0 <mental_state>0</mental_state>") == ("0  0", "0")
+    assert split_mental_state("<mental_state>calm</mental_state> sees  it") == ("sees  it", "calm")
+    assert split_mental_state("saw<mental_state>x</mental_state>it") == ("saw it", "x")
+    assert split_mental_state("a <mental_state>x</mental_state> b") == ("a b", "x")
 
 
 def test_async_checkpointer_runs_and_resumes(tmp_path: Path) -> None:
