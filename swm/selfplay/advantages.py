@@ -1,0 +1,159 @@
+"""Advantage estimators of self-play RL: hierarchical GAE (turn, then token) and critic-free group returns.
+
+Pure Python (no torch): lists of floats in, lists of floats out, so every number can be checked
+by hand. A *seat trajectory* is one seat's own turns in one episode, in order; another seat's
+turns never enter it (their words are context in the prompt, never a step of this trajectory).
+
+**Hierarchical** (the default, PPO with a value head). Per seat, with turn rewards ``r_k`` and
+``V_k`` the value at the last generated token of turn k (``V_K = 0`` after the seat's last turn):
+
+* turn level: ``δ_k = r_k + γ·V_{k+1} − V_k`` and ``A_k = Σ_l (γλ)^l · δ_{k+l}``; the turn's
+  value target is the λ-return ``R_k = A_k + V_k``;
+* token level: inside turn k every token but the last has reward 0, the last token carries the
+  turn's signal, nothing is bootstrapped past the turn's end, and GAE runs over the turn's
+  token values with ``(γ_tok, λ_tok)``.
+
+The turn's signal is switchable (``turn_signal``): ``"return"`` (default) rewards the last token
+with ``R_k``, so that token's advantage is exactly ``A_k`` and the single value head regresses one
+target everywhere (the λ-return); ``"advantage"`` rewards it with ``A_k`` itself, the literal
+reading of the design note, whose last-token advantage is ``A_k − V_k`` (use it with a value head
+that predicts advantages, not returns).
+
+**Critic-free** (``estimator="group"``, GRPO-style): a seat's return is ``Σ_k γ^k r_k``; within a
+group (the G rollouts of one task) and a role, ``(R − mean) / (std + ε)`` (``group_scale="std"``;
+``"none"`` keeps ``R − mean``, as Dr. GRPO), the same value for every token the seat generated.
+
+`normalise_per_role` whitens token advantages per role over a batch before the PPO update.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class AdvantageConfig(BaseModel):
+    """The estimator and its constants; recorded with every run."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    estimator: Literal["hierarchical", "group"] = "hierarchical"
+    gamma: float = Field(1.0, ge=0, le=1, description="turn-level discount γ")
+    lam: float = Field(0.95, ge=0, le=1, description="turn-level GAE λ")
+    gamma_tok: float = Field(1.0, ge=0, le=1, description="token-level discount γ_tok")
+    lam_tok: float = Field(0.95, ge=0, le=1, description="token-level GAE λ_tok")
+    turn_signal: Literal["return", "advantage"] = "return"
+    group_scale: Literal["std", "none"] = "std"
+    eps: float = Field(1e-6, gt=0)
+
+
+def gae(rewards: Sequence[float], values: Sequence[float], gamma: float, lam: float,
+        bootstrap: float = 0.0) -> tuple[list[float], list[float]]:
+    """Return (advantages, λ-returns) of one sequence; ``bootstrap`` is the value after its last step."""
+    if len(rewards) != len(values):
+        raise ValueError(f"{len(rewards)} rewards but {len(values)} values")
+    advantages = [0.0] * len(rewards)
+    running = 0.0
+    for k in reversed(range(len(rewards))):
+        following = values[k + 1] if k + 1 < len(values) else bootstrap
+        delta = rewards[k] + gamma * following - values[k]
+        running = delta + gamma * lam * running
+        advantages[k] = running
+    return advantages, [a + v for a, v in zip(advantages, values, strict=True)]
+
+
+@dataclass(frozen=True)
+class TurnInput:
+    """One turn of a seat: its reward and the value head's value at each generated token."""
+
+    reward: float
+    token_values: Sequence[float]
+
+    @property
+    def value(self) -> float:
+        """V_k: the value at the turn's last generated token."""
+        if not self.token_values:
+            raise ValueError("a turn with no generated tokens has no value")
+        return float(self.token_values[-1])
+
+
+@dataclass(frozen=True)
+class HierarchicalAdvantages:
+    """Per turn: A_k and R_k; per token of each turn: advantage and value target."""
+
+    turn_advantages: list[float]
+    turn_returns: list[float]
+    token_advantages: list[list[float]]
+    token_returns: list[list[float]]
+
+
+def hierarchical(turns: Sequence[TurnInput], config: AdvantageConfig) -> HierarchicalAdvantages:
+    """Turn-level GAE over a seat's turns, then token-level GAE inside each turn (module docstring)."""
+    turn_adv, turn_ret = gae([t.reward for t in turns], [t.value for t in turns], config.gamma, config.lam)
+    token_adv: list[list[float]] = []
+    token_ret: list[list[float]] = []
+    for turn, a_k, r_k in zip(turns, turn_adv, turn_ret, strict=True):
+        signal = r_k if config.turn_signal == "return" else a_k
+        rewards = [0.0] * (len(turn.token_values) - 1) + [signal]
+        adv, ret = gae(rewards, [float(v) for v in turn.token_values], config.gamma_tok, config.lam_tok)
+        token_adv.append(adv)
+        token_ret.append(ret)
+    return HierarchicalAdvantages(turn_adv, turn_ret, token_adv, token_ret)
+
+
+def discounted_return(rewards: Sequence[float], gamma: float) -> float:
+    """Return Σ_k γ^k r_k."""
+    return sum(r * gamma**k for k, r in enumerate(rewards))
+
+
+def group_normalised(returns: Sequence[float], keys: Sequence[Hashable], config: AdvantageConfig) -> list[float]:
+    """Normalise returns within each key (a (group, role) pair): ``(R − mean) / (std + ε)``.
+
+    The std is the population std of the key's returns; a key whose returns are all equal gets 0
+    for all of them (no signal, as in GRPO).
+    """
+    if len(returns) != len(keys):
+        raise ValueError(f"{len(returns)} returns but {len(keys)} keys")
+    members: dict[Hashable, list[int]] = defaultdict(list)
+    for i, key in enumerate(keys):
+        members[key].append(i)
+    out = [0.0] * len(returns)
+    for idx in members.values():
+        values = [returns[i] for i in idx]
+        mean = sum(values) / len(values)
+        std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+        for i in idx:
+            centred = returns[i] - mean
+            out[i] = centred / (std + config.eps) if config.group_scale == "std" else centred
+    return out
+
+
+def broadcast(advantage: float, token_counts: Sequence[int]) -> list[list[float]]:
+    """Give every generated token of every turn the seat's one advantage."""
+    return [[advantage] * n for n in token_counts]
+
+
+def normalise_per_role(advantages: Sequence[Sequence[float]], roles: Sequence[str],
+                       eps: float = 1e-6) -> list[list[float]]:
+    """Whiten token advantages per role over a batch: each role's tokens get mean 0, std 1.
+
+    ``advantages[i]`` are the token advantages of sequence i (one turn), ``roles[i]`` its role.
+    A role whose tokens all share one advantage is only centred (to 0).
+    """
+    if len(advantages) != len(roles):
+        raise ValueError(f"{len(advantages)} sequences but {len(roles)} roles")
+    pooled: dict[str, list[float]] = defaultdict(list)
+    for adv, role in zip(advantages, roles, strict=True):
+        pooled[role].extend(adv)
+    stats = {}
+    for role, values in pooled.items():
+        mean = sum(values) / len(values) if values else 0.0
+        std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values)) if values else 0.0
+        stats[role] = (mean, std)
+    return [[(a - stats[role][0]) / (stats[role][1] + eps) if stats[role][1] > eps else a - stats[role][0]
+             for a in adv] for adv, role in zip(advantages, roles, strict=True)]
