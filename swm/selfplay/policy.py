@@ -1,0 +1,198 @@
+"""The trainable policy of self-play: a causal LM with a LoRA adapter (PEFT) and a value head, in torch.
+
+`load_base` is the one place that turns a model reference into Hugging Face weights: a local
+model directory, a ``.gguf`` file, or ``embedded`` (the SmolLM2 GGUF that the embedded server
+serves, dequantised by transformers). Once the adapter training and serving of "Close the
+learning loop" lands, its loader replaces this one.
+
+Sampling happens here, in torch, under the current adapter: `Policy.generate` samples a reply
+and then *recomputes* the log-probabilities of the sampled tokens with the same forward pass
+the PPO update uses (`Policy.score`), so the update's first ratio is exactly 1. A served
+adapter (llama.cpp) would sample from the quantised weights instead; scoring its tokens here
+is the same recomputation under the sampling adapter.
+
+The value head is a linear layer on the last hidden state; its value at a generated token is
+read at the position that predicts that token (the state before it is sampled).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+
+from swm.selfplay.trajectory import Generation
+
+
+class PolicyConfig(BaseModel):
+    """The base model, the LoRA adapter's shape and the sampling settings; recorded with the run."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    base: str = Field("embedded", description="a HF model directory, a .gguf file, or 'embedded'")
+    lora_r: int = 8
+    lora_alpha: int = 16
+    lora_dropout: float = 0.0
+    target_modules: tuple[str, ...] = ("q_proj", "v_proj")
+    temperature: float = Field(1.0, gt=0)
+    max_new_tokens: int = 32
+    threads: int | None = Field(None, description="torch intra-op threads (None: torch's default)")
+
+
+def load_base(base: str) -> tuple[Any, Any]:
+    """Return (model, tokenizer) of a base reference: a directory, a ``.gguf`` file, or ``embedded``."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if base == "embedded":
+        from swm.embedded import gguf_path
+
+        base = str(gguf_path())
+    path = Path(base)
+    if path.suffix == ".gguf":
+        if not path.is_file():
+            raise FileNotFoundError(f"no GGUF file at {path}")
+        tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+        model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
+    else:
+        if not path.is_dir():
+            raise FileNotFoundError(f"no model directory at {path}")
+        tok = AutoTokenizer.from_pretrained(str(path))
+        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32)
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    return model, tok
+
+
+@dataclass
+class Batch:
+    """Prompt + completion sequences, right-padded; ``mask`` marks the positions that predict generated tokens."""
+
+    input_ids: torch.Tensor  # [B, L]
+    attention: torch.Tensor  # [B, L]
+    mask: torch.Tensor  # [B, L-1] float: 1 where position t predicts a generated token input_ids[:, t+1]
+
+    @property
+    def targets(self) -> torch.Tensor:
+        return self.input_ids[:, 1:]
+
+
+def collate(prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]], pad_id: int) -> Batch:
+    """Build a `Batch`: each row is one turn's prompt then its generated tokens; only the latter are masked in."""
+    lengths = [len(p) + len(c) for p, c in zip(prompts, completions, strict=True)]
+    width = max(lengths)
+    ids = torch.full((len(lengths), width), pad_id, dtype=torch.long)
+    attention = torch.zeros((len(lengths), width), dtype=torch.long)
+    mask = torch.zeros((len(lengths), width - 1), dtype=torch.float32)
+    for i, (p, c) in enumerate(zip(prompts, completions, strict=True)):
+        ids[i, : len(p) + len(c)] = torch.tensor(list(p) + list(c), dtype=torch.long)
+        attention[i, : len(p) + len(c)] = 1
+        mask[i, len(p) - 1 : len(p) + len(c) - 1] = 1.0
+    return Batch(ids, attention, mask)
+
+
+def spread(rows: Sequence[Sequence[float]], batch: Batch) -> torch.Tensor:
+    """Place per-generated-token values (one list per row) at the batch's masked positions."""
+    out = torch.zeros_like(batch.mask)
+    for i, row in enumerate(rows):
+        where = batch.mask[i].nonzero().flatten()
+        if len(where) != len(row):
+            raise ValueError(f"row {i}: {len(row)} values for {len(where)} generated tokens")
+        out[i, where] = torch.tensor(list(row), dtype=out.dtype)
+    return out
+
+
+def gather(tensor: torch.Tensor, batch: Batch) -> list[list[float]]:
+    """Read per-generated-token values back from a [B, L-1] tensor, one list per row."""
+    return [tensor[i, batch.mask[i].bool()].tolist() for i in range(tensor.shape[0])]
+
+
+class Policy:
+    """A LoRA-adapted causal LM with a value head: sample, score, save and load."""
+
+    def __init__(self, model: Any, tokenizer: Any, value_head: torch.nn.Linear, config: PolicyConfig) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.value_head = value_head
+        self.config = config
+
+    @classmethod
+    def create(cls, config: PolicyConfig, adapter: Path | None = None, base: tuple[Any, Any] | None = None) -> Policy:
+        """Load the base (or take ``base`` = (model, tokenizer)), then a saved adapter or a fresh one."""
+        from peft import LoraConfig, PeftModel, get_peft_model
+
+        if config.threads:
+            torch.set_num_threads(config.threads)
+        model, tok = base if base is not None else load_base(config.base)
+        hidden = model.config.hidden_size
+        head = torch.nn.Linear(hidden, 1)
+        if adapter is not None:
+            model = PeftModel.from_pretrained(model, str(adapter / "adapter"), is_trainable=True)
+            head.load_state_dict(torch.load(adapter / "value_head.pt", weights_only=True))
+        else:
+            torch.nn.init.zeros_(head.weight)
+            torch.nn.init.zeros_(head.bias)
+            lora = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
+                              target_modules=list(config.target_modules), task_type="CAUSAL_LM")
+            model = get_peft_model(model, lora)
+        return cls(model, tok, head, config)
+
+    def parameters(self) -> list[torch.nn.Parameter]:
+        """The trainable parameters: the LoRA matrices and the value head."""
+        return [p for p in self.model.parameters() if p.requires_grad] + list(self.value_head.parameters())
+
+    def prompt_ids(self, prompt: str) -> list[int]:
+        """Token ids of the chat-templated prompt, ending with the assistant header."""
+        ids = self.tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
+                                                 tokenize=True)
+        if isinstance(ids, dict) or hasattr(ids, "keys"):
+            ids = ids["input_ids"]
+        return [int(i) for i in ids]
+
+    @torch.no_grad()
+    def generate(self, prompt: str, seed: str | int = 0) -> Generation:
+        """Sample a reply (seeded, so a replayed rollout samples the same) and score its tokens."""
+        digest = hashlib.sha256(str(seed).encode()).digest()
+        generator_seed = int.from_bytes(digest[:8], "little")
+        torch.manual_seed(generator_seed)
+        prompt_ids = self.prompt_ids(prompt)
+        self.model.eval()
+        out = self.model.generate(input_ids=torch.tensor([prompt_ids]), attention_mask=torch.ones(1, len(prompt_ids),
+                                  dtype=torch.long), do_sample=True, temperature=self.config.temperature,
+                                  top_k=0, top_p=1.0, max_new_tokens=self.config.max_new_tokens,
+                                  pad_token_id=self.tokenizer.pad_token_id)
+        tokens = [int(t) for t in out[0, len(prompt_ids):]]
+        eos = self.tokenizer.eos_token_id
+        if eos in tokens:
+            tokens = tokens[: tokens.index(eos) + 1]
+        text = self.tokenizer.decode([t for t in tokens if t != eos], skip_special_tokens=True)
+        batch = collate([prompt_ids], [tokens], self.tokenizer.pad_token_id)
+        logprobs, _ = self.score(batch)
+        return Generation(text=text, prompt_ids=prompt_ids, token_ids=tokens, logprobs=gather(logprobs, batch)[0])
+
+    def score(self, batch: Batch, reference: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """Return (log π(target | context), value) at every position [B, L-1]; ``reference`` disables the adapter."""
+        if reference:
+            with self.model.disable_adapter():
+                out = self.model(input_ids=batch.input_ids, attention_mask=batch.attention, output_hidden_states=True)
+        else:
+            out = self.model(input_ids=batch.input_ids, attention_mask=batch.attention, output_hidden_states=True)
+        logits = out.logits[:, :-1].float() / self.config.temperature
+        logprobs = torch.log_softmax(logits, dim=-1).gather(-1, batch.targets.unsqueeze(-1)).squeeze(-1)
+        values = self.value_head(out.hidden_states[-1][:, :-1].float()).squeeze(-1)
+        return logprobs, values
+
+    def save(self, directory: Path, optimizer: torch.optim.Optimizer | None = None,
+             meta: dict[str, Any] | None = None) -> None:
+        """Write the adapter, the value head, the optimiser state and ``meta.json`` into ``directory``."""
+        directory.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(str(directory / "adapter"))
+        torch.save(self.value_head.state_dict(), directory / "value_head.pt")
+        if optimizer is not None:
+            torch.save(optimizer.state_dict(), directory / "optimizer.pt")
+        (directory / "meta.json").write_text(json.dumps(meta or {}, indent=1, sort_keys=True))

@@ -1,0 +1,119 @@
+"""PPO-clip on the LoRA parameters and the value head, with a KL penalty to the reference policy.
+
+Per generated token t (``mask`` = 1): ratio ρ = exp(log π − log π_old);
+``policy = −min(ρ·A, clip(ρ, 1 ± clip)·A)``; ``kl`` is the k3 estimate of KL(π ‖ π_ref),
+``exp(log π_ref − log π) − (log π_ref − log π) − 1`` (k1, ``log π − log π_ref``, is selectable);
+``value = ½ (V − R)²``. The loss is the token mean over the batch of
+``policy + kl_coef · kl + value_coef · value``. The reference policy is the base model with the
+adapter disabled. A non-finite loss or gradient raises `Diverged` before that minibatch's step;
+the caller then drops the in-memory policy and keeps the last saved (good) adapter.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+
+from swm.selfplay.policy import Batch, Policy, collate, spread
+
+
+class PPOConfig(BaseModel):
+    """The update's constants; recorded with the run."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    lr: float = 1e-4
+    clip: float = 0.2
+    kl_coef: float = 0.05
+    kl_estimator: Literal["k3", "k1"] = "k3"
+    value_coef: float = Field(0.5, description="0 for the critic-free estimator, which trains no value head")
+    epochs: int = 1
+    minibatch: int = 4
+    max_grad_norm: float = 1.0
+
+
+class Diverged(RuntimeError):
+    """The loss or a gradient is not finite: the update stops and the last good adapter stays."""
+
+
+@dataclass
+class Sample:
+    """One turn to train on: its seat's tokens only (the prompt is context, never a target)."""
+
+    role: str
+    prompt_ids: list[int]
+    token_ids: list[int]
+    old_logprobs: list[float]
+    advantages: list[float]
+    returns: list[float]
+
+
+def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean of ``x`` over the positions where ``mask`` is set (whatever ``x`` holds elsewhere)."""
+    return torch.where(mask.bool(), x, torch.zeros_like(x)).sum() / mask.sum().clamp(min=1.0)
+
+
+def ppo_loss(policy: Policy, batch: Batch, old: torch.Tensor, ref: torch.Tensor, adv: torch.Tensor,
+             ret: torch.Tensor, config: PPOConfig) -> tuple[torch.Tensor, dict[str, float]]:
+    """Return the PPO loss of one minibatch and its parts (module docstring)."""
+    m = batch.mask
+    keep = m.bool()
+    # Inputs outside the generated tokens (prompt, padding) are zeroed, so they can reach neither
+    # the loss nor, through exp(), the gradient.
+    old, ref, adv, ret = (torch.where(keep, t, torch.zeros_like(t)) for t in (old, ref, adv, ret))
+    logp, values = policy.score(batch)
+    ratio = torch.exp(logp - old)
+    clipped = torch.clamp(ratio, 1 - config.clip, 1 + config.clip)
+    pg = -torch.minimum(ratio * adv, clipped * adv)
+    if config.kl_estimator == "k3":
+        kl = torch.exp(ref - logp) - (ref - logp) - 1
+    else:
+        kl = logp - ref
+    vloss = 0.5 * (values - ret) ** 2
+    loss = masked_mean(pg, m) + config.kl_coef * masked_mean(kl, m) + config.value_coef * masked_mean(vloss, m)
+    with torch.no_grad():
+        stats = {"policy": float(masked_mean(pg, m)), "kl": float(masked_mean(kl, m)),
+                 "value": float(masked_mean(vloss, m)),
+                 "clipped": float(masked_mean(((ratio - 1).abs() > config.clip).float(), m))}
+    return loss, stats
+
+
+def ppo_update(policy: Policy, optimizer: torch.optim.Optimizer, samples: Sequence[Sample],
+               config: PPOConfig) -> dict[str, float]:
+    """Run ``epochs`` passes of minibatch PPO over ``samples``; return the mean of each loss part."""
+    pad = policy.tokenizer.pad_token_id
+    totals: dict[str, float] = {}
+    steps = 0
+    policy.model.train()
+    for _ in range(config.epochs):
+        for start in range(0, len(samples), config.minibatch):
+            chunk = samples[start:start + config.minibatch]
+            batch = collate([s.prompt_ids for s in chunk], [s.token_ids for s in chunk], pad)
+            old = spread([s.old_logprobs for s in chunk], batch)
+            adv = spread([s.advantages for s in chunk], batch)
+            ret = spread([s.returns for s in chunk], batch)
+            with torch.no_grad():
+                ref, _ = policy.score(batch, reference=True)
+            loss, stats = ppo_loss(policy, batch, old, ref, adv, ret, config)
+            if not math.isfinite(float(loss.detach())):
+                raise Diverged(f"loss is {float(loss.detach())} at minibatch {start // config.minibatch}")
+            optimizer.zero_grad()
+            loss.backward()
+            norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), config.max_grad_norm)
+            if not math.isfinite(float(norm)):
+                optimizer.zero_grad()
+                raise Diverged(f"gradient norm is {float(norm)} at minibatch {start // config.minibatch}")
+            optimizer.step()
+            for k, v in {**stats, "loss": float(loss.detach())}.items():
+                totals[k] = totals.get(k, 0.0) + v
+            steps += 1
+    return {k: v / max(steps, 1) for k, v in totals.items()} | {"steps": float(steps)}
+
+
+def make_optimizer(policy: Policy, config: PPOConfig) -> torch.optim.Optimizer:
+    return torch.optim.AdamW(policy.parameters(), lr=config.lr)

@@ -1,0 +1,113 @@
+"""Per-role rewards of a rollout: the task's code checker, a turn-level quality filter, an optional judge.
+
+Outcome per seat, at the seat's last turn: ``completion · 1[task completed] + violation ·
+min(#violations in the seat's own turns, max_violations)`` (the checker's ``violation_turns``,
+attributed to their speakers: a leak costs the seat that leaked). With ``judge_weight > 0``
+every turn also gets ``judge_weight · judge`` (a per-turn judge score in [0, 1]). The mix is a
+`RewardConfig`, recorded with the run.
+
+The quality filter (the guard against reward hacking) flags a turn that is
+
+* ``degenerate``: empty, shorter than ``min_chars``, a character run of ``max_run`` or more, or
+  fewer than ``min_unique`` distinct words among its words (from 8 words on);
+* ``repeated``: the same (case- and space-normalised) as one of the seat's earlier turns;
+* ``out_of_character``: it speaks as someone else (``Other Name:`` at its start) or as a model
+  (``as an AI``, ``language model``);
+* ``rule_breaking``: the checker cites it as a violation (a private fact said, a deal outside
+  the zone).
+
+A flagged turn's reward is ``filtered_reward`` (0 by default), whatever it would have been,
+and is counted.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from swm.lifelong.checkers import Utterance, Verdict, check
+from swm.lifelong.tasks import Task
+from swm.selfplay.trajectory import Rollout
+
+_MODEL_VOICE = re.compile(r"\bas an ai\b|\blanguage model\b", re.I)
+
+
+class RewardConfig(BaseModel):
+    """How rewards are mixed and which turns the quality filter zeroes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    completion: float = 1.0
+    violation: float = -0.5
+    max_violations: int = 2
+    judge_weight: float = Field(0.0, ge=0, description="weight of the per-turn judge score (0: no judge)")
+    quality_filter: bool = True
+    filtered_reward: float = 0.0
+    min_chars: int = 2
+    max_run: int = 12
+    min_unique: float = Field(0.3, description="least share of distinct words in a turn of 8 words or more")
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+def quality_flag(text: str, speaker: str, others: list[str], earlier: list[str], config: RewardConfig) -> str | None:
+    """Return why a turn is degenerate, repeated or out of character, or None (rule-breaking is the checker's)."""
+    stripped = text.strip()
+    words = stripped.split()
+    if len(stripped) < config.min_chars or re.search(rf"(.)\1{{{config.max_run - 1},}}", stripped):
+        return "degenerate"
+    if len(words) >= 8 and len({w.casefold() for w in words}) / len(words) < config.min_unique:
+        return "degenerate"
+    if _norm(stripped) in {_norm(e) for e in earlier}:
+        return "repeated"
+    head = stripped.split(":", 1)[0].strip() if ":" in stripped[:60] else ""
+    if head and head != speaker and any(head == o or head == o.split()[0] for o in others):
+        return "out_of_character"
+    if _MODEL_VOICE.search(stripped):
+        return "out_of_character"
+    return None
+
+
+def score(rollout: Rollout, task: Task, config: RewardConfig,
+          judge: Mapping[int, float] | None = None) -> tuple[Rollout, Verdict]:
+    """Set every turn's reward (outcome, filter, judge) of a finished rollout; return it and the verdict."""
+    if rollout.failed:
+        raise ValueError(f"rollout {rollout.rollout_id} failed ({rollout.failed}); it is dropped, never scored")
+    said = rollout.transcript()
+    verdict = check(task, [Utterance(agent=a, text=t) for a, t in said])
+    broken = set(verdict.violation_turns)
+    rollout.verdict = verdict.model_dump()
+    for seat in rollout.seats:
+        own = [t.turn for t in seat.turns]
+        seat.violations = [v for v in verdict.violations if any(i in broken for i in own)] if broken & set(own) else []
+        n_broken = len(broken & set(own))
+        seat.outcome = config.completion * float(verdict.completion) + config.violation * min(
+            n_broken, config.max_violations)
+        others = [s.seat for s in rollout.seats if s.seat != seat.seat]
+        for k, turn in enumerate(seat.turns):
+            reward = seat.outcome if k == len(seat.turns) - 1 else 0.0
+            if judge is not None and turn.turn in judge:
+                turn.judge = float(judge[turn.turn])
+                reward += config.judge_weight * turn.judge
+            flag = quality_flag(turn.text, seat.seat, others, [t.text for t in seat.turns[:k]], config)
+            if turn.turn in broken:
+                flag = flag or "rule_breaking"
+            turn.filtered = flag if config.quality_filter else None
+            turn.reward = config.filtered_reward if turn.filtered else reward
+    return rollout, verdict
+
+
+def filtered_counts(rollouts: list[Rollout]) -> dict[str, int]:
+    """Count filtered turns by reason, and all turns (``turns``)."""
+    counts: dict[str, int] = {"turns": 0}
+    for r in rollouts:
+        for s in r.seats:
+            for t in s.turns:
+                counts["turns"] += 1
+                if t.filtered:
+                    counts[t.filtered] = counts.get(t.filtered, 0) + 1
+    return counts

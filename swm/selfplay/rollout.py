@@ -1,0 +1,75 @@
+"""Play one task with one policy in every seat, recording each seat's own turns for training.
+
+The task becomes the episode graph's `Scenario` (`swm.lifelong.bridge.to_scenario`: the same
+public scenario and the same private background per seat); seats speak in turn, each prompted
+with ``selfplay_turn`` (its own background and everything said so far). Seats reply in plain
+text, not the episode graph's JSON actions: every generated token is then part of what was
+said, and the prompt the policy saw can be rebuilt token for token in torch (a grammar-
+constrained tool call cannot). The episode ends at ``max_turns`` or as soon as the task's code
+checker finds the task settled (a deal accepted, an answer given).
+
+A `Sampler` error (a model failure, an illegal reply) makes a *failed* rollout: recorded with
+its reason and dropped from the batch, never scored as zero.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Protocol
+
+import prompts
+from swm.lifelong.bridge import to_scenario
+from swm.lifelong.checkers import Utterance, check
+from swm.lifelong.tasks import Task
+from swm.selfplay.trajectory import Generation, Rollout, SeatTrajectory, SeatTurn
+
+PROMPT = "selfplay_turn"
+
+
+class Sampler(Protocol):
+    """The policy that plays every seat: one reply per prompt, with token ids and log-probabilities."""
+
+    def generate(self, prompt: str) -> Generation: ...
+
+
+def history(said: list[tuple[str, str]]) -> str:
+    """Render what was said so far (everyone hears everyone in these tasks)."""
+    return "\n".join(f"Turn #{i} {who}: {text}" for i, (who, text) in enumerate(said)) or \
+        "(nothing yet: the conversation starts now)"
+
+
+def play(task: Task, sampler: Sampler, *, rollout_id: str, iteration: int, sample: int, max_turns: int) -> Rollout:
+    """Play ``task`` with ``sampler`` in every seat; return the rollout (``failed`` set on an error)."""
+    scenario = to_scenario(task)
+    template = prompts.load(PROMPT)
+    roles = {brief.name: brief.role for brief in task.agents}
+    seats = {name: SeatTrajectory(seat=name, role=roles[name]) for name in scenario.names}
+    rollout = Rollout(rollout_id=rollout_id, task_id=task.task_id, iteration=iteration, sample=sample)
+    said: list[tuple[str, str]] = []
+    start = time.perf_counter()
+    for turn in range(max_turns):
+        speaker = scenario.names[turn % len(scenario.names)]
+        prompt = template.render(agent=speaker, background=scenario.background_for(speaker), history=history(said),
+                                 turn=turn)
+        try:
+            gen = sampler.generate(prompt)
+        except Exception as err:  # noqa: BLE001 - any model error fails the rollout, recorded with its reason
+            rollout.failed = f"turn {turn}: {type(err).__name__}: {err}"[:500]
+            break
+        if len(gen.token_ids) != len(gen.logprobs) or not gen.token_ids:
+            rollout.failed = f"turn {turn}: a reply with {len(gen.token_ids)} tokens and {len(gen.logprobs)} log-probs"
+            break
+        text = gen.text.strip()
+        seats[speaker].turns.append(SeatTurn(turn=turn, prompt=prompt, text=text, prompt_ids=gen.prompt_ids,
+                                             token_ids=gen.token_ids, logprobs=gen.logprobs))
+        rollout.tokens += len(gen.token_ids)
+        said.append((speaker, text))
+        if check(task, [Utterance(agent=a, text=t) for a, t in said]).resolved_at is not None:
+            rollout.end_reason = "settled"
+            break
+    else:
+        rollout.end_reason = "max_turns"
+    rollout.order = [who for who, _ in said]
+    rollout.seats = list(seats.values())
+    rollout.seconds = time.perf_counter() - start
+    return rollout

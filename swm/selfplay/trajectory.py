@@ -1,0 +1,79 @@
+"""The records of self-play: a rollout (one episode of a task), its seats' trajectories and their turns.
+
+A seat's trajectory holds only the turns that seat generated: the prompt it saw (where the
+others' words are context), its generated token ids and their log-probabilities under the
+policy that sampled them. The PPO loss reads ``token_ids`` of these turns and nothing else, so
+another seat's tokens never enter a seat's loss.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Generation(BaseModel):
+    """One sampled reply: its text, the prompt and generated token ids, and their log-probabilities."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str
+    prompt_ids: list[int]
+    token_ids: list[int]
+    logprobs: list[float] = Field(description="log π(token | context) under the sampling policy, one per token")
+
+
+class SeatTurn(BaseModel):
+    """One turn a seat generated, with its reward and advantages once scored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    turn: int = Field(description="the turn's index in the episode")
+    prompt: str
+    text: str
+    prompt_ids: list[int]
+    token_ids: list[int]
+    logprobs: list[float]
+    reward: float = 0.0
+    filtered: str | None = Field(None, description="why the quality filter zeroed this turn's reward")
+    judge: float | None = Field(None, description="the per-turn judge score in [0, 1], when a judge is mixed in")
+    values: list[float] = Field(default_factory=list, description="value head per generated token (hierarchical)")
+    advantages: list[float] = Field(default_factory=list)
+    returns: list[float] = Field(default_factory=list)
+
+
+class SeatTrajectory(BaseModel):
+    """One seat's own turns in one rollout."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    seat: str
+    role: str
+    turns: list[SeatTurn] = Field(default_factory=list)
+    outcome: float = 0.0
+    violations: list[str] = Field(default_factory=list)
+
+
+class Rollout(BaseModel):
+    """One episode of a task played by one policy in every seat; ``failed`` rollouts are dropped, not scored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rollout_id: str
+    task_id: str
+    iteration: int
+    sample: int
+    seats: list[SeatTrajectory] = Field(default_factory=list)
+    order: list[str] = Field(default_factory=list, description="speaker of each episode turn")
+    end_reason: str = ""
+    failed: str | None = None
+    verdict: dict[str, object] | None = None
+    tokens: int = 0
+    seconds: float = 0.0
+
+    def seat(self, name: str) -> SeatTrajectory:
+        return next(s for s in self.seats if s.seat == name)
+
+    def transcript(self) -> list[tuple[str, str]]:
+        """Return (speaker, text) per episode turn, in order."""
+        by_turn = {t.turn: (s.seat, t.text) for s in self.seats for t in s.turns}
+        return [by_turn[i] for i in sorted(by_turn)]

@@ -1,0 +1,113 @@
+"""PPO on a tiny random Llama: the direction of one step, the token masks, and divergence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("peft")
+from test_lifelong_train import tiny_llama  # noqa: E402
+
+from swm.selfplay.policy import Policy, PolicyConfig, collate, gather, load_base, spread  # noqa: E402
+from swm.selfplay.ppo import Diverged, PPOConfig, Sample, make_optimizer, ppo_loss, ppo_update  # noqa: E402
+
+CONFIG = PolicyConfig(base="", lora_r=4, lora_alpha=8, max_new_tokens=6)
+
+
+@pytest.fixture(scope="module")
+def base_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    torch.manual_seed(0)
+    return tiny_llama(tmp_path_factory.mktemp("tiny") / "model")
+
+
+def policy(base_dir: Path) -> Policy:
+    torch.manual_seed(1)
+    return Policy.create(CONFIG.model_copy(update={"base": str(base_dir)}))
+
+
+def ids(p: Policy, text: str) -> list[int]:
+    return [int(i) for i in p.tokenizer(text, add_special_tokens=False)["input_ids"]]
+
+
+def logprobs_of(p: Policy, prompt: list[int], completions: list[list[int]]) -> list[float]:
+    batch = collate([prompt] * len(completions), completions, p.tokenizer.pad_token_id)
+    with torch.no_grad():
+        lp, _ = p.score(batch)
+    return [sum(row) for row in gather(lp, batch)]
+
+
+def test_one_ppo_step_raises_positive_and_lowers_negative_tokens(base_dir: Path) -> None:
+    p = policy(base_dir)
+    prompt = p.prompt_ids("I can offer $ 500 for the bike")
+    good, bad = ids(p, "I would offer 520 ."), ids(p, "no no whatever !")
+    before = logprobs_of(p, prompt, [good, bad])
+    samples = [Sample(role="buyer", prompt_ids=prompt, token_ids=t, old_logprobs=lp, advantages=[a] * len(t),
+                      returns=[0.0] * len(t))
+               for t, a in ((good, 1.0), (bad, -1.0))
+               for lp in [logprobs_of_tokens(p, prompt, t)]]
+    stats = ppo_update(p, make_optimizer(p, PPOConfig(lr=1e-2)), samples, PPOConfig(lr=1e-2, minibatch=2))
+    after = logprobs_of(p, prompt, [good, bad])
+    assert stats["steps"] == 1 and stats["clipped"] == 0.0  # the first ratio is exactly 1
+    assert after[0] > before[0], "the positively advantaged reply became more likely"
+    assert after[1] < before[1], "the negatively advantaged reply became less likely"
+
+
+def logprobs_of_tokens(p: Policy, prompt: list[int], tokens: list[int]) -> list[float]:
+    batch = collate([prompt], [tokens], p.tokenizer.pad_token_id)
+    with torch.no_grad():
+        lp, _ = p.score(batch)
+    return gather(lp, batch)[0]
+
+
+def test_a_seats_loss_covers_only_its_own_generated_tokens(base_dir: Path) -> None:
+    p = policy(base_dir)
+    # the seller's words are in the buyer's prompt: context, never a target
+    seller_said = ids(p, "no whatever 520")
+    prompt = p.prompt_ids("Ava at turn 0 : no whatever 520")
+    mine = ids(p, "I can offer 500 .")
+    batch = collate([prompt, seller_said], [mine, ids(p, "would work")], p.tokenizer.pad_token_id)
+    assert [batch.targets[0, batch.mask[0].bool()].tolist(), batch.targets[1, batch.mask[1].bool()].tolist()] == [
+        mine, ids(p, "would work")]
+    assert batch.mask[0].sum() == len(mine)
+    old = spread(logprobs_of_rows(p, batch), batch)
+    with torch.no_grad():
+        ref, _ = p.score(batch, reference=True)
+    adv = spread([[1.0] * len(mine), [-1.0, 2.0]], batch)
+    ret = torch.zeros_like(adv)
+    loss, _ = ppo_loss(p, batch, old, ref, adv, ret, PPOConfig())
+    # anything written outside the generated tokens (prompts, padding) does not change the loss
+    noise = torch.randn_like(adv) * (1 - batch.mask) * 100
+    loss_noisy, _ = ppo_loss(p, batch, old + noise, ref + noise, adv + noise, ret + noise, PPOConfig())
+    assert float(loss.detach()) == pytest.approx(float(loss_noisy.detach()), rel=1e-6)
+
+
+def logprobs_of_rows(p: Policy, batch: object) -> list[list[float]]:
+    with torch.no_grad():
+        lp, _ = p.score(batch)  # type: ignore[arg-type]
+    return gather(lp, batch)  # type: ignore[arg-type]
+
+
+def test_a_non_finite_loss_stops_before_any_step(base_dir: Path) -> None:
+    p = policy(base_dir)
+    prompt = p.prompt_ids("the bike")
+    tokens = ids(p, "I can offer 500")
+    before = [t.detach().clone() for t in p.parameters()]
+    samples = [Sample(role="buyer", prompt_ids=prompt, token_ids=tokens, old_logprobs=[0.0] * len(tokens),
+                      advantages=[float("nan")] * len(tokens), returns=[0.0] * len(tokens))]
+    with pytest.raises(Diverged, match="loss is nan"):
+        ppo_update(p, make_optimizer(p, PPOConfig()), samples, PPOConfig())
+    assert all(torch.equal(a, b) for a, b in zip(before, p.parameters(), strict=True))
+
+
+def test_generation_records_tokens_and_their_logprobs(base_dir: Path, tmp_path: Path) -> None:
+    p = policy(base_dir)
+    gen = p.generate("I can offer $ 500 for the bike", seed="r1")
+    again = p.generate("I can offer $ 500 for the bike", seed="r1")
+    assert gen == again, "a seeded sample is replayed exactly"
+    assert len(gen.token_ids) == len(gen.logprobs) >= 1 and all(lp <= 0 for lp in gen.logprobs)
+    p.save(tmp_path / "ckpt", meta={"iteration": 1})
+    model, tok = load_base(str(base_dir))
+    loaded = Policy.create(CONFIG, adapter=tmp_path / "ckpt", base=(model, tok))
+    assert loaded.generate("I can offer $ 500 for the bike", seed="r1") == gen
