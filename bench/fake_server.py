@@ -14,6 +14,15 @@ benchmark against it measures swm, not a model; and integration tests get a real
 ``GET /stats`` returns the counters as JSON, ``POST /reset`` clears them and ``POST /config``
 changes the latency, so the server also runs as a separate process (``process=True``, or
 ``python -m bench.fake_server``) and then costs the measured process no CPU or GIL time.
+
+Faults, for the fault-injection tests and ``bench/faults.py``: ``configure(faults=[...])`` queues
+one fault per coming chat request, ``configure(fault_rate=p, fault_kinds=[...])`` draws them
+(seeded). Kinds (`FAULTS`): ``500`` (an HTTP 500), ``429`` (with ``Retry-After: retry_after``
+seconds), ``hang`` (no answer for ``hang`` seconds, then the connection closes), ``drop`` (the
+connection closes with no answer), ``invalid_json`` (HTTP 200 with a truncated body), ``huge``
+(HTTP 200 with ``huge_chars`` characters of junk instead of the answer). ``retry_after_ms`` adds
+that header to 500s and 429s, so tests back off in milliseconds. ``attempts`` counts every chat
+request, faulted or not; ``requests`` only the ones answered normally; ``injected`` the faults.
 """
 
 from __future__ import annotations
@@ -26,7 +35,7 @@ import sys
 import threading
 import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -37,6 +46,8 @@ from bench.schema_instance import minimal_instance, s3ap_parse_for
 Script = Callable[[str, dict[str, Any]], Any]  # (prompt text, request body) -> arguments dict | str
 DEFAULT_SCRIPTS: dict[str, Script] = {"S3APParse": lambda prompt, body: s3ap_parse_for(prompt)}
 DEFAULT_TEXT = "speak: I think we can agree on that."
+FAULTS = ("500", "429", "hang", "drop", "invalid_json", "huge")
+FAULT_SETTINGS = ("retry_after", "retry_after_ms", "hang", "huge_chars", "fault_rate")
 
 
 def _prompt_text(body: Mapping[str, Any]) -> str:
@@ -73,11 +84,53 @@ class _State:
         self.text = text
         self.record = record
         self.fail_at = -1  # when >= 0: requests after this many answer HTTP 400 (a stand-in for a crash)
+        self.faults: deque[str] = deque()
+        self.fault_rate, self.fault_kinds = 0.0, list(FAULTS)
+        self.fault_rng = random.Random(seed)
+        self.retry_after, self.retry_after_ms = 1.0, -1.0  # -1: no retry-after-ms header
+        self.hang, self.huge_chars = 30.0, 2_000_000
+        self.release = threading.Event()  # set on stop: hung requests end at once
         self.reset()
+
+    def configure(self, settings: Mapping[str, Any]) -> None:
+        """Apply ``configure()``/``POST /config`` settings (latency, seed, record, fail_at, faults)."""
+        with self.lock:
+            self.latency = float(settings.get("latency", self.latency))
+            self.jitter = float(settings.get("jitter", self.jitter))
+            if "seed" in settings:
+                self.rng = random.Random(int(settings["seed"]))
+                self.fault_rng = random.Random(int(settings["seed"]))
+            self.record = bool(settings.get("record", self.record))
+            self.fail_at = int(settings.get("fail_at", self.fail_at))
+            unknown = [f for f in [*settings.get("faults", []), *settings.get("fault_kinds", [])] if f not in FAULTS]
+            if unknown:
+                raise ValueError(f"unknown faults {unknown}; kinds are {', '.join(FAULTS)}")
+            if "faults" in settings:
+                self.faults = deque(settings["faults"])
+            if "fault_kinds" in settings:
+                self.fault_kinds = list(settings["fault_kinds"])
+            for key in FAULT_SETTINGS:
+                if key in settings:
+                    setattr(self, key, type(getattr(self, key))(settings[key]))
+
+    def next_fault(self) -> str | None:
+        """Count a chat request and return the fault to inject into it, if any."""
+        with self.lock:
+            self.attempts += 1
+            self.arrivals.append(time.monotonic())
+            fault = self.faults.popleft() if self.faults else None
+            if fault is None and self.fault_rate > 0 and self.fault_rng.random() < self.fault_rate:
+                fault = self.fault_rng.choice(self.fault_kinds)
+            if fault is not None:
+                self.injected[fault] += 1
+            return fault
 
     def reset(self) -> None:
         with self.lock:
             self.requests = 0
+            self.attempts = 0
+            self.arrivals: list[float] = []  # when each chat request arrived (monotonic clock)
+            self.injected: Counter[str] = Counter()
             self.slept: list[float] = []
             self.by_tool: Counter[str] = Counter()
             self.bodies: list[dict[str, Any]] = []
@@ -92,7 +145,8 @@ class _State:
 
     def stats(self) -> dict[str, Any]:
         with self.lock:
-            return {"requests": self.requests, "slept": list(self.slept), "slept_total": sum(self.slept),
+            return {"requests": self.requests, "attempts": self.attempts, "injected": dict(self.injected),
+                    "slept": list(self.slept), "slept_total": sum(self.slept),
                     "by_tool": dict(self.by_tool), "max_in_flight": self.max_in_flight,
                     "latency": self.latency, "jitter": self.jitter}
 
@@ -158,13 +212,43 @@ def _handler(state: _State) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
             pass
 
-        def _send(self, code: int, payload: Any) -> None:
-            data = json.dumps(payload).encode()
+        def _send(self, code: int, payload: Any, headers: Mapping[str, str] | None = None) -> None:
+            data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
             self.send_response(code)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
             self.end_headers()
             self.wfile.write(data)
+
+        def _fault(self, fault: str, body: dict[str, Any]) -> None:
+            """Answer one chat request with the injected fault."""
+            backoff = {"retry-after-ms": f"{state.retry_after_ms:g}"} if state.retry_after_ms >= 0 else {}
+            if fault == "500":
+                self._send(500, {"error": {"message": "fake server: injected 500", "type": "server_error"}}, backoff)
+            elif fault == "429":
+                self._send(429, {"error": {"message": "fake server: injected rate limit", "type": "rate_limit"}},
+                           {"retry-after": f"{state.retry_after:g}", **backoff})
+            elif fault == "invalid_json":
+                self._send(200, b'{"id": "chatcmpl-broken", "object": "chat.completion", "choices": [{"ind')
+            elif fault == "huge":
+                tool = _tool_of(body)
+                junk = "x" * state.huge_chars
+                message: dict[str, Any] = {"role": "assistant", "content": junk}
+                if tool is not None:
+                    message = {"role": "assistant", "content": None, "tool_calls": [{
+                        "id": "call_huge", "type": "function",
+                        "function": {"name": tool["name"], "arguments": json.dumps({"junk": junk})}}]}
+                self._send(200, {"id": "chatcmpl-huge", "object": "chat.completion", "created": int(time.time()),
+                                 "model": body.get("model", "fake"), "choices": [{
+                                     "index": 0, "message": message, "finish_reason": "stop", "logprobs": None}],
+                                 "usage": {"prompt_tokens": 1, "completion_tokens": state.huge_chars // 4,
+                                           "total_tokens": 1 + state.huge_chars // 4}})
+            else:  # hang, then drop; drop: close the connection with no answer
+                if fault == "hang":
+                    state.release.wait(state.hang)
+                self.close_connection = True
 
         def _body(self) -> dict[str, Any]:
             length = int(self.headers.get("Content-Length") or 0)
@@ -196,6 +280,10 @@ def _handler(state: _State) -> type[BaseHTTPRequestHandler]:
                     self._send(400, {"error": {"message": "fake server: fail_at reached",
                                                "type": "invalid_request_error"}})
                     return
+                fault = state.next_fault()
+                if fault is not None:
+                    self._fault(fault, body)
+                    return
                 if body.get("stream"):
                     self._send(400, {"error": {"message": "the fake server does not stream"}})
                     return
@@ -204,13 +292,11 @@ def _handler(state: _State) -> type[BaseHTTPRequestHandler]:
                 state.reset()
                 self._send(200, {"ok": True})
             elif path.endswith("/config"):
-                with state.lock:
-                    state.latency = float(body.get("latency", state.latency))
-                    state.jitter = float(body.get("jitter", state.jitter))
-                    if "seed" in body:
-                        state.rng = random.Random(int(body["seed"]))
-                    state.record = bool(body.get("record", state.record))
-                    state.fail_at = int(body.get("fail_at", state.fail_at))
+                try:
+                    state.configure(body)
+                except ValueError as exc:
+                    self._send(400, {"error": {"message": str(exc)}})
+                    return
                 self._send(200, {"ok": True})
             else:
                 self._send(404, {"error": {"message": f"no route {self.path}"}})
@@ -272,6 +358,7 @@ class FakeOpenAIServer:
         return self
 
     def stop(self) -> None:
+        self._state.release.set()
         if self._http is not None:
             self._http.shutdown()
             self._http.server_close()
@@ -329,21 +416,17 @@ class FakeOpenAIServer:
             self._state.reset()
 
     def configure(self, **settings: Any) -> None:
-        """Change ``latency``, ``jitter``, ``seed``, ``record`` or ``fail_at`` on the running server.
+        """Change ``latency``, ``jitter``, ``seed``, ``record``, ``fail_at`` or the faults on the running server.
 
         ``fail_at=K`` makes every request after the first K answer HTTP 400 (the client raises and
-        the graph stops, as if killed); ``fail_at=-1`` turns that off.
+        the graph stops, as if killed); ``fail_at=-1`` turns that off. ``faults``, ``fault_rate``,
+        ``fault_kinds``, ``retry_after``, ``retry_after_ms``, ``hang`` and ``huge_chars``: see the
+        module docstring.
         """
         if self.process_mode:
             self._call("POST", "/config", settings)
             return
-        with self._state.lock:
-            self._state.latency = float(settings.get("latency", self._state.latency))
-            self._state.jitter = float(settings.get("jitter", self._state.jitter))
-            if "seed" in settings:
-                self._state.rng = random.Random(int(settings["seed"]))
-            self._state.record = bool(settings.get("record", self._state.record))
-            self._state.fail_at = int(settings.get("fail_at", self._state.fail_at))
+        self._state.configure(settings)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -19,6 +19,8 @@ import sqlite_utils
 
 from checkpoints.savers import connect
 
+FAILED_REPLY_CHARS = 8_000  # a reply kept for audit is cut here: a runaway model can send megabytes
+
 
 class ExperienceStore:
     """One SQLite file of runs, parses, episodes, turns, pairs and metrics."""
@@ -106,6 +108,23 @@ class ExperienceStore:
         self.insert("parses", {"key": key, "story_hash": story_hash, "parser": parser, "prompt": prompt,
                                "task": task, "s3ap": dict(s3ap), "report": dict(report),
                                "attempts": attempts, "created": time.time()}, pk="key", replace=True)
+
+    # ---- replies that did not fit, kept for audit ---------------------------------------
+    def put_failed_reply(self, *, node: str, model: str, error: str, raw: str, key: str = "") -> None:
+        """Keep a model reply that did not fit its schema, cut to `FAILED_REPLY_CHARS` characters.
+
+        ``key`` names what it was for (a story hash, an episode id); ``raw_chars`` is the full length.
+        """
+        self.insert("failed_replies", {"node": node, "key": key, "model": model, "error": error[:1000],
+                                       "raw": raw[:FAILED_REPLY_CHARS], "raw_chars": len(raw),
+                                       "created": time.time()})
+
+    def failed_replies(self, key: str | None = None) -> list[dict[str, Any]]:
+        """Return the kept replies that did not fit (those for ``key`` when given), oldest first."""
+        if not self.has_table("failed_replies"):
+            return []
+        where, params = ("where key = ?", [key]) if key is not None else ("", [])
+        return list(self.rows(f"select * from failed_replies {where} order by rowid", params))
 
     def close(self) -> None:
         self.conn.close()

@@ -103,6 +103,7 @@ def parse(state: SocialWorldState, runtime: Runtime[SWMContext]) -> dict[str, An
         format_instructions=loaded["s3ap_format"].render(),
     )
     reply = call_model(ctx.model_for("parser"), text, S3APParse)
+    ctx.record_failed_reply("parse", "parser", reply, key=state.get("story_hash") or "")
     candidate = reply.value.model_dump() if reply.value is not None else None
     return {"candidate": candidate, "candidate_error": reply.error, "attempts": state.get("attempts", 0) + 1,
             "usage": {"parse": reply.stats}, "prompts": ids, "models": {"parser": ctx.spec_for("parser")}}

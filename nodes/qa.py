@@ -38,6 +38,7 @@ def answer(state: SocialWorldState, runtime: Runtime[SWMContext]) -> dict[str, A
         values["extra_info"] = extra_info(state)
     schema = DirectAnswer if mode == "vanilla" else ReasonedAnswer
     reply = call_model(ctx.model_for("qa"), prompt.render(**values), schema)
+    ctx.record_failed_reply("answer", "qa", reply, key=state.get("story_hash") or "")
     value = reply.value
     return {
         "answer": (value.answer.strip() if value is not None else ""),

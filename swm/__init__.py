@@ -6,14 +6,16 @@ persistence in ``checkpoints`` and prompt files in ``prompts``.
 """
 
 from swm.context import SWMContext
-from swm.errors import InputError, ModelOutputError, ModelUnavailable, SWMError
+from swm.errors import InputError, ModelCallFailed, ModelOutputError, ModelTimeout, ModelUnavailable, SWMError
 from swm.state import PerspectiveEntry, SocialStep, SocialWorld, ValidationReport
 from swm.usage import total_usage
 from swm.validation import validate_s3ap
 
 __all__ = [
     "InputError",
+    "ModelCallFailed",
     "ModelOutputError",
+    "ModelTimeout",
     "ModelUnavailable",
     "PerspectiveEntry",
     "SWMContext",

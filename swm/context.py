@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from swm.llm import EMBEDDED, ROLES, default_spec, make_chat_model
+from swm.llm import DEFAULT_MAX_RETRIES, EMBEDDED, ROLES, default_spec, make_chat_model, raw_text
 
 
 @dataclass
@@ -30,6 +30,10 @@ class SWMContext:
     chat_models: dict[str, Any] = field(default_factory=dict)
     temperature: float = 0.0
     max_tokens: int | None = None
+    # endpoint faults: seconds per request (None: 120, or 600 for the embedded server) and the
+    # OpenAI client's retries of a timeout, dropped connection, 429 or 5xx (see swm/llm.py)
+    timeout: float | None = None
+    max_retries: int = DEFAULT_MAX_RETRIES
     # parsing and QA
     task: str = "generic"
     max_parse_attempts: int = 3
@@ -64,7 +68,8 @@ class SWMContext:
         spec = self.spec_for(role)
         with self._lock:
             if spec not in self._cache:
-                self._cache[spec] = make_chat_model(spec, temperature=self.temperature, max_tokens=self.max_tokens)
+                self._cache[spec] = make_chat_model(spec, temperature=self.temperature, max_tokens=self.max_tokens,
+                                                    timeout=self.timeout, max_retries=self.max_retries)
             return self._cache[spec]
 
     def uses_embedded(self) -> bool:
@@ -80,6 +85,13 @@ class SWMContext:
                 if self.store is None:
                     self.store = ExperienceStore(":memory:")
         return self.store
+
+    def record_failed_reply(self, node: str, role: str, reply: Any, key: str = "") -> None:
+        """Keep a reply that did not fit its schema (bounded) in the store's ``failed_replies`` table."""
+        if reply.error is None:
+            return
+        self.experience_store().put_failed_reply(node=node, model=self.spec_for(role), error=reply.error,
+                                                 raw=raw_text(reply.raw), key=key)
 
     def prompt_version(self, name: str) -> str | None:
         return self.prompt_versions.get(name)

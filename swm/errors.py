@@ -25,10 +25,30 @@ class InputError(SWMError):
 
 
 class ModelUnavailable(SWMError):
-    """The model endpoint cannot be reached or refused the request."""
+    """The model endpoint cannot be reached or refuses every request (down, wrong URL, bad key).
+
+    Nothing a later item could do differently: a long run stops here, keeping what it finished.
+    """
 
     exit_code = 3
 
 
+class ModelCallFailed(SWMError):
+    """One model call failed after the client's retries: HTTP 429/5xx, a dropped connection, a reply
+    that is not JSON, a request the server refused.
+
+    A benchmark or lifelong run records the item it belongs to as failed, with this message, and
+    goes on; a rerun with the same thread retries only the failed items.
+    """
+
+    exit_code = 3
+
+
+class ModelTimeout(ModelCallFailed):
+    """The model did not answer within the timeout, on every attempt."""
+
+
 class ModelOutputError(SWMError):
-    """The model answered, but not with anything usable after the allowed retries."""
+    """The model answered, but not with anything usable after the allowed attempts."""
+
+    exit_code = 4

@@ -5,10 +5,20 @@ A role (parser, qa, agent, world_model, partner, judge) gets a LangChain chat mo
 vLLM, llama.cpp, Ollama), or ``embedded`` (the local llama.cpp server, the default when no key
 is set). Structured output binds the pydantic schema as a tool (``method="function_calling"``),
 which OpenAI, vLLM and llama.cpp's server all enforce. `call_model` times and counts each call.
+
+Transient endpoint faults are retried in one place only: the OpenAI client's own retry loop
+(``max_retries``), which re-sends just the failed HTTP request on a timeout, a dropped or refused
+connection, 408/409/429 and 5xx, with exponential backoff (0.5 s doubling to 8 s, minus up to 25%
+jitter) and honours the server's ``Retry-After`` / ``retry-after-ms`` (up to two minutes).
+LangGraph's ``RetryPolicy`` would re-run a whole node instead (the judge's two calls, a whole
+lifelong episode) and cannot honour ``Retry-After``, so no node carries a model retry policy.
+What still fails after the retries becomes one `SWMError` with one line to print: the endpoint
+is unreachable (`ModelUnavailable`), timed out (`ModelTimeout`) or failed (`ModelCallFailed`).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from dataclasses import dataclass
@@ -20,13 +30,16 @@ from langchain_core.runnables import Runnable, RunnableBinding, RunnableSequence
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel
 
-from swm.errors import ModelUnavailable
+from swm.errors import ModelCallFailed, ModelTimeout, ModelUnavailable, SWMError
 from swm.usage import CallStats
 
 ROLES = ("parser", "qa", "agent", "world_model", "partner", "judge")
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
 EMBEDDED = "embedded"
 EMBEDDED_MAX_TOKENS = 1536  # room for a 6-step S3AP parse; SmolLM2's context is 8,192
+DEFAULT_TIMEOUT = 120.0  # seconds per request to an endpoint; a hung one costs (retries + 1) × this
+EMBEDDED_TIMEOUT = 600.0  # the embedded model generates on a shared CPU: a long parse takes minutes
+DEFAULT_MAX_RETRIES = 3  # the OpenAI client's retries of a transient fault, per request
 
 
 @dataclass(frozen=True)
@@ -56,8 +69,13 @@ def default_spec(role: str) -> str:
 
 
 def make_chat_model(spec: str, *, temperature: float = 0.0, max_tokens: int | None = None,
-                    timeout: float = 600.0, max_retries: int = 2) -> BaseChatModel:
-    """Build the chat model for a spec; keys come from the environment and are never stored."""
+                    timeout: float | None = None, max_retries: int = DEFAULT_MAX_RETRIES) -> BaseChatModel:
+    """Build the chat model for a spec; keys come from the environment and are never stored.
+
+    ``timeout`` is per request (default `DEFAULT_TIMEOUT`, `EMBEDDED_TIMEOUT` for the embedded
+    server); ``max_retries`` is the client's retries of transient faults (none for the embedded
+    server, which is local: a retry there only repeats a slow call).
+    """
     from langchain_openai import ChatOpenAI
 
     parsed = ModelSpec.parse(spec)
@@ -68,7 +86,7 @@ def make_chat_model(spec: str, *, temperature: float = 0.0, max_tokens: int | No
         # langchain-openai sends the cap as max_completion_tokens, which llama.cpp's server ignores;
         # its own max_tokens goes in the body, so a small model cannot loop to the context limit.
         return ChatOpenAI(model="embedded", base_url=server.base_url, api_key="sk-no-key-needed",  # type: ignore[arg-type]
-                          temperature=temperature, timeout=timeout, max_retries=0,  # a retry redoes a slow call
+                          temperature=temperature, timeout=timeout or EMBEDDED_TIMEOUT, max_retries=0,
                           extra_body={"max_tokens": max_tokens or EMBEDDED_MAX_TOKENS})
     base_url = parsed.base_url or os.environ.get("OPENAI_BASE_URL") or None
     key = os.environ.get("OPENAI_API_KEY")
@@ -76,7 +94,8 @@ def make_chat_model(spec: str, *, temperature: float = 0.0, max_tokens: int | No
         raise ModelUnavailable(f"model {parsed.name!r} needs OPENAI_API_KEY",
                                "set OPENAI_API_KEY, or give the model as name@base_url, or use 'embedded'")
     return ChatOpenAI(model=parsed.name, base_url=base_url, api_key=key or "EMPTY",  # type: ignore[arg-type]
-                      temperature=temperature, max_tokens=max_tokens, timeout=timeout, max_retries=max_retries)
+                      temperature=temperature, max_tokens=max_tokens, timeout=timeout or DEFAULT_TIMEOUT,
+                      max_retries=max_retries)
 
 
 @dataclass
@@ -103,7 +122,8 @@ def call_model(model: BaseChatModel, messages: list[BaseMessage] | str,
     """Call a chat model once, for text or for a pydantic schema, and count the call.
 
     A reply that does not fit the schema comes back with ``error`` set and ``value`` None, so a
-    node can repair or record it; an unreachable endpoint raises `ModelUnavailable`.
+    node can repair or record it. A fault the client's retries did not cure raises
+    `ModelUnavailable`, `ModelTimeout` or `ModelCallFailed` (see `endpoint_error`).
     """
     start = time.perf_counter()
     raw: AIMessage | None = None
@@ -125,9 +145,9 @@ def call_model(model: BaseChatModel, messages: list[BaseMessage] | str,
                 error = _describe_parse_error(parsing_error, raw)
                 value = None
     except Exception as exc:  # noqa: BLE001 - classified below
-        if _is_connection_error(exc):
-            raise ModelUnavailable(f"cannot reach the model at {_endpoint_of(model)}: {type(exc).__name__}",
-                                   "start the server or check OPENAI_BASE_URL / the name@base_url spec") from exc
+        failure = endpoint_error(exc, model)
+        if failure is not None:
+            raise failure from exc
         raise
     prompt_tokens, completion_tokens = _usage_of(raw)
     stats = CallStats(calls=1, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
@@ -173,15 +193,74 @@ def _describe_parse_error(error: Any, raw: AIMessage | None) -> str:
     return text[:500]
 
 
-def _is_connection_error(exc: BaseException) -> bool:
+def _attempts(model: BaseChatModel) -> str:
+    retries = getattr(model, "max_retries", None)
+    return f"{retries + 1} attempt{'s' if retries else ''}" if isinstance(retries, int) else "its attempts"
+
+
+def _server_message(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    message = body.get("message") if isinstance(body, dict) else None
+    text = str(message or getattr(exc, "message", "") or exc)
+    return " ".join(text.split())[:200]
+
+
+def endpoint_error(exc: BaseException, model: BaseChatModel) -> SWMError | None:
+    """Turn what the OpenAI client raised after its retries into one-line error, or None if it is not one.
+
+    A refused connection or a rejected key / unknown model is `ModelUnavailable` (no later call
+    would fare better); a timeout is `ModelTimeout`; HTTP 429/5xx, a dropped connection, a reply
+    that is not JSON and other refused requests are `ModelCallFailed` (the item fails, the run goes on).
+    """
     try:
-        import httpx
-        import openai
-    except ImportError:  # pragma: no cover
-        return False
+        import httpx2 as httpx
+    except ImportError:  # pragma: no cover - openai < 3 used httpx
+        import httpx  # type: ignore[no-redef]
+    import openai
+
+    where = _endpoint_of(model)
+    if isinstance(exc, openai.APITimeoutError):
+        timeout = getattr(model, "request_timeout", None)
+        within = f" within {timeout:g} s" if isinstance(timeout, int | float) else ""
+        return ModelTimeout(f"the model at {where} did not answer{within} ({_attempts(model)})",
+                            "raise --timeout (SWMContext.timeout), or check that the server is not stuck")
+    if isinstance(exc, openai.APIConnectionError):
+        if _caused_by(exc, httpx.ConnectError, ConnectionRefusedError):
+            return ModelUnavailable(f"cannot reach the model at {where}: connection refused ({_attempts(model)})",
+                                    "start the server or check OPENAI_BASE_URL / the name@base_url spec")
+        cause = exc.__cause__ or exc.__context__
+        return ModelCallFailed(f"the connection to the model at {where} failed: "
+                               f"{type(cause or exc).__name__} ({_attempts(model)})",
+                               "the item is recorded as failed; rerun to retry it")
+    if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError | openai.NotFoundError):
+        return ModelUnavailable(f"the model at {where} refused the request: HTTP {exc.status_code} "
+                                f"{_server_message(exc)}", "check the API key and the model name")
+    if isinstance(exc, openai.APIStatusError):
+        code = exc.status_code
+        kind = (f"rate limited, {_attempts(model)}" if code == 429 else f"server error, {_attempts(model)}"
+                if code >= 500 else "request refused")
+        return ModelCallFailed(f"the model at {where} answered HTTP {code} ({kind}): {_server_message(exc)}",
+                               "the item is recorded as failed; rerun to retry it")
+    if isinstance(exc, openai.APIResponseValidationError) or _caused_by(exc, json.JSONDecodeError):
+        return ModelCallFailed(f"the model at {where} sent a reply that is not a chat completion: "
+                               f"{type(exc).__name__}", "the item is recorded as failed; rerun to retry it")
+    return None
+
+
+def _caused_by(exc: BaseException, *types: type[BaseException]) -> bool:
     seen: BaseException | None = exc
     while seen is not None:
-        if isinstance(seen, openai.APIConnectionError | httpx.ConnectError | ConnectionError):
+        if isinstance(seen, types):
             return True
         seen = seen.__cause__ or seen.__context__
     return False
+
+
+def raw_text(message: AIMessage | None) -> str:
+    """Return what a reply said: its text and the arguments of its tool calls."""
+    if message is None:
+        return ""
+    parts = [message.content if isinstance(message.content, str) else str(message.content)]
+    parts += [str(call.get("args")) for call in getattr(message, "tool_calls", None) or []]
+    parts += [str(call.get("args")) for call in getattr(message, "invalid_tool_calls", None) or []]
+    return "\n".join(p for p in parts if p)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-import openai
 import pytest
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
@@ -12,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from bench.fake_server import FakeOpenAIServer, _State
 from bench.schema_instance import known_schemas, minimal_instance
 from swm.context import SWMContext
+from swm.errors import ModelCallFailed
 from swm.llm import call_model, make_chat_model
 from swm.schemas import ReasonedAnswer, S3APParse
 from swm.validation import validate_s3ap
@@ -113,7 +113,7 @@ def test_fail_at_stands_in_for_a_crash() -> None:
         model = make_chat_model(server.model_spec)
         server.configure(fail_at=1)
         call_model(model, "first", ReasonedAnswer)
-        with pytest.raises(openai.BadRequestError):
+        with pytest.raises(ModelCallFailed, match="HTTP 400"):
             call_model(model, "second", ReasonedAnswer)
         server.configure(fail_at=-1)
         assert call_model(model, "third", ReasonedAnswer).value is not None

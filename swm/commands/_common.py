@@ -15,18 +15,25 @@ from langgraph.graph import StateGraph
 
 from swm.context import SWMContext
 from swm.errors import InputError
-from swm.llm import ROLES
+from swm.llm import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, EMBEDDED_TIMEOUT, ROLES
 
 F = Callable[..., Any]
 
 
 def model_options(*roles: str) -> Callable[[F], F]:
-    """Add ``--model`` and ``--<role>-model`` for the given roles (all when none are named).
+    """Add ``--model``, ``--<role>-model`` for the given roles (all when none are named), ``--timeout``
+    and ``--max-retries``.
 
     A spec is ``embedded``, a model name (OpenAI, or ``OPENAI_BASE_URL``) or ``name@base_url``.
     """
 
     def decorate(f: F) -> F:
+        f = click.option("--max-retries", type=click.IntRange(0, 20), default=DEFAULT_MAX_RETRIES,
+                         show_default=True, help="Retries of a model request after a timeout, a dropped "
+                         "connection, HTTP 429 or 5xx (exponential backoff, honouring Retry-After).")(f)
+        f = click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
+                         help=f"Seconds to wait for each model request [default: {DEFAULT_TIMEOUT:g}; "
+                              f"{EMBEDDED_TIMEOUT:g} for the embedded model].")(f)
         for role in reversed(roles or ROLES):
             flag = "--world-model" if role == "world_model" else f"--{role}-model"
             f = click.option(flag, f"{role}_model", default=None, metavar="SPEC",

@@ -10,7 +10,7 @@ import click
 
 from nodes.parse import MODES, TASKS
 from swm.commands._common import echo_json, make_context, model_options, read_text, run_graph, run_options
-from swm.errors import InputError
+from swm.errors import InputError, ModelOutputError
 from swm.usage import total_usage
 
 
@@ -53,11 +53,21 @@ def parse_command(story: str, task: str, max_attempts: int, max_chars: int, agen
     if as_json:
         echo_json({k: out.get(k) for k in ("world", "report", "parse_problems", "parse_cached", "attempts",
                                            "story_hash", "prompts", "models", "usage")})
-        return
-    click.echo(json.dumps(world.to_s3ap() if world else None, indent=2, ensure_ascii=False))
-    for problem in out.get("parse_problems") or []:
-        click.echo(f"problem: {problem}", err=True)
-    click.echo(("parse from cache; " if out.get("parse_cached") else "") + _usage_line(out), err=True)
+    elif world is not None:
+        click.echo(json.dumps(world.to_s3ap(), indent=2, ensure_ascii=False))
+        for problem in out.get("parse_problems") or []:
+            click.echo(f"problem: {problem}", err=True)
+        click.echo(("parse from cache; " if out.get("parse_cached") else "") + _usage_line(out), err=True)
+    if world is None:
+        raise ModelOutputError(unusable_parse(out), "its raw replies are in the store's failed_replies table; "
+                                                    "try another --parser-model or more --max-attempts")
+
+
+def unusable_parse(out: dict[str, Any]) -> str:
+    """Say in one line why a parse run ended with no social state."""
+    problems = out.get("parse_problems") or ["no reply could be read"]
+    reason = problems[0].removeprefix("error: ")
+    return f"no usable parse after {out.get('attempts') or 0} attempt(s): {reason[:300]}"
 
 
 @click.command("ask")
@@ -81,11 +91,13 @@ def ask_command(story: str, question: str, mode: str, task: str, max_attempts: i
     if as_json:
         echo_json({k: out.get(k) for k in ("answer", "reasoning", "answer_error", "mode", "world",
                                            "parse_problems", "parse_cached", "prompts", "models", "usage")})
-        return
-    click.echo(out.get("answer") or "(no answer)")
-    if out.get("answer_error"):
-        click.echo(f"problem: the answer did not fit the schema: {out['answer_error']}", err=True)
-    click.echo(("parse from cache; " if out.get("parse_cached") else "") + _usage_line(out), err=True)
+    elif out.get("answer"):
+        click.echo(out["answer"])
+        click.echo(("parse from cache; " if out.get("parse_cached") else "") + _usage_line(out), err=True)
+    if not out.get("answer"):
+        reason = out.get("answer_error") or "the answer was empty"
+        raise ModelOutputError(f"no usable answer: {' '.join(str(reason).split())[:300]}",
+                               "its raw reply is in the store's failed_replies table; try another --qa-model")
 
 
 def register(main: click.Group, bench: click.Group) -> None:
