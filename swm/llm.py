@@ -228,9 +228,9 @@ def endpoint_error(exc: BaseException, model: BaseChatModel) -> SWMError | None:
         if _caused_by(exc, httpx.ConnectError, ConnectionRefusedError):
             return ModelUnavailable(f"cannot reach the model at {where}: connection refused ({_attempts(model)})",
                                     "start the server or check OPENAI_BASE_URL / the name@base_url spec")
-        cause = exc.__cause__ or exc.__context__
-        return ModelCallFailed(f"the connection to the model at {where} failed: "
-                               f"{type(cause or exc).__name__} ({_attempts(model)})",
+        root = _root_cause(exc)
+        return ModelCallFailed(f"the connection to the model at {where} failed: {type(root).__name__}: "
+                               f"{' '.join(str(root).split())[:200]} ({_attempts(model)})",
                                "the item is recorded as failed; rerun to retry it")
     if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError | openai.NotFoundError):
         return ModelUnavailable(f"the model at {where} refused the request: HTTP {exc.status_code} "
@@ -245,6 +245,12 @@ def endpoint_error(exc: BaseException, model: BaseChatModel) -> SWMError | None:
         return ModelCallFailed(f"the model at {where} sent a reply that is not a chat completion: "
                                f"{type(exc).__name__}", "the item is recorded as failed; rerun to retry it")
     return None
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    while (exc.__cause__ or exc.__context__) is not None:
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return exc
 
 
 def _caused_by(exc: BaseException, *types: type[BaseException]) -> bool:
