@@ -19,15 +19,15 @@ import sqlite3
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import RetryPolicy
 
+from graphs import episode
 from nodes.convert import convert
 from nodes.gate import gate
 from nodes.lifelong import (
     after_deploy,
     after_synthesize,
     after_update,
-    collect,
     deploy_node,
-    evaluate,
+    episode_player,
     report_node,
     synthesize_node,
 )
@@ -46,13 +46,16 @@ STORE_RETRY = RetryPolicy(max_attempts=4, retry_on=sqlite3.OperationalError)
 
 def build() -> StateGraph[LifelongState, SWMContext, LifelongState, LifelongState]:
     g = StateGraph(LifelongState, context_schema=SWMContext)
+    # Both Send targets play one episode through the episode graph, compiled once here without a
+    # checkpointer of its own (an interrupted episode is replayed whole under the same id).
+    play = episode_player(episode.build().compile(checkpointer=False))
     g.add_node("synthesize", synthesize_node, retry_policy=STORE_RETRY)
     # Send targets: they take an episode job, not the graph state.
-    g.add_node("collect", collect, retry_policy=STORE_RETRY)  # type: ignore[arg-type,call-overload]
+    g.add_node("collect", play, retry_policy=STORE_RETRY)  # type: ignore[arg-type,call-overload]
     g.add_node("convert", convert, retry_policy=STORE_RETRY)
     g.add_node("gate", gate, retry_policy=STORE_RETRY)
     g.add_node("update", update, retry_policy=STORE_RETRY)
-    g.add_node("evaluate", evaluate, retry_policy=STORE_RETRY)  # type: ignore[arg-type,call-overload]
+    g.add_node("evaluate", play, retry_policy=STORE_RETRY)  # type: ignore[arg-type,call-overload]
     g.add_node("deploy", deploy_node, retry_policy=STORE_RETRY)
     g.add_node("report", report_node, retry_policy=STORE_RETRY)
     g.add_edge(START, "synthesize")

@@ -3,15 +3,17 @@
 ``synthesize`` makes a cycle's training tasks (cycle 0 sets the run up: the held-out tasks and
 the initial policy ``p0``); the routes fan out one ``Send`` per episode not yet in the store to
 ``collect`` (training episodes under the deployed policy) or ``evaluate`` (held-out episodes of
-every level under the candidate). Each branch plays its episode through the episode graph and
-writes it once under a deterministic id, so a resumed run re-plays only episodes that never
-finished. ``deploy`` applies the deploy gate and writes R[cycle, ·]; ``report`` computes the
-metrics and writes the Markdown report and plots.
+every level under the candidate). Each branch plays its episode through the episode graph
+that the graph module hands to `episode_player`, and writes it once under a deterministic id,
+so a resumed run re-plays only episodes that never finished. ``deploy`` applies the deploy gate
+and writes R[cycle, ·]; ``report`` computes the metrics and writes the Markdown report and plots.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
+from collections.abc import Callable
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -19,7 +21,7 @@ from langgraph.types import Send
 
 from swm.context import SWMContext
 from swm.lifelong import store as ls
-from swm.lifelong.bridge import run_episode
+from swm.lifelong.bridge import episode_inputs, to_record, to_scenario
 from swm.lifelong.deploy import decide
 from swm.lifelong.heldout import heldout
 from swm.lifelong.metrics import curriculum_for
@@ -27,6 +29,7 @@ from swm.lifelong.records import EpisodeRecord
 from swm.lifelong.state import DEFAULT_PLAN, EpisodeJob, LifelongState
 from swm.lifelong.tasks import Task, synthesize
 from swm.lifelong.update import Policy, memory_text
+from swm.social.store import load_turns
 from swm.usage import merge_usage
 
 
@@ -94,7 +97,38 @@ def synthesize_node(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[
     return {"phase": "collect"}
 
 
-def _play(job: EpisodeJob, ctx: SWMContext) -> dict[str, Any]:
+# The inner episode graph has no checkpointer; without a durability of its own it inherits an
+# outer durability="sync" and LangGraph fails (AttributeError: _put_checkpoint_fut). Passing one
+# makes LangGraph warn that it has no effect, which is exactly what we want here.
+warnings.filterwarnings("ignore", message="`durability` has no effect when no checkpointer is present")
+
+
+def run_episode(episode_graph: Any, task: Task, ctx: SWMContext, *, episode_id: str, memory: dict[str, str],
+                policy: str, max_turns: int, judge: bool, tested_agent: str | None = None,
+                **provenance: Any) -> tuple[EpisodeRecord, dict[str, Any]]:
+    """Play one episode of a task through ``episode_graph``; return its record and the graph's usage.
+
+    The episode graph has no checkpointer of its own: an episode interrupted by a kill is played
+    again from its first turn, under the same id, after the stale turn rows of the unfinished
+    attempt are removed.
+    """
+    store = ctx.experience_store()
+    with store.lock:
+        if store.has_table("turns"):
+            store.db.execute("delete from turns where episode_id = ?", [episode_id])
+            store.db.conn.commit()
+    scenario = to_scenario(task, memory)
+    inputs = episode_inputs(scenario, episode_id=episode_id, policy=policy, max_turns=max_turns, judge=judge,
+                            tested_agent=tested_agent)
+    out = dict(episode_graph.invoke(inputs, context=ctx, durability="async"))
+    turns = load_turns(store, episode_id)
+    record = to_record(task, scenario, turns, out.get("judgements"), tested_agent, episode_id=episode_id,
+                       source_episode=episode_id, models=dict(out.get("models") or {}),
+                       prompts=dict(out.get("prompts") or {}), **provenance)
+    return record, dict(out.get("usage") or {})
+
+
+def _play(job: EpisodeJob, ctx: SWMContext, episode_graph: Any) -> dict[str, Any]:
     store = ctx.experience_store()
     if ls.episode_done(store, job["episode_id"]):
         return {}
@@ -107,8 +141,8 @@ def _play(job: EpisodeJob, ctx: SWMContext) -> dict[str, Any]:
     provenance = {"run_id": plan["run_id"], "cycle": job["cycle"], "phase": job["phase"], "seed": job["sample"],
                   "seat": job["seat"], "policy_version": job["policy_version"]}
     policy_kind = plan["policy"] if job["phase"] == "collect" else plan["eval_policy"]
-    record, usage = run_episode(task, ctx, episode_id=job["episode_id"], memory=memory, policy=policy_kind,
-                                max_turns=plan["max_turns"], judge=plan["judge"],
+    record, usage = run_episode(episode_graph, task, ctx, episode_id=job["episode_id"], memory=memory,
+                                policy=policy_kind, max_turns=plan["max_turns"], judge=plan["judge"],
                                 tested_agent=job["tested_agent"], **provenance)
     ls.put_episode(store, record, passed_of(record, plan))
     phase_key = "collected" if job["phase"] == "collect" else "evaluated"
@@ -124,14 +158,20 @@ def passed_of(record: EpisodeRecord, plan: dict[str, Any]) -> bool:
     return ok
 
 
-def collect(job: EpisodeJob, runtime: Runtime[SWMContext]) -> dict[str, Any]:
-    """Play one training episode (a Send branch) and record it once."""
-    return _play(job, runtime.context)
+EpisodeNode = Callable[[EpisodeJob, Runtime[SWMContext]], dict[str, Any]]
 
 
-def evaluate(job: EpisodeJob, runtime: Runtime[SWMContext]) -> dict[str, Any]:
-    """Play one held-out episode under the candidate policy (a Send branch) and record it once."""
-    return _play(job, runtime.context)
+def episode_player(episode_graph: Any) -> EpisodeNode:
+    """Return the Send-branch node that plays one episode job through ``episode_graph`` and records it once.
+
+    The graph module passes the compiled episode graph in, so this layer never imports the wiring.
+    """
+
+    def play(job: EpisodeJob, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+        """Play one episode (training, or held-out under the candidate) and record it once."""
+        return _play(job, runtime.context, episode_graph)
+
+    return play
 
 
 def after_synthesize(state: LifelongState, runtime: Runtime[SWMContext]) -> list[Send] | str:

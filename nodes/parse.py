@@ -19,7 +19,7 @@ from langgraph.runtime import Runtime
 import prompts
 from swm.context import SWMContext
 from swm.errors import InputError
-from swm.graph_state import SocialWorldState
+from swm.graph_state import SocialWorldState, story_hash
 from swm.llm import call_model
 from swm.schemas import S3APParse
 from swm.state import Issue, SocialWorld, ValidationReport, agent_key
@@ -28,11 +28,6 @@ from swm.validation import validate_s3ap
 TASKS = ("generic", "tomi", "hitom", "fantom", "mmtom", "confaide")
 MODES = ("vanilla", "cot", "s3ap", "s3ap_only")
 NEEDS_PARSE = ("s3ap", "s3ap_only")
-
-
-def story_hash(narrative: str) -> str:
-    """Hash a narrative with its whitespace normalised, so re-wrapped text hits the cache."""
-    return hashlib.sha256(" ".join(narrative.split()).encode()).hexdigest()
 
 
 def check_narrative(narrative: Any, max_chars: int) -> str:

@@ -7,6 +7,7 @@ subclass `SocialWorldState`.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from typing import Annotated, Any, TypedDict
 
@@ -20,6 +21,11 @@ from swm.usage import CallStats, merge_usage
 def merge_dict(left: Mapping[str, Any] | None, right: Mapping[str, Any] | None) -> dict[str, Any]:
     """Reducer: later keys win."""
     return {**(left or {}), **(right or {})}
+
+
+def story_hash(narrative: str) -> str:
+    """Hash a narrative with its whitespace normalised, so re-wrapped text hits the parse cache."""
+    return hashlib.sha256(" ".join(narrative.split()).encode()).hexdigest()
 
 
 class SocialWorldState(TypedDict, total=False):

@@ -16,6 +16,7 @@ from scripted import ScriptedChatModel
 from tom_scripted import respond
 
 from checkpoints import ExperienceStore
+from graphs import ask
 from swm.context import SWMContext
 from swm.tom.loaders import load_benchmark
 from swm.tom.report import summarise
@@ -49,7 +50,7 @@ def test_exact_calls_per_question(tmp_path: Path, concurrency: int) -> None:
     model = ScriptedChatModel(respond=respond)
     ctx = _ctx(tmp_path / "b.db", model)
     result = run_benchmark(items, ["cot", "s3ap"], ctx, tmp_path / "b.db", "run", concurrency=concurrency,
-                           progress=False)
+                           progress=False, ask_graph=ask.build())
     tools = Counter(tool for tool, _ in model.prompts)
     assert tools == {"ReasonedAnswer": 10, "S3APParse": 2}  # CoT 5 × 1; S3AP 5 QA + 1 parse per story
     rows = result["rows"]
@@ -77,7 +78,7 @@ def test_killed_run_resumes_without_repeating_work(tmp_path: Path) -> None:
     modes = ["cot", "s3ap"]
     reference = ScriptedChatModel(respond=respond)
     ref_summary = summarise(run_benchmark(items, modes, _ctx(tmp_path / "ref.db", reference), tmp_path / "ref.db",
-                                          "run", progress=False)["rows"], modes)
+                                          "run", progress=False, ask_graph=ask.build())["rows"], modes)
 
     qa_calls = {"n": 0}
 
@@ -91,19 +92,19 @@ def test_killed_run_resumes_without_repeating_work(tmp_path: Path) -> None:
     db = tmp_path / "run.db"
     first = ScriptedChatModel(respond=crashing)
     with pytest.raises(RuntimeError, match="killed"):
-        run_benchmark(items, modes, _ctx(db, first), db, "run", progress=False)
+        run_benchmark(items, modes, _ctx(db, first), db, "run", progress=False, ask_graph=ask.build())
     assert ExperienceStore(db).count("tom_results") == 5  # the CoT half finished and was stored
     assert Counter(t for t, _ in first.prompts)["S3APParse"] == 1
 
     second = ScriptedChatModel(respond=respond)
-    resumed = run_benchmark(items, modes, _ctx(db, second), db, "run", progress=False)
+    resumed = run_benchmark(items, modes, _ctx(db, second), db, "run", progress=False, ask_graph=ask.build())
     # no CoT item again; the interrupted item resumes at its answer node (its parse is checkpointed)
     assert Counter(t for t, _ in second.prompts) == {"ReasonedAnswer": 5, "S3APParse": 1}
     assert resumed["skipped"] == 5
     assert _stable(summarise(resumed["rows"], modes)) == _stable(ref_summary)
 
     third = ScriptedChatModel(respond=respond)
-    again = run_benchmark(items, modes, _ctx(db, third), db, "run", progress=False)
+    again = run_benchmark(items, modes, _ctx(db, third), db, "run", progress=False, ask_graph=ask.build())
     assert third.calls == 0 and _stable(summarise(again["rows"], modes)) == _stable(ref_summary)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,24 @@ import click
 from nodes.env import POLICIES
 from swm.commands._common import comma_list, db_path, echo_json, make_context, model_options, run_options
 from swm.commands.play import EPISODE_ROLES, inject_test_models
+from swm.context import SWMContext
 from swm.errors import InputError
+
+
+def episode_player(ctx: SWMContext, db: Path) -> Callable[[str, dict[str, Any]], dict[str, Any]]:
+    """Return ``play(episode_id, inputs)``: run (or resume) one episode on its own thread and SQLite connection."""
+    from langchain_core.runnables import RunnableConfig
+
+    from checkpoints import run_thread, sqlite_saver
+    from graphs import episode
+
+    def play(episode_id: str, inputs: dict[str, Any]) -> dict[str, Any]:
+        config: RunnableConfig = {"configurable": {"thread_id": episode_id}}
+        with sqlite_saver(db) as saver:
+            out, _ = run_thread(episode.build().compile(checkpointer=saver), inputs, config, ctx)
+        return out
+
+    return play
 
 
 @click.command("sotopia")
@@ -78,8 +96,9 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
     click.echo(f"run {run_id}: {len(scenarios)} scenarios × {len(chosen)} policies, max {max_turns} turns "
                f"(rerun with --thread-id {run_id} --db {db_path(db)} to resume if interrupted)", err=True)
     with tqdm(total=len(scenarios) * len(chosen), desc="episodes", disable=no_progress) as bar:
-        result = run_bench(scenarios, chosen, ctx, db_path(db), run_id, partner_policy=partner_policy,
-                           max_turns=max_turns, concurrency=concurrency, on_done=lambda: bar.update(1))
+        result = run_bench(scenarios, chosen, ctx, episode_player(ctx, db_path(db)), run_id,
+                           partner_policy=partner_policy, max_turns=max_turns, concurrency=concurrency,
+                           on_done=lambda: bar.update(1))
     store = ctx.experience_store()
     table = summarise(store, result["episodes"], chosen)
     folder = out_dir or Path("swm-results") / run_id

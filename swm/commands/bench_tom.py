@@ -43,6 +43,7 @@ def tom_command(benchmark: str, data: Path | None, modes: str, n: int | None, se
     Every item goes through the ask graph as its own checkpoint thread; killed runs resume with
     the same --db and --thread-id, skipping finished items and giving the same table.
     """
+    from graphs import ask
     from swm.tom.loaders import BENCHMARKS, load_benchmark, select
     from swm.tom.report import summarise, write_reports
     from swm.tom.runner import result_rows, run_benchmark
@@ -77,7 +78,7 @@ def tom_command(benchmark: str, data: Path | None, modes: str, n: int | None, se
         result = {"rows": rows, "wall_seconds": 0.0, "skipped": len(rows)}
     else:
         result = run_benchmark(items, mode_list, ctx, db_path(db), run_id, concurrency=concurrency,
-                               progress=not no_progress, meta=meta)
+                               progress=not no_progress, meta=meta, ask_graph=ask.build())
         rows = result["rows"]
     summary = summarise(rows, mode_list)
     header = {"data": meta["data"], "questions": len(items), "seed": seed, "run": run_id,

@@ -6,28 +6,24 @@ learner's seats, the policy's memory), and a secret goes into the profile's ``se
 episode's own rules keep it from the others. The hidden truth stays in the task; the checker
 reads the transcript afterwards.
 
-`run_episode` plays one episode through ``graphs.episode`` (no checkpointer of its own: an
-episode interrupted by a kill is played again from its first turn, under the same id, after the
-stale turn rows of the unfinished attempt are removed), then `to_record` reads its turn rows
-back, rebuilds the exact prompt each agent acted on (the ``episode_act`` template, the input of
-the plain policy and of Foresee-and-Act's sample step), and runs the task's checker.
+`episode_inputs` is the episode graph's input for a task; the lifelong nodes
+(`nodes.lifelong`) play it through the graph they are given, then `to_record` reads its turn
+rows back, rebuilds the exact prompt each agent acted on (the ``episode_act`` template, the
+input of the plain policy and of Foresee-and-Act's sample step), and runs the task's checker.
+This module never runs a graph: it stays below the wiring.
 """
 
 from __future__ import annotations
 
-import functools
 import json
-import warnings
 from typing import Any
 
 import prompts
-from swm.context import SWMContext
 from swm.lifelong.checkers import check
 from swm.lifelong.records import EpisodeRecord, Prediction, TurnRecord, digest
 from swm.lifelong.tasks import Task
 from swm.social.models import ACTION_TYPES, AgentAction, AgentProfile, Scenario, ScenarioAgent
 from swm.social.models import TurnRecord as EpisodeTurn
-from swm.social.store import load_turns
 from swm.state import SocialStep, SocialWorld, is_none
 
 
@@ -115,40 +111,9 @@ def to_record(task: Task, scenario: Scenario, turns: list[EpisodeTurn], judgemen
     return record
 
 
-# The inner episode graph has no checkpointer; without a durability of its own it inherits an
-# outer durability="sync" and LangGraph fails (AttributeError: _put_checkpoint_fut). Passing one
-# makes LangGraph warn that it has no effect, which is exactly what we want here.
-warnings.filterwarnings("ignore", message="`durability` has no effect when no checkpointer is present")
-
-
-@functools.cache
-def _episode_graph() -> Any:
-    """Compile the episode graph once per process (a compiled graph is reusable across threads)."""
-    from graphs import episode
-
-    return episode.build().compile(checkpointer=False)
-
-
-def _invoke(graph: Any, inputs: dict[str, Any], context: SWMContext) -> dict[str, Any]:
-    return dict(graph.invoke(inputs, context=context, durability="async"))
-
-
-def run_episode(task: Task, ctx: SWMContext, *, episode_id: str, memory: dict[str, str], policy: str,
-                max_turns: int, judge: bool, tested_agent: str | None = None,
-                **provenance: Any) -> tuple[EpisodeRecord, dict[str, Any]]:
-    """Play one episode of a task through the episode graph; return its record and the graph's usage."""
-    store = ctx.experience_store()
-    with store.lock:
-        if store.has_table("turns"):
-            store.db.execute("delete from turns where episode_id = ?", [episode_id])
-            store.db.conn.commit()
-    scenario = to_scenario(task, memory)
-    graph = _episode_graph()
-    out = _invoke(graph, {"scenario": scenario.model_dump(mode="json"), "episode_id": episode_id,
-                          "policies": {n: policy for n in scenario.names}, "max_turns": max_turns, "judge": judge,
-                          "tested_agent": tested_agent or scenario.names[0]}, ctx)
-    turns = load_turns(store, episode_id)
-    record = to_record(task, scenario, turns, out.get("judgements"), tested_agent, episode_id=episode_id,
-                       source_episode=episode_id, models=dict(out.get("models") or {}),
-                       prompts=dict(out.get("prompts") or {}), **provenance)
-    return record, dict(out.get("usage") or {})
+def episode_inputs(scenario: Scenario, *, episode_id: str, policy: str, max_turns: int, judge: bool,
+                   tested_agent: str | None = None) -> dict[str, Any]:
+    """Return the episode graph's input for ``scenario``: every seat plays ``policy``."""
+    return {"scenario": scenario.model_dump(mode="json"), "episode_id": episode_id,
+            "policies": {n: policy for n in scenario.names}, "max_turns": max_turns, "judge": judge,
+            "tested_agent": tested_agent or scenario.names[0]}

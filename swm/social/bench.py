@@ -4,7 +4,9 @@ Each (policy, scenario) pair is one episode on its own checkpoint thread
 ``<run id>-<policy>-<scenario id>``. On a rerun with the same run id, episodes whose store row
 says ``done`` are skipped, and unfinished ones resume from their last checkpoint, so a killed
 benchmark loses at most the node in flight of each running episode. Episodes run on a thread
-pool (``concurrency``), each with its own SQLite connection.
+pool (``concurrency``) through the ``play`` function the caller passes in (the CLI runs the
+episode graph on its own SQLite connection per episode), so this package never imports the
+wiring.
 """
 
 from __future__ import annotations
@@ -13,10 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from pathlib import Path
 from typing import Any
-
-from langchain_core.runnables import RunnableConfig
 
 from swm.context import SWMContext
 from swm.errors import ModelUnavailable
@@ -42,18 +41,11 @@ def episode_id_for(run_id: str, policy: str, scenario: Scenario) -> str:
     return f"{run_id}-{policy}-{scenario.id}"
 
 
-def run_episode(ctx: SWMContext, db: Path, episode_id: str, inputs: dict[str, Any]) -> dict[str, Any]:
-    """Run (or resume) one episode on its own thread and SQLite connection; return its final state."""
-    from checkpoints import run_thread, sqlite_saver
-    from graphs import episode
-
-    config: RunnableConfig = {"configurable": {"thread_id": episode_id}}
-    with sqlite_saver(db) as saver:
-        out, _ = run_thread(episode.build().compile(checkpointer=saver), inputs, config, ctx)
-    return out
+PlayEpisode = Callable[[str, dict[str, Any]], Any]
+"""Run (or resume) one episode: ``play(episode_id, episode graph input)``."""
 
 
-def run_bench(scenarios: list[Scenario], policies: list[str], ctx: SWMContext, db: Path, run_id: str, *,
+def run_bench(scenarios: list[Scenario], policies: list[str], ctx: SWMContext, play: PlayEpisode, run_id: str, *,
               partner_policy: str = "plain", max_turns: int = 20, concurrency: int = 1,
               on_done: Callable[[], None] | None = None) -> dict[str, Any]:
     """Run every (policy, scenario) episode not yet done; return {"episodes", "ran", "skipped", "failed", "wall"}."""
@@ -80,7 +72,7 @@ def run_bench(scenarios: list[Scenario], policies: list[str], ctx: SWMContext, d
                   "policies": {n: (policy if n == tested else partner_policy) for n in scenario.names},
                   "max_turns": max_turns, "judge": True}
         began = time.perf_counter()
-        run_episode(ctx, db, eid, inputs)
+        play(eid, inputs)
         row = get_episode(store, eid) or {}
         spent = time.perf_counter() - began + float(row.get("wall_seconds") or 0)  # earlier attempts count too
         write_episode(store, {**row, "bench_run": run_id, "policy": policy, "wall_seconds": round(spent, 3)})

@@ -9,6 +9,8 @@ report is computed from the rows, so it comes out the same.
 In the S3AP modes the parse is cached per story (nodes/parse.py), so a story costs one parse
 however many questions ask about it. To keep that true when items run concurrently, the first
 question of each story (its *leader*) is submitted before the others, which wait for it.
+
+The caller hands in the ask graph (``graphs.ask.build()``), so this package never imports the wiring.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from langchain_core.runnables import RunnableConfig
 from checkpoints import run_thread
 from swm.context import SWMContext
 from swm.errors import InputError
+from swm.graph_state import story_hash
 from swm.tom.loaders import TomItem
 from swm.tom.scoring import score_answer
 from swm.usage import total_usage
@@ -154,8 +157,6 @@ def run_mode(graph: Any, ctx: SWMContext, run_id: str, mode: str, items: list[To
     A crash (model unreachable, an exception from a model) leaves finished items stored and the
     unfinished ones checkpointed, so the same call resumes them.
     """
-    from nodes.parse import story_hash
-
     store = ctx.experience_store()
     done = finished_keys(store, run_id)
     todo = [i for i in items if item_thread(run_id, mode, i) not in done]
@@ -210,19 +211,20 @@ def run_mode(graph: Any, ctx: SWMContext, run_id: str, mode: str, items: list[To
 
 
 def run_benchmark(items: list[TomItem], modes: list[str], ctx: SWMContext, db: str | Path, run_id: str,
-                  concurrency: int = 1, progress: bool = True, meta: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Run items in each mode on the SQLite checkpointer at ``db``; return the rows and timing."""
+                  concurrency: int = 1, progress: bool = True, meta: dict[str, Any] | None = None, *,
+                  ask_graph: Any) -> dict[str, Any]:
+    """Run items in each mode through ``ask_graph`` (a `StateGraph`, compiled here on the SQLite
+    checkpointer at ``db``); return the rows and timing."""
     from tqdm import tqdm
 
     from checkpoints import sqlite_saver
-    from graphs import ask
 
     store = ctx.experience_store()
     record_run(store, run_id, meta or {})
     start = time.perf_counter()
     skipped = 0
     with sqlite_saver(db) as saver:
-        graph = ask.build().compile(checkpointer=saver)
+        graph = ask_graph.compile(checkpointer=saver)
         for mode in modes:
             previous = result_rows(store, run_id, [mode], items)
             skipped += len(previous)
