@@ -21,43 +21,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-NONE = "none"
-SAME_AS_STATE = "<same_as_state />"
-_MENTAL_RE = re.compile(r"<mental_state>(.*?)</mental_state>", re.S)
-# a tag and the one space before it (``to_s3ap`` writes "text <mental_state>…</mental_state>")
-_MENTAL_TAG_RE = re.compile(r"[ \t]?<mental_state>.*?</mental_state>", re.S)
-_LAST_ACTION_RE = re.compile(r"<same_as_last_action(?:_(\d+))?\s*/>")
-_STATE_RE = re.compile(r"<same_as_state\s*/>")
+from swm.s3ap import LAST_ACTION_RE, NONE, SAME_AS_STATE, STATE_RE, agent_key, is_none, split_mental_state
 
-
-def agent_key(name: str) -> str:
-    """Return the comparison key of an agent name: case and spacing do not matter."""
-    return re.sub(r"[\s_\-]+", "", name).casefold()
-
-
-def is_none(text: str | None) -> bool:
-    """Tell whether a field says the agent observed or did nothing."""
-    return text is None or text.strip().casefold() in {"", NONE, "none.", "null", "n/a"}
-
-
-def split_mental_state(observation: str) -> tuple[str, str]:
-    """Split an observation into its external part and its ``<mental_state>`` content.
-
-    Only the tag and the one space before it are removed: runs of spaces inside the external
-    text are content and survive a round trip.
-    """
-    found = _MENTAL_RE.findall(observation)
-    if not found:
-        return observation, ""
-    mental = " ".join(m.strip() for m in found)
-
-    def drop(match: re.Match[str]) -> str:
-        before, after = observation[match.start() - 1:match.start()], observation[match.end():match.end() + 1]
-        glued = match.group(0)[0] == "<" and before.strip() and after.strip()
-        return " " if glued else ""  # "saw<m>…</m>it" keeps its words apart
-
-    external = _MENTAL_TAG_RE.sub(drop, observation).strip()
-    return external, mental
+__all__ = [
+    "NONE", "SAME_AS_STATE", "Issue", "PerspectiveEntry", "SocialStep", "SocialWorld", "ValidationReport",
+    "agent_key", "is_none", "split_mental_state", "unwrap_s3ap",
+]
 
 
 class SocialStep(BaseModel):
@@ -136,7 +105,7 @@ class SocialWorld(BaseModel):
     def from_s3ap(cls, obj: Any, agents: Iterable[str] | None = None) -> SocialWorld:
         """Read the paper's S3AP JSON in either form; names are matched to known agents.
 
-        Unknown names are kept as written (so `validate()` can report them) unless they
+        Unknown names are kept as written (so `swm.validation.validate_s3ap` can report them) unless they
         differ from a known agent only in case or spacing, in which case they are normalised.
         """
         names, raw_steps = unwrap_s3ap(obj)
@@ -264,16 +233,16 @@ class SocialWorld(BaseModel):
             if match.group(1) is not None:
                 position = int(match.group(1))
                 if position >= len(self.agents):
-                    return match.group(0)  # left as written; validate() reports it
+                    return match.group(0)  # left as written; validate_s3ap reports it
                 agent = self.agents[position]
                 action = previous.action_of(agent)
                 return "" if is_none(action) else f"{agent}: {action}"
             acted = [f"{a}: {t}" for a, t in previous.actions.items() if not is_none(t)]
             return "; ".join(acted)
 
-        if _STATE_RE.search(text) and not _STATE_RE.fullmatch(scene.strip() or "x"):
-            text = _STATE_RE.sub(lambda _m: scene, text)
-        text = _LAST_ACTION_RE.sub(last_action, text)
+        if STATE_RE.search(text) and not STATE_RE.fullmatch(scene.strip() or "x"):
+            text = STATE_RE.sub(lambda _m: scene, text)
+        text = LAST_ACTION_RE.sub(last_action, text)
         return re.sub(r"\s+", " ", text).strip() or NONE
 
     def perspective(self, agent: str) -> list[PerspectiveEntry]:
@@ -298,17 +267,6 @@ class SocialWorld(BaseModel):
         import json
 
         return json.dumps(self.to_s3ap(), ensure_ascii=False)
-
-    # ---- validation -------------------------------------------------------------------
-    def validate_world(self, expected_agents: Iterable[str] | None = None) -> ValidationReport:
-        """Run the structural and rule checks on this world (see `validate_s3ap`)."""
-        from swm.validation import validate_s3ap
-
-        return validate_s3ap(self.to_s3ap(), expected_agents=expected_agents)
-
-    def validate(self, expected_agents: Iterable[str] | None = None) -> ValidationReport:  # type: ignore[override]
-        """Alias of `validate_world` (pydantic's deprecated classmethod of this name is not used)."""
-        return self.validate_world(expected_agents)
 
 
 def unwrap_s3ap(obj: Any) -> tuple[list[str], list[Any]]:

@@ -6,23 +6,11 @@ field or an unknown agent is scored rather than silently repaired by `SocialWorl
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from swm.state import (
-    _LAST_ACTION_RE,
-    _MENTAL_RE,
-    Issue,
-    ValidationReport,
-    agent_key,
-    is_none,
-    unwrap_s3ap,
-)
-
-_ANY_TAG_RE = re.compile(r"</?([a-zA-Z_][\w]*)[^>]*?/?>")
-KNOWN_TAGS = frozenset({"same_as_state", "mental_state"})
-_LAST_ACTION_TAG_RE = re.compile(r"same_as_last_action(?:_\d+)?$")
+from swm.s3ap import ANY_TAG_RE, LAST_ACTION_RE, MENTAL_RE, agent_key, is_known_tag, is_none
+from swm.state import Issue, ValidationReport, unwrap_s3ap
 
 _REQUIRED = ("timestep", "state", "observations", "actions")
 
@@ -107,13 +95,13 @@ def validate_s3ap(obj: Any, expected_agents: Iterable[str] | None = None) -> Val
             else:
                 passed += 1
         for agent, text in (observations or {}).items():
-            if _MENTAL_RE.search(text):
+            if MENTAL_RE.search(text):
                 any_mental = True
-            for tag in _ANY_TAG_RE.findall(text):
-                if tag not in KNOWN_TAGS and not _LAST_ACTION_TAG_RE.match(tag):
+            for tag in ANY_TAG_RE.findall(text):
+                if not is_known_tag(tag):
                     issues.append(Issue(code="unknown_tag", step=index, agent=agent,
                                         message=f"{agent}'s observation uses an unknown tag <{tag}>"))
-            for m in _LAST_ACTION_RE.finditer(text):
+            for m in LAST_ACTION_RE.finditer(text):
                 if m.group(1) is not None and agents and int(m.group(1)) >= len(agents):
                     issues.append(Issue(code="bad_tag_index", step=index, agent=agent,
                                         message=f"<same_as_last_action_{m.group(1)} /> names no agent "

@@ -117,7 +117,7 @@ def test_validate_scores_a_good_parse_fully() -> None:
     report = validate_s3ap(SALLY_ANNE)
     assert report.structural_score == 1.0
     assert report.ok, report.issues
-    assert SocialWorld.from_s3ap(SALLY_ANNE).validate().ok
+    assert validate_s3ap(SocialWorld.from_s3ap(SALLY_ANNE)).ok
 
 
 @pytest.mark.parametrize(
@@ -174,7 +174,7 @@ def test_unknown_names_are_kept_and_reported() -> None:
     world = SocialWorld.from_s3ap(raw)
     assert world.agents == ["Sally"]
     assert world.steps[0].observations["Sally_1"] == "y"
-    assert world.validate().unknown_agents == ["Sally_1"]
+    assert validate_s3ap(world).unknown_agents == ["Sally_1"]
 
 
 def test_social_step_forbids_unknown_fields() -> None:
