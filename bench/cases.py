@@ -1,4 +1,4 @@
-"""The graphs the suite measures: how to build each, its i-th input and its call floor.
+"""The registry of graphs the suite measures: how to build each, its i-th input and its call floor.
 
 A case's floor is the minimal number of model calls its algorithm needs for one run on that
 input (S3AP ask: one parse per story not yet cached plus one QA call; parse: one). Graphs other
@@ -9,9 +9,11 @@ missing one is reported as a gap, never silently skipped.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
+
+from bench.graph_case import GraphCase, NotMeasurable
+
+__all__ = ["NAMES", "GraphCase", "NotMeasurable", "core_cases", "extra_cases", "story"]
 
 NAMES = ("Sally", "Anne", "Max", "Lena", "Omar", "Priya", "Tom", "Zoe")
 
@@ -21,24 +23,6 @@ def story(i: int) -> str:
     a, b = NAMES[i % len(NAMES)], NAMES[(i + 3) % len(NAMES)]
     return (f"{a} and {b} are in the kitchen. {a} puts the apple in the green basket and leaves. "
             f"While {a} is away, {b} moves the apple to the red box. {a} comes back. (story {i})")
-
-
-@dataclass
-class GraphCase:
-    """One graph under measurement."""
-
-    name: str
-    build: Callable[[], Any]  # () -> StateGraph
-    inputs: Callable[[int], dict[str, Any]]
-    floor: Callable[[dict[str, Any]], int]
-    context: dict[str, Any] = field(default_factory=dict)
-    # calls on the longest chain of calls that must wait for each other (default: all of them)
-    critical: Callable[[dict[str, Any]], int] | None = None
-    note: str = ""
-    durability: str = "sync"  # as the CLI runs graphs on the SQLite checkpointer
-
-    def critical_calls(self, inp: dict[str, Any]) -> int:
-        return self.critical(inp) if self.critical is not None else self.floor(inp)
 
 
 def _module(name: str) -> Any | None:
@@ -85,6 +69,6 @@ def extra_cases() -> tuple[list[GraphCase], list[str]]:
             continue
         try:
             found.extend(make(module))
-        except extra_graphs.NotMeasurable as exc:
+        except NotMeasurable as exc:
             gaps.append(f"{name}: {exc}")
     return found, gaps

@@ -10,17 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from bench.cases import GraphCase
+from bench import lifelong_case
+from bench.graph_case import GraphCase, NotMeasurable
 
 SCRIPTS: dict[str, Any] = {
     "AgentActionForModel": {"action_type": "speak", "argument": "I could do 45 if you take two.", "to": []},
 }
 EPISODE_TURNS = 4
 ROLLOUT_WIDTH, ROLLOUT_DEPTH = 3, 2
-
-
-class NotMeasurable(RuntimeError):
-    """A graph exists but the suite cannot drive it (its API is not what the case expects)."""
 
 
 def _scenario() -> Any:
@@ -69,15 +66,9 @@ def episode_cases(module: Any) -> list[GraphCase]:
     return [_episode_case(module, "plain", 1), _episode_case(module, "foresee", 3)]
 
 
-def lifelong_cases(module: Any) -> list[GraphCase]:
-    from bench import lifelong_case
-
-    return lifelong_case.cases(module)
-
-
 MAKERS: dict[str, Callable[[Any], list[GraphCase]]] = {
     "foresee_act": foresee_act_cases,
     "rollout": rollout_cases,
     "episode": episode_cases,
-    "lifelong": lifelong_cases,
+    "lifelong": lifelong_case.cases,
 }

@@ -11,7 +11,7 @@ from __future__ import annotations
 import tempfile
 from typing import Any
 
-from bench.cases import GraphCase
+from bench.graph_case import GraphCase
 
 TURNS = 4
 COLLECTED = 2
