@@ -171,9 +171,21 @@ def register_game(game: HiddenRoleGame) -> HiddenRoleGame:
 
 
 def get_game(name: str) -> HiddenRoleGame:
-    """Return a registered game by name (importing the shipped games on first use)."""
+    """Return a registered game by name; the shipped games (modules of `swm.games`) register on first use."""
     if name not in GAMES:
-        import swm.games.werewolf  # noqa: F401 - registers itself
+        _discover()
     if name not in GAMES:
         raise InputError(f"unknown game {name!r}", f"use one of {', '.join(sorted(GAMES))}")
     return GAMES[name]
+
+
+def _discover() -> None:
+    """Import every module of this package, so a shipped game module registers itself (as the CLI finds commands)."""
+    import importlib
+    import pkgutil
+
+    import swm.games
+
+    for module in pkgutil.iter_modules(swm.games.__path__):
+        if not module.name.startswith("_"):
+            importlib.import_module(f"swm.games.{module.name}")
