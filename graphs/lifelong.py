@@ -1,13 +1,15 @@
 """The lifelong loop: synthesize → collect → convert → gate → update → evaluate → deploy, per cycle.
 
-    START → synthesize ─(cycle 0: Send×held-out)→ evaluate → deploy
+    START → synthesize ─(cycle 0: Send×(dev + test))→ evaluate → deploy
                        ─(cycle ≥ 1: Send×episodes)→ collect → convert → gate → update
-                                                   ─(Send×held-out)→ evaluate → deploy
+                                                   ─(Send×(dev + test) not yet played)→ evaluate → deploy
     deploy → synthesize (next cycle) | report → END
 
 Input: ``{"plan": {...}}`` (see `swm.lifelong.state.DEFAULT_PLAN`; every key optional). Cycle 0
-measures the initial policy on the held-out sets of all levels (the baseline row of R); cycle c
-trains on level ``levels[min(c-1, len-1)]``. Run it on a SQLite checkpointer: episodes fan out
+measures the initial policy on the dev and test splits of all levels (the baseline row of R);
+cycle c trains on level ``levels[min(c-1, len-1)]``, evaluates its candidate on both splits,
+deploys it if it holds up against the incumbent on dev, and writes the test rows of both
+curves (deployed, candidate). Run it on a SQLite checkpointer: episodes fan out
 with ``Send`` (bounded by the run config's ``max_concurrency``), each recorded once under a
 deterministic id, so a killed run resumed on the same thread re-plays only unfinished episodes.
 """

@@ -1,12 +1,16 @@
 """Lifelong-loop nodes that play and score episodes: synthesize, collect, evaluate, deploy, report.
 
-``synthesize`` makes a cycle's training tasks (cycle 0 sets the run up: the held-out tasks and
-the initial policy ``p0``); the routes fan out one ``Send`` per episode not yet in the store to
+``synthesize`` makes a cycle's training tasks (cycle 0 sets the run up: the dev and test splits
+and the initial policy ``p0``); the routes fan out one ``Send`` per episode not yet in the store to
 ``collect`` (training episodes under the deployed policy) or ``evaluate`` (held-out episodes of
-every level under the candidate). Each branch plays its episode through the episode graph
-that the graph module hands to `episode_player`, and writes it once under a deterministic id,
-so a resumed run re-plays only episodes that never finished. ``deploy`` applies the deploy gate
-and writes R[cycle, ·]; ``report`` computes the metrics and writes the Markdown report and plots.
+every level, on the dev and the test split, under the incumbent and the candidate). Each branch
+plays its episode through the episode graph that the graph module hands to `episode_player`, and
+writes it once under a deterministic id, so a resumed run re-plays only episodes that never
+finished. An evaluation's id has no cycle in it: a
+policy plays each split task once, and a later cycle reuses the result (the incumbent was
+evaluated when it was a candidate), so each cycle plays only the candidate's dev and test
+episodes. ``deploy`` applies the deploy gate on the dev split and writes both curves' R[cycle, ·]
+from the test split; ``report`` computes the metrics and writes the Markdown report and plots.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from swm.context import SWMContext
 from swm.lifelong import store as ls
 from swm.lifelong.bridge import episode_inputs, to_record, to_scenario
 from swm.lifelong.deploy import decide
-from swm.lifelong.heldout import heldout
+from swm.lifelong.heldout import HELDOUT_VERSION, SPLITS, split_tasks
 from swm.lifelong.metrics import curriculum_for
 from swm.lifelong.records import EpisodeRecord
 from swm.lifelong.state import DEFAULT_PLAN, EpisodeJob, LifelongState
@@ -61,7 +65,9 @@ def _job(plan: dict[str, Any], task: Task, cycle: int, phase: str, sample: int, 
     else:
         tested = task.names[sample % len(task.names)]
         seat = tested
-    episode_id = f"{plan['run_id']}/c{cycle}/{phase}/{policy}/{task.task_id}/s{sample}/{seat}"
+    # An evaluation's result depends on the policy and the task, not on the cycle that asks for it.
+    when = "" if phase in SPLITS else f"c{cycle}/"
+    episode_id = f"{plan['run_id']}/{when}{phase}/{policy}/{task.task_id}/s{sample}/{seat}"
     return EpisodeJob(episode_id=episode_id, task_id=task.task_id, cycle=cycle, phase=phase, sample=sample,
                       seat=seat, tested_agent=tested, policy_version=policy, plan=plan)
 
@@ -76,10 +82,26 @@ def collect_jobs(state: LifelongState) -> list[EpisodeJob]:
     return jobs
 
 
-def eval_jobs(state: LifelongState, policy: str) -> list[EpisodeJob]:
+def eval_split(plan: dict[str, Any], split: str) -> list[Task]:
+    """Return the run's tasks of one evaluation split (``dev`` chooses, ``test`` reports)."""
+    per_cell = plan["dev_per_cell"] if split == "dev" else plan["heldout_per_cell"]
+    return split_tasks(split, plan["levels"], plan["families"], per_cell)
+
+
+def eval_jobs(state: LifelongState, policy: str, split: str) -> list[EpisodeJob]:
     plan = plan_of(state)
-    tasks = heldout(plan["levels"], plan["families"], plan["heldout_per_cell"])
-    return [_job(plan, t, state["cycle"], "eval", 0, policy) for t in tasks]
+    return [_job(plan, t, state["cycle"], split, 0, policy) for t in eval_split(plan, split)]
+
+
+def pending_evaluations(state: LifelongState, store: Any) -> list[EpisodeJob]:
+    """Return the dev and test episodes of the incumbent and the candidate not yet in the store.
+
+    The incumbent's were played when it was evaluated as a candidate (or at cycle 0), so in a
+    run that was not interrupted only the candidate's are left.
+    """
+    policies = dict.fromkeys([state.get("incumbent", "p0"), state.get("candidate_policy", "p0")])
+    jobs = [j for p in policies for split in SPLITS for j in eval_jobs(state, p, split)]
+    return [j for j in jobs if not ls.episode_done(store, j["episode_id"])]
 
 
 def synthesize_node(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
@@ -88,8 +110,10 @@ def synthesize_node(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[
     plan = plan_of(state)
     cycle = state.get("cycle", 0)
     if cycle == 0:
-        for task in heldout(plan["levels"], plan["families"], plan["heldout_per_cell"]):
+        splits = {split: eval_split(plan, split) for split in SPLITS}
+        for task in (t for tasks in splits.values() for t in tasks):
             ls.put_task(store, task)
+        ls.put_splits(store, plan["run_id"], splits, HELDOUT_VERSION)
         ls.put_policy(store, plan["run_id"], Policy(version="p0", kind="base"))
         return {"plan": plan, "cycle": 0, "phase": "evaluate", "incumbent": "p0", "candidate_policy": "p0"}
     for task in training_tasks(plan, cycle):
@@ -168,7 +192,7 @@ def episode_player(episode_graph: Any) -> EpisodeNode:
     """
 
     def play(job: EpisodeJob, runtime: Runtime[SWMContext]) -> dict[str, Any]:
-        """Play one episode (training, or held-out under the candidate) and record it once."""
+        """Play one episode (training, or dev/test under a policy) and record it once."""
         return _play(job, runtime.context, episode_graph)
 
     return play
@@ -178,21 +202,24 @@ def after_synthesize(state: LifelongState, runtime: Runtime[SWMContext]) -> list
     """Fan out the episodes still to play: baseline evaluation at cycle 0, collection after."""
     store = runtime.context.experience_store()
     if state.get("cycle", 0) == 0:
-        jobs = [j for j in eval_jobs(state, "p0") if not ls.episode_done(store, j["episode_id"])]
-        return [Send("evaluate", j) for j in jobs] or "deploy"
+        return [Send("evaluate", j) for j in pending_evaluations(state, store)] or "deploy"
     jobs = [j for j in collect_jobs(state) if not ls.episode_done(store, j["episode_id"])]
     return [Send("collect", j) for j in jobs] or "convert"
 
 
 def after_update(state: LifelongState, runtime: Runtime[SWMContext]) -> list[Send] | str:
-    """Fan out the candidate's held-out episodes on every level."""
+    """Fan out the dev and test episodes still to play (the candidate's; the incumbent's are reused)."""
     store = runtime.context.experience_store()
-    jobs = [j for j in eval_jobs(state, state["candidate_policy"]) if not ls.episode_done(store, j["episode_id"])]
-    return [Send("evaluate", j) for j in jobs] or "deploy"
+    return [Send("evaluate", j) for j in pending_evaluations(state, store)] or "deploy"
 
 
 def deploy_node(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
-    """Apply the deploy gate, write R[cycle, ·] for the policy in service, and advance the cycle."""
+    """Choose on the dev split, write both curves' R[cycle, ·] from the test split, and advance the cycle.
+
+    The deployed curve's row is the test result of the policy in service after this cycle; the
+    candidate curve's row is the test result of the policy trained this cycle, deployed or not.
+    Both are that policy's own episodes (the store names them), never another policy's row.
+    """
     store = runtime.context.experience_store()
     plan = plan_of(state)
     run, cycle = plan["run_id"], state.get("cycle", 0)
@@ -203,13 +230,17 @@ def deploy_node(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[str,
     else:
         metric = "completion" if plan["deploy_metric"] == "completion" else "pass"
         curriculum = curriculum_for(plan["levels"], plan["cycles"])
-        decision = decide(ls.eval_cells(store, run, incumbent, metric), ls.eval_cells(store, run, candidate, metric),
+        decision = decide(ls.eval_cells(store, run, incumbent, metric, "dev"),
+                          ls.eval_cells(store, run, candidate, metric, "dev"),
                           earlier=curriculum[: cycle - 1], current=curriculum[cycle - 1], epsilon=plan["epsilon"])
         serving = candidate if decision.deploy else incumbent
         explain = decision.explain()
         ls.put_deploy(store, run, cycle, candidate, incumbent, decision.deploy, decision.reasons, decision.deltas)
-    for metric in ("completion", "pass"):
-        ls.put_matrix_row(store, run, cycle, serving, metric, ls.eval_cells(store, run, serving, metric))
+    for curve, policy in (("deployed", serving), ("candidate", candidate)):
+        played = ls.played_cycle(store, run, policy, "test")
+        for metric in ("completion", "pass"):
+            cells = ls.eval_cells(store, run, policy, metric, "test")
+            ls.put_matrix_row(store, run, curve, cycle, policy, metric, cells, played)
     return {"incumbent": serving, "cycle": cycle + 1, "phase": "synthesize", "decisions": {str(cycle): explain}}
 
 
@@ -221,5 +252,7 @@ def report_node(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[str,
     """Compute ACC/BWT/FWT/F_k, store them, and write the report and plots."""
     from swm.lifelong.report import write_report
 
-    path = write_report(runtime.context.experience_store(), plan_of(state), usage=state.get("usage"))
+    ctx = runtime.context
+    path = write_report(ctx.experience_store(), plan_of(state), usage=state.get("usage"),
+                        agent_spec=ctx.spec_for("agent"))
     return {"report_path": str(path), "phase": "done"}

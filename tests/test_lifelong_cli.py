@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from test_lifelong_graph import PLAN, Agents, run
 
+from checkpoints import ExperienceStore
 from nodes.lifelong import collect_jobs, eval_jobs
 from swm.cli import main
+from swm.errors import InputError
+from swm.lifelong import store as ls
 from swm.lifelong.state import DEFAULT_PLAN
 
 
@@ -32,7 +37,13 @@ def test_a_finished_thread_rewrites_its_report_without_calls(tmp_path: Path) -> 
     result = CliRunner().invoke(main, ["learn", "--db", str(tmp_path / "run.db"), "--thread-id", "done",
                                        "--model", "m@http://127.0.0.1:9/v1", "--json"])
     assert result.exit_code == 0, result.output
-    assert report.is_file() and '"episodes": 16' in result.output
+    assert report.is_file() and '"episodes": 28' in result.output
+    summary = json.loads(result.stdout)
+    assert [p["version"] for p in summary["policies"]] == ["p0", "p1", "p2"]
+    assert {"kind", "adapter", "served_as", "deployed"} <= set(summary["policies"][1])
+    assert summary["policies"][0]["served_as"] == "<injected ScriptedChatModel>"  # what the episodes recorded
+    assert len(summary["splits"]["dev"]) == len(summary["splits"]["test"]) == 4
+    assert not set(summary["splits"]["dev"]) & set(summary["splits"]["test"])
 
 
 def test_episode_ids_are_deterministic_and_seats_follow_the_mode() -> None:
@@ -44,5 +55,17 @@ def test_episode_ids_are_deterministic_and_seats_follow_the_mode() -> None:
     fixed = {**state, "plan": {**state["plan"], "self_play": False}}
     seats = [j["seat"] for j in collect_jobs(fixed)]  # type: ignore[arg-type]
     assert len(set(seats)) == 2 and "all" not in seats  # the learner takes each seat in turn
-    ev = eval_jobs(state, "p3")  # type: ignore[arg-type]
-    assert len(ev) == 4 and all(j["task_id"].startswith("heldout:") and "/eval/p3/" in j["episode_id"] for j in ev)
+    ev = eval_jobs(state, "p3", "test")  # type: ignore[arg-type]
+    assert len(ev) == 4 and all(j["task_id"].startswith("heldout:") for j in ev)
+    assert ev[0]["episode_id"] == "r/test/p3/heldout:negotiation:easy:0/s0/all"  # no cycle: reused by later cycles
+    dev = eval_jobs(state, "p3", "dev")  # type: ignore[arg-type]
+    assert len(dev) == 4 and all(j["task_id"].startswith("dev:") for j in dev)
+
+
+def test_a_store_from_before_the_dev_test_split_is_refused_in_one_line(tmp_path: Path) -> None:
+    store = ExperienceStore(tmp_path / "old.db")
+    store.insert_all("lifelong_matrix", [{"run_id": "r", "cycle": 0, "metric": "pass", "level": "easy",
+                                          "policy_version": "p0", "successes": 1, "n": 2}],
+                     pk=("run_id", "cycle", "metric", "level"))
+    with pytest.raises(InputError, match="before the dev/test split"):
+        ls.matrix(store, "r", "pass")

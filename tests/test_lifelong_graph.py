@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from pathlib import Path
@@ -20,8 +21,8 @@ from swm.social.schemas import Foresight, PredictedMind, PredictedReaction
 
 PLAN: dict[str, Any] = {"cycles": 2, "levels": ["easy", "medium"], "families": ["negotiation", "secret"],
                         "episodes_per_level": 2, "samples_per_task": 2, "max_turns": 2, "heldout_per_cell": 1}
-EVAL_EPISODES = 2 * 2  # levels x families x 1
-TOTAL = 3 * EVAL_EPISODES + 2 * 2  # baseline + 2 evaluations, 2 cycles x 2 collected
+EVAL_EPISODES = 2 * 2  # per split: levels x families x 1
+TOTAL = 3 * 2 * EVAL_EPISODES + 2 * 2  # p0, p1, p2 each on dev and test once; 2 cycles x 2 collected
 
 
 class Agents:
@@ -29,13 +30,16 @@ class Agents:
 
     Same prompt = same state, so two samples of a task split on their first turn; the world model
     likewise predicts well the first time it sees a state and vaguely the second time. With
-    ``sabotage`` the policy that carries memory offers below the zone everywhere.
+    ``sabotage`` the policy that carries memory offers below the zone everywhere; with
+    ``forget_at="p2"`` only policy p2 does (it forgets what p1 learned).
     """
 
-    def __init__(self, sabotage: bool = False, fail_after: int | None = None, judge_goal: int = 8) -> None:
+    def __init__(self, sabotage: bool = False, fail_after: int | None = None, judge_goal: int = 8,
+                 forget_at: str | None = None) -> None:
         self.judge_goal = judge_goal
         self.seen: Counter[str] = Counter()
         self.sabotage = sabotage
+        self.forget_at = forget_at
         self.fail_after = fail_after
         self.acts = 0
 
@@ -66,7 +70,8 @@ class Agents:
         self.seen[prompt] += 1
         low = re.search(r"Your minimum price is \$(\d+)", prompt)
         if low:
-            bad = not first or (self.sabotage and "Lessons from earlier episodes" in prompt)
+            bad = (not first or (self.sabotage and "Lessons from earlier episodes" in prompt)
+                   or (self.forget_at is not None and f"(policy {self.forget_at})" in prompt))
             price = int(low.group(1)) + (-100 if bad else 1)
             return AgentActionForModel(action_type="speak", argument=f"I can sell it for ${price}. ACCEPT")
         if "Your limit is $" in prompt:
@@ -106,11 +111,13 @@ def test_a_run_builds_gated_pairs_on_both_tracks_and_injects_memory(tmp_path: Pa
     policy = ls.get_policy(store, "t1", "p1")
     assert policy is not None
     assert policy.notes["negotiation/easy"] == ["Open with a price just above what you can accept."]
-    # R rows for the baseline and both cycles, metrics and the report with plots
+    # R rows for the baseline and both cycles on both curves, metrics and the report with plots
     assert {c for c, _ in ls.matrix(store, "t1", "pass")} == {0, 1, 2}
+    assert {c for c, _ in ls.matrix(store, "t1", "pass", "candidate")} == {0, 1, 2}
     report = Path(out["report_path"]).read_text()
     assert "ACC" in report and "BWT" in report and "F_2" in report and "`margin`" in report
-    assert store.count("lifelong_metrics", "name = 'ACC'") == 2
+    assert "candidate curve" in report and "**dev** split" in report and "<injected ScriptedChatModel>" in report
+    assert store.count("lifelong_metrics", "name = 'ACC'") == 4  # 2 metrics x 2 curves
     if (tmp_path / "out" / "r_pass.png").exists():
         assert (tmp_path / "out" / "forgetting.png").stat().st_size > 0
 
@@ -123,9 +130,49 @@ def test_the_deploy_gate_refuses_a_policy_that_regresses(tmp_path: Path) -> None
     # cycle 2 collected under p0 again: no lessons in its collection prompts
     rows = list(store.rows("select policy_version from lifelong_episodes where cycle = 2 and phase = 'collect'"))
     assert rows and {r["policy_version"] for r in rows} == {"p0"}
-    # R[1] is the incumbent's (p0) rates, not the refused candidate's
-    row = next(store.rows("select policy_version from lifelong_matrix where cycle = 1 limit 1"))
-    assert row["policy_version"] == "p0"
+    # R[1] of the deployed curve is the incumbent's (p0) rates; the candidate curve's is p1's own
+    rows = {r["curve"]: r for r in store.rows("select * from lifelong_matrix where cycle = 1 and metric = 'pass' "
+                                              "and level = 'easy'")}
+    assert rows["deployed"]["policy_version"] == "p0" and rows["candidate"]["policy_version"] == "p1"
+    assert rows["candidate"]["successes"] < rows["deployed"]["successes"]
+
+
+def test_a_refused_candidate_that_forgets_shows_negative_bwt_on_its_own_curve(tmp_path: Path) -> None:
+    """p1 learns easy and is deployed; p2 loses easy, is refused on dev, and its test row shows the loss."""
+    out, store, _ = run(tmp_path, Agents(forget_at="p2"), PLAN)
+    assert out["decisions"]["1"].startswith("deployed")
+    deploy = next(store.rows("select * from lifelong_deploys where cycle = 2"))
+    assert deploy["deployed"] == 0 and "regressed:easy" in deploy["reasons"]
+    # the gate's deltas are dev-split differences, computed from dev episodes only
+    dev = {p: ls.eval_cells(store, "t1", p, "pass", "dev") for p in ("p1", "p2")}
+    assert json.loads(deploy["deltas"])["easy"] == round(dev["p2"]["easy"].rate - dev["p1"]["easy"].rate, 6) < 0
+    # each curve's rows are the test episodes of the policy they name: p2 was evaluated although refused
+    test = {p: ls.eval_cells(store, "t1", p, "pass", "test") for p in ("p1", "p2")}
+    candidate, deployed = ls.matrix(store, "t1", "pass", "candidate"), ls.matrix(store, "t1", "pass")
+    assert candidate[(2, "easy")] == test["p2"]["easy"] and deployed[(2, "easy")] == test["p1"]["easy"]
+    assert test["p2"]["easy"].rate < test["p1"]["easy"].rate
+    bwt = {r["curve"]: r for r in store.rows("select * from lifelong_metrics where metric = 'pass' and name = 'BWT'")}
+    drop = test["p2"]["easy"].rate - test["p1"]["easy"].rate
+    assert drop < 0 and bwt["candidate"]["value"] == pytest.approx(drop)  # (two episodes: a wide interval)
+    # the deployed policy did not change after cycle 1, so its BWT is exactly zero, with no noise added
+    assert (bwt["deployed"]["value"], bwt["deployed"]["low"], bwt["deployed"]["high"]) == (0.0, 0.0, 0.0)
+    assert [p["deployed"] for p in ls.policies(store, "t1")] == [True, True, False]
+    f2 = next(store.rows("select value from lifelong_metrics where curve = 'candidate' and metric = 'pass' and "
+                         "name = 'F_2'"))
+    assert f2["value"] == pytest.approx(-drop)
+
+
+def test_evaluation_splits_are_recorded_disjoint_and_each_policy_plays_them_once(tmp_path: Path) -> None:
+    _, store, _ = run(tmp_path, Agents(), PLAN)
+    splits = ls.split_ids(store, "t1")
+    assert len(splits["dev"]) == len(splits["test"]) == EVAL_EPISODES and not set(splits["dev"]) & set(splits["test"])
+    for split in ("dev", "test"):
+        tasks = {r["task_id"] for r in store.rows("select task_id from lifelong_episodes where phase = ?", [split])}
+        assert tasks == set(splits[split])
+    # per cycle only the candidate's dev and test episodes are played; the incumbent's are reused
+    played = ls.episodes_played(store, "t1")
+    assert all(played[(c, s)] == EVAL_EPISODES for c in (0, 1, 2) for s in ("dev", "test"))
+    assert store.count("lifelong_episodes", "policy_version = 'p1' and phase != 'collect' and cycle != 1") == 0
 
 
 def test_gating_off_keeps_every_pair_and_still_records_why(tmp_path: Path) -> None:
@@ -146,7 +193,7 @@ def test_with_the_judge_pass_also_needs_the_goal_score(tmp_path: Path, goal: int
     plan = {**PLAN, "cycles": 1, "judge": True, "judge_threshold": 7.0}
     run(tmp_path, Agents(judge_goal=goal), plan)
     store = ExperienceStore(tmp_path / "run.db")
-    rows = list(store.rows("select completion, passed, judge_goal from lifelong_episodes where phase = 'eval'"))
+    rows = list(store.rows("select completion, passed, judge_goal from lifelong_episodes where phase = 'test'"))
     assert rows and all(r["judge_goal"] == goal for r in rows)
     completed = [r for r in rows if r["completion"]]
     assert completed  # the scripted seller closes the held-out negotiations
@@ -154,13 +201,13 @@ def test_with_the_judge_pass_also_needs_the_goal_score(tmp_path: Path, goal: int
 
 
 def test_killed_mid_collect_then_resumed_loses_and_repeats_no_episode(tmp_path: Path) -> None:
-    baseline_acts = EVAL_EPISODES * PLAN["max_turns"]
+    baseline_acts = 2 * EVAL_EPISODES * PLAN["max_turns"]  # p0 on dev and test
     crashing = Agents(fail_after=baseline_acts + 3)  # dies inside cycle 1's collection
     with pytest.raises(RuntimeError, match="scripted crash"):
         run(tmp_path, crashing, PLAN)
     store = ExperienceStore(tmp_path / "run.db")
     done = ls.count_episodes(store, "t1")
-    assert EVAL_EPISODES <= done < TOTAL
+    assert 2 * EVAL_EPISODES <= done < TOTAL
     assert store.count("lifelong_episodes", "phase = 'collect'") < 4
     healthy = Agents()
     out, store, llm = run(tmp_path, healthy, PLAN, resume=True)

@@ -95,3 +95,18 @@ def test_deploy_tolerates_a_drop_within_epsilon_but_not_a_current_fall() -> None
 def test_untrained_levels_do_not_block() -> None:
     d = decide(cells(easy=5, hard=9), cells(easy=6, hard=0), earlier=[], current="easy")
     assert d.deploy
+
+
+def test_a_cell_counted_twice_is_one_term_not_two_draws() -> None:
+    """R[T, j] − R[c, j] of an unchanged policy (the same episodes) is exactly 0 with no interval."""
+    same = Cell(6, 10, source="p1/test/easy")
+    r = {(0, "easy"): Cell(2, 10, source="p0/test/easy"), (1, "easy"): same, (2, "easy"): same,
+         (0, "medium"): Cell(1, 10), (1, "medium"): Cell(3, 10, source="p1/test/medium"),
+         (2, "medium"): Cell(3, 10, source="p1/test/medium")}
+    b = bwt(r, ["easy", "medium"], ["easy", "medium"])
+    assert b is not None and (b.value, b.low, b.high) == (0.0, 0.0, 0.0)
+    independent = bwt(matrix({0: {"easy": 2}, 1: {"easy": 6}, 2: {"easy": 6}}), ["easy"], ["easy", "medium"])
+    assert independent is not None and independent.value == 0.0 and independent.high > 0.3
+    # one policy on two levels is two episode sets: independent terms, not merged
+    a = acc({(1, "easy"): same, (1, "medium"): Cell(6, 10, source="p1/test/medium")}, ["easy", "medium"])
+    assert a is not None and a.high - a.value == pytest.approx(Z95 * half_width(6, 10) / math.sqrt(2), abs=1e-6)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from swm.lifelong.checkers import Utterance, check, find_agreement, parse_price, parse_slot
-from swm.lifelong.heldout import HELDOUT_FILE, PER_CELL, frozen, generate, heldout
-from swm.lifelong.tasks import FAMILIES, LEVELS, synthesize
+from swm.lifelong.heldout import DEV_FILE, HELDOUT_FILE, PER_CELL, frozen, generate, heldout, split_tasks
+from swm.lifelong.tasks import FAMILIES, LEVELS, Task, synthesize
 
 
 def says(*lines: tuple[str, str]) -> list[Utterance]:
@@ -139,3 +141,23 @@ def test_heldout_is_frozen_and_disjoint_from_training() -> None:
     assert not train & {t.scenario for t in frozen() if t.family in ("mutual_friend", "scheduling")}
     picked = heldout(["easy", "hard"], ["secret"], per_cell=2)
     assert [(t.level, t.family) for t in picked] == [("easy", "secret")] * 2 + [("hard", "secret")] * 2
+
+
+def test_dev_split_is_frozen_and_disjoint_from_test_and_training() -> None:
+    assert DEV_FILE.is_file()
+    assert list(frozen("dev")) == generate("dev"), "the dev file no longer matches the generator"
+    dev, test = frozen("dev"), frozen("test")
+    assert len(dev) == len(test) and all(t.split == "dev" for t in dev)
+    assert not {t.task_id for t in dev} & {t.task_id for t in test}
+
+    def content(t: Task) -> str:
+        return json.dumps(t.model_dump(mode="json", exclude={"task_id", "seed", "split"}), sort_keys=True)
+
+    assert not {content(t) for t in dev} & {content(t) for t in test}  # no task repeated under another id
+    train = {content(synthesize(f, lv, s)) for f in FAMILIES for lv in LEVELS for s in range(1000, 1020)}
+    assert not train & {content(t) for t in dev}
+    picked = split_tasks("dev", ["medium"], ["negotiation", "secret"], per_cell=2)
+    assert [t.task_id for t in picked] == ["dev:negotiation:medium:0", "dev:negotiation:medium:1",
+                                           "dev:secret:medium:0", "dev:secret:medium:1"]
+    with pytest.raises(ValueError, match="unknown evaluation split"):
+        split_tasks("train", ["easy"])

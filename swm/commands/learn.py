@@ -18,8 +18,10 @@ from swm.usage import total_usage
 
 
 def _expected_episodes(plan: dict[str, Any]) -> int:
-    heldout = len(plan["levels"]) * len(plan["families"]) * plan["heldout_per_cell"]
-    return (plan["cycles"] + 1) * heldout + plan["cycles"] * plan["episodes_per_level"]
+    # each policy (p0 and one candidate per cycle) plays every dev and test task once
+    cells = len(plan["levels"]) * len(plan["families"])
+    evaluations = cells * (plan["heldout_per_cell"] + plan.get("dev_per_cell", 1))
+    return (plan["cycles"] + 1) * evaluations + plan["cycles"] * plan["episodes_per_level"]
 
 
 def _progress_line(store: Any, plan: dict[str, Any], values: dict[str, Any]) -> str:
@@ -59,7 +61,9 @@ def _progress_line(store: Any, plan: dict[str, Any], values: dict[str, Any]) -> 
               help="Learn from earlier cycles' kept pairs too (the replay buffer).")
 @click.option("--epsilon", default=0.05, show_default=True, help="Deploy gate: allowed drop on earlier levels.")
 @click.option("--heldout-per-cell", default=1, show_default=True, type=click.IntRange(1, 4),
-              help="Held-out tasks per family and level evaluated after each cycle.")
+              help="Test-split tasks per family and level: they fill R and never choose.")
+@click.option("--dev-per-cell", default=1, show_default=True, type=click.IntRange(1, 4),
+              help="Dev-split tasks per family and level: the deploy gate chooses on them.")
 @click.option("--temperature", default=0.7, show_default=True, help="Sampling temperature of every role.")
 @click.option("--concurrency", default=4, show_default=True, help="Episodes played at once.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -71,7 +75,7 @@ def _progress_line(store: Any, plan: dict[str, Any], values: dict[str, Any]) -> 
 def learn_command(cycles: int, levels: str, families: str, episodes_per_level: int, samples_per_task: int,
                   max_turns: int, policy: str, eval_policy: str, self_play: bool, judge: bool, judge_threshold: float,
                   gating: str, min_margin: float, update_method: str, replay: bool, epsilon: float,
-                  heldout_per_cell: int, temperature: float, concurrency: int, out_dir: Path | None,
+                  heldout_per_cell: int, dev_per_cell: int, temperature: float, concurrency: int, out_dir: Path | None,
                   hf_model: str | None, db: Path | None, thread_id: str | None, as_json: bool, **models: Any) -> None:
     """Run the lifelong loop: verifiable tasks, self-play episodes, gated pairs, updates, retention metrics.
 
@@ -81,7 +85,8 @@ def learn_command(cycles: int, levels: str, families: str, episodes_per_level: i
     from checkpoints import sqlite_saver
     from graphs import lifelong
     from swm.lifelong import store as ls
-    from swm.lifelong.report import write_report
+    from swm.lifelong.heldout import HELDOUT_VERSION
+    from swm.lifelong.report import policy_listing, write_report
 
     if cycles < 1 or episodes_per_level < 1 or samples_per_task < 1 or concurrency < 1:
         raise InputError("cycles, episodes per level, samples per task and concurrency must be at least 1")
@@ -91,7 +96,7 @@ def learn_command(cycles: int, levels: str, families: str, episodes_per_level: i
             "samples_per_task": samples_per_task, "max_turns": max_turns, "policy": policy,
             "eval_policy": eval_policy, "self_play": self_play, "judge": judge, "judge_threshold": judge_threshold,
             "gating": gating == "on", "min_margin": min_margin, "update": update_method, "replay": replay,
-            "epsilon": epsilon, "heldout_per_cell": heldout_per_cell,
+            "epsilon": epsilon, "heldout_per_cell": heldout_per_cell, "dev_per_cell": dev_per_cell,
             "out_dir": str(out_dir or Path(f"swm-learn-{thread}")), "hf_model": hf_model}
     ctx = make_context(db, temperature=temperature, **models)
     store = ctx.experience_store()
@@ -107,7 +112,8 @@ def learn_command(cycles: int, levels: str, families: str, episodes_per_level: i
             plan = snapshot.values["plan"]
             click.echo(f"thread {thread} already finished; rewriting its report (no model calls)", err=True)
             values = dict(snapshot.values)
-            values["report_path"] = str(write_report(store, plan, usage=values.get("usage")))
+            values["report_path"] = str(write_report(store, plan, usage=values.get("usage"),
+                                                     agent_spec=ctx.spec_for("agent")))
         else:
             inputs: Any = {"plan": plan}
             if snapshot.next:
@@ -132,15 +138,17 @@ def learn_command(cycles: int, levels: str, families: str, episodes_per_level: i
     counts = ls.gate_counts(store, thread)
     summary = {"thread_id": thread, "report": values.get("report_path"), "wall_seconds": round(wall, 1),
                "episodes": ls.count_episodes(store, thread), "collect": ls.count_episodes(store, thread, "collect"),
-               "eval": ls.count_episodes(store, thread, "eval"), "calls": total["calls"],
-               "pairs": counts.get("_total", 0), "kept": counts.get("_kept", 0),
+               "dev": ls.count_episodes(store, thread, "dev"), "test": ls.count_episodes(store, thread, "test"),
+               "calls": total["calls"], "pairs": counts.get("_total", 0), "kept": counts.get("_kept", 0),
                "rejected_by_rule": {k: v for k, v in counts.items() if not k.startswith("_")},
-               "deploys": values.get("decisions"), "usage": values.get("usage")}
+               "deploys": values.get("decisions"), "policies": policy_listing(store, thread, ctx.spec_for("agent")),
+               "splits": {"version": HELDOUT_VERSION, **ls.split_ids(store, thread)}, "usage": values.get("usage")}
     if as_json:
         echo_json(summary)
         return
     click.echo(f"report: {summary['report']}")
-    click.echo(f"episodes {summary['episodes']} (collect {summary['collect']}, eval {summary['eval']}); pairs "
+    click.echo(f"episodes {summary['episodes']} (collect {summary['collect']}, dev {summary['dev']}, test "
+               f"{summary['test']}); pairs "
                f"{summary['pairs']}, kept {summary['kept']}; rejects {summary['rejected_by_rule']}")
     for cycle, text in sorted((values.get("decisions") or {}).items(), key=lambda kv: int(kv[0])):
         click.echo(f"cycle {cycle}: {text}")

@@ -2,10 +2,10 @@
 
 The graph is `graphs.lifelong`; the CLI is ``swm learn``. Each module is one concept: `tasks`
 (families, levels, synthesis), `checkers` (completion and violations from a transcript),
-`heldout` (the frozen evaluation sets), `bridge` (tasks to the episode graph and back), `convert`
+`heldout` (the frozen dev and test splits), `bridge` (tasks to the episode graph and back), `convert`
 (pairs on the action and perception tracks), `gate` (rules with reason codes), `update`
 (memory, DPO/KTO exports, TRL), `deploy` (the deploy gate), `metrics` (ACC, BWT, FWT, F_k),
-`report`, `store` (the experience-store tables).
+`report` and `plots`, `store` (the experience-store tables).
 """
 
 from swm.lifelong.checkers import Utterance, Verdict, check

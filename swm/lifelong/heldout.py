@@ -1,11 +1,18 @@
-"""The frozen held-out sets: tasks per family and level, generated once and never trained on.
+"""The frozen evaluation sets, two disjoint splits: *dev* chooses, *test* reports.
 
-Held-out tasks come from the ``heldout`` split of the generator (a seed space disjoint from
-training's by construction: the split is part of the generator's seed string and of the task
-id) and are frozen in ``swm/data/lifelong_heldout.jsonl``. The loop reads the file, never the
-generator, so a later change to the generator cannot move the benchmark; a test checks the file
-still matches and that no held-out task equals a training task. Regenerate (deliberately, as a
-new benchmark version) with ``python -m swm.lifelong.heldout``.
+* ``test`` — ``swm/data/lifelong_heldout.jsonl``, unchanged since the first version of the loop
+  (generator split ``heldout``, seeds 0–3 per family and level). It fills the R matrix and is
+  never used to choose anything, so a number read off it cannot be the result of a choice made
+  on it.
+* ``dev`` — ``swm/data/lifelong_dev.jsonl`` (generator split ``dev``, seeds 0–3 per family and
+  level). The deploy gate compares the incumbent and the candidate on it.
+
+The splits are disjoint by construction (the split is part of the generator's seed string and
+of the task id, so ``dev:…`` and ``heldout:…`` ids never meet, nor do they meet training's
+``train:…``), and a test also checks that no two tasks of different splits have the same content.
+The loop reads the files, never the generator, so a later change to the generator cannot move
+the benchmark; a test checks both files still match. Regenerate (deliberately, as a new
+benchmark version, bumping `HELDOUT_VERSION`) with ``python -m swm.lifelong.heldout``.
 """
 
 from __future__ import annotations
@@ -18,38 +25,63 @@ from pathlib import Path
 from swm.lifelong.tasks import FAMILIES, LEVELS, Task, synthesize
 
 PER_CELL = 4
-HELDOUT_FILE = Path(__file__).resolve().parents[1] / "data" / "lifelong_heldout.jsonl"
+DATA = Path(__file__).resolve().parents[1] / "data"
+HELDOUT_FILE = DATA / "lifelong_heldout.jsonl"  # the test split (v1's single held-out set, unchanged)
+DEV_FILE = DATA / "lifelong_dev.jsonl"
+# v1: one held-out set that both chose and reported; v2: that set is the test split, plus a dev split.
+HELDOUT_VERSION = "heldout@v2"
+SPLITS = ("dev", "test")
+_FILES = {"test": HELDOUT_FILE, "dev": DEV_FILE}
+_GENERATOR_SPLIT = {"test": "heldout", "dev": "dev"}
 
 
-def generate(per_cell: int = PER_CELL) -> list[Task]:
-    return [synthesize(f, lvl, seed, split="heldout") for lvl in LEVELS for f in FAMILIES for seed in range(per_cell)]
+def _check(split: str) -> None:
+    if split not in _FILES:
+        raise ValueError(f"unknown evaluation split {split!r}; splits are {', '.join(SPLITS)}")
+
+
+def generate(split: str = "test", per_cell: int = PER_CELL) -> list[Task]:
+    """Generate a split's tasks from the task generator (what its frozen file must hold)."""
+    _check(split)
+    return [synthesize(f, lvl, seed, split=_GENERATOR_SPLIT[split])
+            for lvl in LEVELS for f in FAMILIES for seed in range(per_cell)]
 
 
 @cache
-def frozen() -> tuple[Task, ...]:
-    """Return the frozen held-out tasks from the package file."""
-    lines = HELDOUT_FILE.read_text(encoding="utf-8").splitlines()
+def frozen(split: str = "test") -> tuple[Task, ...]:
+    """Return a split's frozen tasks from its package file."""
+    _check(split)
+    lines = _FILES[split].read_text(encoding="utf-8").splitlines()
     return tuple(Task.model_validate_json(line) for line in lines if line.strip())
 
 
-def heldout(levels: Sequence[str], families: Sequence[str] = FAMILIES, per_cell: int = 1) -> list[Task]:
-    """Return the first ``per_cell`` frozen tasks of every family at each level."""
+def split_tasks(split: str, levels: Sequence[str], families: Sequence[str] = FAMILIES,
+                per_cell: int = 1) -> list[Task]:
+    """Return the first ``per_cell`` frozen tasks of a split for every family at each level."""
     if not 1 <= per_cell <= PER_CELL:
         raise ValueError(f"per_cell must be between 1 and {PER_CELL}")
     out: list[Task] = []
     for level in levels:
         for family in families:
-            cell = [t for t in frozen() if t.level == level and t.family == family]
+            cell = [t for t in frozen(split) if t.level == level and t.family == family]
             out.extend(cell[:per_cell])
     return out
 
 
-def write(path: Path = HELDOUT_FILE) -> Path:
+def heldout(levels: Sequence[str], families: Sequence[str] = FAMILIES, per_cell: int = 1) -> list[Task]:
+    """Return the test split's first ``per_cell`` tasks of every family at each level."""
+    return split_tasks("test", levels, families, per_cell)
+
+
+def write(split: str) -> Path:
+    """Write a split's frozen file from the generator (a new benchmark version)."""
+    path = _FILES[split]
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(t.model_dump(mode="json"), ensure_ascii=False) + "\n" for t in generate()),
-                    encoding="utf-8")
+    path.write_text("".join(json.dumps(t.model_dump(mode="json"), ensure_ascii=False) + "\n"
+                            for t in generate(split)), encoding="utf-8")
     return path
 
 
 if __name__ == "__main__":
-    print(write())
+    for name in SPLITS:
+        print(write(name))

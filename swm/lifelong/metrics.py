@@ -1,8 +1,11 @@
 """Retention metrics over the matrix R[cycle, level], each with a 95% confidence interval.
 
-R[c, j] is a rate (completion or pass) on level j's held-out set after cycle c; row 0 is the
-initial policy (the baseline b_j). ``curriculum[c-1]`` is the level cycle c trained on. With T
-the last cycle (Lopez-Paz & Ranzato 2017, GEM; Chaudhry et al. 2018, RWalk):
+R[c, j] is a rate (completion or pass) on level j's *test* split after cycle c; row 0 is the
+initial policy (the baseline b_j). The loop fills two such matrices, one per curve: *deployed*
+(row c: the policy in service after cycle c) and *candidate* (row c: the policy trained in cycle
+c, deployed or refused), each row from that policy's own evaluated episodes. ``curriculum[c-1]``
+is the level cycle c trained on. With T the last cycle (Lopez-Paz & Ranzato 2017, GEM; Chaudhry et
+al. 2018, RWalk):
 
 * ACC = mean_j R[T, j] over every evaluated level;
 * BWT = mean over levels j last trained at a cycle c_j < T of R[T, j] − R[c_j, j];
@@ -10,10 +13,14 @@ the last cycle (Lopez-Paz & Ranzato 2017, GEM; Chaudhry et al. 2018, RWalk):
 * F_k = mean over levels j trained before cycle k of max_{1 ≤ l < k} R[l, j] − R[k, j].
 
 Confidence intervals: a cell is a binomial proportion over its episodes, with its Wilson
-interval. A metric is a linear combination Σ w_i p_i of cells from independent episode sets, so
-its variance is Σ w_i² σ_i² and its interval ±1.96 σ. Each σ_i is read off the cell's Wilson
-interval (half its width over 1.96) rather than p(1 − p)/n, which collapses to zero at 0/n and
-n/n — exactly the rates a weak model or an easy level produces. For F_k the maximising cell is
+interval. A metric is a linear combination Σ w_i p_i of cells; cells from independent episode sets
+add variance, so the metric's variance is Σ w_i² σ_i² and its interval ±1.96 σ. Two cells that are
+the same episodes (a cell's ``source`` names its episode set, e.g. the deployed curve's row after a
+refused candidate is the incumbent's own evaluation) are one term with their weights summed, so
+R[T, j] − R[c, j] of an unchanged policy is exactly 0 ± 0 rather than 0 ± the noise of two draws.
+Each σ_i is read off the cell's Wilson interval (half its width over 1.96) rather than
+p(1 − p)/n, which collapses to zero at 0/n and n/n — exactly the rates a weak model or an easy
+level produces. For F_k the maximising cell is
 treated as fixed (an approximation, stated here). With few episodes the intervals are wide, as
 they should be.
 """
@@ -22,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from swm.stats import wilson_interval
 
@@ -35,6 +42,7 @@ class Cell:
 
     successes: int
     n: int
+    source: str | None = field(default=None, compare=False)  # names its episode set (None: its own)
 
     @property
     def rate(self) -> float:
@@ -71,7 +79,11 @@ def _combine(terms: Sequence[tuple[float, Cell]]) -> Estimate | None:
     if not terms:
         return None
     value = sum(w * c.rate for w, c in terms)
-    sd = math.sqrt(sum(w * w * c.variance for w, c in terms))
+    merged: dict[object, tuple[float, Cell]] = {}
+    for i, (w, c) in enumerate(terms):
+        key = c.source if c.source is not None else i
+        merged[key] = (merged[key][0] + w, c) if key in merged else (w, c)
+    sd = math.sqrt(sum(w * w * c.variance for w, c in merged.values()))
     return Estimate(round(value, 6), round(value - Z95 * sd, 6), round(value + Z95 * sd, 6))
 
 

@@ -65,7 +65,7 @@ class EpisodeRecord(BaseModel):
     episode_id: str
     run_id: str = ""
     cycle: int = 0
-    phase: str = "collect"  # collect | eval
+    phase: str = "collect"  # collect | dev | test (the evaluation splits)
     task_id: str
     family: str
     level: str

@@ -1,7 +1,10 @@
-"""The run report: R matrices, ACC/BWT/FWT/F_k with 95% CIs, gate counts, deploys, cost, plots.
+"""The run report: both curves' R matrices and ACC/BWT/FWT/F_k with 95% CIs, policies, deploys, cost, plots.
 
-Plots need matplotlib (the ``viz`` extra); without it the Markdown report is still written and
-says which plots are missing and how to get them.
+The protocol it reports: the deploy gate chose on the *dev* split; R is filled from the *test*
+split, which chose nothing. The *deployed* curve is the policy in service after each cycle, the
+*candidate* curve the policy each cycle trained (refused ones included), each row from its own
+policy's episodes. Plots need matplotlib (the ``viz`` extra); without it the Markdown report is
+still written and says which plots are missing and how to get them.
 """
 
 from __future__ import annotations
@@ -13,18 +16,23 @@ from typing import Any
 from swm.lifelong import store as ls
 from swm.lifelong.gate import RULES
 from swm.lifelong.metrics import Cell, Estimate, curriculum_for, summary, wilson
-from swm.usage import total_usage
+from swm.lifelong.plots import plot
+from swm.usage import add_stats, empty_stats, total_usage
 
 METRICS = ("completion", "pass")
+CURVES = ("deployed", "candidate")
 
 
-def _matrix_table(r: Mapping[tuple[int, str], Cell], levels: Sequence[str], curriculum: Sequence[str]) -> str:
+def _matrix_table(r: Mapping[tuple[int, str], Cell], levels: Sequence[str], curriculum: Sequence[str],
+                  policies: Mapping[int, tuple[str, int | None]]) -> str:
     cycles = sorted({c for c, _ in r})
-    head = "| cycle (trained on) | " + " | ".join(levels) + " |\n|---|" + "---|" * len(levels) + "\n"
+    head = ("| cycle (trained on) | policy (test played in cycle) | " + " | ".join(levels) + " |\n|---|---|"
+            + "---|" * len(levels) + "\n")
     rows = []
     for c in cycles:
         label = f"{c} ({curriculum[c - 1]})" if c >= 1 else "0 (baseline)"
-        cells = []
+        version, played = policies.get(c, ("?", None))
+        cells = [f"{version} ({'–' if played is None else played})"]
         for j in levels:
             cell = r.get((c, j))
             if cell is None:
@@ -40,100 +48,138 @@ def _fmt(e: Estimate | None) -> str:
     return "n/a (too few cycles)" if e is None else str(e)
 
 
-def plot(r_by_metric: Mapping[str, Mapping[tuple[int, str], Cell]], levels: Sequence[str],
-         forgetting: Mapping[str, Mapping[int, Estimate]], out_dir: Path) -> list[Path]:
-    """Draw one PNG of R curves per metric and one of F_k; raise ImportError without matplotlib."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    paths = []
-    for metric, r in r_by_metric.items():
-        fig, ax = plt.subplots(figsize=(6, 4))
-        cycles = sorted({c for c, _ in r})
-        for j in levels:
-            xs = [c for c in cycles if (c, j) in r]
-            ys = [r[(c, j)].rate for c in xs]
-            lo = [wilson(r[(c, j)].successes, r[(c, j)].n).low for c in xs]
-            hi = [wilson(r[(c, j)].successes, r[(c, j)].n).high for c in xs]
-            ax.plot(xs, ys, marker="o", label=j)
-            ax.fill_between(xs, lo, hi, alpha=0.15)
-        ax.set(xlabel="cycle (0 = baseline)", ylabel=f"{metric} rate", ylim=(-0.05, 1.05),
-               title=f"Held-out {metric} rate per level")
-        ax.set_xticks(cycles)
-        ax.legend()
-        path = out_dir / f"r_{metric}.png"
-        fig.tight_layout()
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        paths.append(path)
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for metric, fk in forgetting.items():
-        ks = sorted(fk)
-        ax.errorbar(ks, [fk[k].value for k in ks], yerr=[[fk[k].value - fk[k].low for k in ks],
-                                                         [fk[k].high - fk[k].value for k in ks]],
-                    marker="o", capsize=3, label=metric)
-    ax.axhline(0, color="grey", lw=0.8)
-    ax.set_xticks(sorted({k for fk in forgetting.values() for k in fk}) or [2])
-    ax.set(xlabel="cycle k", ylabel="forgetting F_k", title="Forgetting (Chaudhry et al.)")
-    ax.legend()
-    path = out_dir / "forgetting.png"
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return [*paths, path]
+def served_as(policy: Mapping[str, Any], played: Sequence[str], fallback: str) -> str:
+    """Name the model spec a policy was served as: its own record, else what its episodes recorded."""
+    for key in ("served_as", "spec", "model_spec"):
+        if policy.get(key):
+            return str(policy[key])
+    return ", ".join(played) if played else fallback
 
 
-def write_report(store: Any, plan: Mapping[str, Any], usage: Mapping[str, Any] | None = None) -> Path:
-    """Compute and store the metrics, then write ``report.md`` (and plots) under ``plan.out_dir``."""
+def policy_listing(store: Any, run: str, agent_spec: str) -> list[dict[str, Any]]:
+    """List every policy of a run: version, kind, cycle, parent, deployed, adapter path, spec served as."""
+    played = ls.agent_specs(store, run)
+    return [{"version": p["version"], "kind": p["kind"], "cycle": p["cycle"], "parent": p.get("parent"),
+             "deployed": True if p["version"] == "p0" else p["deployed"],
+             "adapter": p.get("adapter") or p.get("adapter_path") or p.get("checkpoint"),
+             "served_as": served_as(p, played.get(p["version"], []), agent_spec),
+             "pairs_used": p.get("pairs_used", 0)} for p in ls.policies(store, run)]
+
+
+def _policies_section(store: Any, run: str, agent_spec: str) -> list[str]:
+    rows = ["## Policies", "", "| version | cycle | kind | parent | deployed | served as | adapter | pairs used |",
+            "|---|---|---|---|---|---|---|---|"]
+    for p in policy_listing(store, run, agent_spec):
+        deployed = {None: "–", True: "yes", False: "refused"}[p["deployed"]]
+        rows.append(f"| {p['version']} | {p['cycle']} | {p['kind']} | {p['parent'] or '–'} | {deployed} | "
+                    f"`{p['served_as']}` | {p['adapter'] or '–'} | {p['pairs_used']} |")
+    return [*rows, ""]
+
+
+def _played_section(store: Any, run: str, agent_spec: str) -> list[str]:
+    """Who collected each cycle's training episodes, served as which spec, and what came of the candidate."""
+    spec_of = {p["version"]: p["served_as"] for p in policy_listing(store, run, agent_spec)}
+    rows = ["## Who played each cycle", "", "| cycle | collected by | served as | candidate | dev gate |",
+            "|---|---|---|---|---|"]
+    if store.has_table("lifelong_deploys"):
+        for d in store.rows("select * from lifelong_deploys where run_id = ? order by cycle", [run]):
+            player = d["incumbent"]
+            verdict = "baseline" if d["cycle"] == 0 else ("deployed" if d["deployed"] else f"refused {d['reasons']}")
+            rows.append(f"| {d['cycle']} | {player if d['cycle'] else '– (evaluation only)'} | "
+                        f"`{spec_of.get(player, agent_spec)}` | {d['candidate']} | {verdict} |")
+    return [*rows, ""]
+
+
+def _cost_section(store: Any, run: str, plan: Mapping[str, Any], usage: Mapping[str, Any] | None) -> list[str]:
+    played = ls.episodes_played(store, run)
+    splits = ls.split_ids(store, run)
+    n_dev, n_test = len(splits.get("dev", [])), len(splits.get("test", []))
+    rows = ["## Cost", "", "Evaluation episodes are cached per policy and task: a policy plays each dev and test "
+            "task once, and a later cycle reuses the result, so a cycle plays only its candidate's "
+            f"{n_dev} dev + {n_test} test episodes (without the cache, incumbent and candidate on both splits: "
+            f"{2 * (n_dev + n_test)}).", "", "| cycle | collect | dev played | test played | reused |",
+            "|---|---|---|---|---|"]
+    for c in range(plan["cycles"] + 1):
+        dev, test = played.get((c, "dev"), 0), played.get((c, "test"), 0)
+        if not any(played.get((c, ph), 0) for ph in ("collect", "dev", "test")):
+            continue
+        needed = n_dev + n_test if c == 0 else 2 * (n_dev + n_test)
+        rows.append(f"| {c} | {played.get((c, 'collect'), 0)} | {dev} | {test} | {max(needed - dev - test, 0)} |")
+    by_phase: dict[str, Any] = {}
+    for key, stats in (usage or {}).items():
+        phase = key.split("/")[0] if "/" in key else key
+        by_phase[phase] = add_stats(by_phase.get(phase, empty_stats()), stats)
+    total = total_usage(usage)
+    rows += ["", f"Episodes recorded {ls.count_episodes(store, run)}; model calls {total['calls']} ("
+             + ", ".join(f"{ph} {st['calls']}" for ph, st in sorted(by_phase.items())) + f"), tokens "
+             f"{total['prompt_tokens']}+{total['completion_tokens']}, model time {total['seconds']:.1f} s, "
+             f"replies that did not fit {total['failures']}.", ""]
+    return rows
+
+
+def write_report(store: Any, plan: Mapping[str, Any], usage: Mapping[str, Any] | None = None,
+                 agent_spec: str = "?") -> Path:
+    """Compute and store both curves' metrics, then write ``report.md`` (and plots) under ``plan.out_dir``.
+
+    ``agent_spec`` names the agent model when neither a policy nor its episodes record one.
+    """
     run, levels = plan["run_id"], list(plan["levels"])
     curriculum = curriculum_for(levels, plan["cycles"])
     out_dir = Path(plan["out_dir"]).expanduser()
     out_dir.mkdir(parents=True, exist_ok=True)
-    r_by_metric = {m: ls.matrix(store, run, m) for m in METRICS}
+    splits = ls.split_ids(store, run)
     sections = [f"# Lifelong run `{run}`", "",
                 f"Cycles {plan['cycles']}, levels {', '.join(levels)} (curriculum: "
                 f"{', '.join(f'{i + 1}:{lv}' for i, lv in enumerate(curriculum))}), families "
                 f"{', '.join(plan['families'])}; {plan['episodes_per_level']} training episodes per cycle "
-                f"({plan['samples_per_task']} samples per task), held-out {plan['heldout_per_cell']} task(s) per "
-                f"family and level; collection policy `{plan['policy']}`, evaluation policy `{plan['eval_policy']}`, "
-                f"{'self-play' if plan['self_play'] else 'fixed partners'}, update `{plan['update']}`, gating "
-                f"{'on' if plan['gating'] else 'OFF (ablation)'}, replay {'on' if plan['replay'] else 'off'}, "
-                f"ε = {plan['epsilon']}, max turns {plan['max_turns']}.", ""]
-    forgetting: dict[str, dict[int, Estimate]] = {}
+                f"({plan['samples_per_task']} samples per task); collection policy `{plan['policy']}`, evaluation "
+                f"policy `{plan['eval_policy']}`, {'self-play' if plan['self_play'] else 'fixed partners'}, update "
+                f"`{plan['update']}`, gating {'on' if plan['gating'] else 'OFF (ablation)'}, replay "
+                f"{'on' if plan['replay'] else 'off'}, ε = {plan['epsilon']}, max turns {plan['max_turns']}.", "",
+                "## Evaluation protocol", "",
+                f"The deploy gate chooses on the **dev** split ({len(splits.get('dev', []))} tasks, "
+                f"{plan.get('dev_per_cell', 1)} per family and level); R is filled from the **test** split "
+                f"({len(splits.get('test', []))} tasks, {plan['heldout_per_cell']} per family and level), which "
+                "chooses nothing. Every candidate, deployed or refused, is evaluated on both. The *deployed* curve "
+                "is the policy in service after each cycle; the *candidate* curve is the policy each cycle "
+                "trained. Each row counts its own policy's test episodes (the policy column names them), so a "
+                "refused candidate's loss shows in the candidate curve, and the deployed curve only stays flat "
+                "where the same policy stayed in service. Task ids per split: table `lifelong_splits`.", ""]
+    sections += _policies_section(store, run, agent_spec) + _played_section(store, run, agent_spec)
+    r_by_metric: dict[str, dict[str, dict[tuple[int, str], Cell]]] = {}
+    forgetting: dict[str, dict[str, dict[int, Estimate]]] = {}
     metric_rows = []
-    for metric, r in r_by_metric.items():
-        if not r:
-            sections += [f"## R[cycle, level] — {metric}", "", "(no evaluations recorded)", ""]
-            continue
-        sections += [f"## R[cycle, level] — {metric} rate (Wilson 95% CI)", "", _matrix_table(r, levels, curriculum),
-                     ""]
-        found = summary(r, levels, curriculum)
-        forgetting[metric] = {int(k[2:]): v for k, v in found.items() if k.startswith("F_") and v is not None}
-        sections += [f"### Metrics — {metric} (value [95% CI])", ""]
-        sections += [f"* **{name}**: {_fmt(est)}" for name, est in found.items()]
-        sections.append("")
-        metric_rows += [{"run_id": run, "metric": metric, "name": name, "value": e.value if e else None,
-                         "low": e.low if e else None, "high": e.high if e else None} for name, e in found.items()]
+    for metric in METRICS:
+        for curve in CURVES:
+            r = ls.matrix(store, run, metric, curve)
+            title = f"## R[cycle, level] — {curve} curve — {metric} rate on the test split (Wilson 95% CI)"
+            if not r:
+                sections += [title, "", "(no evaluations recorded)", ""]
+                continue
+            r_by_metric.setdefault(metric, {})[curve] = r
+            sections += [title, "", _matrix_table(r, levels, curriculum, ls.matrix_policies(store, run, curve)), ""]
+            found = summary(r, levels, curriculum)
+            forgetting.setdefault(metric, {})[curve] = {int(k[2:]): v for k, v in found.items()
+                                                        if k.startswith("F_") and v is not None}
+            sections += [f"### Metrics — {curve} curve, {metric} (value [95% CI])", ""]
+            sections += [f"* **{name}**: {_fmt(est)}" for name, est in found.items()]
+            sections.append("")
+            metric_rows += [{"run_id": run, "curve": curve, "metric": metric, "name": name,
+                             "value": e.value if e else None, "low": e.low if e else None,
+                             "high": e.high if e else None} for name, e in found.items()]
     if metric_rows:
-        store.insert_all("lifelong_metrics", metric_rows, pk=("run_id", "metric", "name"), replace=True)
+        store.insert_all("lifelong_metrics", metric_rows, pk=("run_id", "curve", "metric", "name"), replace=True)
     counts = ls.gate_counts(store, run)
-    sections += ["## Gate", "", f"Pairs built {counts.get('_total', 0)}, kept {counts.get('_kept', 0)}. Rejects by "
-                 "rule (a pair failing two rules counts for each):", ""]
+    sections += ["## Pair gate", "", f"Pairs built {counts.get('_total', 0)}, kept {counts.get('_kept', 0)}. "
+                 "Rejects by rule (a pair failing two rules counts for each):", ""]
     sections += [f"* `{rule}`: {counts.get(rule, 0)}" for rule in RULES]
-    sections += ["", "## Deploys", ""]
+    sections += ["", "## Deploys (dev split: candidate − incumbent per level)", ""]
     if store.has_table("lifelong_deploys"):
         for row in store.rows("select * from lifelong_deploys where run_id = ? order by cycle", [run]):
             verdict = "deployed" if row["deployed"] else "refused"
             sections.append(f"* cycle {row['cycle']}: {row['candidate']} {verdict} (incumbent {row['incumbent']}); "
                             f"reasons {row['reasons']}; deltas {row['deltas']}")
-    total = total_usage(usage)
-    episodes = ls.count_episodes(store, run)
-    sections += ["", "## Cost", "", f"Episodes recorded {episodes} (collect {ls.count_episodes(store, run, 'collect')},"
-                 f" eval {ls.count_episodes(store, run, 'eval')}); model calls {total['calls']}, tokens "
-                 f"{total['prompt_tokens']}+{total['completion_tokens']}, model time {total['seconds']:.1f} s, "
-                 f"replies that did not fit {total['failures']}.", ""]
+    sections += ["", *_cost_section(store, run, plan, usage)]
     try:
         paths = plot(r_by_metric, levels, forgetting, out_dir)
         sections += ["## Plots", ""] + [f"![{p.stem}]({p.name})" for p in paths]

@@ -30,14 +30,15 @@ DEFAULT_PLAN: dict[str, Any] = {
     "replay": True,
     "epsilon": 0.05,
     "deploy_metric": "pass",
-    "heldout_per_cell": 1,
+    "heldout_per_cell": 1,  # test-split tasks per family and level: they fill R and never choose
+    "dev_per_cell": 1,  # dev-split tasks per family and level: the deploy gate chooses on them
     "out_dir": "swm-learn",
     "hf_model": None,  # a local Hugging Face model directory: dpo/kto then train with TRL
 }
 
 
 class EpisodeJob(TypedDict):
-    """One episode to play: the payload of a ``collect`` or ``evaluate`` Send."""
+    """One episode to play: the payload of a ``collect`` or ``evaluate`` Send (phase collect | dev | test)."""
 
     episode_id: str
     task_id: str

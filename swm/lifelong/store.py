@@ -10,8 +10,12 @@
 * ``lifelong_gate`` — per-rule reject counts per cycle and track;
 * ``lifelong_policies`` — each policy version (memory, dataset, checkpoint) and whether deployed;
 * ``lifelong_deploys`` — each deploy decision with its reasons;
-* ``lifelong_matrix`` — R[cycle, level] cells (successes, n) for ``completion`` and ``pass``;
-* ``lifelong_metrics`` — ACC, BWT, FWT, F_k with their intervals.
+* ``lifelong_splits`` — each evaluation task's split (``dev`` chooses, ``test`` reports) and the
+  held-out version (pk ``run_id, task_id``);
+* ``lifelong_matrix`` — R[cycle, level] cells (successes, n) per curve (``deployed``, ``candidate``)
+  and metric (``completion``, ``pass``), each naming the policy whose test episodes it counts and
+  the cycle they were played in;
+* ``lifelong_metrics`` — ACC, BWT, FWT, F_k with their intervals, per curve and metric.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import weakref
 from collections.abc import Iterable
 from typing import Any
 
+from swm.errors import InputError
 from swm.lifelong.gate import GateResult, degenerate_reason
 from swm.lifelong.metrics import Cell
 from swm.lifelong.records import EpisodeRecord, PreferencePair
@@ -166,25 +171,118 @@ def put_deploy(store: Any, run_id: str, cycle: int, candidate: str, incumbent: s
         store.db.conn.commit()
 
 
-def eval_cells(store: Any, run_id: str, policy: str, metric: str) -> dict[str, Cell]:
-    """Return a policy's held-out cells per level, over its eval episodes (``completion`` or ``passed``)."""
+def put_splits(store: Any, run_id: str, splits: dict[str, list[Task]], version: str) -> None:
+    """Record which held-out task is in which evaluation split (written once, at cycle 0)."""
+    store.insert_all("lifelong_splits", [{"run_id": run_id, "task_id": t.task_id, "split": split, "family": t.family,
+                                          "level": t.level, "version": version}
+                                         for split, tasks in splits.items() for t in tasks],
+                     pk=("run_id", "task_id"), ignore=True)
+
+
+def split_ids(store: Any, run_id: str) -> dict[str, list[str]]:
+    """Return the run's evaluation task ids per split (``dev``, ``test``), as recorded."""
+    if not store.has_table("lifelong_splits"):
+        return {}
+    out: dict[str, list[str]] = {}
+    for r in store.rows("select split, task_id from lifelong_splits where run_id = ? order by rowid", [run_id]):
+        out.setdefault(r["split"], []).append(r["task_id"])
+    return out
+
+
+def eval_cells(store: Any, run_id: str, policy: str, metric: str, split: str) -> dict[str, Cell]:
+    """Return a policy's cells per level on one evaluation split (``completion`` or ``passed``).
+
+    Each policy plays each split task once (the episode id has no cycle), so a cell is one
+    episode set, named by its ``source``.
+    """
     if not store.has_table("lifelong_episodes"):
         return {}
     column = "completion" if metric == "completion" else "passed"
     sql = (f"select level, sum({column}) as s, count(*) as n from lifelong_episodes where run_id = ? and "
-           "phase = 'eval' and policy_version = ? group by level")
-    return {r["level"]: Cell(int(r["s"]), int(r["n"])) for r in store.rows(sql, [run_id, policy])}
+           "phase = ? and policy_version = ? group by level")
+    return {r["level"]: Cell(int(r["s"]), int(r["n"]), source=f"{policy}/{split}/{r['level']}")
+            for r in store.rows(sql, [run_id, split, policy])}
 
 
-def put_matrix_row(store: Any, run_id: str, cycle: int, policy: str, metric: str, cells: dict[str, Cell]) -> None:
-    store.insert_all("lifelong_matrix", [{"run_id": run_id, "cycle": cycle, "metric": metric, "level": level,
-                                          "policy_version": policy, "successes": c.successes, "n": c.n}
+def played_cycle(store: Any, run_id: str, policy: str, split: str) -> int | None:
+    """Return the cycle in which a policy's episodes on a split were played (None: not yet)."""
+    if not store.has_table("lifelong_episodes"):
+        return None
+    rows = list(store.rows("select min(cycle) as c from lifelong_episodes where run_id = ? and phase = ? and "
+                           "policy_version = ?", [run_id, split, policy]))
+    return None if not rows or rows[0]["c"] is None else int(rows[0]["c"])
+
+
+def _curves_table(store: Any, table: str) -> bool:
+    """Return whether a per-curve table exists; refuse, in one line, one written before the dev/test split."""
+    if not store.has_table(table):
+        return False
+    with store.lock:
+        columns = store.db.table(table).columns_dict
+    if "curve" not in columns:
+        raise InputError(f"{table} in this store was written by a version of swm before the dev/test split",
+                         "start the run in a new --db (its episodes cannot be reused: their ids changed)")
+    return True
+
+
+def put_matrix_row(store: Any, run_id: str, curve: str, cycle: int, policy: str, metric: str,
+                   cells: dict[str, Cell], played: int | None) -> None:
+    """Write R[cycle, ·] of a curve (``deployed`` or ``candidate``): the test cells of ``policy``."""
+    _curves_table(store, "lifelong_matrix")
+    store.insert_all("lifelong_matrix", [{"run_id": run_id, "curve": curve, "cycle": cycle, "metric": metric,
+                                          "level": level, "policy_version": policy, "played_cycle": played,
+                                          "successes": c.successes, "n": c.n}
                                          for level, c in cells.items()],
-                     pk=("run_id", "cycle", "metric", "level"), replace=True)
+                     pk=("run_id", "curve", "cycle", "metric", "level"), replace=True)
 
 
-def matrix(store: Any, run_id: str, metric: str) -> dict[tuple[int, str], Cell]:
-    if not store.has_table("lifelong_matrix"):
+def matrix(store: Any, run_id: str, metric: str, curve: str = "deployed") -> dict[tuple[int, str], Cell]:
+    """Return a curve's R matrix; each cell's ``source`` names the policy's episode set it counts."""
+    if not _curves_table(store, "lifelong_matrix"):
         return {}
-    rows = store.rows("select * from lifelong_matrix where run_id = ? and metric = ?", [run_id, metric])
-    return {(int(r["cycle"]), r["level"]): Cell(int(r["successes"]), int(r["n"])) for r in rows}
+    rows = store.rows("select * from lifelong_matrix where run_id = ? and metric = ? and curve = ?",
+                      [run_id, metric, curve])
+    return {(int(r["cycle"]), r["level"]): Cell(int(r["successes"]), int(r["n"]),
+                                                source=f"{r['policy_version']}/test/{r['level']}") for r in rows}
+
+
+def matrix_policies(store: Any, run_id: str, curve: str) -> dict[int, tuple[str, int | None]]:
+    """Return, per cycle, the policy a curve's row counts and the cycle its episodes were played in."""
+    if not _curves_table(store, "lifelong_matrix"):
+        return {}
+    rows = store.rows("select distinct cycle, policy_version, played_cycle from lifelong_matrix where run_id = ? "
+                      "and curve = ?", [run_id, curve])
+    return {int(r["cycle"]): (r["policy_version"], r["played_cycle"]) for r in rows}
+
+
+def policies(store: Any, run_id: str) -> list[dict[str, Any]]:
+    """Return every policy version of a run (oldest first) with whether it was deployed."""
+    if not store.has_table("lifelong_policies"):
+        return []
+    rows = store.rows("select policy, deployed, errors from lifelong_policies where run_id = ? order by cycle, version",
+                      [run_id])
+    # the column was created holding NULL, so SQLite may give the flag back as text ('0', '1')
+    return [{**json.loads(r["policy"]), "deployed": None if r["deployed"] is None else bool(int(r["deployed"])),
+             "errors": json.loads(r["errors"]) if isinstance(r["errors"], str) else r["errors"]} for r in rows]
+
+
+def agent_specs(store: Any, run_id: str) -> dict[str, list[str]]:
+    """Return, per policy version, the agent model specs its episodes recorded (what actually played)."""
+    if not store.has_table("lifelong_episodes"):
+        return {}
+    out: dict[str, list[str]] = {}
+    for r in store.rows("select distinct policy_version, models from lifelong_episodes where run_id = ?", [run_id]):
+        models = json.loads(r["models"]) if isinstance(r["models"], str) else (r["models"] or {})
+        spec = models.get("agent")
+        if spec and spec not in out.setdefault(r["policy_version"], []):
+            out[r["policy_version"]].append(spec)
+    return out
+
+
+def episodes_played(store: Any, run_id: str) -> dict[tuple[int, str], int]:
+    """Return how many episodes were played per (cycle, phase)."""
+    if not store.has_table("lifelong_episodes"):
+        return {}
+    rows = store.rows("select cycle, phase, count(*) as n from lifelong_episodes where run_id = ? "
+                      "group by cycle, phase", [run_id])
+    return {(int(r["cycle"]), r["phase"]): int(r["n"]) for r in rows}

@@ -82,7 +82,7 @@ class Task(BaseModel):
     family: str
     level: str
     seed: int
-    split: str = "train"  # train | heldout
+    split: str = "train"  # train | heldout (the test split) | dev
     scenario: str
     agents: list[AgentBrief]
     truth: dict[str, Any]
