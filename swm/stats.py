@@ -1,12 +1,28 @@
-"""95% intervals shared by every benchmark: Wilson for proportions, Student's t for small-sample means.
+"""The statistics every benchmark shares: one interval per kind of number, one token F1.
 
-No scipy: a t table for 1..30 degrees of freedom, then the normal.
+* A proportion (accuracy, pass rate): the 95% Wilson score interval, `wilson_interval`. With no
+  data (n = 0) it is (0, 1): anything is possible, which is also the formula's limit as n → 0.
+* A mean (a judge score, token F1): Student's t, `mean_ci` and `mean_interval`. Benchmarks here
+  often average a handful of episodes or questions, where the normal z understates the interval
+  (t(4) = 2.78 against z = 1.96); t tends to z as n grows, so it is right at every n. Below two
+  values there is no spread to estimate: `mean_ci` gives no half-width and `mean_interval` the
+  whole range of the metric.
+* Word overlap: `token_f1`, the bag-of-words F1 of SQuAD and FANToM, with the tokenisation a
+  parameter so a benchmark can keep its official rule (see `fantom_tokens`).
+
+No scipy: a t table for 1..30 degrees of freedom, then the Cornish–Fisher expansion (within
+0.001 of the exact value beyond 30).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import Any
+
+Z95 = 1.959963984540054  # the two-sided 95% quantile of the standard normal
 
 # Two-sided 95% critical values of Student's t for 1..30 degrees of freedom.
 _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
@@ -15,8 +31,13 @@ _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2
 
 
 def t95(df: int) -> float:
-    """Return the two-sided 95% t critical value (1.96 beyond 30 degrees of freedom)."""
-    return _T95[df - 1] if 1 <= df <= len(_T95) else 1.96
+    """Return the two-sided 95% critical value of Student's t with ``df`` degrees of freedom."""
+    if df < 1:
+        raise ValueError("Student's t needs at least one degree of freedom")
+    if df <= len(_T95):
+        return _T95[df - 1]
+    z = Z95
+    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
 
 
 def mean_ci(values: Iterable[float | None]) -> tuple[float | None, float | None, int]:
@@ -35,22 +56,51 @@ def mean_ci(values: Iterable[float | None]) -> tuple[float | None, float | None,
     return mean, t95(n - 1) * sd / math.sqrt(n), n
 
 
+def mean_interval(values: Iterable[float | None], bounds: tuple[float, float] = (0.0, 1.0)) -> tuple[float, float]:
+    """Return the 95% t interval of a mean, clipped to the metric's ``bounds`` (the whole range below n = 2)."""
+    mean, half, _ = mean_ci(values)
+    low, high = bounds
+    if mean is None or half is None:
+        return low, high
+    return max(low, mean - half), min(high, mean + half)
+
+
 def format_ci(mean: float | None, half: float | None, digits: int = 2) -> str:
+    """Render ``mean ± half`` (``n/a`` for what is missing)."""
     if mean is None:
         return "n/a"
     return f"{mean:.{digits}f}" + (f" ± {half:.{digits}f}" if half is not None else " ± n/a")
 
 
-def wilson_interval(successes: float, n: int, z: float = 1.959964) -> tuple[float, float]:
-    """Return the 95% Wilson score interval of a proportion (well-behaved at 0, 1 and small n).
-
-    With n = 0 there is no data; the interval is (0, 0) and callers that need "anything is
-    possible" write their own (0, 1).
-    """
+def wilson_interval(successes: float, n: int, z: float = Z95) -> tuple[float, float]:
+    """Return the 95% Wilson score interval of a proportion (well-behaved at 0, 1 and small n); (0, 1) at n = 0."""
     if n <= 0:
-        return (0.0, 0.0)
+        return (0.0, 1.0)
     p = successes / n
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
     return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+_WORD_RE = re.compile(r"[a-z0-9$']+")
+
+
+def words(text: Any) -> list[str]:
+    """Split text into lowercase words (letters, digits, ``$`` and ``'``); punctuation separates."""
+    return _WORD_RE.findall(str(text or "").casefold())
+
+
+def fantom_tokens(text: Any) -> list[str]:
+    """FANToM's official tokenisation for fact F1: lowercase, split on whitespace (punctuation stays attached)."""
+    return str(text or "").lower().split()
+
+
+def token_f1(answer: Any, gold: Any, tokenize: Callable[[Any], list[str]] = words) -> float:
+    """Return the bag-of-words F1 between answer and gold (0 when either has no token)."""
+    a, g = tokenize(answer), tokenize(gold)
+    common = sum((Counter(a) & Counter(g)).values())
+    if common == 0:
+        return 0.0
+    precision, recall = common / len(a), common / len(g)
+    return 2 * precision * recall / (precision + recall)

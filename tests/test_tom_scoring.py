@@ -82,4 +82,4 @@ def test_wilson_interval_hand_checked() -> None:
     low, high = wilson_interval(8, 10)
     assert low == pytest.approx(0.4902, abs=1e-4) and high == pytest.approx(0.9433, abs=1e-4)
     assert wilson_interval(0, 10)[0] == 0.0 and wilson_interval(10, 10)[1] == pytest.approx(1.0)
-    assert wilson_interval(0, 0) == (0.0, 0.0)
+    assert wilson_interval(0, 0) == (0.0, 1.0)  # no data: anything is possible

@@ -27,15 +27,13 @@ episodes) about the same agent pair up: chosen = the closer one.
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
 from swm.lifelong.checkers import Verdict, mentions
 from swm.lifelong.records import EpisodeRecord, PreferencePair, TurnRecord
 from swm.lifelong.tasks import Task
-
-_WORD_RE = re.compile(r"[a-z0-9$']+")
+from swm.stats import token_f1 as token_f1  # re-exported: the perception score's word overlap
 
 
 def outcome_score(verdict: Verdict) -> float:
@@ -57,22 +55,6 @@ def turn_rewards(episode: EpisodeRecord) -> dict[int, float]:
     """Return r_t = G × A(a_t, episode) for every turn."""
     g = outcome_score(episode.verdict)
     return {i: round(g * a, 6) for i, a in attribution(episode).items()}
-
-
-def _tokens(text: str) -> list[str]:
-    return _WORD_RE.findall(text.casefold())
-
-
-def token_f1(a: str, b: str) -> float:
-    """Return the token-overlap F1 of two texts (SQuAD style, bag of lowercase words)."""
-    ta, tb = _tokens(a), _tokens(b)
-    if not ta or not tb:
-        return 0.0
-    common = sum(min(ta.count(w), tb.count(w)) for w in set(ta))
-    if common == 0:
-        return 0.0
-    precision, recall = common / len(ta), common / len(tb)
-    return 2 * precision * recall / (precision + recall)
 
 
 def perception_score(prediction: str, task: Task, about: str) -> float:

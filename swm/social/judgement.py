@@ -59,17 +59,20 @@ def score_field(low: int, high: int) -> tuple[Any, Any]:
                            json_schema_extra={"minimum": low, "maximum": high}))
 
 
-def _evaluation_schema() -> type[BaseModel]:
+def evaluation_schema(dimensions: list[str], doc: str) -> type[BaseModel]:
+    """Return the judge's tool schema ``SotopiaEvaluation`` over ``dimensions``: a reasoning and a score each."""
     fields: dict[str, Any] = {}
-    for name, (low, high) in DIMENSIONS.items():
+    for name in dimensions:
+        low, high = DIMENSIONS[name]
         fields[f"{name}_reasoning"] = (Reason, Field(description=f"Reasoning for {name}: {RUBRIC[name]}"))
         fields[name] = score_field(low, high)
     model = create_model("SotopiaEvaluation", __config__=ConfigDict(extra="forbid"), **fields)
-    model.__doc__ = "SOTOPIA-EVAL: reasoning and an integer score in range for each of seven dimensions."
+    model.__doc__ = doc
     return model
 
 
-SotopiaEvaluation: type[BaseModel] = _evaluation_schema()
+SotopiaEvaluation: type[BaseModel] = evaluation_schema(
+    list(DIMENSIONS), "SOTOPIA-EVAL: reasoning and an integer score in range for each of seven dimensions.")
 
 
 class Judgement(BaseModel):
@@ -176,14 +179,8 @@ def raw_arguments(message: Any) -> dict[str, Any] | None:
 
 def missing_schema(dimensions: list[str]) -> type[BaseModel]:
     """Return a tool schema asking only for the given dimensions (the repair call)."""
-    fields: dict[str, Any] = {}
-    for name in dimensions:
-        low, high = DIMENSIONS[name]
-        fields[f"{name}_reasoning"] = (Reason, Field(description=f"Reasoning for {name}: {RUBRIC[name]}"))
-        fields[name] = score_field(low, high)
-    model = create_model("SotopiaEvaluation", __config__=ConfigDict(extra="forbid"), **fields)
-    model.__doc__ = "The SOTOPIA-EVAL dimensions still missing: reasoning and an integer score in range."
-    return model
+    return evaluation_schema(dimensions, "The SOTOPIA-EVAL dimensions still missing: reasoning and an integer "
+                                         "score in range.")
 
 
 def rubric_text(dimensions: list[str] | None = None) -> str:

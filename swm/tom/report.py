@@ -9,7 +9,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from swm.tom.scoring import fantom_set_scores, mean_interval, wilson_interval
+from swm.stats import mean_interval, wilson_interval
+from swm.tom.scoring import fantom_set_scores
 
 # The paper's Table 1, GPT-4o, CoT -> S3AP (o3 as parser): the reference a run is compared with.
 PAPER_TABLE1_GPT4O = {"tomi": (0.813, 0.927), "paratomi": (0.818, 0.905), "hitom": (0.660, 0.750),
@@ -95,7 +96,8 @@ def markdown(summary: dict[str, Any], benchmark: str, header: dict[str, Any]) ->
                       f"S3AP {reference[1]:.3f}."]
     lines += ["", "acc: the benchmark's headline rule (ToMi/ParaToMi: the gold location appears in the answer; "
                   "multiple choice: the chosen option; FANToM: its per-kind rules, fact questions excluded). "
-                  "95% CI: Wilson score interval. exact: normalised exact match. calls, tokens: every model call "
+                  "95% CI: Wilson score interval (FANToM fact questions, scored by token F1: "
+                  "Student's t interval of the mean). exact: normalised exact match. calls, tokens: every model call "
                   "made for the question, parse calls included (a cached parse costs none)."]
     return "\n".join(lines) + "\n"
 

@@ -8,12 +8,13 @@ the benchmark's headline accuracy (``loose`` for ToMi/ParaToMi, as the paper sco
 
 from __future__ import annotations
 
-import math
 import re
-from collections import Counter
 from typing import Any
 
-from swm.stats import wilson_interval  # noqa: F401  (re-exported: swm.tom.wilson_interval)
+from swm.stats import fantom_tokens
+from swm.stats import mean_interval as mean_interval  # re-exported: swm.tom.scoring.mean_interval
+from swm.stats import token_f1 as _token_f1
+from swm.stats import wilson_interval as wilson_interval  # re-exported: swm.tom.wilson_interval
 from swm.tom.loaders import TomItem
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -74,13 +75,8 @@ def choose_option(answer: Any, options: dict[str, str]) -> str | None:
 
 
 def token_f1(answer: Any, gold: Any) -> float:
-    """FANToM's word-overlap F1 between answer and gold (whitespace tokens, lowercased)."""
-    a, g = str(answer or "").lower().split(), str(gold or "").lower().split()
-    common = sum((Counter(a) & Counter(g)).values())
-    if common == 0:
-        return 0.0
-    precision, recall = common / len(a), common / len(g)
-    return 2 * precision * recall / (precision + recall)
+    """FANToM's word-overlap F1 between answer and gold (`swm.stats.token_f1` on FANToM's own tokens)."""
+    return _token_f1(answer, gold, fantom_tokens)
 
 
 def binary_answer(answer: Any) -> int:
@@ -120,18 +116,6 @@ def score_answer(item: TomItem, answer: Any) -> dict[str, Any]:
         f1 = token_f1(answer, item.answer)
         return {"exact": exact_match(answer, item.answer), "loose": f1 >= 0.5, "value": f1, "chosen": None}
     raise ValueError(f"no scoring rule for item kind {item.kind!r}")
-
-
-def mean_interval(values: list[float], z: float = 1.959964) -> tuple[float, float]:
-    """Return the normal-approximation 95% interval of a mean (for token F1)."""
-    n = len(values)
-    if n == 0:
-        return (0.0, 0.0)
-    mean = sum(values) / n
-    if n == 1:
-        return (mean, mean)
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    return (max(0.0, mean - z * sd / math.sqrt(n)), min(1.0, mean + z * sd / math.sqrt(n)))
 
 
 FANTOM_ALL_KINDS = ("fantom_belief_mc", "fantom_list", "fantom_binary")
