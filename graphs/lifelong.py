@@ -21,7 +21,7 @@ import sqlite3
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import RetryPolicy
 
-from graphs import episode
+from graphs import episode, game
 from nodes.convert import convert
 from nodes.gate import gate
 from nodes.lifelong import (
@@ -48,9 +48,10 @@ STORE_RETRY = RetryPolicy(max_attempts=4, retry_on=sqlite3.OperationalError)
 
 def build() -> StateGraph[LifelongState, SWMContext, LifelongState, LifelongState]:
     g = StateGraph(LifelongState, context_schema=SWMContext)
-    # Both Send targets play one episode through the episode graph, compiled once here without a
-    # checkpointer of its own (an interrupted episode is replayed whole under the same id).
-    play = episode_player(episode.build().compile(checkpointer=False))
+    # Both Send targets play one episode through the episode graph (a game task through the game
+    # graph), compiled once here without a checkpointer of its own (an interrupted episode is
+    # replayed whole under the same id).
+    play = episode_player(episode.build().compile(checkpointer=False), game.build().compile(checkpointer=False))
     g.add_node("synthesize", synthesize_node, retry_policy=STORE_RETRY)
     # Send targets: they take an episode job, not the graph state.
     g.add_node("collect", play, retry_policy=STORE_RETRY)  # type: ignore[arg-type,call-overload]

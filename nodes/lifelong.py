@@ -24,14 +24,16 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from swm.context import SWMContext
+from swm.games.store import load_record
 from swm.lifelong import store as ls
 from swm.lifelong.bridge import episode_inputs, to_record, to_scenario
 from swm.lifelong.deploy import decide
+from swm.lifelong.game_bridge import game_inputs, game_to_record
 from swm.lifelong.heldout import HELDOUT_VERSION, SPLITS, split_tasks
 from swm.lifelong.metrics import curriculum_for
 from swm.lifelong.records import EpisodeRecord
 from swm.lifelong.state import DEFAULT_PLAN, EpisodeJob, LifelongState
-from swm.lifelong.tasks import Task, synthesize
+from swm.lifelong.tasks import GAME_FAMILIES, Task, synthesize
 from swm.lifelong.update import Policy, memory_text
 from swm.social.store import load_turns
 from swm.usage import merge_usage
@@ -152,7 +154,23 @@ def run_episode(episode_graph: Any, task: Task, ctx: SWMContext, *, episode_id: 
     return record, dict(out.get("usage") or {})
 
 
-def _play(job: EpisodeJob, ctx: SWMContext, episode_graph: Any) -> dict[str, Any]:
+def run_game(game_graph: Any, task: Task, ctx: SWMContext, *, episode_id: str, tested_agent: str | None,
+             **provenance: Any) -> tuple[EpisodeRecord, dict[str, Any]]:
+    """Play one game task through ``game_graph`` (no checkpointer: a killed game is replayed whole) and check it."""
+    store = ctx.experience_store()
+    with store.lock:
+        if store.has_table("game_moves"):
+            store.db.execute("delete from game_moves where game_id = ?", [episode_id])
+            store.db.conn.commit()
+    out = dict(game_graph.invoke(game_inputs(task, game_id=episode_id, tested_agent=tested_agent), context=ctx,
+                                 durability="async"))
+    record = game_to_record(task, load_record(store, episode_id), episode_id=episode_id, source_episode=episode_id,
+                            models=dict(out.get("models") or {}), prompts=dict(out.get("prompts") or {}),
+                            **provenance)
+    return record, dict(out.get("usage") or {})
+
+
+def _play(job: EpisodeJob, ctx: SWMContext, episode_graph: Any, game_graph: Any = None) -> dict[str, Any]:
     store = ctx.experience_store()
     if ls.episode_done(store, job["episode_id"]):
         return {}
@@ -165,9 +183,15 @@ def _play(job: EpisodeJob, ctx: SWMContext, episode_graph: Any) -> dict[str, Any
     provenance = {"run_id": plan["run_id"], "cycle": job["cycle"], "phase": job["phase"], "seed": job["sample"],
                   "seat": job["seat"], "policy_version": job["policy_version"]}
     policy_kind = plan["policy"] if job["phase"] == "collect" else plan["eval_policy"]
-    record, usage = run_episode(episode_graph, task, ctx, episode_id=job["episode_id"], memory=memory,
-                                policy=policy_kind, max_turns=plan["max_turns"], judge=plan["judge"],
-                                tested_agent=job["tested_agent"], **provenance)
+    if task.family in GAME_FAMILIES:
+        if game_graph is None:
+            raise ValueError(f"task family {task.family!r} needs the game graph; none was given to episode_player")
+        record, usage = run_game(game_graph, task, ctx, episode_id=job["episode_id"],
+                                 tested_agent=None if plan["self_play"] else job["tested_agent"], **provenance)
+    else:
+        record, usage = run_episode(episode_graph, task, ctx, episode_id=job["episode_id"], memory=memory,
+                                    policy=policy_kind, max_turns=plan["max_turns"], judge=plan["judge"],
+                                    tested_agent=job["tested_agent"], **provenance)
     ls.put_episode(store, record, passed_of(record, plan))
     phase_key = "collected" if job["phase"] == "collect" else "evaluated"
     return {phase_key: 1, "usage": merge_usage({}, {f"{job['phase']}/{k}": v for k, v in usage.items()}),
@@ -177,7 +201,7 @@ def _play(job: EpisodeJob, ctx: SWMContext, episode_graph: Any) -> dict[str, Any
 def passed_of(record: EpisodeRecord, plan: dict[str, Any]) -> bool:
     """Completion with no violation (and, when the judge ran, judge goal at least the threshold)."""
     ok = record.verdict.passed and record.error is None
-    if plan.get("judge"):
+    if plan.get("judge") and record.family not in GAME_FAMILIES:  # games are not judged: the code decides
         ok = ok and record.judge_goal is not None and record.judge_goal >= plan["judge_threshold"]
     return ok
 
@@ -185,15 +209,16 @@ def passed_of(record: EpisodeRecord, plan: dict[str, Any]) -> bool:
 EpisodeNode = Callable[[EpisodeJob, Runtime[SWMContext]], dict[str, Any]]
 
 
-def episode_player(episode_graph: Any) -> EpisodeNode:
+def episode_player(episode_graph: Any, game_graph: Any = None) -> EpisodeNode:
     """Return the Send-branch node that plays one episode job through ``episode_graph`` and records it once.
 
-    The graph module passes the compiled episode graph in, so this layer never imports the wiring.
+    The graph module passes the compiled episode graph in (and the game graph, for game families such
+    as werewolf), so this layer never imports the wiring.
     """
 
     def play(job: EpisodeJob, runtime: Runtime[SWMContext]) -> dict[str, Any]:
         """Play one episode (training, or dev/test under a policy) and record it once."""
-        return _play(job, runtime.context, episode_graph)
+        return _play(job, runtime.context, episode_graph, game_graph)
 
     return play
 

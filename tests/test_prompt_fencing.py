@@ -38,6 +38,9 @@ SWM_AUTHORED = {
     "notes": "lifelong_memory: the learner's own notes, shown inside the agent's brief",
     "exemplars": "lifelong_memory: as notes",
     "background": "episode_act: the seat's own goal and profile, which it must pursue (fenced elsewhere)",
+    "game": "game_act: a registered game's name",
+    "rules": "game_act: the game's rules, written by its module",
+    "instruction": "game_act: the code moderator's request",
 }
 
 

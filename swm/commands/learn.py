@@ -13,7 +13,7 @@ from langchain_core.runnables import RunnableConfig
 
 from swm.commands._common import comma_list, db_path, echo_json, make_context, model_options, run_options
 from swm.errors import InputError
-from swm.lifelong.tasks import FAMILIES, LEVELS
+from swm.lifelong.tasks import FAMILIES, GAME_FAMILIES, LEVELS, TASK_FAMILIES
 from swm.usage import total_usage
 
 
@@ -38,7 +38,8 @@ def _progress_line(store: Any, plan: dict[str, Any], values: dict[str, Any]) -> 
 @click.option("--cycles", default=3, show_default=True, help="Training cycles (after the baseline evaluation).")
 @click.option("--levels", default=",".join(LEVELS), show_default=True,
               help="Difficulty levels, in curriculum order: cycle c trains on the c-th (the last repeats).")
-@click.option("--families", default=",".join(FAMILIES), show_default=True, help="Task families.")
+@click.option("--families", default=",".join(FAMILIES), show_default=True,
+              help=f"Task families; also the hidden-role games {', '.join(GAME_FAMILIES)} (self-play by default).")
 @click.option("--episodes-per-level", default=4, show_default=True, help="Training episodes per cycle.")
 @click.option("--samples-per-task", default=2, show_default=True,
               help="Episodes per training task (same-state pairs need at least 2).")
@@ -92,7 +93,7 @@ def learn_command(cycles: int, levels: str, families: str, episodes_per_level: i
         raise InputError("cycles, episodes per level, samples per task and concurrency must be at least 1")
     thread = thread_id or f"learn-{uuid.uuid4().hex[:10]}"
     plan = {"run_id": thread, "cycles": cycles, "levels": comma_list(levels, LEVELS, "level"),
-            "families": comma_list(families, FAMILIES, "family"), "episodes_per_level": episodes_per_level,
+            "families": comma_list(families, TASK_FAMILIES, "family"), "episodes_per_level": episodes_per_level,
             "samples_per_task": samples_per_task, "max_turns": max_turns, "policy": policy,
             "eval_policy": eval_policy, "self_play": self_play, "judge": judge, "judge_threshold": judge_threshold,
             "gating": gating == "on", "min_margin": min_margin, "update": update_method, "replay": replay,

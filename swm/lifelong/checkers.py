@@ -21,6 +21,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from swm.games import get_game
+from swm.games.moderator import resolve
 from swm.lifelong.tasks import ACCEPT, Task
 
 _ACCEPT_RE = re.compile(rf"\b{ACCEPT}\b")
@@ -202,9 +204,52 @@ def check_persuasion(task: Task, turns: Sequence[Utterance]) -> Verdict:
                    detail={"addressed_at": addressed})
 
 
+MALFORMED = "malformed:"  # an action type prefix: the move's reply did not fit the schema
+
+
+def check_game(task: Task, turns: Sequence[Utterance]) -> Verdict:
+    """Replay a hidden-role game's moves through the code moderator: completion is the village's win.
+
+    Each utterance is one move in order: ``action_type`` ``choose`` (``text`` the named target, empty
+    to abstain) or ``speak`` (``text`` the speech), prefixed ``malformed:`` when the reply did not fit
+    the schema. The deal is re-dealt from the truth, every move is judged again (a violation is the
+    moderator's code), and the outcome is read from the replayed game, never from the transcript's
+    claims. In self-play one policy plays both sides; completion measures the village's side:
+    finding hidden werewolves among equally capable deceivers.
+    """
+    truth = task.truth
+    game = get_game(truth["game"])
+    state = game.deal(list(truth["players"]), int(truth["deal_seed"]), dict(truth.get("options") or {}))
+    violations: list[str] = []
+    where: list[int] = []
+    evidence: list[int] = []
+    for i, turn in enumerate(turns):
+        request = game.request(state)
+        if request is None or request.agent != turn.agent:
+            violations.append("out_of_turn")
+            where.append(i)
+            break
+        malformed = turn.action_type.startswith(MALFORMED)
+        target = turn.text if request.kind == "choose" and not malformed else None
+        said = turn.text if request.kind == "speak" else ""
+        resolution = resolve(game, state, request, target, said, "malformed" if malformed else None)
+        if resolution.violation:
+            violations.append(resolution.violation)
+            where.append(i)
+        if resolution.applied.events.get("killed") or resolution.applied.events.get("eliminated"):
+            evidence.append(i)
+        state = resolution.applied.state
+    outcome = state.outcome
+    detail = {"winner": outcome.winner if outcome else None, "reason": outcome.reason if outcome else "unfinished",
+              "round": state.round}
+    return Verdict(completion=outcome is not None and outcome.winner == "village",
+                   violations=sorted(set(violations)), evidence=evidence, violation_turns=where,
+                   resolved_at=len(turns) - 1 if outcome is not None else None, detail=detail)
+
+
 CHECKERS: dict[str, Callable[[Task, Sequence[Utterance]], Verdict]] = {
     "negotiation": check_negotiation, "mutual_friend": check_mutual_friend, "secret": check_secret,
-    "scheduling": check_scheduling, "persuasion": check_persuasion,
+    "scheduling": check_scheduling, "persuasion": check_persuasion, "werewolf": check_game,
 }
 
 

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 
-from swm.lifelong.tasks import FAMILIES, LEVELS, Task, synthesize
+from swm.lifelong.tasks import FAMILIES, GAME_FAMILIES, LEVELS, Task, synthesize
 
 PER_CELL = 4
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -63,6 +63,9 @@ def split_tasks(split: str, levels: Sequence[str], families: Sequence[str] = FAM
     out: list[Task] = []
     for level in levels:
         for family in families:
+            if family in GAME_FAMILIES:  # a game task is a seeded deal: generated, not frozen
+                out.extend(synthesize(family, level, seed, split=_GENERATOR_SPLIT[split]) for seed in range(per_cell))
+                continue
             cell = [t for t in frozen(split) if t.level == level and t.family == family]
             out.extend(cell[:per_cell])
     return out

@@ -26,7 +26,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from swm.games import get_game
+
 FAMILIES = ("negotiation", "mutual_friend", "secret", "scheduling", "persuasion")
+# Hidden-role games (swm.games): played by the game graph, checked by replaying the moves through the
+# code moderator. Not in the default families nor in the frozen held-out file: a game task is a deal.
+GAME_FAMILIES = ("werewolf",)
+TASK_FAMILIES = FAMILIES + GAME_FAMILIES
 LEVELS = ("easy", "medium", "hard")
 GENERATOR_VERSION = "tasks@v1"
 ACCEPT = "ACCEPT"
@@ -241,16 +247,43 @@ def _persuasion(rng: random.Random, level: str) -> dict[str, Any]:
                                                               "partner": partner}}
 
 
+_GAME_LEVEL: dict[str, dict[str, Any]] = {"easy": {"players": 5}, "medium": {"players": 6}, "hard": {"players": 8}}
+GAME_MAX_ROUNDS = 4
+
+
+def _werewolf(rng: random.Random, level: str) -> dict[str, Any]:
+    """A Werewolf deal: the seats, their hidden roles, the deal's seed. Played by the game graph, not the episode graph.
+
+    Levels grow the table: 5 seats (1 werewolf, no doctor), 6 (2 werewolves, a doctor), 8 (2 and a doctor).
+    """
+    game = get_game("werewolf")
+    players = [name.split()[0] for name in _people(rng, _GAME_LEVEL[level]["players"])]
+    while len(set(players)) < len(players):  # first names are the seats; a repeated one is drawn again
+        players = [name.split()[0] for name in _people(rng, _GAME_LEVEL[level]["players"])]
+    deal_seed = rng.randrange(1_000_000)
+    options = {"max_rounds": GAME_MAX_ROUNDS}
+    state = game.deal(players, deal_seed, options)
+    briefing = game.briefing(state)
+    agents = [AgentBrief(name=p, role=state.roles[p],
+                         goal=f"Win the game of werewolf for the {game.side_of(state, p)}.",
+                         private=briefing.observation_of(p), key_facts=[state.roles[p]])
+              for p in players]
+    scenario = f"A game of werewolf with {', '.join(players)}, moderated by code. {game.rules(state)}"
+    return {"scenario": scenario, "agents": agents,
+            "truth": {"game": "werewolf", "deal_seed": deal_seed, "players": players, "options": dict(state.options),
+                      "roles": dict(state.roles)}}
+
+
 GENERATORS: dict[str, Callable[[random.Random, str], dict[str, Any]]] = {
     "negotiation": _negotiation, "mutual_friend": _mutual_friend, "secret": _secret,
-    "scheduling": _scheduling, "persuasion": _persuasion,
+    "scheduling": _scheduling, "persuasion": _persuasion, "werewolf": _werewolf,
 }
 
 
 def synthesize(family: str, level: str, seed: int, split: str = "train") -> Task:
     """Generate one task; the same arguments always give the same task."""
     if family not in GENERATORS:
-        raise ValueError(f"unknown task family {family!r}; families are {', '.join(FAMILIES)}")
+        raise ValueError(f"unknown task family {family!r}; families are {', '.join(TASK_FAMILIES)}")
     if level not in _LEVEL:
         raise ValueError(f"unknown level {level!r}; levels are {', '.join(LEVELS)}")
     rng = random.Random(f"{GENERATOR_VERSION}|{split}|{family}|{level}|{seed}")

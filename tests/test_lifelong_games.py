@@ -1,0 +1,101 @@
+"""Werewolf as a lifelong task family: a deal as a task, a code checker that replays the moves, the loop."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from games_scripted import decider, village_errs, village_finds_wolves
+from scripted import ScriptedChatModel, as_structured
+
+from checkpoints import ExperienceStore, sqlite_saver
+from graphs import lifelong
+from swm.context import SWMContext
+from swm.games import Decision, Turn, play_game
+from swm.lifelong import store as ls
+from swm.lifelong.checkers import check
+from swm.lifelong.game_bridge import game_inputs, game_to_record
+from swm.lifelong.heldout import heldout
+from swm.lifelong.tasks import synthesize
+from swm.lifelong.update import StrategyNotes
+
+
+def test_a_werewolf_task_is_a_seeded_deal_with_private_briefings() -> None:
+    task = synthesize("werewolf", "medium", 3)
+    assert task == synthesize("werewolf", "medium", 3) and len(task.agents) == 6
+    truth = task.truth
+    assert sorted(truth["roles"].values()).count("werewolf") == 2
+    for brief in task.agents:
+        assert brief.role == truth["roles"][brief.name] and brief.name in brief.private
+        others = [b.name for b in task.agents if b.name != brief.name]
+        if brief.role != "werewolf":
+            assert not any(f"werewolves: {o}" in brief.private for o in others)
+    assert [t.family for t in heldout(["easy"], ["werewolf"], 2)] == ["werewolf", "werewolf"]
+    assert synthesize("werewolf", "hard", 0, split="heldout").task_id != synthesize("werewolf", "hard", 0).task_id
+
+
+def _played(task: Any, decide: Any) -> Any:
+    inputs = game_inputs(task, game_id="g")
+    return play_game("werewolf", decide, seed=inputs["seed"], players=inputs["players"], options=inputs["options"])
+
+
+def test_the_checker_replays_the_moves_and_reads_the_outcome_from_the_code() -> None:
+    task = synthesize("werewolf", "medium", 1)
+    won = game_to_record(task, _played(task, decider(village_finds_wolves)), episode_id="e1")
+    assert won.verdict.completion and won.verdict.passed and won.verdict.detail["winner"] == "village"
+    assert won.verdict.evidence and all(t.prompt.startswith(f"You are {t.agent},") for t in won.turns)
+    lost = game_to_record(task, _played(task, decider(village_errs)), episode_id="e2")
+    assert not lost.verdict.completion and lost.verdict.detail["winner"] == "werewolves"
+    # the first move's prompt is the same in both games: one state, two actions, as the action track pairs them
+    assert won.turns[0].state_key == lost.turns[0].state_key
+
+
+def test_the_checker_names_each_illegal_move() -> None:
+    task = synthesize("werewolf", "medium", 2)
+
+    def cheat(turn: Turn) -> Decision:
+        if turn.request.phase == "day_vote":
+            return Decision(target=turn.request.agent)  # oneself
+        if turn.request.phase == "day_speak":
+            return Decision(error="no tool call", text="")
+        return decider(village_finds_wolves)(turn)
+
+    game = _played(task, cheat)
+    record = game_to_record(task, game, episode_id="e3")
+    assert record.verdict.violations == ["malformed", "self_target"]
+    # the checker, replaying from scratch, finds exactly the moves the live moderator flagged
+    assert record.verdict.violation_turns == [i for i, m in enumerate(game.moves) if m.violation]
+    assert {game.moves[i].phase for i in record.verdict.violation_turns} == {"day_speak", "day_vote"}
+    assert check(task, [t.utterance() for t in record.turns]) == record.verdict
+
+
+def test_swm_learn_plays_werewolf_through_the_game_graph(tmp_path: Path) -> None:
+    def respond(prompt: str, tool: str | None) -> Any:
+        if tool == "StrategyNotes":
+            return StrategyNotes(notes=["Vote with the seer."])
+        assert tool == "GameMove", tool
+        if "Your turn to speak" in prompt:
+            return as_structured({"say": "I am a villager."}, "GameMove")
+        found = re.search(r"Reply with the field `target`: one of ([^,.]+)", prompt)
+        args = {"target": found.group(1).strip() if found else "none"}
+        if "Add `say`" in prompt:
+            args["say"] = "tonight"
+        return as_structured(args, "GameMove")
+
+    plan = {"cycles": 1, "levels": ["easy"], "families": ["werewolf"], "episodes_per_level": 2,
+            "samples_per_task": 2, "max_turns": 2, "heldout_per_cell": 1, "run_id": "w1",
+            "out_dir": str(tmp_path / "out")}
+    store = ExperienceStore(tmp_path / "run.db")
+    llm = ScriptedChatModel(respond=respond)
+    with sqlite_saver(tmp_path / "run.db") as saver:
+        out = lifelong.build().compile(checkpointer=saver).invoke(
+            {"plan": plan}, {"configurable": {"thread_id": "w1"}, "recursion_limit": 1000},
+            context=SWMContext(llm=llm, store=store))
+    assert ls.count_episodes(store, "w1") == 1 + 2 + 1  # baseline eval, 2 collected, candidate eval
+    rows = list(store.rows("select family, phase from lifelong_episodes"))
+    assert {r["family"] for r in rows} == {"werewolf"}
+    assert store.count("game_moves") > 0 and {r["tool"] for r in [{"tool": t} for t, _ in llm.prompts]} <= {
+        "GameMove", "StrategyNotes"}
+    assert {c for c, _ in ls.matrix(store, "w1", "pass")} == {0, 1}
+    assert "report_path" in out
