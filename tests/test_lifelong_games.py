@@ -92,9 +92,12 @@ def test_swm_learn_plays_werewolf_through_the_game_graph(tmp_path: Path) -> None
         out = lifelong.build().compile(checkpointer=saver).invoke(
             {"plan": plan}, {"configurable": {"thread_id": "w1"}, "recursion_limit": 1000},
             context=SWMContext(llm=llm, store=store))
-    assert ls.count_episodes(store, "w1") == 1 + 2 + 1  # baseline eval, 2 collected, candidate eval
-    rows = list(store.rows("select family, phase from lifelong_episodes"))
+    rows = list(store.rows("select family, phase, policy_version from lifelong_episodes"))
     assert {r["family"] for r in rows} == {"werewolf"}
+    # p0 and the candidate p1 on one dev and one test deal each, and 2 collected games
+    assert sorted((r["phase"], r["policy_version"]) for r in rows) == [
+        ("collect", "p0"), ("collect", "p0"), ("dev", "p0"), ("dev", "p1"), ("test", "p0"), ("test", "p1")]
+    assert ls.count_episodes(store, "w1") == 6
     assert store.count("game_moves") > 0 and {r["tool"] for r in [{"tool": t} for t, _ in llm.prompts]} <= {
         "GameMove", "StrategyNotes"}
     assert {c for c, _ in ls.matrix(store, "w1", "pass")} == {0, 1}
