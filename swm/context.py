@@ -11,6 +11,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from swm.faults import DEFAULT_LIMIT, FailureStreak
 from swm.llm import DEFAULT_MAX_RETRIES, EMBEDDED, ROLES, default_spec, make_chat_model, raw_text
 
 
@@ -34,6 +35,8 @@ class SWMContext:
     # OpenAI client's retries of a timeout, dropped connection, 429 or 5xx (see swm/llm.py)
     timeout: float | None = None
     max_retries: int = DEFAULT_MAX_RETRIES
+    # a long run records an item that still fails and goes on, but stops after this many in a row
+    max_failures_in_a_row: int = DEFAULT_LIMIT
     # parsing and QA
     task: str = "generic"
     max_parse_attempts: int = 3
@@ -49,6 +52,7 @@ class SWMContext:
         # Built models and the lock are not fields, so the context's JSON schema (Studio) stays plain.
         self._cache: dict[str, Any] = {}
         self._lock = threading.Lock()
+        self.failures = FailureStreak(self.max_failures_in_a_row)
 
     def spec_for(self, role: str) -> str:
         """Return the model spec a role uses (``<injected>`` for an injected object)."""

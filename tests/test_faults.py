@@ -130,3 +130,77 @@ def test_unusable_answer_exits_non_zero(story: Path, tmp_path: Path) -> None:
     assert "(no answer)" not in result.output
     assert result.output.strip().splitlines()[-1].startswith("error: no usable answer: ")
     assert [r["node"] for r in ExperienceStore(tmp_path / "a.db").failed_replies()] == ["answer"]
+
+
+def _bench_tom(server: FakeOpenAIServer, db: Path, *extra: str) -> tuple[int, str]:
+    args = ["bench", "tom", "--benchmark", "sim", "--n", "1", "--modes", "cot", "--concurrency", "1",
+            "--no-progress", "--model", server.model_spec, "--max-retries", "1", "--db", str(db),
+            "--thread-id", "faults", "--out", str(db.parent / "out"), *extra]
+    result = CliRunner().invoke(main, args)
+    return result.exit_code, result.output
+
+
+def _tom_rows(db: Path) -> list[dict]:
+    from checkpoints import ExperienceStore
+
+    return list(ExperienceStore(db).rows("select key, status, error from tom_results order by key"))
+
+
+def test_bench_tom_records_a_failed_question_and_a_rerun_retries_only_it(server: FakeOpenAIServer,
+                                                                         tmp_path: Path) -> None:
+    db = tmp_path / "tom.db"
+    server.configure(faults=["500", "500"])  # the first question's two attempts
+    code, output = _bench_tom(server, db)
+    assert code == 0, output
+    rows = _tom_rows(db)
+    assert len(rows) == 6 and [r["status"] for r in rows].count("failed") == 1
+    assert "HTTP 500" in next(r["error"] for r in rows if r["status"] == "failed")
+    assert "problem: 1 question(s) failed" in output and "| cot | 5 |" in output
+    assert server.stats()["attempts"] == 2 + 5
+    server.reset()
+    code, output = _bench_tom(server, db)
+    assert code == 0, output
+    assert server.stats()["attempts"] == 1, "only the failed question is asked again"
+    rows = _tom_rows(db)
+    assert len(rows) == 6 and {r["status"] for r in rows} == {"done"} and "| cot | 6 |" in output
+
+
+def test_bench_tom_stops_when_every_question_fails(server: FakeOpenAIServer, tmp_path: Path) -> None:
+    db = tmp_path / "tom.db"
+    server.configure(faults=["500"] * 100)
+    code, output = _bench_tom(server, db)
+    assert code == 3 and "5 items in a row failed" in output and "Traceback" not in output
+    assert [r["status"] for r in _tom_rows(db)] == ["failed"] * 5
+    server.configure(faults=[])
+    server.reset()
+    code, output = _bench_tom(server, db)
+    assert code == 0, output
+    rows = _tom_rows(db)
+    assert len(rows) == len({r["key"] for r in rows}) == 6 and {r["status"] for r in rows} == {"done"}
+    assert server.stats()["attempts"] == 6
+
+
+def test_bench_sotopia_records_a_failed_episode_and_a_rerun_finishes_only_it(tmp_path: Path) -> None:
+    from bench.extra_graphs import SCRIPTS
+    from checkpoints import ExperienceStore
+
+    db = tmp_path / "s.db"
+    args = ["bench", "sotopia", "--data", "shipped", "--policies", "plain", "--n", "2", "--max-turns", "2",
+            "--concurrency", "1", "--no-progress", "--max-retries", "1", "--db", str(db), "--thread-id", "S",
+            "--out", str(tmp_path / "out")]
+    with FakeOpenAIServer(scripts=SCRIPTS) as fake:
+        fake.configure(retry_after_ms=1, faults=["500", "500"])
+        first = CliRunner().invoke(main, [*args, "--model", fake.model_spec])
+        assert first.exit_code == 0, first.output
+        assert "failed 1" in first.output and "Failed episodes (not in the table): 1" in first.output
+        rows = list(ExperienceStore(db).rows("select episode_id, status, error from episodes order by episode_id"))
+        assert [r["status"] for r in rows].count("failed") == 1
+        assert "HTTP 500" in next(r["error"] for r in rows if r["status"] == "failed")
+        fake.reset()
+        second = CliRunner().invoke(main, [*args, "--model", fake.model_spec])
+        assert second.exit_code == 0, second.output
+        assert "skipped 1 finished, failed 0" in second.output and fake.stats()["attempts"] > 0
+    store = ExperienceStore(db)
+    assert {r["status"] for r in store.rows("select status from episodes")} == {"done"}
+    turns = list(store.rows("select episode_id, turn from turns"))
+    assert len(turns) == len({(t["episode_id"], t["turn"]) for t in turns}), "no turn stored twice"

@@ -108,6 +108,9 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
     for eid in done:
         (folder / "transcripts" / f"{eid}.txt").write_text(transcript(store, eid) + "\n", encoding="utf-8")
     text = markdown(table)
+    if result["failed"]:
+        text += (f"\n\nFailed episodes (not in the table): {len(result['failed'])}; rerun with the same "
+                 "--thread-id to retry only them.")
     meta = {"run_id": run_id, "policies": chosen, "partner_policy": partner_policy, "max_turns": max_turns,
             "scenarios": [s.id for s in scenarios], "hard": hard, "width": width, "depth": depth,
             "models": {r: ctx.spec_for(r) for r in EPISODE_ROLES}, "ran": result["ran"], "skipped": result["skipped"],

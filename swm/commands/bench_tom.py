@@ -90,9 +90,18 @@ def tom_command(benchmark: str, data: Path | None, modes: str, n: int | None, se
     paths = write_reports(out_dir or Path("swm-results") / run_id.replace("/", "_"), label, summary, header, rows)
     if as_json:
         echo_json({"summary": summary, "header": header, "files": {k: str(v) for k, v in paths.items()}})
+        _say_failed(rows, run_id, db)
         return
     click.echo(paths["md"].read_text(encoding="utf-8"))
     click.echo(f"wrote {paths['md']}, {paths['csv']}, {paths['json']}", err=True)
+    _say_failed(rows, run_id, db)
+
+
+def _say_failed(rows: list[dict[str, Any]], run_id: str, db: Path | None) -> None:
+    failed = [r for r in rows if r.get("status") == "failed"]
+    if failed:
+        click.echo(f"problem: {len(failed)} question(s) failed after their retries (first: {failed[0]['error']}); "
+                   f"rerun with --thread-id {run_id} --db {db_path(db)} to retry only them", err=True)
 
 
 @click.command("parse")

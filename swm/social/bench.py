@@ -6,7 +6,9 @@ says ``done`` are skipped, and unfinished ones resume from their last checkpoint
 benchmark loses at most the node in flight of each running episode. Episodes run on a thread
 pool (``concurrency``) through the ``play`` function the caller passes in (the CLI runs the
 episode graph on its own SQLite connection per episode), so this package never imports the
-wiring.
+wiring. An episode whose model call still fails after the client's retries (`ModelCallFailed`) is
+marked ``failed`` with its error and the others go on; a rerun resumes it at the node that
+failed. ``ctx.failures`` stops the benchmark when episodes keep failing.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
 from swm.context import SWMContext
-from swm.errors import ModelUnavailable
+from swm.errors import ModelCallFailed, ModelUnavailable
 from swm.social.judgement import DIMENSIONS
 from swm.social.models import Scenario
 from swm.social.store import get_episode, load_turns, write_episode
@@ -72,10 +74,20 @@ def run_bench(scenarios: list[Scenario], policies: list[str], ctx: SWMContext, p
                   "policies": {n: (policy if n == tested else partner_policy) for n in scenario.names},
                   "max_turns": max_turns, "judge": True}
         began = time.perf_counter()
-        play(eid, inputs)
+        try:
+            play(eid, inputs)
+        except ModelCallFailed as exc:
+            row = get_episode(store, eid) or {"episode_id": eid}
+            spent = time.perf_counter() - began + float(row.get("wall_seconds") or 0)
+            write_episode(store, {**row, "bench_run": run_id, "policy": policy, "status": "failed",
+                                  "error": exc.one_line(), "wall_seconds": round(spent, 3)})
+            ctx.failures.failure(exc.one_line())
+            raise
+        ctx.failures.success()
         row = get_episode(store, eid) or {}
         spent = time.perf_counter() - began + float(row.get("wall_seconds") or 0)  # earlier attempts count too
-        write_episode(store, {**row, "bench_run": run_id, "policy": policy, "wall_seconds": round(spent, 3)})
+        write_episode(store, {**row, "bench_run": run_id, "policy": policy, "wall_seconds": round(spent, 3),
+                              "error": None})
 
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         futures = {pool.submit(one, p, s, e): e for p, s, e in jobs}

@@ -18,7 +18,7 @@ PAPER_TABLE1_GPT4O = {"tomi": (0.813, 0.927), "paratomi": (0.818, 0.905), "hitom
 
 SUMMARY_COLUMNS = ["mode", "qtype", "n", "acc", "ci_low", "ci_high", "exact", "loose", "calls_per_q",
                    "parse_calls_per_q", "qa_calls_per_q", "tokens_per_q", "distinct_stories", "parses_from_cache",
-                   "answer_errors", "model_seconds_per_q"]
+                   "answer_errors", "model_seconds_per_q", "failed"]
 
 
 def _summarise(rows: list[dict[str, Any]], mode: str, qtype: str) -> dict[str, Any]:
@@ -52,15 +52,19 @@ def summarise(rows: list[dict[str, Any]], modes: Iterable[str]) -> dict[str, Any
     """Return the per-mode and per-(mode, question type) tables, and FANToM's set metrics."""
     overall, by_type, fantom = [], [], {}
     for mode in modes:
-        mode_rows = [r for r in rows if r["mode"] == mode]
+        # an item whose model call failed after its retries has no answer to score: counted apart
+        failed = sum(1 for r in rows if r["mode"] == mode and r.get("status") == "failed")
+        mode_rows = [r for r in rows if r["mode"] == mode and r.get("status") != "failed"]
         if not mode_rows:
+            if failed:
+                overall.append(_summarise([], mode, "all") | {"failed": failed})
             continue
         scored = [r for r in mode_rows if r["kind"] != "fantom_fact"] or mode_rows
         overall.append(_summarise(scored, mode, "all") | {
             # cost columns count every question, FANToM's fact questions included
             k: v for k, v in _summarise(mode_rows, mode, "all").items()
             if k in ("calls_per_q", "parse_calls_per_q", "qa_calls_per_q", "tokens_per_q", "distinct_stories",
-                     "parses_from_cache", "model_seconds_per_q")})
+                     "parses_from_cache", "model_seconds_per_q")} | {"failed": failed})
         for qtype in sorted({r["qtype"] for r in mode_rows}):
             by_type.append(_summarise([r for r in mode_rows if r["qtype"] == qtype], mode, qtype))
         if any(r["kind"].startswith("fantom") for r in mode_rows):
@@ -73,13 +77,13 @@ def markdown(summary: dict[str, Any], benchmark: str, header: dict[str, Any]) ->
     lines = [f"# {benchmark}: theory-of-mind QA", ""]
     lines += [f"- {k}: {v}" for k, v in header.items()]
     lines += ["", "| mode | n | acc | 95% CI | exact | gold-in-answer | calls/q | parse/q | QA/q | tokens/q | "
-                  "stories | parses from cache | answer errors |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "stories | parses from cache | answer errors | failed |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in summary["overall"]:
         lines.append(f"| {r['mode']} | {r['n']} | {r['acc']:.3f} | [{r['ci_low']:.3f}, {r['ci_high']:.3f}] | "
                      f"{r['exact']:.3f} | {r['loose']:.3f} | {r['calls_per_q']:.2f} | {r['parse_calls_per_q']:.2f} | "
                      f"{r['qa_calls_per_q']:.2f} | {r['tokens_per_q']:.0f} | {r['distinct_stories']} | "
-                     f"{r['parses_from_cache']} | {r['answer_errors']} |")
+                     f"{r['parses_from_cache']} | {r['answer_errors']} | {r.get('failed', 0)} |")
     lines += ["", "Per question type:", "", "| mode | question type | n | acc | 95% CI |", "|---|---|---|---|---|"]
     for r in summary["by_type"]:
         lines.append(f"| {r['mode']} | {r['qtype']} | {r['n']} | {r['acc']:.3f} | "
@@ -98,7 +102,9 @@ def markdown(summary: dict[str, Any], benchmark: str, header: dict[str, Any]) ->
                   "multiple choice: the chosen option; FANToM: its per-kind rules, fact questions excluded). "
                   "95% CI: Wilson score interval (FANToM fact questions, scored by token F1: "
                   "Student's t interval of the mean). exact: normalised exact match. calls, tokens: every model call "
-                  "made for the question, parse calls included (a cached parse costs none)."]
+                  "made for the question, parse calls included (a cached parse costs none). failed: questions whose "
+                  "model call still failed after its retries (HTTP 5xx/429, timeout, dropped connection): not "
+                  "scored; rerun with the same --thread-id to retry only them."]
     return "\n".join(lines) + "\n"
 
 

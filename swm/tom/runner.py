@@ -6,6 +6,11 @@ checkpointer, and its scored result is a row of the experience store's ``tom_res
 resumes items that stopped part-way from their last finished node, and runs the rest; the
 report is computed from the rows, so it comes out the same.
 
+An item whose model call still fails after the client's retries (`ModelCallFailed`: HTTP 5xx or
+429, a timeout, a dropped connection) is stored with ``status = "failed"`` and its error, and the
+run goes on; the report counts it apart from the scored answers, and a rerun retries only the
+failed items (from their last finished node). `ctx.failures` stops the run when items keep failing.
+
 In the S3AP modes the parse is cached per story (nodes/parse.py), so a story costs one parse
 however many questions ask about it. To keep that true when items run concurrently, the first
 question of each story (its *leader*) is submitted before the others, which wait for it.
@@ -26,7 +31,7 @@ from langchain_core.runnables import RunnableConfig
 
 from checkpoints import run_thread
 from swm.context import SWMContext
-from swm.errors import InputError
+from swm.errors import InputError, ModelCallFailed
 from swm.graph_state import story_hash
 from swm.tom.loaders import TomItem
 from swm.tom.scoring import score_answer
@@ -43,10 +48,11 @@ def item_thread(run_id: str, mode: str, item: TomItem) -> str:
 
 
 def finished_keys(store: Any, run_id: str) -> set[str]:
-    """Return the result keys already stored for a run."""
+    """Return the result keys a run has finished (failed items are not finished: a rerun retries them)."""
     if not store.has_table(RESULTS_TABLE):
         return set()
-    return {r["key"] for r in store.rows(f"select key from {RESULTS_TABLE} where run = ?", [run_id])}
+    return {r["key"] for r in store.rows(f"select key from {RESULTS_TABLE} where run = ? and "
+                                         "coalesce(status, 'done') != 'failed'", [run_id])}
 
 
 def result_rows(store: Any, run_id: str, modes: Iterable[str], items: list[TomItem]) -> list[dict[str, Any]]:
@@ -63,6 +69,7 @@ _RESULT_COLUMNS: dict[str, type] = {
     "exact": int, "loose": int, "value": float, "chosen": str, "correct": int, "calls": int, "parse_calls": int,
     "qa_calls": int, "prompt_tokens": int, "completion_tokens": int, "model_seconds": float, "wall_seconds": float,
     "failures": int, "parse_cached": int, "parse_problems": int, "story_hash": str, "prompts": str, "models": str,
+    "status": str, "error": str,
 }
 
 
@@ -128,6 +135,7 @@ def _row(run_id: str, mode: str, item: TomItem, out: dict[str, Any], seconds: fl
         "failures": total["failures"], "parse_cached": int(bool(out.get("parse_cached"))),
         "parse_problems": len(out.get("parse_problems") or []), "story_hash": out.get("story_hash"),
         "prompts": out.get("prompts") or {}, "models": out.get("models") or {},
+        "status": "failed" if out.get("error") else "done", "error": out.get("error"),
     }
 
 
@@ -140,6 +148,9 @@ def run_item(graph: Any, ctx: SWMContext, run_id: str, mode: str, item: TomItem)
         out, _ = run_thread(graph, inputs, config, ctx)
     except InputError as exc:  # the item itself is unusable: record it as a wrong answer, with why
         out = {"answer": "", "answer_error": f"input error: {exc}", "usage": {}}
+    except ModelCallFailed as exc:  # failed after the retries: recorded as failed, retried on a rerun
+        # the calls that did succeed before it are in the checkpoint, and count
+        out = {**graph.get_state(config).values, "answer": "", "error": exc.one_line()}
     return _row(run_id, mode, item, out, time.perf_counter() - start)
 
 
@@ -150,8 +161,9 @@ def run_mode(graph: Any, ctx: SWMContext, run_id: str, mode: str, items: list[To
              concurrency: int = 1, on_done: Progress | None = None) -> int:
     """Run every unfinished item of one mode; return how many ran. Stops at the first crash.
 
-    A crash (model unreachable, an exception from a model) leaves finished items stored and the
-    unfinished ones checkpointed, so the same call resumes them.
+    An item that fails after its retries is stored as failed and the others go on. A crash (model
+    unreachable, ``ctx.failures`` items failed in a row, any other exception) leaves finished items
+    stored and the unfinished ones checkpointed, so the same call resumes them.
     """
     store = ctx.experience_store()
     done = finished_keys(store, run_id)
@@ -182,6 +194,10 @@ def run_mode(graph: Any, ctx: SWMContext, run_id: str, mode: str, items: list[To
             insert_result(store, row)
             if on_done is not None:
                 on_done(mode, row)
+            if row["status"] == "failed":
+                ctx.failures.failure(row["error"])
+            else:
+                ctx.failures.success()
         except BaseException:
             stop.set()
             raise
@@ -222,7 +238,7 @@ def run_benchmark(items: list[TomItem], modes: list[str], ctx: SWMContext, db: s
     with sqlite_saver(db) as saver:
         graph = ask_graph.compile(checkpointer=saver)
         for mode in modes:
-            previous = result_rows(store, run_id, [mode], items)
+            previous = [r for r in result_rows(store, run_id, [mode], items) if r.get("status") != "failed"]
             skipped += len(previous)
             lock = threading.Lock()
             tally = {"n": len(previous), "correct": sum(r["correct"] for r in previous),
@@ -233,10 +249,13 @@ def run_benchmark(items: list[TomItem], modes: list[str], ctx: SWMContext, db: s
             def on_done(_mode: str, row: dict[str, Any], bar: Any = bar, tally: dict[str, int] = tally,
                         lock: threading.Lock = lock) -> None:
                 with lock:
-                    tally["n"] += 1
+                    failed = row.get("status") == "failed"
+                    tally["n"] += 0 if failed else 1
+                    tally["failed"] = tally.get("failed", 0) + failed
                     tally["correct"] += row["correct"]
                     tally["calls"] += row["calls"]
-                    bar.set_postfix(acc=f"{tally['correct'] / tally['n']:.3f}", calls=tally["calls"], refresh=False)
+                    bar.set_postfix(acc=f"{tally['correct'] / max(1, tally['n']):.3f}", calls=tally["calls"],
+                                    failed=tally["failed"], refresh=False)
                     bar.update(1)
 
             if previous:
