@@ -7,7 +7,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from nodes.lifelong import plan_of, task_from_id
+from nodes.lifelong import plan_of, refuse_failed, task_from_id
 from swm.context import SWMContext
 from swm.lifelong import store as ls
 from swm.lifelong.convert import build_pairs
@@ -19,6 +19,7 @@ def convert(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[str, Any
     """Build action and perception pairs from this cycle's episodes; they wait, ungated, for ``gate``."""
     store = runtime.context.experience_store()
     plan, cycle = plan_of(state), state["cycle"]
+    refuse_failed(store, plan, cycle, ("collect",))
     by_task: dict[str, list[EpisodeRecord]] = defaultdict(list)
     for record in ls.load_episodes(store, plan["run_id"], cycle, "collect"):
         by_task[record.task_id].append(record)

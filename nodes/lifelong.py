@@ -24,6 +24,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from swm.context import SWMContext
+from swm.errors import ModelCallFailed
 from swm.games.store import load_record
 from swm.lifelong import store as ls
 from swm.lifelong.bridge import episode_inputs, to_record, to_scenario
@@ -36,7 +37,7 @@ from swm.lifelong.state import DEFAULT_PLAN, EpisodeJob, LifelongState
 from swm.lifelong.tasks import GAME_FAMILIES, Task, synthesize
 from swm.lifelong.update import Policy, memory_text
 from swm.social.store import load_turns
-from swm.usage import merge_usage
+from swm.usage import add_stats, merge_usage
 
 
 def plan_of(state: LifelongState) -> dict[str, Any]:
@@ -136,13 +137,9 @@ def run_episode(episode_graph: Any, task: Task, ctx: SWMContext, *, episode_id: 
 
     The episode graph has no checkpointer of its own: an episode interrupted by a kill is played
     again from its first turn, under the same id, after the stale turn rows of the unfinished
-    attempt are removed.
+    attempt are removed (`_play`, which counts their calls).
     """
     store = ctx.experience_store()
-    with store.lock:
-        if store.has_table("turns"):
-            store.db.execute("delete from turns where episode_id = ?", [episode_id])
-            store.db.conn.commit()
     scenario = to_scenario(task, memory)
     inputs = episode_inputs(scenario, episode_id=episode_id, policy=policy, max_turns=max_turns, judge=judge,
                             tested_agent=tested_agent)
@@ -171,9 +168,16 @@ def run_game(game_graph: Any, task: Task, ctx: SWMContext, *, episode_id: str, t
 
 
 def _play(job: EpisodeJob, ctx: SWMContext, episode_graph: Any, game_graph: Any = None) -> dict[str, Any]:
+    """Play and record one episode; an episode that fails after its retries is recorded as failed.
+
+    Usage is stored with the episode, so a branch re-run after a kill (its first result lost
+    with the process) returns the same usage, and the report's totals match the calls made.
+    """
     store = ctx.experience_store()
+    phase_key = "collected" if job["phase"] == "collect" else "evaluated"
     if ls.episode_done(store, job["episode_id"]):
-        return {}
+        return {phase_key: 1, "usage": ls.episode_usage(store, job["episode_id"])}
+    cut_short = ls.take_attempt_usage(store, job["episode_id"])  # an attempt a kill interrupted
     plan = job["plan"]
     task = task_from_id(job["task_id"])
     policy = ls.get_policy(store, plan["run_id"], job["policy_version"])
@@ -183,19 +187,27 @@ def _play(job: EpisodeJob, ctx: SWMContext, episode_graph: Any, game_graph: Any 
     provenance = {"run_id": plan["run_id"], "cycle": job["cycle"], "phase": job["phase"], "seed": job["sample"],
                   "seat": job["seat"], "policy_version": job["policy_version"]}
     policy_kind = plan["policy"] if job["phase"] == "collect" else plan["eval_policy"]
-    if task.family in GAME_FAMILIES:
-        if game_graph is None:
-            raise ValueError(f"task family {task.family!r} needs the game graph; none was given to episode_player")
-        record, usage = run_game(game_graph, task, ctx, episode_id=job["episode_id"],
-                                 tested_agent=None if plan["self_play"] else job["tested_agent"], **provenance)
-    else:
-        record, usage = run_episode(episode_graph, task, ctx, episode_id=job["episode_id"], memory=memory,
-                                    policy=policy_kind, max_turns=plan["max_turns"], judge=plan["judge"],
-                                    tested_agent=job["tested_agent"], **provenance)
-    ls.put_episode(store, record, passed_of(record, plan))
-    phase_key = "collected" if job["phase"] == "collect" else "evaluated"
-    return {phase_key: 1, "usage": merge_usage({}, {f"{job['phase']}/{k}": v for k, v in usage.items()}),
-            "prompts": record.prompts, "models": record.models}
+    try:
+        if task.family in GAME_FAMILIES:
+            if game_graph is None:
+                raise ValueError(f"task family {task.family!r} needs the game graph; none was given to episode_player")
+            record, usage = run_game(game_graph, task, ctx, episode_id=job["episode_id"],
+                                     tested_agent=None if plan["self_play"] else job["tested_agent"], **provenance)
+        else:
+            record, usage = run_episode(episode_graph, task, ctx, episode_id=job["episode_id"], memory=memory,
+                                        policy=policy_kind, max_turns=plan["max_turns"], judge=plan["judge"],
+                                        tested_agent=job["tested_agent"], **provenance)
+    except ModelCallFailed as exc:  # recorded and counted; the other episodes go on
+        spent = {f"{job['phase']}/failed": add_stats(cut_short, ls.take_attempt_usage(store, job["episode_id"]))}
+        ls.put_failure(store, job["episode_id"], plan["run_id"], job["cycle"], job["phase"], exc.one_line(), spent)
+        ctx.failures.failure(exc.one_line())
+        return {"usage": spent}
+    ctx.failures.success()
+    usage = {f"{job['phase']}/{k}": v for k, v in usage.items()}
+    if cut_short["calls"]:
+        usage[f"{job['phase']}/interrupted"] = cut_short
+    ls.put_episode(store, record, passed_of(record, plan), usage=usage)
+    return {phase_key: 1, "usage": merge_usage({}, usage), "prompts": record.prompts, "models": record.models}
 
 
 def passed_of(record: EpisodeRecord, plan: dict[str, Any]) -> bool:
@@ -238,6 +250,30 @@ def after_update(state: LifelongState, runtime: Runtime[SWMContext]) -> list[Sen
     return [Send("evaluate", j) for j in pending_evaluations(state, store)] or "deploy"
 
 
+def refuse_failed(store: Any, plan: dict[str, Any], cycle: int, phases: tuple[str, ...]) -> None:
+    """Stop before a fan-out's episodes are used while some of them failed after their retries.
+
+    The other episodes of the fan-out finished and are kept; `resend_failed` tells the CLI how
+    to send only the failed ones again on the rerun.
+    """
+    failed = [r for r in ls.failures(store, plan["run_id"]) if r["cycle"] == cycle and r["phase"] in phases]
+    if failed:
+        raise ModelCallFailed(f"{len(failed)} episode(s) of cycle {cycle} ({'/'.join(phases)}) failed after their "
+                              f"retries (first: {failed[0]['error']})",
+                              "rerun with the same --db and --thread-id to play only those again")
+
+
+def resend_failed(state: LifelongState, store: Any) -> str | None:
+    """Return the node to replay (``graph.update_state(..., as_node=...)``) so its fan-out sends again
+    the episodes of the current phase that failed, or None when none did."""
+    plan, cycle = plan_of(state), state.get("cycle", 0)
+    evaluating = cycle == 0 or state.get("phase") in ("evaluate", "deploy")
+    phases = SPLITS if evaluating else ("collect",)
+    if not any(r["cycle"] == cycle and r["phase"] in phases for r in ls.failures(store, plan["run_id"])):
+        return None
+    return "update" if evaluating and cycle > 0 else "synthesize"
+
+
 def deploy_node(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
     """Choose on the dev split, write both curves' R[cycle, ·] from the test split, and advance the cycle.
 
@@ -247,6 +283,7 @@ def deploy_node(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[str,
     """
     store = runtime.context.experience_store()
     plan = plan_of(state)
+    refuse_failed(store, plan, state.get("cycle", 0), SPLITS)
     run, cycle = plan["run_id"], state.get("cycle", 0)
     incumbent, candidate = state.get("incumbent", "p0"), state.get("candidate_policy", "p0")
     if cycle == 0:

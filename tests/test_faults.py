@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from scripted import ScriptedChatModel
 
 from bench.fake_server import FakeOpenAIServer
 from swm.cli import main
@@ -204,3 +206,77 @@ def test_bench_sotopia_records_a_failed_episode_and_a_rerun_finishes_only_it(tmp
     assert {r["status"] for r in store.rows("select status from episodes")} == {"done"}
     turns = list(store.rows("select episode_id, turn from turns"))
     assert len(turns) == len({(t["episode_id"], t["turn"]) for t in turns}), "no turn stored twice"
+
+
+LEARN = ["learn", "--cycles", "1", "--levels", "easy", "--families", "negotiation", "--episodes-per-level", "2",
+         "--samples-per-task", "2", "--max-turns", "2", "--heldout-per-cell", "1", "--concurrency", "1",
+         "--max-retries", "1", "--thread-id", "L"]
+
+
+def _report_calls(path: Path) -> int:
+    import re
+
+    found = re.search(r"model calls (\d+)", path.read_text())
+    assert found, "the report states its model calls"
+    return int(found.group(1))
+
+
+def test_learn_stops_on_failed_episodes_and_a_rerun_plays_only_them(tmp_path: Path) -> None:
+    from bench.extra_graphs import SCRIPTS
+    from checkpoints import ExperienceStore
+    from swm.lifelong import store as ls
+
+    db, out = tmp_path / "l.db", tmp_path / "out"
+    with FakeOpenAIServer(scripts=SCRIPTS) as fake:
+        fake.configure(retry_after_ms=1, faults=["500", "500"])  # the baseline episode's first call, twice
+        args = [*LEARN, "--model", fake.model_spec, "--db", str(db), "--out", str(out)]
+        first = CliRunner().invoke(main, args)
+        assert first.exit_code == 3, first.output
+        assert "1 episode(s) of cycle 0 (dev/test) failed after their retries" in first.output
+        assert "Traceback" not in first.output
+        store = ExperienceStore(db)
+        assert [r["phase"] in ("dev", "test") for r in ls.failures(store, "L")] == [True]
+        assert ls.count_episodes(store, "L") == 0
+        second = CliRunner().invoke(main, args)
+        assert second.exit_code == 0, second.output
+        assert "playing again the 1 episode(s) that failed" in second.output
+        answered = fake.requests
+    ids = [r["episode_id"] for r in store.rows("select episode_id from lifelong_episodes")]
+    assert len(ids) == len(set(ids)) == ls.count_episodes(store, "L") > 0 and not ls.failures(store, "L")
+    assert _report_calls(out / "report.md") == answered, "the report counts every call the server answered"
+
+
+def test_usage_is_kept_with_each_episode_across_a_crash(tmp_path: Path) -> None:
+    from test_lifelong_graph import EVAL_EPISODES, PLAN, TOTAL, Agents
+
+    from checkpoints import ExperienceStore, sqlite_saver
+    from graphs import lifelong
+    from swm.context import SWMContext
+    from swm.usage import total_usage
+
+    db = tmp_path / "run.db"
+    config: Any = {"configurable": {"thread_id": "k"}, "max_concurrency": 3, "recursion_limit": 1000}
+    made = 0
+    baseline_acts = 2 * EVAL_EPISODES * PLAN["max_turns"]
+    for agents in (Agents(fail_after=baseline_acts + 3), Agents()):  # dies in cycle 1's collection, then resumes
+        llm = ScriptedChatModel(respond=agents)
+        ctx = SWMContext(llm=llm, store=ExperienceStore(db))
+        inputs = None if made else {"plan": {**PLAN, "run_id": "k", "out_dir": str(tmp_path / "out")}}
+        with sqlite_saver(db) as saver:
+            graph = lifelong.build().compile(checkpointer=saver)
+            try:
+                for _ in graph.stream(inputs, config, context=ctx, durability="sync"):
+                    pass
+            except RuntimeError:
+                made -= 1  # the crashing call raised: no reply, no usage
+            values = graph.get_state(config).values
+        made += llm.calls
+    assert ls_count(db) == TOTAL
+    assert total_usage(values["usage"])["calls"] == made
+
+
+def ls_count(db: Path) -> int:
+    from checkpoints import ExperienceStore
+    from swm.lifelong import store as ls
+
+    return ls.count_episodes(ExperienceStore(db), "k")

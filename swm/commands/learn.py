@@ -6,13 +6,14 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import click
 from langchain_core.runnables import RunnableConfig
 
 from swm.commands._common import comma_list, db_path, echo_json, make_context, model_options, run_options
 from swm.errors import InputError
+from swm.lifelong.state import LifelongState
 from swm.lifelong.tasks import FAMILIES, GAME_FAMILIES, LEVELS, TASK_FAMILIES
 from swm.usage import total_usage
 
@@ -22,6 +23,14 @@ def _expected_episodes(plan: dict[str, Any]) -> int:
     cells = len(plan["levels"]) * len(plan["families"])
     evaluations = cells * (plan["heldout_per_cell"] + plan.get("dev_per_cell", 1))
     return (plan["cycles"] + 1) * evaluations + plan["cycles"] * plan["episodes_per_level"]
+
+
+def with_runtime(config: RunnableConfig, ctx: Any) -> RunnableConfig:
+    """Give ``update_state`` the run's context: the routers it re-runs read the store from it."""
+    from langgraph._internal._constants import CONFIG_KEY_RUNTIME  # update_state takes no context argument
+    from langgraph.runtime import Runtime
+
+    return {**config, "configurable": {**config.get("configurable", {}), CONFIG_KEY_RUNTIME: Runtime(context=ctx)}}
 
 
 def _progress_line(store: Any, plan: dict[str, Any], values: dict[str, Any]) -> str:
@@ -85,6 +94,7 @@ def learn_command(cycles: int, levels: str, families: str, episodes_per_level: i
     """
     from checkpoints import sqlite_saver
     from graphs import lifelong
+    from nodes.lifelong import resend_failed
     from swm.lifelong import store as ls
     from swm.lifelong.heldout import HELDOUT_VERSION
     from swm.lifelong.report import policy_listing, write_report
@@ -121,12 +131,20 @@ def learn_command(cycles: int, levels: str, families: str, episodes_per_level: i
                 plan = snapshot.values["plan"]
                 inputs = None
                 click.echo(f"resuming thread {thread} at {', '.join(snapshot.next)}", err=True)
+                stopped_before_use = bool(set(snapshot.next) & {"convert", "deploy"})
+                resend_from = resend_failed(cast(LifelongState, snapshot.values), store) if stopped_before_use else None
+                if resend_from is not None:  # the phase stopped on failed episodes: send only those again
+                    graph.update_state(with_runtime(config, ctx), None, as_node=resend_from)
+                    click.echo(f"playing again the {len(graph.get_state(config).tasks)} episode(s) that failed",
+                               err=True)
             else:
                 click.echo(f"thread: {thread} (rerun with --thread-id {thread} to resume if interrupted)", err=True)
             bar = tqdm(total=_expected_episodes(plan), initial=ls.count_episodes(store, thread), unit="episode",
                        desc="episodes", file=sys.stderr, dynamic_ncols=True)
             seen: dict[str, Any] = dict(snapshot.values or {})
-            for chunk in graph.stream(inputs, config, context=ctx, stream_mode="updates"):
+            # sync: each finished episode branch is on disk before the run goes on, so a kill loses
+            # no finished work (and none of its usage)
+            for chunk in graph.stream(inputs, config, context=ctx, stream_mode="updates", durability="sync"):
                 for update in chunk.values():
                     if isinstance(update, dict):
                         seen.update({k: v for k, v in update.items() if k in ("cycle", "phase")})
@@ -143,7 +161,8 @@ def learn_command(cycles: int, levels: str, families: str, episodes_per_level: i
                "calls": total["calls"], "pairs": counts.get("_total", 0), "kept": counts.get("_kept", 0),
                "rejected_by_rule": {k: v for k, v in counts.items() if not k.startswith("_")},
                "deploys": values.get("decisions"), "policies": policy_listing(store, thread, ctx.spec_for("agent")),
-               "splits": {"version": HELDOUT_VERSION, **ls.split_ids(store, thread)}, "usage": values.get("usage")}
+               "splits": {"version": HELDOUT_VERSION, **ls.split_ids(store, thread)}, "usage": values.get("usage"),
+               "failed": len(ls.failures(store, thread))}
     if as_json:
         echo_json(summary)
         return
@@ -153,6 +172,9 @@ def learn_command(cycles: int, levels: str, families: str, episodes_per_level: i
                f"{summary['pairs']}, kept {summary['kept']}; rejects {summary['rejected_by_rule']}")
     for cycle, text in sorted((values.get("decisions") or {}).items(), key=lambda kv: int(kv[0])):
         click.echo(f"cycle {cycle}: {text}")
+    if summary["failed"]:
+        click.echo(f"problem: {summary['failed']} episode(s) failed after their retries; they are listed in the "
+                   "report and left out of R and the pairs", err=True)
     click.echo(f"calls {total['calls']}, tokens {total['prompt_tokens']}+{total['completion_tokens']}, "
                f"wall {wall:.1f} s", err=True)
 

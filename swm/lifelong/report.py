@@ -114,6 +114,11 @@ def _cost_section(store: Any, run: str, plan: Mapping[str, Any], usage: Mapping[
              + ", ".join(f"{ph} {st['calls']}" for ph, st in sorted(by_phase.items())) + f"), tokens "
              f"{total['prompt_tokens']}+{total['completion_tokens']}, model time {total['seconds']:.1f} s, "
              f"replies that did not fit {total['failures']}.", ""]
+    failed = ls.failures(store, run)
+    if failed:
+        rows += [f"Episodes that failed after their retries and are in no matrix or pair: {len(failed)}.", ""]
+        rows += [f"* cycle {r['cycle']} {r['phase']} `{r['episode_id']}`: {r['error']}" for r in failed[:20]]
+        rows += [f"* … and {len(failed) - 20} more" if len(failed) > 20 else "", ""]
     return rows
 
 

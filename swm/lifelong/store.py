@@ -32,6 +32,7 @@ from swm.lifelong.metrics import Cell
 from swm.lifelong.records import EpisodeRecord, PreferencePair
 from swm.lifelong.tasks import Task
 from swm.lifelong.update import Policy
+from swm.usage import CallStats, add_stats, empty_stats
 
 
 def put_task(store: Any, task: Task) -> None:
@@ -47,12 +48,13 @@ def episode_done(store: Any, episode_id: str) -> bool:
     return store.count("lifelong_episodes", "episode_id = ?", [episode_id]) > 0
 
 
-def put_episode(store: Any, record: EpisodeRecord, passed: bool) -> bool:
-    """Record a finished episode once; return False if it was already there."""
+def put_episode(store: Any, record: EpisodeRecord, passed: bool, usage: dict[str, Any] | None = None) -> bool:
+    """Record a finished episode once, with the model usage it cost; return False if it was already there."""
     if episode_done(store, record.episode_id):
         return False
     v = record.verdict
     store.insert("lifelong_episodes", {
+        "usage": usage or {},
         "episode_id": record.episode_id, "run_id": record.run_id, "cycle": record.cycle, "phase": record.phase,
         "task_id": record.task_id, "family": record.family, "level": record.level, "seed": record.seed,
         "seat": record.seat, "policy_version": record.policy_version, "models": record.models,
@@ -64,6 +66,49 @@ def put_episode(store: Any, record: EpisodeRecord, passed: bool) -> bool:
             store.db.table("lifelong_episodes").create_index(["run_id", "cycle", "phase"], if_not_exists=True)
         _INDEXED.add(store)
     return True
+
+
+def episode_usage(store: Any, episode_id: str) -> dict[str, Any]:
+    """Return the usage stored with a finished episode ({} for one stored before usage was kept)."""
+    rows = list(store.rows("select usage from lifelong_episodes where episode_id = ?", [episode_id]))
+    raw = rows[0].get("usage") if rows else None
+    return json.loads(raw) if isinstance(raw, str) and raw else {}
+
+
+def take_attempt_usage(store: Any, episode_id: str) -> CallStats:
+    """Remove the turn rows of an attempt that did not finish (a kill, a failed call); return what they cost.
+
+    The episode is played again from its first turn, so its old turns must go; their calls were
+    made (and billed) all the same, so they are counted, not dropped.
+    """
+    spent = empty_stats()
+    with store.lock:
+        if not store.has_table("turns"):
+            return spent
+        for row in store.db.query("select calls, prompt_tokens, completion_tokens, seconds from turns "
+                                  "where episode_id = ?", [episode_id]):
+            spent = add_stats(spent, {k: v or 0 for k, v in row.items()})
+        store.db.execute("delete from turns where episode_id = ?", [episode_id])
+        store.db.conn.commit()
+    return spent
+
+
+def put_failure(store: Any, episode_id: str, run_id: str, cycle: int, phase: str, error: str,
+                usage: dict[str, Any]) -> None:
+    """Record an episode whose model call failed after its retries (the latest error per episode)."""
+    store.insert("lifelong_failures", {"episode_id": episode_id, "run_id": run_id, "cycle": cycle, "phase": phase,
+                                       "error": error, "usage": usage, "created": time.time()},
+                 pk="episode_id", replace=True)
+
+
+def failures(store: Any, run_id: str) -> list[dict[str, Any]]:
+    """Return the run's episodes that failed and were never finished since, by cycle and phase."""
+    if not store.has_table("lifelong_failures"):
+        return []
+    unfinished = ("and episode_id not in (select episode_id from lifelong_episodes)"
+                  if store.has_table("lifelong_episodes") else "")
+    return list(store.rows(f"select * from lifelong_failures where run_id = ? {unfinished} "
+                           "order by cycle, phase, episode_id", [run_id]))
 
 
 def load_episodes(store: Any, run_id: str, cycle: int, phase: str, policy: str | None = None) -> list[EpisodeRecord]:
