@@ -236,7 +236,7 @@ def test_learn_stops_on_failed_episodes_and_a_rerun_plays_only_them(tmp_path: Pa
         assert "Traceback" not in first.output
         store = ExperienceStore(db)
         assert [r["phase"] in ("dev", "test") for r in ls.failures(store, "L")] == [True]
-        assert ls.count_episodes(store, "L") == 0
+        assert ls.count_episodes(store, "L") == 1, "the other baseline episode went on and is kept"
         second = CliRunner().invoke(main, args)
         assert second.exit_code == 0, second.output
         assert "playing again the 1 episode(s) that failed" in second.output
