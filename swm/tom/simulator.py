@@ -150,147 +150,185 @@ def _plan(rng: random.Random) -> tuple[list[str], list[str], list[tuple[str, dic
     return ordered, [a, b], [(k, {**v, "main": room}) for k, v in plan]
 
 
+class _World:
+    """The world while one story is told: rooms, the object, beliefs, and the gold steps so far.
+
+    `play` applies one planned event: it writes the story's sentence, records the event with
+    its witnesses, and extends the gold S3AP (an action closes the current step). The random
+    draws happen in plan order, so a seed always tells the same story.
+    """
+
+    def __init__(self, rng: random.Random, agents: list[str], main: str) -> None:
+        self.rng, self.agents, self.main = rng, agents, main
+        self.obj = rng.choice(OBJECTS)
+        taken: set[str] = set()
+        self.c1, self.c2 = _container(rng, taken), _container(rng, taken)
+        self.where: dict[str, str | None] = {a: None for a in agents}  # room of each agent (None: nowhere)
+        self.loc: str | None = None  # the object's container once placed
+        self.start: str | None = None
+        self.first: dict[str, str | None] = {a: None for a in agents}
+        self.second: dict[tuple[str, str], str | None] = {}
+        self.events: list[Event] = []
+        self.sentences: list[str] = []
+        self.pending: dict[str, str] = {}  # the current step's actions
+        self.steps = [SocialStep(timestep="0", scene=self.scene(), observations={a: "none" for a in agents})]
+
+    # ---- what is where ---------------------------------------------------------------------
+    def present(self, room: str | None) -> list[str]:
+        return [a for a in self.agents if room is not None and self.where[a] == room]
+
+    def scene(self) -> str:
+        parts = []
+        for room in dict.fromkeys([self.main] + [r for r in self.where.values() if r]):
+            people = self.present(room)
+            if people:
+                parts.append(f"{' and '.join(people)} {'is' if len(people) == 1 else 'are'} in the {room}.")
+        away = [a for a in self.agents if self.where[a] is None]
+        if away:
+            parts.append(f"{' and '.join(away)} {'is' if len(away) == 1 else 'are'} not in any room.")
+        if self.loc is not None:
+            parts.append(f"The {self.obj} is in the {self.loc}.")
+        return " ".join(parts)
+
+    def update_beliefs(self) -> None:
+        if self.loc is None:
+            return
+        here = self.present(self.main)
+        for x in here:
+            self.first[x] = self.loc
+            for y in here:
+                if x != y:
+                    self.second[(x, y)] = self.loc
+
+    # ---- the gold steps ----------------------------------------------------------------------
+    def close_step(self) -> None:
+        """Record the current step's actions and open the next step."""
+        self.steps[-1].actions = {a: self.pending.get(a, "none") for a in self.agents}
+        self.pending.clear()
+        self.steps.append(SocialStep(timestep=str(len(self.steps)), scene=self.scene(),
+                                     observations={a: "none" for a in self.agents}))
+
+    def observe(self, agent: str, text: str) -> None:
+        step = self.steps[-1]
+        current = step.observations.get(agent, "none")
+        step.observations[agent] = text if current == "none" else f"{current} {text}"
+
+    def add_mental_state(self, agent: str, text: str) -> None:
+        current = self.steps[-1].mental_states.get(agent)
+        self.steps[-1].mental_states[agent] = f"{current} {text}" if current else text
+
+    def say(self, kind: str, **slots: Any) -> str:
+        """Tell the event in one of its phrasings; return the sentence."""
+        sentence = self.rng.choice(PHRASES[kind]).format(**slots)
+        self.sentences.append(sentence)
+        return sentence
+
+    # ---- events ------------------------------------------------------------------------------
+    def play(self, kind: str, args: dict[str, Any]) -> None:
+        """Apply one planned event (an action that cannot happen now is skipped)."""
+        actor: str = args.get("a") or ""
+        if kind == "place":
+            self.place()
+        elif kind == "distract":
+            self.distract(actor, args["t"])
+        else:
+            acted = (self.move(actor) if kind == "move" else self.exit(actor) if kind == "exit"
+                     else self.enter(kind, [actor, args["b"]] if kind == "enter2" else [actor],
+                                     args.get("room") or self.where.get(actor)))
+            if acted is not None:
+                self.record_action(*acted)
+
+    def move(self, actor: str) -> tuple[list[Event], list[str]] | None:
+        if self.where[actor] != self.main or self.loc is None:
+            return None
+        new = self.c2 if self.loc == self.c1 else self.c1
+        self.say("move", a=actor, obj=self.obj, c=new, old=self.loc)
+        witnesses = self.present(self.main)
+        event = Event("move", actor=actor, room=self.main, container=new, old=self.loc)
+        self.pending[actor] = ACTION_TEXT["move"].format(obj=self.obj, c=new)
+        self.loc = new
+        return [event], witnesses
+
+    def exit(self, actor: str) -> tuple[list[Event], list[str]] | None:
+        room = self.where[actor]
+        if room is None:
+            return None
+        self.say("exit", a=actor, room=room)
+        witnesses = self.present(room)
+        self.where[actor] = None
+        self.pending[actor] = ACTION_TEXT["exit"].format(room=room)
+        return [Event("exit", actor=actor, room=room)], witnesses
+
+    def enter(self, kind: str, actors: list[str], room: str | None) -> tuple[list[Event], list[str]]:
+        self.say(kind, a=actors[0], b=actors[1] if len(actors) > 1 else None, room=room)
+        events = []
+        for who in actors:
+            self.where[who] = room
+            self.pending[who] = ACTION_TEXT["enter"].format(room=room)
+            events.append(Event("enter", actor=who, room=room))
+        return events, self.present(room)
+
+    def record_action(self, events: list[Event], witnesses: list[str]) -> None:
+        """Close the step of an action; its witnesses observe it, and the object if they are with it."""
+        self.close_step()
+        acted = [a for a in self.agents if not_none(self.steps[-2].actions.get(a))]
+        for event in events:
+            event.witnesses = list(witnesses)
+            event.step = len(self.steps) - 1
+            self.events.append(event)
+        for w in witnesses:
+            tag = ("<same_as_last_action />" if len(acted) > 1
+                   else f"<same_as_last_action_{self.agents.index(acted[0])} />")
+            self.observe(w, tag)
+        self.update_beliefs()
+        for w in self.present(self.main):
+            if self.loc is not None and w in witnesses:
+                self.observe(w, f"The {self.obj} is in the {self.loc}.")
+
+    def place(self) -> None:
+        self.loc = self.start = self.c1
+        self.say("place", obj=self.obj, c=self.c1)
+        self.events.append(Event("place", room=self.main, container=self.c1, witnesses=self.present(self.main),
+                                 step=len(self.steps) - 1))
+        self.steps[-1].scene = self.scene()
+        for w in self.present(self.main):
+            self.observe(w, f"The {self.obj} is in the {self.c1}.")
+        self.update_beliefs()
+
+    def distract(self, actor: str, thing: str) -> None:
+        """A distractor: a mental state of the agent at the current step."""
+        text = self.say("distract", a=actor, t=thing)
+        feeling = text[len(actor) + 1:].rstrip(".")
+        self.add_mental_state(actor, f"I {_first_person(feeling)}.")
+
+    # ---- the end -----------------------------------------------------------------------------
+    def finish(self) -> SocialWorld:
+        """Close the gold S3AP: the last step has no actions and carries each agent's belief."""
+        self.steps[-1].actions = {a: "none" for a in self.agents}
+        for a in self.agents:
+            if self.first[a] is not None:
+                self.add_mental_state(a, f"I believe the {self.obj} is in the {self.first[a]}.")
+        return SocialWorld(agents=list(self.agents), steps=self.steps)
+
+    def story_type(self) -> str:
+        if any(v is not None and self.first[y] is not None and v != self.first[y] and self.first[x] == self.loc
+               for (x, y), v in self.second.items()):
+            # ToMi's sense: x itself knows where the object is, but misjudges what y believes
+            return "second_order_false_belief"
+        return "false_belief" if any(self.first[a] not in (None, self.loc) for a in self.agents) else "true_belief"
+
+
 def generate_story(seed: int, index: int = 0) -> SimStory:
     """Generate one story deterministically from ``seed``."""
     rng = random.Random(seed)
     agents, protagonists, plan = _plan(rng)
-    main = plan[0][1]["main"]
-    obj = rng.choice(OBJECTS)
-    taken: set[str] = set()
-    c1, c2 = _container(rng, taken), _container(rng, taken)
-    where: dict[str, str | None] = {a: None for a in agents}  # room of each agent (None: nowhere)
-    loc: str | None = None  # the object's container once placed
-    start: str | None = None
-    first: dict[str, str | None] = {a: None for a in agents}
-    second: dict[tuple[str, str], str | None] = {}
-    events: list[Event] = []
-    sentences: list[str] = []
-    steps: list[SocialStep] = [SocialStep(timestep="0")]
-
-    def present(room: str | None) -> list[str]:
-        return [a for a in agents if room is not None and where[a] == room]
-
-    def update_beliefs() -> None:
-        if loc is None:
-            return
-        here = present(main)
-        for x in here:
-            first[x] = loc
-            for y in here:
-                if x != y:
-                    second[(x, y)] = loc
-
-    def scene() -> str:
-        parts = []
-        for room in dict.fromkeys([main] + [r for r in where.values() if r]):
-            people = present(room)
-            if people:
-                parts.append(f"{' and '.join(people)} {'is' if len(people) == 1 else 'are'} in the {room}.")
-        away = [a for a in agents if where[a] is None]
-        if away:
-            parts.append(f"{' and '.join(away)} {'is' if len(away) == 1 else 'are'} not in any room.")
-        if loc is not None:
-            parts.append(f"The {obj} is in the {loc}.")
-        return " ".join(parts)
-
-    pending_actions: dict[str, str] = {}
-
-    def close_step() -> None:
-        """Record the current step's actions and open the next step."""
-        step = steps[-1]
-        step.actions = {a: pending_actions.get(a, "none") for a in agents}
-        pending_actions.clear()
-        steps.append(SocialStep(timestep=str(len(steps)), scene=scene(),
-                                observations={a: "none" for a in agents}))
-
-    def observe(agent: str, text: str) -> None:
-        step = steps[-1]
-        current = step.observations.get(agent, "none")
-        step.observations[agent] = text if current == "none" else f"{current} {text}"
-
-    steps[0].scene = scene()
-    steps[0].observations = {a: "none" for a in agents}
+    world = _World(rng, agents, plan[0][1]["main"])
     for kind, args in plan:
-        actor: str = args.get("a") or ""
-        if kind in ("enter", "enter2", "exit", "move"):
-            actors = [actor, args["b"]] if kind == "enter2" else [actor]
-            room = args.get("room") or where.get(actor)
-            if kind == "exit":
-                room = where[actor]
-                if room is None:
-                    continue
-            if kind == "move":
-                if where[actor] != main or loc is None:
-                    continue
-                new = c2 if loc == c1 else c1
-                sentences.append(rng.choice(PHRASES["move"]).format(a=actor, obj=obj, c=new, old=loc))
-                witnesses = present(main)
-                event = Event("move", actor=actor, room=main, container=new, old=loc)
-                pending_actions[actor] = ACTION_TEXT["move"].format(obj=obj, c=new)
-                loc = new
-            elif kind == "exit":
-                sentences.append(rng.choice(PHRASES["exit"]).format(a=actor, room=room))
-                witnesses = present(room)
-                where[actor] = None
-                event = Event("exit", actor=actor, room=room)
-                pending_actions[actor] = ACTION_TEXT["exit"].format(room=room)
-            else:
-                template = rng.choice(PHRASES[kind])
-                sentences.append(template.format(a=actor, b=args.get("b"), room=room))
-                event_list = []
-                for who in actors:
-                    where[who] = room
-                    pending_actions[who] = ACTION_TEXT["enter"].format(room=room)
-                    event_list.append(Event("enter", actor=who, room=room))
-                witnesses = present(room)
-            batch = event_list if kind in ("enter", "enter2") else [event]
-            close_step()
-            acted = [a for a in agents if not_none(steps[-2].actions.get(a))]
-            for ev in batch:
-                ev.witnesses = list(witnesses)
-                ev.step = len(steps) - 1
-                events.append(ev)
-            for w in witnesses:
-                tag = ("<same_as_last_action />" if len(acted) > 1
-                       else f"<same_as_last_action_{agents.index(acted[0])} />")
-                observe(w, tag)
-            update_beliefs()
-            for w in present(main):
-                if loc is not None and w in witnesses:
-                    observe(w, f"The {obj} is in the {loc}.")
-        elif kind == "place":
-            loc = start = c1
-            sentences.append(rng.choice(PHRASES["place"]).format(obj=obj, c=c1))
-            event = Event("place", room=main, container=c1, witnesses=present(main), step=len(steps) - 1)
-            events.append(event)
-            steps[-1].scene = scene()
-            for w in present(main):
-                observe(w, f"The {obj} is in the {c1}.")
-            update_beliefs()
-        else:  # distractor: a mental state of the agent at the current step
-            text = rng.choice(PHRASES["distract"]).format(a=actor, t=args["t"])
-            sentences.append(text)
-            feeling = text[len(actor) + 1:].rstrip(".")
-            current = steps[-1].mental_states.get(actor)
-            mental = f"I {_first_person(feeling)}."
-            steps[-1].mental_states[actor] = f"{current} {mental}" if current else mental
-    # the last step has no actions
-    steps[-1].actions = {a: "none" for a in agents}
-    # beliefs as mental states at the last step, so the gold parse carries them explicitly
-    for a in agents:
-        if first[a] is not None:
-            extra = f"I believe the {obj} is in the {first[a]}."
-            current = steps[-1].mental_states.get(a)
-            steps[-1].mental_states[a] = f"{current} {extra}" if current else extra
-    world = SocialWorld(agents=list(agents), steps=steps)
-    questions = _questions(rng, protagonists, obj, start, loc, first, second)
-    false_first = any(first[a] not in (None, loc) for a in agents)
-    # ToMi's sense: x itself knows where the object is, but misjudges what y believes
-    false_second = any(v is not None and first[y] is not None and v != first[y] and first[x] == loc
-                       for (x, y), v in second.items())
-    story_type = ("second_order_false_belief" if false_second else "false_belief" if false_first else "true_belief")
-    return SimStory(id=f"sim-{seed}-{index}", sentences=sentences, agents=list(agents), obj=obj, events=events,
-                    world=world, questions=questions, story_type=story_type)
+        world.play(kind, args)
+    gold = world.finish()
+    questions = _questions(rng, protagonists, world.obj, world.start, world.loc, world.first, world.second)
+    return SimStory(id=f"sim-{seed}-{index}", sentences=world.sentences, agents=list(agents), obj=world.obj,
+                    events=world.events, world=gold, questions=questions, story_type=world.story_type())
 
 
 def not_none(text: str | None) -> bool:
