@@ -145,3 +145,23 @@ def to_jsonable(value: Any) -> Any:
 
 def echo_json(value: Any) -> None:
     click.echo(json.dumps(to_jsonable(value), indent=2, ensure_ascii=False))
+
+
+def finish_bench(folder: Path, stem: str, title: str, text: str, meta: Mapping[str, Any], table: Any,
+                 result: Mapping[str, Any], as_json: bool, unit: str) -> None:
+    """Write a benchmark run's ``<stem>.md`` (table and settings) and ``<stem>.json``, then report it.
+
+    Prints the table (or both as JSON), one ``problem:`` line per failed ``unit`` of
+    ``result["failed"]``, and the ran/skipped/failed/wall summary on stderr.
+    """
+    (folder / f"{stem}.md").write_text(f"# {title}\n\n{text}\n\n```json\n{json.dumps(meta, indent=2)}\n```\n",
+                                       encoding="utf-8")
+    (folder / f"{stem}.json").write_text(json.dumps({"meta": meta, "table": table}, indent=2), encoding="utf-8")
+    if as_json:
+        echo_json({"meta": meta, "table": table})
+    else:
+        click.echo(text)
+    for key, error in result["failed"].items():
+        click.echo(f"problem: {unit} {key} failed ({error}); rerun with the same --thread-id to retry it", err=True)
+    click.echo(f"ran {result['ran']}, skipped {result['skipped']} finished, failed {len(result['failed'])}; "
+               f"wall {result['wall']:.1f} s; written to {folder}", err=True)

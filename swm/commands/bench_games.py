@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Callable
@@ -12,7 +11,7 @@ from typing import Any
 import click
 from langchain_core.runnables import RunnableConfig
 
-from swm.commands._common import comma_list, db_path, echo_json, make_context, model_options, run_options
+from swm.commands._common import comma_list, db_path, finish_bench, make_context, model_options, run_options
 from swm.commands.play import inject_test_models
 from swm.context import SWMContext
 from swm.errors import InputError, ModelUnavailable
@@ -152,20 +151,10 @@ def games_command(game: str, n: int, n_players: int, policies: str, side: str, o
             "opponent": opponent, "options": options, "models": {r: ctx.spec_for(r) for r in GAME_ROLES},
             "embedded": ctx.uses_embedded(), "ran": result["ran"], "skipped": result["skipped"],
             "failed": result["failed"], "wall_seconds": round(result["wall"], 1)}
-    (folder / "games.md").write_text(f"# {game} run {run_id}\n\n{text}\n\n```json\n{json.dumps(meta, indent=2)}\n```\n",
-                                     encoding="utf-8")
-    (folder / "games.json").write_text(json.dumps({"meta": meta, "table": table}, indent=2), encoding="utf-8")
     with (folder / "games.jsonl").open("w", encoding="utf-8") as fh:
         for record in records_out:
             fh.write(record.model_dump_json() + "\n")
-    if as_json:
-        echo_json({"meta": meta, "table": table})
-    else:
-        click.echo(text)
-    for gid, error in result["failed"].items():
-        click.echo(f"problem: game {gid} failed ({error}); rerun with the same --thread-id to retry it", err=True)
-    click.echo(f"ran {result['ran']}, skipped {result['skipped']} finished, failed {len(result['failed'])}; "
-               f"wall {result['wall']:.1f} s; written to {folder}", err=True)
+    finish_bench(folder, "games", f"{game} run {run_id}", text, meta, table, result, as_json, "game")
 
 
 def register(main: click.Group, bench: click.Group) -> None:

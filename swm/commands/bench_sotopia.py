@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -11,7 +10,7 @@ from typing import Any
 import click
 
 from nodes.env import POLICIES
-from swm.commands._common import comma_list, db_path, echo_json, make_context, model_options, run_options
+from swm.commands._common import comma_list, db_path, finish_bench, make_context, model_options, run_options
 from swm.commands.play import EPISODE_ROLES, inject_test_models
 from swm.context import SWMContext
 from swm.errors import InputError
@@ -115,17 +114,7 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
             "scenarios": [s.id for s in scenarios], "hard": hard, "width": width, "depth": depth,
             "models": {r: ctx.spec_for(r) for r in EPISODE_ROLES}, "ran": result["ran"], "skipped": result["skipped"],
             "failed": result["failed"], "wall_seconds": round(result["wall"], 1)}
-    (folder / "sotopia.md").write_text(f"# SOTOPIA run {run_id}\n\n{text}\n\n```json\n"
-                                       f"{json.dumps(meta, indent=2)}\n```\n", encoding="utf-8")
-    (folder / "sotopia.json").write_text(json.dumps({"meta": meta, "table": table}, indent=2), encoding="utf-8")
-    if as_json:
-        echo_json({"meta": meta, "table": table})
-    else:
-        click.echo(text)
-    for eid, error in result["failed"].items():
-        click.echo(f"problem: episode {eid} failed ({error}); rerun with the same --thread-id to retry it", err=True)
-    click.echo(f"ran {result['ran']}, skipped {result['skipped']} finished, failed {len(result['failed'])}; "
-               f"wall {result['wall']:.1f} s; written to {folder}", err=True)
+    finish_bench(folder, "sotopia", f"SOTOPIA run {run_id}", text, meta, table, result, as_json, "episode")
 
 
 def register(main: click.Group, bench: click.Group) -> None:
