@@ -308,6 +308,11 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 128  # 32+ concurrent clients connect at once
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):  # a client that timed out on a hung request left
+            return
+        super().handle_error(request, client_address)
+
 
 class FakeOpenAIServer:
     """The fake endpoint, in a thread of this process (default) or in a child process.
