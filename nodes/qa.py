@@ -11,7 +11,10 @@ from swm.context import SWMContext
 from swm.errors import InputError
 from swm.graph_state import SocialWorldState
 from swm.llm import call_model
-from swm.schemas import DirectAnswer, ReasonedAnswer
+from swm.schemas import DirectAnswer, DirectResponse, ReasonedAnswer, ReasonedResponse
+
+# tasks whose answer is a full text (a meeting summary), not a word or an option
+FULL_TEXT_TASKS = ("confaide",)
 
 
 def extra_info(state: SocialWorldState) -> str:
@@ -24,19 +27,29 @@ def extra_info(state: SocialWorldState) -> str:
 
 
 def answer(state: SocialWorldState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
-    """Answer the question in the state's mode (one call)."""
+    """Answer the question in the state's mode (one call).
+
+    A task with its own prompt (``qa_<mode>_<task>``, e.g. ConfAIde's) uses it; a full-text task
+    answers with a response schema instead of a short answer.
+    """
     ctx = runtime.context
     question = str(state.get("question") or "").strip()
     if not question:
         raise InputError("the question is empty", "pass the question to answer")
     mode = state.get("mode") or "s3ap"
-    prompt = prompts.load(f"qa_{mode}", ctx.prompt_version(f"qa_{mode}"))
+    task = state.get("task") or ctx.task
+    name = f"qa_{mode}_{task}" if f"qa_{mode}_{task}" in prompts.available() else f"qa_{mode}"
+    prompt = prompts.load(name, ctx.prompt_version(name))
     values: dict[str, str] = {"question": question}
     if "context" in prompt.placeholders:
         values["context"] = state["narrative"]
     if "extra_info" in prompt.placeholders:
         values["extra_info"] = extra_info(state)
-    schema = DirectAnswer if mode == "vanilla" else ReasonedAnswer
+    if task in FULL_TEXT_TASKS:
+        schema: type[DirectAnswer | ReasonedAnswer | DirectResponse | ReasonedResponse] = (
+            DirectResponse if mode == "vanilla" else ReasonedResponse)
+    else:
+        schema = DirectAnswer if mode == "vanilla" else ReasonedAnswer
     reply = call_model(ctx.model_for("qa"), prompt.render(**values), schema)
     ctx.record_failed_reply("answer", "qa", reply, key=state.get("story_hash") or "")
     value = reply.value

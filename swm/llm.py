@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -42,22 +43,42 @@ EMBEDDED_TIMEOUT = 600.0  # the embedded model generates on a shared CPU: a long
 DEFAULT_MAX_RETRIES = 3  # the OpenAI client's retries of a transient fault, per request
 
 
+REASONING_MARK = "reasoning:"
+# OpenAI's o-series (o1, o3, o3-mini, o4-mini, ...), GPT-5-class models and DeepSeek-R1 take no
+# temperature (the paper sets 0.0 only for the others); matched on the name after any "org/".
+_REASONING_NAME = re.compile(r"^(o\d+(-.*)?|gpt-5.*|deepseek-r1.*|deepseek-reasoner.*)$", re.IGNORECASE)
+
+
 @dataclass(frozen=True)
 class ModelSpec:
-    """A model name and, optionally, the OpenAI-compatible base URL that serves it."""
+    """A model name, optionally the OpenAI-compatible base URL that serves it, and whether it reasons.
+
+    ``reasoning:NAME[@URL]`` marks any model as a reasoning model; the o-series, GPT-5-class
+    and DeepSeek-R1 names are recognised without the mark. A reasoning model is sent no
+    temperature.
+    """
 
     name: str
     base_url: str | None = None
+    marked_reasoning: bool = False
 
     @classmethod
     def parse(cls, spec: str) -> ModelSpec:
-        name, sep, url = spec.strip().partition("@")
+        text = spec.strip()
+        marked = text.startswith(REASONING_MARK)
+        name, sep, url = text.removeprefix(REASONING_MARK).partition("@")
         if not name:
             raise ValueError(f"model spec {spec!r} has no model name (use 'name' or 'name@base_url')")
-        return cls(name=name, base_url=url or None) if sep else cls(name=name)
+        return cls(name=name, base_url=(url or None) if sep else None, marked_reasoning=marked)
+
+    @property
+    def reasoning(self) -> bool:
+        """Tell whether the model is a reasoning model (marked, or known by name)."""
+        return self.marked_reasoning or bool(_REASONING_NAME.match(self.name.rsplit("/", 1)[-1]))
 
     def __str__(self) -> str:
-        return f"{self.name}@{self.base_url}" if self.base_url else self.name
+        text = f"{self.name}@{self.base_url}" if self.base_url else self.name
+        return REASONING_MARK + text if self.marked_reasoning else text
 
 
 def default_spec(role: str) -> str:
@@ -75,6 +96,8 @@ def make_chat_model(spec: str, *, temperature: float = 0.0, max_tokens: int | No
     ``timeout`` is per request (default `DEFAULT_TIMEOUT`, `EMBEDDED_TIMEOUT` for the embedded
     server); ``max_retries`` is the client's retries of transient faults (none for the embedded
     server, which is local: a retry there only repeats a slow call).
+
+    A reasoning model (see `ModelSpec`) gets no temperature at all, whatever ``temperature`` says.
     """
     from langchain_openai import ChatOpenAI
 
@@ -94,8 +117,8 @@ def make_chat_model(spec: str, *, temperature: float = 0.0, max_tokens: int | No
         raise ModelUnavailable(f"model {parsed.name!r} needs OPENAI_API_KEY",
                                "set OPENAI_API_KEY, or give the model as name@base_url, or use 'embedded'")
     return ChatOpenAI(model=parsed.name, base_url=base_url, api_key=key or "EMPTY",  # type: ignore[arg-type]
-                      temperature=temperature, max_tokens=max_tokens, timeout=timeout or DEFAULT_TIMEOUT,
-                      max_retries=max_retries)
+                      temperature=None if parsed.reasoning else temperature, max_tokens=max_tokens,
+                      timeout=timeout or DEFAULT_TIMEOUT, max_retries=max_retries)
 
 
 @dataclass

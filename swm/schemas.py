@@ -4,13 +4,36 @@ Small models given an unbounded schema can loop until the token limit; the bound
 enforced by OpenAI's and llama.cpp's grammar-constrained decoding and by pydantic on return.
 No string may allow more than 1,000 characters: llama.cpp's grammar parser refuses longer
 repetitions (and its server exits on the refusal).
+
+Reasoning keeps that cap in the schema sent to the model (llama.cpp's grammar stops it there),
+but a longer reasoning from a server that does not enforce the schema (OpenAI, vLLM without
+guided decoding) is truncated on return, ending in `TRUNCATED_MARK`, instead of failing the
+whole reply: a long reasoning never turns a right answer into a wrong one.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
+
+REASONING_CAP = 1000
+TRUNCATED_MARK = " [...truncated]"
+
+
+def _truncate(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > REASONING_CAP:
+        return value[: REASONING_CAP - len(TRUNCATED_MARK)] + TRUNCATED_MARK
+    return value
+
+
+def was_truncated(reasoning: Any) -> bool:
+    """Tell whether a reasoning string was cut to `REASONING_CAP` on return."""
+    return isinstance(reasoning, str) and len(reasoning) == REASONING_CAP and reasoning.endswith(TRUNCATED_MARK)
+
+
+# capped at REASONING_CAP in the tool schema; cut (not rejected) when a reply is longer
+Reasoning = Annotated[str, StringConstraints(max_length=REASONING_CAP), BeforeValidator(_truncate)]
 
 Name = Annotated[str, StringConstraints(max_length=60)]
 Entry = Annotated[str, StringConstraints(max_length=600)]
@@ -50,7 +73,7 @@ class ReasonedAnswer(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    reasoning: Annotated[str, StringConstraints(max_length=1000)] = Field(description="Step-by-step reasoning.")
+    reasoning: Reasoning = Field(description="Step-by-step reasoning.")
     answer: Annotated[str, StringConstraints(max_length=200)] = Field(description="The short final answer only.")
 
 
@@ -60,3 +83,27 @@ class DirectAnswer(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     answer: Annotated[str, StringConstraints(max_length=200)] = Field(description="The short final answer only.")
+
+
+# A response the task asks for in full (a meeting summary, what someone should say): the tool
+# schema says at most 1,000 characters, which llama.cpp's grammar enforces, but a longer reply
+# from a server that ignores the schema is kept whole, since cutting it could cut a leaked
+# secret or the public fact the scorer looks for.
+LongText = Annotated[str, Field(json_schema_extra={"maxLength": REASONING_CAP})]
+
+
+class ReasonedResponse(BaseModel):
+    """A full-text response with its reasoning (ConfAIde in the CoT and S3AP modes)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reasoning: Reasoning = Field(description="Step-by-step reasoning.")
+    answer: LongText = Field(description="The full response the task asks for, and nothing else.")
+
+
+class DirectResponse(BaseModel):
+    """A full-text response with no reasoning (ConfAIde in vanilla mode)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    answer: LongText = Field(description="The full response the task asks for, and nothing else.")

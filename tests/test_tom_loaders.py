@@ -8,6 +8,7 @@ import pytest
 
 from swm.errors import InputError
 from swm.tom.loaders import load_benchmark, load_fantom, load_hitom, parse_choices, select
+from swm.tom.scoring import score_answer
 
 FIX = Path(__file__).parent / "fixtures" / "tom"
 
@@ -104,4 +105,25 @@ def test_bad_inputs_are_input_errors(tmp_path: Path) -> None:
     bad = tmp_path / "bad.txt"
     bad.write_text("no number here\n")
     with pytest.raises(InputError):
+        load_benchmark("tomi", bad)
+
+
+def test_percept_tomi_csv_in_its_column_format() -> None:
+    """A two-row fixture written in Percept-ToMi's columns (the file itself is not redistributed)."""
+    items = load_benchmark("tomi", FIX / "percept_tomi_mini.csv")
+    assert [i.id for i in items] == ["tomi-percept-7", "tomi-percept-12"]
+    first = items[0]
+    assert first.story.splitlines()[:2] == ["Mara entered the attic.", "Theo entered the attic."]
+    assert (first.question, first.answer, first.qtype) == ("Where will Theo look for the scarf?", "hamper",
+                                                           "first_order_tom")
+    assert first.meta["question_type"] == "first_order_1_tom" and first.meta["candidates"] == ["attic", "hamper",
+                                                                                                  "trunk"]
+    assert score_answer(first, "Not the trunk, the hamper")["strict"] is False
+    assert score_answer(first, "the hamper")["strict"] is True
+
+
+def test_percept_tomi_bad_row_is_an_input_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text("index,story,question,answer\n1,not a list,Where?,box\n", encoding="utf-8")
+    with pytest.raises(InputError, match="not a Percept-ToMi row"):
         load_benchmark("tomi", bad)

@@ -10,9 +10,10 @@ from swm.tom.scoring import (
     choose_option,
     contains_match,
     exact_match,
-    fantom_set_scores,
+    location_candidates,
     normalise,
     score_answer,
+    strict_match,
     token_f1,
     wilson_interval,
 )
@@ -37,7 +38,38 @@ def test_location_rules(answer: str, exact: bool, loose: bool) -> None:
     assert exact_match(answer, "green_box") is exact
     assert contains_match(answer, "green_box") is loose
     item = TomItem(id="x", story="", question="", answer="green_box", qtype="q", benchmark="tomi")
-    assert score_answer(item, answer) == {"exact": exact, "loose": loose, "value": float(loose), "chosen": None}
+    assert score_answer(item, answer) == {"exact": exact, "loose": loose, "strict": loose, "value": float(loose),
+                                          "chosen": None}
+
+
+HEDGE_STORY = ("Ann entered the kitchen.\nBob entered the kitchen.\nThe ball is in the basket.\n"
+               "The basket is in the kitchen.\nBob exited the kitchen.\nAnn moved the ball to the green_box.\n"
+               "The green_box is in the kitchen")
+
+
+def test_location_candidates_split_rooms_and_containers() -> None:
+    assert location_candidates(HEDGE_STORY) == {"rooms": {"kitchen"}, "containers": {"basket", "green box"}}
+
+
+@pytest.mark.parametrize(("answer", "loose", "strict"), [
+    ("basket", True, True),
+    ("Bob will look in the basket in the kitchen.", True, True),  # the room is not a rival container
+    ("Not the basket, the green box", True, False),                # the hedge
+    ("the basket or the green_box", True, False),
+    ("the green box", False, False),
+])
+def test_strict_rule_rejects_hedges(answer: str, loose: bool, strict: bool) -> None:
+    item = TomItem(id="h", story=HEDGE_STORY, question="Where will Bob look for the ball?", answer="basket",
+                   qtype="first_order_tom", benchmark="tomi")
+    score = score_answer(item, answer)
+    assert (score["loose"], score["strict"], score["value"]) == (loose, strict, float(loose))
+    assert strict_match(answer, "basket", HEDGE_STORY) is strict or not loose
+
+
+def test_strict_rule_ignores_a_candidate_inside_the_gold_name() -> None:
+    story = "The ball is in the box.\nAnn moved the ball to the green_box."
+    assert strict_match("the green box", "green_box", story) is True
+    assert strict_match("the box, no, the green box", "green_box", story) is False
 
 
 def test_options_hitom_letters_and_text() -> None:
@@ -71,11 +103,6 @@ def test_fantom_rules() -> None:
     assert score_answer(listing, "Kai, Lu and Zoe")["value"] == 0.0
     assert score_answer(listing, "Kai")["value"] == 0.0
     assert token_f1("rex is a beagle", "Kai's dog Rex is a beagle.") == pytest.approx(2 * 0.75 * 0.5 / 1.25)
-    rows = [{"group": "s1", "kind": "fantom_belief_mc", "correct": 1, "access": "inaccessible"},
-            {"group": "s1", "kind": "fantom_binary", "correct": 1, "access": "inaccessible"},
-            {"group": "s2", "kind": "fantom_list", "correct": 0, "access": "inaccessible"},
-            {"group": "s2", "kind": "fantom_fact", "correct": 0, "access": None}]
-    assert fantom_set_scores(rows) == {"sets": 2, "all": 0.5, "all_star": 0.5}
 
 
 def test_wilson_interval_hand_checked() -> None:

@@ -16,11 +16,14 @@ from swm.errors import InputError
 
 
 @click.command("tom")
-@click.option("--benchmark", type=click.Choice(["tomi", "paratomi", "hitom", "mmtom", "fantom", "sim"]),
+@click.option("--benchmark", type=click.Choice(["tomi", "paratomi", "hitom", "mmtom", "fantom", "confaide", "sim"]),
               required=True, help="Which benchmark; 'sim' runs simulated ToMi-world stories (no --data).")
-@click.option("--data", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="The data file: bAbI *.txt (ToMi/ParaToMi), Hi-ToM_data.json, MMToM-QA questions.json, "
-                   "fantom_v1.json, or the uniform JSONL of ../shared/benchmarks.")
+@click.option("--data", type=click.Path(path_type=Path), default=None,
+              help="The data file: bAbI *.txt or Percept-ToMi.csv (ToMi/ParaToMi), Hi-ToM_data.json, MMToM-QA "
+                   "questions.json, fantom_v1.json, ConfAIde's tier_4.txt / tier_3.txt / benchmark folder, or the "
+                   "uniform JSONL of ../shared/benchmarks.")
+@click.option("--samples", type=int, default=1, show_default=True,
+              help="ConfAIde: answers per prompt (upstream samples 10 at temperature 1).")
 @click.option("--modes", default="cot,s3ap", show_default=True, help="Comma list of vanilla, cot, s3ap, s3ap_only.")
 @click.option("--n", "n", type=int, default=None, help="Questions to draw (seeded); all when omitted. "
               "FANToM is drawn by whole question sets; for 'sim' it is the number of stories.")
@@ -35,10 +38,15 @@ from swm.errors import InputError
               "finished so far (to look at a long run, or one that cannot be finished).")
 @model_options("parser", "qa")
 @run_options
-def tom_command(benchmark: str, data: Path | None, modes: str, n: int | None, seed: int, concurrency: int,
+def tom_command(benchmark: str, data: Path | None, samples: int, modes: str, n: int | None, seed: int,
+                concurrency: int,
                 max_attempts: int, out_dir: Path | None, no_progress: bool, report_only: bool, db: Path | None,
                 thread_id: str | None, as_json: bool, **models: Any) -> None:
     """Run the paper's Table 1 protocol: accuracy per mode and question type, with cost and 95% CIs.
+
+    FANToM reports its own set-level metrics (All is the headline), ConfAIde its leak and
+    omission rates (mean and worst case over samples), ToMi both the paper's contains rule and
+    the strict one, with the hedged answers counted.
 
     Every item goes through the ask graph as its own checkpoint thread; killed runs resume with
     the same --db and --thread-id, skipping finished items and giving the same table.
@@ -57,7 +65,9 @@ def tom_command(benchmark: str, data: Path | None, modes: str, n: int | None, se
         if data is None:
             raise InputError(f"--data is required for {benchmark}",
                              "pass the data file (see `swm bench tom --help` for the formats)")
-        items = select(load_benchmark(benchmark, data), n, seed)
+        if samples < 1:
+            raise InputError("--samples must be at least 1", "pass --samples 1 or more")
+        items = select(load_benchmark(benchmark, data, samples=samples), n, seed)
         label = benchmark
     if report_only and not thread_id:
         raise InputError("--report-only needs the --thread-id of the run to report", "pass --thread-id")
@@ -71,7 +81,7 @@ def tom_command(benchmark: str, data: Path | None, modes: str, n: int | None, se
         click.echo(f"run {run_id}: {len(items)} questions × {len(mode_list)} modes (rerun with --thread-id {run_id} "
                    f"--db {db_path(db)} to resume if interrupted)", err=True)
     meta = {"benchmark": label, "data": str(data) if data else "simulator", "seed": seed, "n": n,
-            "modes": ",".join(mode_list)}
+            "modes": ",".join(mode_list), **({"samples": samples} if benchmark == "confaide" else {})}
     result: dict[str, Any]
     if report_only:
         rows = result_rows(ctx.experience_store(), run_id, mode_list, items)

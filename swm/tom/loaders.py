@@ -11,11 +11,18 @@
 * FANToM's ``fantom_v1.json`` (a list of question sets, each with ``set_id``, ``short_context``,
   ``full_context``, ``factQA``, ``beliefQAs``, ``answerabilityQA_list``,
   ``answerabilityQAs_binary``, ``infoAccessibilityQA_list``, ``infoAccessibilityQAs_binary``);
+* Percept-ToMi's ``dataset/Percept-ToMi.csv`` (``chanijung/PercepToM``; the 600 ToMi questions
+  the S3AP paper reports; columns ``index, qTypeRaw, qType, story, question, char1, char2,
+  perceivers, story_with_perceivers, persp_ctx, cands, answer``, where ``story`` and ``cands``
+  are Python list literals of sentences and candidate names);
+* ConfAIde's tier files (`swm.tom.confaide`);
 * the uniform JSONL ``{id, story, question, answer, meta}`` of the samples in ``../shared/benchmarks``.
 """
 
 from __future__ import annotations
 
+import ast
+import csv
 import json
 import random
 import re
@@ -32,7 +39,10 @@ BENCHMARKS: dict[str, dict[str, str]] = {
     "hitom": {"task": "hitom", "scorer": "choice"},
     "mmtom": {"task": "mmtom", "scorer": "choice"},
     "fantom": {"task": "fantom", "scorer": "fantom"},
+    "confaide": {"task": "confaide", "scorer": "confaide"},
 }
+# benchmarks drawn and scored by whole groups (FANToM's question sets, ConfAIde's scenarios)
+GROUPED = ("fantom", "confaide")
 
 
 @dataclass
@@ -50,7 +60,7 @@ class TomItem:
     answer: Any
     qtype: str
     benchmark: str
-    kind: str = "location"  # location | choice | fantom_belief_mc | fantom_list | fantom_binary | fantom_fact
+    kind: str = "location"  # location | choice | fantom_* | confaide_* (see swm.tom.scoring)
     options: dict[str, str] = field(default_factory=dict)
     answer_letter: str | None = None
     wrong_answer: Any = None
@@ -141,6 +151,33 @@ def _tomi_type_from_question(question: str) -> str:
     if "think" in q:
         return "second_order"
     return "first_order"
+
+
+def load_percept_tomi(path: str | Path, benchmark: str = "tomi") -> list[TomItem]:
+    """Read Percept-ToMi's CSV (``chanijung/PercepToM``, ``dataset/Percept-ToMi.csv``).
+
+    The story's sentences become one line each, with a final period; the question type is
+    ``qType`` (ToMi's type with the agent-order digit folded), the raw one is kept in ``meta``.
+    """
+    path = Path(path)
+    items = []
+    with path.open(encoding="utf-8", newline="") as handle:
+        for number, row in enumerate(csv.DictReader(handle), 2):
+            try:
+                sentences = ast.literal_eval(row["story"])
+                candidates = ast.literal_eval(row.get("cands") or "[]")
+                question, answer = row["question"].strip(), row["answer"].strip()
+            except (KeyError, ValueError, SyntaxError, AttributeError) as exc:
+                raise InputError(f"{path}:{number} is not a Percept-ToMi row ({type(exc).__name__}: {exc})",
+                                 "pass dataset/Percept-ToMi.csv from chanijung/PercepToM") from exc
+            story = "\n".join(s.strip().rstrip(".") + "." for s in sentences if str(s).strip())
+            raw = row.get("qTypeRaw") or _tomi_type_from_question(question)
+            items.append(TomItem(id=f"{benchmark}-percept-{row.get('index') or number}", story=story,
+                                 question=question, answer=answer,
+                                 qtype=row.get("qType") or coarse_tomi_type(raw), benchmark=benchmark,
+                                 kind="location", meta={"question_type": raw, "candidates": candidates,
+                                                        "source_index": row.get("index"), "source_line": number}))
+    return items
 
 
 # ---- Hi-ToM ---------------------------------------------------------------------------------
@@ -301,17 +338,24 @@ def load_jsonl(path: str | Path, benchmark: str) -> list[TomItem]:
     return items
 
 
-def load_benchmark(benchmark: str, path: str | Path) -> list[TomItem]:
-    """Load a benchmark file, choosing the reader by benchmark and file form."""
+def load_benchmark(benchmark: str, path: str | Path, samples: int = 1) -> list[TomItem]:
+    """Load a benchmark file, choosing the reader by benchmark and file form.
+
+    ``samples`` is ConfAIde's answers per prompt (each its own item); other benchmarks ignore it.
+    """
     path = Path(path)
     if benchmark not in BENCHMARKS:
         raise InputError(f"unknown benchmark {benchmark!r}", f"use one of {', '.join(BENCHMARKS)}")
-    if not path.is_file():
+    if not path.is_file() and not (benchmark == "confaide" and path.is_dir()):
         raise InputError(f"no such file: {path}", "pass the benchmark's data file with --data")
-    if path.suffix == ".jsonl" and benchmark != "mmtom":
+    if benchmark == "confaide":
+        from swm.tom.confaide import load_confaide
+
+        items = load_confaide(path, samples=samples)
+    elif path.suffix == ".jsonl" and benchmark != "mmtom":
         items = load_jsonl(path, benchmark)
     elif benchmark in ("tomi", "paratomi"):
-        items = load_babi(path, benchmark)
+        items = load_percept_tomi(path, benchmark) if path.suffix == ".csv" else load_babi(path, benchmark)
     elif benchmark == "hitom":
         items = load_hitom(path)
     elif benchmark == "mmtom":
@@ -327,12 +371,13 @@ def load_benchmark(benchmark: str, path: str | Path) -> list[TomItem]:
 def select(items: list[TomItem], n: int | None, seed: int) -> list[TomItem]:
     """Return ``n`` items drawn with ``seed`` (kept in file order), or all when n is None.
 
-    FANToM is drawn by whole question sets so that its set-level metric stays meaningful.
+    FANToM is drawn by whole question sets and ConfAIde by whole scenarios (every question type
+    and sample of one), so that their set-level and worst-case metrics stay meaningful.
     """
     if n is None or n >= len(items):
         return list(items)
     rng = random.Random(seed)
-    if items and items[0].benchmark == "fantom":
+    if items and items[0].benchmark in GROUPED:
         groups = list(dict.fromkeys(i.group for i in items))
         chosen: set[str | None] = set()
         count = 0

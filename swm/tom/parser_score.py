@@ -30,10 +30,11 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field
 
+from swm.schemas import Reasoning
 from swm.state import SocialWorld, is_none
 from swm.tom.scoring import normalise
 from swm.tom.simulator import Event, SimStory
@@ -194,7 +195,7 @@ class JudgeVerdict(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    reasoning: Annotated[str, StringConstraints(max_length=1000)] = Field(description="A brief rationale.")
+    reasoning: Reasoning = Field(description="A brief rationale.")
     score: float = Field(ge=0.0, le=1.0, description="Observation accuracy in [0, 1].")
 
 

@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from swm.stats import mean_interval, wilson_interval
-from swm.tom.scoring import fantom_set_scores
+from swm.tom import fantom
 
 # The paper's Table 1, GPT-4o, CoT -> S3AP (o3 as parser): the reference a run is compared with.
 PAPER_TABLE1_GPT4O = {"tomi": (0.813, 0.927), "paratomi": (0.818, 0.905), "hitom": (0.660, 0.750),
                       "fantom": (0.396, 0.491), "mmtom": (0.652, 0.692)}
 
-SUMMARY_COLUMNS = ["mode", "qtype", "n", "acc", "ci_low", "ci_high", "exact", "loose", "calls_per_q",
+SUMMARY_COLUMNS = ["mode", "qtype", "n", "acc", "ci_low", "ci_high", "exact", "loose", "strict", "hedged",
+                   "reasoning_truncated", "calls_per_q",
                    "parse_calls_per_q", "qa_calls_per_q", "tokens_per_q", "distinct_stories", "parses_from_cache",
                    "answer_errors", "model_seconds_per_q", "failed"]
 
@@ -37,6 +38,9 @@ def _summarise(rows: list[dict[str, Any]], mode: str, qtype: str) -> dict[str, A
         "mode": mode, "qtype": qtype, "n": n, "acc": round(acc, 4), "ci_low": round(low, 4), "ci_high": round(high, 4),
         "exact": round(sum(int(r["exact"]) for r in rows) / n, 4) if n else 0.0,
         "loose": round(sum(int(r["loose"]) for r in rows) / n, 4) if n else 0.0,
+        "strict": round(sum(int(r.get("strict") or 0) for r in rows) / n, 4) if n else 0.0,
+        "hedged": sum(int(r.get("hedged") or 0) for r in rows),
+        "reasoning_truncated": sum(int(r.get("reasoning_truncated") or 0) for r in rows),
         "calls_per_q": round(sum(r["calls"] for r in rows) / n, 3) if n else 0.0,
         "parse_calls_per_q": round(sum(r["parse_calls"] for r in rows) / n, 3) if n else 0.0,
         "qa_calls_per_q": round(sum(r["qa_calls"] for r in rows) / n, 3) if n else 0.0,
@@ -49,8 +53,11 @@ def _summarise(rows: list[dict[str, Any]], mode: str, qtype: str) -> dict[str, A
 
 
 def summarise(rows: list[dict[str, Any]], modes: Iterable[str]) -> dict[str, Any]:
-    """Return the per-mode and per-(mode, question type) tables, and FANToM's set metrics."""
-    overall, by_type, fantom = [], [], {}
+    """Return the per-mode and per-(mode, question type) tables, and FANToM's and ConfAIde's own metrics."""
+    overall: list[dict[str, Any]] = []
+    by_type: list[dict[str, Any]] = []
+    fantom_sets: dict[str, dict[str, Any]] = {}
+    confaide_scores: dict[str, dict[str, Any]] = {}
     for mode in modes:
         # an item whose model call failed after its retries has no answer to score: counted apart
         failed = sum(1 for r in rows if r["mode"] == mode and r.get("status") == "failed")
@@ -68,43 +75,60 @@ def summarise(rows: list[dict[str, Any]], modes: Iterable[str]) -> dict[str, Any
         for qtype in sorted({r["qtype"] for r in mode_rows}):
             by_type.append(_summarise([r for r in mode_rows if r["qtype"] == qtype], mode, qtype))
         if any(r["kind"].startswith("fantom") for r in mode_rows):
-            fantom[mode] = fantom_set_scores([{**r, "group": r["group_id"]} for r in mode_rows])
-    return {"overall": overall, "by_type": by_type, "fantom_sets": fantom}
+            fantom_sets[mode] = {t: fantom.fantom_scores(mode_rows, t) for t in ("inaccessible", "accessible")}
+        if any(r["kind"].startswith("confaide") for r in mode_rows):
+            from swm.tom.confaide import confaide_scores as score_confaide_rows
+
+            confaide_scores[mode] = score_confaide_rows(mode_rows)
+    return {"overall": overall, "by_type": by_type, "fantom_sets": fantom_sets, "confaide": confaide_scores}
 
 
 def markdown(summary: dict[str, Any], benchmark: str, header: dict[str, Any]) -> str:
     """Render the summary as the Markdown report."""
     lines = [f"# {benchmark}: theory-of-mind QA", ""]
     lines += [f"- {k}: {v}" for k, v in header.items()]
-    lines += ["", "| mode | n | acc | 95% CI | exact | gold-in-answer | calls/q | parse/q | QA/q | tokens/q | "
-                  "stories | parses from cache | answer errors | failed |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    if summary.get("fantom_sets"):
+        lines += ["", "FANToM's own metrics (the headline is **All**, set-level: a question set counts only when "
+                      "every belief-choice, list and yes/no question in it is right; 95% Wilson interval over sets). "
+                      "Target `inaccessible` is FANToM's score, `accessible` its control task. All* also needs "
+                      "the free-form belief questions, which are not run (FANToM scores them by cosine similarity "
+                      "under a sentence embedder swm does not ship), so it is n/a rather than a copy of All.", ""]
+        lines += fantom.markdown_rows(summary["fantom_sets"])
+    if summary.get("confaide"):
+        from swm.tom.confaide import markdown_rows as confaide_rows
+
+        lines += [""] + confaide_rows(summary["confaide"])
+    per_question = "Per question" + (" (a diagnostic, not the benchmark's own score)"
+                                     if summary.get("fantom_sets") or summary.get("confaide") else "") + ":"
+    lines += ["", per_question, "",
+              "| mode | n | acc | 95% CI | exact | gold-in-answer | strict | hedged | reasoning truncated | calls/q | "
+              "parse/q | QA/q | tokens/q | stories | parses from cache | answer errors | failed |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in summary["overall"]:
         lines.append(f"| {r['mode']} | {r['n']} | {r['acc']:.3f} | [{r['ci_low']:.3f}, {r['ci_high']:.3f}] | "
-                     f"{r['exact']:.3f} | {r['loose']:.3f} | {r['calls_per_q']:.2f} | {r['parse_calls_per_q']:.2f} | "
+                     f"{r['exact']:.3f} | {r['loose']:.3f} | {r['strict']:.3f} | {r['hedged']} | "
+                     f"{r['reasoning_truncated']} | {r['calls_per_q']:.2f} | {r['parse_calls_per_q']:.2f} | "
                      f"{r['qa_calls_per_q']:.2f} | {r['tokens_per_q']:.0f} | {r['distinct_stories']} | "
                      f"{r['parses_from_cache']} | {r['answer_errors']} | {r.get('failed', 0)} |")
     lines += ["", "Per question type:", "", "| mode | question type | n | acc | 95% CI |", "|---|---|---|---|---|"]
     for r in summary["by_type"]:
         lines.append(f"| {r['mode']} | {r['qtype']} | {r['n']} | {r['acc']:.3f} | "
                      f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}] |")
-    if summary.get("fantom_sets"):
-        lines += ["", "FANToM set-level (inaccessible sets): All = every belief-choice, list and binary question "
-                      "right; All* = every ToM question right.", "", "| mode | sets | All | All* |",
-                  "|---|---|---|---|"]
-        for mode, s in summary["fantom_sets"].items():
-            lines.append(f"| {mode} | {s['sets']} | {s['all']:.3f} | {s['all_star']:.3f} |")
     reference = PAPER_TABLE1_GPT4O.get(benchmark)
     if reference:
-        lines += ["", f"Paper Table 1 reference (GPT-4o, different data sample and model): CoT {reference[0]:.3f} → "
-                      f"S3AP {reference[1]:.3f}."]
-    lines += ["", "acc: the benchmark's headline rule (ToMi/ParaToMi: the gold location appears in the answer; "
-                  "multiple choice: the chosen option; FANToM: its per-kind rules, fact questions excluded). "
-                  "95% CI: Wilson score interval (FANToM fact questions, scored by token F1: "
-                  "Student's t interval of the mean). exact: normalised exact match. calls, tokens: every model call "
-                  "made for the question, parse calls included (a cached parse costs none). failed: questions whose "
-                  "model call still failed after its retries (HTTP 5xx/429, timeout, dropped connection): not "
-                  "scored; rerun with the same --thread-id to retry only them."]
+        metric = " (FANToM: compare with All above)" if benchmark == "fantom" else ""
+        lines += ["", f"Paper Table 1 reference (GPT-4o, different data sample and model){metric}: "
+                      f"CoT {reference[0]:.3f} → S3AP {reference[1]:.3f}."]
+    lines += ["", "acc: per question, by the benchmark's rule (ToMi/ParaToMi: the gold location appears in the "
+                  "answer, the paper's rule; multiple choice: the chosen option; FANToM: its per-kind rules, fact "
+                  "questions excluded). 95% CI: Wilson score interval (FANToM fact questions, scored by token F1: "
+                  "Student's t interval of the mean). exact: normalised exact match. strict "
+                  "(ToMi/ParaToMi): the gold named and no other candidate location of the story; hedged: answers "
+                  "right by the paper's rule and wrong by the strict one. reasoning truncated: replies whose "
+                  "reasoning ran past 1,000 characters and was cut (the answer kept). calls, tokens: every model "
+                  "call made for the question, parse calls included (a cached parse costs none). failed: questions "
+                  "whose model call still failed after its retries (HTTP 5xx/429, timeout, dropped connection): "
+                  "not scored; rerun with the same --thread-id to retry only them."]
     return "\n".join(lines) + "\n"
 
 

@@ -33,6 +33,7 @@ from checkpoints import run_thread
 from swm.context import SWMContext
 from swm.errors import InputError, ModelCallFailed
 from swm.graph_state import story_hash
+from swm.schemas import was_truncated
 from swm.tom.loaders import TomItem
 from swm.tom.scoring import score_answer
 from swm.usage import total_usage
@@ -66,7 +67,8 @@ def result_rows(store: Any, run_id: str, modes: Iterable[str], items: list[TomIt
 _RESULT_COLUMNS: dict[str, type] = {
     "key": str, "run": str, "mode": str, "item_id": str, "benchmark": str, "qtype": str, "kind": str,
     "group_id": str, "access": str, "question": str, "gold": str, "answer": str, "answer_error": str,
-    "exact": int, "loose": int, "value": float, "chosen": str, "correct": int, "calls": int, "parse_calls": int,
+    "exact": int, "loose": int, "strict": int, "hedged": int, "reasoning_truncated": int, "value": float,
+    "chosen": str, "correct": int, "calls": int, "parse_calls": int,
     "qa_calls": int, "prompt_tokens": int, "completion_tokens": int, "model_seconds": float, "wall_seconds": float,
     "failures": int, "parse_cached": int, "parse_problems": int, "story_hash": str, "prompts": str, "models": str,
     "status": str, "error": str,
@@ -126,7 +128,9 @@ def _row(run_id: str, mode: str, item: TomItem, out: dict[str, Any], seconds: fl
         "access": (item.meta or {}).get("missed_info_accessibility"),
         "question": item.question, "gold": item.answer if isinstance(item.answer, str) else str(item.answer),
         "answer": out.get("answer") or "", "answer_error": out.get("answer_error"),
-        "exact": int(score["exact"]), "loose": int(score["loose"]), "value": float(score["value"]),
+        "exact": int(score["exact"]), "loose": int(score["loose"]), "strict": int(score["strict"]),
+        "hedged": int(item.kind == "location" and score["loose"] and not score["strict"]),
+        "reasoning_truncated": int(was_truncated(out.get("reasoning"))), "value": float(score["value"]),
         "chosen": score["chosen"], "correct": int(bool(score["value"] >= 0.5 if item.kind == "fantom_fact"
                                                     else score["value"] == 1.0)),
         "calls": total["calls"], "parse_calls": parse_stats.get("calls", 0), "qa_calls": answer_stats.get("calls", 0),

@@ -1,9 +1,12 @@
 """Score answers: normalised exact match, the paper's "gold appears in the answer", options, FANToM.
 
 Every rule is deterministic and documented here, so a number in a report can be recomputed by
-hand. `score_answer` returns ``{"exact": bool, "loose": bool, "value": float}``: ``exact`` and
-``loose`` are the two columns reported side by side; ``value`` is what the item contributes to
-the benchmark's headline accuracy (``loose`` for ToMi/ParaToMi, as the paper scores them).
+hand. `score_answer` returns ``{"exact", "loose", "strict", "value", "chosen"}``: ``exact`` and
+``loose`` are the columns reported side by side; ``value`` is what the item contributes to the
+benchmark's headline accuracy (``loose`` for ToMi/ParaToMi, as the paper scores them).
+``strict`` (ToMi/ParaToMi) is ``loose`` without hedges: the answer names the gold location and no
+other candidate location of the story ("Not the basket, the box" is loose-right, strict-wrong
+for gold "basket"); for every other rule it equals the headline verdict.
 """
 
 from __future__ import annotations
@@ -38,6 +41,40 @@ def contains_match(answer: Any, gold: Any) -> bool:
     """The paper's looser ToMi rule: the normalised gold appears, as whole words, in the answer."""
     g, a = normalise(gold), normalise(answer)
     return bool(g) and re.search(rf"(?:^| ){re.escape(g)}(?: |$)", a) is not None
+
+
+_ROOM_RE = re.compile(r"\b(?:entered|exited) the ([\w\- ]+?)(?:\.|$)", re.M)
+_PLACE_RE = re.compile(r"\b(?:is in|to) the ([\w\- ]+?)(?:\.|$)", re.M)
+
+
+def location_candidates(story: str) -> dict[str, set[str]]:
+    """Return a ToMi story's ``rooms`` (entered or exited) and ``containers`` (everything else an
+    object is in or moved to), normalised. Works on the bAbI text and Percept-ToMi's sentences."""
+    text = str(story or "").replace("\n", ".\n")
+    rooms = {normalise(m) for m in _ROOM_RE.findall(text)}
+    places = {normalise(m) for m in _PLACE_RE.findall(text)}
+    return {"rooms": rooms - {""}, "containers": places - rooms - {""}}
+
+
+def _names(text: str, phrase: str) -> bool:
+    return bool(phrase) and re.search(rf"(?:^| ){re.escape(phrase)}(?: |$)", text) is not None
+
+
+def strict_match(answer: Any, gold: Any, story: str) -> bool:
+    """The strict ToMi rule: the answer names the gold and no other candidate location of its kind.
+
+    Candidates are the story's containers when the gold is a container, its rooms when the gold
+    is a room (`location_candidates`), so "the box in the kitchen" stays right for gold "box".
+    Occurrences of the gold are removed before the others are looked for, so a candidate that is
+    part of the gold's name ("box" in "green box") is not counted.
+    """
+    g, a = normalise(gold), normalise(answer)
+    if not _names(a, g):
+        return False
+    found = location_candidates(story)
+    kind = "rooms" if g in found["rooms"] else "containers"
+    rest = re.sub(rf"(?:^| ){re.escape(g)}(?= |$)", " | ", a)
+    return not any(_names(rest, c) for c in found[kind] if c != g)
 
 
 # a bare letter, "(b)", "b)", "B.", "b:", "b," -- optionally after "option"/"answer:"; "a cat" is not a letter
@@ -100,41 +137,26 @@ def score_answer(item: TomItem, answer: Any) -> dict[str, Any]:
     """Score one answer to one item by the item's rule (see the module docstring)."""
     if item.kind == "location":
         exact, loose = exact_match(answer, item.answer), contains_match(answer, item.answer)
-        return {"exact": exact, "loose": loose, "value": float(loose), "chosen": None}
+        strict = loose and strict_match(answer, item.answer, item.story)
+        return {"exact": exact, "loose": loose, "strict": strict, "value": float(loose), "chosen": None}
     if item.kind in ("choice", "fantom_belief_mc"):
         chosen = choose_option(answer, item.options)
         right = chosen is not None and chosen == item.answer_letter
-        return {"exact": right, "loose": right, "value": float(right), "chosen": chosen}
+        return {"exact": right, "loose": right, "strict": right, "value": float(right), "chosen": chosen}
     if item.kind == "fantom_list":
         ok = list_answer_ok(answer, list(item.answer or []), list(item.wrong_answer or []))
-        return {"exact": ok, "loose": ok, "value": float(ok), "chosen": None}
+        return {"exact": ok, "loose": ok, "strict": ok, "value": float(ok), "chosen": None}
     if item.kind == "fantom_binary":
         gold = {"yes": 1, "no": 0, "no:long": 0}.get(str(item.answer), -1)
-        ok = binary_answer(answer) == gold
-        return {"exact": ok, "loose": ok, "value": float(ok), "chosen": None}
+        said = binary_answer(answer)
+        ok = said == gold
+        return {"exact": ok, "loose": ok, "strict": ok, "value": float(ok), "chosen": str(said)}
     if item.kind == "fantom_fact":
         f1 = token_f1(answer, item.answer)
-        return {"exact": exact_match(answer, item.answer), "loose": f1 >= 0.5, "value": f1, "chosen": None}
+        return {"exact": exact_match(answer, item.answer), "loose": f1 >= 0.5, "strict": f1 >= 0.5, "value": f1,
+                "chosen": None}
+    if item.kind.startswith("confaide"):
+        from swm.tom.confaide import score_confaide
+
+        return score_confaide(item, answer)
     raise ValueError(f"no scoring rule for item kind {item.kind!r}")
-
-
-FANTOM_ALL_KINDS = ("fantom_belief_mc", "fantom_list", "fantom_binary")
-
-
-def fantom_set_scores(rows: list[dict[str, Any]]) -> dict[str, float | int]:
-    """FANToM's set-level metrics over scored rows (keys ``group``, ``kind``, ``correct``, ``access``).
-
-    ``all_star``: every ToM question of the set right (FANToM's ALL*); ``all``: every belief
-    multiple-choice, list and binary question right (FANToM's "All Qs", the paper's metric),
-    both over the sets whose questions target ``inaccessible`` information, as FANToM reports.
-    """
-    sets: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
-        if row.get("kind") == "fantom_fact" or row.get("access") not in ("inaccessible", None):
-            continue
-        sets.setdefault(str(row.get("group")), []).append(row)
-    if not sets:
-        return {"sets": 0, "all": 0.0, "all_star": 0.0}
-    all_ok = [all(r["correct"] for r in rs if r["kind"] in FANTOM_ALL_KINDS) for rs in sets.values()]
-    star_ok = [all(r["correct"] for r in rs) for rs in sets.values()]
-    return {"sets": len(sets), "all": sum(all_ok) / len(sets), "all_star": sum(star_ok) / len(sets)}
