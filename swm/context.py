@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from swm.faults import DEFAULT_LIMIT, FailureStreak
-from swm.llm import DEFAULT_MAX_RETRIES, EMBEDDED, ROLES, default_spec, make_chat_model, raw_text
+from swm.llm import DEFAULT_MAX_RETRIES, EMBEDDED, ROLES, default_spec, judge_default, make_chat_model, raw_text
 
 
 @dataclass
@@ -22,7 +22,9 @@ class SWMContext:
     Models: ``llm`` (a chat model object for every role, as tests inject a scripted one),
     ``chat_models`` (objects per role), ``models`` (spec strings per role), ``model`` (one spec
     for every role); unset roles fall back to ``SWM_MODEL_<ROLE>``, ``SWM_MODEL``, OpenAI when
-    ``OPENAI_API_KEY`` is set, else the embedded model.
+    ``OPENAI_API_KEY`` is set, else the embedded model. The judge is configured apart: ``models``
+    ["judge"], then `swm.llm.judge_default` (``SWM_MODEL_JUDGE``, or gpt-4o on OpenAI), and only
+    then the model every role uses; `judge_is_agent` tells when it ends up judging itself.
     """
 
     model: str | None = None
@@ -61,7 +63,15 @@ class SWMContext:
         if role in self.chat_models or self.llm is not None:
             obj = self.chat_models.get(role, self.llm)
             return f"<injected {type(obj).__name__}>"
+        if role == "judge":
+            return self.models.get(role) or judge_default() or self.model or default_spec(role)
         return self.models.get(role) or self.model or default_spec(role)
+
+    def judge_is_agent(self) -> bool:
+        """Tell whether the judge role runs the tested agent's own model (self-judging)."""
+        if self.llm is not None or self.chat_models:
+            return self.chat_models.get("judge", self.llm) is self.chat_models.get("agent", self.llm)
+        return self.spec_for("judge") == self.spec_for("agent")
 
     def model_for(self, role: str) -> Any:
         """Return the chat model for a role, built once per context."""

@@ -36,6 +36,7 @@ from swm.usage import CallStats
 
 ROLES = ("parser", "qa", "agent", "world_model", "partner", "judge")
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
+DEFAULT_JUDGE_MODEL = "gpt-4o"  # SOTOPIA-EVAL's evaluator, kept apart from the models it judges
 EMBEDDED = "embedded"
 EMBEDDED_MAX_TOKENS = 1536  # room for a 6-step S3AP parse; SmolLM2's context is 8,192
 DEFAULT_TIMEOUT = 120.0  # seconds per request to an endpoint; a hung one costs (retries + 1) × this
@@ -87,6 +88,18 @@ def default_spec(role: str) -> str:
     if explicit:
         return explicit
     return DEFAULT_OPENAI_MODEL if os.environ.get("OPENAI_API_KEY") else EMBEDDED
+
+
+def judge_default() -> str | None:
+    """Return the judge's own spec unless one is set per role: ``SWM_MODEL_JUDGE``, else
+    `DEFAULT_JUDGE_MODEL` on OpenAI itself (a key and no ``OPENAI_BASE_URL``); None when neither,
+    and the judge then shares the model every role uses."""
+    explicit = os.environ.get("SWM_MODEL_JUDGE")
+    if explicit:
+        return explicit
+    if os.environ.get("OPENAI_API_KEY") and not os.environ.get("OPENAI_BASE_URL"):
+        return DEFAULT_JUDGE_MODEL
+    return None
 
 
 def make_chat_model(spec: str, *, temperature: float = 0.0, max_tokens: int | None = None,

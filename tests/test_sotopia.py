@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -106,16 +107,16 @@ def test_bench_sotopia_writes_its_table_and_resumes(tmp_path: Path) -> None:
     llm = model()
     out = tmp_path / "out"
     args = ["bench", "sotopia", "--data", "shipped", "--policies", "plain,foresee", "--n", "2", "--max-turns", "3",
-            "--concurrency", "2", "--db", str(tmp_path / "b.db"), "--thread-id", "R", "--out", str(out),
-            "--no-progress"]
+            "--seats", "first", "--concurrency", "2", "--db", str(tmp_path / "b.db"), "--thread-id", "R",
+            "--out", str(out), "--no-progress"]
     first = CliRunner().invoke(main, args, obj={"llm": llm})
     assert first.exit_code == 0, first.output
     # plain: 3 turns × 1 call; foresee: seat 1 plays 2 turns × 3 + seat 2 one turn × 1; judge: 2 calls each.
     assert llm.calls == 2 * (3 + 2) + 2 * (2 * 3 + 1 + 2)
     table = (out / "sotopia.md").read_text()
-    assert "| plain | 2 |" in table and "| foresee | 2 |" in table and "goal" in table and "± " in table
+    assert "| plain | all | 2 |" in table and "| foresee | all | 2 |" in table and "goal" in table and "± " in table
     data = json.loads((out / "sotopia.json").read_text())
-    rows = {r["policy"]: r for r in data["table"]}
+    rows = {r["policy"]: r for r in data["table"] if r["group"] == "all"}
     assert rows["plain"]["calls_per_turn"] == pytest.approx(1.0)
     assert rows["foresee"]["calls_per_turn"] == pytest.approx(7 / 3)
     assert rows["foresee"]["agent_calls_per_turn"] == pytest.approx(3.0)
@@ -132,8 +133,8 @@ def test_bench_sotopia_reports_a_failed_episode_and_finishes_it_on_rerun(tmp_pat
 
     llm = crashing_model(at=2)  # the first episode's second call
     args = ["bench", "sotopia", "--data", "shipped", "--policies", "plain", "--n", "2", "--max-turns", "2",
-            "--concurrency", "1", "--db", str(tmp_path / "b.db"), "--thread-id", "F", "--out", str(tmp_path / "o"),
-            "--no-progress"]
+            "--seats", "first", "--concurrency", "1", "--db", str(tmp_path / "b.db"), "--thread-id", "F",
+            "--out", str(tmp_path / "o"), "--no-progress"]
     first = CliRunner().invoke(main, args, obj={"llm": llm})
     assert first.exit_code == 0, first.output
     assert "failed (Crash: killed)" in first.output and "ran 1, skipped 0 finished, failed 1" in first.output
@@ -142,3 +143,85 @@ def test_bench_sotopia_reports_a_failed_episode_and_finishes_it_on_rerun(tmp_pat
     second = CliRunner().invoke(main, args, obj={"llm": llm})
     assert second.exit_code == 0 and "ran 1, skipped 1 finished, failed 0" in second.output
     assert llm.calls == calls + 1 + 2  # only the crashed turn again, then the judge; turn 0 was not replayed
+
+
+# the judge's goal score for each shipped agent it rates (the first four shipped scenarios)
+GOAL_BY_AGENT = {"Nora Lindqvist": 9, "Omar Haddad": 1, "Priya Nair": 6, "Tom Becker": 4, "Helen Okafor": 6,
+                 "Jake Moreno": 4, "Sam Whitaker": 7, "Aiko Tanaka": 7}
+
+
+def test_bench_sotopia_tests_both_seats_and_splits_by_side_and_setting(tmp_path: Path) -> None:
+    """Four shipped scenarios (bike sale: competitive; late project, noisy neighbour: mixed; mutual friend:
+    cooperative), each played with each side tested, judged by a separate model; per-side and per-setting
+    goal means checked by hand from GOAL_BY_AGENT."""
+    import re
+
+    from scripted import ScriptedChatModel
+    from test_episode_scripts import evaluation
+
+    def judge(prompt: str, tool: str | None) -> Any:
+        rated = re.search(r"then rate (.+?), and only", prompt)
+        assert tool == "SotopiaEvaluation" and rated is not None
+        return evaluation(goal=GOAL_BY_AGENT[rated.group(1)])
+
+    llm, judge_llm = model(), ScriptedChatModel(respond=judge)
+    out = tmp_path / "out"
+    args = ["bench", "sotopia", "--data", "shipped", "--policies", "plain", "--n", "4", "--max-turns", "1",
+            "--concurrency", "1", "--db", str(tmp_path / "s.db"), "--thread-id", "S", "--out", str(out),
+            "--no-progress"]
+    result = CliRunner().invoke(main, args, obj={"llm": llm, "chat_models": {"judge": judge_llm}})
+    assert result.exit_code == 0, result.output
+    assert "warning" not in result.output and "Self-judged" not in result.output
+    assert llm.calls == 8 and judge_llm.calls == 16  # 8 episodes x (1 turn; 2 agents judged)
+    data = json.loads((out / "sotopia.json").read_text())
+    assert data["meta"]["self_judged"] is False and data["meta"]["seats"] == "both"
+    assert data["meta"]["settings"] == {"swm-bike-sale": "competitive", "swm-late-project": "mixed",
+                                        "swm-noisy-neighbour": "mixed", "swm-mutual-friend": "cooperative"}
+    goal = {r["group"]: (r["n"], r["goal"]["mean"]) for r in data["table"]}
+    assert goal["all"] == (8, pytest.approx(5.5))
+    assert goal["seat 1"] == (4, pytest.approx((9 + 6 + 6 + 7) / 4))    # Nora, Priya, Helen, Sam tested
+    assert goal["seat 2"] == (4, pytest.approx((1 + 4 + 4 + 7) / 4))    # Omar, Tom, Jake, Aiko tested
+    assert goal["competitive"] == (2, pytest.approx(5.0)) and goal["cooperative"] == (2, pytest.approx(7.0))
+    assert goal["mixed"] == (4, pytest.approx(5.0))
+    ids = {json.loads(line)["episode_id"] for line in (out / "episodes.jsonl").read_text().splitlines()}
+    assert ids == {f"S-plain-{s}-seat{k}" for s in ("swm-bike-sale", "swm-late-project", "swm-noisy-neighbour",
+                                                     "swm-mutual-friend") for k in (1, 2)}
+    assert "| plain | seat 2 | 4 | 4.00 ± " in (out / "sotopia.md").read_text()
+
+
+def test_bench_sotopia_warns_and_records_self_judging(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    args = ["bench", "sotopia", "--data", "shipped", "--policies", "plain", "--n", "1", "--max-turns", "1",
+            "--seats", "second", "--db", str(tmp_path / "j.db"), "--out", str(out), "--no-progress"]
+    result = CliRunner().invoke(main, args, obj={"llm": model()})
+    assert result.exit_code == 0, result.output
+    assert "warning: the judge is the tested agent's own model" in result.output
+    assert json.loads((out / "sotopia.json").read_text())["meta"]["self_judged"] is True
+    assert (out / "sotopia.md").read_text().count("**Self-judged:**") == 1
+
+
+def test_judge_defaults_to_its_own_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    from swm.context import SWMContext
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    ctx = SWMContext(model="gpt-4o-mini")
+    assert ctx.spec_for("agent") == "gpt-4o-mini" and ctx.spec_for("judge") == "gpt-4o" and not ctx.judge_is_agent()
+    monkeypatch.setenv("SWM_MODEL_JUDGE", "o3")
+    assert SWMContext(model="gpt-4o-mini").spec_for("judge") == "o3"
+    assert SWMContext(model="x", models={"judge": "y"}).spec_for("judge") == "y"
+    monkeypatch.delenv("SWM_MODEL_JUDGE")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:8000/v1")  # a local server: no gpt-4o there
+    local = SWMContext(model="qwen")
+    assert local.spec_for("judge") == "qwen" and local.judge_is_agent()
+
+
+def test_setting_from_scenario_metadata(shared_dir: Path) -> None:
+    from collections import Counter
+
+    from swm.scenarios import load_sotopia
+    from swm.social.bench import setting_of
+
+    hard = Counter(setting_of(s) for s in load_sotopia(hard=True))
+    assert hard == {"competitive": 25, "mixed": 45}  # craigslist 20 + deal-or-no-deal 5; the rest mixed
+    everything = Counter(setting_of(s) for s in load_sotopia())
+    assert everything["cooperative"] == 10  # the mutual-friends scenarios

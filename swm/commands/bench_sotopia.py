@@ -42,7 +42,10 @@ def episode_player(ctx: SWMContext, db: Path) -> Callable[[str, dict[str, Any]],
               help="Comma list of the tested agent's policies to compare (plain, foresee, rollout).")
 @click.option("--partner-policy", type=click.Choice(POLICIES), default="plain", show_default=True)
 @click.option("--n", "n", type=int, default=None,
-              help="Episodes per policy, spread over scenarios (each env's first pairing first) [default: all].")
+              help="Scenarios per policy, spread over environments (each env's first pairing first) [default: all]; "
+                   "each is played once per tested seat.")
+@click.option("--seats", type=click.Choice(["both", "first", "second"]), default="both", show_default=True,
+              help="Which side is the tested agent: both (each scenario played twice, as SOTOPIA evaluates), or one.")
 @click.option("--max-turns", type=int, default=20, show_default=True)
 @click.option("--width", type=int, default=1, show_default=True, help="Rollout candidates N.")
 @click.option("--depth", type=int, default=1, show_default=True, help="Rollout steps k.")
@@ -54,20 +57,23 @@ def episode_player(ctx: SWMContext, db: Path) -> Callable[[str, dict[str, Any]],
 @click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
 @model_options(*EPISODE_ROLES)
 @run_options
-def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy: str, n: int | None,
+def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy: str, n: int | None, seats: str,
                     max_turns: int, width: int, depth: int, concurrency: int, out_dir: Path | None,
                     no_progress: bool, db: Path | None, thread_id: str | None, as_json: bool,
                     **models: Any) -> None:
     """Run SOTOPIA episodes per policy and write goal and every SOTOPIA-EVAL dimension (mean ± 95% CI).
 
-    The tested agent is each scenario's first seat, the partner plays --partner-policy; scores
-    are the tested agent's. Also reports LLM calls and tokens per turn and episodes per hour.
-    Rerun with the same --db and --thread-id to resume: finished episodes are skipped.
+    Each scenario is played with each side as the tested agent (--seats), the partner playing
+    --partner-policy; scores are the tested agent's, over all episodes, per side and per setting
+    (cooperative / competitive / mixed). Also reports LLM calls and tokens per turn and episodes
+    per hour. The judge is its own model (--judge-model, SWM_MODEL_JUDGE, or gpt-4o on OpenAI);
+    a judge that is the agent's own model is warned about and recorded. Rerun with the same --db
+    and --thread-id to resume: finished episodes are skipped.
     """
     from tqdm import tqdm
 
     from swm.scenarios import load_jsonl, load_sotopia, shipped
-    from swm.social.bench import markdown, run_bench, spread, summarise
+    from swm.social.bench import markdown, run_bench, setting_of, spread, summarise
     from swm.social.export import transcript, write_jsonl
 
     chosen = comma_list(policies, POLICIES, "policy")
@@ -92,12 +98,19 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
         click.echo("note: the embedded model serves one request at a time; running with --concurrency 1", err=True)
         concurrency = 1
     run_id = thread_id or f"sotopia-{uuid.uuid4().hex[:10]}"
-    click.echo(f"run {run_id}: {len(scenarios)} scenarios × {len(chosen)} policies, max {max_turns} turns "
-               f"(rerun with --thread-id {run_id} --db {db_path(db)} to resume if interrupted)", err=True)
-    with tqdm(total=len(scenarios) * len(chosen), desc="episodes", disable=no_progress) as bar:
+    seat_list = {"both": (0, 1), "first": (0,), "second": (1,)}[seats]
+    self_judged = ctx.judge_is_agent()
+    if self_judged:
+        click.echo(f"warning: the judge is the tested agent's own model ({ctx.spec_for('judge')}): self-judging "
+                   "inflates scores; pass --judge-model (or SWM_MODEL_JUDGE). Recorded in the results.", err=True)
+    episodes = sum(1 for s in scenarios for k in seat_list if k < len(s.names)) * len(chosen)
+    click.echo(f"run {run_id}: {len(scenarios)} scenarios × {len(seat_list)} seats × {len(chosen)} policies, "
+               f"max {max_turns} turns (rerun with --thread-id {run_id} --db {db_path(db)} to resume if "
+               "interrupted)", err=True)
+    with tqdm(total=episodes, desc="episodes", disable=no_progress) as bar:
         result = run_bench(scenarios, chosen, ctx, episode_player(ctx, db_path(db)), run_id,
                            partner_policy=partner_policy, max_turns=max_turns, concurrency=concurrency,
-                           on_done=lambda: bar.update(1))
+                           seats=seat_list, on_done=lambda: bar.update(1))
     store = ctx.experience_store()
     table = summarise(store, result["episodes"], chosen)
     folder = out_dir or Path("swm-results") / run_id
@@ -111,10 +124,13 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
         text += (f"\n\nFailed episodes (not in the table): {len(result['failed'])}; rerun with the same "
                  "--thread-id to retry only them.")
     meta = {"run_id": run_id, "policies": chosen, "partner_policy": partner_policy, "max_turns": max_turns,
-            "scenarios": [s.id for s in scenarios], "hard": hard, "width": width, "depth": depth,
-            "models": {r: ctx.spec_for(r) for r in EPISODE_ROLES}, "ran": result["ran"], "skipped": result["skipped"],
+            "scenarios": [s.id for s in scenarios], "seats": seats, "hard": hard, "width": width, "depth": depth,
+            "models": {r: ctx.spec_for(r) for r in EPISODE_ROLES}, "self_judged": self_judged,
+            "settings": {s.id: setting_of(s) for s in scenarios}, "ran": result["ran"], "skipped": result["skipped"],
             "failed": result["failed"], "wall_seconds": round(result["wall"], 1)}
-    finish_bench(folder, "sotopia", f"SOTOPIA run {run_id}", text, meta, table, result, as_json, "episode")
+    warning = ("**Self-judged:** the judge is the tested agent's own model; scores are not comparable with a "
+               "separate judge's.\n\n" if self_judged else "")
+    finish_bench(folder, "sotopia", f"SOTOPIA run {run_id}", warning + text, meta, table, result, as_json, "episode")
 
 
 def register(main: click.Group, bench: click.Group) -> None:

@@ -60,6 +60,9 @@ def play_command(scenario_ref: str, policy: str, partner_policy: str, tested: st
     seat = tested or scenario.names[0]
     ctx = make_context(db, rollout_width=width, rollout_depth=depth, **models)
     inject_test_models(ctx)
+    if not no_judge and ctx.judge_is_agent():
+        click.echo(f"warning: the judge is the tested agent's own model ({ctx.spec_for('judge')}); pass "
+                   "--judge-model for a separate judge", err=True)
     thread = thread_id or f"play-{scenario.id}-{uuid.uuid4().hex[:10]}"
     policies = {name: (policy if name == seat else partner_policy) for name in scenario.names}
     inputs = {"scenario": scenario.model_dump(mode="json"), "episode_id": thread, "policies": policies,

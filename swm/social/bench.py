@@ -1,14 +1,18 @@
-"""The SOTOPIA benchmark runner: many episodes, several policies, resumable, then one table.
+"""The SOTOPIA benchmark runner: many episodes, several policies, both seats, resumable, then one table.
 
-Each (policy, scenario) pair is one episode on its own checkpoint thread
-``<run id>-<policy>-<scenario id>``. On a rerun with the same run id, episodes whose store row
-says ``done`` are skipped, and unfinished ones resume from their last checkpoint, so a killed
-benchmark loses at most the node in flight of each running episode. Episodes run on a thread
-pool (``concurrency``) through the ``play`` function the caller passes in (the CLI runs the
-episode graph on its own SQLite connection per episode), so this package never imports the
-wiring. An episode whose model call still fails after the client's retries (`ModelCallFailed`) is
-marked ``failed`` with its error and the others go on; a rerun resumes it at the node that
-failed. ``ctx.failures`` stops the benchmark when episodes keep failing.
+Each (policy, scenario, seat) is one episode on its own checkpoint thread
+``<run id>-<policy>-<scenario id>-seat<k>``: as in SOTOPIA's evaluation, every scenario is played
+once with each side as the tested agent (the other side is the partner). On a rerun with the same
+run id, episodes whose store row says ``done`` are skipped, and unfinished ones resume from their
+last checkpoint, so a killed benchmark loses at most the node in flight of each running episode.
+Episodes run on a thread pool (``concurrency``) through the ``play`` function the caller passes in
+(the CLI runs the episode graph on its own SQLite connection per episode), so this package never
+imports the wiring. An episode whose model call still fails after the client's retries
+(`ModelCallFailed`) is marked ``failed`` with its error and the others go on; a rerun resumes it at
+the node that failed. ``ctx.failures`` stops the benchmark when episodes keep failing.
+
+The table has one row per policy over every episode, then per tested side (``seat 1``, ``seat
+2``) and per setting (`setting_of`: cooperative, competitive, mixed).
 """
 
 from __future__ import annotations
@@ -39,8 +43,26 @@ def spread(scenarios: list[Scenario], n: int | None) -> list[Scenario]:
     return ordered[:n] if n is not None else ordered
 
 
-def episode_id_for(run_id: str, policy: str, scenario: Scenario) -> str:
-    return f"{run_id}-{policy}-{scenario.id}"
+def episode_id_for(run_id: str, policy: str, scenario: Scenario, seat: int = 0) -> str:
+    return f"{run_id}-{policy}-{scenario.id}-seat{seat + 1}"
+
+
+# SOTOPIA's metadata has no cooperative/competitive field; the source dataset says it: a shared
+# goal (mutual friends) is cooperative, a negotiation over price or items is competitive, and the
+# social-norm sources (goals in tension, relationship at stake, not zero-sum) are mixed.
+COOPERATIVE_SOURCES = ("mutual_friends",)
+COMPETITIVE_SOURCES = ("craigslist_bargains", "deal-or-no-deal")
+
+
+def setting_of(scenario: Scenario) -> str:
+    """Return ``cooperative``, ``competitive`` or ``mixed``: ``meta["setting"]`` if given, else by source."""
+    explicit = str(scenario.meta.get("setting") or "").strip().lower()
+    if explicit in ("cooperative", "competitive", "mixed"):
+        return explicit
+    source = str(scenario.source or scenario.meta.get("source") or "").lower()
+    if source in COOPERATIVE_SOURCES:
+        return "cooperative"
+    return "competitive" if source in COMPETITIVE_SOURCES else "mixed"
 
 
 PlayEpisode = Callable[[str, dict[str, Any]], Any]
@@ -49,27 +71,36 @@ PlayEpisode = Callable[[str, dict[str, Any]], Any]
 
 def run_bench(scenarios: list[Scenario], policies: list[str], ctx: SWMContext, play: PlayEpisode, run_id: str, *,
               partner_policy: str = "plain", max_turns: int = 20, concurrency: int = 1,
-              on_done: Callable[[], None] | None = None) -> dict[str, Any]:
-    """Run every (policy, scenario) episode not yet done; return {"episodes", "ran", "skipped", "failed", "wall"}."""
+              seats: tuple[int, ...] = (0, 1), on_done: Callable[[], None] | None = None) -> dict[str, Any]:
+    """Run every (policy, scenario, seat) episode not yet done; return {"episodes", "ran", "skipped", "failed", "wall"}.
+
+    ``seats`` are the tested sides (0-based); a scenario with fewer seats skips the missing ones.
+    """
     store = ctx.experience_store()
-    jobs: list[tuple[str, Scenario, str]] = []
+    self_judged = ctx.judge_is_agent()
+    jobs: list[tuple[str, Scenario, int, str]] = []
+    ids: list[str] = []
     skipped = 0
     for policy in policies:
         for scenario in scenarios:
-            eid = episode_id_for(run_id, policy, scenario)
-            row = get_episode(store, eid)
-            if row is not None and row.get("status") == "done":
-                skipped += 1
-                if on_done:
-                    on_done()
-                continue
-            jobs.append((policy, scenario, eid))
+            for seat in seats:
+                if seat >= len(scenario.names):
+                    continue
+                eid = episode_id_for(run_id, policy, scenario, seat)
+                ids.append(eid)
+                row = get_episode(store, eid)
+                if row is not None and row.get("status") == "done":
+                    skipped += 1
+                    if on_done:
+                        on_done()
+                    continue
+                jobs.append((policy, scenario, seat, eid))
     failed: dict[str, str] = {}
     lock = threading.Lock()
     start = time.perf_counter()
 
-    def one(policy: str, scenario: Scenario, eid: str) -> None:
-        tested = scenario.names[0]
+    def one(policy: str, scenario: Scenario, seat: int, eid: str) -> None:
+        tested = scenario.names[seat]
         inputs = {"scenario": scenario.model_dump(mode="json"), "episode_id": eid, "tested_agent": tested,
                   "policies": {n: (policy if n == tested else partner_policy) for n in scenario.names},
                   "max_turns": max_turns, "judge": True}
@@ -79,18 +110,20 @@ def run_bench(scenarios: list[Scenario], policies: list[str], ctx: SWMContext, p
         except ModelCallFailed as exc:
             row = get_episode(store, eid) or {"episode_id": eid}
             spent = time.perf_counter() - began + float(row.get("wall_seconds") or 0)
-            write_episode(store, {**row, "bench_run": run_id, "policy": policy, "status": "failed",
-                                  "error": exc.one_line(), "wall_seconds": round(spent, 3)})
+            write_episode(store, {**row, "bench_run": run_id, "policy": policy, "seat": seat + 1,
+                                  "setting": setting_of(scenario), "self_judged": int(self_judged),
+                                  "status": "failed", "error": exc.one_line(), "wall_seconds": round(spent, 3)})
             ctx.failures.failure(exc.one_line())
             raise
         ctx.failures.success()
         row = get_episode(store, eid) or {}
         spent = time.perf_counter() - began + float(row.get("wall_seconds") or 0)  # earlier attempts count too
-        write_episode(store, {**row, "bench_run": run_id, "policy": policy, "wall_seconds": round(spent, 3),
-                              "error": None})
+        write_episode(store, {**row, "bench_run": run_id, "policy": policy, "seat": seat + 1,
+                              "setting": setting_of(scenario), "self_judged": int(self_judged),
+                              "wall_seconds": round(spent, 3), "error": None})
 
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-        futures = {pool.submit(one, p, s, e): e for p, s, e in jobs}
+        futures = {pool.submit(one, p, s, k, e): e for p, s, k, e in jobs}
         for future in as_completed(futures):
             try:
                 future.result()
@@ -101,14 +134,14 @@ def run_bench(scenarios: list[Scenario], policies: list[str], ctx: SWMContext, p
                     failed[futures[future]] = f"{type(exc).__name__}: {exc}"
             if on_done:
                 on_done()
-    ids = [episode_id_for(run_id, p, s) for p in policies for s in scenarios]
     return {"episodes": ids, "ran": len(jobs) - len(failed), "skipped": skipped, "failed": failed,
             "wall": time.perf_counter() - start}
 
 
 def summarise(store: Any, episode_ids: Iterable[str], policies: list[str]) -> list[dict[str, Any]]:
-    """One row per policy: each dimension's mean ± 95% CI for the tested agent, cost per turn, throughput.
+    """Rows per policy: over ``all`` episodes, then per tested side and per setting (``group``).
 
+    Each row: each dimension's mean ± 95% CI for the tested agent, cost per turn, throughput.
     ``calls_per_turn`` and ``tokens_per_turn`` count every turn of the episodes (both seats, judge
     excluded); ``agent_calls_per_turn`` only the tested seat's turns (1 plain, 3 foresee).
     ``episodes_per_hour`` is 3600 · episodes / their summed wall time (one stream).
@@ -123,32 +156,41 @@ def summarise(store: Any, episode_ids: Iterable[str], policies: list[str]) -> li
     table = []
     for policy in policies:
         rows = by_policy.get(policy, [])
-        scores = [(r.get("judgements") or {}).get(r.get("tested_agent")) or {} for r in rows]
-        out: dict[str, Any] = {"policy": policy, "n": len(rows)}
-        for name in [*DIMENSIONS, "overall"]:
-            mean, half, n = mean_ci(s.get(name) for s in scores)
-            out[name] = {"mean": mean, "ci95": half, "n": n}
-        turns = calls = tokens = fallbacks = own_turns = own_calls = 0
-        for r in rows:
-            for t in load_turns(store, r["episode_id"]):
-                turns += 1
-                calls += t.calls
-                tokens += t.prompt_tokens + t.completion_tokens
-                fallbacks += bool(t.fallback)
-                if t.agent == r.get("tested_agent"):
-                    own_turns += 1
-                    own_calls += t.calls
-        wall = sum(float(r.get("wall_seconds") or 0) for r in rows)
-        judge_calls = sum(int(((r.get("usage") or {}).get("judge") or {}).get("calls", 0)) for r in rows)
-        out.update(turns=turns, calls_per_turn=calls / turns if turns else None,
-                   agent_calls_per_turn=own_calls / own_turns if own_turns else None,
-                   tokens_per_turn=tokens / turns if turns else None, fallbacks=fallbacks,
-                   judge_calls_per_episode=judge_calls / len(rows) if rows else None,
-                   episodes_per_hour=3600 * len(rows) / wall if wall else None,
-                   rejected_scores=sum(len(s.get("rejected") or []) for s in scores),
-                   repaired_scores=sum(len(s.get("repairs") or []) for s in scores))
-        table.append(out)
+        groups: dict[str, list[dict[str, Any]]] = {"all": rows}
+        for key, label in (("seat", "seat {}"), ("setting", "{}")):
+            for value in sorted({str(r.get(key)) for r in rows if r.get(key) is not None}):
+                groups[label.format(value)] = [r for r in rows if str(r.get(key)) == value]
+        table += [_summarise_rows(store, policy, group, members) for group, members in groups.items()]
     return table
+
+
+def _summarise_rows(store: Any, policy: str, group: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One table row: the tested agent's scores and the cost of these episodes."""
+    scores = [(r.get("judgements") or {}).get(r.get("tested_agent")) or {} for r in rows]
+    out: dict[str, Any] = {"policy": policy, "group": group, "n": len(rows)}
+    for name in [*DIMENSIONS, "overall"]:
+        mean, half, n = mean_ci(s.get(name) for s in scores)
+        out[name] = {"mean": mean, "ci95": half, "n": n}
+    turns = calls = tokens = fallbacks = own_turns = own_calls = 0
+    for r in rows:
+        for t in load_turns(store, r["episode_id"]):
+            turns += 1
+            calls += t.calls
+            tokens += t.prompt_tokens + t.completion_tokens
+            fallbacks += bool(t.fallback)
+            if t.agent == r.get("tested_agent"):
+                own_turns += 1
+                own_calls += t.calls
+    wall = sum(float(r.get("wall_seconds") or 0) for r in rows)
+    judge_calls = sum(int(((r.get("usage") or {}).get("judge") or {}).get("calls", 0)) for r in rows)
+    out.update(turns=turns, calls_per_turn=calls / turns if turns else None,
+               agent_calls_per_turn=own_calls / own_turns if own_turns else None,
+               tokens_per_turn=tokens / turns if turns else None, fallbacks=fallbacks,
+               judge_calls_per_episode=judge_calls / len(rows) if rows else None,
+               episodes_per_hour=3600 * len(rows) / wall if wall else None,
+               rejected_scores=sum(len(s.get("rejected") or []) for s in scores),
+               repaired_scores=sum(len(s.get("repairs") or []) for s in scores))
+    return out
 
 
 SHORT = {"financial_and_material_benefits": "financial", "social_rules": "social rules",
@@ -158,12 +200,11 @@ SHORT = {"financial_and_material_benefits": "financial", "social_rules": "social
 def markdown(table: list[dict[str, Any]]) -> str:
     """Render the summary as a Markdown table."""
     dims = ["goal", *[d for d in DIMENSIONS if d != "goal"], "overall"]
-    head = ["policy", "n", *[SHORT.get(d, d) for d in dims], "calls/turn", "agent calls/turn", "tokens/turn",
-            "episodes/hour",
-            "fallbacks", "repaired/rejected scores"]
+    head = ["policy", "episodes", "n", *[SHORT.get(d, d) for d in dims], "calls/turn", "agent calls/turn",
+            "tokens/turn", "episodes/hour", "fallbacks", "repaired/rejected scores"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in table:
-        cells = [row["policy"], str(row["n"])]
+        cells = [row["policy"], row.get("group", "all"), str(row["n"])]
         cells += [format_ci(row[d]["mean"], row[d]["ci95"]) for d in dims]
         cells += [f"{row['calls_per_turn']:.2f}" if row["calls_per_turn"] is not None else "n/a",
                   f"{row['agent_calls_per_turn']:.2f}" if row["agent_calls_per_turn"] is not None else "n/a",
