@@ -47,6 +47,7 @@ def test_temperature_sent_over_http(name: str, sent: float | None) -> None:
 def test_long_reasoning_keeps_the_right_answer_and_is_counted(tmp_path: Path) -> None:
     """A server that ignores the schema's 1,000-character cap sends 3,000 characters of reasoning."""
     from checkpoints import ExperienceStore
+    from graphs import ask
     from swm.context import SWMContext
     from swm.tom.loaders import load_benchmark
     from swm.tom.report import summarise
@@ -59,7 +60,8 @@ def test_long_reasoning_keeps_the_right_answer_and_is_counted(tmp_path: Path) ->
 
     with FakeOpenAIServer(scripts={"ReasonedAnswer": long_answer}) as server:
         ctx = SWMContext(model=server.model_spec, task="tomi", store=ExperienceStore(tmp_path / "r.db"))
-        rows = run_benchmark(items, ["cot"], ctx, tmp_path / "r.db", "run", progress=False)["rows"]
+        rows = run_benchmark(items, ["cot"], ctx, tmp_path / "r.db", "run", progress=False,
+                             ask_graph=ask.build())["rows"]
     assert rows[0]["correct"] == 1 and rows[0]["answer"] == "the hamper" and not rows[0]["answer_error"]
     assert rows[0]["reasoning_truncated"] == 1
     assert summarise(rows, ["cot"])["overall"][0]["reasoning_truncated"] == 1
