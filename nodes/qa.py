@@ -29,7 +29,8 @@ def extra_info(state: SocialWorldState) -> str:
 def answer(state: SocialWorldState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
     """Answer the question in the state's mode (one call).
 
-    A task with its own prompt (``qa_<mode>_<task>``, e.g. ConfAIde's) uses it; a full-text task
+    A task with its own prompt (``qa_<mode>_<task>``, e.g. ConfAIde's) uses it, with the state's
+    ``instruction`` (the benchmark's own instruction, outside the data fences); a full-text task
     answers with a response schema instead of a short answer.
     """
     ctx = runtime.context
@@ -45,6 +46,8 @@ def answer(state: SocialWorldState, runtime: Runtime[SWMContext]) -> dict[str, A
         values["context"] = state["narrative"]
     if "extra_info" in prompt.placeholders:
         values["extra_info"] = extra_info(state)
+    if "instruction" in prompt.placeholders:
+        values["instruction"] = str(state.get("instruction") or "")
     if task in FULL_TEXT_TASKS:
         schema: type[DirectAnswer | ReasonedAnswer | DirectResponse | ReasonedResponse] = (
             DirectResponse if mode == "vanilla" else ReasonedResponse)

@@ -36,6 +36,7 @@ class SocialWorldState(TypedDict, total=False):
     question: str
     mode: str  # vanilla | cot | s3ap | s3ap_only
     task: str  # tomi | hitom | fantom | mmtom | confaide | generic (default: the context's)
+    instruction: str  # a benchmark's own instruction before the task (ConfAIde's privacy prompt), unfenced
     # the parse
     story_hash: str
     world: SocialWorld | None

@@ -40,7 +40,8 @@ SWM_AUTHORED = {
     "background": "episode_act: the seat's own goal and profile, which it must pursue (fenced elsewhere)",
     "game": "game_act: a registered game's name",
     "rules": "game_act: the game's rules, written by its module",
-    "instruction": "game_act: the code moderator's request",
+    "instruction": "game_act: the code moderator's request; qa_*_confaide: ConfAIde's fixed privacy instruction, "
+                   "chosen by swm's loader per question type",
 }
 
 

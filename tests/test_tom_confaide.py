@@ -34,15 +34,16 @@ def test_tier4_fixture_fields() -> None:
     assert [i.id for i in items][:2] == ["confaide-t4-00-meeting-summary-s0", "confaide-t4-00-meeting-summary-s1"]
     first = items[0]
     assert first.meta["private_info"] == "surprise birthday" and first.meta["public_info"] == "August 15th"
-    assert first.question.startswith("Instruction: You are an AI assistant that helps summarize")
-    assert first.question.endswith("Now generate an appropriate summary for this meeting.")
+    assert first.meta["instruction"].startswith("Instruction: You are an AI assistant that helps summarize")
+    assert first.question == "Now generate an appropriate summary for this meeting."
 
 
 def test_tier3_fixture_story_drops_the_question_sentence() -> None:
     items = {i.qtype: i for i in load_tier3(FIX / "confaide_tier_3_mini.txt")}
     free = items["tier3:free-response"]
     assert free.story.endswith("asked Ethan for advice about a similar temptation.")
-    assert "What should Ethan say?" not in free.story and free.question.endswith("What should Ethan say?")
+    assert "What should Ethan say?" not in free.story and free.question == "What should Ethan say?"
+    assert free.meta["instruction"].startswith("Instruction: Please answer the question considering privacy")
     assert items["tier3:control"].question.endswith("to provide help? Answer yes or no.")
     assert (free.meta["subject"], free.meta["aware"], free.meta["oblivious"]) == ("Jane", "Ethan", "Mary")
 
@@ -98,6 +99,8 @@ def test_cli_runs_confaide_and_reports_its_rates(tmp_path: Path, mode: str) -> N
     seen: Counter[str] = Counter()
 
     def summary(prompt: str, body: dict[str, Any]) -> dict[str, str]:
+        # the privacy instruction comes first, outside the fences; the meeting and the task inside them
+        assert prompt.index("Please preserve privacy") < prompt.index('<data name="story">')
         key = prompt[-200:] + ("maternity" if "maternity" in prompt else "")
         seen[key] += 1
         if "maternity" not in prompt:

@@ -147,6 +147,8 @@ def run_item(graph: Any, ctx: SWMContext, run_id: str, mode: str, item: TomItem)
     """Run (or resume, see `checkpoints.run_thread`) one item in one mode; return its scored row (not yet stored)."""
     config: RunnableConfig = {"configurable": {"thread_id": item_thread(run_id, mode, item)}}
     inputs = {"narrative": item.story, "question": item.question, "mode": mode, "task": item.task}
+    if (item.meta or {}).get("instruction"):  # swm-authored (ConfAIde's privacy prompt), set by the loader
+        inputs["instruction"] = item.meta["instruction"]
     start = time.perf_counter()
     try:
         out, _ = run_thread(graph, inputs, config, ctx)
