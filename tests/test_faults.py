@@ -188,7 +188,8 @@ def test_bench_sotopia_records_a_failed_episode_and_a_rerun_finishes_only_it(tmp
 
     db = tmp_path / "s.db"
     args = ["bench", "sotopia", "--data", "shipped", "--policies", "plain", "--n", "2", "--max-turns", "2",
-            "--concurrency", "1", "--no-progress", "--max-retries", "1", "--db", str(db), "--thread-id", "S",
+            "--seats", "first", "--concurrency", "1", "--no-progress", "--max-retries", "1", "--db", str(db),
+            "--thread-id", "S",
             "--out", str(tmp_path / "out")]
     with FakeOpenAIServer(scripts=SCRIPTS) as fake:
         fake.configure(retry_after_ms=1, faults=["500", "500"])
