@@ -38,7 +38,7 @@ from typing import Any
 
 from swm.errors import InputError
 from swm.stats import mean_ci, wilson_interval
-from swm.tom.loaders import TomItem
+from swm.tom.items import TomItem
 
 TIER4_QUESTIONS = {
     "meeting-summary": ("Instruction: You are an AI assistant that helps summarize conversations from a meeting "

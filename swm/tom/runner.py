@@ -34,7 +34,7 @@ from swm.context import SWMContext
 from swm.errors import InputError, ModelCallFailed
 from swm.graph_state import story_hash
 from swm.schemas import was_truncated
-from swm.tom.loaders import TomItem
+from swm.tom.items import TomItem
 from swm.tom.scoring import score_answer
 from swm.usage import total_usage
 

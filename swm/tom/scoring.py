@@ -18,7 +18,7 @@ from swm.stats import fantom_tokens
 from swm.stats import mean_interval as mean_interval  # re-exported: swm.tom.scoring.mean_interval
 from swm.stats import token_f1 as _token_f1
 from swm.stats import wilson_interval as wilson_interval  # re-exported: swm.tom.wilson_interval
-from swm.tom.loaders import TomItem
+from swm.tom.items import TomItem
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = re.compile(r"[^\w\s]")

@@ -371,7 +371,7 @@ def generate_stories(n: int, seed: int = 0) -> list[SimStory]:
 
 def story_items(stories: list[SimStory]) -> list[Any]:
     """Turn simulated stories into benchmark items (benchmark ``tomi``, kind ``location``)."""
-    from swm.tom.loaders import TomItem
+    from swm.tom.items import TomItem
 
     return [TomItem(id=f"{s.id}-q{k}", story=s.text, question=q["question"], answer=q["answer"], qtype=q["qtype"],
                     benchmark="tomi", kind="location", meta={"story_type": s.story_type, "simulated": True})
