@@ -137,7 +137,7 @@ CASES = {
         *CLIENT], _tom_rows, _tom_failed),
     "sotopia": Case("swm bench sotopia (4 episodes, plain and foresee, 4 turns, judged)", lambda db, spec: [
         "bench", "sotopia", "--data", "shipped", "--policies", "plain,foresee", "--n", "2", "--max-turns", "4",
-        "--concurrency", "2", "--no-progress", "--model", spec, "--db", str(db), "--thread-id", "F",
+        "--seats", "first", "--concurrency", "2", "--no-progress", "--model", spec, "--db", str(db), "--thread-id", "F",
         "--out", str(db.parent / "sotopia"), *CLIENT], _episode_rows, _episode_failed),
     "learn": Case("swm learn (1 cycle, 2 levels, 2 families, 4 training episodes)", lambda db, spec: [
         "learn", "--cycles", "1", "--levels", "easy,medium", "--families", "negotiation,secret",
