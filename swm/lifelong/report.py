@@ -50,9 +50,8 @@ def _fmt(e: Estimate | None) -> str:
 
 def served_as(policy: Mapping[str, Any], played: Sequence[str], fallback: str) -> str:
     """Name the model spec a policy was served as: its own record, else what its episodes recorded."""
-    for key in ("served_as", "spec", "model_spec"):
-        if policy.get(key):
-            return str(policy[key])
+    if policy.get("served_as"):
+        return str(policy["served_as"])
     return ", ".join(played) if played else fallback
 
 
@@ -61,18 +60,28 @@ def policy_listing(store: Any, run: str, agent_spec: str) -> list[dict[str, Any]
     played = ls.agent_specs(store, run)
     return [{"version": p["version"], "kind": p["kind"], "cycle": p["cycle"], "parent": p.get("parent"),
              "deployed": True if p["version"] == "p0" else p["deployed"],
-             "adapter": p.get("adapter") or p.get("adapter_path") or p.get("checkpoint"),
+             "adapter": p.get("adapter") or p.get("checkpoint"), "adapter_gguf": p.get("adapter_gguf"),
              "served_as": served_as(p, played.get(p["version"], []), agent_spec),
-             "pairs_used": p.get("pairs_used", 0)} for p in ls.policies(store, run)]
+             "pairs_used": p.get("pairs_used", 0), "train": p.get("train")} for p in ls.policies(store, run)]
+
+
+def _training(train: Mapping[str, Any] | None) -> str:
+    """Summarise a policy's training run in one table cell."""
+    if not train:
+        return "–"
+    loss = train.get("loss") or []
+    curve = f", loss {loss[0]:.3f}→{loss[-1]:.3f}" if loss else ""
+    return (f"{train.get('method')}: {train.get('steps', 0)} steps{curve}, {train.get('seconds', 0):.0f} s, "
+            f"{train.get('tokens_per_s', 0):.0f} tok/s")
 
 
 def _policies_section(store: Any, run: str, agent_spec: str) -> list[str]:
-    rows = ["## Policies", "", "| version | cycle | kind | parent | deployed | served as | adapter | pairs used |",
-            "|---|---|---|---|---|---|---|---|"]
+    rows = ["## Policies", "", "| version | cycle | kind | parent | deployed | served as | adapter | pairs used | "
+            "training |", "|---|---|---|---|---|---|---|---|---|"]
     for p in policy_listing(store, run, agent_spec):
         deployed = {None: "–", True: "yes", False: "refused"}[p["deployed"]]
         rows.append(f"| {p['version']} | {p['cycle']} | {p['kind']} | {p['parent'] or '–'} | {deployed} | "
-                    f"`{p['served_as']}` | {p['adapter'] or '–'} | {p['pairs_used']} |")
+                    f"`{p['served_as']}` | {p['adapter'] or '–'} | {p['pairs_used']} | {_training(p['train'])} |")
     return [*rows, ""]
 
 
