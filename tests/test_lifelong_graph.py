@@ -163,7 +163,7 @@ def test_a_refused_candidate_that_forgets_shows_negative_bwt_on_its_own_curve(tm
 
 
 def test_evaluation_splits_are_recorded_disjoint_and_each_policy_plays_them_once(tmp_path: Path) -> None:
-    _, store, _ = run(tmp_path, Agents(), PLAN)
+    out, store, llm = run(tmp_path, Agents(), PLAN)
     splits = ls.split_ids(store, "t1")
     assert len(splits["dev"]) == len(splits["test"]) == EVAL_EPISODES and not set(splits["dev"]) & set(splits["test"])
     for split in ("dev", "test"):
@@ -171,7 +171,9 @@ def test_evaluation_splits_are_recorded_disjoint_and_each_policy_plays_them_once
         assert tasks == set(splits[split])
     # per cycle only the candidate's dev and test episodes are played; the incumbent's are reused
     played = ls.episodes_played(store, "t1")
-    assert all(played[(c, s)] == EVAL_EPISODES for c in (0, 1, 2) for s in ("dev", "test"))
+    assert all(played[(c, s)][0] == EVAL_EPISODES for c in (0, 1, 2) for s in ("dev", "test"))
+    # the calls counted per cycle and phase are every call the model got, but the memory distillation's
+    assert sum(calls for _, calls in played.values()) == llm.calls - out["usage"]["update"]["calls"] > 0
     assert store.count("lifelong_episodes", "policy_version = 'p1' and phase != 'collect' and cycle != 1") == 0
 
 

@@ -106,14 +106,17 @@ def _cost_section(store: Any, run: str, plan: Mapping[str, Any], usage: Mapping[
     rows = ["## Cost", "", "Evaluation episodes are cached per policy and task: a policy plays each dev and test "
             "task once, and a later cycle reuses the result, so a cycle plays only its candidate's "
             f"{n_dev} dev + {n_test} test episodes (without the cache, incumbent and candidate on both splits: "
-            f"{2 * (n_dev + n_test)}).", "", "| cycle | collect | dev played | test played | reused |",
-            "|---|---|---|---|---|"]
+            f"{2 * (n_dev + n_test)}). Episodes (model calls) per cycle:", "",
+            "| cycle | collect | dev played | test played | evaluations reused | calls |", "|---|---|---|---|---|---|"]
     for c in range(plan["cycles"] + 1):
-        dev, test = played.get((c, "dev"), 0), played.get((c, "test"), 0)
-        if not any(played.get((c, ph), 0) for ph in ("collect", "dev", "test")):
+        counts = [played.get((c, ph), (0, 0)) for ph in ("collect", "dev", "test")]
+        if not sum(n for n, _ in counts):
             continue
+        calls = [k for _, k in counts]
+        shown = [f"{n} ({'–' if k is None else k})" for n, k in counts]
         needed = n_dev + n_test if c == 0 else 2 * (n_dev + n_test)
-        rows.append(f"| {c} | {played.get((c, 'collect'), 0)} | {dev} | {test} | {max(needed - dev - test, 0)} |")
+        rows.append(f"| {c} | {' | '.join(shown)} | {max(needed - counts[1][0] - counts[2][0], 0)} | "
+                    f"{'–' if None in calls else sum(k or 0 for k in calls)} |")
     by_phase: dict[str, Any] = {}
     for key, stats in (usage or {}).items():
         phase = key.split("/")[0] if "/" in key else key

@@ -324,10 +324,22 @@ def agent_specs(store: Any, run_id: str) -> dict[str, list[str]]:
     return out
 
 
-def episodes_played(store: Any, run_id: str) -> dict[tuple[int, str], int]:
-    """Return how many episodes were played per (cycle, phase)."""
+def episodes_played(store: Any, run_id: str) -> dict[tuple[int, str], tuple[int, int | None]]:
+    """Return, per (cycle, phase), how many episodes were played and the model calls they made.
+
+    Calls are None for a store written before usage was kept with each episode.
+    """
     if not store.has_table("lifelong_episodes"):
         return {}
-    rows = store.rows("select cycle, phase, count(*) as n from lifelong_episodes where run_id = ? "
-                      "group by cycle, phase", [run_id])
-    return {(int(r["cycle"]), r["phase"]): int(r["n"]) for r in rows}
+    with store.lock:
+        kept = "usage" in store.db.table("lifelong_episodes").columns_dict
+    out: dict[tuple[int, str], tuple[int, int | None]] = {}
+    for r in store.rows(f"select cycle, phase, {'usage' if kept else 'null as usage'} from lifelong_episodes "
+                        "where run_id = ?", [run_id]):
+        usage = json.loads(r["usage"]) if isinstance(r["usage"], str) and r["usage"] else {}
+        key = (int(r["cycle"]), r["phase"])
+        episodes, calls = out.get(key, (0, 0 if kept else None))
+        if calls is not None:
+            calls += sum(int(v.get("calls", 0)) for v in usage.values())
+        out[key] = (episodes + 1, calls)
+    return out
