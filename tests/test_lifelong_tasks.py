@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -141,6 +142,12 @@ def test_heldout_is_frozen_and_disjoint_from_training() -> None:
     assert not train & {t.scenario for t in frozen() if t.family in ("mutual_friend", "scheduling")}
     picked = heldout(["easy", "hard"], ["secret"], per_cell=2)
     assert [(t.level, t.family) for t in picked] == [("easy", "secret")] * 2 + [("hard", "secret")] * 2
+
+
+def test_the_test_split_is_the_first_held_out_file_byte_for_byte() -> None:
+    """heldout@v2 kept v1's held-out set as its test split, so R rows of v1 and v2 runs are comparable."""
+    assert hashlib.sha256(HELDOUT_FILE.read_bytes()).hexdigest() == (
+        "2f0806798db5f7799207f82d0dada8a01807ea5dd61c629b82a798a49d5fcff3")
 
 
 def test_dev_split_is_frozen_and_disjoint_from_test_and_training() -> None:
