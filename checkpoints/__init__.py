@@ -5,8 +5,10 @@ graph state so a killed run resumes at the last finished node; the experience st
 (``sqlite-utils``) holds bulk, append-only data: parses, episodes, turns, pairs, metrics.
 """
 
-from checkpoints.runs import run_thread
+from checkpoints.lease import LeaseHeld, hold_lease
+from checkpoints.runs import differences, pending_nodes, run_thread, thread_status
 from checkpoints.savers import async_sqlite_saver, connect, default_db_path, sqlite_saver
 from checkpoints.store import ExperienceStore
 
-__all__ = ["ExperienceStore", "run_thread", "async_sqlite_saver", "connect", "default_db_path", "sqlite_saver"]
+__all__ = ["ExperienceStore", "LeaseHeld", "async_sqlite_saver", "connect", "default_db_path", "differences",
+           "hold_lease", "pending_nodes", "run_thread", "sqlite_saver", "thread_status"]

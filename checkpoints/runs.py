@@ -11,6 +11,34 @@ from langgraph.types import StateSnapshot
 Status = Literal["started", "resumed", "finished"]
 
 
+def pending_nodes(snapshot: StateSnapshot) -> tuple[str, ...]:
+    """Return the nodes the thread still has to run (or finish), in order, each once.
+
+    ``snapshot.next`` leaves out tasks that already hold writes: a superstep stopped by Ctrl-C,
+    or one whose tasks all failed, has every task written (results or errors) and an empty
+    ``next``, yet the step was never committed. ``snapshot.tasks`` lists them all.
+    """
+    return tuple(dict.fromkeys([*snapshot.next, *(task.name for task in snapshot.tasks)]))
+
+
+def thread_status(snapshot: StateSnapshot) -> Status:
+    """Tell whether a thread is new, stopped part-way (tasks pending) or finished."""
+    if pending_nodes(snapshot):
+        return "resumed"
+    return "finished" if snapshot.values else "started"
+
+
+def differences(stored: Mapping[str, Any], given: Mapping[str, Any], keys: Any = None) -> list[str]:
+    """List ``key: stored → given`` for each key (all of ``given`` by default) whose values differ."""
+
+    def short(value: Any) -> str:
+        text = repr(value)
+        return text if len(text) <= 40 else text[:37] + "..."
+
+    return [f"{key}: {short(stored.get(key))} → {short(given.get(key))}"
+            for key in (keys if keys is not None else given) if stored.get(key) != given.get(key)]
+
+
 def run_thread(graph: Any, inputs: Mapping[str, Any], config: RunnableConfig, context: Any,
                announce: Callable[[Status, StateSnapshot], None] | None = None) -> tuple[dict[str, Any], Status]:
     """Start the thread, resume it at the node where it stopped, or return its finished state.
@@ -21,7 +49,7 @@ def run_thread(graph: Any, inputs: Mapping[str, Any], config: RunnableConfig, co
     or to refuse a finished thread that holds other input).
     """
     snapshot = graph.get_state(config)
-    status: Status = "resumed" if snapshot.next else "finished" if snapshot.values else "started"
+    status = thread_status(snapshot)
     if announce is not None:
         announce(status, snapshot)
     if status == "finished":

@@ -40,8 +40,12 @@ from swm.social.store import load_turns
 from swm.usage import add_stats, merge_usage
 
 
-def plan_of(state: LifelongState) -> dict[str, Any]:
-    return {**DEFAULT_PLAN, **(state.get("plan") or {})}
+def plan_of(state: LifelongState, ctx: SWMContext | None = None) -> dict[str, Any]:
+    """Return the run's plan, defaults filled; with ``ctx``, its ``out_dir`` is this invocation's."""
+    plan = {**DEFAULT_PLAN, **(state.get("plan") or {})}
+    if ctx is not None and ctx.out_dir:
+        plan["out_dir"] = ctx.out_dir
+    return plan
 
 
 def level_of(plan: dict[str, Any], cycle: int) -> str:
@@ -315,6 +319,6 @@ def report_node(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[str,
     from swm.lifelong.report import write_report
 
     ctx = runtime.context
-    path = write_report(ctx.experience_store(), plan_of(state), usage=state.get("usage"),
+    path = write_report(ctx.experience_store(), plan_of(state, ctx), usage=state.get("usage"),
                         agent_spec=ctx.spec_for("agent"))
     return {"report_path": str(path), "phase": "done"}

@@ -20,7 +20,7 @@ def update(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[str, Any]
     """Make policy ``p<cycle>`` from this cycle's kept pairs and, with replay, every earlier cycle's."""
     ctx = runtime.context
     store = ctx.experience_store()
-    plan, cycle = plan_of(state), state["cycle"]
+    plan, cycle = plan_of(state, ctx), state["cycle"]
     method = plan["update"]
     if method not in METHODS:
         raise InputError(f"unknown update method {method!r}", f"use one of {', '.join(METHODS)}")

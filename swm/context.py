@@ -49,6 +49,9 @@ class SWMContext:
     rollout_depth: int = 1
     # the experience store (parse cache, episodes, pairs); an in-memory one when None
     store: Any = None
+    # where this invocation writes reports and exports (the lifelong plan's out_dir when None): a
+    # resumed or copied thread never writes into the folder of the run it was started as
+    out_dir: str | None = None
 
     def __post_init__(self) -> None:
         # Built models and the lock are not fields, so the context's JSON schema (Studio) stays plain.

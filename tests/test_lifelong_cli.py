@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from scripted import ScriptedChatModel
 from test_lifelong_graph import PLAN, Agents, run
 
 from checkpoints import ExperienceStore
@@ -35,7 +36,7 @@ def test_a_finished_thread_rewrites_its_report_without_calls(tmp_path: Path) -> 
     report.unlink()
     # an unreachable endpoint proves no model is called
     result = CliRunner().invoke(main, ["learn", "--db", str(tmp_path / "run.db"), "--thread-id", "done",
-                                       "--model", "m@http://127.0.0.1:9/v1", "--json"])
+                                       "--model", "m@http://127.0.0.1:9/v1", "--out", str(report.parent), "--json"])
     assert result.exit_code == 0, result.output
     assert report.is_file() and '"episodes": 28' in result.output
     summary = json.loads(result.stdout)
@@ -44,6 +45,57 @@ def test_a_finished_thread_rewrites_its_report_without_calls(tmp_path: Path) -> 
     assert summary["policies"][0]["served_as"] == "<injected ScriptedChatModel>"  # what the episodes recorded
     assert len(summary["splits"]["dev"]) == len(summary["splits"]["test"]) == 4
     assert not set(summary["splits"]["dev"]) & set(summary["splits"]["test"])
+
+
+def test_a_rerun_writes_only_into_its_own_out_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A copied database names another run's folder in its plan: the rerun must not write there."""
+    out, _, _ = run(tmp_path, Agents(), PLAN, thread="done")
+    theirs = Path(out["report_path"])
+    before = theirs.read_text()
+    theirs.write_text("another run's report")
+    here = tmp_path / "copy"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    result = CliRunner().invoke(main, ["learn", "--db", str(tmp_path / "run.db"), "--thread-id", "done",
+                                       "--model", "m@http://127.0.0.1:9/v1"])
+    assert result.exit_code == 0, result.output
+    assert theirs.read_text() == "another run's report"
+    assert (here / "swm-learn-done" / "report.md").read_text().split("\n")[:3] == before.split("\n")[:3]
+
+
+def test_changed_options_on_an_existing_thread_are_refused_with_the_differences(tmp_path: Path) -> None:
+    run(tmp_path, Agents(), PLAN, thread="done")
+    args = ["learn", "--db", str(tmp_path / "run.db"), "--thread-id", "done", "--model", "m@http://127.0.0.1:9/v1",
+            "--out", str(tmp_path / "out")]
+    result = CliRunner().invoke(main, [*args, "--max-turns", "5", "--families", "negotiation,secret",
+                                       "--gating", "off"])
+    assert result.exit_code == 2
+    assert "error: thread done was started with other options (max_turns: 2 → 5; gating: True → False)" \
+        in result.output, result.output
+    same = CliRunner().invoke(main, [*args, "--max-turns", "2", "--cycles", "2"])  # as started: no difference
+    assert same.exit_code == 0 and "already finished" in same.output
+    fewer = CliRunner().invoke(main, [*args, "--cycles", "1"])
+    assert fewer.exit_code == 2 and "cycles: 2 → 1" in fewer.output
+
+
+def test_more_cycles_extend_a_finished_thread(tmp_path: Path) -> None:
+    from checkpoints import ExperienceStore
+
+    agents = Agents()
+    run(tmp_path, agents, PLAN, thread="done")
+    played = agents.acts
+    result = CliRunner().invoke(main, ["learn", "--db", str(tmp_path / "run.db"), "--thread-id", "done",
+                                       "--model", "m@http://127.0.0.1:9/v1", "--out", str(tmp_path / "out"),
+                                       "--cycles", "3", "--json"], obj={"llm": ScriptedChatModel(respond=agents)})
+    assert result.exit_code == 0, result.output
+    assert "extending finished thread done from 2 to 3 cycles" in result.output
+    store = ExperienceStore(tmp_path / "run.db")
+    cycles = sorted({int(r["cycle"]) for r in store.rows("select cycle from lifelong_matrix where run_id = 'done'")})
+    assert cycles == [0, 1, 2, 3]
+    assert agents.acts > played  # cycle 3 was played, cycles 0-2 were not played again
+    ids = [r["episode_id"] for r in store.rows("select episode_id from lifelong_episodes where run_id = 'done'")]
+    assert len(ids) == len(set(ids))
+    assert (tmp_path / "out" / "report.md").read_text().split("\n")[2].startswith("Cycles 3, ")
 
 
 def test_episode_ids_are_deterministic_and_seats_follow_the_mode() -> None:

@@ -111,24 +111,26 @@ def run_graph(builder: StateGraph[Any, Any, Any, Any], inputs: Mapping[str, Any]
     A thread that finished on the same input returns its stored result (no model calls); one
     that stopped part-way continues from its last finished node (see `checkpoints.run_thread`).
     """
-    from checkpoints import run_thread, sqlite_saver
+    from checkpoints import differences, hold_lease, pending_nodes, run_thread, sqlite_saver
 
     thread = thread_id or f"{prefix}-{uuid.uuid4().hex[:12]}"
     config: RunnableConfig = {"configurable": {"thread_id": thread}}
 
     def announce(status: str, snapshot: Any) -> None:
+        changed = differences(snapshot.values, inputs) if status != "started" else []
+        if changed:
+            kind = "finished" if status == "finished" else "stopped"
+            raise InputError(f"thread {thread} already holds a {kind} run on other input ({'; '.join(changed)})",
+                             "rerun with the same input to resume or show it, or use a new --thread-id (or none)")
         if status == "resumed":
-            click.echo(f"resuming thread {thread} at {', '.join(snapshot.next)}", err=True)
+            click.echo(f"resuming thread {thread} at {', '.join(pending_nodes(snapshot))}", err=True)
         elif status == "finished":
-            if {k: snapshot.values.get(k) for k in inputs} != dict(inputs):
-                raise InputError(f"thread {thread} already holds a finished run on other input",
-                                 "use a new --thread-id (or none)")
             click.echo(f"thread {thread} already finished; showing its stored result (no new model calls)",
                        err=True)
         else:
             click.echo(f"thread: {thread} (rerun with --thread-id {thread} to resume if interrupted)", err=True)
 
-    with sqlite_saver(db_path(db)) as saver:
+    with hold_lease(db_path(db), thread), sqlite_saver(db_path(db)) as saver:
         out, _ = run_thread(builder.compile(checkpointer=saver), inputs, config, ctx, announce)
     return out, thread
 

@@ -12,6 +12,7 @@ import click
 from langchain_core.runnables import RunnableConfig
 
 from swm.commands._common import comma_list, db_path, echo_json, make_context, model_options, run_options
+from swm.commands.play import inject_test_models
 from swm.errors import InputError
 from swm.lifelong.state import LifelongState
 from swm.lifelong.tasks import FAMILIES, GAME_FAMILIES, LEVELS, TASK_FAMILIES
@@ -41,6 +42,46 @@ def _progress_line(store: Any, plan: dict[str, Any], values: dict[str, Any]) -> 
     cycle = min(int(values.get("cycle", 0)), plan["cycles"])
     return (f"cycle {cycle}/{plan['cycles']} {values.get('phase', 'start')}; pairs kept "
             f"{counts.get('_kept', 0)}, rejected: {rejected or 'none'}")
+
+
+# options that define what a run computes: changing one on an existing thread is refused (cycles may grow)
+PLAN_OPTIONS = {"cycles": "cycles", "levels": "levels", "families": "families",
+                "episodes_per_level": "episodes_per_level", "samples_per_task": "samples_per_task",
+                "max_turns": "max_turns", "policy": "policy", "eval_policy": "eval_policy", "self_play": "self_play",
+                "judge": "judge", "judge_threshold": "judge_threshold", "gating": "gating", "min_margin": "min_margin",
+                "update_method": "update", "replay": "replay", "epsilon": "epsilon",
+                "heldout_per_cell": "heldout_per_cell", "dev_per_cell": "dev_per_cell", "hf_model": "hf_model"}
+
+
+def _given_options() -> list[str]:
+    """Return the plan keys of the options given on the command line or in the environment (not defaults)."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+    return [key for name, key in PLAN_OPTIONS.items()
+            if ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)]
+
+
+def _reconcile(thread: str, status: str, stored: dict[str, Any], given: dict[str, Any],
+               keys: list[str]) -> tuple[dict[str, Any], int | None]:
+    """Return the plan to go on with, and the old cycle count when a finished run is to be extended.
+
+    Options left at their defaults mean "as the thread was started"; an option given with another
+    value is refused with the list of differences, except more cycles on a finished thread, which
+    extends it (the curriculum of the cycles already run does not depend on the total).
+    """
+    from checkpoints import differences
+
+    changed = differences(stored, given, keys)
+    more_cycles = "cycles" in keys and given["cycles"] > stored["cycles"]
+    if changed == differences(stored, given, ["cycles"]) and more_cycles and status == "finished":
+        return {**stored, "cycles": given["cycles"]}, int(stored["cycles"])
+    if changed:
+        hint = ("let it finish first (rerun without changed options), then rerun with more --cycles to extend it"
+                if more_cycles and status != "finished" else "rerun without the changed options to go on with "
+                "this thread, or use a new --thread-id for a new run")
+        raise InputError(f"thread {thread} was started with other options ({'; '.join(changed)})", hint)
+    return stored, None
 
 
 @click.command("learn")
@@ -92,7 +133,7 @@ def learn_command(cycles: int, levels: str, families: str, episodes_per_level: i
     Kill it at any point and rerun with the same --db and --thread-id: finished episodes are
     kept and none is played twice. A finished thread rewrites its report with no model calls.
     """
-    from checkpoints import sqlite_saver
+    from checkpoints import hold_lease, pending_nodes, sqlite_saver, thread_status
     from graphs import lifelong
     from nodes.lifelong import resend_failed
     from swm.lifelong import store as ls
@@ -102,35 +143,47 @@ def learn_command(cycles: int, levels: str, families: str, episodes_per_level: i
     if cycles < 1 or episodes_per_level < 1 or samples_per_task < 1 or concurrency < 1:
         raise InputError("cycles, episodes per level, samples per task and concurrency must be at least 1")
     thread = thread_id or f"learn-{uuid.uuid4().hex[:10]}"
-    plan = {"run_id": thread, "cycles": cycles, "levels": comma_list(levels, LEVELS, "level"),
+    folder = str(out_dir or Path(f"swm-learn-{thread}"))
+    plan: dict[str, Any] = {"run_id": thread, "cycles": cycles, "levels": comma_list(levels, LEVELS, "level"),
             "families": comma_list(families, TASK_FAMILIES, "family"), "episodes_per_level": episodes_per_level,
             "samples_per_task": samples_per_task, "max_turns": max_turns, "policy": policy,
             "eval_policy": eval_policy, "self_play": self_play, "judge": judge, "judge_threshold": judge_threshold,
             "gating": gating == "on", "min_margin": min_margin, "update": update_method, "replay": replay,
             "epsilon": epsilon, "heldout_per_cell": heldout_per_cell, "dev_per_cell": dev_per_cell,
-            "out_dir": str(out_dir or Path(f"swm-learn-{thread}")), "hf_model": hf_model}
+            "out_dir": folder, "hf_model": hf_model}
     ctx = make_context(db, temperature=temperature, **models)
+    inject_test_models(ctx)
+    ctx.out_dir = folder  # reports and exports go here, whatever folder the thread was started with
     store = ctx.experience_store()
     config: RunnableConfig = {"configurable": {"thread_id": thread}, "max_concurrency": concurrency,
                               "recursion_limit": 10_000}
     start = time.perf_counter()
     from tqdm import tqdm  # type: ignore[import-untyped]
 
-    with sqlite_saver(db_path(db)) as saver:
+    with hold_lease(db_path(db), thread), sqlite_saver(db_path(db)) as saver:
         graph = lifelong.build().compile(checkpointer=saver)
         snapshot = graph.get_state(config)
-        if snapshot.values and not snapshot.next:
-            plan = snapshot.values["plan"]
-            click.echo(f"thread {thread} already finished; rewriting its report (no model calls)", err=True)
+        status = thread_status(snapshot)
+        inputs: Any = {"plan": plan}
+        if status != "started":
+            plan, extend = _reconcile(thread, status, dict(snapshot.values["plan"]), plan, _given_options())
+            plan = {**plan, "out_dir": ctx.out_dir}
+            inputs = None
+            if extend:
+                graph.update_state(config, {"plan": {**snapshot.values["plan"], "cycles": plan["cycles"]}},
+                                   as_node="deploy")
+                status = "resumed"
+                click.echo(f"extending finished thread {thread} from {extend} to {plan['cycles']} cycles", err=True)
+        if status == "finished":
+            click.echo(f"thread {thread} already finished; rewriting its report in {ctx.out_dir} (no model calls)",
+                       err=True)
             values = dict(snapshot.values)
             values["report_path"] = str(write_report(store, plan, usage=values.get("usage"),
                                                      agent_spec=ctx.spec_for("agent")))
         else:
-            inputs: Any = {"plan": plan}
-            if snapshot.next:
-                plan = snapshot.values["plan"]
-                inputs = None
-                click.echo(f"resuming thread {thread} at {', '.join(snapshot.next)}", err=True)
+            if status == "resumed":
+                pending = pending_nodes(graph.get_state(config))
+                click.echo(f"resuming thread {thread} at {', '.join(pending)}", err=True)
                 stopped_before_use = bool(set(snapshot.next) & {"convert", "deploy"})
                 resend_from = resend_failed(cast(LifelongState, snapshot.values), store) if stopped_before_use else None
                 if resend_from is not None:  # the phase stopped on failed episodes: send only those again

@@ -1,0 +1,179 @@
+"""Interrupt `swm learn` the ways users do, rerun it, and count what was lost, duplicated or paid twice.
+
+Each case runs the real CLI as a subprocess against the loopback fake server: Ctrl-C (SIGINT) or
+kill -9 (SIGKILL) once the server has answered ``at`` requests, then the same command again; or
+two processes started on the same thread at once. The figures compare with an uninterrupted run
+of the same plan::
+
+    python -m bench.interrupts --rounds 3
+
+prints, per case: interrupts injected, runs completed, episodes lost and duplicated, and extra
+model calls (requests beyond the uninterrupted run's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.fake_server import FakeOpenAIServer
+
+PLAN = ["--cycles", "2", "--levels", "easy", "--families", "negotiation,secret", "--episodes-per-level", "2",
+        "--samples-per-task", "2", "--max-turns", "2", "--concurrency", "2"]
+EPISODES = 10  # (2 cycles + baseline) × 2 families held out, plus 2 cycles × 2 training episodes
+MAX_TURNS = 2  # an episode stopped mid-way is played again from its first turn: at most this many calls again
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def learn_command(spec: str, db: Path, thread: str, out: Path) -> list[str]:
+    return [sys.executable, "-c", "from swm.cli import main; main()", "learn", *PLAN, "--model", spec,
+            "--db", str(db), "--thread-id", thread, "--out", str(out), "--json"]
+
+
+def start(command: list[str]) -> subprocess.Popen[str]:
+    env = {**os.environ, "LANGSMITH_TRACING": "false",
+           "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_requests(server: FakeOpenAIServer, count: int, proc: subprocess.Popen[str], timeout: float = 180) -> None:
+    """Wait until the server has answered ``count`` requests (fail if the process ends first)."""
+    deadline = time.monotonic() + timeout
+    while server.requests < count:
+        if proc.poll() is not None:
+            raise RuntimeError(f"swm learn ended (rc {proc.returncode}) before request {count}: "
+                               f"{proc.stderr.read()[-1500:] if proc.stderr else ''}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no request {count} within {timeout} s")
+        time.sleep(0.02)
+
+
+def episode_ids(db: Path, thread: str) -> list[str]:
+    conn = sqlite3.connect(db)
+    try:
+        return [r[0] for r in conn.execute("select episode_id from lifelong_episodes where run_id = ?", (thread,))]
+    finally:
+        conn.close()
+
+
+def lease_pid(db: Path, thread: str) -> int | None:
+    conn = sqlite3.connect(db)
+    try:
+        row = conn.execute("select pid from swm_leases where thread_id = ?", (thread,)).fetchone()
+    except sqlite3.OperationalError:
+        return None
+    finally:
+        conn.close()
+    return int(row[0]) if row else None
+
+
+@dataclass
+class Outcome:
+    """One interrupted-and-rerun run (or one pair of concurrent processes)."""
+
+    case: str
+    interrupts: int
+    completed: bool
+    lost: int
+    duplicated: int
+    extra_calls: int
+    notes: dict[str, Any] = field(default_factory=dict)
+
+
+def finished(proc: subprocess.Popen[str], timeout: float = 300) -> tuple[int, str, str]:
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, out, err
+
+
+def reference_calls(server: FakeOpenAIServer, folder: Path) -> int:
+    """Run the plan once without interruption; return the requests it made."""
+    before = server.requests
+    rc, _, err = finished(start(learn_command(server.model_spec, folder / "ref.db", "ref", folder / "ref")))
+    if rc != 0:
+        raise RuntimeError(f"the reference run failed (rc {rc}): {err[-1500:]}")
+    return server.requests - before
+
+
+def interrupt_and_rerun(server: FakeOpenAIServer, folder: Path, kind: str, at: int, reference: int,
+                        thread: str = "run") -> Outcome:
+    """Send ``kind`` (SIGINT or SIGKILL) after ``at`` answered requests, rerun, count the damage."""
+    db = folder / f"{thread}.db"
+    before = server.requests
+    proc = start(learn_command(server.model_spec, db, thread, folder / thread))
+    wait_for_requests(server, before + at, proc)
+    proc.send_signal(signal.SIGINT if kind == "SIGINT" else signal.SIGKILL)
+    first_rc, _, first_err = finished(proc)
+    stale = lease_pid(db, thread)
+    rc, out, err = finished(start(learn_command(server.model_spec, db, thread, folder / thread)))
+    ids = episode_ids(db, thread)
+    report = (folder / thread / "report.md").read_text(encoding="utf-8") if (folder / thread / "report.md").exists() \
+        else ""
+    return Outcome(kind, 1, rc == 0 and "(no evaluations recorded)" not in report and bool(report),
+                   lost=EPISODES - len(set(ids)), duplicated=sum(n - 1 for n in Counter(ids).values()),
+                   extra_calls=server.requests - before - reference,
+                   notes={"first_rc": first_rc, "first_err": first_err[-600:], "rc": rc, "err": err,
+                          "stdout": out, "stale_lease_pid": stale, "killed_pid": proc.pid})
+
+
+def two_processes(server: FakeOpenAIServer, folder: Path, reference: int, latency: float,
+                  thread: str = "twin", hold: float = 5.0) -> Outcome:
+    """Start a second process on a thread the first is running; it must refuse at once.
+
+    While the second starts, each model request takes ``hold`` seconds, so the first is surely
+    still running; then the server's ``latency`` is restored.
+    """
+    db = folder / f"{thread}.db"
+    before = server.requests
+    first = start(learn_command(server.model_spec, db, thread, folder / thread))
+    wait_for_requests(server, before + 1, first)
+    server.configure(latency=hold)
+    try:
+        second = start(learn_command(server.model_spec, db, thread, folder / f"{thread}-2"))
+        second_rc, _, second_err = finished(second)
+    finally:
+        server.configure(latency=latency)
+    rc, _, err = finished(first)
+    ids = episode_ids(db, thread)
+    return Outcome("two processes", 1, rc == 0, lost=EPISODES - len(set(ids)),
+                   duplicated=sum(n - 1 for n in Counter(ids).values()),
+                   extra_calls=server.requests - before - reference,
+                   notes={"second_rc": second_rc, "second_err": second_err, "first_pid": first.pid, "rc": rc,
+                          "err": err[-1500:], "second_out_written": (folder / f"{thread}-2").exists()})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3, help="interrupts of each kind (at different requests)")
+    parser.add_argument("--latency", type=float, default=0.1, help="seconds per fake model request")
+    parser.add_argument("--dir", type=Path, default=Path("bench-interrupts"))
+    args = parser.parse_args()
+    args.dir.mkdir(parents=True, exist_ok=True)
+    outcomes: list[Outcome] = []
+    with FakeOpenAIServer(latency=args.latency) as server:
+        reference = reference_calls(server, args.dir)
+        for kind in ("SIGINT", "SIGKILL"):
+            for i in range(args.rounds):
+                at = 3 + i * max(1, (reference - 6) // max(1, args.rounds))
+                outcomes.append(interrupt_and_rerun(server, args.dir, kind, at, reference, f"{kind.lower()}-{i}"))
+        for i in range(args.rounds):
+            outcomes.append(two_processes(server, args.dir, reference, args.latency, f"twin-{i}"))
+    print(f"uninterrupted run: {reference} model calls, {EPISODES} episodes")
+    print(f"{'case':<14} {'interrupts':>10} {'completed':>9} {'lost':>5} {'duplicated':>10} {'extra calls':>11}")
+    for case in ("SIGINT", "SIGKILL", "two processes"):
+        rows = [o for o in outcomes if o.case == case]
+        print(f"{case:<14} {sum(o.interrupts for o in rows):>10} {sum(o.completed for o in rows):>9} "
+              f"{sum(o.lost for o in rows):>5} {sum(o.duplicated for o in rows):>10} "
+              f"{sum(o.extra_calls for o in rows):>11}")
+
+
+if __name__ == "__main__":
+    main()

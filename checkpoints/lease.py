@@ -1,0 +1,146 @@
+"""One process per thread: an exclusive lease, held in the database beside the thread's checkpoints.
+
+Two processes resuming the same thread would both run everything (double the spend, a forked
+checkpoint history). `hold_lease` takes the thread's row in ``swm_leases`` inside a write
+transaction, so exactly one process wins; the other gets `LeaseHeld`, naming the holder (pid,
+host, start time). A lease whose holder is gone is taken over: on the same host the pid is
+checked; a holder on another host renews its lease every ``RENEW_S`` seconds and counts as gone
+when it has not for ``STALE_S``. A second backend implements `acquire` and `release` with the
+same meaning (PostgreSQL: a row and an advisory lock).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from checkpoints.savers import connect
+from swm.errors import SWMError
+
+TABLE = "swm_leases"
+RENEW_S = 30.0
+STALE_S = 120.0
+
+
+class LeaseHeld(SWMError):
+    """Another live process runs this thread."""
+
+    exit_code = 5
+
+
+@dataclass(frozen=True)
+class Lease:
+    """Who holds a thread: process id, host, when it started, when it last renewed."""
+
+    thread_id: str
+    pid: int
+    host: str
+    started: float
+    renewed: float
+    token: str
+
+    def describe(self) -> str:
+        since = datetime.fromtimestamp(self.started, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        return f"pid {self.pid} on {self.host}, started {since}"
+
+
+def _ensure_table(conn: sqlite3.Connection) -> None:
+    conn.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (thread_id TEXT PRIMARY KEY, pid INTEGER, host TEXT, "
+                 "started REAL, renewed REAL, token TEXT)")
+
+
+def holder_alive(lease: Lease, now: float | None = None) -> bool:
+    """Tell whether the lease's holder may still be running."""
+    if lease.host == socket.gethostname():
+        try:
+            os.kill(lease.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True  # a live process of another user
+        return True
+    return (now or time.time()) - lease.renewed < STALE_S
+
+
+def acquire(conn: sqlite3.Connection, thread_id: str) -> tuple[Lease, Lease | None]:
+    """Take the thread's lease; return it and the stale lease it replaced (None when free).
+
+    Raises `LeaseHeld` when a live process holds it.
+    """
+    _ensure_table(conn)
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        row = conn.execute(f"SELECT thread_id, pid, host, started, renewed, token FROM {TABLE} WHERE thread_id = ?",
+                           (thread_id,)).fetchone()
+        previous = Lease(*row) if row else None
+        if previous is not None and previous.pid == os.getpid() and previous.host == socket.gethostname():
+            raise LeaseHeld(f"thread {thread_id} is already running in this process", "use another --thread-id")
+        if previous is not None and holder_alive(previous):
+            raise LeaseHeld(f"thread {thread_id} is already running ({previous.describe()})",
+                            "wait for it to finish or stop it; a lease of a process that died is taken over")
+        now = time.time()
+        lease = Lease(thread_id, os.getpid(), socket.gethostname(), now, now, uuid.uuid4().hex)
+        conn.execute(f"INSERT OR REPLACE INTO {TABLE} VALUES (?, ?, ?, ?, ?, ?)",
+                     (lease.thread_id, lease.pid, lease.host, lease.started, lease.renewed, lease.token))
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
+    return lease, previous
+
+
+def renew(conn: sqlite3.Connection, lease: Lease) -> None:
+    """Mark the lease as still held (for holders on other hosts, who cannot check the pid)."""
+    with conn:
+        conn.execute(f"UPDATE {TABLE} SET renewed = ? WHERE thread_id = ? AND token = ?",
+                     (time.time(), lease.thread_id, lease.token))
+
+
+def release(conn: sqlite3.Connection, lease: Lease) -> None:
+    """Give the lease back (only our own: a lease taken over since is left alone)."""
+    with conn:
+        conn.execute(f"DELETE FROM {TABLE} WHERE thread_id = ? AND token = ?", (lease.thread_id, lease.token))
+
+
+def current(conn: sqlite3.Connection, thread_id: str) -> Lease | None:
+    """Return the thread's lease row, if any (held or stale)."""
+    _ensure_table(conn)
+    row = conn.execute(f"SELECT thread_id, pid, host, started, renewed, token FROM {TABLE} WHERE thread_id = ?",
+                       (thread_id,)).fetchone()
+    return Lease(*row) if row else None
+
+
+@contextmanager
+def hold_lease(path: str | Path, thread_id: str) -> Iterator[Lease]:
+    """Hold the thread's lease on the database at ``path`` while the block runs."""
+    conn = connect(path)
+    stop = threading.Event()
+    try:
+        lease, _ = acquire(conn, thread_id)
+
+        def keep_renewing() -> None:
+            while not stop.wait(RENEW_S):
+                try:
+                    renew(conn, lease)
+                except sqlite3.Error:
+                    pass  # a busy file: the next renewal tries again, well inside STALE_S
+
+        renewer = threading.Thread(target=keep_renewing, name=f"lease-{thread_id}", daemon=True)
+        renewer.start()
+        try:
+            yield lease
+        finally:
+            stop.set()
+            renewer.join(5)
+            release(conn, lease)
+    finally:
+        conn.close()

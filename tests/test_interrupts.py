@@ -1,0 +1,54 @@
+"""The interrupt suite: `swm learn` as a real process, stopped by Ctrl-C or kill -9, or run twice at once.
+
+Each case reruns the same command and checks that the run completes with every episode stored
+exactly once and no more model calls than the requests in flight when it stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bench.fake_server import FakeOpenAIServer
+from bench.interrupts import EPISODES, MAX_TURNS, interrupt_and_rerun, reference_calls, two_processes
+
+LATENCY = 0.15
+CONCURRENCY = 2  # the plan's --concurrency: episodes in flight when it stops
+
+
+@pytest.fixture(scope="module")
+def loop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[FakeOpenAIServer, Path, int]]:
+    folder = tmp_path_factory.mktemp("interrupts")
+    with FakeOpenAIServer(latency=LATENCY) as server:
+        yield server, folder, reference_calls(server, folder)
+
+
+@pytest.mark.parametrize("kind", ["SIGINT", "SIGKILL"])
+def test_an_interrupted_learn_run_finishes_on_rerun(loop: tuple[FakeOpenAIServer, Path, int], kind: str) -> None:
+    server, folder, reference = loop
+    outcome = interrupt_and_rerun(server, folder, kind, at=7, reference=reference, thread=kind.lower())
+    notes = outcome.notes
+    assert notes["first_rc"] == (130 if kind == "SIGINT" else -9), notes["first_err"]
+    assert notes["rc"] == 0, notes["err"]
+    assert "resuming thread" in notes["err"] and "already finished" not in notes["err"]
+    assert outcome.completed, "the rerun wrote a report with evaluations"
+    assert (outcome.lost, outcome.duplicated) == (0, 0)
+    assert f'"episodes": {EPISODES}' in notes["stdout"]
+    assert 0 <= outcome.extra_calls <= CONCURRENCY * MAX_TURNS  # an episode in flight is replayed whole
+    if kind == "SIGKILL":  # the dead process's lease was left behind and taken over
+        assert notes["stale_lease_pid"] == notes["killed_pid"]
+
+
+def test_a_second_process_on_a_running_thread_refuses(loop: tuple[FakeOpenAIServer, Path, int]) -> None:
+    server, folder, reference = loop
+    outcome = two_processes(server, folder, reference, LATENCY)
+    notes = outcome.notes
+    assert notes["second_rc"] == 5
+    lines = notes["second_err"].strip().splitlines()
+    assert lines[-1].startswith("error: thread twin is already running (pid ")
+    assert f"pid {notes['first_pid']} on " in lines[-1] and "started 20" in lines[-1]
+    assert not notes["second_out_written"]
+    assert notes["rc"] == 0, notes["err"]
+    assert (outcome.lost, outcome.duplicated, outcome.extra_calls) == (0, 0, 0)
