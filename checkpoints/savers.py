@@ -12,6 +12,8 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
+from checkpoints.health import DatabaseRefused, check_database
+
 # Graph state holds swm's pydantic models; allow exactly these modules to be revived.
 SERDE = JsonPlusSerializer(allowed_msgpack_modules=[
     ("swm.state", "SocialWorld"), ("swm.state", "SocialStep"), ("swm.state", "Issue"),
@@ -26,14 +28,26 @@ def default_db_path() -> Path:
 
 
 def connect(path: str | Path) -> sqlite3.Connection:
-    """Open a connection usable from worker threads, in WAL mode, waiting on locks."""
-    if str(path) != ":memory:":
-        Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(str(path), check_same_thread=False, timeout=60)
-    if str(path) != ":memory:":
-        conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA busy_timeout=60000")
-    conn.execute("PRAGMA synchronous=NORMAL")
+    """Open a connection usable from worker threads, in WAL mode, waiting on locks.
+
+    The file is checked first (`check_database`: SQLite, writable, ``quick_check`` clean) and a
+    file SQLite still refuses is reported in one line, not as a traceback.
+    """
+    check_database(path)
+    memory = str(path) == ":memory:"
+    conn: sqlite3.Connection | None = None
+    try:
+        conn = sqlite3.connect(":memory:" if memory else str(Path(path).expanduser()), check_same_thread=False,
+                               timeout=60)
+        if not memory:
+            conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA busy_timeout=60000")
+        conn.execute("PRAGMA synchronous=NORMAL")
+    except sqlite3.DatabaseError as exc:
+        if conn is not None:
+            conn.close()
+        raise DatabaseRefused(f"cannot open the database {path}: {exc}",
+                              "pass another --db (a new path creates one)") from exc
     return conn
 
 
@@ -54,8 +68,7 @@ async def async_sqlite_saver(path: str | Path) -> AsyncIterator[AsyncSqliteSaver
     """Yield an async SQLite checkpointer on ``path``."""
     import aiosqlite
 
-    if str(path) != ":memory:":
-        Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    check_database(path)
     async with aiosqlite.connect(str(path), timeout=60) as conn:
         await conn.execute("PRAGMA journal_mode=WAL")
         await conn.execute("PRAGMA busy_timeout=60000")

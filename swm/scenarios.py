@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from swm.errors import InputError
+from swm.inputs import jsonl_rows
 from swm.social.models import AgentProfile, Scenario, ScenarioAgent
 
 SHARED_SOTOPIA = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "sotopia" / "sotopia_scenarios.jsonl"
@@ -36,14 +37,7 @@ RELATIONSHIPS = {0: "stranger", 1: "know_by_name", 2: "acquaintance", 3: "friend
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         raise InputError(f"no such scenario file: {path}", "pass a .jsonl file, one scenario a line")
-    rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except ValueError as exc:
-                raise InputError(f"{path}:{number} is not JSON: {exc}") from exc
-    return rows
+    return [row for _, row in jsonl_rows(path)]
 
 
 def _profile(name: str, raw: dict[str, Any] | None) -> AgentProfile:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -94,14 +93,17 @@ def announce_models(ctx: SWMContext) -> None:
                    "numbers.", err=True)
 
 
-def read_text(path: str) -> str:
-    """Read a story file ('-' for stdin) with a clear error when it is missing."""
-    if path == "-":
-        return sys.stdin.read()
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"no such file: {path}", "pass the path of a text file, or - for stdin")
-    return p.read_text(encoding="utf-8", errors="replace")
+def read_text(path: str, encoding: str = "utf-8") -> str:
+    """Read a story file ('-' for stdin) strictly: missing, binary or mis-encoded files are one-line errors."""
+    from swm.inputs import read_text_file
+
+    return read_text_file(path, encoding)
+
+
+def encoding_option(f: F) -> F:
+    """Add ``--encoding`` for commands that read a story file."""
+    return click.option("--encoding", default="utf-8", show_default=True,
+                        help="Text encoding of the story file (a file that does not decode is refused).")(f)
 
 
 def run_graph(builder: StateGraph[Any, Any, Any, Any], inputs: Mapping[str, Any], ctx: SWMContext, db: Path | None,

@@ -187,14 +187,12 @@ def _parse_story(ctx: Any, text: str) -> Any:
 
 
 def _judge_file(ctx: Any, path: Path) -> list[dict[str, Any]]:
+    from swm.inputs import jsonl_rows
     from swm.tom.parser_score import combined, judge_observation
     from swm.validation import validate_s3ap
 
     rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        item = json.loads(line)
+    for _, item in jsonl_rows(path, ("story", "parse")):
         structural = validate_s3ap(item["parse"]).structural_score
         verdict = judge_observation(ctx, item["story"], item["parse"], reference=item.get("reference"))
         rows.append({"id": item.get("id"), "structural": structural, "judge_observation": verdict["score"],

@@ -9,7 +9,15 @@ from typing import Any
 import click
 
 from nodes.parse import MODES, TASKS
-from swm.commands._common import echo_json, make_context, model_options, read_text, run_graph, run_options
+from swm.commands._common import (
+    echo_json,
+    encoding_option,
+    make_context,
+    model_options,
+    read_text,
+    run_graph,
+    run_options,
+)
 from swm.errors import InputError, ModelOutputError
 from swm.usage import total_usage
 
@@ -28,15 +36,16 @@ def _usage_line(out: dict[str, Any]) -> str:
 @click.option("--max-chars", default=60_000, show_default=True, help="Refuse narratives longer than this.")
 @click.option("--perspective", "agent", default=None, metavar="AGENT",
               help="Print only what AGENT observed, step by step (its memory), instead of the S3AP.")
+@encoding_option
 @model_options("parser")
 @run_options
-def parse_command(story: str, task: str, max_attempts: int, max_chars: int, agent: str | None, db: Path | None,
-                  thread_id: str | None, as_json: bool, **models: Any) -> None:
+def parse_command(story: str, task: str, max_attempts: int, max_chars: int, agent: str | None, encoding: str,
+                  db: Path | None, thread_id: str | None, as_json: bool, **models: Any) -> None:
     """Parse STORY_FILE ('-' for stdin) into its social state and print it as the paper's S3AP JSON."""
     from graphs import parse
 
     ctx = make_context(db, task=task, max_parse_attempts=max_attempts, max_narrative_chars=max_chars, **models)
-    out, _ = run_graph(parse.build(), {"narrative": read_text(story)}, ctx, db, thread_id, "parse")
+    out, _ = run_graph(parse.build(), {"narrative": read_text(story, encoding)}, ctx, db, thread_id, "parse")
     world = out.get("world")
     if agent is not None:
         if world is None:
@@ -78,15 +87,16 @@ def unusable_parse(out: dict[str, Any]) -> str:
 @click.option("--task", type=click.Choice(TASKS), default="generic", show_default=True)
 @click.option("--max-attempts", default=3, show_default=True, help="Parse → check → repair attempts.")
 @click.option("--max-chars", default=60_000, show_default=True, help="Refuse narratives longer than this.")
+@encoding_option
 @model_options("parser", "qa")
 @run_options
-def ask_command(story: str, question: str, mode: str, task: str, max_attempts: int, max_chars: int,
+def ask_command(story: str, question: str, mode: str, task: str, max_attempts: int, max_chars: int, encoding: str,
                 db: Path | None, thread_id: str | None, as_json: bool, **models: Any) -> None:
     """Answer a theory-of-mind question about a story; S3AP modes parse it first (cached per story)."""
     from graphs import ask
 
     ctx = make_context(db, task=task, max_parse_attempts=max_attempts, max_narrative_chars=max_chars, **models)
-    inputs = {"narrative": read_text(story), "question": question, "mode": mode}
+    inputs = {"narrative": read_text(story, encoding), "question": question, "mode": mode}
     out, _ = run_graph(ask.build(), inputs, ctx, db, thread_id, "ask")
     if as_json:
         echo_json({k: out.get(k) for k in ("answer", "reasoning", "answer_error", "mode", "world",

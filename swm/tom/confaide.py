@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from swm.errors import InputError
+from swm.inputs import read_text_file
 from swm.stats import mean_ci, wilson_interval
 from swm.tom.items import TomItem
 
@@ -63,7 +64,7 @@ _BLOCK_RE = re.compile(r"^<BEGIN>(<[^\n]*>)\n(.*?)^<END>(<[^\n]*>)\s*$", re.M | 
 
 
 def _blocks(path: Path) -> list[tuple[str, str, str]]:
-    text = path.read_text(encoding="utf-8")
+    text = read_text_file(path)
     blocks = [(m[1], m[2], m[3]) for m in _BLOCK_RE.finditer(text)]
     if not blocks:
         raise InputError(f"{path} holds no <BEGIN>…<END> blocks", "pass ConfAIde's tier_4.txt or tier_3.txt")

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from swm.errors import InputError
+from swm.inputs import jsonl_rows, read_text_file
 from swm.tom.items import BENCHMARKS, GROUPED, TomItem
 
 __all__ = ["BENCHMARKS", "GROUPED", "TomItem", "load_benchmark", "select"]
@@ -37,21 +38,13 @@ __all__ = ["BENCHMARKS", "GROUPED", "TomItem", "load_benchmark", "select"]
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(read_text_file(path))
     except json.JSONDecodeError as exc:
         raise InputError(f"{path} is not valid JSON: {exc}", "check the file, or pass the JSONL form") from exc
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path}:{number} is not a JSON object: {exc}", "one JSON object per line") from exc
-    return rows
+def _read_jsonl(path: Path, required: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    return [row for _, row in jsonl_rows(path, required)]
 
 
 # ---- ToMi / ParaToMi (bAbI) -----------------------------------------------------------------
@@ -70,7 +63,7 @@ def load_babi(path: str | Path, benchmark: str = "tomi") -> list[TomItem]:
     traces = trace_path.read_text(encoding="utf-8").splitlines() if trace_path.is_file() else []
     items: list[TomItem] = []
     story: list[str] = []
-    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for number, raw in enumerate(read_text_file(path).splitlines(), 1):
         if not raw.strip():
             continue
         match = _LINE_RE.match(raw)
@@ -183,7 +176,7 @@ _OPTION_RE = re.compile(r"\(([ab])\)\s*(.*?)(?=\s*\([ab]\)\s|\s*Please respond|$
 def load_mmtom(path: str | Path) -> list[TomItem]:
     """Read MMToM-QA's text questions (JSON Lines or a JSON list); options are a and b."""
     path = Path(path)
-    text = path.read_text(encoding="utf-8").lstrip()
+    text = read_text_file(path).lstrip()
     rows = _read_json(path) if text.startswith("[") else _read_jsonl(path)
     items = []
     for index, row in enumerate(rows):
@@ -270,7 +263,7 @@ def load_fantom(path: str | Path, context: str = "short", seed: int = 99,
 def load_jsonl(path: str | Path, benchmark: str) -> list[TomItem]:
     """Read the uniform ``{id, story, question, answer, meta}`` JSONL of the shared samples."""
     items = []
-    for row in _read_jsonl(Path(path)):
+    for row in _read_jsonl(Path(path), ("id", "story", "question", "answer")):
         meta = row.get("meta") or {}
         if benchmark in ("tomi", "paratomi"):
             raw = meta.get("question_type_coarse") or coarse_tomi_type(meta.get("question_type") or
@@ -319,7 +312,7 @@ def load_benchmark(benchmark: str, path: str | Path, samples: int = 1) -> list[T
     elif benchmark == "hitom":
         items = load_hitom(path)
     elif benchmark == "mmtom":
-        first = path.read_text(encoding="utf-8").lstrip()[:2000]
+        first = read_text_file(path).lstrip()[:2000]
         items = load_jsonl(path, "mmtom") if '"story"' in first and '"meta"' in first else load_mmtom(path)
     else:
         items = load_fantom(path)

@@ -1,0 +1,82 @@
+"""Refuse a database file that cannot hold a run, with one line saying why, before anything uses it.
+
+`check_database` runs once per file and process: a folder, a file that is not SQLite, a read-only
+file or folder, or a file that SQLite's ``PRAGMA quick_check`` finds damaged is refused with
+`DatabaseRefused` (exit code 2) instead of a traceback halfway through a run. A second backend
+offers the same function for its own URL (PostgreSQL: connect and check the schema).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from pathlib import Path
+
+from swm.errors import InputError
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+_checked: set[str] = set()
+_lock = threading.Lock()
+
+
+class DatabaseRefused(InputError):
+    """The ``--db`` file cannot be used: not SQLite, read-only, damaged, or not a file path."""
+
+
+def quick_check(path: Path) -> list[str]:
+    """Return the problems SQLite's ``quick_check`` finds in ``path`` (empty when it is sound)."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=60)
+    try:
+        rows = [str(r[0]) for r in conn.execute("PRAGMA quick_check")]
+    except sqlite3.DatabaseError as exc:
+        return [str(exc)]
+    finally:
+        conn.close()
+    return [] if rows == ["ok"] else rows
+
+
+def check_database(path: str | Path) -> None:
+    """Refuse ``path`` as a database, in one line, if it cannot hold swm's checkpoints and store."""
+    if str(path) == ":memory:":
+        return
+    file = Path(path).expanduser()
+    key = str(file.resolve())
+    with _lock:
+        if key in _checked:
+            return
+        _check(file)
+        _checked.add(key)
+
+
+def _check(file: Path) -> None:
+    if file.is_dir():
+        raise DatabaseRefused(f"--db {file} is a folder", f"pass a file path, e.g. {file / 'swm.db'}")
+    if not file.exists():
+        try:
+            file.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise DatabaseRefused(f"cannot create the database {file}: {exc.strerror}",
+                                  "pass a --db path in a folder you can write") from exc
+        if not os.access(file.parent, os.W_OK):
+            raise DatabaseRefused(f"cannot create the database {file}: its folder is read-only",
+                                  "pass a --db path in a folder you can write")
+        return
+    try:
+        with file.open("rb") as handle:
+            header = handle.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise DatabaseRefused(f"cannot read the database {file}: {exc.strerror}", "check its permissions") from exc
+    if header and header != SQLITE_HEADER:
+        raise DatabaseRefused(f"{file} is not a SQLite database", "pass another --db (a new path creates one)")
+    if not os.access(file, os.W_OK) or not os.access(file.parent, os.W_OK):
+        where = "file" if not os.access(file, os.W_OK) else "folder (SQLite writes its journal beside it)"
+        raise DatabaseRefused(f"the database {file} is read-only: its {where} cannot be written",
+                              "make it writable, or copy it and pass the copy as --db")
+    if header:
+        problems = quick_check(file)
+        if problems:
+            more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
+            raise DatabaseRefused(f"the database {file} is damaged: {problems[0]}{more}",
+                                  "restore it from a copy or pass a new --db; `sqlite3 FILE .recover` may save "
+                                  "its rows")
