@@ -29,7 +29,6 @@ from bench.fake_server import FakeOpenAIServer
 
 PLAN = ["--cycles", "2", "--levels", "easy", "--families", "negotiation,secret", "--episodes-per-level", "2",
         "--samples-per-task", "2", "--max-turns", "2", "--concurrency", "2"]
-EPISODES = 10  # (2 cycles + baseline) × 2 families held out, plus 2 cycles × 2 training episodes
 MAX_TURNS = 2  # an episode stopped mid-way is played again from its first turn: at most this many calls again
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -94,16 +93,24 @@ def finished(proc: subprocess.Popen[str], timeout: float = 300) -> tuple[int, st
     return proc.returncode, out, err
 
 
-def reference_calls(server: FakeOpenAIServer, folder: Path) -> int:
-    """Run the plan once without interruption; return the requests it made."""
+@dataclass(frozen=True)
+class Reference:
+    """The uninterrupted run of the plan: its model calls and its episodes."""
+
+    calls: int
+    episodes: int
+
+
+def reference_run(server: FakeOpenAIServer, folder: Path) -> Reference:
+    """Run the plan once without interruption; return the requests it made and the episodes it stored."""
     before = server.requests
     rc, _, err = finished(start(learn_command(server.model_spec, folder / "ref.db", "ref", folder / "ref")))
     if rc != 0:
         raise RuntimeError(f"the reference run failed (rc {rc}): {err[-1500:]}")
-    return server.requests - before
+    return Reference(server.requests - before, len(episode_ids(folder / "ref.db", "ref")))
 
 
-def interrupt_and_rerun(server: FakeOpenAIServer, folder: Path, kind: str, at: int, reference: int,
+def interrupt_and_rerun(server: FakeOpenAIServer, folder: Path, kind: str, at: int, reference: Reference,
                         thread: str = "run") -> Outcome:
     """Send ``kind`` (SIGINT or SIGKILL) after ``at`` answered requests, rerun, count the damage."""
     db = folder / f"{thread}.db"
@@ -118,13 +125,13 @@ def interrupt_and_rerun(server: FakeOpenAIServer, folder: Path, kind: str, at: i
     report = (folder / thread / "report.md").read_text(encoding="utf-8") if (folder / thread / "report.md").exists() \
         else ""
     return Outcome(kind, 1, rc == 0 and "(no evaluations recorded)" not in report and bool(report),
-                   lost=EPISODES - len(set(ids)), duplicated=sum(n - 1 for n in Counter(ids).values()),
-                   extra_calls=server.requests - before - reference,
+                   lost=reference.episodes - len(set(ids)), duplicated=sum(n - 1 for n in Counter(ids).values()),
+                   extra_calls=server.requests - before - reference.calls,
                    notes={"first_rc": first_rc, "first_err": first_err[-600:], "rc": rc, "err": err,
                           "stdout": out, "stale_lease_pid": stale, "killed_pid": proc.pid})
 
 
-def two_processes(server: FakeOpenAIServer, folder: Path, reference: int, latency: float,
+def two_processes(server: FakeOpenAIServer, folder: Path, reference: Reference, latency: float,
                   thread: str = "twin", hold: float = 5.0) -> Outcome:
     """Start a second process on a thread the first is running; it must refuse at once.
 
@@ -143,9 +150,9 @@ def two_processes(server: FakeOpenAIServer, folder: Path, reference: int, latenc
         server.configure(latency=latency)
     rc, _, err = finished(first)
     ids = episode_ids(db, thread)
-    return Outcome("two processes", 1, rc == 0, lost=EPISODES - len(set(ids)),
+    return Outcome("two processes", 1, rc == 0, lost=reference.episodes - len(set(ids)),
                    duplicated=sum(n - 1 for n in Counter(ids).values()),
-                   extra_calls=server.requests - before - reference,
+                   extra_calls=server.requests - before - reference.calls,
                    notes={"second_rc": second_rc, "second_err": second_err, "first_pid": first.pid, "rc": rc,
                           "err": err[-1500:], "second_out_written": (folder / f"{thread}-2").exists()})
 
@@ -159,14 +166,14 @@ def main() -> None:
     args.dir.mkdir(parents=True, exist_ok=True)
     outcomes: list[Outcome] = []
     with FakeOpenAIServer(latency=args.latency) as server:
-        reference = reference_calls(server, args.dir)
+        reference = reference_run(server, args.dir)
         for kind in ("SIGINT", "SIGKILL"):
             for i in range(args.rounds):
-                at = 3 + i * max(1, (reference - 6) // max(1, args.rounds))
+                at = 3 + i * max(1, (reference.calls - 6) // max(1, args.rounds))
                 outcomes.append(interrupt_and_rerun(server, args.dir, kind, at, reference, f"{kind.lower()}-{i}"))
         for i in range(args.rounds):
             outcomes.append(two_processes(server, args.dir, reference, args.latency, f"twin-{i}"))
-    print(f"uninterrupted run: {reference} model calls, {EPISODES} episodes")
+    print(f"uninterrupted run: {reference.calls} model calls, {reference.episodes} episodes")
     print(f"{'case':<14} {'interrupts':>10} {'completed':>9} {'lost':>5} {'duplicated':>10} {'extra calls':>11}")
     for case in ("SIGINT", "SIGKILL", "two processes"):
         rows = [o for o in outcomes if o.case == case]

@@ -29,6 +29,7 @@ from swm.errors import SWMError
 TABLE = "swm_leases"
 RENEW_S = 30.0
 STALE_S = 120.0
+_ours: set[str] = set()  # tokens of the leases this process holds (a pid alone may be reused after a restart)
 
 
 class LeaseHeld(SWMError):
@@ -60,6 +61,8 @@ def _ensure_table(conn: sqlite3.Connection) -> None:
 
 def holder_alive(lease: Lease, now: float | None = None) -> bool:
     """Tell whether the lease's holder may still be running."""
+    if lease.host == socket.gethostname() and lease.pid == os.getpid():
+        return lease.token in _ours  # our pid, but not our lease: a former process that had this pid
     if lease.host == socket.gethostname():
         try:
             os.kill(lease.pid, 0)
@@ -82,7 +85,7 @@ def acquire(conn: sqlite3.Connection, thread_id: str) -> tuple[Lease, Lease | No
         row = conn.execute(f"SELECT thread_id, pid, host, started, renewed, token FROM {TABLE} WHERE thread_id = ?",
                            (thread_id,)).fetchone()
         previous = Lease(*row) if row else None
-        if previous is not None and previous.pid == os.getpid() and previous.host == socket.gethostname():
+        if previous is not None and previous.token in _ours:
             raise LeaseHeld(f"thread {thread_id} is already running in this process", "use another --thread-id")
         if previous is not None and holder_alive(previous):
             raise LeaseHeld(f"thread {thread_id} is already running ({previous.describe()})",
@@ -95,6 +98,7 @@ def acquire(conn: sqlite3.Connection, thread_id: str) -> tuple[Lease, Lease | No
     except BaseException:
         conn.rollback()
         raise
+    _ours.add(lease.token)
     return lease, previous
 
 
@@ -107,6 +111,7 @@ def renew(conn: sqlite3.Connection, lease: Lease) -> None:
 
 def release(conn: sqlite3.Connection, lease: Lease) -> None:
     """Give the lease back (only our own: a lease taken over since is left alone)."""
+    _ours.discard(lease.token)
     with conn:
         conn.execute(f"DELETE FROM {TABLE} WHERE thread_id = ? AND token = ?", (lease.thread_id, lease.token))
 

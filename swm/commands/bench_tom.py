@@ -87,8 +87,11 @@ def tom_command(benchmark: str, data: Path | None, samples: int, modes: str, n: 
         rows = result_rows(ctx.experience_store(), run_id, mode_list, items)
         result = {"rows": rows, "wall_seconds": 0.0, "skipped": len(rows)}
     else:
-        result = run_benchmark(items, mode_list, ctx, db_path(db), run_id, concurrency=concurrency,
-                               progress=not no_progress, meta=meta, ask_graph=ask.build())
+        from checkpoints import hold_lease
+
+        with hold_lease(db_path(db), run_id):  # one process per run: a second one stops at once
+            result = run_benchmark(items, mode_list, ctx, db_path(db), run_id, concurrency=concurrency,
+                                   progress=not no_progress, meta=meta, ask_graph=ask.build())
         rows = result["rows"]
     summary = summarise(rows, mode_list)
     header = {"data": meta["data"], "questions": len(items), "seed": seed, "run": run_id,
