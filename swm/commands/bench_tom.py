@@ -26,7 +26,8 @@ from swm.errors import InputError
               help="ConfAIde: answers per prompt (upstream samples 10 at temperature 1).")
 @click.option("--modes", default="cot,s3ap", show_default=True, help="Comma list of vanilla, cot, s3ap, s3ap_only.")
 @click.option("--n", "n", type=int, default=None, help="Questions to draw (seeded); all when omitted. "
-              "FANToM is drawn by whole question sets; for 'sim' it is the number of stories.")
+              "FANToM is drawn by whole question sets, ConfAIde by whole scenarios; for 'sim' it is the number "
+              "of stories.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the draw.")
 @click.option("--concurrency", type=int, default=4, show_default=True,
               help="Items in flight at once (1 with the embedded model, which serves one request at a time).")
