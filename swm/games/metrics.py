@@ -27,7 +27,7 @@ from swm.stats import format_ci, mean_ci, wilson_interval
 
 
 def _rate(hits: float, n: int) -> dict[str, Any]:
-    lo, hi = wilson_interval(hits, n) if n else (0.0, 1.0)
+    lo, hi = wilson_interval(hits, n)
     return {"rate": hits / n if n else None, "ci95": [round(lo, 4), round(hi, 4)], "n": n, "hits": hits}
 
 

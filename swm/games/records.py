@@ -17,14 +17,11 @@ from swm.games.moderator import Resolution
 from swm.state import SocialStep, SocialWorld
 
 
-class Decision(BaseModel):
-    """A seat's reply before the moderator's checks (``error``: it did not fit the schema)."""
+class Cost(BaseModel):
+    """What deciding one move cost, and with which prompt and model."""
 
     model_config = ConfigDict(extra="forbid")
 
-    target: str | None = None
-    text: str = ""
-    error: str | None = None
     policy: str = "plain"
     calls: int = 0
     prompt_tokens: int = 0
@@ -34,10 +31,16 @@ class Decision(BaseModel):
     model: str | None = None
 
 
-class MoveRecord(BaseModel):
-    """One resolved move, as stored in the ``game_moves`` table."""
+class Decision(Cost):
+    """A seat's reply before the moderator's checks (``error``: it did not fit the schema)."""
 
-    model_config = ConfigDict(extra="forbid")
+    target: str | None = None
+    text: str = ""
+    error: str | None = None
+
+
+class MoveRecord(Cost):
+    """One resolved move, as stored in the ``game_moves`` table."""
 
     game_id: str = ""
     turn: int
@@ -49,7 +52,6 @@ class MoveRecord(BaseModel):
     kind: str
     options: list[str] = Field(default_factory=list)
     allow_abstain: bool = False
-    policy: str = "plain"
     prompt: str = ""
     proposed_target: str | None = None
     proposed_text: str = ""
@@ -59,12 +61,6 @@ class MoveRecord(BaseModel):
     fallback: str | None = None
     events: dict[str, Any] = Field(default_factory=dict)
     step: str = ""  # the SocialStep of this move, as JSON text
-    calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    seconds: float = 0.0
-    prompt_id: str | None = None
-    model: str | None = None
 
     def social_step(self) -> SocialStep:
         return SocialStep.model_validate_json(self.step)
@@ -74,15 +70,14 @@ def record_move(game: HiddenRoleGame, state: GameState, request: Request, decisi
                 resolution: Resolution, turn: int, prompt: str = "", game_id: str = "") -> MoveRecord:
     """Build the stored row of a move from the state it was made in and the moderator's resolution."""
     step = resolution.applied.step.model_copy(update={"timestep": str(turn)})
+    cost = {name: getattr(decision, name) for name in Cost.model_fields}
     return MoveRecord(
         game_id=game_id, turn=turn, round=state.round, phase=request.phase, agent=request.agent,
         role=state.roles[request.agent], side=game.side_of(state, request.agent), kind=request.kind,
-        options=list(request.options), allow_abstain=request.allow_abstain, policy=decision.policy, prompt=prompt,
+        options=list(request.options), allow_abstain=request.allow_abstain, prompt=prompt,
         proposed_target=decision.target, proposed_text=decision.text, target=resolution.move.target,
         text=resolution.move.text, violation=resolution.violation, fallback=resolution.fallback,
-        events=dict(resolution.applied.events), step=step.model_dump_json(), calls=decision.calls,
-        prompt_tokens=decision.prompt_tokens, completion_tokens=decision.completion_tokens,
-        seconds=decision.seconds, prompt_id=decision.prompt_id, model=decision.model)
+        events=dict(resolution.applied.events), step=step.model_dump_json(), **cost)
 
 
 class GameRecord(BaseModel):

@@ -49,19 +49,8 @@ def write_game(store: Any, row: dict[str, Any]) -> None:
 
 def get_game_row(store: Any, game_id: str) -> dict[str, Any] | None:
     """Return the game row with its JSON columns decoded, or None."""
-    if not store.has_table("games"):
-        return None
-    rows = list(store.rows("select * from games where game_id = ?", [game_id]))
-    if not rows:
-        return None
-    out = dict(rows[0])
-    for key in JSON_COLUMNS:
-        if isinstance(out.get(key), str):
-            try:
-                out[key] = json.loads(out[key])
-            except ValueError:
-                pass
-    return out
+    row: dict[str, Any] | None = store.get("games", "game_id", game_id, JSON_COLUMNS)
+    return row
 
 
 def load_world(store: Any, game_id: str) -> SocialWorld:

@@ -7,7 +7,6 @@ is rebuilt from its turn rows (`load_world`), so the graph state never holds a g
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
@@ -47,21 +46,8 @@ def write_episode(store: Any, row: dict[str, Any]) -> None:
 
 def get_episode(store: Any, episode_id: str) -> dict[str, Any] | None:
     """Return the episode row with its JSON columns decoded, or None."""
-    if not store.has_table("episodes"):
-        return None
-    rows = list(store.rows("select * from episodes where episode_id = ?", [episode_id]))
-    return decode_episode(rows[0]) if rows else None
+    row: dict[str, Any] | None = store.get("episodes", "episode_id", episode_id, JSON_COLUMNS)
+    return row
 
 
 JSON_COLUMNS = ("scenario", "agents", "policies", "judgements", "usage", "models", "prompts")
-
-
-def decode_episode(row: dict[str, Any]) -> dict[str, Any]:
-    out = dict(row)
-    for key in JSON_COLUMNS:
-        if isinstance(out.get(key), str):
-            try:
-                out[key] = json.loads(out[key])
-            except ValueError:
-                pass
-    return out
