@@ -73,72 +73,52 @@ class Case:
     failed: Callable[[Path], int]  # items recorded as failed at the end of an invocation
 
 
-def _tom_rows(db: Path) -> list[str]:
+def _read(db: Path, read: Callable[[Any], Any]) -> Any:
+    """Open the run's store, read from it, close it (the next invocation is another process)."""
     from checkpoints import ExperienceStore
 
     store = ExperienceStore(db)
-    keys = [r["key"] for r in store.rows("select key from tom_results where coalesce(status, 'done') = 'done'")]
-    store.close()
-    return keys
+    try:
+        return read(store)
+    finally:
+        store.close()
 
 
-def _tom_failed(db: Path) -> int:
-    from checkpoints import ExperienceStore
+def _keys(table: str, sql: str, column: str = "key") -> Callable[[Path], list[str]]:
+    """Return a reader of one column of ``sql`` over ``table`` (no rows while the table does not exist)."""
+    return lambda db: _read(db, lambda store: [str(r[column]) for r in store.rows(sql)]
+                            if store.has_table(table) else [])
 
-    store = ExperienceStore(db)
-    n = store.count("tom_results", "status = 'failed'")
-    store.close()
-    return n
+
+def _count(table: str, where: str) -> Callable[[Path], int]:
+    return lambda db: int(_read(db, lambda store: store.count(table, where)))
 
 
 def _episode_rows(db: Path) -> list[str]:
-    from checkpoints import ExperienceStore
-
-    store = ExperienceStore(db)
-    keys = [r["episode_id"] for r in store.rows("select episode_id from episodes where status = 'done'")]
-    keys += [f"{r['episode_id']}#{r['turn']}" for r in store.rows("select episode_id, turn from turns")]
-    store.close()
-    return keys
+    turns = _keys("turns", "select episode_id || '#' || turn as k from turns", "k")(db)
+    return _keys("episodes", "select episode_id from episodes where status = 'done'", "episode_id")(db) + turns
 
 
-def _episode_failed(db: Path) -> int:
-    from checkpoints import ExperienceStore
-
-    store = ExperienceStore(db)
-    n = store.count("episodes", "status = 'failed'")
-    store.close()
-    return n
-
-
-def _learn_rows(db: Path) -> list[str]:
-    from checkpoints import ExperienceStore
-
-    store = ExperienceStore(db)
-    keys = [r["episode_id"] for r in store.rows("select episode_id from lifelong_episodes")] if store.has_table(
-        "lifelong_episodes") else []
-    store.close()
-    return keys
+_learn_rows = _keys("lifelong_episodes", "select episode_id from lifelong_episodes", "episode_id")
 
 
 def _learn_failed(db: Path) -> int:
-    from checkpoints import ExperienceStore
     from swm.lifelong import store as ls
 
-    store = ExperienceStore(db)
-    n = len(ls.failures(store, "F"))
-    store.close()
-    return n
+    return len(_read(db, lambda store: ls.failures(store, "F")))
 
 
 CASES = {
     "tom": Case("swm bench tom (sim, 4 stories, cot+s3ap: 48 questions)", lambda db, spec: [
         "bench", "tom", "--benchmark", "sim", "--n", "4", "--modes", "cot,s3ap", "--concurrency", "4",
         "--no-progress", "--model", spec, "--db", str(db), "--thread-id", "F", "--out", str(db.parent / "tom"),
-        *CLIENT], _tom_rows, _tom_failed),
+        *CLIENT], _keys("tom_results", "select key from tom_results where coalesce(status, 'done') = 'done'"),
+        _count("tom_results", "status = 'failed'")),
     "sotopia": Case("swm bench sotopia (4 episodes, plain and foresee, 4 turns, judged)", lambda db, spec: [
         "bench", "sotopia", "--data", "shipped", "--policies", "plain,foresee", "--n", "2", "--max-turns", "4",
-        "--seats", "first", "--concurrency", "2", "--no-progress", "--model", spec, "--db", str(db), "--thread-id", "F",
-        "--out", str(db.parent / "sotopia"), *CLIENT], _episode_rows, _episode_failed),
+        "--seats", "first", "--concurrency", "2", "--no-progress", "--model", spec, "--db", str(db),
+        "--thread-id", "F", "--out", str(db.parent / "sotopia"), *CLIENT], _episode_rows,
+        _count("episodes", "status = 'failed'")),
     "learn": Case("swm learn (1 cycle, 2 levels, 2 families, 4 training episodes)", lambda db, spec: [
         "learn", "--cycles", "1", "--levels", "easy,medium", "--families", "negotiation,secret",
         "--episodes-per-level", "4", "--max-turns", "3", "--concurrency", "2", "--model", spec, "--db", str(db),

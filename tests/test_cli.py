@@ -67,9 +67,9 @@ def test_model_endpoint_down_is_exit_3_with_what_to_do(tmp_path: Path) -> None:
     story.write_text("Sally puts the marble in the basket.")
     url = f"http://127.0.0.1:{_closed_port()}/v1"
     result = CliRunner().invoke(main, ["ask", "--story", str(story), "--question", "Where?", "--mode", "cot",
-                                       "--model", f"m@{url}", "--db", str(tmp_path / "x.db")])
+                                       "--model", f"m@{url}", "--max-retries", "0", "--db", str(tmp_path / "x.db")])
     assert result.exit_code == 3, result.output
-    assert f"cannot reach the model at {url}" in result.output
+    assert f"cannot reach the model at {url}: connection refused (1 attempt)" in result.output
     assert "Traceback" not in result.output
 
 
