@@ -73,3 +73,22 @@ def test_cli_runner_resumes_then_replays_a_finished_thread(tmp_path: Path) -> No
 
     with pytest.raises(InputError, match="finished run on other input"):
         run_graph(ask.build(), {**inputs, "question": "Other?"}, SWMContext(llm=silent), db, "fixed", "ask")
+
+
+def test_a_stopped_thread_refuses_other_input_and_names_the_difference(tmp_path: Path) -> None:
+    import pytest
+
+    from swm.errors import InputError
+
+    db = tmp_path / "cli.db"
+    inputs = {"narrative": STORY, "question": "Where?", "mode": "cot"}
+    crashing = ScriptedChatModel(replies=[RuntimeError("stopped mid-answer")])
+    with pytest.raises(RuntimeError, match="stopped mid-answer"):
+        run_graph(ask.build(), inputs, SWMContext(llm=crashing), db, "t", "ask")
+    silent = ScriptedChatModel(replies=[])
+    with pytest.raises(InputError, match=r"stopped run on other input \(question: 'Where\?' → 'Other\?'\)"):
+        run_graph(ask.build(), {**inputs, "question": "Other?"}, SWMContext(llm=silent), db, "t", "ask")
+    assert silent.calls == 0
+    model = ScriptedChatModel(replies=[ReasonedAnswer(reasoning="r", answer="basket")])
+    out, _ = run_graph(ask.build(), inputs, SWMContext(llm=model), db, "t", "ask")
+    assert out["answer"] == "basket" and model.calls == 1
