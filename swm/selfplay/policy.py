@@ -25,24 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
 
+from swm.selfplay.config import PolicyConfig
 from swm.selfplay.trajectory import Generation
-
-
-class PolicyConfig(BaseModel):
-    """The base model, the LoRA adapter's shape and the sampling settings; recorded with the run."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    base: str = Field("embedded", description="a HF model directory, a .gguf file, or 'embedded'")
-    lora_r: int = 8
-    lora_alpha: int = 16
-    lora_dropout: float = 0.0
-    target_modules: tuple[str, ...] = ("q_proj", "v_proj")
-    temperature: float = Field(1.0, gt=0)
-    max_new_tokens: int = 32
-    threads: int | None = Field(None, description="torch intra-op threads (None: torch's default)")
 
 
 def load_base(base: str) -> tuple[Any, Any]:
@@ -141,6 +126,26 @@ class Policy:
                               target_modules=list(config.target_modules), task_type="CAUSAL_LM")
             model = get_peft_model(model, lora)
         return cls(model, tok, head, config)
+
+    def reset_adapter(self, seed: int) -> None:
+        """Re-initialise the LoRA matrices (seeded; B = 0, so the policy equals the base) and zero the value head."""
+        from peft.tuners.lora import LoraLayer
+
+        torch.manual_seed(seed)
+        for module in self.model.modules():
+            if isinstance(module, LoraLayer):
+                for name in module.lora_A:
+                    module.reset_lora_parameters(name, True)
+        torch.nn.init.zeros_(self.value_head.weight)
+        torch.nn.init.zeros_(self.value_head.bias)
+
+    def load_weights(self, directory: Path) -> None:
+        """Load a saved adapter and value head into this policy (same shape), in place."""
+        from peft import set_peft_model_state_dict
+        from safetensors.torch import load_file
+
+        set_peft_model_state_dict(self.model, load_file(str(directory / "adapter" / "adapter_model.safetensors")))
+        self.value_head.load_state_dict(torch.load(directory / "value_head.pt", weights_only=True))
 
     def parameters(self) -> list[torch.nn.Parameter]:
         """The trainable parameters: the LoRA matrices and the value head."""

@@ -14,27 +14,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
 
+from swm.selfplay.config import PPOConfig
 from swm.selfplay.policy import Batch, Policy, collate, spread
-
-
-class PPOConfig(BaseModel):
-    """The update's constants; recorded with the run."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    lr: float = 1e-4
-    clip: float = 0.2
-    kl_coef: float = 0.05
-    kl_estimator: Literal["k3", "k1"] = "k3"
-    value_coef: float = Field(0.5, description="0 for the critic-free estimator, which trains no value head")
-    epochs: int = 1
-    minibatch: int = 4
-    max_grad_norm: float = 1.0
 
 
 class Diverged(RuntimeError):

@@ -1,0 +1,58 @@
+"""Self-play RL (OMAR-style): one policy in every seat, per-role rewards, advantages, PPO, evaluation.
+
+    START → start ─(Send × rollouts not yet stored)→ rollout → score → advantages → update
+    update → evaluate → start (next iteration) | finish → END;   update (diverged) → finish
+
+Input: ``{"plan": SelfPlayPlan.model_dump()}`` (every key optional; see `swm.selfplay.plan`).
+Run it on a checkpointer with ``durability="sync"``: every node is idempotent and the adapter,
+value head and optimiser state of each iteration are saved atomically, so a run killed at any
+node and resumed on the same thread continues where it stopped without replaying rollouts.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import RetryPolicy
+
+from nodes.selfplay import (
+    advantages,
+    after_evaluate,
+    after_update,
+    evaluate,
+    fan_out,
+    finish,
+    rollout,
+    score,
+    start,
+    update,
+)
+from swm.context import SWMContext
+from swm.selfplay.state import SelfPlayState
+
+# The checkpointer and the experience store share one SQLite file (see graphs/lifelong.py).
+STORE_RETRY = RetryPolicy(max_attempts=4, retry_on=sqlite3.OperationalError)
+
+
+def build() -> StateGraph[SelfPlayState, SWMContext, SelfPlayState, SelfPlayState]:
+    g = StateGraph(SelfPlayState, context_schema=SWMContext)
+    g.add_node("start", start, retry_policy=STORE_RETRY)
+    g.add_node("rollout", rollout, retry_policy=STORE_RETRY)  # type: ignore[arg-type,call-overload]
+    g.add_node("score", score, retry_policy=STORE_RETRY)
+    g.add_node("advantages", advantages, retry_policy=STORE_RETRY)
+    g.add_node("update", update, retry_policy=STORE_RETRY)
+    g.add_node("evaluate", evaluate, retry_policy=STORE_RETRY)
+    g.add_node("finish", finish)
+    g.add_edge(START, "start")
+    g.add_conditional_edges("start", fan_out, ["rollout", "score"])
+    g.add_edge("rollout", "score")
+    g.add_edge("score", "advantages")
+    g.add_edge("advantages", "update")
+    g.add_conditional_edges("update", after_update, ["evaluate", "finish"])
+    g.add_conditional_edges("evaluate", after_evaluate, ["start", "finish"])
+    g.add_edge("finish", END)
+    return g
+
+
+graph = build().compile()

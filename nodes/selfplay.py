@@ -1,0 +1,95 @@
+"""Self-play nodes: start an iteration, roll out (one Send per rollout), score, advantages, update, evaluate.
+
+Each node calls one step of `swm.selfplay.loop` with the run's plan and the context's
+experience store; the steps are idempotent, so a resumed run re-runs the interrupted node
+without repeating finished work.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+from langgraph.types import Send
+
+from swm.context import SWMContext
+from swm.selfplay import loop
+from swm.selfplay.plan import SelfPlayPlan
+from swm.selfplay.state import RolloutJob, SelfPlayState
+from swm.selfplay.store import put_iteration, put_run
+
+
+def plan_of(state: SelfPlayState) -> SelfPlayPlan:
+    return SelfPlayPlan.model_validate(state.get("plan") or {})
+
+
+def start(state: SelfPlayState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+    """Set the run up (iteration 0's adapter, the recorded plan) and begin the iteration."""
+    plan = plan_of(state)
+    iteration = state.get("iteration", 0)
+    if iteration == 0:
+        put_run(runtime.context.experience_store(), plan.run_id, plan.model_dump(mode="json"))
+        loop.ensure_initial_checkpoint(plan)
+    return {"plan": plan.model_dump(mode="json"), "iteration": iteration, "current": {"iteration": iteration},
+            "stopped": None}
+
+
+def fan_out(state: SelfPlayState, runtime: Runtime[SWMContext]) -> list[Send] | str:
+    """Send each rollout not yet in the store; with none left, go on to scoring."""
+    jobs = loop.rollout_jobs(plan_of(state), runtime.context.experience_store(), state["iteration"])
+    return [Send("rollout", job) for job in jobs] or "score"
+
+
+def rollout(job: RolloutJob, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+    """Play one rollout under the iteration's adapter and store it (a failed one too, with its reason)."""
+    plan = SelfPlayPlan.model_validate(job["plan"])
+    loop.run_rollout(plan, runtime.context.experience_store(), dict(job), job["iteration"])
+    return {"rolled": 1}
+
+
+def score(state: SelfPlayState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+    """Per-role rewards of the iteration's rollouts; failed rollouts are counted and dropped."""
+    plan, iteration = plan_of(state), state["iteration"]
+    stats = loop.score_rollouts(plan, runtime.context.experience_store(), iteration, "train",
+                                plan.training_tasks(iteration))
+    return {"current": {"score": stats}}
+
+
+def advantages(state: SelfPlayState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+    """Token advantages (hierarchical or group-normalised), normalised per role."""
+    stats = loop.estimate_advantages(plan_of(state), runtime.context.experience_store(), state["iteration"])
+    return {"current": {"advantages": stats}}
+
+
+def update(state: SelfPlayState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+    """PPO on the LoRA adapter and value head; the new adapter is saved atomically (or the run stops)."""
+    stats = loop.update_policy(plan_of(state), runtime.context.experience_store(), state["iteration"])
+    return {"current": {"update": stats}, "stopped": f"diverged: {stats['diverged']}" if "diverged" in stats else None}
+
+
+def after_update(state: SelfPlayState) -> str:
+    return "finish" if state.get("stopped") else "evaluate"
+
+
+def evaluate(state: SelfPlayState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+    """Play the held-out tasks under the new adapter, then record the iteration's summary."""
+    plan, iteration = plan_of(state), state["iteration"]
+    store = runtime.context.experience_store()
+    stats = loop.evaluate_policy(plan, store, iteration)
+    current = {**(state.get("current") or {}), "evaluate": stats}
+    summary = loop.summarise(plan, current)
+    put_iteration(store, plan.run_id, iteration, summary)
+    return {"current": {"evaluate": stats}, "summaries": {str(iteration): summary}, "iteration": iteration + 1}
+
+
+def after_evaluate(state: SelfPlayState) -> str:
+    return "start" if state["iteration"] < plan_of(state).iterations else "finish"
+
+
+def finish(state: SelfPlayState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+    """End the run: the latest good checkpoint is the result."""
+    from swm.selfplay.checkpoint import checkpoint_dir, latest
+
+    plan = plan_of(state)
+    last = latest(plan.run_dir)
+    return {"current": {"adapter": str(checkpoint_dir(plan.run_dir, last)) if last is not None else None}}

@@ -1,0 +1,55 @@
+"""Atomic checkpoints of a self-play run: one directory per iteration, written whole or not at all.
+
+``<run_dir>/checkpoints/iter-0003/`` holds the adapter, the value head, the optimiser state and
+``meta.json`` (iteration, update statistics). It is written under a temporary name and renamed
+into place (``os.replace``, atomic on one file system), and ``LATEST`` is replaced the same way,
+so a run killed while saving finds either the previous checkpoint or the new one, never half of
+one; a leftover temporary directory is removed on the next save.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+def checkpoint_dir(run_dir: Path, iteration: int) -> Path:
+    return run_dir / "checkpoints" / f"iter-{iteration:04d}"
+
+
+def has_checkpoint(run_dir: Path, iteration: int) -> bool:
+    return (checkpoint_dir(run_dir, iteration) / "meta.json").is_file()
+
+
+def latest(run_dir: Path) -> int | None:
+    """Return the iteration of the newest complete checkpoint, or None."""
+    marker = run_dir / "checkpoints" / "LATEST"
+    return int(marker.read_text().strip()) if marker.is_file() else None
+
+
+def meta(run_dir: Path, iteration: int) -> dict[str, Any]:
+    return dict(json.loads((checkpoint_dir(run_dir, iteration) / "meta.json").read_text()))
+
+
+def save_atomic(run_dir: Path, iteration: int, write: Callable[[Path], None]) -> Path:
+    """Write a checkpoint with ``write(tmp_dir)`` and rename it into place; an existing one is kept as is."""
+    final = checkpoint_dir(run_dir, iteration)
+    if has_checkpoint(run_dir, iteration):
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.with_name(final.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    write(tmp)
+    if not (tmp / "meta.json").is_file():
+        raise RuntimeError(f"checkpoint writer left no meta.json in {tmp}")
+    shutil.rmtree(final, ignore_errors=True)  # a directory without meta.json is not a checkpoint
+    os.replace(tmp, final)
+    marker = final.parent / "LATEST"
+    marker_tmp = final.parent / "LATEST.tmp"
+    marker_tmp.write_text(str(iteration))
+    os.replace(marker_tmp, marker)
+    return final

@@ -1,0 +1,37 @@
+"""The policy's and the update's settings, torch-free so that plans, graphs and the CLI load without torch."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class PolicyConfig(BaseModel):
+    """The base model, the LoRA adapter's shape and the sampling settings; recorded with the run."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    base: str = Field("embedded", description="a HF model directory, a .gguf file, or 'embedded'")
+    lora_r: int = 8
+    lora_alpha: int = 16
+    lora_dropout: float = 0.0
+    target_modules: tuple[str, ...] = ("q_proj", "v_proj")
+    temperature: float = Field(1.0, gt=0)
+    max_new_tokens: int = 32
+    threads: int | None = Field(None, description="torch intra-op threads (None: torch's default)")
+
+
+class PPOConfig(BaseModel):
+    """The update's constants; recorded with the run."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    lr: float = 1e-4
+    clip: float = 0.2
+    kl_coef: float = 0.05
+    kl_estimator: Literal["k3", "k1"] = "k3"
+    value_coef: float = Field(0.5, description="0 for the critic-free estimator, which trains no value head")
+    epochs: int = 1
+    minibatch: int = 4
+    max_grad_norm: float = 1.0

@@ -1,0 +1,269 @@
+"""The steps of one self-play iteration, called by the graph's nodes: roll out, score, estimate, update, evaluate.
+
+Bulk data lives in the experience store (`swm.selfplay.store`) and the run directory
+(checkpoints); every step is idempotent, so a node interrupted by a kill is simply run again:
+a rollout already stored is not played again, scoring and advantages rewrite the same rows
+from the same inputs, and an update whose checkpoint exists is not trained again.
+
+torch is imported only inside the steps that need it, so plans, the graph and the CLI load
+without the train extra.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from swm.lifelong.tasks import Task
+from swm.selfplay import advantages as adv
+from swm.selfplay import store as sps
+from swm.selfplay.checkpoint import checkpoint_dir, has_checkpoint, meta, save_atomic
+from swm.selfplay.config import PolicyConfig
+from swm.selfplay.plan import SelfPlayPlan
+from swm.selfplay.rewards import filtered_counts, score
+from swm.selfplay.rollout import play
+from swm.selfplay.trajectory import Generation, Rollout
+from swm.stats import mean_ci
+
+if TYPE_CHECKING:
+    from swm.selfplay.policy import Policy
+
+
+class PolicyPool:
+    """One policy per base model per process; a checkpoint's weights are loaded into it in place."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self._policies: dict[str, Policy] = {}
+        self._loaded: dict[str, str] = {}
+
+    def get(self, config: PolicyConfig, checkpoint: Path | None) -> Policy:
+        """Return the policy of ``config`` holding ``checkpoint``'s weights (a fresh adapter when None)."""
+        from swm.selfplay.policy import Policy
+
+        key = config.model_dump_json()
+        with self.lock:
+            if key not in self._policies:
+                self._policies[key] = Policy.create(config)
+                self._loaded[key] = ""
+            policy = self._policies[key]
+            if checkpoint is not None and self._loaded[key] != str(checkpoint):
+                policy.load_weights(checkpoint)
+                self._loaded[key] = str(checkpoint)
+            return policy
+
+    def forget(self, config: PolicyConfig) -> None:
+        """Mark the in-memory weights as unknown (after a diverged update), so the next get reloads them."""
+        with self.lock:
+            self._loaded[config.model_dump_json()] = ""
+
+
+POOL = PolicyPool()
+
+
+class SeededSampler:
+    """Samples every turn of a rollout with a seed made from the rollout id and the turn number."""
+
+    def __init__(self, policy: Policy, rollout_id: str) -> None:
+        self.policy = policy
+        self.rollout_id = rollout_id
+        self.calls = 0
+
+    def generate(self, prompt: str) -> Generation:
+        gen = self.policy.generate(prompt, seed=f"{self.rollout_id}/{self.calls}")
+        self.calls += 1
+        return gen
+
+
+def ensure_initial_checkpoint(plan: SelfPlayPlan) -> None:
+    """Write iteration 0's checkpoint (a fresh adapter, seeded) unless it exists."""
+    if has_checkpoint(plan.run_dir, 0):
+        return
+    import torch
+
+    with POOL.lock:
+        policy = POOL.get(plan.policy, None)
+        policy.reset_adapter(plan.seed)
+        optimizer = None
+        save_atomic(plan.run_dir, 0, lambda tmp: policy.save(tmp, optimizer, {"iteration": 0, "seed": plan.seed,
+                                                                               "torch": torch.__version__}))
+        POOL.forget(plan.policy)
+
+
+def rollout_jobs(plan: SelfPlayPlan, store: Any, iteration: int) -> list[dict[str, Any]]:
+    """Return the iteration's training rollouts that are not yet in the store (the G samples of each task)."""
+    jobs = []
+    for task in plan.training_tasks(iteration):
+        for g in range(plan.group_size):
+            rollout_id = f"{plan.run_id}/i{iteration}/train/{task.task_id}/g{g}"
+            if not sps.rollout_done(store, rollout_id):
+                jobs.append({"rollout_id": rollout_id, "task": task.model_dump(mode="json"), "iteration": iteration,
+                             "sample": g, "phase": "train", "plan": plan.model_dump(mode="json")})
+    return jobs
+
+
+def run_rollout(plan: SelfPlayPlan, store: Any, job: dict[str, Any], checkpoint_iteration: int) -> Rollout:
+    """Play one rollout under the checkpoint of ``checkpoint_iteration`` and store it (failed or not)."""
+    task = Task.model_validate(job["task"])
+    with POOL.lock:
+        policy = POOL.get(plan.policy, checkpoint_dir(plan.run_dir, checkpoint_iteration))
+        rollout = play(task, SeededSampler(policy, job["rollout_id"]), rollout_id=job["rollout_id"],
+                       iteration=job["iteration"], sample=job["sample"], max_turns=plan.max_turns)
+    sps.put_rollout(store, plan.run_id, job["phase"], rollout)
+    return rollout
+
+
+def _task_of(rollout: Rollout, tasks: dict[str, Task]) -> Task:
+    return tasks[rollout.task_id]
+
+
+def role_rewards(rollouts: list[Rollout]) -> dict[str, dict[str, Any]]:
+    """Mean (with a 95% t-interval) of each role's seat return (the sum of its turns' rewards)."""
+    by_role: dict[str, list[float]] = defaultdict(list)
+    for r in rollouts:
+        for seat in r.seats:
+            if seat.turns:
+                by_role[seat.role].append(sum(t.reward for t in seat.turns))
+    out = {}
+    for role, values in sorted(by_role.items()):
+        mean, half, n = mean_ci(values)
+        out[role] = {"mean": mean, "ci95": half, "n": n}
+    return out
+
+
+def score_rollouts(plan: SelfPlayPlan, store: Any, iteration: int, phase: str, tasks: list[Task]) -> dict[str, Any]:
+    """Score every stored rollout of the iteration and phase; failed ones are counted and left out."""
+    start = time.perf_counter()
+    by_id = {t.task_id: t for t in tasks}
+    rollouts = sps.load_rollouts(store, plan.run_id, iteration, phase)
+    good = [r for r in rollouts if not r.failed]
+    passed = 0
+    for r in good:
+        _, verdict = score(r, _task_of(r, by_id), plan.reward)
+        passed += int(verdict.passed)
+        sps.put_rollout(store, plan.run_id, phase, r)
+    counts = filtered_counts(good)
+    filtered = sum(v for k, v in counts.items() if k != "turns")
+    tokens = sum(r.tokens for r in rollouts)
+    seconds = sum(r.seconds for r in rollouts)
+    return {"rollouts": len(rollouts), "failed": len(rollouts) - len(good),
+            "failures": [r.failed for r in rollouts if r.failed][:5], "pass_rate": passed / len(good) if good else None,
+            "reward": role_rewards(good), "filtered": counts, "filtered_rate": filtered / counts["turns"]
+            if counts["turns"] else None, "tokens": tokens, "rollout_seconds": seconds,
+            "tokens_per_s": tokens / seconds if seconds else None, "seconds": time.perf_counter() - start}
+
+
+def _token_values(policy: Policy, rollouts: list[Rollout]) -> None:
+    """Fill every turn's ``values`` with the value head's value at each generated token."""
+    import torch
+
+    from swm.selfplay.policy import collate, gather
+
+    turns = [t for r in rollouts for s in r.seats for t in s.turns]
+    for start in range(0, len(turns), 8):
+        chunk = turns[start:start + 8]
+        batch = collate([t.prompt_ids for t in chunk], [t.token_ids for t in chunk], policy.tokenizer.pad_token_id)
+        with torch.no_grad():
+            _, values = policy.score(batch)
+        for turn, row in zip(chunk, gather(values, batch), strict=True):
+            turn.values = row
+
+
+def estimate_advantages(plan: SelfPlayPlan, store: Any, iteration: int) -> dict[str, Any]:
+    """Compute token advantages and returns of the iteration's scored rollouts, normalised per role."""
+    start = time.perf_counter()
+    rollouts = [r for r in sps.load_rollouts(store, plan.run_id, iteration, "train") if not r.failed]
+    cfg = plan.advantage
+    if cfg.estimator == "hierarchical":
+        with POOL.lock:
+            _token_values(POOL.get(plan.policy, checkpoint_dir(plan.run_dir, iteration)), rollouts)
+        for r in rollouts:
+            for seat in r.seats:
+                if not seat.turns:
+                    continue
+                est = adv.hierarchical([adv.TurnInput(t.reward, t.values) for t in seat.turns], cfg)
+                for turn, a, ret in zip(seat.turns, est.token_advantages, est.token_returns, strict=True):
+                    turn.advantages, turn.returns = a, ret
+    else:
+        seats = [(r, s) for r in rollouts for s in r.seats if s.turns]
+        returns = [adv.discounted_return([t.reward for t in s.turns], cfg.gamma) for _, s in seats]
+        normalised = adv.group_normalised(returns, [(r.task_id, s.role) for r, s in seats], cfg)
+        for (_, seat), seat_adv, seat_ret in zip(seats, normalised, returns, strict=True):
+            rows = adv.broadcast(seat_adv, [len(t.token_ids) for t in seat.turns])
+            for turn, row in zip(seat.turns, rows, strict=True):
+                turn.advantages, turn.returns = row, [seat_ret] * len(row)
+    turns = [(s.role, t) for r in rollouts for s in r.seats for t in s.turns]
+    whitened = adv.normalise_per_role([t.advantages for _, t in turns], [role for role, _ in turns], cfg.eps)
+    raw = [a for _, t in turns for a in t.advantages]
+    for (_, turn), row in zip(turns, whitened, strict=True):
+        turn.advantages = row
+    for r in rollouts:
+        sps.put_rollout(store, plan.run_id, "train", r)
+    return {"estimator": cfg.estimator, "turns": len(turns), "raw_mean": sum(raw) / len(raw) if raw else None,
+            "raw_abs_max": max((abs(a) for a in raw), default=None), "seconds": time.perf_counter() - start}
+
+
+def update_policy(plan: SelfPlayPlan, store: Any, iteration: int) -> dict[str, Any]:
+    """PPO on the iteration's samples, saved atomically as checkpoint ``iteration + 1``.
+
+    Idempotent: an existing checkpoint is read, not trained again. A diverging loss returns
+    ``{"diverged": reason}`` and writes nothing: the last good checkpoint stays the latest.
+    """
+    if has_checkpoint(plan.run_dir, iteration + 1):
+        return dict(meta(plan.run_dir, iteration + 1).get("update", {})) | {"resumed": True}
+    import torch
+
+    from swm.selfplay.ppo import Diverged, Sample, make_optimizer, ppo_update
+
+    start = time.perf_counter()
+    rollouts = [r for r in sps.load_rollouts(store, plan.run_id, iteration, "train") if not r.failed]
+    samples = [Sample(role=s.role, prompt_ids=t.prompt_ids, token_ids=t.token_ids, old_logprobs=t.logprobs,
+                      advantages=t.advantages, returns=t.returns)
+               for r in rollouts for s in r.seats for t in s.turns if t.advantages]
+    previous = checkpoint_dir(plan.run_dir, iteration)
+    ppo = plan.ppo if plan.advantage.estimator == "hierarchical" else plan.ppo.model_copy(update={"value_coef": 0.0})
+    with POOL.lock:
+        policy = POOL.get(plan.policy, previous)
+        optimizer = make_optimizer(policy, ppo)
+        if (previous / "optimizer.pt").is_file():
+            optimizer.load_state_dict(torch.load(previous / "optimizer.pt", weights_only=True))
+        torch.manual_seed(plan.seed * 7919 + iteration)
+        try:
+            stats = ppo_update(policy, optimizer, samples, ppo) if samples else {"steps": 0.0}
+        except Diverged as err:
+            POOL.forget(plan.policy)
+            return {"diverged": str(err), "seconds": time.perf_counter() - start}
+        stats["seconds"] = time.perf_counter() - start
+        stats["samples"] = float(len(samples))
+        save_atomic(plan.run_dir, iteration + 1, lambda tmp: policy.save(
+            tmp, optimizer, {"iteration": iteration + 1, "update": stats}))
+    return stats
+
+
+def evaluate_policy(plan: SelfPlayPlan, store: Any, iteration: int) -> dict[str, Any]:
+    """Play the held-out tasks under checkpoint ``iteration + 1`` (one rollout each) and score them."""
+    tasks = plan.evaluation_tasks()
+    start = time.perf_counter()
+    for task in tasks:
+        rollout_id = f"{plan.run_id}/i{iteration}/eval/{task.task_id}/g0"
+        if not sps.rollout_done(store, rollout_id):
+            run_rollout(plan, store, {"rollout_id": rollout_id, "task": task.model_dump(mode="json"),
+                                      "iteration": iteration, "sample": 0, "phase": "eval"}, iteration + 1)
+    out = score_rollouts(plan, store, iteration, "eval", tasks)
+    out["seconds"] = time.perf_counter() - start
+    return out
+
+
+def summarise(plan: SelfPlayPlan, current: dict[str, Any]) -> dict[str, Any]:
+    """The iteration's numbers: per-role rewards (train, held-out) with 95% intervals, KL, filter, speed."""
+    sc, up, ev = current.get("score", {}), current.get("update", {}), current.get("evaluate", {})
+    step_seconds = sum(float(current.get(k, {}).get("seconds") or 0.0) for k in ("score", "advantages", "update"))
+    return {"estimator": plan.advantage.estimator, "reward": sc.get("reward"), "pass_rate": sc.get("pass_rate"),
+            "eval_reward": ev.get("reward"), "eval_pass_rate": ev.get("pass_rate"), "kl": up.get("kl"),
+            "loss": up.get("loss"), "clipped": up.get("clipped"), "filtered_rate": sc.get("filtered_rate"),
+            "filtered": sc.get("filtered"), "rollouts": sc.get("rollouts"), "failed": sc.get("failed"),
+            "tokens": sc.get("tokens"), "tokens_per_s": sc.get("tokens_per_s"),
+            "seconds": float(sc.get("rollout_seconds") or 0.0) + step_seconds + float(ev.get("seconds") or 0.0)}

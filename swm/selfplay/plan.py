@@ -1,0 +1,47 @@
+"""The plan of a self-play run: every setting, recorded with the run (``selfplay_runs``) and in its checkpoints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from swm.lifelong.heldout import heldout
+from swm.lifelong.tasks import Task, synthesize
+from swm.selfplay.advantages import AdvantageConfig
+from swm.selfplay.config import PolicyConfig, PPOConfig
+from swm.selfplay.rewards import RewardConfig
+
+
+class SelfPlayPlan(BaseModel):
+    """What to play, how many times, and how to score, estimate and update."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str = "selfplay"
+    iterations: int = Field(2, ge=1)
+    family: str = "negotiation"
+    level: str = "easy"
+    tasks_per_iteration: int = Field(2, ge=1)
+    group_size: int = Field(2, ge=1, description="G: rollouts per task (a group)")
+    max_turns: int = Field(4, ge=1)
+    eval_tasks: int = Field(2, ge=0, le=4, description="frozen held-out tasks evaluated after each update")
+    seed: int = 0
+    out_dir: str = "swm-selfplay"
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    ppo: PPOConfig = Field(default_factory=PPOConfig)
+    advantage: AdvantageConfig = Field(default_factory=AdvantageConfig)
+    reward: RewardConfig = Field(default_factory=RewardConfig)
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.out_dir) / self.run_id
+
+    def training_tasks(self, iteration: int) -> list[Task]:
+        """The iteration's tasks (train split; fresh seeds every iteration)."""
+        return [synthesize(self.family, self.level, self.seed + 1000 * iteration + i)
+                for i in range(self.tasks_per_iteration)]
+
+    def evaluation_tasks(self) -> list[Task]:
+        """The frozen held-out tasks of the family and level (never trained on)."""
+        return heldout([self.level], [self.family], self.eval_tasks) if self.eval_tasks else []

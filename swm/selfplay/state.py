@@ -1,0 +1,32 @@
+"""Graph state of a self-play run: the plan, the iteration, and this iteration's small statistics.
+
+Rollouts (tokens, log-probs, rewards, advantages) live in the experience store and the adapter
+in the run directory; the state holds numbers that do not grow with the run.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, TypedDict
+
+from swm.graph_state import merge_dict
+
+
+class RolloutJob(TypedDict):
+    """One rollout to play: the payload of a ``rollout`` Send."""
+
+    rollout_id: str
+    task: dict[str, Any]
+    iteration: int
+    sample: int
+    phase: str
+    plan: dict[str, Any]
+
+
+class SelfPlayState(TypedDict, total=False):
+    plan: dict[str, Any]
+    iteration: int  # the iteration in progress (its rollouts use checkpoint ``iteration``)
+    rolled: Annotated[int, operator.add]  # rollouts played by this thread (a resumed run does not replay them)
+    current: Annotated[dict[str, Any], merge_dict]  # this iteration's step statistics
+    summaries: Annotated[dict[str, Any], merge_dict]  # iteration -> its summary
+    stopped: str | None  # why the run stopped early (a diverged update), else None

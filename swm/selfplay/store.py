@@ -1,0 +1,49 @@
+"""Self-play tables in the experience store.
+
+* ``selfplay_rollouts`` — one row per rollout (pk ``rollout_id``: run, iteration, phase, task,
+  sample), the whole `Rollout` as JSON (turns, tokens, log-probs, rewards, advantages), whether
+  it failed and why; rewritten as the score and advantage steps fill it in;
+* ``selfplay_iterations`` — one row per finished iteration: the numbers the benchmark reports;
+* ``selfplay_runs`` — the plan of each run.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from swm.selfplay.trajectory import Rollout
+
+ROLLOUTS = "selfplay_rollouts"
+
+
+def rollout_done(store: Any, rollout_id: str) -> bool:
+    return bool(store.has_table(ROLLOUTS) and store.count(ROLLOUTS, "rollout_id = ?", [rollout_id]) > 0)
+
+
+def put_rollout(store: Any, run_id: str, phase: str, rollout: Rollout) -> None:
+    """Write (or rewrite) a rollout's row."""
+    store.insert(ROLLOUTS, {"rollout_id": rollout.rollout_id, "run_id": run_id, "iteration": rollout.iteration,
+                            "phase": phase, "task_id": rollout.task_id, "sample": rollout.sample,
+                            "failed": rollout.failed, "tokens": rollout.tokens, "seconds": rollout.seconds,
+                            "rollout": rollout.model_dump(mode="json"), "created": time.time()},
+                 pk="rollout_id", replace=True)
+
+
+def load_rollouts(store: Any, run_id: str, iteration: int, phase: str) -> list[Rollout]:
+    """Return the rollouts of one iteration and phase, failed ones included, in id order."""
+    if not store.has_table(ROLLOUTS):
+        return []
+    rows = store.rows(f"select rollout from {ROLLOUTS} where run_id = ? and iteration = ? and phase = ? "
+                      "order by rollout_id", [run_id, iteration, phase])
+    return [Rollout.model_validate_json(r["rollout"]) for r in rows]
+
+
+def put_iteration(store: Any, run_id: str, iteration: int, summary: dict[str, Any]) -> None:
+    store.insert("selfplay_iterations", {"key": f"{run_id}/{iteration}", "run_id": run_id, "iteration": iteration,
+                                         **summary, "created": time.time()}, pk="key", replace=True)
+
+
+def put_run(store: Any, run_id: str, plan: dict[str, Any]) -> None:
+    store.insert("selfplay_runs", {"run_id": run_id, "plan": plan, "created": time.time()}, pk="run_id",
+                 replace=True)

@@ -1,0 +1,123 @@
+"""The self-play graph end to end on a tiny random Llama: iterations, checkpoints, both estimators, kill and resume."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("peft")
+from test_lifelong_train import tiny_llama  # noqa: E402
+
+from checkpoints import ExperienceStore, sqlite_saver  # noqa: E402
+from graphs import selfplay  # noqa: E402
+from swm.context import SWMContext  # noqa: E402
+from swm.selfplay.checkpoint import checkpoint_dir, latest, meta  # noqa: E402
+from swm.selfplay.store import load_rollouts  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def base_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    torch.manual_seed(0)
+    return tiny_llama(tmp_path_factory.mktemp("tiny") / "model")
+
+
+def plan(base: Path, out: Path, estimator: str = "hierarchical", **extra: Any) -> dict[str, Any]:
+    return {"run_id": f"sp-{estimator}", "iterations": 2, "tasks_per_iteration": 1, "group_size": 2, "max_turns": 3,
+            "eval_tasks": 1, "out_dir": str(out),
+            "policy": {"base": str(base), "lora_r": 4, "lora_alpha": 8, "max_new_tokens": 4},
+            "ppo": {"lr": 1e-3, "minibatch": 4}, "advantage": {"estimator": estimator}, **extra}
+
+
+def run(db: Path, inputs: dict[str, Any] | None, thread: str = "t1") -> dict[str, Any]:
+    store = ExperienceStore(db)
+    with sqlite_saver(db) as saver:
+        graph = selfplay.build().compile(checkpointer=saver)
+        return dict(graph.invoke(inputs, {"configurable": {"thread_id": thread}}, context=SWMContext(store=store),
+                                 durability="sync"))
+
+
+@pytest.mark.parametrize("estimator", ["hierarchical", "group"])
+def test_two_iterations_train_checkpoint_and_report(base_dir: Path, tmp_path: Path, estimator: str) -> None:
+    p = plan(base_dir, tmp_path / "out", estimator)
+    out = run(tmp_path / "run.db", {"plan": p})
+    run_dir = tmp_path / "out" / p["run_id"]
+    assert out["iteration"] == 2 and out["stopped"] is None and out["rolled"] == 4
+    assert latest(run_dir) == 2 and all(checkpoint_dir(run_dir, i).is_dir() for i in range(3))
+    steps = [meta(run_dir, i)["update"]["steps"] for i in (1, 2)]
+    state = torch.load(checkpoint_dir(run_dir, 2) / "optimizer.pt", weights_only=True)["state"]
+    assert float(next(iter(state.values()))["step"]) == sum(steps), "the optimiser state carries across iterations"
+    for i in ("0", "1"):
+        summary = out["summaries"][i]
+        assert summary["estimator"] == estimator and set(summary["reward"]) == {"buyer", "seller"}
+        assert summary["kl"] is not None and summary["tokens"] > 0 and summary["seconds"] > 0
+        assert set(summary["eval_reward"]) <= {"buyer", "seller"}
+    store = ExperienceStore(tmp_path / "run.db")
+    train = load_rollouts(store, p["run_id"], 0, "train")
+    assert len(train) == 2 and len(load_rollouts(store, p["run_id"], 0, "eval")) == 1
+    turns = [t for r in train for s in r.seats for t in s.turns]
+    assert all(len(t.advantages) == len(t.token_ids) == len(t.logprobs) for t in turns)
+    if estimator == "group":  # one advantage per seat, broadcast to its tokens
+        assert all(len(set(t.advantages)) == 1 for t in turns)
+    else:
+        assert all(len(t.values) == len(t.token_ids) for t in turns)
+    assert store.count("selfplay_iterations") == 2 and store.count("selfplay_runs") == 1
+    assert json.loads(next(store.rows("select plan from selfplay_runs"))["plan"])["advantage"]["estimator"] == estimator
+
+
+KILLED = textwrap.dedent("""
+    import os, signal, sys
+    sys.path.insert(0, {tests!r})
+    from swm.selfplay.policy import Policy
+    from test_selfplay_graph import run
+
+    real_save = Policy.save
+
+    def save(self, directory, optimizer=None, meta=None):
+        if (meta or {{}}).get("iteration") == 2:
+            self.model.save_pretrained(str(directory / "adapter"))  # half a checkpoint, then the kill
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real_save(self, directory, optimizer, meta)
+
+    Policy.save = save
+    run({db!r}, {{"plan": {plan!r}}})
+""")
+
+
+def test_a_run_killed_mid_iteration_resumes_without_replaying(base_dir: Path, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    db, out = tmp_path / "run.db", tmp_path / "out"
+    p = plan(base_dir, out)
+    script = KILLED.format(tests=str(Path(__file__).parent), db=str(db), plan=p)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240)
+    assert proc.returncode == -9, proc.stderr[-3000:]
+    run_dir = out / p["run_id"]
+    assert latest(run_dir) == 1, "the half-written checkpoint is not the latest"
+    assert (run_dir / "checkpoints" / "iter-0002.tmp").is_dir() and not checkpoint_dir(run_dir, 2).exists()
+    with sqlite_saver(db) as saver:
+        snapshot = selfplay.build().compile(checkpointer=saver).get_state({"configurable": {"thread_id": "t1"}})
+    assert snapshot.next == ("update",) and snapshot.values["iteration"] == 1
+
+    from swm.selfplay.policy import Policy
+
+    calls: list[str] = []
+    real_generate = Policy.generate
+
+    def counting(self: Policy, prompt: str, seed: str | int = 0) -> Any:
+        calls.append(str(seed))
+        return real_generate(self, prompt, seed)
+
+    monkeypatch.setattr(Policy, "generate", counting)
+    resumed = run(db, None)
+    assert resumed["iteration"] == 2 and resumed["stopped"] is None and resumed["rolled"] == 4
+    assert calls and all("/i1/eval/" in c for c in calls), "only the held-out evaluation after the update was played"
+    assert latest(run_dir) == 2 and not (run_dir / "checkpoints" / "iter-0002.tmp").exists()
+    steps = [meta(run_dir, i)["update"]["steps"] for i in (1, 2)]
+    state = torch.load(checkpoint_dir(run_dir, 2) / "optimizer.pt", weights_only=True)["state"]
+    assert float(next(iter(state.values()))["step"]) == sum(steps), "the optimiser state came from checkpoint 1"
