@@ -121,3 +121,30 @@ def test_a_run_killed_mid_iteration_resumes_without_replaying(base_dir: Path, tm
     steps = [meta(run_dir, i)["update"]["steps"] for i in (1, 2)]
     state = torch.load(checkpoint_dir(run_dir, 2) / "optimizer.pt", weights_only=True)["state"]
     assert float(next(iter(state.values()))["step"]) == sum(steps), "the optimiser state came from checkpoint 1"
+
+
+def test_a_diverging_loss_stops_the_run_and_keeps_the_last_good_adapter(base_dir: Path, tmp_path: Path) -> None:
+    p = plan(base_dir, tmp_path / "out", reward={"completion": float("nan")})  # every seat return is NaN
+    out = run(tmp_path / "run.db", {"plan": p})
+    run_dir = tmp_path / "out" / p["run_id"]
+    assert out["stopped"].startswith("diverged: loss is nan")
+    assert latest(run_dir) == 0 and out["current"]["adapter"] == str(checkpoint_dir(run_dir, 0))
+    assert not out.get("summaries") and out["iteration"] == 0
+
+
+def test_cli_runs_and_replays_a_finished_thread(base_dir: Path, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from swm.cli import main
+
+    args = ["selfplay", "--base", str(base_dir), "--iterations", "1", "--tasks", "1", "--group", "2", "--max-turns",
+            "2", "--eval-tasks", "1", "--max-new-tokens", "3", "--lora-r", "4", "--estimator", "group", "--out",
+            str(tmp_path / "out"), "--db", str(tmp_path / "cli.db"), "--thread-id", "cli1", "--json"]
+    first = CliRunner().invoke(main, args)
+    assert first.exit_code == 0, first.output
+    data = json.loads(first.stdout)
+    assert data["iteration"] == 1 and data["summaries"]["0"]["estimator"] == "group"
+    again = CliRunner().invoke(main, args)
+    assert again.exit_code == 0 and json.loads(again.stdout)["summaries"] == data["summaries"]
+    bad = CliRunner().invoke(main, [*args[:-3], "--thread-id", "cli2", "--group", "0"])
+    assert bad.exit_code == 2 and "group_size" in bad.output

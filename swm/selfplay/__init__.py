@@ -1,4 +1,8 @@
-"""Self-play RL (OMAR-style): one policy in every seat, per-role rewards, hierarchical or group advantages."""
+"""Self-play RL (OMAR-style): one policy in every seat, per-role rewards, hierarchical or group advantages.
+
+``train(plan, db=...)`` runs (or resumes) a run; the torch parts (`policy`, `ppo`) load only
+when a run needs them.
+"""
 
 from swm.selfplay.advantages import (
     AdvantageConfig,
@@ -11,9 +15,12 @@ from swm.selfplay.advantages import (
     hierarchical,
     normalise_per_role,
 )
+from swm.selfplay.api import train
+from swm.selfplay.plan import SelfPlayPlan
 
 __all__ = [
     "AdvantageConfig",
+    "SelfPlayPlan",
     "HierarchicalAdvantages",
     "TurnInput",
     "broadcast",
@@ -22,4 +29,5 @@ __all__ = [
     "group_normalised",
     "hierarchical",
     "normalise_per_role",
+    "train",
 ]

@@ -1,0 +1,106 @@
+"""``swm selfplay``: one model in every seat, per-role rewards, hierarchical or group advantages, PPO on a LoRA."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import click
+
+from swm.commands._common import db_path, echo_json, run_options
+from swm.errors import InputError
+from swm.lifelong.tasks import FAMILIES, LEVELS
+
+
+def _cell(stats: dict[str, Any] | None) -> str:
+    if not stats:
+        return "-"
+    return ", ".join(f"{role} {v['mean']:.2f}±{v['ci95'] or 0:.2f} (n={v['n']})" for role, v in stats.items())
+
+
+@click.command("selfplay")
+@click.option("--iterations", default=2, show_default=True, help="Rollout → update iterations.")
+@click.option("--family", type=click.Choice(FAMILIES), default="negotiation", show_default=True,
+              help="The verifiable task family (its code checker gives the rewards).")
+@click.option("--level", type=click.Choice(LEVELS), default="easy", show_default=True)
+@click.option("--tasks", "tasks_per_iteration", default=2, show_default=True, help="Training tasks per iteration.")
+@click.option("--group", "group_size", default=2, show_default=True, help="G: rollouts per task (a group).")
+@click.option("--max-turns", default=4, show_default=True)
+@click.option("--eval-tasks", default=2, show_default=True, type=click.IntRange(0, 4),
+              help="Frozen held-out tasks played after each update.")
+@click.option("--estimator", type=click.Choice(["hierarchical", "group"]), default="hierarchical",
+              show_default=True, help="Turn- then token-level GAE with a value head, or critic-free group returns.")
+@click.option("--gamma", default=1.0, show_default=True, help="Turn-level discount γ.")
+@click.option("--lam", default=0.95, show_default=True, help="Turn-level GAE λ.")
+@click.option("--gamma-tok", default=1.0, show_default=True, help="Token-level discount γ_tok.")
+@click.option("--lam-tok", default=0.95, show_default=True, help="Token-level GAE λ_tok.")
+@click.option("--turn-signal", type=click.Choice(["return", "advantage"]), default="return", show_default=True,
+              help="What a turn's last token is rewarded with in the token-level GAE.")
+@click.option("--judge-weight", default=0.0, show_default=True, help="Weight of per-turn judge scores (0: none).")
+@click.option("--no-filter", is_flag=True, help="Turn the quality filter off (the reward-hacking ablation).")
+@click.option("--base", default="embedded", show_default=True,
+              help="Base model: 'embedded' (SmolLM2 GGUF, dequantised), a .gguf file or a HF model directory.")
+@click.option("--max-new-tokens", default=32, show_default=True)
+@click.option("--lr", default=1e-4, show_default=True)
+@click.option("--kl-coef", default=0.05, show_default=True)
+@click.option("--lora-r", default=8, show_default=True)
+@click.option("--threads", default=None, type=int, help="torch threads (default: torch's choice).")
+@click.option("--seed", default=0, show_default=True)
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("swm-selfplay"),
+              show_default=True, help="Run folder: checkpoints/iter-NNNN (adapter, value head, optimiser).")
+@run_options
+def selfplay_command(iterations: int, family: str, level: str, tasks_per_iteration: int, group_size: int,
+                     max_turns: int, eval_tasks: int, estimator: str, gamma: float, lam: float, gamma_tok: float,
+                     lam_tok: float, turn_signal: str, judge_weight: float, no_filter: bool, base: str,
+                     max_new_tokens: int, lr: float, kl_coef: float, lora_r: int, threads: int | None, seed: int,
+                     out_dir: Path, db: Path | None, thread_id: str | None, as_json: bool) -> None:
+    """Self-play RL: one LoRA policy plays every seat of a verifiable task; PPO on per-role rewards.
+
+    Needs the train extra (torch, peft, transformers, gguf). Kill it at any point and rerun with
+    the same --db and --thread-id: stored rollouts are not played again, and the adapter,
+    value head and optimiser state of each iteration are saved atomically.
+    """
+    from pydantic import ValidationError
+
+    from swm.selfplay.api import train
+    from swm.selfplay.plan import SelfPlayPlan
+
+    thread = thread_id or f"selfplay-{uuid.uuid4().hex[:10]}"
+    try:
+        plan = SelfPlayPlan.model_validate({
+            "run_id": thread, "iterations": iterations, "family": family, "level": level,
+            "tasks_per_iteration": tasks_per_iteration, "group_size": group_size, "max_turns": max_turns,
+            "eval_tasks": eval_tasks, "seed": seed, "out_dir": str(out_dir),
+            "policy": {"base": base, "max_new_tokens": max_new_tokens, "lora_r": lora_r, "lora_alpha": 2 * lora_r,
+                       "threads": threads},
+            "ppo": {"lr": lr, "kl_coef": kl_coef},
+            "advantage": {"estimator": estimator, "gamma": gamma, "lam": lam, "gamma_tok": gamma_tok,
+                          "lam_tok": lam_tok, "turn_signal": turn_signal},
+            "reward": {"judge_weight": judge_weight, "quality_filter": not no_filter}})
+    except ValidationError as err:
+        raise InputError(f"bad self-play setting: {err.errors()[0]['loc']}: {err.errors()[0]['msg']}") from err
+    try:
+        import peft  # noqa: F401
+        import torch  # noqa: F401
+    except ImportError as err:
+        raise InputError(f"swm selfplay needs the train extra ({err.name} is missing)",
+                         "pip install torch==2.13.0 && pip install -e '.[train]'") from err
+    click.echo(f"thread: {thread} (rerun with --thread-id {thread} to resume if interrupted)", err=True)
+    out = train(plan, db=db_path(db), thread_id=thread)
+    if as_json:
+        echo_json({k: out.get(k) for k in ("thread_id", "iteration", "stopped", "summaries", "current")})
+        return
+    for i, s in sorted((out.get("summaries") or {}).items(), key=lambda kv: int(kv[0])):
+        kl = s.get("kl")
+        click.echo(f"iteration {i} [{s['estimator']}]: reward {_cell(s.get('reward'))}; held-out "
+                   f"{_cell(s.get('eval_reward'))}; KL {kl if kl is None else round(kl, 4)}; filtered "
+                   f"{s.get('filtered_rate')}; failed {s.get('failed')}; {s.get('tokens_per_s') or 0:.1f} tokens/s; "
+                   f"{s.get('seconds', 0):.0f} s")
+    if out.get("stopped"):
+        click.echo(f"stopped early: {out['stopped']}", err=True)
+    click.echo(f"adapter: {(out.get('current') or {}).get('adapter')}")
+
+
+def register(main: click.Group, bench: click.Group) -> None:
+    main.add_command(selfplay_command)
