@@ -7,15 +7,21 @@ Input: ``{"plan": SelfPlayPlan.model_dump()}`` (every key optional; see `swm.sel
 Run it on a checkpointer with ``durability="sync"``: every node is idempotent and the adapter,
 value head and optimiser state of each iteration are saved atomically, so a run killed at any
 node and resumed on the same thread continues where it stopped without replaying rollouts.
+`train` is the Python entry point: it runs (or resumes) a thread on a SQLite file.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import uuid
+from pathlib import Path
+from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import RetryPolicy
 
+from checkpoints import ExperienceStore, run_thread, sqlite_saver
 from nodes.selfplay import (
     advantages,
     after_evaluate,
@@ -29,6 +35,7 @@ from nodes.selfplay import (
     update,
 )
 from swm.context import SWMContext
+from swm.selfplay.plan import SelfPlayPlan
 from swm.selfplay.state import SelfPlayState
 
 # The checkpointer and the experience store share one SQLite file (see graphs/lifelong.py).
@@ -56,3 +63,22 @@ def build() -> StateGraph[SelfPlayState, SWMContext, SelfPlayState, SelfPlayStat
 
 
 graph = build().compile()
+
+
+def train(plan: SelfPlayPlan | dict[str, Any], *, db: str | Path, thread_id: str | None = None,
+          context: SWMContext | None = None) -> dict[str, Any]:
+    """Run self-play for ``plan.iterations`` iterations, or resume ``thread_id`` where it stopped.
+
+    Returns the final state plus ``thread_id``: ``summaries`` (iteration → per-role rewards with
+    95% intervals, KL, filtered-turn rate, tokens/s, seconds), ``stopped`` (why it stopped early,
+    or None) and ``current["adapter"]`` (the last good checkpoint). A finished thread returns its
+    stored state without new work.
+    """
+    plan = plan if isinstance(plan, SelfPlayPlan) else SelfPlayPlan.model_validate(plan)
+    thread = thread_id or f"selfplay-{uuid.uuid4().hex[:10]}"
+    ctx = context or SWMContext(store=ExperienceStore(db))
+    config: RunnableConfig = {"configurable": {"thread_id": thread}, "max_concurrency": 1,
+                              "recursion_limit": 20 + 10 * plan.iterations}
+    with sqlite_saver(db) as saver:
+        out, _ = run_thread(build().compile(checkpointer=saver), {"plan": plan.model_dump(mode="json")}, config, ctx)
+    return out | {"thread_id": thread}

@@ -63,7 +63,7 @@ def selfplay_command(iterations: int, family: str, level: str, tasks_per_iterati
     """
     from pydantic import ValidationError
 
-    from swm.selfplay.api import train
+    from graphs.selfplay import train
     from swm.selfplay.plan import SelfPlayPlan
 
     thread = thread_id or f"selfplay-{uuid.uuid4().hex[:10]}"

@@ -1,7 +1,7 @@
 """Self-play RL (OMAR-style): one policy in every seat, per-role rewards, hierarchical or group advantages.
 
-``train(plan, db=...)`` runs (or resumes) a run; the torch parts (`policy`, `ppo`) load only
-when a run needs them.
+Run it with ``graphs.selfplay.train(plan, db=...)`` or ``swm selfplay``; the torch parts
+(`policy`, `ppo`) load only when a run needs them.
 """
 
 from swm.selfplay.advantages import (
@@ -15,7 +15,6 @@ from swm.selfplay.advantages import (
     hierarchical,
     normalise_per_role,
 )
-from swm.selfplay.api import train
 from swm.selfplay.plan import SelfPlayPlan
 
 __all__ = [
@@ -29,5 +28,4 @@ __all__ = [
     "group_normalised",
     "hierarchical",
     "normalise_per_role",
-    "train",
 ]
