@@ -65,15 +65,19 @@ POOL = PolicyPool()
 
 
 class SeededSampler:
-    """Samples every turn of a rollout with a seed made from the rollout id and the turn number."""
+    """Samples every turn of a rollout with a seed made from the run's seed, the rollout and the turn.
 
-    def __init__(self, policy: Policy, rollout_id: str) -> None:
+    The run id is not part of it, so two runs with the same seed (the benchmark's two estimators)
+    sample the same iteration-0 rollouts from the same initial adapter.
+    """
+
+    def __init__(self, policy: Policy, seed_key: str) -> None:
         self.policy = policy
-        self.rollout_id = rollout_id
+        self.seed_key = seed_key
         self.calls = 0
 
     def generate(self, prompt: str) -> Generation:
-        gen = self.policy.generate(prompt, seed=f"{self.rollout_id}/{self.calls}")
+        gen = self.policy.generate(prompt, seed=f"{self.seed_key}/{self.calls}")
         self.calls += 1
         return gen
 
@@ -110,7 +114,8 @@ def run_rollout(plan: SelfPlayPlan, store: Any, job: dict[str, Any], checkpoint_
     task = Task.model_validate(job["task"])
     with POOL.lock:
         policy = POOL.get(plan.policy, checkpoint_dir(plan.run_dir, checkpoint_iteration))
-        rollout = play(task, SeededSampler(policy, job["rollout_id"]), rollout_id=job["rollout_id"],
+        seed_key = f"{plan.seed}/{job['rollout_id'].split('/', 1)[1]}"
+        rollout = play(task, SeededSampler(policy, seed_key), rollout_id=job["rollout_id"],
                        iteration=job["iteration"], sample=job["sample"], max_turns=plan.max_turns)
     sps.put_rollout(store, plan.run_id, job["phase"], rollout)
     return rollout
