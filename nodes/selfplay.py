@@ -50,8 +50,7 @@ def rollout(job: RolloutJob, runtime: Runtime[SWMContext]) -> dict[str, Any]:
 def score(state: SelfPlayState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
     """Per-role rewards of the iteration's rollouts; failed rollouts are counted and dropped."""
     plan, iteration = plan_of(state), state["iteration"]
-    stats = loop.score_rollouts(plan, runtime.context.experience_store(), iteration, "train",
-                                plan.training_tasks(iteration))
+    stats = loop.score_rollouts(plan, runtime.context.experience_store(), iteration, "train")
     return {"current": {"score": stats}}
 
 

@@ -22,8 +22,9 @@ from swm.selfplay import advantages as adv
 from swm.selfplay import store as sps
 from swm.selfplay.checkpoint import checkpoint_dir, has_checkpoint, meta, save_atomic
 from swm.selfplay.config import PolicyConfig
+from swm.selfplay.game_rollout import play_game_rollout
 from swm.selfplay.plan import SelfPlayPlan
-from swm.selfplay.rewards import filtered_counts, score
+from swm.selfplay.rewards import filtered_counts, score, score_game
 from swm.selfplay.rollout import play
 from swm.selfplay.trajectory import Generation, Rollout
 from swm.stats import mean_ci
@@ -100,29 +101,29 @@ def ensure_initial_checkpoint(plan: SelfPlayPlan) -> None:
 def rollout_jobs(plan: SelfPlayPlan, store: Any, iteration: int) -> list[dict[str, Any]]:
     """Return the iteration's training rollouts that are not yet in the store (the G samples of each task)."""
     jobs = []
-    for task in plan.training_tasks(iteration):
+    for unit_id, unit in plan.units("train", iteration).items():
         for g in range(plan.group_size):
-            rollout_id = f"{plan.run_id}/i{iteration}/train/{task.task_id}/g{g}"
+            rollout_id = f"{plan.run_id}/i{iteration}/train/{unit_id}/g{g}"
             if not sps.rollout_done(store, rollout_id):
-                jobs.append({"rollout_id": rollout_id, "task": task.model_dump(mode="json"), "iteration": iteration,
+                jobs.append({"rollout_id": rollout_id, "unit_id": unit_id, "unit": unit, "iteration": iteration,
                              "sample": g, "phase": "train", "plan": plan.model_dump(mode="json")})
     return jobs
 
 
 def run_rollout(plan: SelfPlayPlan, store: Any, job: dict[str, Any], checkpoint_iteration: int) -> Rollout:
     """Play one rollout under the checkpoint of ``checkpoint_iteration`` and store it (failed or not)."""
-    task = Task.model_validate(job["task"])
     with POOL.lock:
         policy = POOL.get(plan.policy, checkpoint_dir(plan.run_dir, checkpoint_iteration))
-        seed_key = f"{plan.seed}/{job['rollout_id'].split('/', 1)[1]}"
-        rollout = play(task, SeededSampler(policy, seed_key), rollout_id=job["rollout_id"],
-                       iteration=job["iteration"], sample=job["sample"], max_turns=plan.max_turns)
+        sampler = SeededSampler(policy, f"{plan.seed}/{job['rollout_id'].split('/', 1)[1]}")
+        common = {"rollout_id": job["rollout_id"], "iteration": job["iteration"], "sample": job["sample"]}
+        if "task" in job["unit"]:
+            rollout = play(Task.model_validate(job["unit"]["task"]), sampler, max_turns=plan.max_turns, **common)
+        else:
+            rollout = play_game_rollout(str(plan.game), sampler, seed=job["unit"]["game_seed"], players=plan.players,
+                                        options=plan.game_options, task_id=job["unit_id"], illegal=plan.illegal,
+                                        **common)
     sps.put_rollout(store, plan.run_id, job["phase"], rollout)
     return rollout
-
-
-def _task_of(rollout: Rollout, tasks: dict[str, Task]) -> Task:
-    return tasks[rollout.task_id]
 
 
 def role_rewards(rollouts: list[Rollout]) -> dict[str, dict[str, Any]]:
@@ -139,23 +140,27 @@ def role_rewards(rollouts: list[Rollout]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def score_rollouts(plan: SelfPlayPlan, store: Any, iteration: int, phase: str, tasks: list[Task]) -> dict[str, Any]:
+def score_rollouts(plan: SelfPlayPlan, store: Any, iteration: int, phase: str) -> dict[str, Any]:
     """Score every stored rollout of the iteration and phase; failed ones are counted and left out."""
     start = time.perf_counter()
-    by_id = {t.task_id: t for t in tasks}
+    units = plan.units(phase, iteration)
     rollouts = sps.load_rollouts(store, plan.run_id, iteration, phase)
     good = [r for r in rollouts if not r.failed]
     passed = 0
     for r in good:
-        _, verdict = score(r, _task_of(r, by_id), plan.reward)
-        passed += int(verdict.passed)
+        if plan.game:
+            score_game(r, plan.reward)
+        else:
+            _, verdict = score(r, Task.model_validate(units[r.task_id]["task"]), plan.reward)
+            passed += int(verdict.passed)
         sps.put_rollout(store, plan.run_id, phase, r)
     counts = filtered_counts(good)
+    pass_rate = passed / len(good) if good and not plan.game else None
     filtered = sum(v for k, v in counts.items() if k != "turns")
     tokens = sum(r.tokens for r in rollouts)
     seconds = sum(r.seconds for r in rollouts)
     return {"rollouts": len(rollouts), "failed": len(rollouts) - len(good),
-            "failures": [r.failed for r in rollouts if r.failed][:5], "pass_rate": passed / len(good) if good else None,
+            "failures": [r.failed for r in rollouts if r.failed][:5], "pass_rate": pass_rate,
             "reward": role_rewards(good), "filtered": counts, "filtered_rate": filtered / counts["turns"]
             if counts["turns"] else None, "tokens": tokens, "rollout_seconds": seconds,
             "tokens_per_s": tokens / seconds if seconds else None, "seconds": time.perf_counter() - start}
@@ -249,15 +254,14 @@ def update_policy(plan: SelfPlayPlan, store: Any, iteration: int) -> dict[str, A
 
 
 def evaluate_policy(plan: SelfPlayPlan, store: Any, iteration: int) -> dict[str, Any]:
-    """Play the held-out tasks under checkpoint ``iteration + 1`` (one rollout each) and score them."""
-    tasks = plan.evaluation_tasks()
+    """Play the held-out tasks (or game seeds) under checkpoint ``iteration + 1``, one rollout each, and score them."""
     start = time.perf_counter()
-    for task in tasks:
-        rollout_id = f"{plan.run_id}/i{iteration}/eval/{task.task_id}/g0"
+    for unit_id, unit in plan.units("eval").items():
+        rollout_id = f"{plan.run_id}/i{iteration}/eval/{unit_id}/g0"
         if not sps.rollout_done(store, rollout_id):
-            run_rollout(plan, store, {"rollout_id": rollout_id, "task": task.model_dump(mode="json"),
+            run_rollout(plan, store, {"rollout_id": rollout_id, "unit_id": unit_id, "unit": unit,
                                       "iteration": iteration, "sample": 0, "phase": "eval"}, iteration + 1)
-    out = score_rollouts(plan, store, iteration, "eval", tasks)
+    out = score_rollouts(plan, store, iteration, "eval")
     out["seconds"] = time.perf_counter() - start
     return out
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -22,6 +23,11 @@ class SelfPlayPlan(BaseModel):
     iterations: int = Field(2, ge=1)
     family: str = "negotiation"
     level: str = "easy"
+    game: str | None = Field(None, description="a hidden-role game (werewolf) to play instead of the task family")
+    players: int = Field(5, description="seats of the game")
+    game_options: dict[str, Any] = Field(default_factory=lambda: {"max_rounds": 2})
+    illegal: Literal["drop", "filter"] = Field("drop", description="an illegal game move fails the rollout "
+                                               "(drop) or zeroes that move's reward (filter)")
     tasks_per_iteration: int = Field(2, ge=1)
     group_size: int = Field(2, ge=1, description="G: rollouts per task (a group)")
     max_turns: int = Field(4, ge=1)
@@ -45,3 +51,15 @@ class SelfPlayPlan(BaseModel):
     def evaluation_tasks(self) -> list[Task]:
         """The frozen held-out tasks of the family and level (never trained on)."""
         return heldout([self.level], [self.family], self.eval_tasks) if self.eval_tasks else []
+
+    def units(self, phase: str, iteration: int = 0) -> dict[str, dict[str, Any]]:
+        """What one phase plays, by id: tasks (``{"task": ...}``) or game seeds (``{"game_seed": n}``).
+
+        Held-out game seeds start at 1,000,000, far from any training seed.
+        """
+        if self.game:
+            seeds = ([self.seed + 1000 * iteration + i for i in range(self.tasks_per_iteration)] if phase == "train"
+                     else [1_000_000 + i for i in range(self.eval_tasks)])
+            return {f"{self.game}:{phase}:{seed}": {"game_seed": seed} for seed in seeds}
+        tasks = self.training_tasks(iteration) if phase == "train" else self.evaluation_tasks()
+        return {t.task_id: {"task": t.model_dump(mode="json")} for t in tasks}

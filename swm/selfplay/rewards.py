@@ -72,21 +72,11 @@ def quality_flag(text: str, speaker: str, others: list[str], earlier: list[str],
     return None
 
 
-def score(rollout: Rollout, task: Task, config: RewardConfig,
-          judge: Mapping[int, float] | None = None) -> tuple[Rollout, Verdict]:
-    """Set every turn's reward (outcome, filter, judge) of a finished rollout; return it and the verdict."""
-    if rollout.failed:
-        raise ValueError(f"rollout {rollout.rollout_id} failed ({rollout.failed}); it is dropped, never scored")
-    said = rollout.transcript()
-    verdict = check(task, [Utterance(agent=a, text=t) for a, t in said])
-    broken = set(verdict.violation_turns)
-    rollout.verdict = verdict.model_dump()
+def _assign(rollout: Rollout, outcomes: Mapping[str, float], broken: set[int], config: RewardConfig,
+            judge: Mapping[int, float] | None) -> None:
+    """Set each turn's reward: the seat's outcome at its last turn, the judge mix, the quality filter."""
     for seat in rollout.seats:
-        own = [t.turn for t in seat.turns]
-        seat.violations = [v for v in verdict.violations if any(i in broken for i in own)] if broken & set(own) else []
-        n_broken = len(broken & set(own))
-        seat.outcome = config.completion * float(verdict.completion) + config.violation * min(
-            n_broken, config.max_violations)
+        seat.outcome = float(outcomes.get(seat.seat, 0.0))
         others = [s.seat for s in rollout.seats if s.seat != seat.seat]
         for k, turn in enumerate(seat.turns):
             reward = seat.outcome if k == len(seat.turns) - 1 else 0.0
@@ -98,7 +88,38 @@ def score(rollout: Rollout, task: Task, config: RewardConfig,
                 flag = flag or "rule_breaking"
             turn.filtered = flag if config.quality_filter else None
             turn.reward = config.filtered_reward if turn.filtered else reward
+
+
+def score(rollout: Rollout, task: Task, config: RewardConfig,
+          judge: Mapping[int, float] | None = None) -> tuple[Rollout, Verdict]:
+    """Set every turn's reward (outcome, filter, judge) of a finished task rollout; return it and the verdict."""
+    if rollout.failed:
+        raise ValueError(f"rollout {rollout.rollout_id} failed ({rollout.failed}); it is dropped, never scored")
+    said = rollout.transcript()
+    verdict = check(task, [Utterance(agent=a, text=t) for a, t in said])
+    broken = set(verdict.violation_turns)
+    rollout.verdict = verdict.model_dump()
+    outcomes = {}
+    for seat in rollout.seats:
+        own = {t.turn for t in seat.turns}
+        seat.violations = list(verdict.violations) if broken & own else []
+        outcomes[seat.seat] = config.completion * float(verdict.completion) + config.violation * min(
+            len(broken & own), config.max_violations)
+    _assign(rollout, outcomes, broken, config, judge)
     return rollout, verdict
+
+
+def score_game(rollout: Rollout, config: RewardConfig, judge: Mapping[int, float] | None = None) -> Rollout:
+    """Set every turn's reward of a finished game rollout: the game's ±1 per seat (0 on a draw) at its last move."""
+    if rollout.failed:
+        raise ValueError(f"rollout {rollout.rollout_id} failed ({rollout.failed}); it is dropped, never scored")
+    verdict = rollout.verdict or {}
+    listed, rewards = verdict.get("violation_turns"), verdict.get("rewards")
+    broken = {int(i) for i in listed} if isinstance(listed, list) else set()
+    for seat in rollout.seats:
+        seat.violations = ["illegal_move"] if broken & {t.turn for t in seat.turns} else []
+    _assign(rollout, rewards if isinstance(rewards, dict) else {}, broken, config, judge)
+    return rollout
 
 
 def filtered_counts(rollouts: list[Rollout]) -> dict[str, int]:

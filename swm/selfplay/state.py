@@ -16,7 +16,8 @@ class RolloutJob(TypedDict):
     """One rollout to play: the payload of a ``rollout`` Send."""
 
     rollout_id: str
-    task: dict[str, Any]
+    unit_id: str  # the task id, or the game and its seed
+    unit: dict[str, Any]  # {"task": Task dump} or {"game_seed": n}
     iteration: int
     sample: int
     phase: str

@@ -1,0 +1,90 @@
+"""Self-play rollouts of a hidden-role game (Werewolf): one policy in every seat, through the game's moderator.
+
+`play_game_rollout` plays a game with `swm.games.play_game` (the code moderator decides what is
+legal and who won) and a decider backed by the self-play `Sampler`, so each move's prompt is the
+game's own prompt for that seat (its perspective only) and the reply is plain text: a speech is
+the text; a choice is the first legal option the text names (``none`` abstains where allowed).
+
+An illegal or missing choice is a violation the moderator records and replaces by its fallback.
+``illegal="drop"`` (the default, as the design asks) then fails the whole rollout: it is recorded
+with the reason and dropped, never scored. ``illegal="filter"`` keeps the game and zeroes that
+move's reward as ``rule_breaking`` (the quality filter) — the setting for a model too small to
+name a legal target reliably. A seat's role is its game role (werewolf, seer, doctor, villager).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Literal
+
+from swm.games import Decision, Turn, play_game
+from swm.selfplay.rollout import Sampler
+from swm.selfplay.trajectory import Rollout, SeatTrajectory, SeatTurn
+
+
+def parse_choice(text: str, options: list[str], allow_abstain: bool) -> str | None:
+    """Return the option the text names first (full name or first name), ``none``, or None."""
+    found: list[tuple[int, str]] = []
+    for option in options:
+        for name in {option, option.split()[0]}:
+            match = re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text, re.I)
+            if match:
+                found.append((match.start(), option))
+    if found:
+        return min(found)[1]
+    if allow_abstain and re.search(r"\bnone\b", text, re.I):
+        return "none"
+    return None
+
+
+def play_game_rollout(game: str, sampler: Sampler, *, seed: int, players: int, options: dict[str, object],
+                      rollout_id: str, task_id: str, iteration: int, sample: int,
+                      illegal: Literal["drop", "filter"] = "drop") -> Rollout:
+    """Play one game with ``sampler`` in every seat; return the rollout (``failed`` on an error or, by default,
+    an illegal move)."""
+    turns: dict[int, tuple[str, SeatTurn]] = {}
+    rollout = Rollout(rollout_id=rollout_id, task_id=task_id, iteration=iteration, sample=sample)
+    start = time.perf_counter()
+
+    def decide(turn: Turn) -> Decision:
+        gen = sampler.generate(turn.prompt)
+        if len(gen.token_ids) != len(gen.logprobs) or not gen.token_ids:
+            raise ValueError(f"a reply with {len(gen.token_ids)} tokens and {len(gen.logprobs)} log-probs")
+        text = gen.text.strip()
+        turns[turn.index] = (turn.request.agent, SeatTurn(turn=turn.index, prompt=turn.prompt, text=text,
+                                                          prompt_ids=gen.prompt_ids, token_ids=gen.token_ids,
+                                                          logprobs=gen.logprobs))
+        rollout.tokens += len(gen.token_ids)
+        if turn.request.kind == "speak":
+            return Decision(text=text, policy="selfplay")
+        target = parse_choice(text, turn.request.options, turn.request.allow_abstain)
+        return Decision(target=target, text=text if turn.request.with_message else "", policy="selfplay")
+
+    try:
+        record = play_game(game, decide, seed=seed, n_players=players, options=dict(options), game_id=rollout_id)
+    except Exception as err:  # noqa: BLE001 - any model or game error fails the rollout, recorded with its reason
+        rollout.failed = f"{type(err).__name__}: {err}"[:500]
+        rollout.seconds = time.perf_counter() - start
+        return rollout
+    roles = dict(record.roles)
+    seats = {p: SeatTrajectory(seat=p, role=roles[p]) for p in record.players}
+    broken = []
+    for move in record.moves:
+        if move.turn in turns:
+            seat, seat_turn = turns[move.turn]
+            if move.violation:
+                broken.append(move.turn)
+                seat_turn.filtered = "rule_breaking"
+            seats[seat].turns.append(seat_turn)
+    if broken and illegal == "drop":
+        first = next(m for m in record.moves if m.turn == broken[0])
+        rollout.failed = f"illegal move at turn {first.turn} by {first.agent}: {first.violation}"
+    outcome = record.outcome
+    rollout.verdict = {"winner": outcome.winner if outcome else None, "reason": outcome.reason if outcome else None,
+                       "rewards": outcome.rewards() if outcome else {}, "violation_turns": broken}
+    rollout.order = [m.agent for m in record.moves]
+    rollout.seats = list(seats.values())
+    rollout.end_reason = outcome.reason if outcome else "no outcome"
+    rollout.seconds = time.perf_counter() - start
+    return rollout
