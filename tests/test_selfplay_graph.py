@@ -148,3 +148,16 @@ def test_cli_runs_and_replays_a_finished_thread(base_dir: Path, tmp_path: Path) 
     assert again.exit_code == 0 and json.loads(again.stdout)["summaries"] == data["summaries"]
     bad = CliRunner().invoke(main, [*args[:-3], "--thread-id", "cli2", "--group", "0"])
     assert bad.exit_code == 2 and "group_size" in bad.output
+
+
+def test_werewolf_self_play_iteration(base_dir: Path, tmp_path: Path) -> None:
+    p = plan(base_dir, tmp_path / "out", "group", run_id="sp-ww", iterations=1, game="werewolf", players=5,
+             game_options={"max_rounds": 1}, illegal="filter")
+    out = run(tmp_path / "run.db", {"plan": p})
+    summary = out["summaries"]["0"]
+    assert out["stopped"] is None and summary["rollouts"] == 2 and summary["failed"] == 0
+    assert "werewolf" in summary["reward"] and summary["pass_rate"] is None
+    store = ExperienceStore(tmp_path / "run.db")
+    rollouts = load_rollouts(store, "sp-ww", 0, "train")
+    assert {r.task_id for r in rollouts} == {"werewolf:train:0"}, "one deal, G = 2 rollouts (a group)"
+    assert len(load_rollouts(store, "sp-ww", 0, "eval")) == 1

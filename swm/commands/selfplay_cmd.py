@@ -24,6 +24,12 @@ def _cell(stats: dict[str, Any] | None) -> str:
 @click.option("--family", type=click.Choice(FAMILIES), default="negotiation", show_default=True,
               help="The verifiable task family (its code checker gives the rewards).")
 @click.option("--level", type=click.Choice(LEVELS), default="easy", show_default=True)
+@click.option("--game", type=click.Choice(["werewolf"]), default=None,
+              help="Play a hidden-role game instead of the task family (--tasks = deals per iteration).")
+@click.option("--players", default=5, show_default=True, help="Seats of the game.")
+@click.option("--max-rounds", default=2, show_default=True, help="Game rounds before a draw.")
+@click.option("--illegal", type=click.Choice(["drop", "filter"]), default="drop", show_default=True,
+              help="An illegal game move fails the rollout (drop) or zeroes that move's reward (filter).")
 @click.option("--tasks", "tasks_per_iteration", default=2, show_default=True, help="Training tasks per iteration.")
 @click.option("--group", "group_size", default=2, show_default=True, help="G: rollouts per task (a group).")
 @click.option("--max-turns", default=4, show_default=True)
@@ -50,7 +56,8 @@ def _cell(stats: dict[str, Any] | None) -> str:
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("swm-selfplay"),
               show_default=True, help="Run folder: checkpoints/iter-NNNN (adapter, value head, optimiser).")
 @run_options
-def selfplay_command(iterations: int, family: str, level: str, tasks_per_iteration: int, group_size: int,
+def selfplay_command(iterations: int, family: str, level: str, game: str | None, players: int, max_rounds: int,
+                     illegal: str, tasks_per_iteration: int, group_size: int,
                      max_turns: int, eval_tasks: int, estimator: str, gamma: float, lam: float, gamma_tok: float,
                      lam_tok: float, turn_signal: str, judge_weight: float, no_filter: bool, base: str,
                      max_new_tokens: int, lr: float, kl_coef: float, lora_r: int, threads: int | None, seed: int,
@@ -69,7 +76,8 @@ def selfplay_command(iterations: int, family: str, level: str, tasks_per_iterati
     thread = thread_id or f"selfplay-{uuid.uuid4().hex[:10]}"
     try:
         plan = SelfPlayPlan.model_validate({
-            "run_id": thread, "iterations": iterations, "family": family, "level": level,
+            "run_id": thread, "iterations": iterations, "family": family, "level": level, "game": game,
+            "players": players, "game_options": {"max_rounds": max_rounds}, "illegal": illegal,
             "tasks_per_iteration": tasks_per_iteration, "group_size": group_size, "max_turns": max_turns,
             "eval_tasks": eval_tasks, "seed": seed, "out_dir": str(out_dir),
             "policy": {"base": base, "max_new_tokens": max_new_tokens, "lora_r": lora_r, "lora_alpha": 2 * lora_r,
