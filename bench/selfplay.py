@@ -5,13 +5,16 @@ the hierarchical estimator (value head) and once with the critic-free group esti
 same seed (so iteration 0's rollouts are the same for both). Per iteration: mean reward per role
 with a 95% t-interval on the training rollouts and the frozen held-out tasks, pass rate, KL to
 the reference, filtered-turn rate, failed rollouts, tokens/s and seconds. Writes
-``<out>/selfplay.md`` and ``<out>/selfplay.json``.
+``<out>/selfplay-<estimators>.json`` and the table of every such file in ``<out>`` as
+``<out>/selfplay.md`` (so the estimators can run as two processes, side by side, and
+``--report`` rebuilds the table).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import time
 from pathlib import Path
@@ -67,8 +70,31 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--base", default="embedded")
     parser.add_argument("--estimators", default=",".join(ESTIMATORS))
     parser.add_argument("--out", type=Path, default=Path("swm-bench-selfplay"))
+    parser.add_argument("--report", action="store_true", help="only rebuild selfplay.md from the JSON files in --out")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    if not args.report:
+        measure(args)
+    report(args.out)
+
+
+def report(out: Path) -> None:
+    """Write ``selfplay.md``: one table over every ``selfplay-*.json`` in ``out``."""
+    results: dict[str, dict[str, Any]] = {}
+    machines = []
+    for path in sorted(out.glob("selfplay-*.json")):
+        data = json.loads(path.read_text())
+        results.update(data["results"])
+        machines.append(f"{path.stem}: {data['machine']}")
+    roles = sorted({r for res in results.values() for s in (res.get("summaries") or {}).values()
+                    for r in (s.get("reward") or {})})
+    md = table(results, roles) + "\n\n" + "\n".join(machines) + "\n"
+    (out / "selfplay.md").write_text(md)
+    print(md)
+
+
+def measure(args: argparse.Namespace) -> None:
+    """Run the plan once per estimator (one after the other in this process); write ``selfplay-<estimators>.json``."""
     results: dict[str, dict[str, Any]] = {}
     plans: dict[str, Any] = {}
     started = time.perf_counter()
@@ -83,16 +109,10 @@ def main(argv: list[str] | None = None) -> None:
         out = train(plan, db=args.out / f"{estimator}.db", thread_id=f"bench-{estimator}")
         results[estimator] = {k: out.get(k) for k in ("summaries", "stopped", "current", "iteration")}
         print(f"{estimator}: done after {time.perf_counter() - started:.0f} s", flush=True)
-    roles = sorted({r for out in results.values() for s in (out.get("summaries") or {}).values()
-                    for r in (s.get("reward") or {})})
-    md = table(results, roles)
-    meta = (f"{platform.machine()} {platform.processor() or ''}, torch threads {args.threads}, "
-            f"wall {time.perf_counter() - started:.0f} s")
-    (args.out / "selfplay.md").write_text(f"{md}\n\n{meta}\n")
-    (args.out / "selfplay.json").write_text(json.dumps({"plans": plans, "results": results, "machine": meta},
-                                                       indent=1))
-    print(md)
-    print(meta)
+    meta = (f"{platform.machine()} {platform.processor() or ''}, {os.cpu_count()} cores, torch threads "
+            f"{args.threads}, wall {time.perf_counter() - started:.0f} s")
+    name = args.out / f"selfplay-{args.estimators.replace(',', '-')}.json"
+    name.write_text(json.dumps({"plans": plans, "results": results, "machine": meta}, indent=1))
 
 
 if __name__ == "__main__":

@@ -48,9 +48,13 @@ def rollout(job: RolloutJob, runtime: Runtime[SWMContext]) -> dict[str, Any]:
 
 
 def score(state: SelfPlayState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
-    """Per-role rewards of the iteration's rollouts; failed rollouts are counted and dropped."""
+    """Per-role rewards of the iteration's rollouts; failed rollouts are counted and dropped.
+
+    With ``judge_weight > 0`` the context's ``judge`` model scores each turn of a task rollout.
+    """
     plan, iteration = plan_of(state), state["iteration"]
-    stats = loop.score_rollouts(plan, runtime.context.experience_store(), iteration, "train")
+    judge = runtime.context.model_for("judge") if plan.reward.judge_weight > 0 and not plan.game else None
+    stats = loop.score_rollouts(plan, runtime.context.experience_store(), iteration, "train", judge)
     return {"current": {"score": stats}}
 
 

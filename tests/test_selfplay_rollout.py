@@ -86,3 +86,21 @@ def test_a_failed_rollout_is_recorded_and_never_scored() -> None:
     assert len(rollout.seat("Ben Garcia").turns) == 1
     with pytest.raises(ValueError, match="dropped, never scored"):
         score(rollout, TASK, RewardConfig())
+
+
+def test_the_judge_scores_each_turn_once_and_a_bad_reply_stays_unjudged() -> None:
+    from scripted import ScriptedChatModel
+
+    from swm.selfplay.judge import TurnScore, judge_turns
+
+    rollout, _ = run(["$300 please.", "I offer $280.", "ACCEPT $280"], max_turns=3)
+    judge = ScriptedChatModel(replies=[TurnScore(score=8), "no idea", TurnScore(score=3)])
+    scores, counts = judge_turns(judge, rollout, TASK)
+    assert counts == {"calls": 3, "unjudged": 1}
+    assert "I offer $280." in judge.prompts[2][1] and "$330" not in judge.prompts[0][1]
+    scored, _ = score(rollout, TASK, RewardConfig(judge_weight=0.5), judge=scores)
+    seller = scored.seat("Ben Garcia")
+    assert [t.judge for t in seller.turns] == [0.8, 0.3] and scored.seat("Wes Lopez").turns[0].judge is None
+    assert [t.reward for t in seller.turns] == pytest.approx([0.4, 1.15])
+    again, counts = judge_turns(ScriptedChatModel(replies=[TurnScore(score=1)]), scored, TASK)
+    assert counts == {"calls": 1, "unjudged": 0} and again[0] == 0.8, "stored scores make no new call"

@@ -23,6 +23,7 @@ from swm.selfplay import store as sps
 from swm.selfplay.checkpoint import checkpoint_dir, has_checkpoint, meta, save_atomic
 from swm.selfplay.config import PolicyConfig
 from swm.selfplay.game_rollout import play_game_rollout
+from swm.selfplay.judge import judge_turns
 from swm.selfplay.plan import SelfPlayPlan
 from swm.selfplay.rewards import filtered_counts, score, score_game
 from swm.selfplay.rollout import play
@@ -140,18 +141,28 @@ def role_rewards(rollouts: list[Rollout]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def score_rollouts(plan: SelfPlayPlan, store: Any, iteration: int, phase: str) -> dict[str, Any]:
-    """Score every stored rollout of the iteration and phase; failed ones are counted and left out."""
+def score_rollouts(plan: SelfPlayPlan, store: Any, iteration: int, phase: str,
+                   judge_model: Any = None) -> dict[str, Any]:
+    """Score every stored rollout of the iteration and phase; failed ones are counted and left out.
+
+    With ``judge_model`` (and ``plan.reward.judge_weight > 0``) task turns are also judged one by one.
+    """
     start = time.perf_counter()
     units = plan.units(phase, iteration)
     rollouts = sps.load_rollouts(store, plan.run_id, iteration, phase)
     good = [r for r in rollouts if not r.failed]
     passed = 0
+    judged = {"calls": 0, "unjudged": 0}
     for r in good:
         if plan.game:
             score_game(r, plan.reward)
         else:
-            _, verdict = score(r, Task.model_validate(units[r.task_id]["task"]), plan.reward)
+            task = Task.model_validate(units[r.task_id]["task"])
+            scores = None
+            if judge_model is not None and plan.reward.judge_weight > 0:
+                scores, counts = judge_turns(judge_model, r, task)
+                judged = {k: judged[k] + counts[k] for k in judged}
+            _, verdict = score(r, task, plan.reward, scores)
             passed += int(verdict.passed)
         sps.put_rollout(store, plan.run_id, phase, r)
     counts = filtered_counts(good)
@@ -163,7 +174,8 @@ def score_rollouts(plan: SelfPlayPlan, store: Any, iteration: int, phase: str) -
             "failures": [r.failed for r in rollouts if r.failed][:5], "pass_rate": pass_rate,
             "reward": role_rewards(good), "filtered": counts, "filtered_rate": filtered / counts["turns"]
             if counts["turns"] else None, "tokens": tokens, "rollout_seconds": seconds,
-            "tokens_per_s": tokens / seconds if seconds else None, "seconds": time.perf_counter() - start}
+            "tokens_per_s": tokens / seconds if seconds else None, "judge": judged,
+            "seconds": time.perf_counter() - start}
 
 
 def _token_values(policy: Policy, rollouts: list[Rollout]) -> None:
