@@ -35,12 +35,12 @@ def plan(base: Path, out: Path, estimator: str = "hierarchical", **extra: Any) -
             "ppo": {"lr": 1e-3, "minibatch": 4}, "advantage": {"estimator": estimator}, **extra}
 
 
-def run(db: Path, inputs: dict[str, Any] | None, thread: str = "t1") -> dict[str, Any]:
+def run(db: Path, inputs: dict[str, Any] | None, thread: str = "t1", **models: Any) -> dict[str, Any]:
     store = ExperienceStore(db)
     with sqlite_saver(db) as saver:
         graph = selfplay.build().compile(checkpointer=saver)
-        return dict(graph.invoke(inputs, {"configurable": {"thread_id": thread}}, context=SWMContext(store=store),
-                                 durability="sync"))
+        return dict(graph.invoke(inputs, {"configurable": {"thread_id": thread}},
+                                 context=SWMContext(store=store, chat_models=models), durability="sync"))
 
 
 @pytest.mark.parametrize("estimator", ["hierarchical", "group"])
@@ -161,3 +161,19 @@ def test_werewolf_self_play_iteration(base_dir: Path, tmp_path: Path) -> None:
     rollouts = load_rollouts(store, "sp-ww", 0, "train")
     assert {r.task_id for r in rollouts} == {"werewolf:train:0"}, "one deal, G = 2 rollouts (a group)"
     assert len(load_rollouts(store, "sp-ww", 0, "eval")) == 1
+
+
+def test_judge_scores_reach_the_rewards_and_the_update(base_dir: Path, tmp_path: Path) -> None:
+    from scripted import ScriptedChatModel
+
+    from swm.selfplay.judge import TurnScore
+
+    judge = ScriptedChatModel(respond=lambda prompt, tool: TurnScore(score=10 if "The turn by Ben Garcia:" in prompt
+                                                                     else 2))
+    p = plan(base_dir, tmp_path / "out", "group", iterations=1, reward={"judge_weight": 0.5})
+    out = run(tmp_path / "run.db", {"plan": p}, judge=judge)
+    summary = out["summaries"]["0"]
+    turns = 2 * 3  # G = 2 rollouts of 3 turns (no task is settled by a random model)
+    assert out["current"]["score"]["judge"] == {"calls": turns, "unjudged": 0} and judge.calls == turns
+    assert summary["reward"]["seller"]["mean"] > summary["reward"]["buyer"]["mean"] >= 0  # seller 10, buyer 2
+    assert summary["kl"] is not None and out["current"]["update"]["steps"] >= 1

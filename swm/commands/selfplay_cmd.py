@@ -43,7 +43,11 @@ def _cell(stats: dict[str, Any] | None) -> str:
 @click.option("--lam-tok", default=0.95, show_default=True, help="Token-level GAE λ_tok.")
 @click.option("--turn-signal", type=click.Choice(["return", "advantage"]), default="return", show_default=True,
               help="What a turn's last token is rewarded with in the token-level GAE.")
-@click.option("--judge-weight", default=0.0, show_default=True, help="Weight of per-turn judge scores (0: none).")
+@click.option("--judge-weight", default=0.0, show_default=True,
+              help="Weight of per-turn judge scores in [0, 1] (0: no judge; task families only).")
+@click.option("--judge-model", default=None, metavar="SPEC",
+              help="The judge's model (a spec as for every role; default: SWM_MODEL_JUDGE, SWM_MODEL, OpenAI or "
+                   "the embedded model).")
 @click.option("--no-filter", is_flag=True, help="Turn the quality filter off (the reward-hacking ablation).")
 @click.option("--base", default="embedded", show_default=True,
               help="Base model: 'embedded' (SmolLM2 GGUF, dequantised), a .gguf file or a HF model directory.")
@@ -59,7 +63,8 @@ def _cell(stats: dict[str, Any] | None) -> str:
 def selfplay_command(iterations: int, family: str, level: str, game: str | None, players: int, max_rounds: int,
                      illegal: str, tasks_per_iteration: int, group_size: int,
                      max_turns: int, eval_tasks: int, estimator: str, gamma: float, lam: float, gamma_tok: float,
-                     lam_tok: float, turn_signal: str, judge_weight: float, no_filter: bool, base: str,
+                     lam_tok: float, turn_signal: str, judge_weight: float, judge_model: str | None,
+                     no_filter: bool, base: str,
                      max_new_tokens: int, lr: float, kl_coef: float, lora_r: int, threads: int | None, seed: int,
                      out_dir: Path, db: Path | None, thread_id: str | None, as_json: bool) -> None:
     """Self-play RL: one LoRA policy plays every seat of a verifiable task; PPO on per-role rewards.
@@ -95,7 +100,12 @@ def selfplay_command(iterations: int, family: str, level: str, game: str | None,
         raise InputError(f"swm selfplay needs the train extra ({err.name} is missing)",
                          "pip install torch==2.13.0 && pip install -e '.[train]'") from err
     click.echo(f"thread: {thread} (rerun with --thread-id {thread} to resume if interrupted)", err=True)
-    out = train(plan, db=db_path(db), thread_id=thread)
+    context = None
+    if judge_weight > 0:
+        from swm.commands._common import make_context
+
+        context = make_context(db, judge_model=judge_model)
+    out = train(plan, db=db_path(db), thread_id=thread, context=context)
     if as_json:
         echo_json({k: out.get(k) for k in ("thread_id", "iteration", "stopped", "summaries", "current")})
         return
