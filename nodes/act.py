@@ -70,6 +70,7 @@ def call_act(ctx: SWMContext, state: PolicyState, stage: str, variation: str = "
                          action_types=", ".join(ACTION_TYPES), format_instructions=fmt, variation=variation)
     others = tuple(n for n in scenario.names if n != actor)
     reply = call_model(ctx.model_for(role), text, action_schema_for(others))
+    ctx.record_failed_reply(stage, role, reply, key=state.get("episode_id") or "")
     fallback = None
     if reply.value is not None:
         action = AgentAction.from_model(reply.value, known=[n for n in scenario.names if n != actor])

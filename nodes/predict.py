@@ -65,6 +65,7 @@ def simulate_future(ctx: SWMContext, state: PolicyState, action: AgentAction,
                              simulated_so_far=render_future(steps, scenario.names) if steps else "none",
                              others=", ".join(others) or "none")
         reply = call_model(ctx.model_for("world_model"), text, foresight_for(tuple(others)))
+        ctx.record_failed_reply("predict", "world_model", reply, key=state.get("episode_id") or "")
         stats = add_stats(stats, reply.stats)
         if reply.value is None:
             error = f"predict step {j}: {reply.error}"

@@ -71,6 +71,7 @@ def refine(state: PolicyState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
     role = role_of(state, actor)
     others = tuple(n for n in scenario.names if n != actor)
     reply = call_model(ctx.model_for(role), text, action_schema_for(others))
+    ctx.record_failed_reply("refine", role, reply, key=state.get("episode_id") or "")
     fallback: str | None = None
     if reply.value is not None:
         action = AgentAction.from_model(reply.value, known=[n for n in scenario.names if n != actor])

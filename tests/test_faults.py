@@ -281,3 +281,16 @@ def ls_count(db: Path) -> int:
     from swm.lifelong import store as ls
 
     return ls.count_episodes(ExperienceStore(db), "k")
+
+
+def test_unusable_episode_replies_are_kept_for_audit(tmp_path: Path) -> None:
+    from checkpoints import ExperienceStore
+
+    db = tmp_path / "e.db"
+    with FakeOpenAIServer(scripts={"AgentActionForModel": "speak: not a tool call"}) as fake:
+        result = CliRunner().invoke(main, ["play", "--scenario", "swm-bike-sale", "--policy", "plain", "--max-turns",
+                                           "2", "--no-judge", "--model", fake.model_spec, "--db", str(db),
+                                           "--thread-id", "ep"])
+    assert result.exit_code == 0, result.output
+    kept = ExperienceStore(db).failed_replies("ep")
+    assert [r["node"] for r in kept] == ["act", "act"] and all("not a tool call" in r["raw"] for r in kept)
