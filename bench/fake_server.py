@@ -11,6 +11,11 @@ benchmark against it measures swm, not a model; and integration tests get a real
         ...
         assert server.requests == 2
 
+With ``lora=True`` it also stands in for vLLM's runtime LoRA loading: ``POST
+/v1/load_lora_adapter`` (``lora_name``, ``lora_path``) records the adapter, and a request for a
+model that is neither ``fake`` nor a loaded adapter answers 404, as vLLM does; without it that
+route answers 404 like a server started without ``--enable-lora``.
+
 ``GET /stats`` returns the counters as JSON, ``POST /reset`` clears them and ``POST /config``
 changes the latency, so the server also runs as a separate process (``process=True``, or
 ``python -m bench.fake_server``) and then costs the measured process no CPU or GIL time.
@@ -76,8 +81,10 @@ class _State:
     """Counters and settings shared by the handler threads."""
 
     def __init__(self, latency: float, jitter: float, seed: int, scripts: Mapping[str, Any], text: str,
-                 record: bool) -> None:
+                 record: bool, lora: bool = False) -> None:
         self.lock = threading.Lock()
+        self.lora = lora
+        self.adapters: dict[str, str] = {}  # lora_name -> lora_path, as loaded
         self.latency, self.jitter = latency, jitter
         self.rng = random.Random(seed)
         self.scripts = {**DEFAULT_SCRIPTS, **scripts}
@@ -133,6 +140,7 @@ class _State:
             self.injected: Counter[str] = Counter()
             self.slept: list[float] = []
             self.by_tool: Counter[str] = Counter()
+            self.by_model: Counter[str] = Counter()
             self.bodies: list[dict[str, Any]] = []
             self.in_flight = 0
             self.max_in_flight = 0
@@ -147,7 +155,8 @@ class _State:
         with self.lock:
             return {"requests": self.requests, "attempts": self.attempts, "injected": dict(self.injected),
                     "slept": list(self.slept), "slept_total": sum(self.slept),
-                    "by_tool": dict(self.by_tool), "max_in_flight": self.max_in_flight,
+                    "by_tool": dict(self.by_tool), "by_model": dict(self.by_model),
+                    "adapters": dict(self.adapters), "max_in_flight": self.max_in_flight,
                     "latency": self.latency, "jitter": self.jitter}
 
     def reply(self, body: dict[str, Any], received: float) -> dict[str, Any]:
@@ -163,6 +172,7 @@ class _State:
         with self.lock:
             self.requests += 1
             self.by_tool[name] += 1
+            self.by_model[str(body.get("model", ""))] += 1
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
             if self.record:
@@ -287,7 +297,24 @@ def _handler(state: _State) -> type[BaseHTTPRequestHandler]:
                 if body.get("stream"):
                     self._send(400, {"error": {"message": "the fake server does not stream"}})
                     return
+                model = str(body.get("model", ""))
+                if state.lora and model != "fake" and model not in state.adapters:
+                    self._send(404, {"error": {"message": f"The model `{model}` does not exist.",
+                                               "type": "NotFoundError"}})
+                    return
                 self._send(200, state.reply(body, received))
+            elif path.endswith("/load_lora_adapter") and state.lora:
+                name, where = str(body.get("lora_name", "")), str(body.get("lora_path", ""))
+                with state.lock:
+                    known = name in state.adapters
+                    if not known and name and where:
+                        state.adapters[name] = where
+                if not name or not where:
+                    self._send(400, {"error": {"message": "lora_name and lora_path are required"}})
+                elif known:
+                    self._send(400, {"error": {"message": f"The lora adapter '{name}' has already been loaded."}})
+                else:
+                    self._send(200, {"ok": True})
             elif path.endswith("/reset"):
                 state.reset()
                 self._send(200, {"ok": True})
@@ -325,11 +352,11 @@ class FakeOpenAIServer:
 
     def __init__(self, latency: float = 0.0, *, jitter: float = 0.0, seed: int = 0,
                  scripts: Mapping[str, Any] | None = None, text: str = DEFAULT_TEXT, record: bool = False,
-                 process: bool = False) -> None:
+                 process: bool = False, lora: bool = False) -> None:
         self.process_mode = process
         self._settings = {"latency": latency, "jitter": jitter, "seed": seed, "record": record}
         self._scripts = dict(scripts or {})
-        self._state = _State(latency, jitter, seed, self._scripts, text, record)
+        self._state = _State(latency, jitter, seed, self._scripts, text, record, lora)
         if process and any(callable(s) for s in (scripts or {}).values()):
             raise ValueError("scripted functions need the in-thread server (process=False)")
         self._http: _Server | None = None

@@ -36,6 +36,7 @@ from swm.lifelong.records import EpisodeRecord
 from swm.lifelong.state import DEFAULT_PLAN, EpisodeJob, LifelongState
 from swm.lifelong.tasks import GAME_FAMILIES, Task, synthesize
 from swm.lifelong.update import Policy, memory_text
+from swm.serving import policy_spec
 from swm.social.store import load_turns
 from swm.usage import add_stats, merge_usage
 
@@ -191,14 +192,15 @@ def _play(job: EpisodeJob, ctx: SWMContext, episode_graph: Any, game_graph: Any 
     provenance = {"run_id": plan["run_id"], "cycle": job["cycle"], "phase": job["phase"], "seed": job["sample"],
                   "seat": job["seat"], "policy_version": job["policy_version"]}
     policy_kind = plan["policy"] if job["phase"] == "collect" else plan["eval_policy"]
+    played = learner_context(ctx, policy, plan["self_play"])  # the learner seats play the policy's model
     try:
         if task.family in GAME_FAMILIES:
             if game_graph is None:
                 raise ValueError(f"task family {task.family!r} needs the game graph; none was given to episode_player")
-            record, usage = run_game(game_graph, task, ctx, episode_id=job["episode_id"],
+            record, usage = run_game(game_graph, task, played, episode_id=job["episode_id"],
                                      tested_agent=None if plan["self_play"] else job["tested_agent"], **provenance)
         else:
-            record, usage = run_episode(episode_graph, task, ctx, episode_id=job["episode_id"], memory=memory,
+            record, usage = run_episode(episode_graph, task, played, episode_id=job["episode_id"], memory=memory,
                                         policy=policy_kind, max_turns=plan["max_turns"], judge=plan["judge"],
                                         tested_agent=job["tested_agent"], **provenance)
     except ModelCallFailed as exc:  # recorded and counted; the other episodes go on
@@ -212,6 +214,18 @@ def _play(job: EpisodeJob, ctx: SWMContext, episode_graph: Any, game_graph: Any 
         usage[f"{job['phase']}/interrupted"] = cut_short
     ls.put_episode(store, record, passed_of(record, plan), usage=usage)
     return {phase_key: 1, "usage": merge_usage({}, usage), "prompts": record.prompts, "models": record.models}
+
+
+def learner_context(ctx: SWMContext, policy: Policy | None, self_play: bool) -> SWMContext:
+    """Return the context an episode under ``policy`` runs with: the learner seats play its served model.
+
+    The tested seat is the ``agent`` role, the other seats ``partner``; in self-play every seat
+    is the learner. A policy with no served model (p0, memory) keeps the run's models.
+    """
+    spec = policy_spec(policy)
+    if spec is None:
+        return ctx
+    return ctx.with_models({"agent": spec, "partner": spec} if self_play else {"agent": spec})
 
 
 def passed_of(record: EpisodeRecord, plan: dict[str, Any]) -> bool:

@@ -8,11 +8,19 @@ never in the checkpoint, so keys and injected models stay out of the saved state
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from swm.faults import DEFAULT_LIMIT, FailureStreak
-from swm.llm import DEFAULT_MAX_RETRIES, EMBEDDED, ROLES, default_spec, judge_default, make_chat_model, raw_text
+from swm.llm import (
+    DEFAULT_MAX_RETRIES,
+    ROLES,
+    default_spec,
+    is_embedded,
+    judge_default,
+    make_chat_model,
+    raw_text,
+)
 
 
 @dataclass
@@ -55,7 +63,7 @@ class SWMContext:
 
     def __post_init__(self) -> None:
         # Built models and the lock are not fields, so the context's JSON schema (Studio) stays plain.
-        self._cache: dict[str, Any] = {}
+        self._cache: dict[Any, Any] = {}
         self._lock = threading.Lock()
         self.failures = FailureStreak(self.max_failures_in_a_row)
 
@@ -89,9 +97,27 @@ class SWMContext:
                                                     timeout=self.timeout, max_retries=self.max_retries)
             return self._cache[spec]
 
+    def with_models(self, overrides: dict[str, str]) -> SWMContext:
+        """Return a context whose roles in ``overrides`` use those specs (same store and knobs), built once.
+
+        The lifelong loop plays a trained policy this way: its learner seats get the policy's
+        served model while the judge and world model keep the run's own.
+        """
+        if not overrides:
+            return self
+        key = ("with_models", tuple(sorted(overrides.items())))
+        store = self.experience_store()  # shared, so the derived context writes the same store
+        with self._lock:
+            derived = self._cache.get(key)
+            if derived is None:
+                derived = replace(self, models={**self.models, **overrides}, store=store)
+                derived.failures = self.failures  # one failure streak per run, whichever seat failed
+                self._cache[key] = derived
+        return derived
+
     def uses_embedded(self) -> bool:
         """Tell whether any role would run on the embedded model."""
-        return any(self.spec_for(r).split("@")[0] == EMBEDDED and "@" not in self.spec_for(r) for r in ROLES)
+        return any(is_embedded(self.spec_for(r)) and "@" not in self.spec_for(r) for r in ROLES)
 
     def experience_store(self) -> Any:
         """Return the experience store, opening an in-memory one on first use."""

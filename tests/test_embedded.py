@@ -28,8 +28,8 @@ def test_ask_runs_on_the_embedded_server_over_http() -> None:
     stats = out["usage"]["answer"]
     assert stats["calls"] == 1 and stats["prompt_tokens"] > 50 and stats["completion_tokens"] > 0
     assert out["answer_error"] or out["answer"], "either an answer or a recorded schema failure"
-    server = embedded._server
-    assert server is not None and server.base_url.startswith("http://127.0.0.1:")
+    server = embedded.ensure_server()  # the one already running for the default spec
+    assert server.base_url.startswith("http://127.0.0.1:")
     assert server.model_path.name.endswith(".gguf")
 
 

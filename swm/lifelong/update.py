@@ -41,8 +41,32 @@ class StrategyNotes(BaseModel):
         max_length=4, description="At most four one-sentence strategy notes.")
 
 
+class TrainStats(BaseModel):
+    """What one training run did: method, data, steps, loss curve, time and throughput."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    method: str  # sft | dpo | kto
+    examples: int = 0  # rows of the training set (SFT turns, DPO pairs, KTO completions)
+    pairs_used: int = 0  # kept preference pairs (sft: kept trajectories' turns) behind those rows
+    steps: int = 0
+    loss: list[float] = Field(default_factory=list)  # the training loss at every logged step
+    seconds: float = 0.0
+    tokens: int = 0  # prompt + completion tokens seen, over all epochs
+    tokens_per_s: float = 0.0
+    seed: int = 0
+    adapter_bytes: int = 0  # size of the saved PEFT adapter (safetensors)
+    from_adapter: str | None = None  # the incumbent's adapter this run continued (None: a fresh LoRA on the base)
+
+
 class Policy(BaseModel):
-    """A versioned policy: what the learner is told on top of its model, and what trained it."""
+    """A versioned policy: what the learner is told on top of its model, what trained it, how it is served.
+
+    ``memory`` policies carry ``notes``/``exemplars`` for an API model. Trained policies
+    (``sft``/``dpo``/``kto``) carry a PEFT LoRA ``adapter`` over ``base_model`` (continued from
+    the parent's adapter), its GGUF conversion ``adapter_gguf`` for llama.cpp, and ``served_as``:
+    the model spec the episode graph plays it with (``embedded:lora=…`` or ``<name>@<url>``).
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -55,6 +79,11 @@ class Policy(BaseModel):
     dataset: str | None = None
     checkpoint: str | None = None
     pairs_used: int = 0
+    base_model: str | None = None  # the Hugging Face base the adapter was trained on (a dir or GGUF file)
+    adapter: str | None = None  # PEFT adapter directory (adapter_config.json + adapter_model.safetensors)
+    adapter_gguf: str | None = None  # the adapter as a GGUF LoRA for llama.cpp
+    served_as: str | None = None  # the model spec the learner's seats use (None: the run's own models)
+    train: TrainStats | None = None
 
 
 def _key(family: str, level: str) -> str:

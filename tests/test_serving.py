@@ -1,0 +1,65 @@
+"""Serving policy versions over real loopback HTTP: runtime LoRA loading, and the learner seats' model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.fake_server import FakeOpenAIServer
+from graphs import episode
+from nodes.lifelong import learner_context, run_episode
+from swm.context import SWMContext
+from swm.errors import ModelUnavailable
+from swm.lifelong.tasks import synthesize
+from swm.lifelong.update import Policy
+from swm.serving import policy_spec, runtime_lora_spec
+
+
+def _policy(tmp_path: Path, version: str = "p1") -> Policy:
+    adapter = tmp_path / version / "adapter"
+    adapter.mkdir(parents=True)
+    return Policy(version=version, parent="p0", kind="dpo", cycle=1, adapter=str(adapter))
+
+
+def test_a_policy_is_loaded_by_name_and_plays_the_learner_seat(tmp_path: Path) -> None:
+    with FakeOpenAIServer(lora=True) as server:
+        policy = _policy(tmp_path)
+        spec = runtime_lora_spec(policy, server.base_url, run_id="r")
+        name = spec.split("@")[0]
+        assert server.stats()["adapters"] == {name: policy.adapter}
+        policy = policy.model_copy(update={"served_as": spec})
+        assert runtime_lora_spec(policy, server.base_url, run_id="r") == spec, "loading twice is harmless"
+
+        ctx = SWMContext(model=server.model_spec)
+        task = synthesize("negotiation", "easy", 3)
+        played = learner_context(ctx, policy, self_play=False)
+        assert played.store is ctx.experience_store() and played.spec_for("judge") == server.model_spec
+        record, _ = run_episode(episode.build().compile(checkpointer=False), task, played, episode_id="e1", memory={}, policy="plain", max_turns=2,
+                                judge=False, tested_agent=task.names[0])
+    by_model = server.stats()["by_model"]
+    assert record.models["agent"] == spec and record.models["partner"] == server.model_spec
+    assert by_model[name] == 1 and by_model["fake"] == 1, "the tested seat spoke through the adapter, the other not"
+
+
+def test_a_restarted_server_gets_the_adapter_again(tmp_path: Path) -> None:
+    policy = _policy(tmp_path)
+    with FakeOpenAIServer(lora=True) as first:
+        served = policy.model_copy(update={"served_as": runtime_lora_spec(policy, first.base_url, "r2")})
+    with FakeOpenAIServer(lora=True) as second:
+        moved = served.model_copy(update={"served_as": served.served_as.split("@")[0] + "@" + second.base_url})
+        assert policy_spec(moved) == moved.served_as
+        assert second.stats()["adapters"] == {moved.served_as.split("@")[0]: policy.adapter}
+
+
+def test_a_server_without_runtime_lora_gets_a_one_line_error(tmp_path: Path) -> None:
+    with FakeOpenAIServer() as server, pytest.raises(ModelUnavailable) as caught:
+        runtime_lora_spec(_policy(tmp_path), server.base_url, run_id="r3")
+    text = caught.value.one_line()
+    assert "\n" not in text and "cannot load LoRA adapters" in text and "--enable-lora" in text
+
+
+def test_base_and_memory_policies_keep_the_run_models() -> None:
+    ctx = SWMContext(model="fake@http://127.0.0.1:9/v1")
+    assert policy_spec(None) is None and policy_spec(Policy(version="p1", kind="memory")) is None
+    assert learner_context(ctx, Policy(version="p0"), self_play=True) is ctx
