@@ -35,7 +35,8 @@ def test_a_policy_is_loaded_by_name_and_plays_the_learner_seat(tmp_path: Path) -
         task = synthesize("negotiation", "easy", 3)
         played = learner_context(ctx, policy, self_play=False)
         assert played.store is ctx.experience_store() and played.spec_for("judge") == server.model_spec
-        record, _ = run_episode(episode.build().compile(checkpointer=False), task, played, episode_id="e1", memory={}, policy="plain", max_turns=2,
+        graph = episode.build().compile(checkpointer=False)
+        record, _ = run_episode(graph, task, played, episode_id="e1", memory={}, policy="plain", max_turns=2,
                                 judge=False, tested_agent=task.names[0])
     by_model = server.stats()["by_model"]
     assert record.models["agent"] == spec and record.models["partner"] == server.model_spec
