@@ -41,7 +41,7 @@ def test_a_latin1_story_needs_its_encoding(tmp_path: Path) -> None:
     story = tmp_path / "story.txt"
     story.write_bytes("Zoé put the café key in the box. Max left.".encode("latin-1"))
     refused(parse(story, tmp_path / "a.db"), "story.txt is not valid utf-8 text (byte 2: b'\\xe9')", "--encoding")
-    accepted = parse(story, tmp_path / "a.db", "--encoding", "latin-1")
+    accepted = parse(story, tmp_path / "a.db", "--encoding", "latin-1", "--max-retries", "0")
     assert accepted.exit_code == 3 and "cannot reach the model" in accepted.output  # read, then sent
     refused(parse(story, tmp_path / "a.db", "--encoding", "klingon"), "unknown text encoding 'klingon'")
 
