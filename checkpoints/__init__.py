@@ -6,9 +6,9 @@ graph state so a killed run resumes at the last finished node; the experience st
 """
 
 from checkpoints.lease import LeaseHeld, hold_lease
-from checkpoints.runs import differences, pending_nodes, run_thread, thread_status
+from checkpoints.runs import differences, pending_nodes, pin_run_options, run_thread, thread_status
 from checkpoints.savers import async_sqlite_saver, connect, default_db_path, sqlite_saver
 from checkpoints.store import ExperienceStore
 
 __all__ = ["ExperienceStore", "LeaseHeld", "async_sqlite_saver", "connect", "default_db_path", "differences",
-           "hold_lease", "pending_nodes", "run_thread", "sqlite_saver", "thread_status"]
+           "hold_lease", "pending_nodes", "pin_run_options", "run_thread", "sqlite_saver", "thread_status"]

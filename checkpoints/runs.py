@@ -39,6 +39,34 @@ def differences(stored: Mapping[str, Any], given: Mapping[str, Any], keys: Any =
             for key in (keys if keys is not None else given) if stored.get(key) != given.get(key)]
 
 
+RUN_OPTIONS_TABLE = "swm_run_options"
+
+
+def pin_run_options(store: Any, run_id: str, options: Mapping[str, Any]) -> list[str]:
+    """Record a run's options on its first invocation; refuse a rerun whose options differ.
+
+    For runs made of many threads (a benchmark), whose finished items would otherwise be reused
+    silently under other settings. Returns the options stored before (empty on the first run);
+    raises `InputError` listing every difference.
+    """
+    import json
+
+    from swm.errors import InputError
+
+    given = json.loads(json.dumps(dict(options), default=str))
+    rows = list(store.rows(f"select options from {RUN_OPTIONS_TABLE} where run_id = ?", [run_id])) \
+        if store.has_table(RUN_OPTIONS_TABLE) else []
+    if not rows:
+        store.insert(RUN_OPTIONS_TABLE, {"run_id": run_id, "options": given}, pk="run_id", ignore=True)
+        return []
+    stored = json.loads(rows[0]["options"])
+    changed = differences(stored, given)
+    if changed:
+        raise InputError(f"run {run_id} was started with other options ({'; '.join(changed)})",
+                         "rerun with the same options to resume it, or use a new --thread-id for a new run")
+    return list(stored)
+
+
 def run_thread(graph: Any, inputs: Mapping[str, Any], config: RunnableConfig, context: Any,
                announce: Callable[[Status, StateSnapshot], None] | None = None) -> tuple[dict[str, Any], Status]:
     """Start the thread, resume it at the node where it stopped, or return its finished state.

@@ -126,6 +126,10 @@ def test_bench_sotopia_writes_its_table_and_resumes(tmp_path: Path) -> None:
     calls = llm.calls
     second = CliRunner().invoke(main, args, obj={"llm": llm})
     assert second.exit_code == 0 and llm.calls == calls and "skipped 4 finished" in second.output
+    changed = CliRunner().invoke(main, [*args, "--max-turns", "5", "--partner-policy", "foresee"], obj={"llm": llm})
+    assert changed.exit_code == 2 and llm.calls == calls
+    assert "error: run R was started with other options (partner_policy: 'plain' → 'foresee'; max_turns: 3 → 5)" \
+        in changed.output, changed.output
 
 
 def test_bench_sotopia_reports_a_failed_episode_and_finishes_it_on_rerun(tmp_path: Path) -> None:

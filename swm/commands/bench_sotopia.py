@@ -107,9 +107,13 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
     click.echo(f"run {run_id}: {len(scenarios)} scenarios × {len(seat_list)} seats × {len(chosen)} policies, "
                f"max {max_turns} turns (rerun with --thread-id {run_id} --db {db_path(db)} to resume if "
                "interrupted)", err=True)
-    from checkpoints import hold_lease
+    from checkpoints import hold_lease, pin_run_options
 
     with hold_lease(db_path(db), run_id), tqdm(total=episodes, desc="episodes", disable=no_progress) as bar:
+        # what an episode's result depends on; more scenarios, seats or policies only add episodes
+        pin_run_options(ctx.experience_store(), run_id, {
+            "partner_policy": partner_policy, "max_turns": max_turns, "width": width, "depth": depth,
+            **{f"{role}_model": ctx.spec_for(role) for role in EPISODE_ROLES}})
         result = run_bench(scenarios, chosen, ctx, episode_player(ctx, db_path(db)), run_id,
                            partner_policy=partner_policy, max_turns=max_turns, concurrency=concurrency,
                            seats=seat_list, on_done=lambda: bar.update(1))
