@@ -177,3 +177,50 @@ def test_judge_scores_reach_the_rewards_and_the_update(base_dir: Path, tmp_path:
     assert out["current"]["score"]["judge"] == {"calls": turns, "unjudged": 0} and judge.calls == turns
     assert summary["reward"]["seller"]["mean"] > summary["reward"]["buyer"]["mean"] >= 0  # seller 10, buyer 2
     assert summary["kl"] is not None and out["current"]["update"]["steps"] >= 1
+
+
+KILLED_IN_ROLLOUT = textwrap.dedent("""
+    import os, signal, sys
+    sys.path.insert(0, {tests!r})
+    from swm.selfplay.policy import Policy
+    from test_selfplay_graph import run
+
+    real_generate = Policy.generate
+
+    def generate(self, prompt, seed=0):
+        if "/i1/train/" in str(seed) and str(seed).endswith("/g1/1"):  # the second turn of iteration 1's g1
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real_generate(self, prompt, seed)
+
+    Policy.generate = generate
+    run({db!r}, {{"plan": {plan!r}}})
+""")
+
+
+def test_a_run_killed_during_rollouts_replays_only_the_unfinished_ones(base_dir: Path, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    db, out = tmp_path / "run.db", tmp_path / "out"
+    p = plan(base_dir, out)
+    script = KILLED_IN_ROLLOUT.format(tests=str(Path(__file__).parent), db=str(db), plan=p)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240)
+    assert proc.returncode == -9, proc.stderr[-3000:]
+    stored = {r.rollout_id for r in load_rollouts(ExperienceStore(db), p["run_id"], 1, "train")}
+    assert not any(r.endswith("/g1") for r in stored), "the killed rollout was not stored"
+
+    from swm.selfplay.policy import Policy
+
+    calls: list[str] = []
+    real_generate = Policy.generate
+
+    def counting(self: Policy, prompt: str, seed: str | int = 0) -> Any:
+        calls.append(str(seed))
+        return real_generate(self, prompt, seed)
+
+    monkeypatch.setattr(Policy, "generate", counting)
+    resumed = run(db, None)
+    assert resumed["iteration"] == 2 and resumed["stopped"] is None
+    replayed = {c.rsplit("/", 1)[0] for c in calls if "/train/" in c}
+    assert replayed and all("/i1/train/" in c for c in replayed), "iteration 0 is never played again"
+    assert not {r.split("/", 1)[1] for r in stored} & {c.split("/", 1)[1] for c in replayed}, \
+        "a stored rollout is never played again"
+    assert len(load_rollouts(ExperienceStore(db), p["run_id"], 1, "train")) == 2
