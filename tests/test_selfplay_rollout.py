@@ -60,6 +60,15 @@ def test_a_leak_costs_the_seat_that_leaked_and_is_filtered() -> None:
     assert filtered_counts([scored]) == {"turns": 3, "rule_breaking": 1}
 
 
+def test_a_flagged_turn_keeps_its_penalty_unless_told_to_zero_it() -> None:
+    replies = ["$300 please.", "I offer $280.", "My minimum is $235."]  # no deal, and the seller leaks last
+    capped, _ = score(run(replies, max_turns=3)[0], TASK, RewardConfig())
+    assert capped.seat("Ben Garcia").turns[-1].filtered == "rule_breaking"
+    assert capped.seat("Ben Garcia").turns[-1].reward == -0.5
+    zeroed, _ = score(run(replies, max_turns=3)[0], TASK, RewardConfig(filtered="zero"))
+    assert zeroed.seat("Ben Garcia").turns[-1].reward == 0.0
+
+
 def test_quality_filter_zeroes_degenerate_repeated_and_out_of_character_turns() -> None:
     rollout, _ = run(["$300 please.", "!!!!!!!!!!!!!!!!", "$300 please.", "Ben: ACCEPT $300"], max_turns=4)
     scored, _ = score(rollout, TASK, RewardConfig())

@@ -16,14 +16,17 @@ The quality filter (the guard against reward hacking) flags a turn that is
 * ``rule_breaking``: the checker cites it as a violation (a private fact said, a deal outside
   the zone).
 
-A flagged turn's reward is ``filtered_reward`` (0 by default), whatever it would have been,
-and is counted.
+A flagged turn is counted and earns at most ``filtered_reward`` (0 by default): with
+``filtered="cap"`` (default) it can still lose reward (a leak keeps its penalty) but never gain
+any; ``filtered="zero"`` sets it to ``filtered_reward`` whatever it would have been (which also
+erases a penalty).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -45,6 +48,7 @@ class RewardConfig(BaseModel):
     judge_weight: float = Field(0.0, ge=0, description="weight of the per-turn judge score (0: no judge)")
     quality_filter: bool = True
     filtered_reward: float = 0.0
+    filtered: Literal["cap", "zero"] = "cap"
     min_chars: int = 2
     max_run: int = 12
     min_unique: float = Field(0.3, description="least share of distinct words in a turn of 8 words or more")
@@ -87,7 +91,9 @@ def _assign(rollout: Rollout, outcomes: Mapping[str, float], broken: set[int], c
             if turn.turn in broken:
                 flag = flag or "rule_breaking"
             turn.filtered = flag if config.quality_filter else None
-            turn.reward = config.filtered_reward if turn.filtered else reward
+            if turn.filtered:
+                reward = min(reward, config.filtered_reward) if config.filtered == "cap" else config.filtered_reward
+            turn.reward = reward
 
 
 def score(rollout: Rollout, task: Task, config: RewardConfig,
