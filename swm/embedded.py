@@ -55,6 +55,19 @@ class EmbeddedServer:
                 self.process.kill()
 
 
+def stopped(base_url: str, wait: float = 1.0) -> str | None:
+    """Say how the embedded server at ``base_url`` ended, if it did (waiting up to ``wait`` s), else None."""
+    server = _server
+    if server is None or not base_url.startswith(server.base_url):
+        return None
+    try:
+        code = server.process.wait(timeout=wait)
+    except subprocess.TimeoutExpired:
+        return None
+    crash = f" (signal {-code}: a crash inside llama.cpp)" if code < 0 else ""
+    return f"the embedded llama.cpp server stopped with exit code {code}{crash}; its log is {server.log_path}"
+
+
 def gguf_path() -> Path:
     """Return the GGUF file the embedded server loads: ``SWM_LOCAL_GGUF`` or the shipped one."""
     override = os.environ.get("SWM_LOCAL_GGUF")

@@ -267,6 +267,9 @@ def endpoint_error(exc: BaseException, model: BaseChatModel) -> SWMError | None:
         within = f" within {timeout:g} s" if isinstance(timeout, int | float) else ""
         return ModelTimeout(f"the model at {where} did not answer{within} ({_attempts(model)})",
                             "raise --timeout (SWMContext.timeout), or check that the server is not stuck")
+    if isinstance(exc, openai.APIConnectionError) and _embedded_stopped(where):
+        return ModelUnavailable(_embedded_stopped(where) or "",
+                                "rerun to start it again; set SWM_LOCAL_GGUF, or give a --model served elsewhere")
     if isinstance(exc, openai.APIConnectionError):
         if _caused_by(exc, httpx.ConnectError, ConnectionRefusedError):
             return ModelUnavailable(f"cannot reach the model at {where}: connection refused ({_attempts(model)})",
@@ -288,6 +291,12 @@ def endpoint_error(exc: BaseException, model: BaseChatModel) -> SWMError | None:
         return ModelCallFailed(f"the model at {where} sent a reply that is not a chat completion: "
                                f"{type(exc).__name__}", "the item is recorded as failed; rerun to retry it")
     return None
+
+
+def _embedded_stopped(where: str) -> str | None:
+    from swm.embedded import stopped
+
+    return stopped(where)
 
 
 def _root_cause(exc: BaseException) -> BaseException:

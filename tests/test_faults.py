@@ -294,3 +294,23 @@ def test_unusable_episode_replies_are_kept_for_audit(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     kept = ExperienceStore(db).failed_replies("ep")
     assert [r["node"] for r in kept] == ["act", "act"] and all("not a tool call" in r["raw"] for r in kept)
+
+
+def test_a_crashed_embedded_server_is_named_as_such(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+    import subprocess
+    import sys
+
+    import swm.embedded
+    from swm.errors import ModelUnavailable
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    crashed = subprocess.Popen([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"])
+    crashed.wait()
+    monkeypatch.setattr(swm.embedded, "_server", swm.embedded.EmbeddedServer(crashed, url, tmp_path / "m.gguf",
+                                                                             tmp_path / "server.log"))
+    with pytest.raises(ModelUnavailable) as caught:
+        call_model(make_chat_model(f"embedded@{url}", max_retries=0), "Where?", ReasonedAnswer)
+    assert "embedded llama.cpp server stopped with exit code -11 (signal 11" in str(caught.value)
