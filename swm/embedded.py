@@ -57,8 +57,8 @@ class EmbeddedServer:
 
 def stopped(base_url: str, wait: float = 1.0) -> str | None:
     """Say how the embedded server at ``base_url`` ended, if it did (waiting up to ``wait`` s), else None."""
-    server = _server
-    if server is None or not base_url.startswith(server.base_url):
+    server = next((s for s in list(_servers.values()) if base_url.startswith(s.base_url)), None)
+    if server is None:
         return None
     try:
         code = server.process.wait(timeout=wait)
