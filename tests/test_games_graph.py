@@ -155,3 +155,25 @@ def test_bench_games_refuses_bad_input_in_one_line() -> None:
                            (["--side", "wolves"], "unknown side"), (["--game", "chess"], "unknown game")):
         result = CliRunner().invoke(main, ["bench", "games", "--n", "1", *extra])
         assert result.exit_code == 2 and message in result.output, result.output
+
+
+def test_fixed_opponents_a_side_on_its_own_model_or_on_the_random_baseline() -> None:
+    seed = 1
+    roles = roles_for(seed)
+    village = ScriptedChatModel(respond=responder(village_finds_wolves, roles))
+    pack = ScriptedChatModel(respond=responder(village_finds_wolves, roles))
+    store = ExperienceStore(":memory:")
+    ctx = SWMContext(chat_models={"agent": village, "partner": pack}, store=store)
+    out = dict(build().compile().invoke({"game_id": "f", "seed": seed, "tested_side": "village"}, context=ctx))
+    assert out["outcome"]["winner"] == "village"
+    assert {roles[parse_prompt(p)[0]] == "werewolf" for _, p in village.prompts} == {False}
+    assert {roles[parse_prompt(p)[0]] == "werewolf" for _, p in pack.prompts} == {True}
+    assert set(out["models"]) == {"agent", "partner"}
+    # the werewolves on the code baseline: no call for their seats, their moves marked random
+    baseline = ScriptedChatModel(respond=responder(village_finds_wolves, roles))
+    out = dict(build().compile().invoke({"game_id": "r", "seed": seed, "policies": {"werewolves": "random"}},
+                                        context=SWMContext(llm=baseline, store=store)))
+    moves = load_moves(store, "r")
+    assert {m.policy for m in moves if m.side == "werewolves"} == {"random"}
+    assert all(m.calls == 0 for m in moves if m.side == "werewolves")
+    assert baseline.calls == sum(m.calls for m in moves) == sum(1 for m in moves if m.side == "village")
