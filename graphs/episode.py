@@ -54,11 +54,19 @@ POLICY_BUILDERS = {"plain": build_plain, "foresee": foresee_act.build, "rollout"
 ROUTES: dict[Hashable, str] = {"plain": "plain", "foresee": "foresee", "rollout": "rollout", "judge": "judge"}
 
 
-def build() -> StateGraph[Any, SWMContext, Any, Any]:
+def build(policy_checkpointer: bool | None = None) -> StateGraph[Any, SWMContext, Any, Any]:
+    """Wire the episode; ``policy_checkpointer=False`` keeps the policy subgraphs off any checkpointer.
+
+    By default a policy subgraph checkpoints through its parent's saver, so a kill inside a turn
+    resumes inside it. An episode played inside another graph's node without a checkpointer of
+    its own (the lifelong loop's) passes False: its turns would otherwise write checkpoints into
+    the outer thread that no resume ever reads, and call the outer saver synchronously from the
+    node's thread, which an async-only saver (``langgraph dev``'s) refuses.
+    """
     g = StateGraph(EpisodeState, context_schema=SWMContext)
     g.add_node("setup", setup)
     for name, builder in POLICY_BUILDERS.items():
-        g.add_node(name, builder().compile())
+        g.add_node(name, builder().compile(checkpointer=policy_checkpointer))
         g.add_edge(name, "commit")
     g.add_node("commit", commit)
     g.add_node("judge", judge_episode)

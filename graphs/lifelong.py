@@ -49,9 +49,11 @@ STORE_RETRY = RetryPolicy(max_attempts=4, retry_on=sqlite3.OperationalError)
 def build() -> StateGraph[LifelongState, SWMContext, LifelongState, LifelongState]:
     g = StateGraph(LifelongState, context_schema=SWMContext)
     # Both Send targets play one episode through the episode graph (a game task through the game
-    # graph), compiled once here without a checkpointer of its own (an interrupted episode is
-    # replayed whole under the same id).
-    play = episode_player(episode.build().compile(checkpointer=False), game.build().compile(checkpointer=False))
+    # graph), compiled once here with no checkpointer at any depth: an interrupted episode is
+    # replayed whole under the same id, and the nested run never calls the outer saver (an async
+    # one under `langgraph dev` would refuse the synchronous call from the node's thread).
+    play = episode_player(episode.build(policy_checkpointer=False).compile(checkpointer=False),
+                          game.build().compile(checkpointer=False))
     g.add_node("synthesize", synthesize_node, retry_policy=STORE_RETRY)
     # Send targets: they take an episode job, not the graph state.
     g.add_node("collect", play, retry_policy=STORE_RETRY)  # type: ignore[arg-type,call-overload]

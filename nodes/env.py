@@ -138,6 +138,10 @@ def commit(state: EpisodeState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
     idle = state.get("idle", 0) + 1 if action.idle else 0
     reason = end_reason(turn + 1, state["max_turns"], active, idle)
     following = next_actor(scenario.names, active, actor) if active else actor
+    # per-turn progress for `stream_mode="custom"` (Studio, the SDK): what the CLI's progress shows
+    runtime.stream_writer({"event": "turn", "episode_id": state["episode_id"], "turn": turn, "agent": actor,
+                           "action": text[:200], "calls": int(spent["calls"]), "max_turns": state["max_turns"],
+                           "end_reason": reason})
     return {"turn": turn + 1, "active": active, "idle": idle, "actor": following, "done": reason is not None,
             "end_reason": reason or "", "usage_mark": total, "decision": {}}
 

@@ -118,6 +118,9 @@ def commit(state: GameGraphState, runtime: Runtime[SWMContext]) -> dict[str, Any
                                                    prompt, state["game_id"]))
     after = resolution.applied.state
     following = game.request(after)
+    # per-move progress for `stream_mode="custom"` (Studio, the SDK)
+    runtime.stream_writer({"event": "move", "game_id": state["game_id"], "turn": state["turn"],
+                           "agent": request.agent, "phase": request.phase, "done": following is None})
     return {"game_state": after.model_dump(mode="json"), "request": following.model_dump() if following else None,
             "turn": state["turn"] + 1, "done": following is None, "decision": {}}
 

@@ -248,7 +248,14 @@ def episode_player(episode_graph: Any, game_graph: Any = None) -> EpisodeNode:
 
     def play(job: EpisodeJob, runtime: Runtime[SWMContext]) -> dict[str, Any]:
         """Play one episode (training, or dev/test under a policy) and record it once."""
-        return _play(job, runtime.context, episode_graph, game_graph)
+        out = _play(job, runtime.context, episode_graph, game_graph)
+        # per-episode progress for `stream_mode="custom"` (Studio, the SDK), as the CLI's bar counts them
+        runtime.stream_writer({"event": "episode", "run_id": job["plan"]["run_id"], "cycle": job["cycle"],
+                               "phase": job["phase"], "episode_id": job["episode_id"],
+                               "failed": not (out.get("collected") or out.get("evaluated")),
+                               "episodes_done": ls.count_episodes(runtime.context.experience_store(),
+                                                                  job["plan"]["run_id"])})
+        return out
 
     return play
 
@@ -257,15 +264,21 @@ def after_synthesize(state: LifelongState, runtime: Runtime[SWMContext]) -> list
     """Fan out the episodes still to play: baseline evaluation at cycle 0, collection after."""
     store = runtime.context.experience_store()
     if state.get("cycle", 0) == 0:
-        return [Send("evaluate", j) for j in pending_evaluations(state, store)] or "deploy"
+        return _fan_out(runtime, state, "evaluate", pending_evaluations(state, store)) or "deploy"
     jobs = [j for j in collect_jobs(state) if not ls.episode_done(store, j["episode_id"])]
-    return [Send("collect", j) for j in jobs] or "convert"
+    return _fan_out(runtime, state, "collect", jobs) or "convert"
 
 
 def after_update(state: LifelongState, runtime: Runtime[SWMContext]) -> list[Send] | str:
     """Fan out the dev and test episodes still to play (the candidate's; the incumbent's are reused)."""
     store = runtime.context.experience_store()
-    return [Send("evaluate", j) for j in pending_evaluations(state, store)] or "deploy"
+    return _fan_out(runtime, state, "evaluate", pending_evaluations(state, store)) or "deploy"
+
+
+def _fan_out(runtime: Runtime[SWMContext], state: LifelongState, node: str, jobs: list[EpisodeJob]) -> list[Send]:
+    """Send one branch per job, announcing how many to `stream_mode="custom"` readers."""
+    runtime.stream_writer({"event": "fan_out", "cycle": state.get("cycle", 0), "node": node, "episodes": len(jobs)})
+    return [Send(node, j) for j in jobs]
 
 
 def refuse_failed(store: Any, plan: dict[str, Any], cycle: int, phases: tuple[str, ...]) -> None:
@@ -321,6 +334,8 @@ def deploy_node(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[str,
         for metric in ("completion", "pass"):
             cells = ls.eval_cells(store, run, policy, metric, "test")
             ls.put_matrix_row(store, run, curve, cycle, policy, metric, cells, played)
+    runtime.stream_writer({"event": "deploy", "cycle": cycle, "serving": serving, "candidate": candidate,
+                           "decision": explain})
     return {"incumbent": serving, "cycle": cycle + 1, "phase": "synthesize", "decisions": {str(cycle): explain}}
 
 

@@ -24,8 +24,10 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture
-def studio(tmp_path: Path):  # type: ignore[no-untyped-def]
+@pytest.fixture(scope="module")
+def studio(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """One `langgraph dev` server for the module (it takes seconds to start)."""
+    tmp_path = tmp_path_factory.mktemp("studio")
     exe = shutil.which("langgraph")
     if exe is None:
         pytest.skip("langgraph-cli[inmem] is not installed (dev extra)")
@@ -84,3 +86,37 @@ def test_every_graph_loads_and_ask_runs_through_the_api(studio) -> None:  # type
         (saved,) = conn.execute("select count(*) from checkpoints where thread_id = ?",
                                 (thread["thread_id"],)).fetchone()
     assert saved > 0, "runs are checkpointed in swm's SQLite file"
+
+
+def test_lifelong_runs_on_the_server_and_streams_progress(studio) -> None:  # type: ignore[no-untyped-def]
+    from langgraph_sdk import get_sync_client
+
+    from bench.fake_server import FakeOpenAIServer
+
+    url, db = studio
+    client = get_sync_client(url=url)
+    plan = {"run_id": "studio-learn", "cycles": 1, "levels": ["easy"], "families": ["negotiation"],
+            "episodes_per_level": 1, "samples_per_task": 1, "max_turns": 2, "out_dir": str(db.parent / "learn")}
+    thread = client.threads.create()
+    custom: list[tuple[str, dict]] = []  # type: ignore[type-arg]
+    with FakeOpenAIServer() as model:
+        for part in client.runs.stream(thread["thread_id"], "lifelong", input={"plan": plan},
+                                       context={"model": model.model_spec}, stream_mode=["custom", "values"],
+                                       stream_subgraphs=True):
+            assert part.event != "error", part.data
+            if part.event.startswith("custom"):
+                custom.append((part.event, part.data))
+        # cycle 0: p0 on dev and test; cycle 1: one collected episode, p1 on dev and test; 2 turns each
+        assert model.requests == 5 * 2
+    state = client.threads.get_state(thread["thread_id"])["values"]
+    assert state["phase"] == "done" and state["cycle"] == 2
+    assert state["collected"] == 1 and state["evaluated"] == 4
+    assert (db.parent / "learn" / "report.md").exists()
+    episodes = [data for _, data in custom if data["event"] == "episode"]
+    assert len(episodes) == 5 and not any(e["failed"] for e in episodes)
+    assert max(e["episodes_done"] for e in episodes) == 5
+    assert [d["episodes"] for _, d in custom if d["event"] == "fan_out"] == [2, 1, 2]
+    assert [d["cycle"] for _, d in custom if d["event"] == "deploy"] == [0, 1]
+    turns = [(namespace, d) for namespace, d in custom if d["event"] == "turn"]
+    assert len(turns) == 5 * 2, "every turn of every nested episode reaches the stream"
+    assert all("|" in namespace for namespace, _ in turns), "a turn is tagged with the episode branch it came from"
