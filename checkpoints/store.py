@@ -146,6 +146,25 @@ class ExperienceStore:
         self.conn.close()
 
 
+_SERVED: list[ExperienceStore] = []  # the store a server process opened for every run (at most one)
+
+
+def serve_store(store: ExperienceStore | None) -> None:
+    """Make ``store`` the experience store of every run in this process that brings none (None: stop).
+
+    `checkpoints.studio` calls it when ``langgraph dev`` or a server starts, so server runs read
+    and write the same database as the CLI, not a store that dies with the run.
+    """
+    _SERVED.clear()
+    if store is not None:
+        _SERVED.append(store)
+
+
+def served_store() -> ExperienceStore | None:
+    """Return the store `serve_store` set, or None (a library or CLI process)."""
+    return _SERVED[0] if _SERVED else None
+
+
 def _jsonable(value: Any) -> Any:
     if isinstance(value, dict | list | tuple):
         return json.dumps(value, ensure_ascii=False, default=str)

@@ -1,8 +1,12 @@
-"""The checkpointer LangGraph Studio / ``langgraph dev`` uses (``langgraph.json`` → ``checkpointer``).
+"""The checkpointer and experience store of LangGraph Studio / ``langgraph dev`` (``langgraph.json``).
 
 The exported graphs carry no checkpointer of their own (the server refuses those); the server
-calls `checkpointer()` and keeps the async SQLite saver open for its lifetime. The file is
-``SWM_STUDIO_DB``, else ``SWM_DB``, else the default database.
+enters `checkpointer()` once and keeps the async SQLite saver open for its lifetime. The file is
+``SWM_STUDIO_DB``, else ``SWM_DB``, else the default database: the CLI's, so both see one history.
+
+The same file holds the experience store: `checkpointer()` opens it beside the saver and serves
+it to every run that brings none (`checkpoints.store.serve_store`), so a server ``ask`` reuses a
+parse a CLI run cached, and episodes played on the server show up in ``swm`` reports.
 """
 
 from __future__ import annotations
@@ -14,9 +18,17 @@ from contextlib import asynccontextmanager
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from checkpoints.savers import async_sqlite_saver, default_db_path
+from checkpoints.store import ExperienceStore, serve_store
 
 
 @asynccontextmanager
 async def checkpointer() -> AsyncIterator[AsyncSqliteSaver]:
-    async with async_sqlite_saver(os.environ.get("SWM_STUDIO_DB") or default_db_path()) as saver:
-        yield saver
+    path = os.environ.get("SWM_STUDIO_DB") or default_db_path()
+    async with async_sqlite_saver(path) as saver:
+        store = ExperienceStore(path)
+        serve_store(store)
+        try:
+            yield saver
+        finally:
+            serve_store(None)
+            store.close()

@@ -38,7 +38,8 @@ from nodes.act import act
 from nodes.env import commit, finish, route, setup
 from nodes.judge import judge_episode
 from swm.context import SWMContext
-from swm.social.graph_state import EpisodeState, PolicyInput, PolicyOutput, PolicyState
+from swm.graph_state import checks_input
+from swm.social.graph_state import EpisodeInput, EpisodeOutput, EpisodeState, PolicyInput, PolicyOutput, PolicyState
 
 
 def build_plain() -> StateGraph[Any, SWMContext, Any, Any]:
@@ -63,8 +64,8 @@ def build(policy_checkpointer: bool | None = None) -> StateGraph[Any, SWMContext
     the outer thread that no resume ever reads, and call the outer saver synchronously from the
     node's thread, which an async-only saver (``langgraph dev``'s) refuses.
     """
-    g = StateGraph(EpisodeState, context_schema=SWMContext)
-    g.add_node("setup", setup)
+    g = StateGraph(EpisodeState, context_schema=SWMContext, input_schema=EpisodeInput, output_schema=EpisodeOutput)
+    g.add_node("setup", checks_input(EpisodeInput)(setup))
     for name, builder in POLICY_BUILDERS.items():
         g.add_node(name, builder().compile(checkpointer=policy_checkpointer))
         g.add_edge(name, "commit")

@@ -17,12 +17,13 @@ from nodes.act import sample
 from nodes.predict import predict
 from nodes.refine import refine
 from swm.context import SWMContext
+from swm.graph_state import checks_input
 from swm.social.graph_state import PolicyInput, PolicyOutput, PolicyState
 
 
 def build() -> StateGraph[Any, SWMContext, Any, Any]:
     g = StateGraph(PolicyState, context_schema=SWMContext, input_schema=PolicyInput, output_schema=PolicyOutput)
-    g.add_node("sample", sample)
+    g.add_node("sample", checks_input(PolicyInput)(sample))
     g.add_node("predict", predict)
     g.add_node("refine", refine)
     g.add_edge(START, "sample")

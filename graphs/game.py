@@ -31,14 +31,15 @@ from langgraph.graph import END, START, StateGraph
 
 from nodes.game import act, commit, finish, route, setup
 from swm.context import SWMContext
-from swm.games.graph_state import GameGraphState
+from swm.games.graph_state import GameGraphState, GameInput, GameOutput
+from swm.graph_state import checks_input
 
 ROUTES: dict[Hashable, str] = {"act": "act", "finish": "finish"}
 
 
 def build() -> StateGraph[Any, SWMContext, Any, Any]:
-    g = StateGraph(GameGraphState, context_schema=SWMContext)
-    g.add_node("setup", setup)
+    g = StateGraph(GameGraphState, context_schema=SWMContext, input_schema=GameInput, output_schema=GameOutput)
+    g.add_node("setup", checks_input(GameInput)(setup))
     g.add_node("act", act)
     g.add_node("commit", commit)
     g.add_node("finish", finish)

@@ -35,7 +35,8 @@ from nodes.lifelong import (
 )
 from nodes.update import update
 from swm.context import SWMContext
-from swm.lifelong.state import LifelongState
+from swm.graph_state import checks_input
+from swm.lifelong.state import LifelongInput, LifelongOutput, LifelongState
 
 # Two connections (checkpointer and experience store) write one SQLite file, and the checkpointer
 # writes in the background while a node runs. sqlite-utils creates a table by reading the schema and
@@ -46,15 +47,15 @@ from swm.lifelong.state import LifelongState
 STORE_RETRY = RetryPolicy(max_attempts=4, retry_on=sqlite3.OperationalError)
 
 
-def build() -> StateGraph[LifelongState, SWMContext, LifelongState, LifelongState]:
-    g = StateGraph(LifelongState, context_schema=SWMContext)
+def build() -> StateGraph[LifelongState, SWMContext, LifelongInput, LifelongOutput]:
+    g = StateGraph(LifelongState, context_schema=SWMContext, input_schema=LifelongInput, output_schema=LifelongOutput)
     # Both Send targets play one episode through the episode graph (a game task through the game
     # graph), compiled once here with no checkpointer at any depth: an interrupted episode is
     # replayed whole under the same id, and the nested run never calls the outer saver (an async
     # one under `langgraph dev` would refuse the synchronous call from the node's thread).
     play = episode_player(episode.build(policy_checkpointer=False).compile(checkpointer=False),
                           game.build().compile(checkpointer=False))
-    g.add_node("synthesize", synthesize_node, retry_policy=STORE_RETRY)
+    g.add_node("synthesize", checks_input(LifelongInput)(synthesize_node), retry_policy=STORE_RETRY)
     # Send targets: they take an episode job, not the graph state.
     g.add_node("collect", play, retry_policy=STORE_RETRY)  # type: ignore[arg-type,call-overload]
     g.add_node("convert", convert, retry_policy=STORE_RETRY)

@@ -8,12 +8,12 @@ from langgraph.graph import END, START, StateGraph
 
 from nodes.parse import after_check, after_prepare, check, parse, prepare
 from swm.context import SWMContext
-from swm.graph_state import SocialWorldState, new_graph
+from swm.graph_state import ParseInput, ParseOutput, SocialWorldState, checks_input, new_graph
 
 
 def build() -> StateGraph[Any, SWMContext, Any, Any]:
-    g = new_graph(SocialWorldState)
-    g.add_node("prepare", prepare)
+    g = new_graph(SocialWorldState, ParseInput, ParseOutput)
+    g.add_node("prepare", checks_input(ParseInput)(prepare))
     g.add_node("parse", parse)
     g.add_node("check", check)
     g.add_edge(START, "prepare")

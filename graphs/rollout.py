@@ -26,6 +26,7 @@ from nodes.judge import score
 from nodes.predict import simulate
 from nodes.refine import choose, refine
 from swm.context import SWMContext
+from swm.graph_state import checks_input
 from swm.social.graph_state import PolicyInput, PolicyOutput, PolicyState
 
 MAX_WIDTH = 8
@@ -86,7 +87,7 @@ def build() -> StateGraph[Any, SWMContext, Any, Any]:
     g.add_node("score", score)
     g.add_node("choose", choose)
     g.add_node("refine", refine)
-    g.add_conditional_edges(START, fan_out_samples, ["sample"])
+    g.add_conditional_edges(START, checks_input(PolicyInput)(fan_out_samples), ["sample"])
     g.add_edge("sample", "gather")
     g.add_conditional_edges("gather", fan_out_simulations, ["simulate"])
     g.add_edge("simulate", "settle")

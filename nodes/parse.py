@@ -12,21 +12,21 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Any
+from typing import Any, get_args
 
 from langgraph.runtime import Runtime
 
 import prompts
 from swm.context import SWMContext
 from swm.errors import InputError
-from swm.graph_state import SocialWorldState, story_hash
+from swm.graph_state import Mode, SocialWorldState, Task, story_hash
 from swm.llm import call_model
 from swm.schemas import S3APParse
 from swm.state import Issue, SocialWorld, ValidationReport, agent_key
 from swm.validation import validate_s3ap
 
-TASKS = ("generic", "tomi", "hitom", "fantom", "mmtom", "confaide")
-MODES = ("vanilla", "cot", "s3ap", "s3ap_only")
+TASKS: tuple[str, ...] = get_args(Task)
+MODES: tuple[str, ...] = get_args(Mode)
 NEEDS_PARSE = ("s3ap", "s3ap_only")
 
 

@@ -11,6 +11,8 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pydantic.json_schema import SkipJsonSchema
+
 from swm.faults import DEFAULT_LIMIT, FailureStreak
 from swm.llm import (
     DEFAULT_MAX_RETRIES,
@@ -37,8 +39,10 @@ class SWMContext:
 
     model: str | None = None
     models: dict[str, str] = field(default_factory=dict)
-    llm: Any = None
-    chat_models: dict[str, Any] = field(default_factory=dict)
+    # Python objects (tests inject scripted models): no JSON form, so left out of the context schema
+    # that Studio and the server show; over the API, models are chosen by spec strings
+    llm: SkipJsonSchema[Any] = None
+    chat_models: SkipJsonSchema[dict[str, Any]] = field(default_factory=dict)
     temperature: float = 0.0
     max_tokens: int | None = None
     # endpoint faults: seconds per request (None: 120, or 600 for the embedded server) and the
@@ -56,7 +60,7 @@ class SWMContext:
     rollout_width: int = 1
     rollout_depth: int = 1
     # the experience store (parse cache, episodes, pairs); an in-memory one when None
-    store: Any = None
+    store: SkipJsonSchema[Any] = None
     # where this invocation writes reports and exports (the lifelong plan's out_dir when None): a
     # resumed or copied thread never writes into the folder of the run it was started as
     out_dir: str | None = None
@@ -120,13 +124,13 @@ class SWMContext:
         return any(is_embedded(self.spec_for(r)) and "@" not in self.spec_for(r) for r in ROLES)
 
     def experience_store(self) -> Any:
-        """Return the experience store, opening an in-memory one on first use."""
+        """Return the experience store: the one given, the server's, else an in-memory one opened on first use."""
         if self.store is None:
-            from checkpoints import ExperienceStore
+            from checkpoints.store import ExperienceStore, served_store
 
             with self._lock:
                 if self.store is None:
-                    self.store = ExperienceStore(":memory:")
+                    self.store = served_store() or ExperienceStore(":memory:")
         return self.store
 
     def record_failed_reply(self, node: str, role: str, reply: Any, key: str = "") -> None:

@@ -20,8 +20,12 @@ class SWMError(Exception):
         return self.one_line()
 
 
-class InputError(SWMError):
-    """The user's input cannot be used (empty or oversized narrative, unknown agent, bad file)."""
+class InputError(SWMError, ValueError):
+    """The user's input cannot be used (empty or oversized narrative, unknown agent, bad file).
+
+    A ValueError too, so `langgraph dev` and the server hand its message to the client instead
+    of "An internal error occurred".
+    """
 
 
 class ModelUnavailable(SWMError):

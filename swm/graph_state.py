@@ -3,19 +3,32 @@
 Graph state carries ids and small typed values; bulk data (episodes, turns, pairs) lives in the
 experience store. Keys written by parallel branches have reducers. Graphs that need more keys
 subclass `SocialWorldState`.
+
+Each graph also declares what a caller may pass (``*Input``: required keys marked, enums as
+``Literal``) and what it gets back (``*Output``), so Studio and ``langgraph dev`` show both, and
+`checks_input` turns bad input into a one-line `InputError` naming the field. The TypedDicts come
+from ``typing_extensions``: pydantic (which builds the JSON schemas) refuses ``typing``'s on 3.11.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
-from collections.abc import Mapping
-from typing import Annotated, Any, TypedDict
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, Literal, Required, TypeVar
 
 from langgraph.graph import StateGraph
+from pydantic import TypeAdapter, ValidationError
+from typing_extensions import TypedDict
 
 from swm.context import SWMContext
+from swm.errors import InputError
 from swm.state import SocialWorld, ValidationReport
 from swm.usage import CallStats, merge_usage
+
+Mode = Literal["vanilla", "cot", "s3ap", "s3ap_only"]
+Task = Literal["generic", "tomi", "hitom", "fantom", "mmtom", "confaide"]
+Usage = Annotated[dict[str, CallStats], merge_usage]
 
 
 def merge_dict(left: Mapping[str, Any] | None, right: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -34,8 +47,8 @@ class SocialWorldState(TypedDict, total=False):
     # input
     narrative: str
     question: str
-    mode: str  # vanilla | cot | s3ap | s3ap_only
-    task: str  # tomi | hitom | fantom | mmtom | confaide | generic (default: the context's)
+    mode: Mode
+    task: Task  # default: the context's
     instruction: str  # a benchmark's own instruction before the task (ConfAIde's privacy prompt), unfenced
     # the parse
     story_hash: str
@@ -55,9 +68,87 @@ class SocialWorldState(TypedDict, total=False):
     # provenance and cost
     prompts: Annotated[dict[str, str], merge_dict]
     models: Annotated[dict[str, str], merge_dict]
-    usage: Annotated[dict[str, CallStats], merge_usage]
+    usage: Usage
 
 
-def new_graph(state: type[Any] = SocialWorldState) -> StateGraph[Any, SWMContext, Any, Any]:
+class ParseInput(TypedDict, total=False):
+    """What the ``parse`` graph takes: a story, and the benchmark whose parse rules apply."""
+
+    narrative: Required[str]
+    task: Task  # default: the context's
+
+
+class AskInput(ParseInput, total=False):
+    """What the ``ask`` graph takes: a story, a question about it, and how to answer."""
+
+    question: Required[str]
+    mode: Mode  # default s3ap
+    instruction: str  # a benchmark's own instruction before the task (ConfAIde's privacy prompt)
+
+
+class ParseOutput(TypedDict, total=False):
+    """What the ``parse`` graph returns: the best parse, its check, and where it came from."""
+
+    story_hash: str
+    task: Task
+    world: SocialWorld | None
+    report: ValidationReport | None
+    attempts: int
+    parse_cached: bool
+    parse_problems: list[str]
+    prompts: Annotated[dict[str, str], merge_dict]
+    models: Annotated[dict[str, str], merge_dict]
+    usage: Usage
+
+
+class AskOutput(ParseOutput, total=False):
+    """What the ``ask`` graph returns: the answer, its reasoning, and the parse it stood on."""
+
+    mode: Mode
+    answer: str
+    reasoning: str
+    answer_error: str | None
+
+
+def check_input(schema: type[Any], state: Mapping[str, Any]) -> None:
+    """Raise an `InputError` naming every input key of ``state`` that does not fit ``schema``."""
+    keys = schema.__required_keys__ | schema.__optional_keys__
+    given = {k: v for k, v in state.items() if k in keys}
+    try:
+        _adapter(schema).validate_python(given)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}" for e in exc.errors())
+        raise InputError(f"invalid {schema.__name__}: {problems}", "see the graph's input schema") from None
+
+
+_ADAPTERS: dict[type[Any], TypeAdapter[Any]] = {}
+
+
+def _adapter(schema: type[Any]) -> TypeAdapter[Any]:
+    if schema not in _ADAPTERS:  # building one compiles a validator: once per schema
+        _ADAPTERS[schema] = TypeAdapter(schema)
+    return _ADAPTERS[schema]
+
+
+NodeT = TypeVar("NodeT", bound=Callable[..., Any])
+
+
+def checks_input(schema: type[Any]) -> Callable[[NodeT], NodeT]:
+    """Make an entry node (or router) check the graph's input against ``schema`` before it runs."""
+
+    def wrap(node: NodeT) -> NodeT:
+        @functools.wraps(node)
+        def checked(state: Any, *args: Any, **kwargs: Any) -> Any:
+            check_input(schema, state)
+            return node(state, *args, **kwargs)
+
+        return checked  # type: ignore[return-value]
+
+    return wrap
+
+
+def new_graph(state: type[Any] = SocialWorldState, input_schema: type[Any] | None = None,
+              output_schema: type[Any] | None = None) -> StateGraph[Any, SWMContext, Any, Any]:
     """Start a graph over ``state`` with `SWMContext` as its runtime context."""
-    return StateGraph(state, context_schema=SWMContext)
+    return StateGraph(state, context_schema=SWMContext, input_schema=input_schema,  # type: ignore[arg-type]
+                      output_schema=output_schema)

@@ -7,7 +7,9 @@ checkpointed with the run, survives a resume, and stays constant in size however
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypedDict
+from typing import Any
+
+from typing_extensions import TypedDict
 
 
 class CallStats(TypedDict):

@@ -120,3 +120,91 @@ def test_lifelong_runs_on_the_server_and_streams_progress(studio) -> None:  # ty
     turns = [(namespace, d) for namespace, d in custom if d["event"] == "turn"]
     assert len(turns) == 5 * 2, "every turn of every nested episode reaches the stream"
     assert all("|" in namespace for namespace, _ in turns), "a turn is tagged with the episode branch it came from"
+
+
+def test_every_graph_declares_input_output_and_a_json_context_schema() -> None:
+    import importlib
+
+    for name, target in json.loads((ROOT / "langgraph.json").read_text())["graphs"].items():
+        module, attr = target.split(":")
+        graph = getattr(importlib.import_module(module), attr)
+        inp, out, ctx = graph.get_input_jsonschema(), graph.get_output_jsonschema(), graph.get_context_jsonschema()
+        assert inp["properties"] and out["properties"], name
+        assert not {"llm", "chat_models", "store"} & set(ctx["properties"]), f"{name}: Python objects in the context schema"
+        json.dumps([inp, out, ctx])  # plain JSON, as Studio reads it
+
+
+def test_the_plan_schema_follows_the_lifelong_loop() -> None:
+    from typing import get_args
+
+    from swm.lifelong.state import DEFAULT_PLAN, Family, Level, Plan, UpdateMethod
+    from swm.lifelong.tasks import LEVELS, TASK_FAMILIES
+    from swm.lifelong.update import METHODS
+
+    assert set(DEFAULT_PLAN) <= Plan.__optional_keys__, "every plan key is in the input schema Studio shows"
+    assert get_args(UpdateMethod) == METHODS and get_args(Level) == LEVELS and get_args(Family) == TASK_FAMILIES
+
+
+@pytest.mark.parametrize(("graph", "inputs", "field"), [
+    ("ask", {"narrative": "Sally leaves.", "question": "Where?", "mode": "bogus"}, "mode"),
+    ("ask", {"narrative": "Sally leaves.", "mode": "cot"}, "question"),
+    ("episode", {"policies": {"Ann": "plain"}}, "scenario"),
+    ("lifelong", {"plan": {"update": "sft"}}, "plan.update"),
+    ("game", {"policies": {"village": "smart"}}, "policies.village"),
+])
+def test_bad_input_names_the_field_before_any_call(graph: str, inputs: dict, field: str) -> None:  # type: ignore[type-arg]
+    import importlib
+
+    from scripted import ScriptedChatModel
+
+    from swm.context import SWMContext
+    from swm.errors import InputError
+
+    llm = ScriptedChatModel(replies=[])
+    with pytest.raises(InputError, match=rf"\b{field}: ") as caught:
+        importlib.import_module(f"graphs.{graph}").graph.invoke(inputs, context=SWMContext(llm=llm))
+    assert isinstance(caught.value, ValueError), "the server passes a ValueError's message to the client"
+    assert "\n" not in str(caught.value)
+
+
+def test_the_server_shows_schemas_and_refuses_bad_input_by_field(studio) -> None:  # type: ignore[no-untyped-def]
+    from langgraph_sdk import get_sync_client
+
+    url, _ = studio
+    client = get_sync_client(url=url)
+    assistants = {a["graph_id"]: a for a in client.assistants.search(limit=100)}
+    for graph_id, assistant in assistants.items():
+        schemas = client.assistants.get_schemas(assistant["assistant_id"])
+        assert schemas["input_schema"] and schemas["output_schema"] and schemas["context_schema"], graph_id
+    ask = client.assistants.get_schemas(assistants["ask"]["assistant_id"])["input_schema"]
+    assert ask["properties"]["mode"]["enum"] == ["vanilla", "cot", "s3ap", "s3ap_only"]
+    assert set(ask["required"]) == {"narrative", "question"}
+    thread = client.threads.create()
+    parts = list(client.runs.stream(thread["thread_id"], "ask", input={"narrative": "Sally leaves.", "question": "Where?",
+                                                                       "mode": "bogus"}, context={"model": "none"}))
+    errors = [p.data for p in parts if p.event == "error"]
+    assert errors and errors[0]["error"] == "InputError", parts
+    assert "mode: Input should be 'vanilla'" in errors[0]["message"]
+
+
+def test_a_server_run_reuses_the_parse_a_cli_run_cached(studio, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from click.testing import CliRunner
+    from langgraph_sdk import get_sync_client
+
+    from bench.fake_server import FakeOpenAIServer
+    from swm.cli import main
+
+    url, db = studio
+    story = tmp_path / "story.txt"
+    story.write_text("Mia puts the key in the drawer and leaves. Leo moves the key to the shelf.")
+    with FakeOpenAIServer() as model:
+        cli = CliRunner().invoke(main, ["parse", str(story), "--model", model.model_spec, "--db", str(db)])
+        assert cli.exit_code == 0, cli.output
+        parsed = model.requests
+        assert parsed >= 1
+        client = get_sync_client(url=url)
+        out = client.runs.wait(client.threads.create()["thread_id"], "ask",
+                               input={"narrative": story.read_text(), "question": "Where will Mia look for the key?",
+                                      "mode": "s3ap"}, context={"model": model.model_spec})
+        assert out["parse_cached"] is True, out
+        assert model.requests - parsed == 1, "the server's ask made only its answer call: 0 parse calls"

@@ -7,10 +7,39 @@ asked now, ``decision`` its latest reply; the moves themselves are rows in the e
 
 from __future__ import annotations
 
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, Literal
 
-from swm.graph_state import merge_dict
+from typing_extensions import TypedDict
+
+from swm.graph_state import Usage, merge_dict
 from swm.usage import CallStats, merge_usage
+
+GamePolicy = Literal["plain", "random"]
+
+
+class GameInput(TypedDict, total=False):
+    """What the ``game`` graph takes (see `graphs.game`); every key optional."""
+
+    game: str  # a registered game name (default werewolf)
+    game_id: str
+    seed: int  # names the deal
+    players: list[str]
+    n_players: int  # default 6
+    options: dict[str, Any]  # the game's options (werewolf: werewolves, doctor, max_rounds)
+    policies: dict[str, GamePolicy]  # side or seat -> policy (default plain)
+    tested_side: str | None  # seats of this side use the "agent" model role, the others "partner"
+
+
+class GameOutput(TypedDict, total=False):
+    """What the ``game`` graph returns: the outcome, each seat's result, and the run's cost."""
+
+    game_id: str
+    outcome: dict[str, Any] | None
+    per_role: dict[str, dict[str, Any]]
+    turn: int
+    prompts: Annotated[dict[str, str], merge_dict]
+    models: Annotated[dict[str, str], merge_dict]
+    usage: Usage
 
 
 class GameGraphState(TypedDict, total=False):
@@ -21,7 +50,7 @@ class GameGraphState(TypedDict, total=False):
     players: list[str]  # seat names; default the first n_players of swm.games.play.SEAT_NAMES
     n_players: int
     options: dict[str, Any]  # the game's options (werewolf: werewolves, doctor, max_rounds)
-    policies: dict[str, str]  # side or seat -> plain | random (default plain)
+    policies: dict[str, GamePolicy]  # side or seat -> plain | random (default plain)
     tested_side: str | None  # seats of this side use the "agent" model role, the others "partner"
     # moderation
     game_state: dict[str, Any]

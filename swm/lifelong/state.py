@@ -7,9 +7,17 @@ holds only ids and numbers that do not grow with the run, so a checkpoint stays 
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, Literal
 
-from swm.graph_state import SocialWorldState, merge_dict
+from typing_extensions import TypedDict
+
+from swm.graph_state import SocialWorldState, Usage, merge_dict
+from swm.social.graph_state import Policy
+
+Level = Literal["easy", "medium", "hard"]  # swm.lifelong.tasks.LEVELS
+Family = Literal["negotiation", "mutual_friend", "secret", "scheduling", "persuasion",  # tasks.TASK_FAMILIES
+                 "werewolf"]
+UpdateMethod = Literal["memory", "dpo", "kto"]  # swm.lifelong.update.METHODS
 
 DEFAULT_PLAN: dict[str, Any] = {
     "run_id": "learn",
@@ -35,6 +43,58 @@ DEFAULT_PLAN: dict[str, Any] = {
     "out_dir": "swm-learn",
     "hf_model": None,  # a local Hugging Face model directory: dpo/kto then train with TRL
 }
+
+
+class Plan(TypedDict, total=False):
+    """A lifelong run's plan: every key optional, defaults in `DEFAULT_PLAN`."""
+
+    run_id: str
+    cycles: int
+    levels: list[Level]
+    families: list[Family]
+    episodes_per_level: int
+    samples_per_task: int
+    max_turns: int
+    policy: Policy  # collection policy
+    eval_policy: Policy
+    self_play: bool  # one model in every seat; else the partner role plays the other seats
+    judge: bool  # the episode judge (one call per agent)
+    judge_threshold: float
+    gating: bool
+    min_margin: float
+    update: UpdateMethod
+    replay: bool
+    epsilon: float
+    deploy_metric: Literal["pass", "completion"]
+    heldout_per_cell: int  # test-split tasks per family and level
+    dev_per_cell: int  # dev-split tasks per family and level
+    out_dir: str  # where the report and plots go
+    hf_model: str | None  # a local Hugging Face model directory: dpo/kto then train with TRL
+
+
+class LifelongInput(TypedDict, total=False):
+    """What the ``lifelong`` graph takes: the plan (``{}`` runs the defaults)."""
+
+    plan: Plan
+
+
+class LifelongOutput(TypedDict, total=False):
+    """What the ``lifelong`` graph returns: where the report is, and what each cycle deployed."""
+
+    plan: dict[str, Any]
+    cycle: int
+    phase: str
+    incumbent: str
+    candidate_policy: str
+    collected: Annotated[int, operator.add]
+    evaluated: Annotated[int, operator.add]
+    kept: Annotated[int, operator.add]
+    rejected: Annotated[int, operator.add]
+    decisions: Annotated[dict[str, str], merge_dict]
+    report_path: str
+    prompts: Annotated[dict[str, str], merge_dict]
+    models: Annotated[dict[str, str], merge_dict]
+    usage: Usage
 
 
 class EpisodeJob(TypedDict):

@@ -13,17 +13,24 @@ A policy subgraph (`plain`, `foresee`, `rollout`) reads `PolicyInput` and return
 
 from __future__ import annotations
 
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, Literal, Required
 
-from swm.graph_state import SocialWorldState, merge_dict
+from typing_extensions import TypedDict
+
+from swm.graph_state import SocialWorldState, Usage, merge_dict
+from swm.state import SocialWorld
 from swm.usage import CallStats, merge_usage
+
+Policy = Literal["plain", "foresee", "rollout"]
 
 
 class PolicyInput(TypedDict, total=False):
-    scenario: dict[str, Any]  # Scenario.model_dump()
-    episode_id: str
-    turn: int
-    actor: str
+    """One turn of one agent: what a policy subgraph (``foresee_act``, ``rollout``) reads."""
+
+    scenario: Required[dict[str, Any]]  # Scenario.model_dump()
+    episode_id: Required[str]
+    turn: Required[int]
+    actor: Required[str]
     active: list[str]
     tested_agent: str
 
@@ -46,11 +53,36 @@ class PolicyState(PolicyInput, PolicyOutput, total=False):
     chosen: str
 
 
+class EpisodeInput(TypedDict, total=False):
+    """What the ``episode`` graph takes (see `graphs.episode`)."""
+
+    scenario: Required[dict[str, Any]]  # Scenario.model_dump(): id, scenario, agents with name and goal
+    episode_id: str  # default: the scenario id and a random suffix
+    policies: dict[str, Policy]  # agent name -> policy, default plain
+    tested_agent: str  # the seat played by the "agent" model role (default the first)
+    max_turns: int  # default 20
+    judge: bool  # default True
+
+
+class EpisodeOutput(TypedDict, total=False):
+    """What the ``episode`` graph returns: the world, the judge's scores, and the run's cost."""
+
+    episode_id: str
+    world: SocialWorld | None
+    judgements: dict[str, dict[str, Any]]  # agent -> Judgement.model_dump()
+    end_reason: str
+    turn: int
+    active: list[str]
+    prompts: Annotated[dict[str, str], merge_dict]
+    models: Annotated[dict[str, str], merge_dict]
+    usage: Usage
+
+
 class EpisodeState(SocialWorldState, total=False):
     # input
     scenario: dict[str, Any]
     episode_id: str
-    policies: dict[str, str]  # agent name -> plain | foresee | rollout
+    policies: dict[str, Policy]
     tested_agent: str  # the seat played by the "agent" role; every other seat is "partner"
     max_turns: int
     judge: bool
