@@ -35,16 +35,17 @@ from nodes.selfplay import (
     update,
 )
 from swm.context import SWMContext
+from swm.graph_state import checks_input
 from swm.selfplay.plan import SelfPlayPlan
-from swm.selfplay.state import SelfPlayState
+from swm.selfplay.state import SelfPlayInput, SelfPlayState
 
 # The checkpointer and the experience store share one SQLite file (see graphs/lifelong.py).
 STORE_RETRY = RetryPolicy(max_attempts=4, retry_on=sqlite3.OperationalError)
 
 
-def build() -> StateGraph[SelfPlayState, SWMContext, SelfPlayState, SelfPlayState]:
-    g = StateGraph(SelfPlayState, context_schema=SWMContext)
-    g.add_node("start", start, retry_policy=STORE_RETRY)
+def build() -> StateGraph[SelfPlayState, SWMContext, SelfPlayInput, SelfPlayState]:
+    g = StateGraph(SelfPlayState, context_schema=SWMContext, input_schema=SelfPlayInput, output_schema=SelfPlayState)
+    g.add_node("start", checks_input(SelfPlayInput)(start), retry_policy=STORE_RETRY)
     g.add_node("rollout", rollout, retry_policy=STORE_RETRY)  # type: ignore[arg-type,call-overload]
     g.add_node("score", score, retry_policy=STORE_RETRY)
     g.add_node("advantages", advantages, retry_policy=STORE_RETRY)

@@ -130,7 +130,8 @@ def test_every_graph_declares_input_output_and_a_json_context_schema() -> None:
         graph = getattr(importlib.import_module(module), attr)
         inp, out, ctx = graph.get_input_jsonschema(), graph.get_output_jsonschema(), graph.get_context_jsonschema()
         assert inp["properties"] and out["properties"], name
-        assert not {"llm", "chat_models", "store"} & set(ctx["properties"]), f"{name}: Python objects in the context schema"
+        objects = {"llm", "chat_models", "store"} & set(ctx["properties"])
+        assert not objects, f"{name}: Python objects in the context schema"
         json.dumps([inp, out, ctx])  # plain JSON, as Studio reads it
 
 
@@ -151,6 +152,7 @@ def test_the_plan_schema_follows_the_lifelong_loop() -> None:
     ("episode", {"policies": {"Ann": "plain"}}, "scenario"),
     ("lifelong", {"plan": {"update": "sft"}}, "plan.update"),
     ("game", {"policies": {"village": "smart"}}, "policies.village"),
+    ("selfplay", {"plan": {"iterations": 0}}, "plan.iterations"),
 ])
 def test_bad_input_names_the_field_before_any_call(graph: str, inputs: dict, field: str) -> None:  # type: ignore[type-arg]
     import importlib
@@ -180,8 +182,8 @@ def test_the_server_shows_schemas_and_refuses_bad_input_by_field(studio) -> None
     assert ask["properties"]["mode"]["enum"] == ["vanilla", "cot", "s3ap", "s3ap_only"]
     assert set(ask["required"]) == {"narrative", "question"}
     thread = client.threads.create()
-    parts = list(client.runs.stream(thread["thread_id"], "ask", input={"narrative": "Sally leaves.", "question": "Where?",
-                                                                       "mode": "bogus"}, context={"model": "none"}))
+    bad = {"narrative": "Sally leaves.", "question": "Where?", "mode": "bogus"}
+    parts = list(client.runs.stream(thread["thread_id"], "ask", input=bad, context={"model": "none"}))
     errors = [p.data for p in parts if p.event == "error"]
     assert errors and errors[0]["error"] == "InputError", parts
     assert "mode: Input should be 'vanilla'" in errors[0]["message"]

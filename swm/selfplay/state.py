@@ -7,9 +7,12 @@ in the run directory; the state holds numbers that do not grow with the run.
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any
+
+from typing_extensions import TypedDict
 
 from swm.graph_state import merge_dict
+from swm.selfplay.plan import SelfPlayPlan
 
 
 class RolloutJob(TypedDict):
@@ -22,6 +25,12 @@ class RolloutJob(TypedDict):
     sample: int
     phase: str
     plan: dict[str, Any]
+
+
+class SelfPlayInput(TypedDict, total=False):
+    """What the ``selfplay`` graph takes: the plan (``{}`` runs the defaults; unknown keys are refused)."""
+
+    plan: SelfPlayPlan
 
 
 class SelfPlayState(TypedDict, total=False):
