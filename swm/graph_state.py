@@ -86,7 +86,15 @@ class AskInput(ParseInput, total=False):
     instruction: str  # a benchmark's own instruction before the task (ConfAIde's privacy prompt)
 
 
-class ParseOutput(TypedDict, total=False):
+class Provenance(TypedDict, total=False):
+    """What every graph's output ends with: prompt ids, models per role, and calls per node."""
+
+    prompts: Annotated[dict[str, str], merge_dict]
+    models: Annotated[dict[str, str], merge_dict]
+    usage: Usage
+
+
+class ParseOutput(Provenance, total=False):
     """What the ``parse`` graph returns: the best parse, its check, and where it came from."""
 
     story_hash: str
@@ -96,9 +104,6 @@ class ParseOutput(TypedDict, total=False):
     attempts: int
     parse_cached: bool
     parse_problems: list[str]
-    prompts: Annotated[dict[str, str], merge_dict]
-    models: Annotated[dict[str, str], merge_dict]
-    usage: Usage
 
 
 class AskOutput(ParseOutput, total=False):

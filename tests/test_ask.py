@@ -78,8 +78,8 @@ def test_malformed_answer_is_recorded_not_dropped() -> None:
 
 @pytest.mark.parametrize(("inp", "message"), [
     ({"narrative": STORY, "question": "  "}, "question is empty"),
-    ({"narrative": STORY, "question": "Where?", "mode": "telepathy"}, "unknown mode"),
-    ({"narrative": STORY, "question": "Where?", "task": "chess"}, "unknown task"),
+    ({"narrative": STORY, "question": "Where?", "mode": "telepathy"}, "mode: Input should be 'vanilla'"),
+    ({"narrative": STORY, "question": "Where?", "task": "chess"}, "task: Input should be 'generic'"),
 ])
 def test_bad_input_fails_before_any_call(inp: dict, message: str) -> None:
     model = ScriptedChatModel(replies=[])

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from typing_extensions import TypedDict
 
-from swm.graph_state import Usage, merge_dict
+from swm.graph_state import Provenance, merge_dict
 from swm.usage import CallStats, merge_usage
 
 GamePolicy = Literal["plain", "random"]
@@ -30,16 +30,13 @@ class GameInput(TypedDict, total=False):
     tested_side: str | None  # seats of this side use the "agent" model role, the others "partner"
 
 
-class GameOutput(TypedDict, total=False):
+class GameOutput(Provenance, total=False):
     """What the ``game`` graph returns: the outcome, each seat's result, and the run's cost."""
 
     game_id: str
     outcome: dict[str, Any] | None
     per_role: dict[str, dict[str, Any]]
     turn: int
-    prompts: Annotated[dict[str, str], merge_dict]
-    models: Annotated[dict[str, str], merge_dict]
-    usage: Usage
 
 
 class GameGraphState(TypedDict, total=False):

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from typing_extensions import TypedDict
 
-from swm.graph_state import SocialWorldState, Usage, merge_dict
+from swm.graph_state import Provenance, SocialWorldState, merge_dict
 from swm.social.graph_state import Policy
 
 Level = Literal["easy", "medium", "hard"]  # swm.lifelong.tasks.LEVELS
@@ -78,7 +78,7 @@ class LifelongInput(TypedDict, total=False):
     plan: Plan
 
 
-class LifelongOutput(TypedDict, total=False):
+class LifelongOutput(Provenance, total=False):
     """What the ``lifelong`` graph returns: where the report is, and what each cycle deployed."""
 
     plan: dict[str, Any]
@@ -92,9 +92,6 @@ class LifelongOutput(TypedDict, total=False):
     rejected: Annotated[int, operator.add]
     decisions: Annotated[dict[str, str], merge_dict]
     report_path: str
-    prompts: Annotated[dict[str, str], merge_dict]
-    models: Annotated[dict[str, str], merge_dict]
-    usage: Usage
 
 
 class EpisodeJob(TypedDict):

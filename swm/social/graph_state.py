@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal, Required
 
 from typing_extensions import TypedDict
 
-from swm.graph_state import SocialWorldState, Usage, merge_dict
+from swm.graph_state import Provenance, SocialWorldState, merge_dict
 from swm.state import SocialWorld
 from swm.usage import CallStats, merge_usage
 
@@ -64,7 +64,7 @@ class EpisodeInput(TypedDict, total=False):
     judge: bool  # default True
 
 
-class EpisodeOutput(TypedDict, total=False):
+class EpisodeOutput(Provenance, total=False):
     """What the ``episode`` graph returns: the world, the judge's scores, and the run's cost."""
 
     episode_id: str
@@ -73,9 +73,6 @@ class EpisodeOutput(TypedDict, total=False):
     end_reason: str
     turn: int
     active: list[str]
-    prompts: Annotated[dict[str, str], merge_dict]
-    models: Annotated[dict[str, str], merge_dict]
-    usage: Usage
 
 
 class EpisodeState(SocialWorldState, total=False):
