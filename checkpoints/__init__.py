@@ -1,14 +1,18 @@
-"""Persistence: SQLite checkpointers for every graph and the experience store, in one file.
+"""Persistence: checkpointers for every graph and the experience store, in one SQLite file or PostgreSQL.
 
-``--db`` / ``SWM_DB`` chooses the file. The checkpointer (``langgraph-checkpoint-sqlite``) holds
+``--db`` / ``SWM_DB`` chooses the file (or a ``postgresql://`` URL: `checkpoints.postgres`).
+The checkpointer (``langgraph-checkpoint-sqlite``) holds
 graph state so a killed run resumes at the last finished node; the experience store
 (``sqlite-utils``) holds bulk, append-only data: parses, episodes, turns, pairs, metrics.
 """
 
+from checkpoints.backends import Target, open_async_saver, open_saver, open_store
 from checkpoints.lease import LeaseHeld, hold_lease
+from checkpoints.postgres import PostgresExperienceStore, is_postgres
 from checkpoints.runs import differences, pending_nodes, pin_run_options, run_thread, thread_status
 from checkpoints.savers import async_sqlite_saver, connect, default_db_path, sqlite_saver
 from checkpoints.store import ExperienceStore
 
-__all__ = ["ExperienceStore", "LeaseHeld", "async_sqlite_saver", "connect", "default_db_path", "differences",
-           "hold_lease", "pending_nodes", "pin_run_options", "run_thread", "sqlite_saver", "thread_status"]
+__all__ = ["ExperienceStore", "LeaseHeld", "PostgresExperienceStore", "Target", "async_sqlite_saver", "connect",
+           "default_db_path", "differences", "hold_lease", "is_postgres", "open_async_saver", "open_saver",
+           "open_store", "pending_nodes", "pin_run_options", "run_thread", "sqlite_saver", "thread_status"]

@@ -6,7 +6,8 @@ transaction, so exactly one process wins; the other gets `LeaseHeld`, naming the
 host, start time). A lease whose holder is gone is taken over: on the same host the pid is
 checked; a holder on another host renews its lease every ``RENEW_S`` seconds and counts as gone
 when it has not for ``STALE_S``. A second backend implements `acquire` and `release` with the
-same meaning (PostgreSQL: a row and an advisory lock).
+same meaning: on PostgreSQL the same statements run through `_PostgresLeaseConnection`, where
+``BEGIN IMMEDIATE`` becomes a transaction holding an exclusive lock on the lease table.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from checkpoints.savers import connect
 from swm.errors import SWMError
@@ -54,7 +56,61 @@ class Lease:
         return f"pid {self.pid} on {self.host}, started {since}"
 
 
-def _ensure_table(conn: sqlite3.Connection) -> None:
+class _PostgresLeaseConnection:
+    """The subset of ``sqlite3.Connection`` the lease functions use, on a PostgreSQL database."""
+
+    def __init__(self, url: str) -> None:
+        import psycopg
+
+        self.conn = psycopg.connect(url, autocommit=True)
+        self.errors: tuple[type[BaseException], ...] = (psycopg.Error,)
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        if sql == "BEGIN IMMEDIATE":  # SQLite's write lock up front; here: the lease table, exclusively
+            self.conn.execute("BEGIN")
+            return self.conn.execute(f"LOCK TABLE {TABLE} IN EXCLUSIVE MODE")  # type: ignore[arg-type]
+        if sql.startswith(f"INSERT OR REPLACE INTO {TABLE} "):
+            sql = (sql.replace("INSERT OR REPLACE", "INSERT") + " ON CONFLICT (thread_id) DO UPDATE SET pid = "
+                   "excluded.pid, host = excluded.host, started = excluded.started, renewed = excluded.renewed, "
+                   "token = excluded.token")
+        sql = sql.replace("INTEGER", "BIGINT").replace("REAL", "DOUBLE PRECISION")
+        return self.conn.execute(sql.replace("?", "%s"), params)  # type: ignore[arg-type]
+
+    def commit(self) -> None:
+        self.conn.execute("COMMIT")
+
+    def rollback(self) -> None:
+        if self.conn.info.transaction_status != 0:  # not idle: a transaction is open
+            self.conn.execute("ROLLBACK")
+
+    def __enter__(self) -> _PostgresLeaseConnection:
+        self.conn.execute("BEGIN")
+        return self
+
+    def __exit__(self, kind: object, *_: object) -> None:
+        self.rollback() if kind else self.commit()
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _open(path: str | Path) -> Any:
+    from checkpoints.postgres import is_postgres
+
+    if is_postgres(path):
+        pg = _PostgresLeaseConnection(str(path))
+        from checkpoints.postgres import _lock_id
+
+        pg.conn.execute("select pg_advisory_lock(%s)", [_lock_id("lease-ddl")])
+        try:
+            _ensure_table(pg)
+        finally:
+            pg.conn.execute("select pg_advisory_unlock(%s)", [_lock_id("lease-ddl")])
+        return pg
+    return connect(path)
+
+
+def _ensure_table(conn: Any) -> None:
     conn.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (thread_id TEXT PRIMARY KEY, pid INTEGER, host TEXT, "
                  "started REAL, renewed REAL, token TEXT)")
 
@@ -74,7 +130,7 @@ def holder_alive(lease: Lease, now: float | None = None) -> bool:
     return (now or time.time()) - lease.renewed < STALE_S
 
 
-def acquire(conn: sqlite3.Connection, thread_id: str) -> tuple[Lease, Lease | None]:
+def acquire(conn: Any, thread_id: str) -> tuple[Lease, Lease | None]:
     """Take the thread's lease; return it and the stale lease it replaced (None when free).
 
     Raises `LeaseHeld` when a live process holds it.
@@ -102,21 +158,21 @@ def acquire(conn: sqlite3.Connection, thread_id: str) -> tuple[Lease, Lease | No
     return lease, previous
 
 
-def renew(conn: sqlite3.Connection, lease: Lease) -> None:
+def renew(conn: Any, lease: Lease) -> None:
     """Mark the lease as still held (for holders on other hosts, who cannot check the pid)."""
     with conn:
         conn.execute(f"UPDATE {TABLE} SET renewed = ? WHERE thread_id = ? AND token = ?",
                      (time.time(), lease.thread_id, lease.token))
 
 
-def release(conn: sqlite3.Connection, lease: Lease) -> None:
+def release(conn: Any, lease: Lease) -> None:
     """Give the lease back (only our own: a lease taken over since is left alone)."""
     _ours.discard(lease.token)
     with conn:
         conn.execute(f"DELETE FROM {TABLE} WHERE thread_id = ? AND token = ?", (lease.thread_id, lease.token))
 
 
-def current(conn: sqlite3.Connection, thread_id: str) -> Lease | None:
+def current(conn: Any, thread_id: str) -> Lease | None:
     """Return the thread's lease row, if any (held or stale)."""
     _ensure_table(conn)
     row = conn.execute(f"SELECT thread_id, pid, host, started, renewed, token FROM {TABLE} WHERE thread_id = ?",
@@ -127,7 +183,7 @@ def current(conn: sqlite3.Connection, thread_id: str) -> Lease | None:
 @contextmanager
 def hold_lease(path: str | Path, thread_id: str) -> Iterator[Lease]:
     """Hold the thread's lease on the database at ``path`` while the block runs."""
-    conn = connect(path)
+    conn = _open(path)
     stop = threading.Event()
     try:
         lease, _ = acquire(conn, thread_id)
@@ -136,7 +192,7 @@ def hold_lease(path: str | Path, thread_id: str) -> Iterator[Lease]:
             while not stop.wait(RENEW_S):
                 try:
                     renew(conn, lease)
-                except sqlite3.Error:
+                except (sqlite3.Error, *getattr(conn, "errors", ())):
                     pass  # a busy file: the next renewal tries again, well inside STALE_S
 
         renewer = threading.Thread(target=keep_renewing, name=f"lease-{thread_id}", daemon=True)

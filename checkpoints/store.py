@@ -109,6 +109,24 @@ class ExperienceStore:
         with self.lock:
             return table in self.db.table_names()
 
+    def create_table(self, table: str, columns: Mapping[str, type], *, pk: str | None = None,
+                     indexes: Iterable[Iterable[str]] = ()) -> None:
+        """Create a table (and its indexes) unless it exists; columns map names to Python types."""
+        with self._writing():
+            if table not in self.db.table_names():
+                self.db.table(table).create(dict(columns), pk=pk)  # type: ignore[union-attr]
+            for index in indexes:
+                self.db.table(table).create_index(list(index), if_not_exists=True)  # type: ignore[union-attr]
+
+    def create_index(self, table: str, columns: Iterable[str]) -> None:
+        with self._writing():
+            self.db.table(table).create_index(list(columns), if_not_exists=True)  # type: ignore[union-attr]
+
+    def execute(self, sql: str, params: Iterable[Any] = ()) -> None:
+        """Run one write statement (update, delete) in its own transaction."""
+        with self._writing():
+            self.conn.execute(sql, list(params))
+
     # ---- the parse cache ----------------------------------------------------------------
     def get_parse(self, key: str) -> dict[str, Any] | None:
         """Return a cached parse row, with ``s3ap`` and ``report`` decoded, or None."""
@@ -149,7 +167,7 @@ class ExperienceStore:
 _SERVED: list[ExperienceStore] = []  # the store a server process opened for every run (at most one)
 
 
-def serve_store(store: ExperienceStore | None) -> None:
+def serve_store(store: Any) -> None:
     """Make ``store`` the experience store of every run in this process that brings none (None: stop).
 
     `checkpoints.studio` calls it when ``langgraph dev`` or a server starts, so server runs read
@@ -160,7 +178,7 @@ def serve_store(store: ExperienceStore | None) -> None:
         _SERVED.append(store)
 
 
-def served_store() -> ExperienceStore | None:
+def served_store() -> Any:
     """Return the store `serve_store` set, or None (a library or CLI process)."""
     return _SERVED[0] if _SERVED else None
 

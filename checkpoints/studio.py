@@ -1,7 +1,7 @@
 """The checkpointer and experience store of LangGraph Studio / ``langgraph dev`` (``langgraph.json``).
 
 The exported graphs carry no checkpointer of their own (the server refuses those); the server
-enters `checkpointer()` once and keeps the async SQLite saver open for its lifetime. The file is
+enters `checkpointer()` once and keeps the async saver (SQLite, or PostgreSQL for a ``postgresql://`` URL) open for its lifetime. The file is
 ``SWM_STUDIO_DB``, else ``SWM_DB``, else the default database: the CLI's, so both see one history.
 
 The same file holds the experience store: `checkpointer()` opens it beside the saver and serves
@@ -14,18 +14,18 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
-from checkpoints.savers import async_sqlite_saver, default_db_path
-from checkpoints.store import ExperienceStore, serve_store
+from checkpoints.backends import open_async_saver, open_store
+from checkpoints.savers import default_db_path
+from checkpoints.store import serve_store
 
 
 @asynccontextmanager
-async def checkpointer() -> AsyncIterator[AsyncSqliteSaver]:
-    path = os.environ.get("SWM_STUDIO_DB") or default_db_path()
-    async with async_sqlite_saver(path) as saver:
-        store = ExperienceStore(path)
+async def checkpointer() -> AsyncIterator[Any]:
+    target = os.environ.get("SWM_STUDIO_DB") or default_db_path()
+    async with open_async_saver(target) as saver:
+        store = open_store(target)
         serve_store(store)
         try:
             yield saver

@@ -160,10 +160,8 @@ def run_game(game_graph: Any, task: Task, ctx: SWMContext, *, episode_id: str, t
              **provenance: Any) -> tuple[EpisodeRecord, dict[str, Any]]:
     """Play one game task through ``game_graph`` (no checkpointer: a killed game is replayed whole) and check it."""
     store = ctx.experience_store()
-    with store.lock:
-        if store.has_table("game_moves"):
-            store.db.execute("delete from game_moves where game_id = ?", [episode_id])
-            store.db.conn.commit()
+    if store.has_table("game_moves"):
+        store.execute("delete from game_moves where game_id = ?", [episode_id])
     out = dict(game_graph.invoke(game_inputs(task, game_id=episode_id, tested_agent=tested_agent), context=ctx,
                                  durability="async"))
     record = game_to_record(task, load_record(store, episode_id), episode_id=episode_id, source_episode=episode_id,

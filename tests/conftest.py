@@ -33,3 +33,46 @@ def shared_dir() -> Path:
     if not SHARED.is_dir():
         pytest.skip("../shared is not beside this checkout")
     return SHARED
+
+
+PG_SERVER = os.environ.get("SWM_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+def _pg_reason() -> str | None:
+    """Return why PostgreSQL tests cannot run here, or None when the server answers."""
+    try:
+        import psycopg
+    except ImportError:
+        return "psycopg is not installed (pip install -e '.[postgres]')"
+    try:
+        with psycopg.connect(PG_SERVER, connect_timeout=3):
+            return None
+    except psycopg.OperationalError as exc:
+        return f"no PostgreSQL server answers at {PG_SERVER} ({str(exc).splitlines()[0]})"
+
+
+@pytest.fixture
+def pg_url(request: pytest.FixtureRequest) -> object:
+    """A PostgreSQL URL on a fresh schema of the test database (dropped afterwards); skips with the reason."""
+    reason = _pg_reason()
+    if reason:
+        pytest.skip(reason)
+    import uuid
+
+    import psycopg
+
+    schema = f"swm_t{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(PG_SERVER, autocommit=True) as conn:
+        conn.execute(f"create schema {schema}")  # type: ignore[arg-type]
+    sep = "&" if "?" in PG_SERVER else "?"
+    yield f"{PG_SERVER}{sep}options=-csearch_path%3D{schema}"
+    with psycopg.connect(PG_SERVER, autocommit=True) as conn:
+        conn.execute(f"drop schema {schema} cascade")  # type: ignore[arg-type]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_target(request: pytest.FixtureRequest, tmp_path: Path) -> object:
+    """The same test on a SQLite file and on PostgreSQL (skipped with the reason when no server answers)."""
+    if request.param == "sqlite":
+        return tmp_path / "run.db"
+    return request.getfixturevalue("pg_url")

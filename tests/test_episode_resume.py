@@ -10,7 +10,7 @@ from langchain_core.runnables import RunnableConfig
 from scripted import ScriptedChatModel
 from test_episode_scripts import Responder, scenario
 
-from checkpoints import ExperienceStore, sqlite_saver
+from checkpoints import ExperienceStore, open_store, sqlite_saver
 from graphs.episode import build
 from swm.cli import main
 from swm.context import SWMContext
@@ -64,8 +64,8 @@ def test_killed_episode_resumes_inside_the_turn(tmp_path: Path) -> None:
     assert [t.calls for t in load_turns(ctx.store, "ep")] == [3, 1, 3, 1]
 
 
-def test_swm_play_resumes_with_db_and_thread_id(tmp_path: Path) -> None:
-    db = tmp_path / "play.db"
+def test_swm_play_resumes_with_db_and_thread_id(db_target: str | Path) -> None:
+    db = db_target
     args = ["play", "--scenario", "swm-bike-sale", "--policy", "foresee", "--max-turns", "4", "--no-judge",
             "--db", str(db), "--thread-id", "T1"]
     llm = crashing_model(at=7)  # turn 2 (Nora, foresee): sample=5? no: 3+1 -> turn 2 calls are 5, 6, 7
@@ -77,7 +77,7 @@ def test_swm_play_resumes_with_db_and_thread_id(tmp_path: Path) -> None:
     assert "resuming thread T1" in second.output
     assert llm.calls == 9  # only turn 2's refine and turn 3's act were asked after the crash
     assert "Turn #3 Omar Haddad" in second.output
-    store = ExperienceStore(db)
+    store = open_store(db)
     assert (get_episode(store, "T1") or {})["status"] == "done"
     third = CliRunner().invoke(main, args, obj={"llm": llm})
     assert third.exit_code == 0 and "already finished" in third.output and llm.calls == 9

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from checkpoints import LeaseHeld, connect, hold_lease
-from checkpoints.lease import STALE_S, TABLE, acquire, current, release
+from checkpoints import LeaseHeld, hold_lease
+from checkpoints.lease import STALE_S, TABLE, _open, acquire, current, release
 
 
-def plant(db: Path, thread: str, pid: int, host: str, renewed: float) -> None:
-    conn = connect(db)
+def plant(db: str | Path, thread: str, pid: int, host: str, renewed: float) -> None:
+    conn = _open(db)
     current(conn, thread)  # creates the table
     with conn:
         conn.execute(f"INSERT OR REPLACE INTO {TABLE} VALUES (?, ?, ?, ?, ?, ?)",
@@ -28,8 +28,8 @@ def dead_pid() -> int:
     return int(proc.stdout)
 
 
-def test_a_held_thread_is_refused_naming_the_holder(tmp_path: Path) -> None:
-    db = tmp_path / "l.db"
+def test_a_held_thread_is_refused_naming_the_holder(db_target: str | Path) -> None:
+    db = db_target
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         import socket
@@ -43,7 +43,7 @@ def test_a_held_thread_is_refused_naming_the_holder(tmp_path: Path) -> None:
         holder.wait()
     with hold_lease(db, "t") as lease:  # its holder is gone now: taken over
         assert lease.pid != holder.pid
-    conn = connect(db)
+    conn = _open(db)
     assert current(conn, "t") is None, "released on exit"
     conn.close()
 
@@ -57,16 +57,16 @@ def test_the_same_process_cannot_take_a_thread_twice(tmp_path: Path) -> None:
             pass
 
 
-def test_stale_leases_are_taken_over(tmp_path: Path) -> None:
+def test_stale_leases_are_taken_over(db_target: str | Path) -> None:
     import os
     import socket
 
-    db = tmp_path / "l.db"
+    db = db_target
     plant(db, "here", dead_pid(), socket.gethostname(), time.time())
     plant(db, "my-pid", os.getpid(), socket.gethostname(), time.time())  # left by a former process with this pid
     plant(db, "away-old", 1, "another-host", time.time() - STALE_S - 1)
     plant(db, "away-live", 1, "another-host", time.time())
-    conn = connect(db)
+    conn = _open(db)
     for thread in ("here", "my-pid", "away-old"):
         lease, previous = acquire(conn, thread)
         assert previous is not None and previous.token == "theirs" and lease.token != previous.token
@@ -75,9 +75,9 @@ def test_stale_leases_are_taken_over(tmp_path: Path) -> None:
     conn.close()
 
 
-def test_release_leaves_a_lease_taken_over_since_alone(tmp_path: Path) -> None:
-    db = tmp_path / "l.db"
-    conn = connect(db)
+def test_release_leaves_a_lease_taken_over_since_alone(db_target: str | Path) -> None:
+    db = db_target
+    conn = _open(db)
     lease, _ = acquire(conn, "t")
     plant(db, "t", 1, "another-host", time.time())  # someone took it over meanwhile
     release(conn, lease)

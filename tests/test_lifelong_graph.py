@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from scripted import ScriptedChatModel
 
-from checkpoints import ExperienceStore, sqlite_saver
+from checkpoints import ExperienceStore, open_saver, open_store
 from graphs import lifelong
 from swm.context import SWMContext
 from swm.lifelong import store as ls
@@ -80,12 +80,12 @@ class Agents:
 
 
 def run(tmp_path: Path, agents: Agents, plan: dict[str, Any], thread: str = "t1",
-        resume: bool = False) -> tuple[dict[str, Any], ExperienceStore, ScriptedChatModel]:
-    db = tmp_path / "run.db"
-    store = ExperienceStore(db)
+        resume: bool = False, db: str | Path | None = None) -> tuple[dict[str, Any], Any, ScriptedChatModel]:
+    db = db or tmp_path / "run.db"
+    store = open_store(db)
     llm = ScriptedChatModel(respond=agents)
     config = {"configurable": {"thread_id": thread}, "max_concurrency": 3, "recursion_limit": 1000}
-    with sqlite_saver(db) as saver:
+    with open_saver(db) as saver:
         graph = lifelong.build().compile(checkpointer=saver)
         inputs = None if resume else {"plan": {**plan, "run_id": thread, "out_dir": str(tmp_path / "out")}}
         out = graph.invoke(inputs, config, context=SWMContext(llm=llm, store=store))
@@ -202,17 +202,17 @@ def test_with_the_judge_pass_also_needs_the_goal_score(tmp_path: Path, goal: int
     assert all(bool(r["passed"]) == passes for r in completed)
 
 
-def test_killed_mid_collect_then_resumed_loses_and_repeats_no_episode(tmp_path: Path) -> None:
+def test_killed_mid_collect_then_resumed_loses_and_repeats_no_episode(tmp_path: Path, db_target: str | Path) -> None:
     baseline_acts = 2 * EVAL_EPISODES * PLAN["max_turns"]  # p0 on dev and test
     crashing = Agents(fail_after=baseline_acts + 3)  # dies inside cycle 1's collection
     with pytest.raises(RuntimeError, match="scripted crash"):
-        run(tmp_path, crashing, PLAN)
-    store = ExperienceStore(tmp_path / "run.db")
+        run(tmp_path, crashing, PLAN, db=db_target)
+    store = open_store(db_target)
     done = ls.count_episodes(store, "t1")
     assert 2 * EVAL_EPISODES <= done < TOTAL
     assert store.count("lifelong_episodes", "phase = 'collect'") < 4
     healthy = Agents()
-    out, store, llm = run(tmp_path, healthy, PLAN, resume=True)
+    out, store, llm = run(tmp_path, healthy, PLAN, resume=True, db=db_target)
     assert ls.count_episodes(store, "t1") == TOTAL
     ids = [r["episode_id"] for r in store.rows("select episode_id from lifelong_episodes")]
     assert len(ids) == len(set(ids)) == TOTAL

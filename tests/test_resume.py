@@ -10,7 +10,7 @@ from pathlib import Path
 from helpers import STORY
 from scripted import ScriptedChatModel
 
-from checkpoints import sqlite_saver
+from checkpoints import open_saver
 from graphs import ask
 from swm.commands._common import run_graph
 from swm.context import SWMContext
@@ -21,7 +21,7 @@ KILLED_RUN = textwrap.dedent("""
     sys.path.insert(0, {tests!r})
     from helpers import STORY, good_parse
     from scripted import ScriptedChatModel
-    from checkpoints import sqlite_saver
+    from checkpoints import open_saver
     from graphs import ask
     from swm.context import SWMContext
 
@@ -30,7 +30,7 @@ KILLED_RUN = textwrap.dedent("""
             return good_parse()
         os.kill(os.getpid(), signal.SIGKILL)  # killed while the QA call is in flight
 
-    with sqlite_saver({db!r}) as saver:
+    with open_saver({db!r}) as saver:
         graph = ask.build().compile(checkpointer=saver)
         graph.invoke({{"narrative": STORY, "question": "Where will Sally look?"}},
                      {{"configurable": {{"thread_id": "t1"}}}},
@@ -38,15 +38,15 @@ KILLED_RUN = textwrap.dedent("""
 """)
 
 
-def test_killed_run_resumes_after_the_last_finished_node(tmp_path: Path) -> None:
-    db = tmp_path / "run.db"
+def test_killed_run_resumes_after_the_last_finished_node(db_target: str | Path) -> None:
+    db = db_target
     script = KILLED_RUN.format(tests=str(Path(__file__).parent), db=str(db))
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert proc.returncode == -9, proc.stderr[-2000:]
 
     model = ScriptedChatModel(replies=[ReasonedAnswer(reasoning="she left", answer="basket")])
     config = {"configurable": {"thread_id": "t1"}}
-    with sqlite_saver(db) as saver:
+    with open_saver(db) as saver:
         graph = ask.build().compile(checkpointer=saver)
         snapshot = graph.get_state(config)
         assert snapshot.next == ("answer",)
@@ -58,8 +58,8 @@ def test_killed_run_resumes_after_the_last_finished_node(tmp_path: Path) -> None
     assert out["usage"]["answer"]["calls"] == 1
 
 
-def test_cli_runner_resumes_then_replays_a_finished_thread(tmp_path: Path) -> None:
-    db = tmp_path / "cli.db"
+def test_cli_runner_resumes_then_replays_a_finished_thread(db_target: str | Path) -> None:
+    db = db_target
     failing = ScriptedChatModel(replies=[ReasonedAnswer(reasoning="r", answer="basket")])
     inputs = {"narrative": STORY, "question": "Where?", "mode": "cot"}
     out, thread = run_graph(ask.build(), inputs, SWMContext(llm=failing), db, "fixed", "ask")

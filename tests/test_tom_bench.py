@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from scripted import ScriptedChatModel
 from tom_scripted import respond
 
-from checkpoints import ExperienceStore
+from checkpoints import open_store
 from graphs import ask
 from swm.context import SWMContext
 from swm.tom.loaders import load_benchmark
@@ -28,8 +28,8 @@ STABLE = ("mode", "qtype", "n", "acc", "ci_low", "ci_high", "exact", "loose", "c
           "qa_calls_per_q", "tokens_per_q", "distinct_stories", "parses_from_cache", "answer_errors")
 
 
-def _ctx(db: Path, model: Any) -> SWMContext:
-    return SWMContext(llm=model, task="tomi", store=ExperienceStore(db))
+def _ctx(db: str | Path, model: Any) -> SWMContext:
+    return SWMContext(llm=model, task="tomi", store=open_store(db))
 
 
 def _stable(summary: dict[str, Any]) -> list[dict[str, Any]]:
@@ -73,7 +73,7 @@ def test_exact_calls_per_question(tmp_path: Path, concurrency: int) -> None:
     assert all(r["prompt_tokens"] > 0 for r in rows)
 
 
-def test_killed_run_resumes_without_repeating_work(tmp_path: Path) -> None:
+def test_killed_run_resumes_without_repeating_work(tmp_path: Path, db_target: str | Path) -> None:
     items = load_benchmark("tomi", FIX / "tomi_mini.txt")
     modes = ["cot", "s3ap"]
     reference = ScriptedChatModel(respond=respond)
@@ -89,11 +89,11 @@ def test_killed_run_resumes_without_repeating_work(tmp_path: Path) -> None:
                 return RuntimeError("killed")
         return respond(prompt, tool)
 
-    db = tmp_path / "run.db"
+    db = db_target
     first = ScriptedChatModel(respond=crashing)
     with pytest.raises(RuntimeError, match="killed"):
         run_benchmark(items, modes, _ctx(db, first), db, "run", progress=False, ask_graph=ask.build())
-    assert ExperienceStore(db).count("tom_results") == 5  # the CoT half finished and was stored
+    assert open_store(db).count("tom_results") == 5  # the CoT half finished and was stored
     assert Counter(t for t, _ in first.prompts)["S3APParse"] == 1
 
     second = ScriptedChatModel(respond=respond)

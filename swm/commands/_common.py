@@ -48,9 +48,9 @@ def run_options(f: F) -> F:
     """Add ``--db``, ``--thread-id`` and ``--json``."""
     f = click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON.")(f)
     f = click.option("--thread-id", default=None, help="Checkpoint thread; reuse it to resume a killed run.")(f)
-    f = click.option("--db", type=click.Path(dir_okay=False, path_type=Path), default=None, envvar="SWM_DB",
-                     help="SQLite file for checkpoints and the experience store [env SWM_DB; "
-                          "default ~/.local/share/swm/swm.db].")(f)
+    f = click.option("--db", default=None, envvar="SWM_DB", metavar="FILE|URL",
+                     help="SQLite file, or postgresql:// URL, for checkpoints and the experience store "
+                          "[env SWM_DB; default ~/.local/share/swm/swm.db].")(f)
     return f
 
 
@@ -64,21 +64,24 @@ def comma_list(value: str, allowed: Sequence[str], what: str, *, allow_empty: bo
     return items
 
 
-def db_path(db: Path | None) -> Path:
-    from checkpoints import default_db_path
+def db_path(db: str | Path | None) -> str | Path:
+    """Return the database a run uses: a PostgreSQL URL as given, else a SQLite file path."""
+    from checkpoints import default_db_path, is_postgres
 
-    return Path(db) if db else default_db_path()
+    if db and is_postgres(db):
+        return str(db)
+    return Path(db).expanduser() if db else default_db_path()
 
 
-def make_context(db: Path | None, model: str | None = None, **opts: Any) -> SWMContext:
+def make_context(db: str | Path | None, model: str | None = None, **opts: Any) -> SWMContext:
     """Build the runtime context from CLI options and open the experience store on ``db``."""
-    from checkpoints import ExperienceStore
+    from checkpoints import open_store
 
     models = {role: opts.pop(f"{role}_model") for role in ROLES if opts.get(f"{role}_model")}
     for role in ROLES:
         opts.pop(f"{role}_model", None)
     ctx = SWMContext(model=model, models=models, **opts)
-    ctx.store = ExperienceStore(db_path(db))
+    ctx.store = open_store(db_path(db))
     announce_models(ctx)
     return ctx
 
@@ -106,14 +109,14 @@ def encoding_option(f: F) -> F:
                         help="Text encoding of the story file (a file that does not decode is refused).")(f)
 
 
-def run_graph(builder: StateGraph[Any, Any, Any, Any], inputs: Mapping[str, Any], ctx: SWMContext, db: Path | None,
-              thread_id: str | None, prefix: str) -> tuple[dict[str, Any], str]:
+def run_graph(builder: StateGraph[Any, Any, Any, Any], inputs: Mapping[str, Any], ctx: SWMContext,
+              db: str | Path | None, thread_id: str | None, prefix: str) -> tuple[dict[str, Any], str]:
     """Run a graph on the SQLite checkpointer, resuming the thread if it stopped part-way.
 
     A thread that finished on the same input returns its stored result (no model calls); one
     that stopped part-way continues from its last finished node (see `checkpoints.run_thread`).
     """
-    from checkpoints import differences, hold_lease, pending_nodes, run_thread, sqlite_saver
+    from checkpoints import differences, hold_lease, open_saver, pending_nodes, run_thread
 
     thread = thread_id or f"{prefix}-{uuid.uuid4().hex[:12]}"
     config: RunnableConfig = {"configurable": {"thread_id": thread}}
@@ -132,7 +135,7 @@ def run_graph(builder: StateGraph[Any, Any, Any, Any], inputs: Mapping[str, Any]
         else:
             click.echo(f"thread: {thread} (rerun with --thread-id {thread} to resume if interrupted)", err=True)
 
-    with hold_lease(db_path(db), thread), sqlite_saver(db_path(db)) as saver:
+    with hold_lease(db_path(db), thread), open_saver(db_path(db)) as saver:
         out, _ = run_thread(builder.compile(checkpointer=saver), inputs, config, ctx, announce)
     return out, thread
 

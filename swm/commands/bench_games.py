@@ -40,10 +40,10 @@ def game_inputs(game: str, game_id: str, seed: int, n_players: int, policy: str,
             "policies": policies, "tested_side": None if side == "all" else side}
 
 
-def run_games(ctx: SWMContext, db: Path, jobs: list[tuple[str, dict[str, Any]]],
+def run_games(ctx: SWMContext, db: str | Path, jobs: list[tuple[str, dict[str, Any]]],
               on_done: Callable[[], None] | None = None) -> dict[str, Any]:
     """Play (or resume) every game not yet done, each on its own checkpoint thread; one failure loses no other."""
-    from checkpoints import run_thread, sqlite_saver
+    from checkpoints import open_saver, run_thread
     from graphs import game as game_graph
     from swm.games.store import get_game_row, write_game
 
@@ -52,7 +52,7 @@ def run_games(ctx: SWMContext, db: Path, jobs: list[tuple[str, dict[str, Any]]],
     failed: dict[str, str] = {}
     start = time.perf_counter()
     builder = game_graph.build()
-    with sqlite_saver(db) as saver:
+    with open_saver(db) as saver:
         graph = builder.compile(checkpointer=saver)
         for game_id, inputs in jobs:
             row = get_game_row(store, game_id)

@@ -16,16 +16,16 @@ from swm.context import SWMContext
 from swm.errors import InputError
 
 
-def episode_player(ctx: SWMContext, db: Path) -> Callable[[str, dict[str, Any]], dict[str, Any]]:
-    """Return ``play(episode_id, inputs)``: run (or resume) one episode on its own thread and SQLite connection."""
+def episode_player(ctx: SWMContext, db: str | Path) -> Callable[[str, dict[str, Any]], dict[str, Any]]:
+    """Return ``play(episode_id, inputs)``: run (or resume) one episode on its own thread and database connection."""
     from langchain_core.runnables import RunnableConfig
 
-    from checkpoints import run_thread, sqlite_saver
+    from checkpoints import open_saver, run_thread
     from graphs import episode
 
     def play(episode_id: str, inputs: dict[str, Any]) -> dict[str, Any]:
         config: RunnableConfig = {"configurable": {"thread_id": episode_id}}
-        with sqlite_saver(db) as saver:
+        with open_saver(db) as saver:
             out, _ = run_thread(episode.build().compile(checkpointer=saver), inputs, config, ctx)
         return out
 
@@ -59,7 +59,7 @@ def episode_player(ctx: SWMContext, db: Path) -> Callable[[str, dict[str, Any]],
 @run_options
 def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy: str, n: int | None, seats: str,
                     max_turns: int, width: int, depth: int, concurrency: int, out_dir: Path | None,
-                    no_progress: bool, db: Path | None, thread_id: str | None, as_json: bool,
+                    no_progress: bool, db: str | None, thread_id: str | None, as_json: bool,
                     **models: Any) -> None:
     """Run SOTOPIA episodes per policy and write goal and every SOTOPIA-EVAL dimension (mean ± 95% CI).
 

@@ -41,7 +41,7 @@ from swm.errors import InputError
 @run_options
 def tom_command(benchmark: str, data: Path | None, samples: int, modes: str, n: int | None, seed: int,
                 concurrency: int,
-                max_attempts: int, out_dir: Path | None, no_progress: bool, report_only: bool, db: Path | None,
+                max_attempts: int, out_dir: Path | None, no_progress: bool, report_only: bool, db: str | None,
                 thread_id: str | None, as_json: bool, **models: Any) -> None:
     """Run the paper's Table 1 protocol: accuracy per mode and question type, with cost and 95% CIs.
 
@@ -111,7 +111,7 @@ def tom_command(benchmark: str, data: Path | None, samples: int, modes: str, n: 
     _say_failed(rows, run_id, db)
 
 
-def _say_failed(rows: list[dict[str, Any]], run_id: str, db: Path | None) -> None:
+def _say_failed(rows: list[dict[str, Any]], run_id: str, db: str | None) -> None:
     failed = [r for r in rows if r.get("status") == "failed"]
     if failed:
         click.echo(f"problem: {len(failed)} question(s) failed after their retries (first: {failed[0]['error']}); "
@@ -135,7 +135,7 @@ def _say_failed(rows: list[dict[str, Any]], run_id: str, db: Path | None) -> Non
 @model_options("judge")
 @run_options
 def parse_bench_command(n_stories: int, seed: int, corruptions: str, parser_spec: str | None, max_attempts: int,
-                        data: Path | None, judge: bool, out_dir: Path | None, db: Path | None,
+                        data: Path | None, judge: bool, out_dir: Path | None, db: str | None,
                         thread_id: str | None, as_json: bool, **models: Any) -> None:
     """Score S3AP parses against gold states: 0.3 × structural + 0.7 × exact observation fidelity.
 

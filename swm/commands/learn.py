@@ -127,13 +127,13 @@ def learn_command(cycles: int, levels: str, families: str, episodes_per_level: i
                   max_turns: int, policy: str, eval_policy: str, self_play: bool, judge: bool, judge_threshold: float,
                   gating: str, min_margin: float, update_method: str, replay: bool, epsilon: float,
                   heldout_per_cell: int, dev_per_cell: int, temperature: float, concurrency: int, out_dir: Path | None,
-                  hf_model: str | None, db: Path | None, thread_id: str | None, as_json: bool, **models: Any) -> None:
+                  hf_model: str | None, db: str | None, thread_id: str | None, as_json: bool, **models: Any) -> None:
     """Run the lifelong loop: verifiable tasks, self-play episodes, gated pairs, updates, retention metrics.
 
     Kill it at any point and rerun with the same --db and --thread-id: finished episodes are
     kept and none is played twice. A finished thread rewrites its report with no model calls.
     """
-    from checkpoints import hold_lease, pending_nodes, sqlite_saver, thread_status
+    from checkpoints import hold_lease, open_saver, pending_nodes, thread_status
     from graphs import lifelong
     from nodes.lifelong import resend_failed
     from swm.lifelong import store as ls
@@ -160,7 +160,7 @@ def learn_command(cycles: int, levels: str, families: str, episodes_per_level: i
     start = time.perf_counter()
     from tqdm import tqdm  # type: ignore[import-untyped]
 
-    with hold_lease(db_path(db), thread), sqlite_saver(db_path(db)) as saver:
+    with hold_lease(db_path(db), thread), open_saver(db_path(db)) as saver:
         graph = lifelong.build().compile(checkpointer=saver)
         snapshot = graph.get_state(config)
         status = thread_status(snapshot)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import click
@@ -40,7 +39,7 @@ def _usage_line(out: dict[str, Any]) -> str:
 @model_options("parser")
 @run_options
 def parse_command(story: str, task: str, max_attempts: int, max_chars: int, agent: str | None, encoding: str,
-                  db: Path | None, thread_id: str | None, as_json: bool, **models: Any) -> None:
+                  db: str | None, thread_id: str | None, as_json: bool, **models: Any) -> None:
     """Parse STORY_FILE ('-' for stdin) into its social state and print it as the paper's S3AP JSON."""
     from graphs import parse
 
@@ -91,7 +90,7 @@ def unusable_parse(out: dict[str, Any]) -> str:
 @model_options("parser", "qa")
 @run_options
 def ask_command(story: str, question: str, mode: str, task: str, max_attempts: int, max_chars: int, encoding: str,
-                db: Path | None, thread_id: str | None, as_json: bool, **models: Any) -> None:
+                db: str | None, thread_id: str | None, as_json: bool, **models: Any) -> None:
     """Answer a theory-of-mind question about a story; S3AP modes parse it first (cached per story)."""
     from graphs import ask
 

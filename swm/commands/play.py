@@ -45,7 +45,7 @@ def inject_test_models(ctx: SWMContext) -> None:
 @model_options(*EPISODE_ROLES)
 @run_options
 def play_command(scenario_ref: str, policy: str, partner_policy: str, tested: str | None, max_turns: int,
-                 width: int, depth: int, no_judge: bool, export_path: Path | None, db: Path | None,
+                 width: int, depth: int, no_judge: bool, export_path: Path | None, db: str | None,
                  thread_id: str | None, as_json: bool, **models: Any) -> None:
     """Play one social episode and print its transcript, predicted mental states and judge scores.
 

@@ -62,8 +62,7 @@ def put_episode(store: Any, record: EpisodeRecord, passed: bool, usage: dict[str
         "passed": int(passed), "judge_goal": record.judge_goal, "turns": len(record.turns), "error": record.error,
         "record": record.model_dump(mode="json"), "created": time.time()}, pk="episode_id", ignore=True)
     if store not in _INDEXED:  # load_episodes and the rate queries select by run, cycle and phase
-        with store.lock:
-            store.db.table("lifelong_episodes").create_index(["run_id", "cycle", "phase"], if_not_exists=True)
+        store.create_index("lifelong_episodes", ["run_id", "cycle", "phase"])
         _INDEXED.add(store)
     return True
 
@@ -82,14 +81,12 @@ def take_attempt_usage(store: Any, episode_id: str) -> CallStats:
     made (and billed) all the same, so they are counted, not dropped.
     """
     spent = empty_stats()
-    with store.lock:
-        if not store.has_table("turns"):
-            return spent
-        for row in store.db.query("select calls, prompt_tokens, completion_tokens, seconds from turns "
-                                  "where episode_id = ?", [episode_id]):
-            spent = add_stats(spent, {k: v or 0 for k, v in row.items()})
-        store.db.execute("delete from turns where episode_id = ?", [episode_id])
-        store.db.conn.commit()
+    if not store.has_table("turns"):
+        return spent
+    for row in store.rows("select calls, prompt_tokens, completion_tokens, seconds from turns where episode_id = ?",
+                          [episode_id]):
+        spent = add_stats(spent, {k: v or 0 for k, v in row.items()})
+    store.execute("delete from turns where episode_id = ?", [episode_id])
     return spent
 
 
@@ -210,10 +207,8 @@ def put_deploy(store: Any, run_id: str, cycle: int, candidate: str, incumbent: s
                                       "incumbent": incumbent, "deployed": int(deployed), "reasons": reasons,
                                       "deltas": deltas, "created": time.time()},
                  pk=("run_id", "cycle"), replace=True)
-    with store.lock:
-        store.db.execute("update lifelong_policies set deployed = ? where run_id = ? and version = ?",
-                         [int(deployed), run_id, candidate])
-        store.db.conn.commit()
+    store.execute("update lifelong_policies set deployed = ? where run_id = ? and version = ?",
+                  [int(deployed), run_id, candidate])
 
 
 def put_splits(store: Any, run_id: str, splits: dict[str, list[Task]], version: str) -> None:
@@ -262,9 +257,7 @@ def _curves_table(store: Any, table: str) -> bool:
     """Return whether a per-curve table exists; refuse, in one line, one written before the dev/test split."""
     if not store.has_table(table):
         return False
-    with store.lock:
-        columns = store.db.table(table).columns_dict
-    if "curve" not in columns:
+    if "curve" not in store.columns(table):
         raise InputError(f"{table} in this store was written by a version of swm before the dev/test split",
                          "start the run in a new --db (its episodes cannot be reused: their ids changed)")
     return True
@@ -331,8 +324,7 @@ def episodes_played(store: Any, run_id: str) -> dict[tuple[int, str], tuple[int,
     """
     if not store.has_table("lifelong_episodes"):
         return {}
-    with store.lock:
-        kept = "usage" in store.db.table("lifelong_episodes").columns_dict
+    kept = "usage" in store.columns("lifelong_episodes")
     out: dict[tuple[int, str], tuple[int, int | None]] = {}
     for r in store.rows(f"select cycle, phase, {'usage' if kept else 'null as usage'} from lifelong_episodes "
                         "where run_id = ?", [run_id]):

@@ -81,13 +81,9 @@ def ensure_tables(store: Any) -> None:
     A ``CREATE TABLE`` racing the checkpointer's writes from worker threads can fail at once
     with "database is locked" (SQLite's busy wait does not cover it), so workers only insert.
     """
-    with store.lock:
-        if not store.has_table(RESULTS_TABLE):
-            store.db[RESULTS_TABLE].create(_RESULT_COLUMNS, pk="key")
-            store.db[RESULTS_TABLE].create_index(["run", "mode"])
-        if not store.has_table(RUNS_TABLE):
-            store.db[RUNS_TABLE].create({"run": str, "benchmark": str, "data": str, "seed": str, "n": str,
-                                         "modes": str, "started": float}, pk="run")
+    store.create_table(RESULTS_TABLE, _RESULT_COLUMNS, pk="key", indexes=[["run", "mode"]])
+    store.create_table(RUNS_TABLE, {"run": str, "benchmark": str, "data": str, "seed": str, "n": str,
+                                    "modes": str, "started": float}, pk="run")
 
 
 def insert_result(store: Any, row: dict[str, Any]) -> None:
@@ -235,13 +231,13 @@ def run_benchmark(items: list[TomItem], modes: list[str], ctx: SWMContext, db: s
     checkpointer at ``db``); return the rows and timing."""
     from tqdm import tqdm
 
-    from checkpoints import sqlite_saver
+    from checkpoints import open_saver
 
     store = ctx.experience_store()
     record_run(store, run_id, meta or {})
     start = time.perf_counter()
     skipped = 0
-    with sqlite_saver(db) as saver:
+    with open_saver(db) as saver:
         graph = ask_graph.compile(checkpointer=saver)
         for mode in modes:
             previous = [r for r in result_rows(store, run_id, [mode], items) if r.get("status") != "failed"]

@@ -1,0 +1,274 @@
+"""PostgreSQL behind the same interfaces: the checkpointer and the experience store.
+
+``--db postgresql://user@host:5432/name`` (or ``SWM_DB``) puts a run's checkpoints in
+``langgraph-checkpoint-postgres`` and its experience store in the same database, so many
+processes and machines can work on one run: each resumes from the shared checkpoints and sees
+the same parses, episodes and pairs. Schema set-up is automatic (``PostgresSaver.setup()`` for
+checkpoints; store tables are created, and widened, on first write, as sqlite-utils does for
+the SQLite file).
+
+The store speaks the SQLite store's dialect to its callers: ``?`` placeholders are turned into
+psycopg's ``%s``, dict and list values are stored as JSON text, and booleans as 0/1 integers, so
+the domain packages' queries (``sum(passed)``, ``deployed = ?``) mean the same on both backends.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+import zlib
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+from swm.errors import InputError
+
+SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_postgres(target: object) -> bool:
+    """Tell whether a ``--db`` value names a PostgreSQL database rather than a SQLite file."""
+    return str(target).startswith(SCHEMES)
+
+
+def _pool(url: str, max_size: int = 8, prepare: bool = True) -> Any:
+    """Open a connection pool; the store's pool prepares nothing (its tables widen, and a prepared
+    ``select *`` would then refuse: "cached plan must not change result type")."""
+    from psycopg.rows import dict_row
+    from psycopg_pool import ConnectionPool
+
+    try:
+        pool = ConnectionPool(url, min_size=1, max_size=max_size, open=True, timeout=30,
+                              kwargs={"autocommit": True, "prepare_threshold": 0 if prepare else None,
+                                      "row_factory": dict_row})
+        pool.wait(timeout=10)
+    except Exception as exc:  # psycopg_pool.PoolTimeout, psycopg.OperationalError
+        raise InputError(f"cannot open the PostgreSQL database {redact(url)}: {type(exc).__name__}",
+                         "check that the server answers (pg_isready) and the URL names an existing database") from exc
+    return pool
+
+
+def redact(url: str) -> str:
+    """Hide a password in a connection URL, for messages and logs."""
+    return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1:***@", url)
+
+
+@contextmanager
+def postgres_saver(url: str) -> Iterator[Any]:
+    """Yield a Postgres checkpointer on ``url`` (tables set up on first use) and close it afterwards."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    from checkpoints.savers import SERDE
+
+    pool = _pool(url)
+    try:
+        saver = PostgresSaver(pool, serde=SERDE)
+        with _ddl_lock(pool, "checkpoint-setup"):
+            saver.setup()
+        yield saver
+    finally:
+        pool.close()
+
+
+@asynccontextmanager
+async def async_postgres_saver(url: str) -> Any:
+    """Yield an async Postgres checkpointer (LangGraph server / Studio) on ``url``."""
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from psycopg.rows import dict_row
+    from psycopg_pool import AsyncConnectionPool
+
+    from checkpoints.savers import SERDE
+
+    async with AsyncConnectionPool(url, min_size=1, max_size=8, open=False,
+                                   kwargs={"autocommit": True, "prepare_threshold": 0,
+                                           "row_factory": dict_row}) as pool:
+        saver = AsyncPostgresSaver(pool, serde=SERDE)  # type: ignore[arg-type]
+        async with pool.connection() as conn:
+            await conn.execute("select pg_advisory_lock(%s)", [_lock_id("checkpoint-setup")])
+            try:
+                await saver.setup()
+            finally:
+                await conn.execute("select pg_advisory_unlock(%s)", [_lock_id("checkpoint-setup")])
+        yield saver
+
+
+def _lock_id(name: str) -> int:
+    return zlib.crc32(f"swm:{name}".encode())
+
+
+@contextmanager
+def _ddl_lock(pool: Any, name: str) -> Iterator[None]:
+    """Serialise schema changes across processes (two workers creating one table would collide)."""
+    with pool.connection() as conn:
+        conn.execute("select pg_advisory_lock(%s)", [_lock_id(name)])
+        try:
+            yield
+        finally:
+            conn.execute("select pg_advisory_unlock(%s)", [_lock_id(name)])
+
+
+_PLACEHOLDER = re.compile(r"\?")
+
+
+def _sql(sql: str) -> str:
+    """Turn the SQLite store's ``?`` placeholders into psycopg's ``%s`` (and escape literal ``%``)."""
+    return _PLACEHOLDER.sub("%s", sql.replace("%", "%%"))
+
+
+def _column_type(value: Any) -> str:
+    if isinstance(value, bool | int):
+        return "BIGINT"
+    if isinstance(value, float):
+        return "DOUBLE PRECISION"
+    if isinstance(value, bytes):
+        return "BYTEA"
+    return "TEXT"
+
+
+def _value(value: Any) -> Any:
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, dict | list | tuple):
+        return json.dumps(value, ensure_ascii=False, default=str)
+    if hasattr(value, "model_dump_json"):
+        return value.model_dump_json()
+    return value
+
+
+def _ident(name: str) -> str:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise ValueError(f"not a plain SQL identifier: {name!r}")
+    return f'"{name}"'
+
+
+_TYPES = {str: "TEXT", int: "BIGINT", float: "DOUBLE PRECISION", bool: "BIGINT", bytes: "BYTEA"}
+
+
+class PostgresExperienceStore:
+    """The experience store on PostgreSQL, with the SQLite store's methods and SQL dialect."""
+
+    def __init__(self, url: str, max_connections: int = 8) -> None:
+        self.path = redact(url)
+        self.pool = _pool(url, max_connections, prepare=False)
+        self.lock = threading.RLock()
+        self._columns: dict[str, set[str]] = {}
+        self._pks: dict[str, tuple[str, ...]] = {}
+        self.create_table("parses", {"key": str, "story_hash": str, "parser": str, "prompt": str, "task": str,
+                                     "s3ap": str, "report": str, "attempts": int, "created": float},
+                          pk="key", indexes=[["story_hash"]])
+
+    # ---- schema ----------------------------------------------------------------------------
+    def _load_schema(self, table: str) -> None:
+        with self.pool.connection() as conn:
+            cols = conn.execute("select column_name from information_schema.columns where table_schema = "
+                                "current_schema() and table_name = %s", [table]).fetchall()
+            pk = conn.execute("select a.attname as name from pg_index i join pg_attribute a on a.attrelid = "
+                              "i.indrelid and a.attnum = any(i.indkey) where i.indrelid = to_regclass(%s) "
+                              "and i.indisprimary", [_ident(table)]).fetchall()
+        if cols:
+            self._columns[table] = {c["column_name"] for c in cols}
+            self._pks[table] = tuple(r["name"] for r in pk)
+
+    def has_table(self, table: str) -> bool:
+        if table not in self._columns:
+            self._load_schema(table)
+        return table in self._columns
+
+    def create_table(self, table: str, columns: Mapping[str, type], *, pk: str | Iterable[str] | None = None,
+                     indexes: Iterable[Iterable[str]] = ()) -> None:
+        """Create a table (and its indexes) unless it exists; columns map names to Python types."""
+        if self.has_table(table):
+            for index in indexes:
+                self.create_index(table, index)
+            return
+        keys = [pk] if isinstance(pk, str) else list(pk or ())
+        cols = ", ".join([f"{_ident(c)} {_TYPES.get(t, 'TEXT')}" for c, t in columns.items()]
+                         + ([f"primary key ({', '.join(_ident(k) for k in keys)})"] if keys else []))
+        with _ddl_lock(self.pool, "store-ddl"), self.pool.connection() as conn:
+            conn.execute(f"create table if not exists {_ident(table)} ({cols})")  # type: ignore[arg-type]
+        self._columns.pop(table, None)
+        self._load_schema(table)
+        for index in indexes:
+            self.create_index(table, index)
+
+    def create_index(self, table: str, columns: Iterable[str]) -> None:
+        cols = list(columns)
+        name = _ident(f"idx_{table}_{'_'.join(cols)}")
+        with _ddl_lock(self.pool, "store-ddl"), self.pool.connection() as conn:
+            conn.execute(f"create index if not exists {name} on {_ident(table)} "  # type: ignore[arg-type]
+                         f"({', '.join(_ident(c) for c in cols)})")
+
+    def _ensure(self, table: str, row: Mapping[str, Any], pk: str | Iterable[str] | None) -> None:
+        if not self.has_table(table):
+            self.create_table(table, {c: type(v) if v is not None else str for c, v in row.items()}, pk=pk)
+        missing = [c for c in row if c not in self._columns[table]]
+        if missing:
+            with _ddl_lock(self.pool, "store-ddl"), self.pool.connection() as conn:
+                for c in missing:
+                    conn.execute(f"alter table {_ident(table)} add column if not exists "  # type: ignore[arg-type]
+                                 f"{_ident(c)} {_column_type(row[c])}")
+            self._columns[table].update(missing)
+
+    # ---- generic rows ----------------------------------------------------------------------
+    def insert(self, table: str, row: Mapping[str, Any], *, pk: str | Iterable[str] | None = None,
+               replace: bool = False, ignore: bool = False) -> None:
+        """Append a row (dict/list values are stored as JSON text)."""
+        self.insert_all(table, [row], pk=pk, replace=replace, ignore=ignore)
+
+    def insert_all(self, table: str, rows: Iterable[Mapping[str, Any]], *, pk: str | Iterable[str] | None = None,
+                   replace: bool = False, ignore: bool = False) -> None:
+        batch = [{k: _value(v) for k, v in r.items()} for r in rows]
+        if not batch:
+            return
+        with self.lock:
+            for row in batch:
+                self._ensure(table, row, pk)
+        keys = self._pks.get(table, ())
+        with self.pool.connection() as conn, conn.transaction():
+            for row in batch:
+                cols = list(row)
+                sql = (f"insert into {_ident(table)} ({', '.join(_ident(c) for c in cols)}) "
+                       f"values ({', '.join(['%s'] * len(cols))})")
+                if keys and replace:  # as SQLite's INSERT OR REPLACE: columns not given become NULL
+                    updates = ", ".join(f"{_ident(c)} = " + (f"excluded.{_ident(c)}" if c in row else "NULL")
+                                        for c in sorted(self._columns[table]) if c not in keys)
+                    sql += (f" on conflict ({', '.join(_ident(k) for k in keys)}) do "
+                            + (f"update set {updates}" if updates else "nothing"))
+                elif ignore:
+                    sql += " on conflict do nothing"
+                conn.execute(sql, [row[c] for c in cols])  # type: ignore[arg-type]
+
+    def rows(self, sql: str, params: Iterable[Any] | Mapping[str, Any] = ()) -> Iterator[dict[str, Any]]:
+        with self.pool.connection() as conn:
+            result = conn.execute(_sql(sql), list(params) if not isinstance(params, Mapping) else params)  # type: ignore[arg-type]
+            return iter(result.fetchall() if result.description else [])
+
+    def execute(self, sql: str, params: Iterable[Any] = ()) -> None:
+        """Run one write statement (update, delete) in its own transaction."""
+        with self.pool.connection() as conn, conn.transaction():
+            conn.execute(_sql(sql), list(params))  # type: ignore[arg-type]
+
+    def count(self, table: str, where: str | None = None, params: Iterable[Any] = ()) -> int:
+        if not self.has_table(table):
+            return 0
+        rows = list(self.rows(f"select count(*) as n from {_ident(table)} where {where or 'true'}", params))
+        return int(rows[0]["n"])
+
+    # ---- the parse cache -------------------------------------------------------------------
+    def get_parse(self, key: str) -> dict[str, Any] | None:
+        rows = list(self.rows("select * from parses where key = ?", [key]))
+        if not rows:
+            return None
+        row = rows[0]
+        return {**row, "s3ap": json.loads(row["s3ap"]), "report": json.loads(row["report"])}
+
+    def put_parse(self, key: str, *, story_hash: str, parser: str, prompt: str, task: str,
+                  s3ap: Mapping[str, Any], report: Mapping[str, Any], attempts: int) -> None:
+        self.insert("parses", {"key": key, "story_hash": story_hash, "parser": parser, "prompt": prompt,
+                               "task": task, "s3ap": dict(s3ap), "report": dict(report),
+                               "attempts": attempts, "created": time.time()}, pk="key", replace=True)
+
+    def close(self) -> None:
+        self.pool.close()
