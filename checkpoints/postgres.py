@@ -17,12 +17,12 @@ from __future__ import annotations
 import json
 import re
 import threading
-import time
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
+from checkpoints.store import StoreRecords
 from swm.errors import InputError
 
 SCHEMES = ("postgresql://", "postgres://")
@@ -146,7 +146,7 @@ def _ident(name: str) -> str:
 _TYPES = {str: "TEXT", int: "BIGINT", float: "DOUBLE PRECISION", bool: "BIGINT", bytes: "BYTEA"}
 
 
-class PostgresExperienceStore:
+class PostgresExperienceStore(StoreRecords):
     """The experience store on PostgreSQL, with the SQLite store's methods and SQL dialect."""
 
     def __init__(self, url: str, max_connections: int = 8) -> None:
@@ -175,6 +175,10 @@ class PostgresExperienceStore:
         if table not in self._columns:
             self._load_schema(table)
         return table in self._columns
+
+    def columns(self, table: str) -> set[str]:
+        """Return a table's column names (empty when it does not exist)."""
+        return set(self._columns[table]) if self.has_table(table) else set()
 
     def create_table(self, table: str, columns: Mapping[str, type], *, pk: str | Iterable[str] | None = None,
                      indexes: Iterable[Iterable[str]] = ()) -> None:
@@ -255,20 +259,6 @@ class PostgresExperienceStore:
             return 0
         rows = list(self.rows(f"select count(*) as n from {_ident(table)} where {where or 'true'}", params))
         return int(rows[0]["n"])
-
-    # ---- the parse cache -------------------------------------------------------------------
-    def get_parse(self, key: str) -> dict[str, Any] | None:
-        rows = list(self.rows("select * from parses where key = ?", [key]))
-        if not rows:
-            return None
-        row = rows[0]
-        return {**row, "s3ap": json.loads(row["s3ap"]), "report": json.loads(row["report"])}
-
-    def put_parse(self, key: str, *, story_hash: str, parser: str, prompt: str, task: str,
-                  s3ap: Mapping[str, Any], report: Mapping[str, Any], attempts: int) -> None:
-        self.insert("parses", {"key": key, "story_hash": story_hash, "parser": parser, "prompt": prompt,
-                               "task": task, "s3ap": dict(s3ap), "report": dict(report),
-                               "attempts": attempts, "created": time.time()}, pk="key", replace=True)
 
     def close(self) -> None:
         self.pool.close()

@@ -22,7 +22,54 @@ from checkpoints.savers import connect
 FAILED_REPLY_CHARS = 8_000  # a reply kept for audit is cut here: a runaway model can send megabytes
 
 
-class ExperienceStore:
+class StoreRecords:
+    """The records every backend keeps the same way, written through ``insert`` and read through ``rows``."""
+
+    def insert(self, table: str, row: Mapping[str, Any], *, pk: Any = None, replace: bool = False,
+               ignore: bool = False) -> None:
+        raise NotImplementedError
+
+    def rows(self, sql: str, params: Iterable[Any] | Mapping[str, Any] = ()) -> Iterator[dict[str, Any]]:
+        raise NotImplementedError
+
+    def has_table(self, table: str) -> bool:
+        raise NotImplementedError
+
+    # ---- the parse cache ----------------------------------------------------------------
+    def get_parse(self, key: str) -> dict[str, Any] | None:
+        """Return a cached parse row, with ``s3ap`` and ``report`` decoded, or None."""
+        found = list(self.rows("select * from parses where key = ?", [key]))
+        if not found:
+            return None
+        row = found[0]
+        return {**row, "s3ap": json.loads(row["s3ap"]), "report": json.loads(row["report"])}
+
+    def put_parse(self, key: str, *, story_hash: str, parser: str, prompt: str, task: str,
+                  s3ap: Mapping[str, Any], report: Mapping[str, Any], attempts: int) -> None:
+        self.insert("parses", {"key": key, "story_hash": story_hash, "parser": parser, "prompt": prompt,
+                               "task": task, "s3ap": dict(s3ap), "report": dict(report),
+                               "attempts": attempts, "created": time.time()}, pk="key", replace=True)
+
+    # ---- replies that did not fit, kept for audit ---------------------------------------
+    def put_failed_reply(self, *, node: str, model: str, error: str, raw: str, key: str = "") -> None:
+        """Keep a model reply that did not fit its schema, cut to `FAILED_REPLY_CHARS` characters.
+
+        ``key`` names what it was for (a story hash, an episode id); ``raw_chars`` is the full length.
+        """
+        self.insert("failed_replies", {"node": node, "key": key, "model": model, "error": error[:1000],
+                                       "raw": raw[:FAILED_REPLY_CHARS], "raw_chars": len(raw),
+                                       "created": time.time()})
+
+    def failed_replies(self, key: str | None = None) -> list[dict[str, Any]]:
+        """Return the kept replies that did not fit (those for ``key`` when given), oldest first."""
+        if not self.has_table("failed_replies"):
+            return []
+        where, params = ("where key = ?", [key]) if key is not None else ("", [])
+        return list(self.rows(f"select * from failed_replies {where} order by created", params))
+
+
+
+class ExperienceStore(StoreRecords):
     """One SQLite file of runs, parses, episodes, turns, pairs and metrics."""
 
     def __init__(self, path: str | Path = ":memory:") -> None:
@@ -109,6 +156,11 @@ class ExperienceStore:
         with self.lock:
             return table in self.db.table_names()
 
+    def columns(self, table: str) -> set[str]:
+        """Return a table's column names (empty when it does not exist)."""
+        with self.lock:
+            return set(self.db.table(table).columns_dict) if table in self.db.table_names() else set()
+
     def create_table(self, table: str, columns: Mapping[str, type], *, pk: str | None = None,
                      indexes: Iterable[Iterable[str]] = ()) -> None:
         """Create a table (and its indexes) unless it exists; columns map names to Python types."""
@@ -126,39 +178,6 @@ class ExperienceStore:
         """Run one write statement (update, delete) in its own transaction."""
         with self._writing():
             self.conn.execute(sql, list(params))
-
-    # ---- the parse cache ----------------------------------------------------------------
-    def get_parse(self, key: str) -> dict[str, Any] | None:
-        """Return a cached parse row, with ``s3ap`` and ``report`` decoded, or None."""
-        with self.lock:
-            try:
-                row = self.db["parses"].get(key)  # type: ignore[union-attr]
-            except sqlite_utils.db.NotFoundError:
-                return None
-        return {**row, "s3ap": json.loads(row["s3ap"]), "report": json.loads(row["report"])}
-
-    def put_parse(self, key: str, *, story_hash: str, parser: str, prompt: str, task: str,
-                  s3ap: Mapping[str, Any], report: Mapping[str, Any], attempts: int) -> None:
-        self.insert("parses", {"key": key, "story_hash": story_hash, "parser": parser, "prompt": prompt,
-                               "task": task, "s3ap": dict(s3ap), "report": dict(report),
-                               "attempts": attempts, "created": time.time()}, pk="key", replace=True)
-
-    # ---- replies that did not fit, kept for audit ---------------------------------------
-    def put_failed_reply(self, *, node: str, model: str, error: str, raw: str, key: str = "") -> None:
-        """Keep a model reply that did not fit its schema, cut to `FAILED_REPLY_CHARS` characters.
-
-        ``key`` names what it was for (a story hash, an episode id); ``raw_chars`` is the full length.
-        """
-        self.insert("failed_replies", {"node": node, "key": key, "model": model, "error": error[:1000],
-                                       "raw": raw[:FAILED_REPLY_CHARS], "raw_chars": len(raw),
-                                       "created": time.time()})
-
-    def failed_replies(self, key: str | None = None) -> list[dict[str, Any]]:
-        """Return the kept replies that did not fit (those for ``key`` when given), oldest first."""
-        if not self.has_table("failed_replies"):
-            return []
-        where, params = ("where key = ?", [key]) if key is not None else ("", [])
-        return list(self.rows(f"select * from failed_replies {where} order by rowid", params))
 
     def close(self) -> None:
         self.conn.close()

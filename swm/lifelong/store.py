@@ -224,7 +224,8 @@ def split_ids(store: Any, run_id: str) -> dict[str, list[str]]:
     if not store.has_table("lifelong_splits"):
         return {}
     out: dict[str, list[str]] = {}
-    for r in store.rows("select split, task_id from lifelong_splits where run_id = ? order by rowid", [run_id]):
+    for r in store.rows("select split, task_id from lifelong_splits where run_id = ? order by split, task_id",
+                        [run_id]):
         out.setdefault(r["split"], []).append(r["task_id"])
     return out
 
