@@ -35,6 +35,22 @@ class StoreRecords:
     def has_table(self, table: str) -> bool:
         raise NotImplementedError
 
+    def get(self, table: str, key_column: str, key: Any, json_columns: Iterable[str] = ()) -> dict[str, Any] | None:
+        """Return the row whose ``key_column`` is ``key`` with its JSON columns decoded, or None."""
+        if not self.has_table(table):
+            return None
+        found = list(self.rows(f'select * from "{table}" where "{key_column}" = ? limit 1', [key]))
+        if not found:
+            return None
+        row = dict(found[0])
+        for column in json_columns:
+            if isinstance(row.get(column), str):
+                try:
+                    row[column] = json.loads(row[column])
+                except ValueError:
+                    pass
+        return row
+
     # ---- the parse cache ----------------------------------------------------------------
     def get_parse(self, key: str) -> dict[str, Any] | None:
         """Return a cached parse row, with ``s3ap`` and ``report`` decoded, or None."""
@@ -129,22 +145,6 @@ class ExperienceStore(StoreRecords):
         with self.lock:
             result = list(self.db.query(sql, params))  # type: ignore[arg-type]
         return iter(result)
-
-    def get(self, table: str, key_column: str, key: Any, json_columns: Iterable[str] = ()) -> dict[str, Any] | None:
-        """Return the row whose ``key_column`` is ``key`` with its JSON columns decoded, or None."""
-        if not self.has_table(table):
-            return None
-        found = list(self.rows(f"select * from [{table}] where [{key_column}] = ? limit 1", [key]))
-        if not found:
-            return None
-        row = dict(found[0])
-        for column in json_columns:
-            if isinstance(row.get(column), str):
-                try:
-                    row[column] = json.loads(row[column])
-                except ValueError:
-                    pass
-        return row
 
     def count(self, table: str, where: str | None = None, params: Iterable[Any] = ()) -> int:
         with self.lock:
