@@ -66,7 +66,7 @@ def test_a_scenario_row_that_is_not_an_object_names_its_line(tmp_path: Path) -> 
 
 @pytest.mark.parametrize("make, fragment", [
     (lambda p: p.write_text("just some notes\n"), "is not a SQLite database"),
-    (lambda p: p.mkdir(), "is a directory"),
+    (lambda p: p.mkdir(), "is a folder"),
     (lambda p: None, "cannot create the database"),
 ], ids=["text file", "folder", "under a file"])
 def test_an_unusable_db_is_one_line(tmp_path: Path, make: object, fragment: str) -> None:
