@@ -21,7 +21,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import RetryPolicy
 
-from checkpoints import ExperienceStore, run_thread, sqlite_saver
+from checkpoints import open_saver, open_store, run_thread
 from nodes.selfplay import (
     advantages,
     after_evaluate,
@@ -77,9 +77,9 @@ def train(plan: SelfPlayPlan | dict[str, Any], *, db: str | Path, thread_id: str
     """
     plan = plan if isinstance(plan, SelfPlayPlan) else SelfPlayPlan.model_validate(plan)
     thread = thread_id or f"selfplay-{uuid.uuid4().hex[:10]}"
-    ctx = context or SWMContext(store=ExperienceStore(db))
+    ctx = context or SWMContext(store=open_store(db))
     config: RunnableConfig = {"configurable": {"thread_id": thread}, "max_concurrency": 1,
                               "recursion_limit": 20 + 10 * plan.iterations}
-    with sqlite_saver(db) as saver:
+    with open_saver(db) as saver:
         out, _ = run_thread(build().compile(checkpointer=saver), {"plan": plan.model_dump(mode="json")}, config, ctx)
     return out | {"thread_id": thread}
