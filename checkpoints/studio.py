@@ -2,7 +2,8 @@
 
 The exported graphs carry no checkpointer of their own (the server refuses those); the server
 enters `checkpointer()` once and keeps the async saver (SQLite, or PostgreSQL for a
-``postgresql://`` URL) open for its lifetime. The file is ``SWM_STUDIO_DB``, else ``SWM_DB``, else the default database: the CLI's, so both see one history.
+``postgresql://`` URL) open for its lifetime. The file is ``SWM_STUDIO_DB``, else ``SWM_DB``, else
+the default database: the CLI's, so both see one history.
 
 The same file holds the experience store: `checkpointer()` opens it beside the saver and serves
 it to every run that brings none (`checkpoints.store.serve_store`), so a server ``ask`` reuses a
