@@ -73,5 +73,6 @@ def plot(r_by_metric: Mapping[str, Curves], levels: Sequence[str],
     ax.axhline(0, color="grey", lw=0.8)
     ax.set_xticks(sorted(ticks) or [2])
     ax.set(xlabel="cycle k", ylabel="forgetting F_k", title="Forgetting (Chaudhry et al.), per curve")
-    ax.legend(fontsize=7)
+    if ticks:  # F_k exists from cycle 2 on
+        ax.legend(fontsize=7)
     return [*paths, _save(fig, out_dir / "forgetting.png")]
