@@ -31,6 +31,11 @@ from swm.errors import InputError
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the draw.")
 @click.option("--concurrency", type=int, default=4, show_default=True,
               help="Items in flight at once (1 with the embedded model, which serves one request at a time).")
+@click.option("--workers", type=int, default=0, show_default=True,
+              help="Spread the items over this many Ray worker processes (0: run here, in threads).")
+@click.option("--ray-address", default=None, metavar="ADDRESS",
+              help="Join a running Ray cluster ('auto', ray://head:10001) instead of starting a local one; "
+                   "needs --db postgresql://….")
 @click.option("--max-attempts", default=3, show_default=True, help="Parse → check → repair attempts per story.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder for tom_<benchmark>.md/.csv/.json [default: swm-results/<thread id>].")
@@ -40,7 +45,7 @@ from swm.errors import InputError
 @model_options("parser", "qa")
 @run_options
 def tom_command(benchmark: str, data: Path | None, samples: int, modes: str, n: int | None, seed: int,
-                concurrency: int,
+                concurrency: int, workers: int, ray_address: str | None,
                 max_attempts: int, out_dir: Path | None, no_progress: bool, report_only: bool, db: str | None,
                 thread_id: str | None, as_json: bool, **models: Any) -> None:
     """Run the paper's Table 1 protocol: accuracy per mode and question type, with cost and 95% CIs.
@@ -91,8 +96,11 @@ def tom_command(benchmark: str, data: Path | None, samples: int, modes: str, n: 
         from checkpoints import hold_lease
 
         with hold_lease(db_path(db), run_id):  # one process per run: a second one stops at once
-            result = run_benchmark(items, mode_list, ctx, db_path(db), run_id, concurrency=concurrency,
-                                   progress=not no_progress, meta=meta, ask_graph=ask.build())
+            if workers > 0:
+                result = _run_on_workers(items, mode_list, ctx, db_path(db), run_id, workers, ray_address, meta)
+            else:
+                result = run_benchmark(items, mode_list, ctx, db_path(db), run_id, concurrency=concurrency,
+                                       progress=not no_progress, meta=meta, ask_graph=ask.build())
         rows = result["rows"]
     summary = summarise(rows, mode_list)
     header = {"data": meta["data"], "questions": len(items), "seed": seed, "run": run_id,
@@ -125,6 +133,11 @@ def _say_failed(rows: list[dict[str, Any]], run_id: str, db: str | None) -> None
               help="Corrupted gold states to score as controls (comma list; empty for none).")
 @click.option("--parser", "parser_spec", default=None, metavar="SPEC",
               help="Also parse each story with this model and score its S3AP ('embedded', a name, name@url).")
+@click.option("--workers", type=int, default=0, show_default=True,
+              help="Spread the items over this many Ray worker processes (0: run here, in threads).")
+@click.option("--ray-address", default=None, metavar="ADDRESS",
+              help="Join a running Ray cluster ('auto', ray://head:10001) instead of starting a local one; "
+                   "needs --db postgresql://….")
 @click.option("--max-attempts", default=3, show_default=True, help="Parse → check → repair attempts (--parser).")
 @click.option("--data", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="JSONL of {id, story, parse[, reference]} with no gold events: scored by the LLM judge.")
@@ -229,3 +242,21 @@ def _emit(payload: dict[str, Any], table: list[dict[str, Any]], out_dir: Path | 
 def register(main: click.Group, bench: click.Group) -> None:
     bench.add_command(tom_command)
     bench.add_command(parse_bench_command)
+
+
+def _run_on_workers(items: list[Any], modes: list[str], ctx: Any, db: str | Path, run_id: str, workers: int,
+                    address: str | None, meta: dict[str, Any]) -> dict[str, Any]:
+    """Run the unfinished items as Ray tasks (`swm.commands.workers`); return what `run_benchmark` returns."""
+    import time
+
+    from swm.commands.workers import run_tom_on_ray
+    from swm.tom.runner import ensure_tables, record_run, result_rows
+
+    store = ctx.experience_store()
+    ensure_tables(store)
+    record_run(store, run_id, meta)
+    start = time.perf_counter()
+    before = len([r for r in result_rows(store, run_id, modes, items) if r.get("status") != "failed"])
+    run_tom_on_ray(items, modes, ctx, db, run_id, workers=workers, address=address)
+    return {"rows": result_rows(store, run_id, modes, items), "wall_seconds": time.perf_counter() - start,
+            "skipped": before, "run": run_id}

@@ -1,0 +1,99 @@
+"""Spread a benchmark's items over many worker processes and machines with Ray.
+
+Ray (the engine under verl, OpenRLHF and MARTI) schedules one task per unfinished item. Each
+task opens the run's database (`checkpoints.open_saver` / `open_store`: a SQLite file on one
+machine, a ``postgresql://`` URL across machines), runs the item's graph on its own checkpoint
+thread and stores its row. A worker that dies mid-item (killed, OOM, a lost machine) makes Ray
+run the task again (``max_retries``) on another worker, where `checkpoints.run_thread` resumes
+the item at its last finished node; the row's key makes a second write replace, never add, so
+no item is lost or counted twice. Nothing here is a queue of our own: Ray owns scheduling,
+retries and placement; the checkpointer owns progress.
+
+``ray.init(address=...)``: ``None`` starts a local cluster with ``workers`` CPUs; ``"auto"`` or
+``ray://head:10001`` joins one started with ``ray start --head`` / ``ray start --address=...``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from swm.context import SWMContext
+from swm.errors import InputError
+
+# Fields of the runtime context that travel to workers: plain settings only (no models, no store).
+_PLAIN = ("model", "models", "temperature", "max_tokens", "timeout", "max_retries", "max_failures_in_a_row", "task",
+          "max_parse_attempts", "max_narrative_chars", "prompt_versions", "rollout_width", "rollout_depth")
+
+
+def context_settings(ctx: SWMContext) -> dict[str, Any]:
+    """Return the context's plain settings (what a worker needs to rebuild it), refusing injected models."""
+    if ctx.llm is not None or ctx.chat_models:
+        raise InputError("workers cannot take an injected chat model object",
+                         "give every role a model spec (name, name@base_url or embedded)")
+    names = {f.name for f in dataclasses.fields(ctx)}
+    return {k: getattr(ctx, k) for k in _PLAIN if k in names}
+
+
+def _tom_item(settings: dict[str, Any], db: str, run_id: str, mode: str, item: Any) -> dict[str, Any]:
+    """Run one ToM item in a worker: resume its thread on the shared database, store its row, return it."""
+    from checkpoints import open_saver, open_store
+    from graphs import ask
+    from swm.tom.runner import ensure_tables, insert_result, run_item
+
+    trace = os.environ.get("SWM_WORKER_TRACE")  # tests: which worker holds which item
+    if trace:
+        Path(trace, f"{os.getpid()}.pid").write_text(item.id, encoding="utf-8")
+    ctx = SWMContext(**settings)
+    ctx.store = open_store(db)
+    try:
+        ensure_tables(ctx.store)
+        with open_saver(db) as saver:
+            row = run_item(ask.build().compile(checkpointer=saver), ctx, run_id, mode, item)
+        insert_result(ctx.store, row)
+        return row
+    finally:
+        ctx.store.close()
+
+
+def run_tom_on_ray(items: list[Any], modes: list[str], ctx: SWMContext, db: str | Path, run_id: str, *,
+                   workers: int, address: str | None = None, max_retries: int = 3,
+                   on_done: Callable[[str, dict[str, Any]], None] | None = None) -> int:
+    """Run every unfinished (mode, item) as a Ray task; return how many ran. Rows land in the store."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise InputError("--workers needs Ray", "pip install -e '.[workers]'") from exc
+    from swm.tom.runner import finished_keys, item_thread
+
+    if not str(db).startswith(("postgresql://", "postgres://")) and address not in (None, "local"):
+        raise InputError("workers on other machines need a shared database",
+                         "pass --db postgresql://… (a SQLite file is only shared on one machine)")
+    settings = context_settings(ctx)
+    done = finished_keys(ctx.experience_store(), run_id)
+    todo = [(m, i) for m in modes for i in items if item_thread(run_id, m, i) not in done]
+    if not todo:
+        return 0
+    started_here = not ray.is_initialized()
+    if started_here:
+        env = {k: os.environ[k] for k in ("PYTHONPATH", "SWM_WORKER_TRACE", "OPENAI_BASE_URL", "LANGSMITH_TRACING")
+               if k in os.environ}
+        ray.init(address=None if address in (None, "local") else address,
+                 num_cpus=workers if address in (None, "local") else None, include_dashboard=False,
+                 log_to_driver=False, runtime_env={"env_vars": env} if env else None)
+    try:
+        task = ray.remote(num_cpus=1, max_retries=max_retries)(_tom_item)
+        pending = {task.remote(settings, str(db), run_id, mode, item): mode for mode, item in todo}
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            mode = pending.pop(ready[0])
+            row = ray.get(ready[0])
+            if on_done is not None:
+                on_done(mode, row)
+    finally:
+        if started_here:
+            ray.shutdown()
+    return len(todo)

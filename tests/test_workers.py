@@ -1,0 +1,70 @@
+"""Batch items spread over Ray workers: a killed worker's item is retried and resumed, none lost or repeated."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_tom_bench import FIX, ScriptedServer
+
+from checkpoints import open_store
+
+pytest.importorskip("ray", reason="the workers extra is not installed (pip install -e '.[workers]')")
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _args(spec: str, db: str, thread: str, out: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-c", "from swm.cli import main; main()", "bench", "tom", "--benchmark", "tomi",
+            "--data", str(FIX / "tomi_mini.txt"), "--modes", "cot,s3ap", "--model", spec, "--db", db,
+            "--thread-id", thread, "--out", str(out), "--no-progress", *extra]
+
+
+def _answers(db: str, run: str) -> list[tuple[str, str, str, int]]:
+    rows = open_store(db).rows("select mode, item_id, answer, correct from tom_results where run = ? "
+                               "order by mode, item_id", [run])
+    return [(r["mode"], r["item_id"], r["answer"], r["correct"]) for r in rows]
+
+
+def test_a_killed_worker_loses_and_repeats_no_item(pg_url: str, tmp_path: Path) -> None:
+    env = {**os.environ, "LANGSMITH_TRACING": "false", "PYTHONPATH": os.pathsep.join(
+        [str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])}
+    reference = ScriptedServer()
+    try:
+        done = subprocess.run(_args(reference.spec, pg_url, "one", tmp_path / "one", "--concurrency", "1"),
+                              env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+    finally:
+        reference.close()
+
+    trace = tmp_path / "trace"
+    trace.mkdir()
+    server = ScriptedServer(hold_at=3)  # a worker is mid-item when its request is held
+    try:
+        proc = subprocess.Popen(_args(server.spec, pg_url, "many", tmp_path / "many", "--workers", "2"),
+                                env={**env, "SWM_WORKER_TRACE": str(trace)}, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            assert server.reached.wait(240), proc.stderr.read() if proc.poll() is not None else "no request held"
+            holders = [int(p.stem) for p in trace.glob("*.pid")]
+            assert holders
+            for pid in holders:  # kill every worker that holds an item, the held request's among them
+                os.kill(pid, signal.SIGKILL)
+            time.sleep(0.5)
+            server.release.set()
+            _, err = proc.communicate(timeout=300)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 0, err[-3000:]
+    finally:
+        server.close()
+    answers = _answers(pg_url, "many")
+    assert len(answers) == 10 and len({(m, i) for m, i, _, _ in answers}) == 10, "every item once"
+    assert answers == _answers(pg_url, "one"), "the same results as one process"
+    assert (tmp_path / "many" / "tom_tomi.csv").is_file()
