@@ -133,11 +133,6 @@ def _say_failed(rows: list[dict[str, Any]], run_id: str, db: str | None) -> None
               help="Corrupted gold states to score as controls (comma list; empty for none).")
 @click.option("--parser", "parser_spec", default=None, metavar="SPEC",
               help="Also parse each story with this model and score its S3AP ('embedded', a name, name@url).")
-@click.option("--workers", type=int, default=0, show_default=True,
-              help="Spread the items over this many Ray worker processes (0: run here, in threads).")
-@click.option("--ray-address", default=None, metavar="ADDRESS",
-              help="Join a running Ray cluster ('auto', ray://head:10001) instead of starting a local one; "
-                   "needs --db postgresql://….")
 @click.option("--max-attempts", default=3, show_default=True, help="Parse → check → repair attempts (--parser).")
 @click.option("--data", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="JSONL of {id, story, parse[, reference]} with no gold events: scored by the LLM judge.")
