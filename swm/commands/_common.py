@@ -27,12 +27,7 @@ def model_options(*roles: str) -> Callable[[F], F]:
     """
 
     def decorate(f: F) -> F:
-        f = click.option("--max-retries", type=click.IntRange(0, 20), default=DEFAULT_MAX_RETRIES,
-                         show_default=True, help="Retries of a model request after a timeout, a dropped "
-                         "connection, HTTP 429 or 5xx (exponential backoff, honouring Retry-After).")(f)
-        f = click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
-                         help=f"Seconds to wait for each model request [default: {DEFAULT_TIMEOUT:g}; "
-                              f"{EMBEDDED_TIMEOUT:g} for the embedded model].")(f)
+        f = endpoint_options(f)
         for role in reversed(roles or ROLES):
             flag = "--world-model" if role == "world_model" else f"--{role}-model"
             f = click.option(flag, f"{role}_model", default=None, metavar="SPEC",
@@ -42,6 +37,16 @@ def model_options(*roles: str) -> Callable[[F], F]:
                                  "or name@base_url.")(f)
 
     return decorate
+
+
+def endpoint_options(f: F) -> F:
+    """Add ``--timeout`` and ``--max-retries``: how long to wait for a model request, how often to retry it."""
+    f = click.option("--max-retries", type=click.IntRange(0, 20), default=DEFAULT_MAX_RETRIES,
+                     show_default=True, help="Retries of a model request after a timeout, a dropped "
+                     "connection, HTTP 429 or 5xx (exponential backoff, honouring Retry-After).")(f)
+    return click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
+                        help=f"Seconds to wait for each model request [default: {DEFAULT_TIMEOUT:g}; "
+                             f"{EMBEDDED_TIMEOUT:g} for the embedded model].")(f)
 
 
 def run_options(f: F) -> F:

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from swm.commands._common import db_path, echo_json, run_options
+from swm.commands._common import db_path, echo_json, endpoint_options, run_options
 from swm.errors import InputError
 from swm.lifelong.tasks import FAMILIES, LEVELS
 
@@ -59,6 +59,7 @@ def _cell(stats: dict[str, Any] | None) -> str:
 @click.option("--seed", default=0, show_default=True)
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("swm-selfplay"),
               show_default=True, help="Run folder: checkpoints/iter-NNNN (adapter, value head, optimiser).")
+@endpoint_options
 @run_options
 def selfplay_command(iterations: int, family: str, level: str, game: str | None, players: int, max_rounds: int,
                      illegal: str, tasks_per_iteration: int, group_size: int,
@@ -66,7 +67,8 @@ def selfplay_command(iterations: int, family: str, level: str, game: str | None,
                      lam_tok: float, turn_signal: str, judge_weight: float, judge_model: str | None,
                      no_filter: bool, base: str,
                      max_new_tokens: int, lr: float, kl_coef: float, lora_r: int, threads: int | None, seed: int,
-                     out_dir: Path, db: Path | None, thread_id: str | None, as_json: bool) -> None:
+                     out_dir: Path, timeout: float | None, max_retries: int, db: Path | None, thread_id: str | None,
+                     as_json: bool) -> None:
     """Self-play RL: one LoRA policy plays every seat of a verifiable task; PPO on per-role rewards.
 
     Needs the train extra (torch, peft, transformers, gguf). Kill it at any point and rerun with
@@ -104,7 +106,7 @@ def selfplay_command(iterations: int, family: str, level: str, game: str | None,
     if judge_weight > 0:
         from swm.commands._common import make_context
 
-        context = make_context(db, judge_model=judge_model)
+        context = make_context(db, judge_model=judge_model, timeout=timeout, max_retries=max_retries)
     out = train(plan, db=db_path(db), thread_id=thread, context=context)
     if as_json:
         echo_json({k: out.get(k) for k in ("thread_id", "iteration", "stopped", "summaries", "current")})
