@@ -37,6 +37,9 @@ def start(state: SelfPlayState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
 def fan_out(state: SelfPlayState, runtime: Runtime[SWMContext]) -> list[Send] | str:
     """Send each rollout not yet in the store; with none left, go on to scoring."""
     jobs = loop.rollout_jobs(plan_of(state), runtime.context.experience_store(), state["iteration"])
+    # progress for `stream_mode="custom"` (Studio, the SDK)
+    runtime.stream_writer({"event": "fan_out", "node": "rollout", "iteration": state["iteration"],
+                           "rollouts": len(jobs)})
     return [Send("rollout", job) for job in jobs] or "score"
 
 
@@ -44,6 +47,7 @@ def rollout(job: RolloutJob, runtime: Runtime[SWMContext]) -> dict[str, Any]:
     """Play one rollout under the iteration's adapter and store it (a failed one too, with its reason)."""
     plan = SelfPlayPlan.model_validate(job["plan"])
     loop.run_rollout(plan, runtime.context.experience_store(), dict(job), job["iteration"])
+    runtime.stream_writer({"event": "rollout", "iteration": job["iteration"], "rollout_id": job["rollout_id"]})
     return {"rolled": 1}
 
 
@@ -82,6 +86,7 @@ def evaluate(state: SelfPlayState, runtime: Runtime[SWMContext]) -> dict[str, An
     current = {**(state.get("current") or {}), "evaluate": stats}
     summary = loop.summarise(plan, current)
     put_iteration(store, plan.run_id, iteration, summary)
+    runtime.stream_writer({"event": "iteration", "iteration": iteration, "summary": summary})
     return {"current": {"evaluate": stats}, "summaries": {str(iteration): summary}, "iteration": iteration + 1}
 
 

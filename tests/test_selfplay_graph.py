@@ -35,18 +35,32 @@ def plan(base: Path, out: Path, estimator: str = "hierarchical", **extra: Any) -
             "ppo": {"lr": 1e-3, "minibatch": 4}, "advantage": {"estimator": estimator}, **extra}
 
 
-def run(db: Path, inputs: dict[str, Any] | None, thread: str = "t1", **models: Any) -> dict[str, Any]:
+def run(db: Path, inputs: dict[str, Any] | None, thread: str = "t1", events: list[dict[str, Any]] | None = None,
+        **models: Any) -> dict[str, Any]:
+    """Run (or resume) a thread; the progress events it streams (``stream_mode="custom"``) go to ``events``."""
     store = ExperienceStore(db)
+    out: dict[str, Any] = {}
     with sqlite_saver(db) as saver:
         graph = selfplay.build().compile(checkpointer=saver)
-        return dict(graph.invoke(inputs, {"configurable": {"thread_id": thread}},
-                                 context=SWMContext(store=store, chat_models=models), durability="sync"))
+        config = {"configurable": {"thread_id": thread}}
+        for mode, chunk in graph.stream(inputs, config, stream_mode=["custom", "values"],  # type: ignore[arg-type]
+                                        context=SWMContext(store=store, chat_models=models), durability="sync"):
+            if mode == "values":
+                out = dict(chunk)
+            elif events is not None:
+                events.append(chunk)
+    return out
 
 
 @pytest.mark.parametrize("estimator", ["hierarchical", "group"])
 def test_two_iterations_train_checkpoint_and_report(base_dir: Path, tmp_path: Path, estimator: str) -> None:
     p = plan(base_dir, tmp_path / "out", estimator)
-    out = run(tmp_path / "run.db", {"plan": p})
+    events: list[dict[str, Any]] = []
+    out = run(tmp_path / "run.db", {"plan": p}, events=events)
+    assert [(e["event"], e["iteration"]) for e in events if e["event"] != "rollout"] == [
+        ("fan_out", 0), ("iteration", 0), ("fan_out", 1), ("iteration", 1)]
+    assert [e["rollouts"] for e in events if e["event"] == "fan_out"] == [2, 2]
+    assert sum(e["event"] == "rollout" for e in events) == 4
     run_dir = tmp_path / "out" / p["run_id"]
     assert out["iteration"] == 2 and out["stopped"] is None and out["rolled"] == 4
     assert latest(run_dir) == 2 and all(checkpoint_dir(run_dir, i).is_dir() for i in range(3))
