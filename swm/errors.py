@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 
-class SWMError(Exception):
-    """Base of every error swm raises on purpose; the CLI prints it as one line and exits 2."""
+class SWMError(RuntimeError):
+    """Base of every error swm raises on purpose; the CLI prints it as one line and exits 2.
+
+    A RuntimeError, so `langgraph dev` and the server hand its one line to the client instead of
+    "An internal error occurred" (they pass on the messages of builtin errors only).
+    """
 
     exit_code = 2
 
@@ -23,8 +27,7 @@ class SWMError(Exception):
 class InputError(SWMError, ValueError):
     """The user's input cannot be used (empty or oversized narrative, unknown agent, bad file).
 
-    A ValueError too, so `langgraph dev` and the server hand its message to the client instead
-    of "An internal error occurred".
+    A ValueError too, as bad input is in Python.
     """
 
 

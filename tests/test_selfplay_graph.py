@@ -43,7 +43,7 @@ def run(db: Path, inputs: dict[str, Any] | None, thread: str = "t1", events: lis
     with sqlite_saver(db) as saver:
         graph = selfplay.build().compile(checkpointer=saver)
         config = {"configurable": {"thread_id": thread}}
-        for mode, chunk in graph.stream(inputs, config, stream_mode=["custom", "values"],  # type: ignore[arg-type]
+        for mode, chunk in graph.stream(inputs, config, stream_mode=["custom", "values"],
                                         context=SWMContext(store=store, chat_models=models), durability="sync"):
             if mode == "values":
                 out = dict(chunk)

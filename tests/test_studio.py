@@ -169,7 +169,7 @@ def test_bad_input_names_the_field_before_any_call(graph: str, inputs: dict, fie
     assert "\n" not in str(caught.value)
 
 
-def test_the_server_shows_schemas_and_refuses_bad_input_by_field(studio) -> None:  # type: ignore[no-untyped-def]
+def test_the_server_shows_schemas_and_names_what_went_wrong(studio) -> None:  # type: ignore[no-untyped-def]
     from langgraph_sdk import get_sync_client
 
     url, _ = studio
@@ -187,6 +187,12 @@ def test_the_server_shows_schemas_and_refuses_bad_input_by_field(studio) -> None
     errors = [p.data for p in parts if p.event == "error"]
     assert errors and errors[0]["error"] == "InputError", parts
     assert "mode: Input should be 'vanilla'" in errors[0]["message"]
+    down = {"model": f"m@http://127.0.0.1:{_free_port()}/v1", "max_retries": 0}  # nothing listens there
+    parts = list(client.runs.stream(client.threads.create()["thread_id"], "ask", context=down,
+                                    input={"narrative": "Sally leaves.", "question": "Where?", "mode": "cot"}))
+    errors = [p.data for p in parts if p.event == "error"]
+    assert errors and errors[0]["error"] == "ModelUnavailable", parts
+    assert "cannot reach the model" in errors[0]["message"], "the one-line reason reaches the client"
 
 
 def test_a_server_run_reuses_the_parse_a_cli_run_cached(studio, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
