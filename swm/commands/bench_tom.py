@@ -107,6 +107,8 @@ def tom_command(benchmark: str, data: Path | None, samples: int, modes: str, n: 
               "models": f"parser={ctx.spec_for('parser')}, qa={ctx.spec_for('qa')}",
               "wall time (this invocation)": f"{result['wall_seconds']:.1f} s",
               "items skipped as already finished": result["skipped"]}
+    if "engine_startup_seconds" in result:
+        header["Ray start (included in wall time)"] = f"{result['engine_startup_seconds']:.1f} s"
     if report_only:
         header["report only"] = f"{len(rows)} of {len(items) * len(mode_list)} answers finished"
     paths = write_reports(out_dir or Path("swm-results") / run_id.replace("/", "_"), label, summary, header, rows)
@@ -252,6 +254,6 @@ def _run_on_workers(items: list[Any], modes: list[str], ctx: Any, db: str | Path
     record_run(store, run_id, meta)
     start = time.perf_counter()
     before = len([r for r in result_rows(store, run_id, modes, items) if r.get("status") != "failed"])
-    run_tom_on_ray(items, modes, ctx, db, run_id, workers=workers, address=address)
+    _, startup = run_tom_on_ray(items, modes, ctx, db, run_id, workers=workers, address=address)
     return {"rows": result_rows(store, run_id, modes, items), "wall_seconds": time.perf_counter() - start,
-            "skipped": before, "run": run_id}
+            "skipped": before, "run": run_id, "engine_startup_seconds": startup}

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -61,8 +62,10 @@ def _tom_item(settings: dict[str, Any], db: str, run_id: str, mode: str, item: A
 
 def run_tom_on_ray(items: list[Any], modes: list[str], ctx: SWMContext, db: str | Path, run_id: str, *,
                    workers: int, address: str | None = None, max_retries: int = 3,
-                   on_done: Callable[[str, dict[str, Any]], None] | None = None) -> int:
-    """Run every unfinished (mode, item) as a Ray task; return how many ran. Rows land in the store."""
+                   on_done: Callable[[str, dict[str, Any]], None] | None = None) -> tuple[int, float]:
+    """Run every unfinished (mode, item) as a Ray task; return how many ran and the seconds Ray took to start.
+
+    Rows land in the store."""
     try:
         import ray
     except ImportError as exc:
@@ -76,7 +79,8 @@ def run_tom_on_ray(items: list[Any], modes: list[str], ctx: SWMContext, db: str 
     done = finished_keys(ctx.experience_store(), run_id)
     todo = [(m, i) for m in modes for i in items if item_thread(run_id, m, i) not in done]
     if not todo:
-        return 0
+        return 0, 0.0
+    start = time.perf_counter()
     started_here = not ray.is_initialized()
     if started_here:
         env = {k: os.environ[k] for k in ("PYTHONPATH", "SWM_WORKER_TRACE", "OPENAI_BASE_URL", "LANGSMITH_TRACING")
@@ -84,6 +88,7 @@ def run_tom_on_ray(items: list[Any], modes: list[str], ctx: SWMContext, db: str 
         ray.init(address=None if address in (None, "local") else address,
                  num_cpus=workers if address in (None, "local") else None, include_dashboard=False,
                  log_to_driver=False, runtime_env={"env_vars": env} if env else None)
+    startup = time.perf_counter() - start
     try:
         task = ray.remote(num_cpus=1, max_retries=max_retries)(_tom_item)
         pending = {task.remote(settings, str(db), run_id, mode, item): mode for mode, item in todo}
@@ -96,4 +101,4 @@ def run_tom_on_ray(items: list[Any], modes: list[str], ctx: SWMContext, db: str 
     finally:
         if started_here:
             ray.shutdown()
-    return len(todo)
+    return len(todo), startup
