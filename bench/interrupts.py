@@ -41,7 +41,15 @@ def learn_command(spec: str, db: Path, thread: str, out: Path) -> list[str]:
 def start(command: list[str]) -> subprocess.Popen[str]:
     env = {**os.environ, "LANGSMITH_TRACING": "false",
            "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
-    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # A shell runs background jobs with SIGINT ignored, and a child inherits that: Python then installs
+    # no KeyboardInterrupt handler and Ctrl-C does nothing. Give the child SIGINT's default back, as a
+    # terminal user's `swm learn` has it, wherever this suite runs (CI scripts, nohup, `&`).
+    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_sigint_default)
+
+
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def wait_for_requests(server: FakeOpenAIServer, count: int, proc: subprocess.Popen[str], timeout: float = 180) -> None:
