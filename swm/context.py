@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 from pydantic.json_schema import SkipJsonSchema
 
@@ -23,6 +23,8 @@ from swm.llm import (
     make_chat_model,
     raw_text,
 )
+
+Task = Literal["generic", "tomi", "hitom", "fantom", "mmtom", "confaide"]  # whose parse rules and prompts apply
 
 
 @dataclass
@@ -52,7 +54,7 @@ class SWMContext:
     # a long run records an item that still fails and goes on, but stops after this many in a row
     max_failures_in_a_row: int = DEFAULT_LIMIT
     # parsing and QA
-    task: str = "generic"
+    task: Task = "generic"
     max_parse_attempts: int = 3
     max_narrative_chars: int = 60_000
     prompt_versions: dict[str, str] = field(default_factory=dict)

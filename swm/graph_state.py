@@ -21,13 +21,12 @@ from langgraph.graph import StateGraph
 from pydantic import TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
-from swm.context import SWMContext
+from swm.context import SWMContext, Task
 from swm.errors import InputError
 from swm.state import SocialWorld, ValidationReport
 from swm.usage import CallStats, merge_usage
 
 Mode = Literal["vanilla", "cot", "s3ap", "s3ap_only"]
-Task = Literal["generic", "tomi", "hitom", "fantom", "mmtom", "confaide"]
 Usage = Annotated[dict[str, CallStats], merge_usage]
 
 

@@ -132,6 +132,7 @@ def test_every_graph_declares_input_output_and_a_json_context_schema() -> None:
         assert inp["properties"] and out["properties"], name
         objects = {"llm", "chat_models", "store"} & set(ctx["properties"])
         assert not objects, f"{name}: Python objects in the context schema"
+        assert "tomi" in ctx["properties"]["task"]["enum"], name
         json.dumps([inp, out, ctx])  # plain JSON, as Studio reads it
 
 
