@@ -1,4 +1,12 @@
-"""The update node: kept pairs (with the replay buffer) become the cycle's candidate policy."""
+"""The update node: kept pairs (with the replay buffer) become the cycle's candidate policy.
+
+``memory`` distils notes for an API model. ``sft``/``dpo``/``kto`` export the cycle's rows (kept
+trajectories, or both tracks' kept pairs), train a LoRA adapter continued from the incumbent's
+(`swm.lifelong.train`), serve it (`swm.serving`: a GGUF LoRA on llama.cpp, or a runtime-LoRA
+server) and record the adapter, its GGUF, the spec it is served as and the training stats on the
+policy. A kill during training leaves no policy row: the rerun reuses a finished adapter or
+trains again; everything collected stays in the store.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +16,72 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 import prompts
-from nodes.lifelong import plan_of
+from nodes.lifelong import passed_of, plan_of
 from swm.context import SWMContext
 from swm.errors import InputError
 from swm.lifelong import store as ls
 from swm.lifelong.state import LifelongState
-from swm.lifelong.update import METHODS, Policy, export, memory_update, train_trl
+from swm.lifelong.update import (
+    METHODS,
+    Policy,
+    dpo_rows,
+    export_rows,
+    kto_rows,
+    memory_update,
+    sft_rows,
+    training_rows,
+)
+
+
+def _base_gguf(plan: dict[str, Any]) -> Path | None:
+    """Return the GGUF llama.cpp serves adapters over (None: the shipped one)."""
+    if plan.get("base_gguf"):
+        return Path(plan["base_gguf"]).expanduser()
+    hf = plan.get("hf_model")
+    if hf and str(hf).endswith(".gguf"):
+        return Path(hf).expanduser()
+    if hf and not plan.get("lora_server"):
+        raise InputError(f"no GGUF of the base {hf} for llama.cpp to serve the adapter over",
+                         "pass --base-gguf (convert it with llama.cpp's convert_hf_to_gguf.py), or --lora-server URL")
+    return None
+
+
+def export_cycle(store: Any, plan: dict[str, Any], method: str, cycles: list[int]) -> tuple[list[dict[str, Any]], int]:
+    """Return the export rows of the replay window and how many kept trajectories or pairs are behind them."""
+    run = plan["run_id"]
+    if method == "sft":
+        kept = [e for c in cycles for e in ls.load_episodes(store, run, c, "collect") if passed_of(e, plan)]
+        return sft_rows(kept), len(kept)
+    used = ls.pairs(store, run, cycles, kept=True)
+    return (dpo_rows(used) if method == "dpo" else kto_rows(used)), len(used)
+
+
+def train_policy(store: Any, plan: dict[str, Any], method: str, parent: Policy, version: str, cycle: int,
+                 cycles: list[int]) -> tuple[Policy, list[str]]:
+    """Export, train from the parent's adapter, serve; return the new policy (the parent's weights if no rows)."""
+    from swm.lifelong.train import TrainSettings, train_adapter
+    from swm.serving import lora_name, serve_adapter
+
+    out_dir = Path(plan["out_dir"]).expanduser()
+    rows, used = export_cycle(store, plan, method, cycles)
+    dataset = export_rows(rows, out_dir / f"cycle{cycle}-{method}.jsonl")
+    inherited = {"notes": parent.notes, "exemplars": parent.exemplars, "base_model": parent.base_model,
+                 "adapter": parent.adapter, "adapter_gguf": parent.adapter_gguf, "served_as": parent.served_as}
+    common = {"version": version, "parent": parent.version, "kind": method, "cycle": cycle, "dataset": str(dataset),
+              "pairs_used": used}
+    if not rows:
+        return Policy(**common, **inherited), [f"no {method} rows in cycles {cycles}: the parent's weights are kept"]
+    base_gguf = _base_gguf(plan)
+    adapter_dir = (out_dir / "adapters" / version).resolve()
+    settings = TrainSettings(**(plan.get("train") or {}))
+    stats = train_adapter(method, training_rows(method, rows), plan.get("hf_model"), adapter_dir,
+                          parent_adapter=parent.adapter, settings=settings)
+    stats = stats.model_copy(update={"pairs_used": used})
+    draft = Policy(**common, **{**inherited, "adapter": str(adapter_dir)})
+    spec, gguf = serve_adapter(adapter_dir, name=lora_name(draft, plan["run_id"]), base_gguf=base_gguf,
+                               lora_server=plan.get("lora_server"))
+    return draft.model_copy(update={"base_model": str(plan.get("hf_model") or "embedded"), "served_as": spec,
+                                    "adapter_gguf": str(gguf) if gguf else None, "train": stats}), []
 
 
 def update(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
@@ -25,8 +93,7 @@ def update(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[str, Any]
     if method not in METHODS:
         raise InputError(f"unknown update method {method!r}", f"use one of {', '.join(METHODS)}")
     run = plan["run_id"]
-    cycles = range(1, cycle + 1) if plan["replay"] else [cycle]
-    used = ls.pairs(store, run, cycles, kept=True)
+    cycles = list(range(1, cycle + 1)) if plan["replay"] else [cycle]
     parent = ls.get_policy(store, run, state.get("incumbent", "p0")) or Policy(version="p0")
     version = f"p{cycle}"
     update_out: dict[str, Any] = {"phase": "evaluate", "candidate_policy": version}
@@ -34,18 +101,12 @@ def update(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[str, Any]
         return update_out
     errors: list[str] = []
     if method == "memory":
+        used = ls.pairs(store, run, cycles, kept=True)
         policy, stats, errors = memory_update(parent, version, cycle, used, ctx.model_for("agent"))
         update_out["usage"] = {"update": stats}
         update_out["prompts"] = {"distill": prompts.load("lifelong_distill").id,
                                  "memory": prompts.load("lifelong_memory").id}
     else:
-        out_dir = Path(plan["out_dir"]).expanduser()
-        dataset = export(used, method, out_dir / f"cycle{cycle}-{method}.jsonl")
-        checkpoint = None
-        if plan.get("hf_model") and used:
-            checkpoint = str(train_trl(method, dataset, plan["hf_model"], out_dir / f"cycle{cycle}-{method}-model"))
-        policy = Policy(version=version, parent=parent.version, kind=method, cycle=cycle, notes=parent.notes,
-                        exemplars=parent.exemplars, dataset=str(dataset), checkpoint=checkpoint,
-                        pairs_used=len(used))
+        policy, errors = train_policy(store, plan, method, parent, version, cycle, cycles)
     ls.put_policy(store, run, policy, errors)
     return update_out

@@ -23,6 +23,7 @@ import json
 import threading
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from swm.errors import ModelUnavailable
@@ -104,3 +105,24 @@ def policy_spec(policy: Policy | None) -> str | None:
     if spec.base_url is not None and not is_embedded(spec.name) and policy.adapter:
         ensure_lora_loaded(spec.base_url, spec.name, policy.adapter)
     return policy.served_as
+
+
+def serve_adapter(adapter_dir: Path, *, name: str, base_gguf: Path | None = None,
+                  lora_server: str | None = None) -> tuple[str, Path | None]:
+    """Serve a trained PEFT adapter; return (model spec, GGUF LoRA path or None).
+
+    With ``lora_server`` the adapter is loaded there under ``name``; otherwise it is converted
+    to a GGUF LoRA beside the adapter (once: a finished conversion is reused) and served by
+    llama.cpp over ``base_gguf`` (None: the shipped SmolLM2 GGUF).
+    """
+    if lora_server:
+        ensure_lora_loaded(lora_server, name, str(adapter_dir))
+        return f"{name}@{lora_server.rstrip('/')}", None
+    from swm.embedded import embedded_spec, gguf_path
+    from swm.lifelong.gguf_lora import adapter_to_gguf
+
+    out = adapter_dir.with_suffix(".gguf")
+    if not out.is_file():
+        adapter_to_gguf(adapter_dir, out)
+    default = base_gguf is None or Path(base_gguf).resolve() == gguf_path().resolve()
+    return embedded_spec(lora=out, base=None if default else base_gguf), out

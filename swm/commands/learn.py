@@ -106,8 +106,9 @@ def _reconcile(thread: str, status: str, stored: dict[str, Any], given: dict[str
 @click.option("--gating", type=click.Choice(["on", "off"]), default="on", show_default=True,
               help="'off' keeps every pair (the no-gating ablation); reasons are still recorded.")
 @click.option("--min-margin", default=0.1, show_default=True, help="The gate's minimum score margin.")
-@click.option("--update", "update_method", type=click.Choice(["memory", "dpo", "kto"]), default="memory",
-              show_default=True, help="Policy update: memory (any API model), or TRL dpo/kto exports.")
+@click.option("--update", "update_method", type=click.Choice(["memory", "sft", "dpo", "kto"]), default="memory",
+              show_default=True, help="Policy update: memory (any API model), or a LoRA adapter trained with TRL "
+              "(sft: kept trajectories; dpo/kto: kept pairs), continued from the deployed policy's adapter.")
 @click.option("--replay/--no-replay", default=True, show_default=True,
               help="Learn from earlier cycles' kept pairs too (the replay buffer).")
 @click.option("--epsilon", default=0.05, show_default=True, help="Deploy gate: allowed drop on earlier levels.")
@@ -119,15 +120,30 @@ def _reconcile(thread: str, status: str, stored: dict[str, Any], given: dict[str
 @click.option("--concurrency", default=4, show_default=True, help="Episodes played at once.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder for report.md, plots and exports [default: swm-learn-<thread>].")
-@click.option("--hf-model", default=None, metavar="DIR",
-              help="dpo/kto: a local Hugging Face model to train with TRL (needs the [train] extra).")
+@click.option("--hf-model", default=None, metavar="PATH",
+              help="sft/dpo/kto: the base to train (a local Hugging Face directory or a .gguf file) "
+              "[default: the embedded SmolLM2 GGUF, dequantised; needs the [train] extra].")
+@click.option("--base-gguf", default=None, metavar="FILE",
+              help="The GGUF of --hf-model that llama.cpp serves the trained adapters over.")
+@click.option("--lora-server", default=None, metavar="URL",
+              help="Serve adapters on this OpenAI-compatible server by runtime LoRA loading (vLLM "
+              "/v1/load_lora_adapter) instead of the embedded llama.cpp server.")
+@click.option("--train-steps", default=-1, show_default=True, help="Training steps per cycle (-1: --train-epochs).")
+@click.option("--train-epochs", default=1.0, show_default=True)
+@click.option("--train-lr", default=2e-4, show_default=True, help="Learning rate of the LoRA adapter.")
+@click.option("--train-rank", default=8, show_default=True, help="LoRA rank of a new adapter.")
+@click.option("--train-batch-size", default=2, show_default=True)
+@click.option("--train-max-length", default=2048, show_default=True, help="Token limit of prompt + completion.")
+@click.option("--train-seed", default=0, show_default=True)
 @model_options()
 @run_options
 def learn_command(cycles: int, levels: str, families: str, episodes_per_level: int, samples_per_task: int,
                   max_turns: int, policy: str, eval_policy: str, self_play: bool, judge: bool, judge_threshold: float,
                   gating: str, min_margin: float, update_method: str, replay: bool, epsilon: float,
                   heldout_per_cell: int, dev_per_cell: int, temperature: float, concurrency: int, out_dir: Path | None,
-                  hf_model: str | None, db: str | None, thread_id: str | None, as_json: bool, **models: Any) -> None:
+                  hf_model: str | None, base_gguf: str | None, lora_server: str | None, train_steps: int,
+                  train_epochs: float, train_lr: float, train_rank: int, train_batch_size: int, train_max_length: int,
+                  train_seed: int, db: str | None, thread_id: str | None, as_json: bool, **models: Any) -> None:
     """Run the lifelong loop: verifiable tasks, self-play episodes, gated pairs, updates, retention metrics.
 
     Kill it at any point and rerun with the same --db and --thread-id: finished episodes are
@@ -150,7 +166,10 @@ def learn_command(cycles: int, levels: str, families: str, episodes_per_level: i
             "eval_policy": eval_policy, "self_play": self_play, "judge": judge, "judge_threshold": judge_threshold,
             "gating": gating == "on", "min_margin": min_margin, "update": update_method, "replay": replay,
             "epsilon": epsilon, "heldout_per_cell": heldout_per_cell, "dev_per_cell": dev_per_cell,
-            "out_dir": folder, "hf_model": hf_model}
+            "out_dir": folder, "hf_model": hf_model, "base_gguf": base_gguf, "lora_server": lora_server,
+            "train": {"max_steps": train_steps, "epochs": train_epochs, "learning_rate": train_lr, "rank": train_rank,
+                      "alpha": 2 * train_rank, "batch_size": train_batch_size, "max_length": train_max_length,
+                      "seed": train_seed}}
     ctx = make_context(db, temperature=temperature, **models)
     inject_test_models(ctx)
     ctx.out_dir = folder  # reports and exports go here, whatever folder the thread was started with

@@ -93,6 +93,7 @@ def action_pairs(task: Task, episodes: Sequence[EpisodeRecord], cycle: int = 0) 
                     chosen_state_key=turn.state_key, rejected_state_key=turn.state_key, prompt=turn.prompt,
                     chosen=chosen, rejected=rejected, chosen_score=cs, rejected_score=rs,
                     chosen_action_type=turn.action_type if chosen == executed else "speak",
+                    rejected_action_type=turn.action_type if rejected == executed else "speak",
                     chosen_episode=episode.episode_id, rejected_episode=episode.episode_id,
                     context=_context(task, episode, turn)).with_id())
     for key, members in groups.items():
@@ -110,6 +111,7 @@ def action_pairs(task: Task, episodes: Sequence[EpisodeRecord], cycle: int = 0) 
             level=task.level, agent=best.agent, turn=best.index, state_key=key, chosen_state_key=best.state_key,
             rejected_state_key=worst.state_key, prompt=best.prompt, chosen=best.text, rejected=worst.text,
             chosen_score=best_r, rejected_score=worst_r, chosen_action_type=best.action_type,
+            rejected_action_type=worst.action_type,
             chosen_episode=best_ep.episode_id, rejected_episode=worst_ep.episode_id,
             context=_context(task, best_ep, best)).with_id())
     return pairs
@@ -140,7 +142,8 @@ def perception_pairs(task: Task, episodes: Sequence[EpisodeRecord], cycle: int =
             level=task.level, agent=best.agent, turn=best.index, state_key=key, chosen_state_key=best.state_key,
             rejected_state_key=worst.state_key, prompt=best.prompt + f"\n\nPredict {about}'s goal and mental state.",
             chosen=best_text, rejected=worst_text, chosen_score=best_s, rejected_score=worst_s,
-            chosen_action_type="predict", chosen_episode=best_ep.episode_id, rejected_episode=worst_ep.episode_id,
+            chosen_action_type="predict", rejected_action_type="predict", chosen_episode=best_ep.episode_id,
+            rejected_episode=worst_ep.episode_id,
             context={"private": list(task.agent(best.agent).forbidden), "goal": task.agent(best.agent).goal,
                      "previous": "", "resolved_before": False, "about": about,
                      "about_private": [partner.private] if partner.private else []}).with_id())

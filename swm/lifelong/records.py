@@ -107,6 +107,7 @@ class PreferencePair(BaseModel):
     chosen_score: float
     rejected_score: float
     chosen_action_type: str = "speak"
+    rejected_action_type: str = "speak"
     chosen_episode: str = ""
     rejected_episode: str = ""
     judge_scores: list[float] | None = None  # two judge samples, where a judge scored the pair

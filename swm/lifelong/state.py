@@ -17,7 +17,7 @@ from swm.social.graph_state import Policy
 Level = Literal["easy", "medium", "hard"]  # swm.lifelong.tasks.LEVELS
 Family = Literal["negotiation", "mutual_friend", "secret", "scheduling", "persuasion",  # tasks.TASK_FAMILIES
                  "werewolf"]
-UpdateMethod = Literal["memory", "dpo", "kto"]  # swm.lifelong.update.METHODS
+UpdateMethod = Literal["memory", "sft", "dpo", "kto"]  # swm.lifelong.update.METHODS
 
 DEFAULT_PLAN: dict[str, Any] = {
     "run_id": "learn",
@@ -34,14 +34,21 @@ DEFAULT_PLAN: dict[str, Any] = {
     "judge_threshold": 7.0,
     "gating": True,
     "min_margin": 0.1,
-    "update": "memory",  # memory | dpo | kto
+    "update": "memory",  # memory | sft | dpo | kto
     "replay": True,
     "epsilon": 0.05,
     "deploy_metric": "pass",
     "heldout_per_cell": 1,  # test-split tasks per family and level: they fill R and never choose
     "dev_per_cell": 1,  # dev-split tasks per family and level: the deploy gate chooses on them
     "out_dir": "swm-learn",
-    "hf_model": None,  # a local Hugging Face model directory: dpo/kto then train with TRL
+    # sft/dpo/kto train a LoRA adapter on this base: a Hugging Face directory or a .gguf file
+    # (None: the shipped SmolLM2 GGUF, dequantised); llama.cpp serves it over ``base_gguf``
+    # (None: the hf_model itself when it is a .gguf, else the shipped GGUF), or ``lora_server``
+    # (an OpenAI-compatible URL with runtime LoRA loading, e.g. vLLM) serves the adapter by name.
+    "hf_model": None,
+    "base_gguf": None,
+    "lora_server": None,
+    "train": {},  # swm.lifelong.train.TrainSettings fields (max_steps, epochs, learning_rate, rank, ...)
 }
 
 
@@ -69,7 +76,10 @@ class Plan(TypedDict, total=False):
     heldout_per_cell: int  # test-split tasks per family and level
     dev_per_cell: int  # dev-split tasks per family and level
     out_dir: str  # where the report and plots go
-    hf_model: str | None  # a local Hugging Face model directory: dpo/kto then train with TRL
+    hf_model: str | None  # sft/dpo/kto: the base to train (HF directory or .gguf; None: the shipped SmolLM2)
+    base_gguf: str | None  # the GGUF llama.cpp serves adapters over (None: hf_model if a .gguf, else SmolLM2)
+    lora_server: str | None  # serve adapters here by runtime LoRA loading (vLLM) instead of llama.cpp
+    train: dict[str, Any]  # swm.lifelong.train.TrainSettings fields
 
 
 class LifelongInput(TypedDict, total=False):

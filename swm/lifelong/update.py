@@ -1,15 +1,17 @@
-"""Policy updates, each producing a new versioned `Policy`: memory, dpo, kto.
+"""Policy updates, each producing a new versioned `Policy`: memory, sft, dpo, kto; and their exports.
 
 * ``memory`` works with any API model: kept pairs become retrieved exemplars and distilled
   strategy notes per task family and level, injected into the learner's private instructions
   (`memory_text`). Notes are distilled by the agent model (one bounded call per family and
   level, prompt ``lifelong_distill``); a reply that does not fit falls back to notes built from
   the exemplars, and the failure is counted.
-* ``dpo`` / ``kto`` export the kept pairs in TRL's conversational formats
-  (``prompt``/``chosen``/``rejected``; ``prompt``/``completion``/``label``) as JSONL, and, when
-  the ``[train]`` extra is installed and a local Hugging Face model is given, run TRL on it
-  (`train_trl`). The new policy records the dataset and checkpoint; serving the checkpoint is
-  the user's step (point ``--agent-model`` at it), so in-loop episodes keep the same endpoint.
+* ``sft`` / ``dpo`` / ``kto`` train the policy's weights (`swm.lifelong.train`: a LoRA adapter,
+  continued from the incumbent's) on rows exported here in TRL's conversational formats:
+  ``messages`` (SFT: behaviour cloning of kept trajectories, as SOTOPIA-π),
+  ``prompt``/``chosen``/``rejected`` (DPO) and ``prompt``/``completion``/``label`` (KTO), both
+  tracks' pairs. Each completion is the exact output the policy must produce (the act step's
+  tool-call arguments), and each row carries family, level, track and margin. The trained
+  policy is then served (`swm.serving`) and its spec recorded in ``served_as``.
 """
 
 from __future__ import annotations
@@ -24,11 +26,11 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 import prompts
 from swm.errors import InputError
-from swm.lifelong.records import PreferencePair
+from swm.lifelong.records import EpisodeRecord, PreferencePair
 from swm.llm import call_model
 from swm.usage import CallStats, add_stats, empty_stats
 
-METHODS = ("memory", "dpo", "kto")
+METHODS = ("memory", "sft", "dpo", "kto")
 MAX_EXEMPLARS = 3
 
 
@@ -168,6 +170,42 @@ def memory_text(policy: Policy | None, family: str, level: str) -> str:
 
 
 # ---- TRL exports --------------------------------------------------------------------------
+# The completion is what the policy must produce: the act step's tool call, i.e. the JSON
+# arguments of the action schema (``AgentActionForModel``) that llama.cpp's grammar-constrained
+# function call generates after the chat template's assistant header and that vLLM returns as
+# ``tool_calls[0].function.arguments``; perception completions are the world model's
+# ``PredictedMind`` JSON. The prompt is the single user message the act step sends.
+ACTION_TOOL = "AgentActionForModel"
+PERCEPTION_TOOL = "PredictedMind"
+
+
+def action_completion(action_type: str, argument: str) -> str:
+    """Render an action as the act step's tool-call arguments (JSON text)."""
+    spoken = "" if action_type in ("none", "leave") else argument
+    return json.dumps({"action_type": action_type, "argument": spoken, "to": []}, ensure_ascii=False)
+
+
+def perception_completion(about: str, mental_state: str) -> str:
+    """Render a prediction as the world model's ``PredictedMind`` JSON."""
+    return json.dumps({"agent": about, "mental_state": mental_state}, ensure_ascii=False)
+
+
+def completion_of(pair: PreferencePair, side: str) -> str:
+    """Return the chosen or rejected side of a pair in the format the policy produces."""
+    text = pair.chosen if side == "chosen" else pair.rejected
+    if pair.track == "perception":
+        return perception_completion(str(pair.context.get("about", "")), text)
+    kind = pair.chosen_action_type if side == "chosen" else pair.rejected_action_type
+    return action_completion(kind, text)
+
+
+def pair_meta(pair: PreferencePair) -> dict[str, Any]:
+    """Metadata columns every export row carries (TRL ignores extra columns)."""
+    return {"family": pair.family, "level": pair.level, "track": pair.track, "margin": pair.margin,
+            "source": pair.source, "cycle": pair.cycle, "pair_id": pair.pair_id,
+            "tool": PERCEPTION_TOOL if pair.track == "perception" else ACTION_TOOL}
+
+
 def _user(text: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": text}]
 
@@ -177,59 +215,57 @@ def _assistant(text: str) -> list[dict[str, str]]:
 
 
 def dpo_rows(pairs: Iterable[PreferencePair]) -> list[dict[str, Any]]:
-    """TRL's conversational preference format: prompt / chosen / rejected message lists."""
-    return [{"prompt": _user(p.prompt), "chosen": _assistant(p.chosen), "rejected": _assistant(p.rejected)}
-            for p in pairs]
+    """TRL's conversational preference format: prompt / chosen / rejected message lists, plus metadata."""
+    return [{"prompt": _user(p.prompt), "chosen": _assistant(completion_of(p, "chosen")),
+             "rejected": _assistant(completion_of(p, "rejected")), **pair_meta(p)} for p in pairs]
 
 
 def kto_rows(pairs: Iterable[PreferencePair]) -> list[dict[str, Any]]:
     """TRL's conversational unpaired format: prompt / completion / label (chosen True, rejected False)."""
     rows: list[dict[str, Any]] = []
     for p in pairs:
-        rows.append({"prompt": _user(p.prompt), "completion": _assistant(p.chosen), "label": True})
-        rows.append({"prompt": _user(p.prompt), "completion": _assistant(p.rejected), "label": False})
+        for side, label in (("chosen", True), ("rejected", False)):
+            rows.append({"prompt": _user(p.prompt), "completion": _assistant(completion_of(p, side)),
+                         "label": label, **pair_meta(p)})
     return rows
+
+
+def sft_rows(episodes: Iterable[EpisodeRecord]) -> list[dict[str, Any]]:
+    """Behaviour cloning of kept trajectories: every learner turn as TRL's ``messages`` rows, plus metadata.
+
+    The learner is every seat in self-play (``seat == "all"``), else the episode's tested seat.
+    """
+    rows: list[dict[str, Any]] = []
+    for ep in episodes:
+        for turn in ep.turns:
+            if ep.seat not in ("all", turn.agent) or not turn.prompt.strip():
+                continue
+            rows.append({"messages": _user(turn.prompt) + _assistant(action_completion(turn.action_type, turn.text)),
+                         "family": ep.family, "level": ep.level, "track": "action", "episode_id": ep.episode_id,
+                         "turn": turn.index, "cycle": ep.cycle, "tool": ACTION_TOOL})
+    return rows
+
+
+def training_rows(method: str, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Turn export rows into what the trainer takes (SFT ``messages`` become prompt/completion)."""
+    if method != "sft":
+        return list(rows)
+    return [{"prompt": r["messages"][:-1], "completion": r["messages"][-1:]} for r in rows]
+
+
+def export_rows(rows: Sequence[dict[str, Any]], path: Path) -> Path:
+    """Write rows as JSONL (one example a line), whole or not at all."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    with partial.open("w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+    partial.replace(path)
+    return path
 
 
 def export(pairs: Sequence[PreferencePair], method: str, path: Path) -> Path:
     """Write the pairs as a TRL dataset (JSONL, one example a line) for ``dpo`` or ``kto``."""
     if method not in ("dpo", "kto"):
-        raise InputError(f"no export format for {method!r}", "use dpo or kto")
-    rows = dpo_rows(pairs) if method == "dpo" else kto_rows(pairs)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as fh:
-        for row in rows:
-            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-    return path
-
-
-def train_trl(method: str, dataset: Path, model_path: str, output_dir: Path, **overrides: Any) -> Path:
-    """Train a local Hugging Face model on an exported dataset with TRL (needs the ``[train]`` extra).
-
-    Settings measured to work on CPU with TRL 1.16: ``bf16=False, use_cpu=True,
-    gradient_checkpointing=False, report_to=[]``. Pass a model directory that holds its
-    tokenizer (``save_pretrained``): DPOTrainer rebuilds the reference model from the path.
-    """
-    try:
-        from datasets import load_dataset
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-        from trl import DPOConfig, DPOTrainer, KTOConfig, KTOTrainer
-    except ImportError as exc:
-        raise InputError(f"training needs the [train] extra ({exc.name} is missing)",
-                         "pip install torch==2.13.0 first, then pip install -e '.[train]'") from exc
-    data = load_dataset("json", data_files=str(dataset), split="train")
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
-    model = AutoModelForCausalLM.from_pretrained(model_path)
-    settings: dict[str, Any] = {"output_dir": str(output_dir), "bf16": False, "use_cpu": True,
-                                "gradient_checkpointing": False, "report_to": [], "num_train_epochs": 1,
-                                "per_device_train_batch_size": 2, "logging_steps": 1, "save_strategy": "no"}
-    settings.update(overrides)
-    if method == "dpo":
-        trainer: Any = DPOTrainer(model=model, args=DPOConfig(**settings), train_dataset=data,
-                                  processing_class=tokenizer)
-    else:
-        trainer = KTOTrainer(model=model, args=KTOConfig(**settings), train_dataset=data, processing_class=tokenizer)
-    trainer.train()
-    trainer.save_model(str(output_dir))
-    tokenizer.save_pretrained(str(output_dir))
-    return output_dir
+        raise InputError(f"no pair export format for {method!r}", "use dpo or kto (sft exports episodes: sft_rows)")
+    return export_rows(dpo_rows(pairs) if method == "dpo" else kto_rows(pairs), path)

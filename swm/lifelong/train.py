@@ -1,0 +1,227 @@
+"""Train a policy's LoRA adapter with TRL (SFT, DPO, KTO) from the incumbent's adapter, on CPU or GPU.
+
+The public pieces, reused by the lifelong loop and by self-play RL:
+
+* `load_base` — a base model and tokenizer with no download: ``None``/``"embedded"`` loads the
+  shipped SmolLM2 GGUF (transformers dequantises it), a ``.gguf`` file likewise, and a directory
+  any local Hugging Face checkpoint.
+* `attach_adapter` — a fresh LoRA on the base, or the incumbent's adapter loaded trainable, so a
+  cycle continues from the deployed policy rather than from the base. Every adapter is therefore
+  the whole delta from the base model: nothing stacks at serving time (one adapter per server),
+  and merging one into the base (PEFT ``merge_and_unload``) gives a standalone model.
+* `train_adapter` — one training run (seeded; a progress bar from the trainer) that writes the
+  adapter directory in one rename, so a kill leaves either a finished adapter, which a rerun
+  reuses, or nothing, which a rerun trains again; returns `TrainStats` (method, rows, steps,
+  loss curve, seconds, tokens/s, adapter size).
+
+With DPO and KTO on a continued adapter, TRL keeps a frozen copy of it as the reference model,
+so the KL anchor is the incumbent policy too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from swm.errors import InputError
+from swm.lifelong.gguf_lora import ADAPTER_META, base_meta
+from swm.lifelong.update import TrainStats
+
+TRAIN_METHODS = ("sft", "dpo", "kto")
+TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+STATS_FILE = "train.json"
+_INSTALL_HINT = "pip install torch==2.13.0 first, then pip install -e '.[train]'"
+
+
+@dataclass
+class TrainSettings:
+    """Knobs of one training run (the CLI's --train-* options)."""
+
+    max_steps: int = -1  # > 0 overrides epochs
+    epochs: float = 1.0
+    learning_rate: float = 2e-4
+    rank: int = 8
+    alpha: int = 16
+    batch_size: int = 2
+    max_length: int = 2048  # prompt + completion tokens; TRL keeps the start, so prompts must fit
+    beta: float = 0.1  # DPO/KTO's KL weight
+    seed: int = 0
+    progress: bool = True
+
+
+def shipped_gguf() -> Path:
+    """Return the SmolLM2 GGUF of the ``[embedded]`` extra (the default base)."""
+    from swm.embedded import gguf_path
+
+    return gguf_path()
+
+
+def resolve_base(base: str | None) -> tuple[Path, str | None]:
+    """Return (directory, GGUF file name or None) for transformers' ``from_pretrained``."""
+    path = shipped_gguf() if base in (None, "", "embedded") else Path(str(base)).expanduser()
+    if path.is_file() and path.suffix == ".gguf":
+        return path.parent, path.name
+    if path.is_dir() and (path / "config.json").is_file():
+        return path, None
+    raise InputError(f"no base model at {base}", "pass a Hugging Face model directory or a .gguf file as --hf-model")
+
+
+def _imports() -> Any:
+    try:
+        import peft
+        import torch
+        import transformers
+        import trl
+    except ImportError as exc:
+        raise InputError(f"training needs the [train] extra ({exc.name} is missing)", _INSTALL_HINT) from exc
+    return torch, transformers, peft, trl
+
+
+def load_base(base: str | None) -> tuple[Any, Any]:
+    """Load a base model (float32) and its tokenizer with no download (see the module docstring)."""
+    _, transformers, _, _ = _imports()
+    where, gguf_file = resolve_base(base)
+    kwargs: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file else {}
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(str(where), local_files_only=True, **kwargs)
+        model = transformers.AutoModelForCausalLM.from_pretrained(str(where), local_files_only=True, **kwargs)
+    except (OSError, ValueError, KeyError) as exc:
+        raise InputError(f"cannot load the base model {base or 'embedded'}: {' '.join(str(exc).split())[:300]}",
+                         "pass a local Hugging Face checkpoint or a GGUF that transformers can dequantise") from exc
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if getattr(model.config, "quantization_config", None) is not None and gguf_file:
+        del model.config.quantization_config  # dequantised already; the saved config must not claim otherwise
+    return model, tokenizer
+
+
+def attach_adapter(model: Any, adapter: str | Path | None, settings: TrainSettings | None = None) -> Any:
+    """Return a PEFT model: the incumbent's adapter loaded trainable, or a fresh seeded LoRA."""
+    _, transformers, peft, _ = _imports()
+    settings = settings or TrainSettings()
+    if adapter is not None:
+        check_adapter(Path(adapter))
+        return peft.PeftModel.from_pretrained(model, str(adapter), is_trainable=True)
+    transformers.set_seed(settings.seed)
+    config = peft.LoraConfig(r=settings.rank, lora_alpha=settings.alpha, lora_dropout=0.0,
+                             target_modules=TARGET_MODULES, task_type="CAUSAL_LM")
+    return peft.get_peft_model(model, config)
+
+
+def check_adapter(path: Path) -> None:
+    """Fail with a one-line error unless ``path`` holds a readable PEFT adapter."""
+    config, weights = path / "adapter_config.json", path / "adapter_model.safetensors"
+    if not config.is_file() or not weights.is_file():
+        raise InputError(f"adapter {path} is missing (no adapter_config.json / adapter_model.safetensors)",
+                         "rerun the cycle that trained it, or start a new run")
+    try:
+        json.loads(config.read_text())
+        from safetensors import safe_open
+
+        with safe_open(str(weights), framework="np") as fh:
+            fh.keys()
+    except Exception as exc:  # noqa: BLE001 - any failure to read it means it is corrupt
+        raise InputError(f"adapter {path} is corrupt: {' '.join(str(exc).split())[:200]}",
+                         "delete it and rerun the cycle that trained it") from exc
+
+
+def finished_stats(out_dir: Path) -> TrainStats | None:
+    """Return the stats of a finished adapter in ``out_dir`` (None if training never finished there)."""
+    stats = out_dir / STATS_FILE
+    if not stats.is_file():
+        return None
+    check_adapter(out_dir)
+    return TrainStats.model_validate_json(stats.read_text())
+
+
+def _tokens(tokenizer: Any, row: dict[str, Any], method: str) -> int:
+    completions = [row["chosen"], row["rejected"]] if method == "dpo" else [row["completion"]]
+    total = 0
+    for completion in completions:
+        ids = tokenizer.apply_chat_template(row["prompt"] + completion, tokenize=True)
+        total += len(ids["input_ids"] if isinstance(ids, dict) else ids)
+    return total
+
+
+def _config(method: str, trl: Any, out: Path, settings: TrainSettings, **extra: Any) -> Any:
+    common = {"output_dir": str(out), "bf16": False, "gradient_checkpointing": False, "report_to": [],
+              "num_train_epochs": settings.epochs, "max_steps": settings.max_steps,
+              "per_device_train_batch_size": settings.batch_size, "learning_rate": settings.learning_rate,
+              "logging_steps": 1, "save_strategy": "no", "seed": settings.seed, "data_seed": settings.seed,
+              "max_length": settings.max_length, "disable_tqdm": not settings.progress, **extra}
+    if method == "sft":
+        return trl.SFTConfig(**common)
+    if method == "dpo":
+        return trl.DPOConfig(beta=settings.beta, **common)
+    return trl.KTOConfig(beta=settings.beta, **common)
+
+
+def _is_oom(exc: BaseException) -> bool:
+    return isinstance(exc, MemoryError) or "out of memory" in str(exc).lower()
+
+
+def train_adapter(method: str, rows: list[dict[str, Any]], base: str | None, out_dir: Path, *,
+                  parent_adapter: str | None = None, settings: TrainSettings | None = None) -> TrainStats:
+    """Train one LoRA adapter on ``rows`` (TRL's conversational prompt/completion formats) into ``out_dir``.
+
+    ``rows``: sft and kto ``{"prompt": [...], "completion": [...]}`` (kto with ``label``), dpo
+    ``{"prompt", "chosen", "rejected"}``. A finished adapter already in ``out_dir`` is reused.
+    """
+    if method not in TRAIN_METHODS:
+        raise InputError(f"unknown training method {method!r}", f"use one of {', '.join(TRAIN_METHODS)}")
+    out_dir = Path(out_dir)
+    done = finished_stats(out_dir)
+    if done is not None:
+        return done
+    if not rows:
+        raise InputError(f"no {method} training rows", "collect more episodes (or lower --min-margin)")
+    torch, transformers, _, trl = _imports()
+    from datasets import Dataset
+
+    settings = settings or TrainSettings()
+    partial = out_dir.with_name(out_dir.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)  # a run killed mid-training left this; train again
+    transformers.set_seed(settings.seed)
+    model, tokenizer = load_base(base)
+    meta = base_meta(model.config, str(base or shipped_gguf()))
+    model = attach_adapter(model, parent_adapter, settings)
+    data = Dataset.from_list([{k: v for k, v in row.items() if k in ("prompt", "completion", "chosen", "rejected",
+                                                                      "label")} for row in rows])
+    per_row = sum(_tokens(tokenizer, row, method) for row in rows) / len(rows)
+    trainer_cls = {"sft": trl.SFTTrainer, "dpo": trl.DPOTrainer, "kto": trl.KTOTrainer}[method]
+    args = _config(method, trl, partial, settings, use_cpu=not torch.cuda.is_available())
+    start = time.perf_counter()
+    try:
+        trainer = trainer_cls(model=model, args=args, train_dataset=data, processing_class=tokenizer)
+        result = trainer.train()
+    except (RuntimeError, MemoryError) as exc:
+        shutil.rmtree(partial, ignore_errors=True)
+        if _is_oom(exc):
+            raise InputError(f"{method} training ran out of memory", "lower --train-batch-size or "
+                             "--train-max-length, then rerun the same --thread-id to resume") from exc
+        raise
+    seconds = time.perf_counter() - start
+    steps = int(result.global_step)
+    seen = steps * settings.batch_size * int(getattr(args, "gradient_accumulation_steps", 1) or 1)
+    tokens = int(per_row * seen)
+    model.save_pretrained(str(partial), selected_adapters=["default"])
+    for stray in ("ref",):  # TRL's frozen reference copy of a continued adapter is not part of the policy
+        shutil.rmtree(partial / stray, ignore_errors=True)
+    (partial / ADAPTER_META).write_text(json.dumps(meta))
+    losses = [round(float(e["loss"]), 6) for e in trainer.state.log_history if "loss" in e]
+    stats = TrainStats(method=method, examples=len(rows), pairs_used=len(rows), steps=steps, loss=losses,
+                       seconds=round(seconds, 3), tokens=tokens,
+                       tokens_per_s=round(tokens / seconds, 1) if seconds else 0.0,
+                       seed=settings.seed, adapter_bytes=(partial / "adapter_model.safetensors").stat().st_size,
+                       from_adapter=str(parent_adapter) if parent_adapter else None)
+    (partial / STATS_FILE).write_text(stats.model_dump_json())
+    (partial / "settings.json").write_text(json.dumps(asdict(settings)))
+    if out_dir.exists():
+        shutil.rmtree(out_dir)  # an unfinished adapter without stats: replaced whole
+    os.replace(partial, out_dir)
+    return stats
