@@ -68,3 +68,26 @@ def test_a_killed_worker_loses_and_repeats_no_item(pg_url: str, tmp_path: Path) 
     assert len(answers) == 10 and len({(m, i) for m, i, _, _ in answers}) == 10, "every item once"
     assert answers == _answers(pg_url, "one"), "the same results as one process"
     assert (tmp_path / "many" / "tom_tomi.csv").is_file()
+
+
+def test_sotopia_episodes_run_as_ray_tasks_and_a_rerun_skips_them(tmp_path: Path) -> None:
+    from bench.fake_server import FakeOpenAIServer
+
+    env = {**os.environ, "LANGSMITH_TRACING": "false", "PYTHONPATH": os.pathsep.join(
+        [str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    db = str(tmp_path / "s.db")
+    with FakeOpenAIServer(latency=0.0) as server:
+        spec = f"fake@{server.base_url}"
+        cmd = [sys.executable, "-c", "from swm.cli import main; main()", "bench", "sotopia", "--data", "shipped",
+               "--n", "2", "--seats", "both", "--policies", "plain", "--max-turns", "2", "--model", spec,
+               "--judge-model", spec, "--db", db, "--thread-id", "sw", "--out", str(tmp_path / "out"),
+               "--no-progress", "--json", "--workers", "2"]
+        first = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        assert first.returncode == 0, first.stderr[-3000:]
+        calls = server.requests
+        again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert server.requests == calls, "a finished run makes no call"
+    rows = list(open_store(db).rows("select episode_id, status from episodes where bench_run = ?", ["sw"]))
+    assert len(rows) == 4 and {r["status"] for r in rows} == {"done"}
+    assert len({r["episode_id"] for r in rows}) == 4

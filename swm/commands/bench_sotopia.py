@@ -51,6 +51,10 @@ def episode_player(ctx: SWMContext, db: str | Path) -> Callable[[str, dict[str, 
 @click.option("--depth", type=int, default=1, show_default=True, help="Rollout steps k.")
 @click.option("--concurrency", type=int, default=4, show_default=True,
               help="Episodes in flight at once (1 with the embedded model, which serves one request at a time).")
+@click.option("--workers", type=int, default=0, show_default=True,
+              help="Play the episodes as Ray tasks on this many worker processes (0: here, in threads).")
+@click.option("--ray-address", default=None, metavar="ADDRESS",
+              help="Join a running Ray cluster ('auto', ray://head:10001); needs --db postgresql://….")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder for sotopia.md, sotopia.json, episodes.jsonl and transcripts/ "
                    "[default: swm-results/<run id>].")
@@ -58,7 +62,8 @@ def episode_player(ctx: SWMContext, db: str | Path) -> Callable[[str, dict[str, 
 @model_options(*EPISODE_ROLES)
 @run_options
 def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy: str, n: int | None, seats: str,
-                    max_turns: int, width: int, depth: int, concurrency: int, out_dir: Path | None,
+                    max_turns: int, width: int, depth: int, concurrency: int, workers: int,
+                    ray_address: str | None, out_dir: Path | None,
                     no_progress: bool, db: str | None, thread_id: str | None, as_json: bool,
                     **models: Any) -> None:
     """Run SOTOPIA episodes per policy and write goal and every SOTOPIA-EVAL dimension (mean ± 95% CI).
@@ -107,14 +112,25 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
     click.echo(f"run {run_id}: {len(scenarios)} scenarios × {len(seat_list)} seats × {len(chosen)} policies, "
                f"max {max_turns} turns (rerun with --thread-id {run_id} --db {db_path(db)} to resume if "
                "interrupted)", err=True)
+    from contextlib import ExitStack
+
     from checkpoints import hold_lease, pin_run_options
 
-    with hold_lease(db_path(db), run_id), tqdm(total=episodes, desc="episodes", disable=no_progress) as bar:
+    with ExitStack() as stack:
+        stack.enter_context(hold_lease(db_path(db), run_id))
+        bar = stack.enter_context(tqdm(total=episodes, desc="episodes", disable=no_progress))
+        play: Any = episode_player(ctx, db_path(db))
+        if workers > 0:
+            from swm.commands.workers import episode_player_on_ray, ray_cluster
+
+            play = episode_player_on_ray(stack.enter_context(ray_cluster(workers, ray_address, db_path(db))), ctx,
+                                         db_path(db))
+            concurrency = workers
         # what an episode's result depends on; more scenarios, seats or policies only add episodes
         pin_run_options(ctx.experience_store(), run_id, {
             "partner_policy": partner_policy, "max_turns": max_turns, "width": width, "depth": depth,
             **{f"{role}_model": ctx.spec_for(role) for role in EPISODE_ROLES}})
-        result = run_bench(scenarios, chosen, ctx, episode_player(ctx, db_path(db)), run_id,
+        result = run_bench(scenarios, chosen, ctx, play, run_id,
                            partner_policy=partner_policy, max_turns=max_turns, concurrency=concurrency,
                            seats=seat_list, on_done=lambda: bar.update(1))
     store = ctx.experience_store()

@@ -18,7 +18,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -66,30 +67,16 @@ def run_tom_on_ray(items: list[Any], modes: list[str], ctx: SWMContext, db: str 
     """Run every unfinished (mode, item) as a Ray task; return how many ran and the seconds Ray took to start.
 
     Rows land in the store."""
-    try:
-        import ray
-    except ImportError as exc:
-        raise InputError("--workers needs Ray", "pip install -e '.[workers]'") from exc
     from swm.tom.runner import finished_keys, item_thread
 
-    if not str(db).startswith(("postgresql://", "postgres://")) and address not in (None, "local"):
-        raise InputError("workers on other machines need a shared database",
-                         "pass --db postgresql://… (a SQLite file is only shared on one machine)")
     settings = context_settings(ctx)
     done = finished_keys(ctx.experience_store(), run_id)
     todo = [(m, i) for m in modes for i in items if item_thread(run_id, m, i) not in done]
     if not todo:
         return 0, 0.0
     start = time.perf_counter()
-    started_here = not ray.is_initialized()
-    if started_here:
-        env = {k: os.environ[k] for k in ("PYTHONPATH", "SWM_WORKER_TRACE", "OPENAI_BASE_URL", "LANGSMITH_TRACING")
-               if k in os.environ}
-        ray.init(address=None if address in (None, "local") else address,
-                 num_cpus=workers if address in (None, "local") else None, include_dashboard=False,
-                 log_to_driver=False, runtime_env={"env_vars": env} if env else None)
-    startup = time.perf_counter() - start
-    try:
+    with ray_cluster(workers, address, db) as ray:
+        startup = time.perf_counter() - start
         task = ray.remote(num_cpus=1, max_retries=max_retries)(_tom_item)
         pending = {task.remote(settings, str(db), run_id, mode, item): mode for mode, item in todo}
         while pending:
@@ -98,7 +85,69 @@ def run_tom_on_ray(items: list[Any], modes: list[str], ctx: SWMContext, db: str 
             row = ray.get(ready[0])
             if on_done is not None:
                 on_done(mode, row)
-    finally:
-        if started_here:
-            ray.shutdown()
     return len(todo), startup
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError as exc:
+        raise InputError("--workers needs Ray", "pip install -e '.[workers]'") from exc
+    return ray
+
+
+@contextmanager
+def ray_cluster(workers: int, address: str | None, db: str | Path) -> Iterator[Any]:
+    """Join ``address`` (or start a local cluster of ``workers`` CPUs) for the block; yield the ``ray`` module."""
+    ray = _ray()
+    if not str(db).startswith(("postgresql://", "postgres://")) and address not in (None, "local"):
+        raise InputError("workers on other machines need a shared database",
+                         "pass --db postgresql://… (a SQLite file is only shared on one machine)")
+    if ray.is_initialized():
+        yield ray
+        return
+    env = {k: os.environ[k] for k in ("PYTHONPATH", "SWM_WORKER_TRACE", "OPENAI_BASE_URL", "LANGSMITH_TRACING")
+           if k in os.environ}
+    local = address in (None, "local")
+    ray.init(address=None if local else address, num_cpus=workers if local else None, include_dashboard=False,
+             log_to_driver=False, runtime_env={"env_vars": env} if env else None)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def _episode(settings: dict[str, Any], db: str, episode_id: str, inputs: dict[str, Any]) -> None:
+    """Run (or resume) one SOTOPIA episode in a worker on the shared checkpointer and store."""
+    from langchain_core.runnables import RunnableConfig
+
+    from checkpoints import open_saver, open_store, run_thread
+    from graphs import episode
+
+    trace = os.environ.get("SWM_WORKER_TRACE")
+    if trace:
+        Path(trace, f"{os.getpid()}.pid").write_text(episode_id, encoding="utf-8")
+    ctx = SWMContext(**settings)
+    ctx.store = open_store(db)
+    try:
+        config: RunnableConfig = {"configurable": {"thread_id": episode_id}}
+        with open_saver(db) as saver:
+            run_thread(episode.build().compile(checkpointer=saver), inputs, config, ctx)
+    finally:
+        ctx.store.close()
+
+
+def episode_player_on_ray(ray: Any, ctx: SWMContext, db: str | Path,
+                          max_retries: int = 3) -> Callable[[str, dict[str, Any]], None]:
+    """Return ``play(episode_id, inputs)`` that runs the episode as a Ray task and waits for it.
+
+    The SOTOPIA bench calls it from as many threads as there are workers, so ``workers`` episodes
+    run at once; errors raised in the worker (a failed model call) reach the bench as themselves.
+    """
+    settings = context_settings(ctx)
+    task = ray.remote(num_cpus=1, max_retries=max_retries)(_episode)
+
+    def play(episode_id: str, inputs: dict[str, Any]) -> None:
+        ray.get(task.remote(settings, str(db), episode_id, inputs))
+
+    return play
