@@ -91,3 +91,20 @@ def test_sotopia_episodes_run_as_ray_tasks_and_a_rerun_skips_them(tmp_path: Path
     rows = list(open_store(db).rows("select episode_id, status from episodes where bench_run = ?", ["sw"]))
     assert len(rows) == 4 and {r["status"] for r in rows} == {"done"}
     assert len({r["episode_id"] for r in rows}) == 4
+
+
+def test_games_on_ray_workers_give_the_table_of_one_process(tmp_path: Path) -> None:
+    import json
+
+    env = {**os.environ, "LANGSMITH_TRACING": "false", "PYTHONPATH": os.pathsep.join(
+        [str(ROOT), os.environ.get("PYTHONPATH", "")])}
+
+    def bench(name: str, *extra: str) -> dict[str, object]:
+        cmd = [sys.executable, "-c", "from swm.cli import main; main()", "bench", "games", "--n", "4",
+               "--policies", "random", "--players", "6", "--db", str(tmp_path / f"{name}.db"), "--thread-id", name,
+               "--out", str(tmp_path / name), "--no-progress", "--json", *extra]
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads((tmp_path / name / "games.json").read_text())["table"]
+
+    assert bench("many", "--workers", "2") == bench("one")  # seeded random seats: same games, same table

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -9,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-from langchain_core.runnables import RunnableConfig
 
 from swm.commands._common import comma_list, db_path, finish_bench, make_context, model_options, run_options
 from swm.commands.play import inject_test_models
@@ -41,29 +41,46 @@ def game_inputs(game: str, game_id: str, seed: int, n_players: int, policy: str,
 
 
 def run_games(ctx: SWMContext, db: str | Path, jobs: list[tuple[str, dict[str, Any]]],
-              on_done: Callable[[], None] | None = None) -> dict[str, Any]:
-    """Play (or resume) every game not yet done, each on its own checkpoint thread; one failure loses no other."""
+              on_done: Callable[[], None] | None = None, workers: int = 0,
+              ray_address: str | None = None) -> dict[str, Any]:
+    """Play (or resume) every game not yet done, each on its own checkpoint thread; one failure loses no other.
+
+    ``workers`` > 0 plays them as Ray tasks (`swm.commands.workers`), that many at once.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+    from contextlib import ExitStack
+
     from checkpoints import open_saver, run_thread
     from graphs import game as game_graph
     from swm.games.store import get_game_row, write_game
 
     store = ctx.experience_store()
-    ran = skipped = 0
+    counts = {"ran": 0, "skipped": 0}
+    lock = threading.Lock()
     failed: dict[str, str] = {}
     start = time.perf_counter()
-    builder = game_graph.build()
-    with open_saver(db) as saver:
-        graph = builder.compile(checkpointer=saver)
-        for game_id, inputs in jobs:
+    with ExitStack() as stack:
+        if workers > 0:
+            from swm.commands.workers import player_on_ray, ray_cluster
+
+            play = player_on_ray(stack.enter_context(ray_cluster(workers, ray_address, db)), "game", ctx, db)
+        else:
+            graph = game_graph.build().compile(checkpointer=stack.enter_context(open_saver(db)))
+
+            def play(game_id: str, inputs: dict[str, Any]) -> None:
+                run_thread(graph, inputs, {"configurable": {"thread_id": game_id}}, ctx)
+
+        def one(game_id: str, inputs: dict[str, Any]) -> None:
             row = get_game_row(store, game_id)
             if row is not None and row.get("status") == "done":
-                skipped += 1
+                with lock:
+                    counts["skipped"] += 1
             else:
                 began = time.perf_counter()
-                config: RunnableConfig = {"configurable": {"thread_id": game_id}}
                 try:
-                    run_thread(graph, inputs, config, ctx)
-                    ran += 1
+                    play(game_id, inputs)
+                    with lock:
+                        counts["ran"] += 1
                 except ModelUnavailable:
                     raise
                 except Exception as exc:  # noqa: BLE001 - one broken game must not lose the others
@@ -74,7 +91,11 @@ def run_games(ctx: SWMContext, db: str | Path, jobs: list[tuple[str, dict[str, A
                     write_game(store, {**row, "wall_seconds": round(spent, 3)})
             if on_done:
                 on_done()
-    return {"ran": ran, "skipped": skipped, "failed": failed, "wall": time.perf_counter() - start}
+
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            for future in [pool.submit(one, game_id, inputs) for game_id, inputs in jobs]:
+                future.result()
+    return {**counts, "failed": failed, "wall": time.perf_counter() - start}
 
 
 @click.command("games")
@@ -93,11 +114,15 @@ def run_games(ctx: SWMContext, db: str | Path, jobs: list[tuple[str, dict[str, A
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder for games.md, games.json and games.jsonl [default: swm-results/<run id>].")
 @click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
+@click.option("--workers", type=int, default=0, show_default=True,
+              help="Play the games as Ray tasks on this many worker processes (0: here, one after another).")
+@click.option("--ray-address", default=None, metavar="ADDRESS",
+              help="Join a running Ray cluster ('auto', ray://head:10001); needs --db postgresql://….")
 @model_options(*GAME_ROLES)
 @run_options
 def games_command(game: str, n: int, n_players: int, policies: str, side: str, opponent: str,
-                  max_rounds: int | None, out_dir: Path | None, no_progress: bool, db: Path | None,
-                  thread_id: str | None, as_json: bool, **models: Any) -> None:
+                  max_rounds: int | None, out_dir: Path | None, no_progress: bool, workers: int,
+                  ray_address: str | None, db: str | None, thread_id: str | None, as_json: bool, **models: Any) -> None:
     """Play hidden-role games per policy setting and write win rates per side (95% CI) and game metrics.
 
     Also reports vote accuracy against chance, the seer's usefulness, the illegal-action rate,
@@ -133,7 +158,8 @@ def games_command(game: str, n: int, n_players: int, policies: str, side: str, o
     click.echo(f"run {run_id}: {n} {game} games × {len(chosen)} policies, {n_players} players "
                f"(rerun with --thread-id {run_id} --db {db_path(db)} to resume if interrupted)", err=True)
     with tqdm(total=len(jobs), desc="games", disable=no_progress) as bar:
-        result = run_games(ctx, db_path(db), jobs, on_done=lambda: bar.update(1))
+        result = run_games(ctx, db_path(db), jobs, on_done=lambda: bar.update(1), workers=workers,
+                           ray_address=ray_address)
     store = ctx.experience_store()
     table = []
     records_out = []

@@ -121,10 +121,10 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
         bar = stack.enter_context(tqdm(total=episodes, desc="episodes", disable=no_progress))
         play: Any = episode_player(ctx, db_path(db))
         if workers > 0:
-            from swm.commands.workers import episode_player_on_ray, ray_cluster
+            from swm.commands.workers import player_on_ray, ray_cluster
 
-            play = episode_player_on_ray(stack.enter_context(ray_cluster(workers, ray_address, db_path(db))), ctx,
-                                         db_path(db))
+            ray = stack.enter_context(ray_cluster(workers, ray_address, db_path(db)))
+            play = player_on_ray(ray, "episode", ctx, db_path(db))
             concurrency = workers
         # what an episode's result depends on; more scenarios, seats or policies only add episodes
         pin_run_options(ctx.experience_store(), run_id, {

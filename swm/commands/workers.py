@@ -117,37 +117,44 @@ def ray_cluster(workers: int, address: str | None, db: str | Path) -> Iterator[A
         ray.shutdown()
 
 
-def _episode(settings: dict[str, Any], db: str, episode_id: str, inputs: dict[str, Any]) -> None:
-    """Run (or resume) one SOTOPIA episode in a worker on the shared checkpointer and store."""
+def _thread(graph_name: str, settings: dict[str, Any], db: str, thread_id: str, inputs: dict[str, Any]) -> None:
+    """Run (or resume) one ``graphs.<graph_name>`` thread in a worker on the shared checkpointer and store."""
+    import importlib
+
     from langchain_core.runnables import RunnableConfig
 
     from checkpoints import open_saver, open_store, run_thread
-    from graphs import episode
 
     trace = os.environ.get("SWM_WORKER_TRACE")
     if trace:
-        Path(trace, f"{os.getpid()}.pid").write_text(episode_id, encoding="utf-8")
+        Path(trace, f"{os.getpid()}.pid").write_text(thread_id, encoding="utf-8")
+    builder = importlib.import_module(f"graphs.{graph_name}").build()
     ctx = SWMContext(**settings)
     ctx.store = open_store(db)
     try:
-        config: RunnableConfig = {"configurable": {"thread_id": episode_id}}
+        config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
         with open_saver(db) as saver:
-            run_thread(episode.build().compile(checkpointer=saver), inputs, config, ctx)
+            run_thread(builder.compile(checkpointer=saver), inputs, config, ctx)
     finally:
         ctx.store.close()
 
 
-def episode_player_on_ray(ray: Any, ctx: SWMContext, db: str | Path,
-                          max_retries: int = 3) -> Callable[[str, dict[str, Any]], None]:
-    """Return ``play(episode_id, inputs)`` that runs the episode as a Ray task and waits for it.
+GRAPHS = ("episode", "game")  # graphs whose threads the benches hand to workers
 
-    The SOTOPIA bench calls it from as many threads as there are workers, so ``workers`` episodes
+
+def player_on_ray(ray: Any, graph_name: str, ctx: SWMContext, db: str | Path,
+                  max_retries: int = 3) -> Callable[[str, dict[str, Any]], None]:
+    """Return ``play(thread_id, inputs)`` that runs one ``graph_name`` thread as a Ray task and waits for it.
+
+    A bench calls it from as many threads as there are workers, so that many episodes or games
     run at once; errors raised in the worker (a failed model call) reach the bench as themselves.
     """
+    if graph_name not in GRAPHS:
+        raise ValueError(f"no worker player for graph {graph_name!r}")
     settings = context_settings(ctx)
-    task = ray.remote(num_cpus=1, max_retries=max_retries)(_episode)
+    task = ray.remote(num_cpus=1, max_retries=max_retries)(_thread)
 
-    def play(episode_id: str, inputs: dict[str, Any]) -> None:
-        ray.get(task.remote(settings, str(db), episode_id, inputs))
+    def play(thread_id: str, inputs: dict[str, Any]) -> None:
+        ray.get(task.remote(graph_name, settings, str(db), thread_id, inputs))
 
     return play
