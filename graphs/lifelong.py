@@ -25,6 +25,7 @@ from graphs import episode, game
 from nodes.convert import convert
 from nodes.gate import gate
 from nodes.lifelong import (
+    Runner,
     after_deploy,
     after_synthesize,
     after_update,
@@ -47,14 +48,15 @@ from swm.lifelong.state import LifelongInput, LifelongOutput, LifelongState
 STORE_RETRY = RetryPolicy(max_attempts=4, retry_on=sqlite3.OperationalError)
 
 
-def build() -> StateGraph[LifelongState, SWMContext, LifelongInput, LifelongOutput]:
+def build(runner: Runner | None = None) -> StateGraph[LifelongState, SWMContext, LifelongInput, LifelongOutput]:
+    """Wire the loop; ``runner(job, ctx)`` plays each episode elsewhere (Ray workers) instead of in this process."""
     g = StateGraph(LifelongState, context_schema=SWMContext, input_schema=LifelongInput, output_schema=LifelongOutput)
     # Both Send targets play one episode through the episode graph (a game task through the game
     # graph), compiled once here with no checkpointer at any depth: an interrupted episode is
     # replayed whole under the same id, and the nested run never calls the outer saver (an async
     # one under `langgraph dev` would refuse the synchronous call from the node's thread).
     play = episode_player(episode.build(policy_checkpointer=False).compile(checkpointer=False),
-                          game.build().compile(checkpointer=False))
+                          game.build().compile(checkpointer=False), runner)
     g.add_node("synthesize", checks_input(LifelongInput)(synthesize_node), retry_policy=STORE_RETRY)
     # Send targets: they take an episode job, not the graph state.
     g.add_node("collect", play, retry_policy=STORE_RETRY)  # type: ignore[arg-type,call-overload]

@@ -237,16 +237,28 @@ def passed_of(record: EpisodeRecord, plan: dict[str, Any]) -> bool:
 EpisodeNode = Callable[[EpisodeJob, Runtime[SWMContext]], dict[str, Any]]
 
 
-def episode_player(episode_graph: Any, game_graph: Any = None) -> EpisodeNode:
+def play_job(job: EpisodeJob, ctx: SWMContext, episode_graph: Any, game_graph: Any = None) -> dict[str, Any]:
+    """Play and record one episode job (what a Send branch does), in this process or on a worker."""
+    return _play(job, ctx, episode_graph, game_graph)
+
+
+Runner = Callable[[EpisodeJob, SWMContext], dict[str, Any]]
+
+
+def episode_player(episode_graph: Any, game_graph: Any = None, runner: Runner | None = None) -> EpisodeNode:
     """Return the Send-branch node that plays one episode job through ``episode_graph`` and records it once.
 
     The graph module passes the compiled episode graph in (and the game graph, for game families such
-    as werewolf), so this layer never imports the wiring.
+    as werewolf), so this layer never imports the wiring. ``runner(job, ctx)`` plays it elsewhere
+    instead (a Ray worker, `swm.commands.workers`), returning what `play_job` returns.
     """
 
     def play(job: EpisodeJob, runtime: Runtime[SWMContext]) -> dict[str, Any]:
         """Play one episode (training, or dev/test under a policy) and record it once."""
-        out = _play(job, runtime.context, episode_graph, game_graph)
+        if runner is not None:
+            out = runner(job, runtime.context)
+        else:
+            out = _play(job, runtime.context, episode_graph, game_graph)
         # per-episode progress for `stream_mode="custom"` (Studio, the SDK), as the CLI's bar counts them
         runtime.stream_writer({"event": "episode", "run_id": job["plan"]["run_id"], "cycle": job["cycle"],
                                "phase": job["phase"], "episode_id": job["episode_id"],

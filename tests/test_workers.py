@@ -108,3 +108,21 @@ def test_games_on_ray_workers_give_the_table_of_one_process(tmp_path: Path) -> N
         return json.loads((tmp_path / name / "games.json").read_text())["table"]
 
     assert bench("many", "--workers", "2") == bench("one")  # seeded random seats: same games, same table
+
+
+def test_learn_plays_its_episodes_on_ray_workers_with_the_calls_of_one_process(tmp_path: Path) -> None:
+    from bench.fake_server import FakeOpenAIServer
+    from bench.interrupts import episode_ids, finished, learn_command, reference_run, start
+
+    with FakeOpenAIServer(latency=0.0) as server:
+        reference = reference_run(server, tmp_path)
+        before = server.requests
+        rc, out, err = finished(start([*learn_command(server.model_spec, tmp_path / "w.db", "w", tmp_path / "w"),
+                                       "--workers", "2"]))
+        assert rc == 0, err[-3000:]
+        calls = server.requests - before
+    ids = episode_ids(tmp_path / "w.db", "w")
+    assert len(ids) == len(set(ids)) == reference.episodes >= 10
+    assert calls == reference.calls
+    assert {i.removeprefix("w/") for i in ids} == {i.removeprefix("ref/")
+                                                     for i in episode_ids(tmp_path / "ref.db", "ref")}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import time
 import uuid
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, cast
 
@@ -118,6 +119,11 @@ def _reconcile(thread: str, status: str, stored: dict[str, Any], given: dict[str
               help="Dev-split tasks per family and level: the deploy gate chooses on them.")
 @click.option("--temperature", default=0.7, show_default=True, help="Sampling temperature of every role.")
 @click.option("--concurrency", default=4, show_default=True, help="Episodes played at once.")
+@click.option("--workers", type=int, default=0, show_default=True,
+              help="Play the collect and evaluate episodes as Ray tasks on this many worker processes "
+                   "(0: here, in threads); sets --concurrency to match.")
+@click.option("--ray-address", default=None, metavar="ADDRESS",
+              help="Join a running Ray cluster ('auto', ray://head:10001); needs --db postgresql://….")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder for report.md, plots and exports [default: swm-learn-<thread>].")
 @click.option("--hf-model", default=None, metavar="PATH",
@@ -140,7 +146,8 @@ def _reconcile(thread: str, status: str, stored: dict[str, Any], given: dict[str
 def learn_command(cycles: int, levels: str, families: str, episodes_per_level: int, samples_per_task: int,
                   max_turns: int, policy: str, eval_policy: str, self_play: bool, judge: bool, judge_threshold: float,
                   gating: str, min_margin: float, update_method: str, replay: bool, epsilon: float,
-                  heldout_per_cell: int, dev_per_cell: int, temperature: float, concurrency: int, out_dir: Path | None,
+                  heldout_per_cell: int, dev_per_cell: int, temperature: float, concurrency: int, workers: int,
+                  ray_address: str | None, out_dir: Path | None,
                   hf_model: str | None, base_gguf: str | None, lora_server: str | None, train_steps: int,
                   train_epochs: float, train_lr: float, train_rank: int, train_batch_size: int, train_max_length: int,
                   train_seed: int, db: str | None, thread_id: str | None, as_json: bool, **models: Any) -> None:
@@ -174,13 +181,23 @@ def learn_command(cycles: int, levels: str, families: str, episodes_per_level: i
     inject_test_models(ctx)
     ctx.out_dir = folder  # reports and exports go here, whatever folder the thread was started with
     store = ctx.experience_store()
+    if workers > 0:
+        concurrency = workers
     config: RunnableConfig = {"configurable": {"thread_id": thread}, "max_concurrency": concurrency,
                               "recursion_limit": 10_000}
     start = time.perf_counter()
     from tqdm import tqdm  # type: ignore[import-untyped]
 
-    with hold_lease(db_path(db), thread), open_saver(db_path(db)) as saver:
-        graph = lifelong.build().compile(checkpointer=saver)
+    with ExitStack() as stack:
+        stack.enter_context(hold_lease(db_path(db), thread))
+        saver = stack.enter_context(open_saver(db_path(db)))
+        runner = None
+        if workers > 0:
+            from swm.commands.workers import lifelong_runner_on_ray, ray_cluster
+
+            runner = lifelong_runner_on_ray(stack.enter_context(ray_cluster(workers, ray_address, db_path(db))),
+                                            ctx, db_path(db))
+        graph = lifelong.build(runner).compile(checkpointer=saver)
         snapshot = graph.get_state(config)
         status = thread_status(snapshot)
         inputs: Any = {"plan": plan}

@@ -28,7 +28,7 @@ from swm.errors import InputError
 
 # Fields of the runtime context that travel to workers: plain settings only (no models, no store).
 _PLAIN = ("model", "models", "temperature", "max_tokens", "timeout", "max_retries", "max_failures_in_a_row", "task",
-          "max_parse_attempts", "max_narrative_chars", "prompt_versions", "rollout_width", "rollout_depth")
+          "max_parse_attempts", "max_narrative_chars", "prompt_versions", "rollout_width", "rollout_depth", "out_dir")
 
 
 def context_settings(ctx: SWMContext) -> dict[str, Any]:
@@ -158,3 +158,34 @@ def player_on_ray(ray: Any, graph_name: str, ctx: SWMContext, db: str | Path,
         ray.get(task.remote(graph_name, settings, str(db), thread_id, inputs))
 
     return play
+
+
+def _lifelong_job(settings: dict[str, Any], db: str, job: dict[str, Any]) -> dict[str, Any]:
+    """Play one lifelong episode job in a worker; return the Send branch's update (counts, usage, provenance)."""
+    from checkpoints import open_store
+    from graphs import episode, game
+    from nodes.lifelong import play_job
+
+    trace = os.environ.get("SWM_WORKER_TRACE")
+    if trace:
+        Path(trace, f"{os.getpid()}.pid").write_text(job["episode_id"], encoding="utf-8")
+    ctx = SWMContext(**settings)
+    ctx.store = open_store(db)
+    try:
+        return play_job(job, ctx, episode.build(policy_checkpointer=False).compile(checkpointer=False),  # type: ignore[arg-type]
+                        game.build().compile(checkpointer=False))
+    finally:
+        ctx.store.close()
+
+
+def lifelong_runner_on_ray(ray: Any, ctx: SWMContext, db: str | Path,
+                           max_retries: int = 3) -> Callable[[Any, SWMContext], dict[str, Any]]:
+    """Return a `graphs.lifelong.build` runner that plays each collect/evaluate episode as a Ray task."""
+    settings = context_settings(ctx)
+    task = ray.remote(num_cpus=1, max_retries=max_retries)(_lifelong_job)
+
+    def run(job: Any, _ctx: SWMContext) -> dict[str, Any]:
+        out: dict[str, Any] = ray.get(task.remote(settings, str(db), dict(job)))
+        return out
+
+    return run
