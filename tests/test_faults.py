@@ -107,17 +107,17 @@ def test_cli_survives_a_500_burst(server: FakeOpenAIServer, story: Path, tmp_pat
 
 
 def test_unusable_parse_exits_non_zero_and_keeps_the_replies(server: FakeOpenAIServer, story: Path,
-                                                             tmp_path: Path) -> None:
-    from checkpoints import ExperienceStore
+                                                             db_target: str | Path) -> None:
+    from checkpoints import open_store
     from checkpoints.store import FAILED_REPLY_CHARS
 
     server.configure(faults=["huge"] * 3, huge_chars=50_000)
-    db = tmp_path / "p.db"
+    db = db_target
     result = CliRunner().invoke(main, ["parse", str(story), "--model", server.model_spec, "--db", str(db)])
     assert result.exit_code == 4, result.output
     last = result.output.strip().splitlines()[-1]
     assert last.startswith("error: no usable parse after 3 attempt(s): ") and "null" not in result.stdout
-    kept = ExperienceStore(db).failed_replies()
+    kept = open_store(db).failed_replies()
     assert [r["node"] for r in kept] == ["parse"] * 3
     assert all(len(r["raw"]) == FAILED_REPLY_CHARS and r["raw_chars"] > 50_000 for r in kept)
 
@@ -134,25 +134,25 @@ def test_unusable_answer_exits_non_zero(story: Path, tmp_path: Path) -> None:
     assert [r["node"] for r in ExperienceStore(tmp_path / "a.db").failed_replies()] == ["answer"]
 
 
-def _bench_tom(server: FakeOpenAIServer, db: Path, *extra: str) -> tuple[int, str]:
+def _bench_tom(server: FakeOpenAIServer, db: str | Path, *extra: str, out: Path | None = None) -> tuple[int, str]:
     args = ["bench", "tom", "--benchmark", "sim", "--n", "1", "--modes", "cot", "--concurrency", "1",
             "--no-progress", "--model", server.model_spec, "--max-retries", "1", "--db", str(db),
-            "--thread-id", "faults", "--out", str(db.parent / "out"), *extra]
+            "--thread-id", "faults", "--out", str(out or Path(db).parent / "out"), *extra]
     result = CliRunner().invoke(main, args)
     return result.exit_code, result.output
 
 
-def _tom_rows(db: Path) -> list[dict]:
-    from checkpoints import ExperienceStore
+def _tom_rows(db: str | Path) -> list[dict]:
+    from checkpoints import open_store
 
-    return list(ExperienceStore(db).rows("select key, status, error from tom_results order by key"))
+    return list(open_store(db).rows("select key, status, error from tom_results order by key"))
 
 
 def test_bench_tom_records_a_failed_question_and_a_rerun_retries_only_it(server: FakeOpenAIServer,
-                                                                         tmp_path: Path) -> None:
-    db = tmp_path / "tom.db"
+                                                                         tmp_path: Path, db_target: str | Path) -> None:
+    db, out = db_target, tmp_path / "out"
     server.configure(faults=["500", "500"])  # the first question's two attempts
-    code, output = _bench_tom(server, db)
+    code, output = _bench_tom(server, db, out=out)
     assert code == 0, output
     rows = _tom_rows(db)
     assert len(rows) == 6 and [r["status"] for r in rows].count("failed") == 1
@@ -160,7 +160,7 @@ def test_bench_tom_records_a_failed_question_and_a_rerun_retries_only_it(server:
     assert "problem: 1 question(s) failed" in output and "| cot | 5 |" in output
     assert server.stats()["attempts"] == 2 + 5
     server.reset()
-    code, output = _bench_tom(server, db)
+    code, output = _bench_tom(server, db, out=out)
     assert code == 0, output
     assert server.stats()["attempts"] == 1, "only the failed question is asked again"
     rows = _tom_rows(db)
@@ -222,12 +222,12 @@ def _report_calls(path: Path) -> int:
     return int(found.group(1))
 
 
-def test_learn_stops_on_failed_episodes_and_a_rerun_plays_only_them(tmp_path: Path) -> None:
+def test_learn_stops_on_failed_episodes_and_a_rerun_plays_only_them(tmp_path: Path, db_target: str | Path) -> None:
     from bench.extra_graphs import SCRIPTS
-    from checkpoints import ExperienceStore
+    from checkpoints import open_store
     from swm.lifelong import store as ls
 
-    db, out = tmp_path / "l.db", tmp_path / "out"
+    db, out = db_target, tmp_path / "out"
     with FakeOpenAIServer(scripts=SCRIPTS) as fake:
         fake.configure(retry_after_ms=1, faults=["500", "500"])  # the baseline episode's first call, twice
         args = [*LEARN, "--model", fake.model_spec, "--db", str(db), "--out", str(out)]
@@ -235,7 +235,7 @@ def test_learn_stops_on_failed_episodes_and_a_rerun_plays_only_them(tmp_path: Pa
         assert first.exit_code == 3, first.output
         assert "1 episode(s) of cycle 0 (dev/test) failed after their retries" in first.output
         assert "Traceback" not in first.output
-        store = ExperienceStore(db)
+        store = open_store(db)
         assert [r["phase"] in ("dev", "test") for r in ls.failures(store, "L")] == [True]
         assert ls.count_episodes(store, "L") == 1, "the other baseline episode went on and is kept"
         second = CliRunner().invoke(main, args)
