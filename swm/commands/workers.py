@@ -16,6 +16,7 @@ retries and placement; the checkpointer owns progress.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -40,25 +41,37 @@ def context_settings(ctx: SWMContext) -> dict[str, Any]:
     return {k: getattr(ctx, k) for k in _PLAIN if k in names}
 
 
-def _tom_item(settings: dict[str, Any], db: str, run_id: str, mode: str, item: Any) -> dict[str, Any]:
-    """Run one ToM item in a worker: resume its thread on the shared database, store its row, return it."""
-    from checkpoints import open_saver, open_store
-    from graphs import ask
-    from swm.tom.runner import ensure_tables, insert_result, run_item
+@contextmanager
+def _worker_context(settings: dict[str, Any], db: str, holds: str) -> Iterator[SWMContext]:
+    """Rebuild the run's context in a worker, on its own connection to the shared store, for one task.
 
-    trace = os.environ.get("SWM_WORKER_TRACE")  # tests: which worker holds which item
+    ``SWM_WORKER_TRACE`` (tests) names a folder where each worker writes which item it ``holds``.
+    """
+    from checkpoints import open_store
+
+    trace = os.environ.get("SWM_WORKER_TRACE")
     if trace:
-        Path(trace, f"{os.getpid()}.pid").write_text(item.id, encoding="utf-8")
+        Path(trace, f"{os.getpid()}.pid").write_text(holds, encoding="utf-8")
     ctx = SWMContext(**settings)
     ctx.store = open_store(db)
     try:
+        yield ctx
+    finally:
+        ctx.store.close()
+
+
+def _tom_item(settings: dict[str, Any], db: str, run_id: str, mode: str, item: Any) -> dict[str, Any]:
+    """Run one ToM item in a worker: resume its thread on the shared database, store its row, return it."""
+    from checkpoints import open_saver
+    from graphs import ask
+    from swm.tom.runner import ensure_tables, insert_result, run_item
+
+    with _worker_context(settings, db, item.id) as ctx:
         ensure_tables(ctx.store)
         with open_saver(db) as saver:
             row = run_item(ask.build().compile(checkpointer=saver), ctx, run_id, mode, item)
         insert_result(ctx.store, row)
         return row
-    finally:
-        ctx.store.close()
 
 
 def run_tom_on_ray(items: list[Any], modes: list[str], ctx: SWMContext, db: str | Path, run_id: str, *,
@@ -99,8 +112,10 @@ def _ray() -> Any:
 @contextmanager
 def ray_cluster(workers: int, address: str | None, db: str | Path) -> Iterator[Any]:
     """Join ``address`` (or start a local cluster of ``workers`` CPUs) for the block; yield the ``ray`` module."""
+    from checkpoints import is_postgres
+
     ray = _ray()
-    if not str(db).startswith(("postgresql://", "postgres://")) and address not in (None, "local"):
+    if not is_postgres(db) and address not in (None, "local"):
         raise InputError("workers on other machines need a shared database",
                          "pass --db postgresql://… (a SQLite file is only shared on one machine)")
     if ray.is_initialized():
@@ -123,20 +138,13 @@ def _thread(graph_name: str, settings: dict[str, Any], db: str, thread_id: str, 
 
     from langchain_core.runnables import RunnableConfig
 
-    from checkpoints import open_saver, open_store, run_thread
+    from checkpoints import open_saver, run_thread
 
-    trace = os.environ.get("SWM_WORKER_TRACE")
-    if trace:
-        Path(trace, f"{os.getpid()}.pid").write_text(thread_id, encoding="utf-8")
     builder = importlib.import_module(f"graphs.{graph_name}").build()
-    ctx = SWMContext(**settings)
-    ctx.store = open_store(db)
-    try:
+    with _worker_context(settings, db, thread_id) as ctx:
         config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
         with open_saver(db) as saver:
             run_thread(builder.compile(checkpointer=saver), inputs, config, ctx)
-    finally:
-        ctx.store.close()
 
 
 GRAPHS = ("episode", "game")  # graphs whose threads the benches hand to workers
@@ -160,22 +168,21 @@ def player_on_ray(ray: Any, graph_name: str, ctx: SWMContext, db: str | Path,
     return play
 
 
+@functools.cache
+def _lifelong_graphs() -> tuple[Any, Any]:
+    """Compile the episode and game graphs once per worker process, with no checkpointer (as graphs/lifelong.py)."""
+    from graphs import episode, game
+
+    return (episode.build(policy_checkpointer=False).compile(checkpointer=False),
+            game.build().compile(checkpointer=False))
+
+
 def _lifelong_job(settings: dict[str, Any], db: str, job: dict[str, Any]) -> dict[str, Any]:
     """Play one lifelong episode job in a worker; return the Send branch's update (counts, usage, provenance)."""
-    from checkpoints import open_store
-    from graphs import episode, game
     from nodes.lifelong import play_job
 
-    trace = os.environ.get("SWM_WORKER_TRACE")
-    if trace:
-        Path(trace, f"{os.getpid()}.pid").write_text(job["episode_id"], encoding="utf-8")
-    ctx = SWMContext(**settings)
-    ctx.store = open_store(db)
-    try:
-        return play_job(job, ctx, episode.build(policy_checkpointer=False).compile(checkpointer=False),  # type: ignore[arg-type]
-                        game.build().compile(checkpointer=False))
-    finally:
-        ctx.store.close()
+    with _worker_context(settings, db, job["episode_id"]) as ctx:
+        return play_job(job, ctx, *_lifelong_graphs())  # type: ignore[arg-type]
 
 
 def lifelong_runner_on_ray(ray: Any, ctx: SWMContext, db: str | Path,
