@@ -68,6 +68,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on a busy 2-core box)")
     parser.add_argument("--base", default="embedded")
+    parser.add_argument("--sampler", default="auto", choices=["auto", "served", "torch"],
+                        help="served: llama.cpp serves each iteration's adapter (default when it can)")
+    parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of the rollouts")
+    parser.add_argument("--judge-weight", type=float, default=0.0,
+                        help="weight of per-turn judge scores (the judge is the embedded base model unless "
+                             "SWM_MODEL_JUDGE names another)")
+    parser.add_argument("--game", default=None, choices=["werewolf"], help="play Werewolf instead of --family")
+    parser.add_argument("--players", type=int, default=5)
+    parser.add_argument("--max-rounds", type=int, default=2)
+    parser.add_argument("--illegal", default="filter", choices=["drop", "filter"])
+    parser.add_argument("--dpo", action="store_true",
+                        help="also run the DPO loop of `swm learn` (issue 'Close the learning loop') on the same "
+                             "family, level, held-out tasks and budget, and put its test pass rates beside")
+    parser.add_argument("--dpo-steps", type=int, default=8, help="DPO training steps per cycle")
+    parser.add_argument("--dpo-lr", type=float, default=1e-4)
+    parser.add_argument("--label", default="", help="suffix of this run's JSON file and thread ids")
     parser.add_argument("--estimators", default=",".join(ESTIMATORS))
     parser.add_argument("--out", type=Path, default=Path("swm-bench-selfplay"))
     parser.add_argument("--report", action="store_true", help="only rebuild selfplay.md from the JSON files in --out")
@@ -98,21 +114,70 @@ def measure(args: argparse.Namespace) -> None:
     results: dict[str, dict[str, Any]] = {}
     plans: dict[str, Any] = {}
     started = time.perf_counter()
-    for estimator in args.estimators.split(","):
+    label = f"-{args.label}" if args.label else ""
+    for estimator in [e for e in args.estimators.split(",") if e]:
+        run_id = f"bench-{estimator}{label}"
         plan = SelfPlayPlan.model_validate({
-            "run_id": f"bench-{estimator}", "iterations": args.iterations, "family": args.family,
-            "level": args.level, "tasks_per_iteration": args.tasks, "group_size": args.group,
+            "run_id": run_id, "iterations": args.iterations, "family": args.family,
+            "level": args.level, "game": args.game, "players": args.players,
+            "game_options": {"max_rounds": args.max_rounds}, "illegal": args.illegal,
+            "tasks_per_iteration": args.tasks, "group_size": args.group,
             "max_turns": args.max_turns, "eval_tasks": args.eval_tasks, "out_dir": str(args.out),
-            "policy": {"base": args.base, "max_new_tokens": args.max_new_tokens, "threads": args.threads},
-            "ppo": {"lr": args.lr}, "advantage": {"estimator": estimator}})
+            "policy": {"base": args.base, "max_new_tokens": args.max_new_tokens, "threads": args.threads,
+                       "sampler": args.sampler, "temperature": args.temperature},
+            "ppo": {"lr": args.lr}, "advantage": {"estimator": estimator},
+            "reward": {"judge_weight": args.judge_weight}})
         plans[estimator] = plan.model_dump(mode="json")
-        out = train(plan, db=args.out / f"{estimator}.db", thread_id=f"bench-{estimator}")
-        results[estimator] = {k: out.get(k) for k in ("summaries", "stopped", "current", "iteration")}
+        out = train(plan, db=args.out / f"{run_id}.db", thread_id=run_id)
+        results[f"{estimator}{label}"] = {k: out.get(k) for k in ("summaries", "stopped", "current", "iteration")}
         print(f"{estimator}: done after {time.perf_counter() - started:.0f} s", flush=True)
+    if args.dpo:
+        results[f"dpo-loop{label}"] = dpo_loop(args, label)
+        print(f"dpo loop: done after {time.perf_counter() - started:.0f} s", flush=True)
     meta = (f"{platform.machine()} {platform.processor() or ''}, {os.cpu_count()} cores, torch threads "
             f"{args.threads}, wall {time.perf_counter() - started:.0f} s")
-    name = args.out / f"selfplay-{args.estimators.replace(',', '-')}.json"
+    what = args.estimators.replace(",", "-") + ("-dpo" if args.dpo else "")
+    name = args.out / f"selfplay-{what}{label}.json"
     name.write_text(json.dumps({"plans": plans, "results": results, "machine": meta}, indent=1))
+
+
+def dpo_loop(args: argparse.Namespace, label: str) -> dict[str, Any]:
+    """Run `swm learn --update dpo` on the self-play run's family, level and budget; return its per-cycle test rates.
+
+    Same held-out tasks (the test split's first ``--eval-tasks`` of the family and level), as many
+    cycles as iterations, ``tasks × group`` collected episodes per cycle (``group`` samples a
+    task), the same turns and temperature. Its episodes are the episode graph's (JSON actions),
+    its update DPO on gated preference pairs (a LoRA trained by TRL, served by llama.cpp).
+    """
+    from bench.learning import run_method
+    from checkpoints import ExperienceStore
+    from swm.lifelong import store as ls
+
+    if args.game:
+        raise SystemExit("--dpo compares on a task family; Werewolf's lifelong family is not a self-play game run")
+    ns = argparse.Namespace(cycles=args.iterations, levels=args.level, families=args.family,
+                            episodes=args.tasks * args.group, samples=args.group, max_turns=args.max_turns,
+                            test_per_cell=max(args.eval_tasks, 1), dev_per_cell=1, temperature=args.temperature,
+                            train_steps=args.dpo_steps, train_lr=args.dpo_lr, min_margin=0.1,
+                            prefix=f"bench{label}", out=args.out)
+    out = run_method("dpo", ns)
+    store = ExperienceStore(args.out / "learn.db")
+    summaries: dict[str, Any] = {}
+    for metric in ("pass", "completion"):
+        matrix = ls.matrix(store, out["thread"], metric, "candidate")
+        for (cycle, level), cell in matrix.items():
+            if level == args.level:
+                entry = summaries.setdefault(str(cycle), {})
+                entry[f"eval_{metric}_rate" if metric == "completion" else "eval_pass_rate"] = (
+                    cell.successes / cell.n if cell.n else None)
+                entry["eval_n"] = cell.n
+    for key, entry in summaries.items():
+        policy = ls.get_policy(store, out["thread"], f"p{key}")
+        train = policy.train if policy is not None else None
+        entry["pairs"] = policy.pairs_used if policy is not None else 0
+        entry["train_seconds"] = train.seconds if train else None
+        entry["train_tokens_per_s"] = train.tokens_per_s if train else None
+    return {"summaries": summaries, "wall": out["wall"], "thread": out["thread"], "stopped": None}
 
 
 if __name__ == "__main__":

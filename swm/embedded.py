@@ -160,6 +160,17 @@ def _die_with_parent() -> None:
         pass
 
 
+def stop_server(*, base: Path | None = None, lora: Path | None = None) -> bool:
+    """Stop the server of (base GGUF, LoRA GGUF) if this process started it; say whether one was running."""
+    with _lock:
+        model = Path(base) if base is not None else gguf_path()
+        server = _servers.pop((model, Path(lora) if lora is not None else None), None)
+    if server is None:
+        return False
+    server.stop()
+    return True
+
+
 def ensure_server(timeout: float = 180.0, *, base: Path | None = None, lora: Path | None = None) -> EmbeddedServer:
     """Start the embedded server for (base GGUF, LoRA GGUF) if it is not running and return it."""
     with _lock:

@@ -51,6 +51,11 @@ def _cell(stats: dict[str, Any] | None) -> str:
 @click.option("--no-filter", is_flag=True, help="Turn the quality filter off (the reward-hacking ablation).")
 @click.option("--base", default="embedded", show_default=True,
               help="Base model: 'embedded' (SmolLM2 GGUF, dequantised), a .gguf file or a HF model directory.")
+@click.option("--sampler", type=click.Choice(["auto", "served", "torch"]), default="auto", show_default=True,
+              help="served: llama.cpp serves each iteration's adapter (GGUF LoRA) for the rollouts; torch: sample "
+                   "in torch; auto: served when llama-cpp-python and a base GGUF are there.")
+@click.option("--base-gguf", default=None, metavar="PATH",
+              help="The GGUF llama.cpp serves for a HF-directory --base (same weights and vocabulary).")
 @click.option("--max-new-tokens", default=32, show_default=True)
 @click.option("--lr", default=1e-4, show_default=True)
 @click.option("--kl-coef", default=0.05, show_default=True)
@@ -65,7 +70,7 @@ def selfplay_command(iterations: int, family: str, level: str, game: str | None,
                      illegal: str, tasks_per_iteration: int, group_size: int,
                      max_turns: int, eval_tasks: int, estimator: str, gamma: float, lam: float, gamma_tok: float,
                      lam_tok: float, turn_signal: str, judge_weight: float, judge_model: str | None,
-                     no_filter: bool, base: str,
+                     no_filter: bool, base: str, sampler: str, base_gguf: str | None,
                      max_new_tokens: int, lr: float, kl_coef: float, lora_r: int, threads: int | None, seed: int,
                      out_dir: Path, timeout: float | None, max_retries: int, db: Path | None, thread_id: str | None,
                      as_json: bool) -> None:
@@ -87,7 +92,8 @@ def selfplay_command(iterations: int, family: str, level: str, game: str | None,
             "players": players, "game_options": {"max_rounds": max_rounds}, "illegal": illegal,
             "tasks_per_iteration": tasks_per_iteration, "group_size": group_size, "max_turns": max_turns,
             "eval_tasks": eval_tasks, "seed": seed, "out_dir": str(out_dir),
-            "policy": {"base": base, "max_new_tokens": max_new_tokens, "lora_r": lora_r, "lora_alpha": 2 * lora_r,
+            "policy": {"base": base, "sampler": sampler, "base_gguf": base_gguf, "max_new_tokens": max_new_tokens,
+                       "lora_r": lora_r, "lora_alpha": 2 * lora_r,
                        "threads": threads},
             "ppo": {"lr": lr, "kl_coef": kl_coef},
             "advantage": {"estimator": estimator, "gamma": gamma, "lam": lam, "gamma_tok": gamma_tok,
@@ -113,7 +119,8 @@ def selfplay_command(iterations: int, family: str, level: str, game: str | None,
         return
     for i, s in sorted((out.get("summaries") or {}).items(), key=lambda kv: int(kv[0])):
         kl = s.get("kl")
-        click.echo(f"iteration {i} [{s['estimator']}]: reward {_cell(s.get('reward'))}; held-out "
+        click.echo(f"iteration {i} [{s['estimator']}, {s.get('sampler', 'torch')}]: reward {_cell(s.get('reward'))}; "
+                   f"held-out "
                    f"{_cell(s.get('eval_reward'))}; KL {kl if kl is None else round(kl, 4)}; filtered "
                    f"{s.get('filtered_rate')}; failed {s.get('failed')}; {s.get('tokens_per_s') or 0:.1f} tokens/s; "
                    f"{s.get('seconds', 0):.0f} s")

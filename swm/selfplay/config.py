@@ -13,6 +13,11 @@ class PolicyConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     base: str = Field("embedded", description="a HF model directory, a .gguf file, or 'embedded'")
+    sampler: Literal["auto", "served", "torch"] = Field(
+        "auto", description="served: llama.cpp serves each iteration's adapter as a GGUF LoRA (swm.selfplay.served); "
+        "torch: sample in torch; auto: served when llama-cpp-python and a base GGUF are there")
+    base_gguf: str | None = Field(None, description="the GGUF llama.cpp serves for a directory base "
+                                  "(an 'embedded' or .gguf base is its own)")
     lora_r: int = 8
     lora_alpha: int = 16
     lora_dropout: float = 0.0

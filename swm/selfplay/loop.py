@@ -17,6 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from swm.embedded import embedded_spec
 from swm.lifelong.tasks import Task
 from swm.selfplay import advantages as adv
 from swm.selfplay import store as sps
@@ -26,12 +27,13 @@ from swm.selfplay.game_rollout import play_game_rollout
 from swm.selfplay.judge import judge_turns
 from swm.selfplay.plan import SelfPlayPlan
 from swm.selfplay.rewards import filtered_counts, score, score_game
-from swm.selfplay.rollout import play
+from swm.selfplay.rollout import Sampler, play
+from swm.selfplay.served import ADAPTER_GGUF, SERVED, ServedSampler, base_gguf, resolve_sampler
 from swm.selfplay.trajectory import Generation, Rollout
 from swm.stats import mean_ci
 
 if TYPE_CHECKING:
-    from swm.selfplay.policy import Policy
+    from swm.selfplay.policy import Batch, Policy
 
 
 class PolicyPool:
@@ -111,18 +113,50 @@ def rollout_jobs(plan: SelfPlayPlan, store: Any, iteration: int) -> list[dict[st
     return jobs
 
 
-def run_rollout(plan: SelfPlayPlan, store: Any, job: dict[str, Any], checkpoint_iteration: int) -> Rollout:
-    """Play one rollout under the checkpoint of ``checkpoint_iteration`` and store it (failed or not)."""
+def _play(plan: SelfPlayPlan, job: dict[str, Any], sampler: Sampler) -> Rollout:
+    common = {"rollout_id": job["rollout_id"], "iteration": job["iteration"], "sample": job["sample"]}
+    if "task" in job["unit"]:
+        return play(Task.model_validate(job["unit"]["task"]), sampler, max_turns=plan.max_turns, **common)
+    return play_game_rollout(str(plan.game), sampler, seed=job["unit"]["game_seed"], players=plan.players,
+                             options=plan.game_options, task_id=job["unit_id"], illegal=plan.illegal, **common)
+
+
+def _served_sampler(plan: SelfPlayPlan, checkpoint: Path, seed_key: str) -> tuple[Sampler, str]:
+    """A sampler on llama.cpp serving ``checkpoint``'s adapter, scored in torch; and the spec it was served as."""
+    import torch
+
+    from swm.lifelong.gguf_lora import base_meta
+
     with POOL.lock:
-        policy = POOL.get(plan.policy, checkpoint_dir(plan.run_dir, checkpoint_iteration))
-        sampler = SeededSampler(policy, f"{plan.seed}/{job['rollout_id'].split('/', 1)[1]}")
-        common = {"rollout_id": job["rollout_id"], "iteration": job["iteration"], "sample": job["sample"]}
-        if "task" in job["unit"]:
-            rollout = play(Task.model_validate(job["unit"]["task"]), sampler, max_turns=plan.max_turns, **common)
-        else:
-            rollout = play_game_rollout(str(plan.game), sampler, seed=job["unit"]["game_seed"], players=plan.players,
-                                        options=plan.game_options, task_id=job["unit_id"], illegal=plan.illegal,
-                                        **common)
+        policy = POOL.get(plan.policy, checkpoint)
+        meta_of_base = base_meta(policy.model.config, plan.policy.base)
+    url = SERVED.url(plan.policy, checkpoint, plan.run_dir, meta_of_base)
+
+    def score(batch: Batch) -> Any:
+        with POOL.lock, torch.no_grad():
+            logprobs, _ = POOL.get(plan.policy, checkpoint).score(batch)
+        return logprobs
+
+    spec = embedded_spec(lora=checkpoint / ADAPTER_GGUF, base=base_gguf(plan.policy))
+    return ServedSampler(policy, url, seed_key, score), spec
+
+
+def run_rollout(plan: SelfPlayPlan, store: Any, job: dict[str, Any], checkpoint_iteration: int) -> Rollout:
+    """Play one rollout under the checkpoint of ``checkpoint_iteration`` and store it (failed or not).
+
+    The plan's sampler decides how: served by llama.cpp (the checkpoint's adapter as a GGUF LoRA)
+    or sampled in torch; the rollout records which (``sampler``).
+    """
+    checkpoint = checkpoint_dir(plan.run_dir, checkpoint_iteration)
+    seed_key = f"{plan.seed}/{job['rollout_id'].split('/', 1)[1]}"
+    if resolve_sampler(plan.policy) == "served":
+        sampler, spec = _served_sampler(plan, checkpoint, seed_key)
+        rollout = _play(plan, job, sampler)
+        rollout.sampler = spec
+    else:
+        with POOL.lock:
+            rollout = _play(plan, job, SeededSampler(POOL.get(plan.policy, checkpoint), seed_key))
+        rollout.sampler = "torch"
     sps.put_rollout(store, plan.run_id, job["phase"], rollout)
     return rollout
 
@@ -282,7 +316,8 @@ def summarise(plan: SelfPlayPlan, current: dict[str, Any]) -> dict[str, Any]:
     """The iteration's numbers: per-role rewards (train, held-out) with 95% intervals, KL, filter, speed."""
     sc, up, ev = current.get("score", {}), current.get("update", {}), current.get("evaluate", {})
     step_seconds = sum(float(current.get(k, {}).get("seconds") or 0.0) for k in ("score", "advantages", "update"))
-    return {"estimator": plan.advantage.estimator, "reward": sc.get("reward"), "pass_rate": sc.get("pass_rate"),
+    return {"estimator": plan.advantage.estimator, "sampler": resolve_sampler(plan.policy),
+            "reward": sc.get("reward"), "pass_rate": sc.get("pass_rate"),
             "eval_reward": ev.get("reward"), "eval_pass_rate": ev.get("pass_rate"), "kl": up.get("kl"),
             "loss": up.get("loss"), "clipped": up.get("clipped"), "filtered_rate": sc.get("filtered_rate"),
             "filtered": sc.get("filtered"), "rollouts": sc.get("rollouts"), "failed": sc.get("failed"),

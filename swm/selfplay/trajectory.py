@@ -69,6 +69,8 @@ class Rollout(BaseModel):
     verdict: dict[str, object] | None = None
     tokens: int = 0
     seconds: float = 0.0
+    sampler: str = Field("torch", description="how the turns were sampled: 'torch', or the llama.cpp spec "
+                         "(embedded:…,lora=…/adapter.gguf) that served the checkpoint")
 
     def seat(self, name: str) -> SeatTrajectory:
         return next(s for s in self.seats if s.seat == name)

@@ -1,0 +1,157 @@
+"""Served rollouts: each iteration's adapter sampled through llama.cpp, as "Close the learning loop" serves policies.
+
+The checkpoint's PEFT adapter is converted to a GGUF LoRA (`swm.lifelong.gguf_lora`, written
+once beside it as ``adapter.gguf``) and served by the embedded llama.cpp server over the base
+GGUF (``embedded:lora=…``, one server per (base, adapter); the previous iteration's server of
+the same run is stopped when the next one starts). A turn is one ``/v1/completions`` request
+with the chat-templated prompt, pure temperature sampling (``top_k`` 0, ``top_p`` 1, ``min_p``
+0, no repeat penalty: the distribution PPO assumes) and a seed derived from the run's seed,
+the rollout and the turn.
+
+The server returns text. Its tokens are recovered by tokenising that text with the base's
+tokenizer (the GGUF's own vocabulary) and appending the end-of-turn token when generation
+stopped on it; their log-probabilities are then *recomputed* in torch under the sampling
+checkpoint, by the forward pass the update uses, so the first PPO ratio is exactly 1. Two
+approximations follow and are documented, not hidden: llama.cpp samples from the quantised
+base (SmolLM2 ships Q4_1) while torch scores the dequantised one, and a text can tokenise
+differently from the tokens that produced it. Both make the rollouts slightly off-policy; the
+clipped ratio bounds their effect. `sampler="torch"` samples in torch instead (exactly
+on-policy, much slower on a CPU).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from swm.errors import InputError, ModelUnavailable
+from swm.selfplay.config import PolicyConfig
+from swm.selfplay.trajectory import Generation
+
+if TYPE_CHECKING:
+    from swm.selfplay.policy import Batch, Policy
+
+ADAPTER_GGUF = "adapter.gguf"
+_SERVE_HINT = ("pass --base-gguf with the GGUF of the base (llama.cpp's convert_hf_to_gguf.py makes one), "
+               "or sample in torch with --sampler torch")
+
+
+def base_gguf(config: PolicyConfig) -> Path | None:
+    """Return the GGUF that llama.cpp serves for this policy's base, or None when there is none."""
+    if config.base_gguf:
+        return Path(config.base_gguf).expanduser()
+    if config.base == "embedded":
+        from swm.embedded import gguf_path
+
+        return gguf_path()
+    if config.base.endswith(".gguf"):
+        return Path(config.base).expanduser()
+    return None
+
+
+def resolve_sampler(config: PolicyConfig) -> str:
+    """Return ``"served"`` or ``"torch"``: ``auto`` serves when llama.cpp and a base GGUF are available."""
+    if config.sampler == "torch":
+        return "torch"
+    try:
+        import llama_cpp  # type: ignore[import-not-found]  # noqa: F401
+
+        has_server = True
+    except ImportError:
+        has_server = False
+    gguf = base_gguf(config)
+    if config.sampler == "served":
+        if not has_server:
+            raise ModelUnavailable("sampler 'served' needs llama-cpp-python",
+                                   "pip install 'social-world-models[embedded]', or use --sampler torch")
+        if gguf is None:
+            raise InputError(f"no GGUF of the base {config.base} for llama.cpp to serve the adapter over",
+                             _SERVE_HINT)
+        return "served"
+    return "served" if has_server and gguf is not None else "torch"
+
+
+class ServedPolicies:
+    """One llama.cpp server per run at a time: the one serving the checkpoint its rollouts sample from."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self._current: dict[str, tuple[Path, str]] = {}  # run dir → (adapter GGUF, base URL)
+
+    def url(self, config: PolicyConfig, checkpoint: Path, run_dir: Path, meta: dict[str, Any]) -> str:
+        """Return the base URL of the server that samples ``checkpoint`` (converting and starting it if needed)."""
+        from swm import embedded
+        from swm.lifelong.gguf_lora import adapter_to_gguf
+
+        base = base_gguf(config)
+        if base is None:
+            raise InputError(f"no GGUF of the base {config.base} for llama.cpp to serve the adapter over",
+                             _SERVE_HINT)
+        lora = checkpoint / ADAPTER_GGUF
+        key = str(run_dir)
+        with self.lock:
+            current = self._current.get(key)
+            if current is not None and current[0] == lora:
+                return current[1]
+            if not lora.is_file():
+                adapter_to_gguf(checkpoint / "adapter", lora, meta)
+            if current is not None:
+                embedded.stop_server(base=base, lora=current[0])
+            server = embedded.ensure_server(base=base, lora=lora)
+            self._current[key] = (lora, server.base_url)
+            return server.base_url
+
+
+SERVED = ServedPolicies()
+
+
+def seed_of(key: str) -> int:
+    """A 31-bit request seed from a string (llama.cpp takes an unsigned 32-bit seed)."""
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "little") & 0x7FFFFFFF
+
+
+class ServedSampler:
+    """Samples every turn from a llama.cpp server and scores it in torch under the same checkpoint.
+
+    ``score(batch)`` returns the log-probabilities under the sampling checkpoint; it takes the
+    shared torch policy's lock (rollouts run in parallel threads: the server queues their
+    requests, and torch scores one turn while llama.cpp samples another).
+    """
+
+    def __init__(self, policy: Policy, base_url: str, seed_key: str, score: Callable[[Batch], Any],
+                 timeout: float = 600.0) -> None:
+        from openai import OpenAI
+
+        self.policy = policy
+        self.seed_key = seed_key
+        self.calls = 0
+        self.score = score
+        # the OpenAI client's retry layer, as for every endpoint (swm.llm): a dropped connection is re-sent
+        self.client = OpenAI(base_url=base_url, api_key="sk-no-key-needed", timeout=timeout, max_retries=2)
+
+    def generate(self, prompt: str) -> Generation:
+        from swm.selfplay.policy import collate, gather
+
+        cfg = self.policy.config
+        tok = self.policy.tokenizer
+        messages = [{"role": "user", "content": prompt}]
+        text_prompt = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        prompt_ids = self.policy.prompt_ids(prompt)
+        seed = seed_of(f"{self.seed_key}/{self.calls}")
+        self.calls += 1
+        reply = self.client.completions.create(
+            model="embedded", prompt=text_prompt, max_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
+            top_p=1.0, seed=seed, extra_body={"top_k": 0, "min_p": 0.0, "repeat_penalty": 1.0})
+        choice = reply.choices[0]
+        text = choice.text or ""
+        tokens = [int(t) for t in tok.encode(text, add_special_tokens=False)]
+        if choice.finish_reason == "stop" and tok.eos_token_id is not None:
+            tokens.append(int(tok.eos_token_id))
+        if not tokens:
+            raise ValueError(f"the server returned no tokens (finish_reason {choice.finish_reason!r})")
+        batch = collate([prompt_ids], [tokens], tok.pad_token_id)
+        logprobs = self.score(batch)
+        return Generation(text=text, prompt_ids=prompt_ids, token_ids=tokens, logprobs=gather(logprobs, batch)[0])

@@ -1,0 +1,137 @@
+"""Self-play rollouts served by llama.cpp: each iteration's adapter as a GGUF LoRA, scored in torch.
+
+On the tiny random Llama of tests/tiny_llama.py (HF directory + F32 base GGUF). Needs the
+[train] and [embedded] extras, which CI installs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("llama_cpp", reason="needs the [embedded] extra")
+pytest.importorskip("peft")
+from test_selfplay_graph import run  # noqa: E402
+
+from checkpoints import ExperienceStore  # noqa: E402
+from swm import embedded  # noqa: E402
+from swm.errors import InputError  # noqa: E402
+from swm.lifelong.tasks import synthesize  # noqa: E402
+from swm.selfplay import loop  # noqa: E402
+from swm.selfplay.checkpoint import checkpoint_dir, save_atomic  # noqa: E402
+from swm.selfplay.config import PolicyConfig  # noqa: E402
+from swm.selfplay.plan import SelfPlayPlan  # noqa: E402
+from swm.selfplay.policy import collate, gather  # noqa: E402
+from swm.selfplay.served import ADAPTER_GGUF, resolve_sampler  # noqa: E402
+from swm.selfplay.store import load_rollouts  # noqa: E402
+
+
+def policy_config(base: Path, **extra: Any) -> dict[str, Any]:
+    return {"base": str(base), "base_gguf": str(base / "base.gguf"), "sampler": "served", "lora_r": 4,
+            "lora_alpha": 8, "max_new_tokens": 6, **extra}
+
+
+def make_plan(base: Path, out: Path, **extra: Any) -> SelfPlayPlan:
+    return SelfPlayPlan.model_validate({
+        "run_id": "served", "iterations": 2, "tasks_per_iteration": 1, "group_size": 2, "max_turns": 3,
+        "eval_tasks": 1, "out_dir": str(out), "policy": policy_config(base), "ppo": {"lr": 1e-3, "minibatch": 4},
+        **extra})
+
+
+def job(plan: SelfPlayPlan, iteration: int = 0, sample: int = 0) -> dict[str, Any]:
+    task = synthesize(plan.family, plan.level, 7)
+    return {"rollout_id": f"{plan.run_id}/i{iteration}/train/{task.task_id}/g{sample}", "unit_id": task.task_id,
+            "unit": {"task": task.model_dump(mode="json")}, "iteration": iteration, "sample": sample,
+            "phase": "train"}
+
+
+def test_the_sampler_setting_resolves_and_refuses_a_base_without_gguf(tiny_gguf_llama: Path) -> None:
+    assert resolve_sampler(PolicyConfig(base=str(tiny_gguf_llama))) == "torch", "no base GGUF: auto samples in torch"
+    assert resolve_sampler(PolicyConfig(base=str(tiny_gguf_llama), base_gguf="b.gguf")) == "served"
+    assert resolve_sampler(PolicyConfig(base="m.gguf")) == "served"
+    assert resolve_sampler(PolicyConfig(base=str(tiny_gguf_llama), base_gguf="b.gguf", sampler="torch")) == "torch"
+    with pytest.raises(InputError) as caught:
+        resolve_sampler(PolicyConfig(base=str(tiny_gguf_llama), sampler="served"))
+    assert "--base-gguf" in caught.value.one_line() and "\n" not in caught.value.one_line()
+
+
+def test_a_served_rollout_records_tokens_scored_under_the_sampling_checkpoint(tiny_gguf_llama: Path,
+                                                                             tmp_path: Path) -> None:
+    plan = make_plan(tiny_gguf_llama, tmp_path / "out")
+    loop.ensure_initial_checkpoint(plan)
+    store = ExperienceStore(tmp_path / "run.db")
+    first = loop.run_rollout(plan, store, job(plan), 0)
+    assert first.failed is None and first.seats and first.tokens > 0
+    assert first.sampler == embedded.embedded_spec(lora=checkpoint_dir(plan.run_dir, 0) / ADAPTER_GGUF,
+                                                   base=tiny_gguf_llama / "base.gguf")
+    turns = [t for s in first.seats for t in s.turns]
+    policy = loop.POOL.get(plan.policy, checkpoint_dir(plan.run_dir, 0))
+    for turn in turns:
+        assert len(turn.token_ids) == len(turn.logprobs) > 0
+        assert turn.prompt_ids == policy.prompt_ids(turn.prompt)
+        batch = collate([turn.prompt_ids], [turn.token_ids], policy.tokenizer.pad_token_id)
+        with torch.no_grad():
+            expected = gather(policy.score(batch)[0], batch)[0]
+        assert turn.logprobs == pytest.approx(expected, abs=1e-5), "log-probs are the torch policy's, recomputed"
+        # the text is what the tokens say (the end-of-turn token, when sampled, is not text)
+        assert policy.tokenizer.decode(turn.token_ids, skip_special_tokens=True).strip() == turn.text
+    again = loop.run_rollout(plan, store, job(plan), 0)
+    assert again.transcript() == first.transcript(), "the request seeds make a replayed rollout the same"
+    other = loop.run_rollout(plan, store, job(plan, sample=1), 0)
+    assert other.transcript() != first.transcript(), "another sample of the group draws other replies"
+
+
+def test_the_served_reply_comes_from_the_checkpoints_adapter(tiny_gguf_llama: Path, tmp_path: Path) -> None:
+    """Near temperature 0, llama.cpp with the checkpoint's GGUF LoRA says what torch's greedy decoding says."""
+    plan = make_plan(tiny_gguf_llama, tmp_path / "out",
+                     policy=policy_config(tiny_gguf_llama, temperature=1e-3, max_new_tokens=8))
+    loop.ensure_initial_checkpoint(plan)
+    policy = loop.POOL.get(plan.policy, checkpoint_dir(plan.run_dir, 0))
+    prompt = "Ava, it is your turn."
+    with torch.no_grad():
+        base_reply = policy.model.generate(input_ids=torch.tensor([policy.prompt_ids(prompt)]), do_sample=False,
+                                           max_new_tokens=8)[0].tolist()
+        torch.manual_seed(3)
+        for name, param in policy.model.named_parameters():
+            if "lora_B" in name:
+                param.copy_(torch.randn_like(param) * 0.5)
+        trained_reply = policy.model.generate(input_ids=torch.tensor([policy.prompt_ids(prompt)]), do_sample=False,
+                                              max_new_tokens=8)[0].tolist()
+    assert trained_reply != base_reply, "the perturbed adapter changes the greedy reply"
+    save_atomic(plan.run_dir, 1, lambda tmp: policy.save(tmp, None, {"iteration": 1}))
+    loop.POOL.forget(plan.policy)
+    served = []
+    for iteration in (0, 1):
+        sampler, spec = loop._served_sampler(plan, checkpoint_dir(plan.run_dir, iteration), "s")
+        assert f"iter-000{iteration}" in spec
+        served.append(sampler.generate(prompt).text)
+    n = len(policy.prompt_ids(prompt))
+
+    def text(ids: list[int]) -> str:
+        # the server's text drops a token that is part of a UTF-8 character (the random model emits such)
+        return policy.tokenizer.decode(ids[n:], skip_special_tokens=True).replace("\ufffd", "")
+
+    assert served == [text(base_reply), text(trained_reply)] and served[0] != served[1]
+    # one server per run at a time: iteration 0's was stopped when iteration 1's started
+    live = [s for s in embedded._servers.values() if s.lora_path is not None and plan.run_dir in s.lora_path.parents]
+    assert [s.lora_path for s in live] == [checkpoint_dir(plan.run_dir, 1) / ADAPTER_GGUF]
+
+
+def test_the_graph_serves_each_iterations_new_adapter(tiny_gguf_llama: Path, tmp_path: Path) -> None:
+    plan = make_plan(tiny_gguf_llama, tmp_path / "out")
+    out = run(tmp_path / "run.db", {"plan": plan.model_dump(mode="json")})
+    assert out["iteration"] == 2 and out["stopped"] is None
+    assert {out["summaries"][i]["sampler"] for i in ("0", "1")} == {"served"}
+    store = ExperienceStore(tmp_path / "run.db")
+    for iteration in (0, 1):
+        trained_with = {r.sampler for r in load_rollouts(store, plan.run_id, iteration, "train")}
+        evaluated_with = {r.sampler for r in load_rollouts(store, plan.run_id, iteration, "eval")}
+        assert trained_with == {embedded.embedded_spec(
+            lora=checkpoint_dir(plan.run_dir, iteration) / ADAPTER_GGUF, base=tiny_gguf_llama / "base.gguf")}
+        assert evaluated_with == {embedded.embedded_spec(
+            lora=checkpoint_dir(plan.run_dir, iteration + 1) / ADAPTER_GGUF, base=tiny_gguf_llama / "base.gguf")}
+        turns = [t for r in load_rollouts(store, plan.run_id, iteration, "train") for s in r.seats for t in s.turns]
+        assert turns and all(len(t.advantages) == len(t.token_ids) == len(t.logprobs) for t in turns)
