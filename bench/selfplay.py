@@ -84,14 +84,78 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dpo-steps", type=int, default=8, help="DPO training steps per cycle")
     parser.add_argument("--dpo-lr", type=float, default=1e-4)
     parser.add_argument("--label", default="", help="suffix of this run's JSON file and thread ids")
+    parser.add_argument("--samplers", type=int, default=0, metavar="N",
+                        help="instead of training: sample N first turns of --family tasks with the served and the "
+                             "torch sampler side by side (tokens/s) and compare llama.cpp's log-probs with torch's")
     parser.add_argument("--estimators", default=",".join(ESTIMATORS))
     parser.add_argument("--out", type=Path, default=Path("swm-bench-selfplay"))
     parser.add_argument("--report", action="store_true", help="only rebuild selfplay.md from the JSON files in --out")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.samplers:
+        print(json.dumps(compare_samplers(args), indent=1))
+        return
     if not args.report:
         measure(args)
     report(args.out)
+
+
+def compare_samplers(args: argparse.Namespace) -> dict[str, Any]:
+    """Sample the first turn of ``--samplers`` tasks with both samplers from the same fresh adapter.
+
+    Reports tokens/s of each (sampling plus the torch log-prob recomputation, one process,
+    one after the other) and, for the served sampler, how far llama.cpp's own log-probabilities
+    of its sampled tokens are from torch's recomputation (the quantised base against the
+    dequantised one): mean |Δ| per token and the mean Δ per turn, over the turns whose
+    retokenised text gives back the server's tokens (their share is reported too). Needs
+    ``--temperature 1``, where llama.cpp's log-probs (of the raw logits) are the sampling ones.
+    """
+    import prompts
+    from swm.lifelong.bridge import to_scenario
+    from swm.lifelong.tasks import synthesize
+    from swm.selfplay import loop
+    from swm.selfplay.checkpoint import checkpoint_dir
+    from swm.selfplay.rollout import history
+    from swm.selfplay.served import ServedSampler
+
+    if args.temperature != 1.0:
+        raise SystemExit("--samplers compares log-probs at --temperature 1 only")
+    plan = SelfPlayPlan.model_validate({
+        "run_id": "bench-samplers", "family": args.family, "level": args.level, "out_dir": str(args.out),
+        "policy": {"base": args.base, "max_new_tokens": args.max_new_tokens, "threads": args.threads}})
+    loop.ensure_initial_checkpoint(plan)
+    checkpoint = checkpoint_dir(plan.run_dir, 0)
+    template = prompts.load("selfplay_turn")
+    turns = []
+    for i in range(args.samplers):
+        scenario = to_scenario(synthesize(args.family, args.level, 5000 + i))
+        name = scenario.names[0]
+        turns.append(template.render(agent=name, background=scenario.background_for(name), history=history([]),
+                                     turn=0))
+    served, _ = loop._served_sampler(plan, checkpoint, "bench-samplers")
+    assert isinstance(served, ServedSampler)
+    served.server_logprobs = True
+    policy = loop.POOL.get(plan.policy, checkpoint)
+    torch_sampler = loop.SeededSampler(policy, "bench-samplers")
+    out: dict[str, Any] = {"turns": len(turns), "max_new_tokens": args.max_new_tokens}
+    gaps: list[float] = []
+    per_turn: list[float] = []
+    for name, sampler in (("served", served), ("torch", torch_sampler)):
+        start, tokens = time.perf_counter(), 0
+        for prompt in turns:
+            gen = sampler.generate(prompt)
+            tokens += len(gen.token_ids)
+            if gen.served_logprobs is not None:
+                pairs = list(zip(gen.served_logprobs, gen.logprobs, strict=False))
+                gaps += [abs(a - b) for a, b in pairs]
+                per_turn.append(sum(b - a for a, b in pairs))
+        seconds = time.perf_counter() - start
+        out[name] = {"tokens": tokens, "seconds": round(seconds, 2), "tokens_per_s": round(tokens / seconds, 2)}
+    out["speedup_served_over_torch"] = round(out["served"]["tokens_per_s"] / out["torch"]["tokens_per_s"], 1)
+    out["comparable_turns"] = len(per_turn)
+    out["mean_abs_logprob_gap_per_token"] = round(sum(gaps) / len(gaps), 4) if gaps else None
+    out["mean_torch_minus_served_logprob_per_turn"] = round(sum(per_turn) / len(per_turn), 3) if per_turn else None
+    return out
 
 
 def report(out: Path) -> None:

@@ -135,3 +135,17 @@ def test_the_graph_serves_each_iterations_new_adapter(tiny_gguf_llama: Path, tmp
             lora=checkpoint_dir(plan.run_dir, iteration + 1) / ADAPTER_GGUF, base=tiny_gguf_llama / "base.gguf")}
         turns = [t for r in load_rollouts(store, plan.run_id, iteration, "train") for s in r.seats for t in s.turns]
         assert turns and all(len(t.advantages) == len(t.token_ids) == len(t.logprobs) for t in turns)
+
+
+def test_llama_cpps_own_log_probs_match_the_torch_recomputation(tiny_gguf_llama: Path, tmp_path: Path) -> None:
+    """On an F32 base the served and the recomputed log-probs of the same tokens agree (llama.cpp's KV cache is F16)."""
+    plan = make_plan(tiny_gguf_llama, tmp_path / "out", policy=policy_config(tiny_gguf_llama, max_new_tokens=8))
+    loop.ensure_initial_checkpoint(plan)
+    sampler, _ = loop._served_sampler(plan, checkpoint_dir(plan.run_dir, 0), "lp")
+    sampler.server_logprobs = True  # type: ignore[attr-defined]
+    gaps = []
+    for i in range(6):
+        gen = sampler.generate(f"Ava, it is turn {i}. Say hello.")
+        if gen.served_logprobs is not None:
+            gaps += [abs(a - b) for a, b in zip(gen.served_logprobs, gen.logprobs, strict=False)]
+    assert len(gaps) >= 8 and max(gaps) < 0.25 and sum(gaps) / len(gaps) < 0.03

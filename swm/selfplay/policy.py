@@ -1,15 +1,13 @@
 """The trainable policy of self-play: a causal LM with a LoRA adapter (PEFT) and a value head, in torch.
 
-`load_base` is the one place that turns a model reference into Hugging Face weights: a local
-model directory, a ``.gguf`` file, or ``embedded`` (the SmolLM2 GGUF that the embedded server
-serves, dequantised by transformers). Once the adapter training and serving of "Close the
-learning loop" lands, its loader replaces this one.
+`load_base` is the loader of "Close the learning loop" (`swm.lifelong.train.load_base`: a local
+model directory, a ``.gguf`` file, or ``embedded``, the SmolLM2 GGUF that the embedded server
+serves, dequantised by transformers), in float32.
 
-Sampling happens here, in torch, under the current adapter: `Policy.generate` samples a reply
-and then *recomputes* the log-probabilities of the sampled tokens with the same forward pass
-the PPO update uses (`Policy.score`), so the update's first ratio is exactly 1. A served
-adapter (llama.cpp) would sample from the quantised weights instead; scoring its tokens here
-is the same recomputation under the sampling adapter.
+Rollouts are sampled by llama.cpp serving the checkpoint's adapter (`swm.selfplay.served`) or,
+with ``sampler="torch"``, here: `Policy.generate` samples a reply under the current adapter.
+Either way the log-probabilities of the sampled tokens are *recomputed* with the same forward
+pass the PPO update uses (`Policy.score`), so the update's first ratio is exactly 1.
 
 The value head is a linear layer on the last hidden state; its value at a generated token is
 read at the position that predicts that token (the state before it is sampled).
@@ -31,27 +29,13 @@ from swm.selfplay.trajectory import Generation
 
 
 def load_base(base: str) -> tuple[Any, Any]:
-    """Return (model, tokenizer) of a base reference: a directory, a ``.gguf`` file, or ``embedded``."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    """Return (model in float32, tokenizer) of a base reference: a directory, a ``.gguf`` file, or ``embedded``."""
+    from swm.lifelong.train import load_base as load
 
-    if base == "embedded":
-        from swm.embedded import gguf_path
-
-        base = str(gguf_path())
-    path = Path(base)
-    if path.suffix == ".gguf":
-        if not path.is_file():
-            raise FileNotFoundError(f"no GGUF file at {path}")
-        tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
-        model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
-    else:
-        if not path.is_dir():
-            raise FileNotFoundError(f"no model directory at {path}")
-        tok = AutoTokenizer.from_pretrained(str(path))
-        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32)
-    if tok.pad_token_id is None:
-        tok.pad_token = tok.eos_token
-    return model, tok
+    model, tokenizer = load(base)
+    if any(p.dtype != torch.float32 for p in model.parameters()):
+        model = model.to(torch.float32)
+    return model, tokenizer
 
 
 @dataclass

@@ -122,13 +122,14 @@ class ServedSampler:
     """
 
     def __init__(self, policy: Policy, base_url: str, seed_key: str, score: Callable[[Batch], Any],
-                 timeout: float = 600.0) -> None:
+                 timeout: float = 600.0, server_logprobs: bool = False) -> None:
         from openai import OpenAI
 
         self.policy = policy
         self.seed_key = seed_key
         self.calls = 0
         self.score = score
+        self.server_logprobs = server_logprobs  # also keep llama.cpp's own log-probs (bench.selfplay --samplers)
         # the OpenAI client's retry layer, as for every endpoint (swm.llm): a dropped connection is re-sent
         self.client = OpenAI(base_url=base_url, api_key="sk-no-key-needed", timeout=timeout, max_retries=2)
 
@@ -144,7 +145,8 @@ class ServedSampler:
         self.calls += 1
         reply = self.client.completions.create(
             model="embedded", prompt=text_prompt, max_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
-            top_p=1.0, seed=seed, extra_body={"top_k": 0, "min_p": 0.0, "repeat_penalty": 1.0})
+            top_p=1.0, seed=seed, logprobs=1 if self.server_logprobs else None,
+            extra_body={"top_k": 0, "min_p": 0.0, "repeat_penalty": 1.0})
         choice = reply.choices[0]
         text = choice.text or ""
         tokens = [int(t) for t in tok.encode(text, add_special_tokens=False)]
@@ -154,4 +156,11 @@ class ServedSampler:
             raise ValueError(f"the server returned no tokens (finish_reason {choice.finish_reason!r})")
         batch = collate([prompt_ids], [tokens], tok.pad_token_id)
         logprobs = self.score(batch)
-        return Generation(text=text, prompt_ids=prompt_ids, token_ids=tokens, logprobs=gather(logprobs, batch)[0])
+        served = None
+        if self.server_logprobs and choice.logprobs is not None:
+            pieces, values = choice.logprobs.tokens or [], choice.logprobs.token_logprobs or []
+            # comparable only where the server's tokens are the retokenised ones (same pieces, same count)
+            if "".join(pieces) == text and len(values) == len(tokens) - (tokens[-1] == tok.eos_token_id):
+                served = [float(v) for v in values]
+        return Generation(text=text, prompt_ids=prompt_ids, token_ids=tokens, logprobs=gather(logprobs, batch)[0],
+                          served_logprobs=served)

@@ -20,6 +20,8 @@ class Generation(BaseModel):
     prompt_ids: list[int]
     token_ids: list[int]
     logprobs: list[float] = Field(description="log π(token | context) under the sampling policy, one per token")
+    served_logprobs: list[float] | None = Field(None, description="llama.cpp's own log-probs of the same tokens "
+                                                "(when asked for and comparable; the end-of-turn token excluded)")
 
 
 class SeatTurn(BaseModel):
