@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def learn_command(spec: str, db: Path, thread: str, out: Path) -> list[str]:
-    return [sys.executable, "-c", "from swm.cli import main; main()", "learn", *PLAN, "--model", spec,
+    return [sys.executable, "-m", "swm", "learn", *PLAN, "--model", spec,
             "--db", str(db), "--thread-id", thread, "--out", str(out), "--json"]
 
 

@@ -39,7 +39,7 @@ def _rate(cell: Cell | None) -> str:
 def run_method(method: str, args: argparse.Namespace) -> dict[str, Any]:
     """Run (or resume) one `swm learn` thread; return its --json summary and wall seconds."""
     thread = f"{args.prefix}-{method}"
-    cmd = [sys.executable, "-c", "from swm.cli import main; main()", "learn", "--update", method,
+    cmd = [sys.executable, "-m", "swm", "learn", "--update", method,
            "--cycles", str(args.cycles), "--levels", args.levels, "--families", args.families,
            "--episodes-per-level", str(args.episodes),
            "--samples-per-task", str(args.samples), "--max-turns", str(args.max_turns),

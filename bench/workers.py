@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def run_once(spec: str, stories: int, extra: list[str]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-c", "from swm.cli import main; main()", "bench", "tom", "--benchmark", "sim",
+        cmd = [sys.executable, "-m", "swm", "bench", "tom", "--benchmark", "sim",
                "--n", str(stories), "--modes", "cot", "--model", spec, "--db", str(Path(tmp) / "w.db"),
                "--out", str(Path(tmp) / "out"), "--no-progress", "--json", *extra]
         done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=3600)

@@ -95,17 +95,12 @@ class _PostgresLeaseConnection:
 
 
 def _open(path: str | Path) -> Any:
-    from checkpoints.postgres import is_postgres
+    from checkpoints.postgres import advisory_lock, is_postgres
 
     if is_postgres(path):
         pg = _PostgresLeaseConnection(str(path))
-        from checkpoints.postgres import _lock_id
-
-        pg.conn.execute("select pg_advisory_lock(%s)", [_lock_id("lease-ddl")])
-        try:
+        with advisory_lock(pg.conn, "lease-ddl"):
             _ensure_table(pg)
-        finally:
-            pg.conn.execute("select pg_advisory_unlock(%s)", [_lock_id("lease-ddl")])
         return pg
     return connect(path)
 

@@ -99,14 +99,20 @@ def _lock_id(name: str) -> int:
 
 
 @contextmanager
+def advisory_lock(conn: Any, name: str) -> Iterator[None]:
+    """Hold PostgreSQL's session advisory lock ``name`` on ``conn`` (a psycopg connection) for the block."""
+    conn.execute("select pg_advisory_lock(%s)", [_lock_id(name)])
+    try:
+        yield
+    finally:
+        conn.execute("select pg_advisory_unlock(%s)", [_lock_id(name)])
+
+
+@contextmanager
 def _ddl_lock(pool: Any, name: str) -> Iterator[None]:
     """Serialise schema changes across processes (two workers creating one table would collide)."""
-    with pool.connection() as conn:
-        conn.execute("select pg_advisory_lock(%s)", [_lock_id(name)])
-        try:
-            yield
-        finally:
-            conn.execute("select pg_advisory_unlock(%s)", [_lock_id(name)])
+    with pool.connection() as conn, advisory_lock(conn, name):
+        yield
 
 
 _PLACEHOLDER = re.compile(r"\?")

@@ -55,3 +55,7 @@ def _discover() -> None:
 
 
 _discover()
+
+
+if __name__ == "__main__":  # python -m swm.cli
+    main()

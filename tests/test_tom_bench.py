@@ -237,7 +237,7 @@ def test_killed_cli_process_resumes_to_the_same_table(tmp_path: Path) -> None:
         reference.close()
     server = ScriptedServer(hold_at=8)  # 5 CoT answers, then the S3AP parse and answers of story 1
     try:
-        command = [sys.executable, "-c", "from swm.cli import main; main()",
+        command = [sys.executable, "-m", "swm",
                    *_bench_args(server.spec, tmp_path, "kill.db", "kill", "run", "1")]
         env = {**os.environ, "LANGSMITH_TRACING": "false"}
         process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

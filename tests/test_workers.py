@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _args(spec: str, db: str, thread: str, out: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-c", "from swm.cli import main; main()", "bench", "tom", "--benchmark", "tomi",
+    return [sys.executable, "-m", "swm", "bench", "tom", "--benchmark", "tomi",
             "--data", str(FIX / "tomi_mini.txt"), "--modes", "cot,s3ap", "--model", spec, "--db", db,
             "--thread-id", thread, "--out", str(out), "--no-progress", *extra]
 
@@ -78,7 +78,7 @@ def test_sotopia_episodes_run_as_ray_tasks_and_a_rerun_skips_them(tmp_path: Path
     db = str(tmp_path / "s.db")
     with FakeOpenAIServer(latency=0.0) as server:
         spec = f"fake@{server.base_url}"
-        cmd = [sys.executable, "-c", "from swm.cli import main; main()", "bench", "sotopia", "--data", "shipped",
+        cmd = [sys.executable, "-m", "swm", "bench", "sotopia", "--data", "shipped",
                "--n", "2", "--seats", "both", "--policies", "plain", "--max-turns", "2", "--model", spec,
                "--judge-model", spec, "--db", db, "--thread-id", "sw", "--out", str(tmp_path / "out"),
                "--no-progress", "--json", "--workers", "2"]
@@ -100,7 +100,7 @@ def test_games_on_ray_workers_give_the_table_of_one_process(tmp_path: Path) -> N
         [str(ROOT), os.environ.get("PYTHONPATH", "")])}
 
     def bench(name: str, *extra: str) -> dict[str, object]:
-        cmd = [sys.executable, "-c", "from swm.cli import main; main()", "bench", "games", "--n", "4",
+        cmd = [sys.executable, "-m", "swm", "bench", "games", "--n", "4",
                "--policies", "random", "--players", "6", "--db", str(tmp_path / f"{name}.db"), "--thread-id", name,
                "--out", str(tmp_path / name), "--no-progress", "--json", *extra]
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
