@@ -49,6 +49,7 @@ def score(state: PolicyState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
                          future=render_future(future["steps"], scenario.names) if future["steps"] else
                          f"(no future could be simulated: {future.get('error')})")
     reply = call_model(ctx.model_for("judge"), text, FutureScore)
+    ctx.record_failed_reply("score", "judge", reply, key=state.get("episode_id") or "")
     result: dict[str, Any] = {"goal_progress": None, "reasoning": "", "note": None}
     if reply.value is not None:
         result.update(goal_progress=reply.value.goal_progress, reasoning=reply.value.reasoning)
@@ -79,13 +80,18 @@ def participants_text(scenario: Scenario) -> str:
 
 
 def judge_agent(ctx: SWMContext, scenario: Scenario, agent: str, transcript: str,
-                end_reason: str) -> tuple[Judgement, Any, list[str]]:
-    """Judge one agent: one call, plus one repair call when dimensions are missing."""
+                end_reason: str, key: str = "") -> tuple[Judgement, Any, list[str]]:
+    """Judge one agent: one call, plus one repair call when dimensions are missing.
+
+    A reply that does not fit its schema is kept in the store's ``failed_replies`` (node
+    ``judge`` or ``judge_repair``, ``key`` = the episode), as the other nodes keep theirs.
+    """
     prompt = prompts.load("judge_sotopia", ctx.prompt_version("judge_sotopia"))
     text = prompt.render(agent=agent, scenario=scenario.scenario, participants=participants_text(scenario),
                          transcript=transcript, end_reason=end_reason or "unknown", rubric=rubric_text())
     model = ctx.model_for("judge")
     reply = call_model(model, text, SotopiaEvaluation)
+    ctx.record_failed_reply("judge", "judge", reply, key=key)
     stats = reply.stats
     ids = [prompt.id]
     args = reply.value.model_dump() if reply.value is not None else raw_arguments(reply.raw)
@@ -97,6 +103,7 @@ def judge_agent(ctx: SWMContext, scenario: Scenario, agent: str, transcript: str
         repair_text = repair_prompt.render(evaluation_prompt=text, missing=", ".join(missing),
                                            rubric=rubric_text(missing))
         second = call_model(model, repair_text, missing_schema(missing))
+        ctx.record_failed_reply("judge_repair", "judge", second, key=key)
         stats = add_stats(stats, second.stats)
         more = second.value.model_dump() if second.value is not None else raw_arguments(second.raw)
         got, got_reasons, got_repairs, still = read_scores({k: v for k, v in (more or {}).items()})
@@ -125,7 +132,8 @@ def judge_episode(state: EpisodeState, runtime: Runtime[SWMContext]) -> dict[str
     stats = empty_stats()
     ids: dict[str, str] = {}
     for agent in scenario.names:
-        judgement, used, prompt_ids = judge_agent(ctx, scenario, agent, transcript, state.get("end_reason", ""))
+        judgement, used, prompt_ids = judge_agent(ctx, scenario, agent, transcript, state.get("end_reason", ""),
+                                                   key=state.get("episode_id") or "")
         judgements[agent] = judgement.model_dump()
         stats = add_stats(stats, used)
         ids.update({("judge" if i == 0 else "judge_repair"): pid for i, pid in enumerate(prompt_ids)})

@@ -74,3 +74,15 @@ def test_read_scores_accepts_nested_and_text_forms() -> None:
 def test_judgement_dump_round_trip_keeps_overall() -> None:
     j = Judgement(agent="A", **{d: 0 for d in RANGES})
     assert j.model_dump()["overall"] == 0.0
+
+
+def test_replies_that_do_not_fit_are_kept_in_failed_replies() -> None:
+    from checkpoints import ExperienceStore
+
+    store = ExperienceStore(":memory:")
+    llm = ScriptedChatModel(replies=[evaluation(drop=("goal",)), loose(other=1)])
+    judgement, _, _ = judge_agent(SWMContext(llm=llm, store=store), scenario(), "Ann", "Turn #0: Ann said: hi",
+                                  "turn limit", key="ep-1")
+    assert judgement.rejected == ["goal"]
+    kept = store.failed_replies("ep-1")
+    assert [r["node"] for r in kept] == ["judge", "judge_repair"] and all(r["raw"] for r in kept)
