@@ -38,17 +38,26 @@ def _num(x: Any, digits: int = 3) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
 
+def _notes(s: dict[str, Any], out: dict[str, Any]) -> str:
+    if "pairs" in s:  # a cycle of the DPO loop
+        gate = ", ".join(f"{k} {v}" for k, v in sorted((out.get("gate") or {}).items()) if v)
+        trained = (f"trained {s['train_seconds']:.0f} s" if s.get("train_seconds") is not None
+                   else "nothing trained" if int(s.get("eval_cycle", 1)) else "base")
+        return f"held-out n={s.get('eval_n')}; {s['pairs']} pairs; {trained}" + (f"; gate: {gate}" if gate else "")
+    return f"sampler {s.get('sampler', 'torch')}"
+
+
 def table(results: dict[str, dict[str, Any]], roles: list[str]) -> str:
     head = (["estimator", "iter"] + [f"reward {r}" for r in roles] + [f"held-out {r}" for r in roles]
-            + ["pass", "held-out pass", "KL", "filtered", "failed", "tokens/s", "seconds"])
+            + ["pass", "held-out pass", "KL", "filtered", "failed", "tokens/s", "seconds", "notes"])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for estimator, out in results.items():
         for i, s in sorted((out.get("summaries") or {}).items(), key=lambda kv: int(kv[0])):
             row = ([estimator, i] + [_cell(s.get("reward"), r) for r in roles]
                    + [_cell(s.get("eval_reward"), r) for r in roles]
                    + [_num(s.get("pass_rate"), 2), _num(s.get("eval_pass_rate"), 2), _num(s.get("kl"), 4),
-                      _num(s.get("filtered_rate"), 2), str(s.get("failed")), _num(s.get("tokens_per_s"), 1),
-                      _num(s.get("seconds"), 0)])
+                      _num(s.get("filtered_rate"), 2), "-" if s.get("failed") is None else str(s["failed"]),
+                      _num(s.get("tokens_per_s"), 1), _num(s.get("seconds"), 0), _notes(s, out)])
             lines.append("| " + " | ".join(row) + " |")
         if out.get("stopped"):
             lines.append(f"| {estimator} | stopped | {out['stopped']} |")
@@ -236,12 +245,15 @@ def dpo_loop(args: argparse.Namespace, label: str) -> dict[str, Any]:
                     cell.successes / cell.n if cell.n else None)
                 entry["eval_n"] = cell.n
     for key, entry in summaries.items():
+        entry["eval_cycle"] = int(key)
         policy = ls.get_policy(store, out["thread"], f"p{key}")
         train = policy.train if policy is not None else None
         entry["pairs"] = policy.pairs_used if policy is not None else 0
         entry["train_seconds"] = train.seconds if train else None
         entry["train_tokens_per_s"] = train.tokens_per_s if train else None
-    return {"summaries": summaries, "wall": out["wall"], "thread": out["thread"], "stopped": None}
+    gate = {k: v for k, v in ls.gate_counts(store, out["thread"]).items() if not k.startswith("_")}
+    gate["kept"] = ls.gate_counts(store, out["thread"]).get("_kept", 0)
+    return {"summaries": summaries, "wall": out["wall"], "thread": out["thread"], "stopped": None, "gate": gate}
 
 
 if __name__ == "__main__":
