@@ -112,3 +112,33 @@ def test_generation_records_tokens_and_their_logprobs(base_dir: Path, tmp_path: 
     model, tok = load_base(str(base_dir))
     loaded = Policy.create(CONFIG, adapter=tmp_path / "ckpt", base=(model, tok))
     assert loaded.generate("I can offer $ 500 for the bike", seed="r1") == gen
+
+
+def test_scoring_only_the_generated_positions_equals_the_full_projection(base_dir: Path) -> None:
+    """Log-probs (and their gradients) from the generated positions alone equal those of the full logits."""
+    p = policy(base_dir)
+    for module in p.model.modules():  # a non-zero adapter, so the LoRA matrices have gradients
+        if hasattr(module, "lora_B"):
+            for weight in module.lora_B.values():
+                torch.nn.init.normal_(weight.weight, std=0.1)
+    prompts = [p.prompt_ids("a short prompt"), p.prompt_ids("a much longer prompt with many more words in it")]
+    completions = [ids(p, "one two three four"), ids(p, "five")]
+    batch = collate(prompts, completions, p.tokenizer.pad_token_id)
+
+    def full() -> torch.Tensor:
+        out = p.model(input_ids=batch.input_ids, attention_mask=batch.attention)
+        lp = torch.log_softmax(out.logits[:, :-1].float(), -1).gather(-1, batch.targets.unsqueeze(-1)).squeeze(-1)
+        return lp * batch.mask
+
+    grads = []
+    for scorer in (full, lambda: p.score(batch)[0]):
+        p.model.zero_grad()
+        lp = scorer()
+        (lp * batch.mask).sum().backward()
+        grads.append(torch.cat([w.grad.flatten() for n, w in p.model.named_parameters() if w.grad is not None]))
+        if scorer is full:
+            expected = lp.detach()
+        else:
+            assert torch.allclose(lp.detach(), expected, atol=1e-5)
+            assert float(lp.detach()[batch.mask == 0].abs().sum()) == 0.0
+    assert torch.allclose(grads[0], grads[1], atol=1e-5) and float(grads[0].abs().sum()) > 0

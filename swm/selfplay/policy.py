@@ -81,6 +81,20 @@ def gather(tensor: torch.Tensor, batch: Batch) -> list[list[float]]:
     return [tensor[i, batch.mask[i].bool()].tolist() for i in range(tensor.shape[0])]
 
 
+def _generated_positions(batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row's masked positions [B, N] (padded by repeating its last one) and which are real [B, N]."""
+    rows = [row.nonzero().flatten() for row in batch.mask]
+    width = max((len(r) for r in rows), default=0) or 1
+    positions = torch.zeros((len(rows), width), dtype=torch.long)
+    valid = torch.zeros((len(rows), width), dtype=torch.float32)
+    for i, row in enumerate(rows):
+        if len(row):
+            positions[i, : len(row)] = row
+            positions[i, len(row):] = row[-1]
+            valid[i, : len(row)] = 1.0
+    return positions, valid
+
+
 class Policy:
     """A LoRA-adapted causal LM with a value head: sample, score, save and load."""
 
@@ -165,14 +179,26 @@ class Policy:
         return Generation(text=text, prompt_ids=prompt_ids, token_ids=tokens, logprobs=gather(logprobs, batch)[0])
 
     def score(self, batch: Batch, reference: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        """Return (log π(target | context), value) at every position [B, L-1]; ``reference`` disables the adapter."""
+        """Return (log π(target | context), value) [B, L-1]; ``reference`` disables the adapter.
+
+        Log-probabilities are computed at the masked positions only (0 elsewhere): the vocabulary
+        projection runs on each row's generated positions (``logits_to_keep``), not on the whole
+        prompt — a 1,000-token Werewolf prompt would otherwise hold B × 1,000 × 49,152 logits
+        (and their gradients) for a few dozen that count. Values are computed everywhere.
+        """
+        positions, valid = _generated_positions(batch)
+        kwargs = {"input_ids": batch.input_ids, "attention_mask": batch.attention, "output_hidden_states": True,
+                  "logits_to_keep": positions}
         if reference:
             with self.model.disable_adapter():
-                out = self.model(input_ids=batch.input_ids, attention_mask=batch.attention, output_hidden_states=True)
+                out = self.model(**kwargs)
         else:
-            out = self.model(input_ids=batch.input_ids, attention_mask=batch.attention, output_hidden_states=True)
-        logits = out.logits[:, :-1].float() / self.config.temperature
-        logprobs = torch.log_softmax(logits, dim=-1).gather(-1, batch.targets.unsqueeze(-1)).squeeze(-1)
+            out = self.model(**kwargs)
+        logits = out.logits.float() / self.config.temperature  # [B, N, V]
+        targets = batch.input_ids.gather(1, positions + 1)
+        picked = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1) * valid
+        # scatter_add with the padding entries at 0: a position's value (and its gradient) counted once
+        logprobs = torch.zeros_like(batch.mask, dtype=picked.dtype).scatter_add(1, positions, picked)
         values = self.value_head(out.hidden_states[-1][:, :-1].float()).squeeze(-1)
         return logprobs, values
 
