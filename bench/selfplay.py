@@ -96,6 +96,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--samplers", type=int, default=0, metavar="N",
                         help="instead of training: sample N first turns of --family tasks with the served and the "
                              "torch sampler side by side (tokens/s) and compare llama.cpp's log-probs with torch's")
+    parser.add_argument("--memory", type=int, default=0, metavar="L",
+                        help="instead of training: peak memory of one PPO minibatch (forward + backward) on prompts "
+                             "of L tokens, scoring only the generated positions against the full vocabulary "
+                             "projection, each in its own process")
     parser.add_argument("--estimators", default=",".join(ESTIMATORS))
     parser.add_argument("--out", type=Path, default=Path("swm-bench-selfplay"))
     parser.add_argument("--report", action="store_true", help="only rebuild selfplay.md from the JSON files in --out")
@@ -104,9 +108,55 @@ def main(argv: list[str] | None = None) -> None:
     if args.samplers:
         print(json.dumps(compare_samplers(args), indent=1))
         return
+    if args.memory:
+        print(json.dumps(scoring_memory(args), indent=1))
+        return
     if not args.report:
         measure(args)
     report(args.out)
+
+
+_MEMORY_CHILD = """
+import json, resource, sys, torch
+from swm.selfplay.config import PolicyConfig
+from swm.selfplay.policy import Policy, collate
+mode, base, length, new, rows = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+torch.set_num_threads(1)
+policy = Policy.create(PolicyConfig(base=base))
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+g = torch.Generator().manual_seed(0)
+prompts = [torch.randint(100, 40000, (length - 7 * i,), generator=g).tolist() for i in range(rows)]
+completions = [torch.randint(100, 40000, (new,), generator=g).tolist() for _ in range(rows)]
+batch = collate(prompts, completions, policy.tokenizer.pad_token_id)
+if mode == "full":
+    out = policy.model(input_ids=batch.input_ids, attention_mask=batch.attention, output_hidden_states=True)
+    logits = out.logits[:, :-1].float()
+    lp = torch.log_softmax(logits, -1).gather(-1, batch.targets.unsqueeze(-1)).squeeze(-1)
+else:
+    lp, _ = policy.score(batch)
+(lp * batch.mask).sum().backward()
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"mode": mode, "peak_mb": after / 1024, "model_mb": before / 1024}))
+"""
+
+
+def scoring_memory(args: argparse.Namespace) -> dict[str, Any]:
+    """Peak RSS of one minibatch's forward + backward, generated positions only vs the full projection."""
+    import subprocess
+    import sys
+
+    out: dict[str, Any] = {"prompt_tokens": args.memory, "new_tokens": args.max_new_tokens, "rows": 4}
+    for mode in ("positions", "full"):
+        done = subprocess.run([sys.executable, "-c", _MEMORY_CHILD, mode, args.base, str(args.memory),
+                               str(args.max_new_tokens), "4"], capture_output=True, text=True)
+        if done.returncode != 0:
+            out[mode] = {"error": f"exit {done.returncode}: {done.stderr.strip().splitlines()[-1:]}"}
+            continue
+        out[mode] = json.loads(done.stdout.strip().splitlines()[-1])
+    if all("peak_mb" in out[m] for m in ("positions", "full")):
+        extra = {m: out[m]["peak_mb"] - out[m]["model_mb"] for m in ("positions", "full")}
+        out["full_over_positions_above_model"] = round(extra["full"] / extra["positions"], 1)
+    return out
 
 
 def compare_samplers(args: argparse.Namespace) -> dict[str, Any]:
