@@ -75,6 +75,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-new-tokens", type=int, default=16)
     parser.add_argument("--eval-tasks", type=int, default=1)
     parser.add_argument("--lr", type=float, default=1e-4)
+    parser.add_argument("--micro-batch", type=int, default=None, help="PPO rows per forward/backward (accumulated)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on a busy 2-core box)")
     parser.add_argument("--base", default="embedded")
     parser.add_argument("--sampler", default="auto", choices=["auto", "served", "torch"],
@@ -248,7 +249,7 @@ def measure(args: argparse.Namespace) -> None:
             "max_turns": args.max_turns, "eval_tasks": args.eval_tasks, "out_dir": str(args.out),
             "policy": {"base": args.base, "max_new_tokens": args.max_new_tokens, "threads": args.threads,
                        "sampler": args.sampler, "temperature": args.temperature},
-            "ppo": {"lr": args.lr}, "advantage": {"estimator": estimator},
+            "ppo": {"lr": args.lr, "micro_batch": args.micro_batch}, "advantage": {"estimator": estimator},
             "reward": {"judge_weight": args.judge_weight}})
         plans[estimator] = plan.model_dump(mode="json")
         out = train(plan, db=args.out / f"{run_id}.db", thread_id=run_id)

@@ -142,3 +142,20 @@ def test_scoring_only_the_generated_positions_equals_the_full_projection(base_di
             assert torch.allclose(lp.detach(), expected, atol=1e-5)
             assert float(lp.detach()[batch.mask == 0].abs().sum()) == 0.0
     assert torch.allclose(grads[0], grads[1], atol=1e-5) and float(grads[0].abs().sum()) > 0
+
+
+def test_micro_batches_accumulate_to_the_same_update(base_dir: Path) -> None:
+    """A minibatch run as micro-batches of one row (gradients accumulated) makes the update of the whole."""
+    after = []
+    for micro in (None, 1):
+        p = policy(base_dir)
+        prompt = p.prompt_ids("I can offer $ 500 for the bike")
+        replies = [ids(p, "I would offer 520 ."), ids(p, "no"), ids(p, "deal at five hundred then")]
+        samples = [Sample(role="buyer", prompt_ids=prompt, token_ids=t, old_logprobs=logprobs_of_tokens(p, prompt, t),
+                          advantages=[a] * len(t), returns=[0.5] * len(t))
+                   for t, a in zip(replies, (1.0, -1.0, 0.5), strict=True)]
+        config = PPOConfig(lr=1e-2, minibatch=3, micro_batch=micro)
+        stats = ppo_update(p, make_optimizer(p, config), samples, config)
+        after.append((torch.cat([w.detach().flatten() for w in p.parameters()]), stats))
+    assert torch.allclose(after[0][0], after[1][0], atol=1e-6)
+    assert after[0][1] == pytest.approx(after[1][1], abs=1e-6)

@@ -58,6 +58,9 @@ def _cell(stats: dict[str, Any] | None) -> str:
               help="The GGUF llama.cpp serves for a HF-directory --base (same weights and vocabulary).")
 @click.option("--max-new-tokens", default=32, show_default=True)
 @click.option("--lr", default=1e-4, show_default=True)
+@click.option("--micro-batch", default=None, type=click.IntRange(1, None),
+              help="Rows per forward/backward inside a PPO minibatch, gradients accumulated (less memory, "
+                   "same update).")
 @click.option("--kl-coef", default=0.05, show_default=True)
 @click.option("--lora-r", default=8, show_default=True)
 @click.option("--threads", default=None, type=int, help="torch threads (default: torch's choice).")
@@ -71,7 +74,8 @@ def selfplay_command(iterations: int, family: str, level: str, game: str | None,
                      max_turns: int, eval_tasks: int, estimator: str, gamma: float, lam: float, gamma_tok: float,
                      lam_tok: float, turn_signal: str, judge_weight: float, judge_model: str | None,
                      no_filter: bool, base: str, sampler: str, base_gguf: str | None,
-                     max_new_tokens: int, lr: float, kl_coef: float, lora_r: int, threads: int | None, seed: int,
+                     max_new_tokens: int, lr: float, micro_batch: int | None, kl_coef: float, lora_r: int,
+                     threads: int | None, seed: int,
                      out_dir: Path, timeout: float | None, max_retries: int, db: Path | None, thread_id: str | None,
                      as_json: bool) -> None:
     """Self-play RL: one LoRA policy plays every seat of a verifiable task; PPO on per-role rewards.
@@ -95,7 +99,7 @@ def selfplay_command(iterations: int, family: str, level: str, game: str | None,
             "policy": {"base": base, "sampler": sampler, "base_gguf": base_gguf, "max_new_tokens": max_new_tokens,
                        "lora_r": lora_r, "lora_alpha": 2 * lora_r,
                        "threads": threads},
-            "ppo": {"lr": lr, "kl_coef": kl_coef},
+            "ppo": {"lr": lr, "kl_coef": kl_coef, "micro_batch": micro_batch},
             "advantage": {"estimator": estimator, "gamma": gamma, "lam": lam, "gamma_tok": gamma_tok,
                           "lam_tok": lam_tok, "turn_signal": turn_signal},
             "reward": {"judge_weight": judge_weight, "quality_filter": not no_filter}})

@@ -39,4 +39,6 @@ class PPOConfig(BaseModel):
     value_coef: float = Field(0.5, description="0 for the critic-free estimator, which trains no value head")
     epochs: int = 1
     minibatch: int = 4
+    micro_batch: int | None = Field(None, ge=1, description="rows per forward/backward inside a minibatch, "
+                                    "gradients accumulated (the same update in less memory); None: all at once")
     max_grad_norm: float = 1.0

@@ -11,6 +11,7 @@ the caller then drops the in-memory policy and keeps the last saved (good) adapt
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,15 +38,20 @@ class Sample:
     returns: list[float]
 
 
-def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Mean of ``x`` over the positions where ``mask`` is set (whatever ``x`` holds elsewhere)."""
-    return torch.where(mask.bool(), x, torch.zeros_like(x)).sum() / mask.sum().clamp(min=1.0)
+def masked_mean(x: torch.Tensor, mask: torch.Tensor, count: float | None = None) -> torch.Tensor:
+    """Mean of ``x`` over the positions where ``mask`` is set (whatever ``x`` holds elsewhere).
+
+    ``count`` divides instead of the mask's own count: a micro-batch's share of its minibatch's mean.
+    """
+    total = x.new_tensor(count) if count is not None else mask.sum().clamp(min=1.0)
+    return torch.where(mask.bool(), x, torch.zeros_like(x)).sum() / total
 
 
 def ppo_loss(policy: Policy, batch: Batch, old: torch.Tensor, ref: torch.Tensor, adv: torch.Tensor,
-             ret: torch.Tensor, config: PPOConfig) -> tuple[torch.Tensor, dict[str, float]]:
-    """Return the PPO loss of one minibatch and its parts (module docstring)."""
+             ret: torch.Tensor, config: PPOConfig, count: float | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+    """Return the PPO loss of one minibatch (or, with ``count``, a micro-batch's share of it) and its parts."""
     m = batch.mask
+    mean = functools.partial(masked_mean, mask=m, count=count)
     keep = m.bool()
     # Inputs outside the generated tokens (prompt, padding) are zeroed, so they can reach neither
     # the loss nor, through exp(), the gradient.
@@ -59,11 +65,10 @@ def ppo_loss(policy: Policy, batch: Batch, old: torch.Tensor, ref: torch.Tensor,
     else:
         kl = logp - ref
     vloss = 0.5 * (values - ret) ** 2
-    loss = masked_mean(pg, m) + config.kl_coef * masked_mean(kl, m) + config.value_coef * masked_mean(vloss, m)
+    loss = mean(pg) + config.kl_coef * mean(kl) + config.value_coef * mean(vloss)
     with torch.no_grad():
-        stats = {"policy": float(masked_mean(pg, m)), "kl": float(masked_mean(kl, m)),
-                 "value": float(masked_mean(vloss, m)),
-                 "clipped": float(masked_mean(((ratio - 1).abs() > config.clip).float(), m))}
+        stats = {"policy": float(mean(pg)), "kl": float(mean(kl)), "value": float(mean(vloss)),
+                 "clipped": float(mean(((ratio - 1).abs() > config.clip).float()))}
     return loss, stats
 
 
@@ -77,23 +82,31 @@ def ppo_update(policy: Policy, optimizer: torch.optim.Optimizer, samples: Sequen
     for _ in range(config.epochs):
         for start in range(0, len(samples), config.minibatch):
             chunk = samples[start:start + config.minibatch]
-            batch = collate([s.prompt_ids for s in chunk], [s.token_ids for s in chunk], pad)
-            old = spread([s.old_logprobs for s in chunk], batch)
-            adv = spread([s.advantages for s in chunk], batch)
-            ret = spread([s.returns for s in chunk], batch)
-            with torch.no_grad():
-                ref, _ = policy.score(batch, reference=True)
-            loss, stats = ppo_loss(policy, batch, old, ref, adv, ret, config)
-            if not math.isfinite(float(loss.detach())):
-                raise Diverged(f"loss is {float(loss.detach())} at minibatch {start // config.minibatch}")
+            count = float(sum(len(s.token_ids) for s in chunk))
+            rows = config.micro_batch or len(chunk)
             optimizer.zero_grad()
-            loss.backward()
+            loss_value, stats = 0.0, dict[str, float]()
+            for first in range(0, len(chunk), rows):  # gradients accumulate over the micro-batches
+                part = chunk[first:first + rows]
+                batch = collate([s.prompt_ids for s in part], [s.token_ids for s in part], pad)
+                old = spread([s.old_logprobs for s in part], batch)
+                adv = spread([s.advantages for s in part], batch)
+                ret = spread([s.returns for s in part], batch)
+                with torch.no_grad():
+                    ref, _ = policy.score(batch, reference=True)
+                loss, part_stats = ppo_loss(policy, batch, old, ref, adv, ret, config, count)
+                if not math.isfinite(float(loss.detach())):
+                    optimizer.zero_grad()
+                    raise Diverged(f"loss is {float(loss.detach())} at minibatch {start // config.minibatch}")
+                loss.backward()
+                loss_value += float(loss.detach())
+                stats = {k: stats.get(k, 0.0) + v for k, v in part_stats.items()}
             norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), config.max_grad_norm)
             if not math.isfinite(float(norm)):
                 optimizer.zero_grad()
                 raise Diverged(f"gradient norm is {float(norm)} at minibatch {start // config.minibatch}")
             optimizer.step()
-            for k, v in {**stats, "loss": float(loss.detach())}.items():
+            for k, v in {**stats, "loss": loss_value}.items():
                 totals[k] = totals.get(k, 0.0) + v
             steps += 1
     return {k: v / max(steps, 1) for k, v in totals.items()} | {"steps": float(steps)}
