@@ -176,7 +176,6 @@ def compare_samplers(args: argparse.Namespace) -> dict[str, Any]:
     from swm.selfplay import loop
     from swm.selfplay.checkpoint import checkpoint_dir
     from swm.selfplay.rollout import history
-    from swm.selfplay.served import ServedSampler
 
     if args.temperature != 1.0:
         raise SystemExit("--samplers compares log-probs at --temperature 1 only")
@@ -192,9 +191,7 @@ def compare_samplers(args: argparse.Namespace) -> dict[str, Any]:
         name = scenario.names[0]
         turns.append(template.render(agent=name, background=scenario.background_for(name), history=history([]),
                                      turn=0))
-    served, _ = loop._served_sampler(plan, checkpoint, "bench-samplers")
-    assert isinstance(served, ServedSampler)
-    served.server_logprobs = True
+    served, _ = loop._served_sampler(plan, checkpoint, "bench-samplers", server_logprobs=True)
     policy = loop.POOL.get(plan.policy, checkpoint)
     torch_sampler = loop.SeededSampler(policy, "bench-samplers")
     out: dict[str, Any] = {"turns": len(turns), "max_new_tokens": args.max_new_tokens}
@@ -302,8 +299,8 @@ def dpo_loop(args: argparse.Namespace, label: str) -> dict[str, Any]:
         entry["pairs"] = policy.pairs_used if policy is not None else 0
         entry["train_seconds"] = train.seconds if train else None
         entry["train_tokens_per_s"] = train.tokens_per_s if train else None
-    gate = {k: v for k, v in ls.gate_counts(store, out["thread"]).items() if not k.startswith("_")}
-    gate["kept"] = ls.gate_counts(store, out["thread"]).get("_kept", 0)
+    counts = ls.gate_counts(store, out["thread"])
+    gate = {k: v for k, v in counts.items() if not k.startswith("_")} | {"kept": counts.get("_kept", 0)}
     return {"summaries": summaries, "wall": out["wall"], "thread": out["thread"], "stopped": None, "gate": gate}
 
 

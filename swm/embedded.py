@@ -160,11 +160,15 @@ def _die_with_parent() -> None:
         pass
 
 
+def _server_key(base: Path | None, lora: Path | None) -> tuple[Path, Path | None]:
+    """The (base GGUF, LoRA GGUF) a server is known by; no base means the shipped (or configured) GGUF."""
+    return (Path(base) if base is not None else gguf_path(), Path(lora) if lora is not None else None)
+
+
 def stop_server(*, base: Path | None = None, lora: Path | None = None) -> bool:
     """Stop the server of (base GGUF, LoRA GGUF) if this process started it; say whether one was running."""
     with _lock:
-        model = Path(base) if base is not None else gguf_path()
-        server = _servers.pop((model, Path(lora) if lora is not None else None), None)
+        server = _servers.pop(_server_key(base, lora), None)
     if server is None:
         return False
     server.stop()
@@ -174,8 +178,8 @@ def stop_server(*, base: Path | None = None, lora: Path | None = None) -> bool:
 def ensure_server(timeout: float = 180.0, *, base: Path | None = None, lora: Path | None = None) -> EmbeddedServer:
     """Start the embedded server for (base GGUF, LoRA GGUF) if it is not running and return it."""
     with _lock:
-        model = Path(base) if base is not None else gguf_path()
-        key = (model, Path(lora) if lora is not None else None)
+        key = _server_key(base, lora)
+        model = key[0]
         running = _servers.get(key)
         if running is not None and running.process.poll() is None:
             return running

@@ -85,6 +85,31 @@ def test_two_iterations_train_checkpoint_and_report(base_dir: Path, tmp_path: Pa
     assert json.loads(next(store.rows("select plan from selfplay_runs"))["plan"])["advantage"]["estimator"] == estimator
 
 
+def killed_run(template: str, base_dir: Path, tmp_path: Path) -> tuple[Path, Path, dict[str, Any]]:
+    """Run the plan in a child that ``template`` makes SIGKILL itself; return (db, out dir, plan)."""
+    db, out = tmp_path / "run.db", tmp_path / "out"
+    p = plan(base_dir, out)
+    script = template.format(tests=str(Path(__file__).parent), db=str(db), plan=p)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240)
+    assert proc.returncode == -9, proc.stderr[-3000:]
+    return db, out, p
+
+
+def count_generations(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record the seed of every torch generation from now on (each names its rollout and turn)."""
+    from swm.selfplay.policy import Policy
+
+    calls: list[str] = []
+    real_generate = Policy.generate
+
+    def counting(self: Policy, prompt: str, seed: str | int = 0) -> Any:
+        calls.append(str(seed))
+        return real_generate(self, prompt, seed)
+
+    monkeypatch.setattr(Policy, "generate", counting)
+    return calls
+
+
 KILLED = textwrap.dedent("""
     import os, signal, sys
     sys.path.insert(0, {tests!r})
@@ -106,11 +131,7 @@ KILLED = textwrap.dedent("""
 
 def test_a_run_killed_mid_iteration_resumes_without_replaying(base_dir: Path, tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    db, out = tmp_path / "run.db", tmp_path / "out"
-    p = plan(base_dir, out)
-    script = KILLED.format(tests=str(Path(__file__).parent), db=str(db), plan=p)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240)
-    assert proc.returncode == -9, proc.stderr[-3000:]
+    db, out, p = killed_run(KILLED, base_dir, tmp_path)
     run_dir = out / p["run_id"]
     assert latest(run_dir) == 1, "the half-written checkpoint is not the latest"
     assert (run_dir / "checkpoints" / "iter-0002.tmp").is_dir() and not checkpoint_dir(run_dir, 2).exists()
@@ -118,16 +139,7 @@ def test_a_run_killed_mid_iteration_resumes_without_replaying(base_dir: Path, tm
         snapshot = selfplay.build().compile(checkpointer=saver).get_state({"configurable": {"thread_id": "t1"}})
     assert snapshot.next == ("update",) and snapshot.values["iteration"] == 1
 
-    from swm.selfplay.policy import Policy
-
-    calls: list[str] = []
-    real_generate = Policy.generate
-
-    def counting(self: Policy, prompt: str, seed: str | int = 0) -> Any:
-        calls.append(str(seed))
-        return real_generate(self, prompt, seed)
-
-    monkeypatch.setattr(Policy, "generate", counting)
+    calls = count_generations(monkeypatch)
     resumed = run(db, None)
     assert resumed["iteration"] == 2 and resumed["stopped"] is None and resumed["rolled"] == 4
     assert calls and all("/i1/eval/" in c for c in calls), "only the held-out evaluation after the update was played"
@@ -213,24 +225,11 @@ KILLED_IN_ROLLOUT = textwrap.dedent("""
 
 def test_a_run_killed_during_rollouts_replays_only_the_unfinished_ones(base_dir: Path, tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    db, out = tmp_path / "run.db", tmp_path / "out"
-    p = plan(base_dir, out)
-    script = KILLED_IN_ROLLOUT.format(tests=str(Path(__file__).parent), db=str(db), plan=p)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240)
-    assert proc.returncode == -9, proc.stderr[-3000:]
+    db, _, p = killed_run(KILLED_IN_ROLLOUT, base_dir, tmp_path)
     stored = {r.rollout_id for r in load_rollouts(ExperienceStore(db), p["run_id"], 1, "train")}
     assert not any(r.endswith("/g1") for r in stored), "the killed rollout was not stored"
 
-    from swm.selfplay.policy import Policy
-
-    calls: list[str] = []
-    real_generate = Policy.generate
-
-    def counting(self: Policy, prompt: str, seed: str | int = 0) -> Any:
-        calls.append(str(seed))
-        return real_generate(self, prompt, seed)
-
-    monkeypatch.setattr(Policy, "generate", counting)
+    calls = count_generations(monkeypatch)
     resumed = run(db, None)
     assert resumed["iteration"] == 2 and resumed["stopped"] is None
     replayed = {c.rsplit("/", 1)[0] for c in calls if "/train/" in c}

@@ -141,8 +141,7 @@ def test_llama_cpps_own_log_probs_match_the_torch_recomputation(tiny_gguf_llama:
     """On an F32 base the served and the recomputed log-probs of the same tokens agree (llama.cpp's KV cache is F16)."""
     plan = make_plan(tiny_gguf_llama, tmp_path / "out", policy=policy_config(tiny_gguf_llama, max_new_tokens=8))
     loop.ensure_initial_checkpoint(plan)
-    sampler, _ = loop._served_sampler(plan, checkpoint_dir(plan.run_dir, 0), "lp")
-    sampler.server_logprobs = True  # type: ignore[attr-defined]
+    sampler, _ = loop._served_sampler(plan, checkpoint_dir(plan.run_dir, 0), "lp", server_logprobs=True)
     gaps = []
     for i in range(6):
         gen = sampler.generate(f"Ava, it is turn {i}. Say hello.")

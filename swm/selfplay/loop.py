@@ -121,8 +121,12 @@ def _play(plan: SelfPlayPlan, job: dict[str, Any], sampler: Sampler) -> Rollout:
                              options=plan.game_options, task_id=job["unit_id"], illegal=plan.illegal, **common)
 
 
-def _served_sampler(plan: SelfPlayPlan, checkpoint: Path, seed_key: str) -> tuple[Sampler, str]:
-    """A sampler on llama.cpp serving ``checkpoint``'s adapter, scored in torch; and the spec it was served as."""
+def _served_sampler(plan: SelfPlayPlan, checkpoint: Path, seed_key: str,
+                    server_logprobs: bool = False) -> tuple[ServedSampler, str]:
+    """A sampler on llama.cpp serving ``checkpoint``'s adapter, scored in torch; and the spec it was served as.
+
+    ``server_logprobs`` also keeps llama.cpp's own log-probs of each turn (bench.selfplay --samplers).
+    """
     import torch
 
     from swm.lifelong.gguf_lora import base_meta
@@ -138,7 +142,7 @@ def _served_sampler(plan: SelfPlayPlan, checkpoint: Path, seed_key: str) -> tupl
         return logprobs
 
     spec = embedded_spec(lora=checkpoint / ADAPTER_GGUF, base=base_gguf(plan.policy))
-    return ServedSampler(policy, url, seed_key, score), spec
+    return ServedSampler(policy, url, seed_key, score, server_logprobs=server_logprobs), spec
 
 
 def run_rollout(plan: SelfPlayPlan, store: Any, job: dict[str, Any], checkpoint_iteration: int) -> Rollout:

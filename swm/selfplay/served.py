@@ -52,6 +52,14 @@ def base_gguf(config: PolicyConfig) -> Path | None:
     return None
 
 
+def served_base(config: PolicyConfig) -> Path:
+    """Return the base GGUF llama.cpp serves the adapter over; a one-line error when there is none."""
+    gguf = base_gguf(config)
+    if gguf is None:
+        raise InputError(f"no GGUF of the base {config.base} for llama.cpp to serve the adapter over", _SERVE_HINT)
+    return gguf
+
+
 def resolve_sampler(config: PolicyConfig) -> str:
     """Return ``"served"`` or ``"torch"``: ``auto`` serves when llama.cpp and a base GGUF are available."""
     if config.sampler == "torch":
@@ -62,16 +70,13 @@ def resolve_sampler(config: PolicyConfig) -> str:
         has_server = True
     except ImportError:
         has_server = False
-    gguf = base_gguf(config)
     if config.sampler == "served":
         if not has_server:
             raise ModelUnavailable("sampler 'served' needs llama-cpp-python",
                                    "pip install 'social-world-models[embedded]', or use --sampler torch")
-        if gguf is None:
-            raise InputError(f"no GGUF of the base {config.base} for llama.cpp to serve the adapter over",
-                             _SERVE_HINT)
+        served_base(config)
         return "served"
-    return "served" if has_server and gguf is not None else "torch"
+    return "served" if has_server and base_gguf(config) is not None else "torch"
 
 
 class ServedPolicies:
@@ -86,10 +91,7 @@ class ServedPolicies:
         from swm import embedded
         from swm.lifelong.gguf_lora import adapter_to_gguf
 
-        base = base_gguf(config)
-        if base is None:
-            raise InputError(f"no GGUF of the base {config.base} for llama.cpp to serve the adapter over",
-                             _SERVE_HINT)
+        base = served_base(config)
         lora = checkpoint / ADAPTER_GGUF
         key = str(run_dir)
         with self.lock:
