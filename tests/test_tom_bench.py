@@ -192,6 +192,10 @@ def test_cli_bench_tom_writes_tables_and_resumes(tmp_path: Path, scripted_server
     by_mode = {r["mode"]: r for r in data["summary"]["overall"]}
     assert by_mode["s3ap"]["calls_per_q"] == 1.4 and by_mode["s3ap"]["tokens_per_q"] > 0
     assert (out / "tom_tomi.md").read_text().startswith("# tomi")
+    assert "scorer rule: s3ap-repo" in result.output and "- scorer rule: s3ap-repo" in result.output
+    assert {r["rule"] for r in data["rows"]} == {"s3ap-repo"}
+    assert all(set(json.loads(r["variants"])) == {"swm-contains", "swm-strict", "exact"} for r in data["rows"])
+    assert "| cot | swm-contains |" in result.output  # the named readings beside the headline
 
     again = CliRunner().invoke(main, args)
     assert again.exit_code == 0, again.output

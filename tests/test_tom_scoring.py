@@ -25,21 +25,22 @@ def test_normalise() -> None:
     assert normalise("  An   apple ") == "apple"
 
 
-@pytest.mark.parametrize(("answer", "exact", "loose"), [
-    ("green_box", True, True),
-    ("The green box.", True, True),
-    ("Mia will look in the green_box", False, True),
-    ("green", False, False),
-    ("green_boxes", False, False),
-    ("red_basket", False, False),
-    ("", False, False),
+@pytest.mark.parametrize(("answer", "exact", "loose", "headline"), [
+    ("green_box", True, True, True),
+    ("The green box.", True, True, False),  # the S3AP repository's substring rule: "green_box" is not in it
+    ("Mia will look in the green_box", False, True, True),
+    ("green", False, False, False),
+    ("green_boxes", False, False, True),    # a raw substring counts there
+    ("red_basket", False, False, False),
+    ("", False, False, False),
 ])
-def test_location_rules(answer: str, exact: bool, loose: bool) -> None:
+def test_location_rules(answer: str, exact: bool, loose: bool, headline: bool) -> None:
     assert exact_match(answer, "green_box") is exact
     assert contains_match(answer, "green_box") is loose
     item = TomItem(id="x", story="", question="", answer="green_box", qtype="q", benchmark="tomi")
-    assert score_answer(item, answer) == {"exact": exact, "loose": loose, "strict": loose, "value": float(loose),
-                                          "chosen": None}
+    assert score_answer(item, answer) == {
+        "exact": exact, "loose": loose, "strict": loose, "value": float(headline), "chosen": None, "rule": "s3ap-repo",
+        "variants": {"swm-contains": int(loose), "swm-strict": int(loose), "exact": int(exact)}}
 
 
 HEDGE_STORY = ("Ann entered the kitchen.\nBob entered the kitchen.\nThe ball is in the basket.\n"

@@ -24,6 +24,9 @@ from swm.errors import InputError
                    "uniform JSONL of ../shared/benchmarks.")
 @click.option("--samples", type=int, default=1, show_default=True,
               help="ConfAIde: answers per prompt (upstream samples 10 at temperature 1).")
+@click.option("--fantom-context", type=click.Choice(["short", "full"]), default="short", show_default=True,
+              help="FANToM: the conversation each question sees (full relabels the answerability and "
+                   "info-accessibility questions as FANToM's own evaluation does).")
 @click.option("--modes", default="cot,s3ap", show_default=True, help="Comma list of vanilla, cot, s3ap, s3ap_only.")
 @click.option("--n", "n", type=int, default=None, help="Questions to draw (seeded); all when omitted. "
               "FANToM is drawn by whole question sets, ConfAIde by whole scenarios; for 'sim' it is the number "
@@ -44,7 +47,8 @@ from swm.errors import InputError
               "finished so far (to look at a long run, or one that cannot be finished).")
 @model_options("parser", "qa")
 @run_options
-def tom_command(benchmark: str, data: Path | None, samples: int, modes: str, n: int | None, seed: int,
+def tom_command(benchmark: str, data: Path | None, samples: int, fantom_context: str, modes: str, n: int | None,
+                seed: int,
                 concurrency: int, workers: int, ray_address: str | None,
                 max_attempts: int, out_dir: Path | None, no_progress: bool, report_only: bool, db: str | None,
                 thread_id: str | None, as_json: bool, **models: Any) -> None:
@@ -60,6 +64,7 @@ def tom_command(benchmark: str, data: Path | None, samples: int, modes: str, n: 
     from graphs import ask
     from swm.tom.loaders import BENCHMARKS, load_benchmark, select
     from swm.tom.report import summarise, write_reports
+    from swm.tom.rules import rule_line
     from swm.tom.runner import result_rows, run_benchmark
     from swm.tom.simulator import generate_stories, story_items
 
@@ -73,7 +78,7 @@ def tom_command(benchmark: str, data: Path | None, samples: int, modes: str, n: 
                              "pass the data file (see `swm bench tom --help` for the formats)")
         if samples < 1:
             raise InputError("--samples must be at least 1", "pass --samples 1 or more")
-        items = select(load_benchmark(benchmark, data, samples=samples), n, seed)
+        items = select(load_benchmark(benchmark, data, samples=samples, context=fantom_context), n, seed)
         label = benchmark
     if report_only and not thread_id:
         raise InputError("--report-only needs the --thread-id of the run to report", "pass --thread-id")
@@ -83,11 +88,15 @@ def tom_command(benchmark: str, data: Path | None, samples: int, modes: str, n: 
         click.echo("note: the embedded model serves one request at a time; running with --concurrency 1", err=True)
         concurrency = 1
     run_id = thread_id or f"tom-{label}-{uuid.uuid4().hex[:10]}"
+    scorer = rule_line("tomi" if benchmark == "sim" else benchmark)
+    click.echo(f"scorer rule: {scorer}", err=True)
     if not report_only:
         click.echo(f"run {run_id}: {len(items)} questions × {len(mode_list)} modes (rerun with --thread-id {run_id} "
                    f"--db {db_path(db)} to resume if interrupted)", err=True)
     meta = {"benchmark": label, "data": str(data) if data else "simulator", "seed": seed, "n": n,
-            "modes": ",".join(mode_list), **({"samples": samples} if benchmark == "confaide" else {})}
+            "modes": ",".join(mode_list), "scorer": scorer,
+            **({"samples": samples} if benchmark == "confaide" else {}),
+            **({"fantom_context": fantom_context} if benchmark == "fantom" else {})}
     result: dict[str, Any]
     if report_only:
         rows = result_rows(ctx.experience_store(), run_id, mode_list, items)
@@ -104,6 +113,7 @@ def tom_command(benchmark: str, data: Path | None, samples: int, modes: str, n: 
         rows = result["rows"]
     summary = summarise(rows, mode_list)
     header = {"data": meta["data"], "questions": len(items), "seed": seed, "run": run_id,
+              "scorer rule": meta["scorer"], **({"FANToM context": fantom_context} if benchmark == "fantom" else {}),
               "models": f"parser={ctx.spec_for('parser')}, qa={ctx.spec_for('qa')}",
               "wall time (this invocation)": f"{result['wall_seconds']:.1f} s",
               "items skipped as already finished": result["skipped"]}

@@ -24,11 +24,13 @@ Rows are the ``tom_results`` rows: ``kind``, ``qtype``, ``group_id``, ``access``
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from swm.stats import wilson_interval
+from swm.tom.rules import fantom_yes_no_official
 from swm.tom.scoring import binary_answer
 
 ALL_KINDS = ("fantom_belief_mc", "fantom_list", "fantom_binary")
@@ -77,14 +79,31 @@ def _accuracy(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {"value": ok / len(rows) if rows else None, "n": len(rows), "ci_low": low, "ci_high": high}
 
 
-def _binary_f1(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def _binary_f1(rows: list[dict[str, Any]], reading: str) -> dict[str, Any]:
+    read = binary_answer if reading == "swm-lenient" else fantom_yes_no_official
     references = [_YES_NO.get(str(r.get("gold")), -1) for r in rows]
-    predictions = [binary_answer(r.get("answer")) for r in rows]
+    predictions = [read(r.get("answer")) for r in rows]
     return {"value": weighted_f1(references, predictions), "n": len(rows)}
 
 
-def fantom_scores(rows: list[dict[str, Any]], target: str = "inaccessible") -> dict[str, Any]:
-    """Return FANToM's metrics for one target (see the module docstring), each with its ``n``."""
+def as_read(rows: Iterable[dict[str, Any]], reading: str) -> list[dict[str, Any]]:
+    """Return the rows with ``correct`` set to a named reading's verdict (the headline's when it has none)."""
+    out = []
+    for r in rows:
+        variants = r.get("variants") or {}
+        variants = json.loads(variants) if isinstance(variants, str) else variants
+        out.append({**r, "correct": variants.get(reading, r["correct"])} if reading in variants else r)
+    return out
+
+
+def fantom_scores(rows: list[dict[str, Any]], target: str = "inaccessible",
+                  reading: str = "fantom-official") -> dict[str, Any]:
+    """Return FANToM's metrics for one target (see the module docstring), each with its ``n``.
+
+    ``reading`` is ``fantom-official`` (the headline: FANToM's own per-item rules) or
+    ``swm-lenient`` (swm's reading of the same answers, `swm.tom.rules.VARIANTS`).
+    """
+    rows = as_read(rows, reading) if reading != "fantom-official" else rows
     tom = [r for r in rows if r.get("kind") in TOM_KINDS and r.get("access") == target]
     family = {name: [r for r in tom if f":{name}:" in f"{r.get('qtype')}:"]
               for name in ("answerability", "info_accessibility")}
@@ -93,7 +112,7 @@ def fantom_scores(rows: list[dict[str, Any]], target: str = "inaccessible") -> d
                                             "why": "needs the free-form belief questions, which are not run"}
     facts = [float(r["value"]) for r in rows if r.get("kind") == "fantom_fact"]
     scores: dict[str, Any] = {
-        "target": target, "sets": len(_sets(tom)),
+        "target": target, "reading": reading, "sets": len(_sets(tom)),
         "all": _set_rate([r for r in tom if r["kind"] in ALL_KINDS]), "all_star": star,
         "belief_mc": _accuracy([r for r in tom if r["kind"] == "fantom_belief_mc"]),
         "fact_f1": {"value": sum(facts) / len(facts) if facts else None, "n": len(facts)},
@@ -101,7 +120,7 @@ def fantom_scores(rows: list[dict[str, Any]], target: str = "inaccessible") -> d
     for name, members in family.items():
         scores[f"{name}_all"] = _set_rate(members)
         scores[f"{name}_list"] = _accuracy([r for r in members if r["kind"] == "fantom_list"])
-        scores[f"{name}_binary_f1"] = _binary_f1([r for r in members if r["kind"] == "fantom_binary"])
+        scores[f"{name}_binary_f1"] = _binary_f1([r for r in members if r["kind"] == "fantom_binary"], reading)
     return scores
 
 

@@ -206,8 +206,10 @@ def load_fantom(path: str | Path, context: str = "short", seed: int = 99,
     version (the correct and wrong answers as options (a)/(b), order drawn with ``seed``; the
     free-form version needs a sentence embedder and is not run), the answerability and info-
     accessibility list questions and their binary questions. As FANToM's own evaluation does for
-    the short context, binary questions whose answer is ``no:long`` are dropped. ``target``
-    keeps only ``inaccessible`` or ``accessible`` questions (None keeps both).
+    the short context, binary questions whose answer is ``no:long`` are dropped. With the full
+    context the answerability and info-accessibility questions are relabelled as FANToM's
+    ``setup_fantom`` does (`full_context_access`). ``target`` keeps only ``inaccessible`` or
+    ``accessible`` questions (None keeps both).
     """
     data = _read_json(Path(path))
     rows = data.to_dict("records") if hasattr(data, "to_dict") else data
@@ -219,9 +221,11 @@ def load_fantom(path: str | Path, context: str = "short", seed: int = 99,
         set_id = str(row.get("set_id", set_index))
         story = str(row.get(f"{context}_context") or row.get("short_context") or "").strip()
 
+        relabel = full_context_access(row) if context == "full" else {}
+
         def add(kind: str, qa: dict[str, Any], suffix: str, question: str | None = None,
-                set_id: str = set_id, story: str = story, **extra: Any) -> None:
-            access = qa.get("missed_info_accessibility")
+                set_id: str = set_id, story: str = story, relabel: dict[int, str] = relabel, **extra: Any) -> None:
+            access = relabel.get(id(qa), qa.get("missed_info_accessibility"))
             if target and kind != "fantom_fact" and access != target:
                 return
             items.append(TomItem(
@@ -259,6 +263,29 @@ def load_fantom(path: str | Path, context: str = "short", seed: int = 99,
     return items
 
 
+def full_context_access(row: dict[str, Any]) -> dict[int, str]:
+    """Return FANToM's full-context relabelling of one set's questions, keyed by ``id()`` of each question.
+
+    As ``setup_fantom`` in ``skywalker023/fantom`` ``eval_fantom.py`` (@ 9b41d616) does for
+    ``--conversation-input-type full``: a list question with any name in its ``wrong_answer``
+    becomes ``inaccessible``; the binary questions of a family all take the first one's label,
+    or ``inaccessible`` when any of them is not answered "yes".
+    """
+    labels: dict[int, str] = {}
+    for key in ("answerabilityQA_list", "infoAccessibilityQA_list"):
+        qa = row.get(key)
+        if qa and len(qa.get("wrong_answer") or []) > 0:
+            labels[id(qa)] = "inaccessible"
+    for key in ("answerabilityQAs_binary", "infoAccessibilityQAs_binary"):
+        family = row.get(key) or []
+        if family:
+            label = family[0].get("missed_info_accessibility")
+            if any(qa.get("correct_answer") != "yes" for qa in family):
+                label = "inaccessible"
+            labels.update({id(qa): label for qa in family})
+    return labels
+
+
 # ---- the uniform JSONL of ../shared/benchmarks ------------------------------------------------
 def load_jsonl(path: str | Path, benchmark: str) -> list[TomItem]:
     """Read the uniform ``{id, story, question, answer, meta}`` JSONL of the shared samples."""
@@ -291,10 +318,11 @@ def load_jsonl(path: str | Path, benchmark: str) -> list[TomItem]:
     return items
 
 
-def load_benchmark(benchmark: str, path: str | Path, samples: int = 1) -> list[TomItem]:
+def load_benchmark(benchmark: str, path: str | Path, samples: int = 1, context: str = "short") -> list[TomItem]:
     """Load a benchmark file, choosing the reader by benchmark and file form.
 
-    ``samples`` is ConfAIde's answers per prompt (each its own item); other benchmarks ignore it.
+    ``samples`` is ConfAIde's answers per prompt (each its own item); ``context`` is FANToM's
+    conversation input (``short`` or ``full``); other benchmarks ignore them.
     """
     path = Path(path)
     if benchmark not in BENCHMARKS:
@@ -315,7 +343,7 @@ def load_benchmark(benchmark: str, path: str | Path, samples: int = 1) -> list[T
         first = read_text_file(path).lstrip()[:2000]
         items = load_jsonl(path, "mmtom") if '"story"' in first and '"meta"' in first else load_mmtom(path)
     else:
-        items = load_fantom(path)
+        items = load_fantom(path, context=context)
     if not items:
         raise InputError(f"{path} holds no {benchmark} questions", "check --benchmark and --data")
     return items

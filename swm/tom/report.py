@@ -76,11 +76,40 @@ def summarise(rows: list[dict[str, Any]], modes: Iterable[str]) -> dict[str, Any
             by_type.append(_summarise([r for r in mode_rows if r["qtype"] == qtype], mode, qtype))
         if any(r["kind"].startswith("fantom") for r in mode_rows):
             fantom_sets[mode] = {t: fantom.fantom_scores(mode_rows, t) for t in ("inaccessible", "accessible")}
+            fantom_sets[f"{mode} (swm-lenient)"] = {t: fantom.fantom_scores(mode_rows, t, reading="swm-lenient")
+                                                    for t in ("inaccessible", "accessible")}
         if any(r["kind"].startswith("confaide") for r in mode_rows):
             from swm.tom.confaide import confaide_scores as score_confaide_rows
 
             confaide_scores[mode] = score_confaide_rows(mode_rows)
-    return {"overall": overall, "by_type": by_type, "fantom_sets": fantom_sets, "confaide": confaide_scores}
+    return {"overall": overall, "by_type": by_type, "fantom_sets": fantom_sets, "confaide": confaide_scores,
+            "readings": readings(rows, modes)}
+
+
+def readings(rows: list[dict[str, Any]], modes: Iterable[str]) -> list[dict[str, Any]]:
+    """Per mode: the headline rule's accuracy and each named variant's, on the same scored answers.
+
+    FANToM's fact questions (token F1) are left out, as in the headline accuracy.
+    """
+    out = []
+    for mode in modes:
+        scored = [r for r in rows if r["mode"] == mode and r.get("status") != "failed" and r["kind"] != "fantom_fact"]
+        if not scored:
+            continue
+        rule = ", ".join(sorted({str(r.get("rule") or "swm") for r in scored}))
+        entry = {"mode": mode, "reading": f"{rule} (headline)", "n": len(scored),
+                 "acc": sum(int(r["correct"]) for r in scored) / len(scored)}
+        out.append(entry)
+        names = sorted({k for r in scored for k in _variants(r) if ":" not in k})
+        for name in names:
+            verdicts = [_variants(r)[name] for r in scored if name in _variants(r)]
+            out.append({"mode": mode, "reading": name, "n": len(verdicts), "acc": sum(verdicts) / len(verdicts)})
+    return out
+
+
+def _variants(row: dict[str, Any]) -> dict[str, int]:
+    value = row.get("variants") or {}
+    return json.loads(value) if isinstance(value, str) else dict(value)
 
 
 def markdown(summary: dict[str, Any], benchmark: str, header: dict[str, Any]) -> str:
@@ -110,6 +139,10 @@ def markdown(summary: dict[str, Any], benchmark: str, header: dict[str, Any]) ->
                      f"{r['reasoning_truncated']} | {r['calls_per_q']:.2f} | {r['parse_calls_per_q']:.2f} | "
                      f"{r['qa_calls_per_q']:.2f} | {r['tokens_per_q']:.0f} | {r['distinct_stories']} | "
                      f"{r['parses_from_cache']} | {r['answer_errors']} | {r.get('failed', 0)} |")
+    if summary.get("readings"):
+        lines += ["", "Scorer readings of the same answers (the headline rule first; the others are named variants, "
+                      "see docs/protocols.md):", "", "| mode | reading | n | acc |", "|---|---|---|---|"]
+        lines += [f"| {r['mode']} | {r['reading']} | {r['n']} | {r['acc']:.3f} |" for r in summary["readings"]]
     lines += ["", "Per question type:", "", "| mode | question type | n | acc | 95% CI |", "|---|---|---|---|---|"]
     for r in summary["by_type"]:
         lines.append(f"| {r['mode']} | {r['qtype']} | {r['n']} | {r['acc']:.3f} | "
@@ -119,13 +152,15 @@ def markdown(summary: dict[str, Any], benchmark: str, header: dict[str, Any]) ->
         metric = " (FANToM: compare with All above)" if benchmark == "fantom" else ""
         lines += ["", f"Paper Table 1 reference (GPT-4o, different data sample and model){metric}: "
                       f"CoT {reference[0]:.3f} → S3AP {reference[1]:.3f}."]
-    lines += ["", "acc: per question, by the benchmark's rule (ToMi/ParaToMi: the gold location appears in the "
-                  "answer, the paper's rule; multiple choice: the chosen option; FANToM: its per-kind rules, fact "
-                  "questions excluded). 95% CI: Wilson score interval (FANToM fact questions, scored by token F1: "
-                  "Student's t interval of the mean). exact: normalised exact match. strict "
-                  "(ToMi/ParaToMi): the gold named and no other candidate location of the story; hedged: answers "
-                  "right by the paper's rule and wrong by the strict one. reasoning truncated: replies whose "
-                  "reasoning ran past 1,000 characters and was cut (the answer kept). calls, tokens: every model "
+    lines += ["", "acc: per question, by the benchmark's headline rule (ToMi/ParaToMi: the gold location is a "
+                  "substring of the answer, as the S3AP repository scores it; Hi-ToM/MMToM-QA: the answer is the "
+                  "option letter, as there; FANToM and ConfAIde: their official evaluators' per-item rules, FANToM's "
+                  "fact questions excluded). 95% CI: Wilson score interval (FANToM fact questions, scored by token F1: "
+                  "Student's t interval of the mean). exact: normalised exact match (options: the headline verdict). "
+                  "gold-in-answer: swm's whole-word, normalised reading (options: swm's lenient option reading). "
+                  "strict (ToMi/ParaToMi): the gold named and no other candidate location of the story; hedged: "
+                  "answers right by the whole-word reading and wrong by the strict one. reasoning truncated: replies "
+                  "whose reasoning ran past 1,000 characters and was cut (the answer kept). calls, tokens: every model "
                   "call made for the question, parse calls included (a cached parse costs none). failed: questions "
                   "whose model call still failed after its retries (HTTP 5xx/429, timeout, dropped connection): "
                   "not scored; rerun with the same --thread-id to retry only them."]

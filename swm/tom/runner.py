@@ -20,6 +20,7 @@ The caller hands in the ask graph (``graphs.ask.build()``), so this package neve
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -61,7 +62,24 @@ def result_rows(store: Any, run_id: str, modes: Iterable[str], items: list[TomIt
     if not store.has_table(RESULTS_TABLE):
         return []
     stored = {r["key"]: r for r in store.rows(f"select * from {RESULTS_TABLE} where run = ?", [run_id])}
-    return [stored[k] for mode in modes for item in items if (k := item_thread(run_id, mode, item)) in stored]
+    return [{**stored[k], **score_fields(item, stored[k].get("answer") or "")} if stored[k].get("status") != "failed"
+            else stored[k] for mode in modes for item in items if (k := item_thread(run_id, mode, item)) in stored]
+
+
+def score_fields(item: TomItem, answer: str) -> dict[str, Any]:
+    """Return a row's scored columns for an answer, by the current rules.
+
+    Stored rows are rescored whenever they are read, so a report of an older run (or a rerun that
+    skips finished items) is computed with the rules this version names in ``rule``.
+    """
+    score = score_answer(item, answer)
+    return {
+        "exact": int(score["exact"]), "loose": int(score["loose"]), "strict": int(score["strict"]),
+        "hedged": int(item.kind == "location" and score["loose"] and not score["strict"]),
+        "value": float(score["value"]), "chosen": score["chosen"],
+        "correct": int(bool(score["value"] >= 0.5 if item.kind == "fantom_fact" else score["value"] == 1.0)),
+        "rule": score["rule"], "variants": json.dumps(score["variants"], sort_keys=True),
+    }
 
 
 _RESULT_COLUMNS: dict[str, type] = {
@@ -71,7 +89,7 @@ _RESULT_COLUMNS: dict[str, type] = {
     "chosen": str, "correct": int, "calls": int, "parse_calls": int,
     "qa_calls": int, "prompt_tokens": int, "completion_tokens": int, "model_seconds": float, "wall_seconds": float,
     "failures": int, "parse_cached": int, "parse_problems": int, "story_hash": str, "prompts": str, "models": str,
-    "status": str, "error": str,
+    "status": str, "error": str, "rule": str, "variants": str,
 }
 
 
@@ -103,7 +121,9 @@ def record_run(store: Any, run_id: str, meta: dict[str, Any]) -> None:
         rows = list(store.rows(f"select * from {RUNS_TABLE} where run = ?", [run_id]))
         if rows:
             old = rows[0]
-            for key in ("benchmark", "data", "seed", "n"):
+            for key in ("benchmark", "data", "seed", "n", "fantom_context"):
+                if key == "fantom_context" and old.get(key) is None:
+                    continue
                 if str(old.get(key)) != str(meta.get(key)):
                     raise InputError(f"run {run_id} was started with {key}={old.get(key)}, not {meta.get(key)}",
                                      "rerun with the same settings to resume, or use a new --thread-id")
@@ -115,7 +135,6 @@ def record_run(store: Any, run_id: str, meta: dict[str, Any]) -> None:
 def _row(run_id: str, mode: str, item: TomItem, out: dict[str, Any], seconds: float) -> dict[str, Any]:
     usage = out.get("usage") or {}
     total = total_usage(usage)
-    score = score_answer(item, out.get("answer") or "")
     parse_stats = usage.get("parse") or {}
     answer_stats = usage.get("answer") or {}
     return {
@@ -124,11 +143,8 @@ def _row(run_id: str, mode: str, item: TomItem, out: dict[str, Any], seconds: fl
         "access": (item.meta or {}).get("missed_info_accessibility"),
         "question": item.question, "gold": item.answer if isinstance(item.answer, str) else str(item.answer),
         "answer": out.get("answer") or "", "answer_error": out.get("answer_error"),
-        "exact": int(score["exact"]), "loose": int(score["loose"]), "strict": int(score["strict"]),
-        "hedged": int(item.kind == "location" and score["loose"] and not score["strict"]),
-        "reasoning_truncated": int(was_truncated(out.get("reasoning"))), "value": float(score["value"]),
-        "chosen": score["chosen"], "correct": int(bool(score["value"] >= 0.5 if item.kind == "fantom_fact"
-                                                    else score["value"] == 1.0)),
+        **score_fields(item, out.get("answer") or ""),
+        "reasoning_truncated": int(was_truncated(out.get("reasoning"))),
         "calls": total["calls"], "parse_calls": parse_stats.get("calls", 0), "qa_calls": answer_stats.get("calls", 0),
         "prompt_tokens": total["prompt_tokens"], "completion_tokens": total["completion_tokens"],
         "model_seconds": round(total["seconds"], 3), "wall_seconds": round(seconds, 3),

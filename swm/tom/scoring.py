@@ -1,12 +1,14 @@
-"""Score answers: normalised exact match, the paper's "gold appears in the answer", options, FANToM.
+"""Score answers: the benchmarks' own rules (`swm.tom.rules`) as the headline, swm's readings beside.
 
-Every rule is deterministic and documented here, so a number in a report can be recomputed by
-hand. `score_answer` returns ``{"exact", "loose", "strict", "value", "chosen"}``: ``exact`` and
-``loose`` are the columns reported side by side; ``value`` is what the item contributes to the
-benchmark's headline accuracy (``loose`` for ToMi/ParaToMi, as the paper scores them).
-``strict`` (ToMi/ParaToMi) is ``loose`` without hedges: the answer names the gold location and no
-other candidate location of the story ("Not the basket, the box" is loose-right, strict-wrong
-for gold "basket"); for every other rule it equals the headline verdict.
+Every rule is deterministic and documented, so a number in a report can be recomputed by hand.
+``value`` is what the item contributes to the benchmark's headline accuracy, by the rule named in
+``rule``: ToMi/ParaToMi the S3AP repository's "gold in answer" (a raw substring); Hi-ToM and
+MMToM-QA its option-letter readers; FANToM and ConfAIde their official evaluators. ``exact`` and
+``loose`` are swm's normalised exact match and its whole-word "gold in answer" (for options: swm's
+lenient option reading); ``strict`` (ToMi/ParaToMi) is ``loose`` without hedges: the answer
+names the gold location and no other candidate location of the story ("Not the basket, the box"
+is loose-right, strict-wrong for gold "basket"); for other rules it equals the headline verdict.
+``variants`` holds each named reading's verdict (`swm.tom.rules.VARIANTS`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from swm.stats import fantom_tokens
 from swm.stats import mean_interval as mean_interval  # re-exported: swm.tom.scoring.mean_interval
 from swm.stats import token_f1 as _token_f1
 from swm.stats import wilson_interval as wilson_interval  # re-exported: swm.tom.wilson_interval
+from swm.tom import rules
 from swm.tom.items import TomItem
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -134,29 +137,50 @@ def list_answer_ok(answer: Any, correct: list[str], wrong: list[str]) -> bool:
 
 
 def score_answer(item: TomItem, answer: Any) -> dict[str, Any]:
-    """Score one answer to one item by the item's rule (see the module docstring)."""
-    if item.kind == "location":
-        exact, loose = exact_match(answer, item.answer), contains_match(answer, item.answer)
-        strict = loose and strict_match(answer, item.answer, item.story)
-        return {"exact": exact, "loose": loose, "strict": strict, "value": float(loose), "chosen": None}
-    if item.kind in ("choice", "fantom_belief_mc"):
-        chosen = choose_option(answer, item.options)
-        right = chosen is not None and chosen == item.answer_letter
-        return {"exact": right, "loose": right, "strict": right, "value": float(right), "chosen": chosen}
-    if item.kind == "fantom_list":
-        ok = list_answer_ok(answer, list(item.answer or []), list(item.wrong_answer or []))
-        return {"exact": ok, "loose": ok, "strict": ok, "value": float(ok), "chosen": None}
-    if item.kind == "fantom_binary":
-        gold = {"yes": 1, "no": 0, "no:long": 0}.get(str(item.answer), -1)
-        said = binary_answer(answer)
-        ok = said == gold
-        return {"exact": ok, "loose": ok, "strict": ok, "value": float(ok), "chosen": str(said)}
-    if item.kind == "fantom_fact":
-        f1 = token_f1(answer, item.answer)
-        return {"exact": exact_match(answer, item.answer), "loose": f1 >= 0.5, "strict": f1 >= 0.5, "value": f1,
-                "chosen": None}
+    """Score one answer to one item: the headline verdict by the benchmark's own rule, the named readings beside.
+
+    Returns ``exact``, ``loose``, ``strict``, ``value`` (what the item contributes to the headline),
+    ``chosen``, ``rule`` (the headline rule's name, `swm.tom.rules.HEADLINE`) and ``variants``
+    (each named reading's verdict, 0 or 1).
+    """
     if item.kind.startswith("confaide"):
         from swm.tom.confaide import score_confaide
 
         return score_confaide(item, answer)
+    benchmark = item.benchmark if item.benchmark in rules.HEADLINE else "tomi"
+    if item.kind == "location":
+        exact, loose = exact_match(answer, item.answer), contains_match(answer, item.answer)
+        strict = loose and strict_match(answer, item.answer, item.story)
+        right = rules.tomi_s3ap(answer, item.answer)
+        return {"exact": exact, "loose": loose, "strict": strict, "value": float(right), "chosen": None,
+                "rule": rules.HEADLINE[benchmark][0],
+                "variants": {"swm-contains": int(loose), "swm-strict": int(strict), "exact": int(exact)}}
+    if item.kind == "choice":
+        chosen = choose_option(answer, item.options)
+        lenient = chosen is not None and chosen == item.answer_letter
+        right = (rules.hitom_s3ap(answer, item.options, item.answer) if item.benchmark == "hitom"
+                 else rules.mmtom_s3ap(answer, item.answer_letter))
+        return {"exact": right, "loose": lenient, "strict": right, "value": float(right), "chosen": chosen,
+                "rule": rules.HEADLINE.get(item.benchmark, ("s3ap-repo", ""))[0],
+                "variants": {"swm-choice": int(lenient)}}
+    if item.kind == "fantom_belief_mc":
+        chosen = choose_option(answer, item.options)
+        lenient = chosen is not None and chosen == item.answer_letter
+        right = rules.fantom_choice_official(answer, item.answer_letter)
+        return {"exact": right, "loose": lenient, "strict": right, "value": float(right), "chosen": chosen,
+                "rule": "fantom-official", "variants": {"swm-lenient": int(lenient)}}
+    if item.kind == "fantom_list":
+        ok = list_answer_ok(answer, list(item.answer or []), list(item.wrong_answer or []))
+        return {"exact": ok, "loose": ok, "strict": ok, "value": float(ok), "chosen": None,
+                "rule": "fantom-official", "variants": {"swm-lenient": int(ok)}}
+    if item.kind == "fantom_binary":
+        gold = {"yes": 1, "no": 0, "no:long": 0}.get(str(item.answer), -1)
+        said, lenient = rules.fantom_yes_no_official(answer), binary_answer(answer) == gold
+        ok = said == gold
+        return {"exact": ok, "loose": lenient, "strict": ok, "value": float(ok), "chosen": str(said),
+                "rule": "fantom-official", "variants": {"swm-lenient": int(lenient)}}
+    if item.kind == "fantom_fact":
+        f1 = token_f1(answer, item.answer)
+        return {"exact": exact_match(answer, item.answer), "loose": f1 >= 0.5, "strict": f1 >= 0.5, "value": f1,
+                "chosen": None, "rule": "fantom-official", "variants": {"swm-lenient": int(f1 >= 0.5)}}
     raise ValueError(f"no scoring rule for item kind {item.kind!r}")
