@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 
 from bench.cases import GraphCase
-from bench.fake_server import FakeOpenAIServer
+from swm.testing import FakeOpenAIServer
 
 
 @dataclass

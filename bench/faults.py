@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.extra_graphs import SCRIPTS
-from bench.fake_server import FakeOpenAIServer
+from swm.testing import FakeOpenAIServer
 
 FAULT_KINDS = ["500", "429", "drop", "hang", "invalid_json"]
 # tiny backoff: the server says retry-after-ms 5; a hang outlives the 2 s timeout

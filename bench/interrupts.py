@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.fake_server import FakeOpenAIServer
+from swm.testing import FakeOpenAIServer
 
 PLAN = ["--cycles", "2", "--levels", "easy", "--families", "negotiation,secret", "--episodes-per-level", "2",
         "--samples-per-task", "2", "--max-turns", "2", "--concurrency", "2"]

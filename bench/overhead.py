@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.cases import GraphCase
-from bench.fake_server import FakeOpenAIServer
+from swm.testing import FakeOpenAIServer
 
 
 @dataclass

@@ -153,12 +153,12 @@ def measure_episode(sizes: tuple[int, ...] = (10, 100), repeats: int = 3) -> lis
     graph allows at most 100 turns, so larger N are capped there.
     """
     from bench.extra_graphs import SCRIPTS
-    from bench.fake_server import FakeOpenAIServer
     from checkpoints import ExperienceStore, sqlite_saver
     from graphs import episode
     from nodes.env import MAX_TURNS_LIMIT
     from swm.context import SWMContext
     from swm.scenarios import shipped
+    from swm.testing import FakeOpenAIServer
 
     scenario = shipped()[0]
     rows: list[ResumeRow] = []

@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.fake_server import FakeOpenAIServer
+from swm.testing import FakeOpenAIServer
 
 ROOT = Path(__file__).resolve().parents[1]
 

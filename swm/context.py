@@ -13,10 +13,12 @@ from typing import Any, Literal
 
 from pydantic.json_schema import SkipJsonSchema
 
+from swm.errors import ModelSpecError
 from swm.faults import DEFAULT_LIMIT, FailureStreak
 from swm.llm import (
     DEFAULT_MAX_RETRIES,
     ROLES,
+    ModelSpec,
     default_spec,
     is_embedded,
     judge_default,
@@ -72,6 +74,23 @@ class SWMContext:
         self._cache: dict[Any, Any] = {}
         self._lock = threading.Lock()
         self.failures = FailureStreak(self.max_failures_in_a_row)
+        unknown = sorted(set(self.models) - set(ROLES))
+        if unknown:
+            raise ModelSpecError(f"unknown role {unknown[0]!r} in models", f"roles are {', '.join(ROLES)}")
+        for spec in [self.model, *self.models.values()]:
+            if spec:
+                ModelSpec.parse(spec)  # a malformed spec fails here, before any graph runs
+
+    def check_models(self) -> None:
+        """Build every role's model now, so a missing key or package fails before the first call.
+
+        The embedded server is not started here (that takes a while); its spec is only parsed.
+        """
+        for role in ROLES:
+            injected = role in self.chat_models or self.llm is not None
+            if injected or is_embedded(ModelSpec.parse(self.spec_for(role)).name):
+                continue
+            self.model_for(role)
 
     def spec_for(self, role: str) -> str:
         """Return the model spec a role uses (``<injected>`` for an injected object)."""

@@ -31,6 +31,12 @@ class InputError(SWMError, ValueError):
     """
 
 
+class ModelSpecError(SWMError, ValueError):
+    """A model spec cannot be used as written: a base URL with no scheme, a provider whose LangChain
+    package is not installed, a missing API key. Found before the first model call; exit 2.
+    """
+
+
 class ModelUnavailable(SWMError):
     """The model endpoint cannot be reached or refuses every request (down, wrong URL, bad key).
 

@@ -2,10 +2,13 @@
 
 A role (parser, qa, agent, world_model, partner, judge) gets a LangChain chat model from a spec:
 ``name`` (OpenAI, or ``OPENAI_BASE_URL``), ``name@base_url`` (any OpenAI-compatible server:
-vLLM, llama.cpp, Ollama), or ``embedded`` (the local llama.cpp server, the default when no key
-is set; ``embedded:lora=ADAPTER.gguf`` serves a trained policy's adapter on it). Structured
-output binds the pydantic schema as a tool (``method="function_calling"``), which OpenAI, vLLM
-and llama.cpp's server all enforce. `call_model` times and counts each call.
+vLLM, llama.cpp, Ollama), ``provider:name`` (LangChain's ``init_chat_model``: ``anthropic:…``,
+``ollama:…``, for providers whose package is installed), or ``embedded`` (the local llama.cpp
+server, the default when no key is set; ``embedded:lora=ADAPTER.gguf`` serves a trained policy's
+adapter on it). A spec that cannot work (no URL scheme, no package, no key) is a `ModelSpecError`
+before the first call. Structured output binds the pydantic schema as a tool
+(``method="function_calling"``), which OpenAI, vLLM and llama.cpp's server all enforce.
+`call_model` times and counts each call.
 
 Transient endpoint faults are retried in one place only: the OpenAI client's own retry loop
 (``max_retries``), which re-sends just the failed HTTP request on a timeout, a dropped or refused
@@ -19,6 +22,8 @@ is unreachable (`ModelUnavailable`), timed out (`ModelTimeout`) or failed (`Mode
 
 from __future__ import annotations
 
+import difflib
+import importlib.util
 import json
 import os
 import re
@@ -32,7 +37,7 @@ from langchain_core.runnables import Runnable, RunnableBinding, RunnableSequence
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel
 
-from swm.errors import ModelCallFailed, ModelTimeout, ModelUnavailable, SWMError
+from swm.errors import ModelCallFailed, ModelSpecError, ModelTimeout, ModelUnavailable, SWMError
 from swm.usage import CallStats
 
 ROLES = ("parser", "qa", "agent", "world_model", "partner", "judge")
@@ -51,27 +56,72 @@ REASONING_MARK = "reasoning:"
 _REASONING_NAME = re.compile(r"^(o\d+(-.*)?|gpt-5.*|deepseek-r1.*|deepseek-reasoner.*)$", re.IGNORECASE)
 
 
+# init_chat_model's providers (langchain.chat_models), as of langchain 1.4; the installed
+# langchain's own list wins when it can be read (`providers`).
+_PROVIDERS = ("anthropic", "anthropic_bedrock", "azure_ai", "azure_openai", "baseten", "bedrock", "bedrock_converse",
+              "cohere", "deepseek", "fireworks", "google_anthropic_vertex", "google_genai", "google_vertexai", "groq",
+              "huggingface", "ibm", "litellm", "meta", "mistralai", "nvidia", "ollama", "openai", "openrouter",
+              "perplexity", "together", "upstage", "xai")
+
+
+def providers() -> dict[str, str]:
+    """Return init_chat_model's providers, each with the Python module its LangChain package installs."""
+    try:
+        from langchain.chat_models.base import _BUILTIN_PROVIDERS  # private, so read defensively
+
+        found = {name: str(entry[0]).split(".")[0] for name, entry in dict(_BUILTIN_PROVIDERS).items()}
+    except (ImportError, AttributeError, TypeError, IndexError):
+        found = {}
+    return found or {name: f"langchain_{name.split('_')[0]}" for name in _PROVIDERS}
+
+
+def _check_url(spec: str, url: str) -> str:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        hint = f"write it as http://{url}" if "://" not in url else "use an http:// or https:// URL"
+        raise ModelSpecError(f"model spec {spec!r} has no usable base URL ({url!r})", hint)
+    return url
+
+
 @dataclass(frozen=True)
 class ModelSpec:
-    """A model name, optionally the OpenAI-compatible base URL that serves it, and whether it reasons.
+    """A model name, optionally its provider or the OpenAI-compatible base URL that serves it, and whether it reasons.
 
-    ``reasoning:NAME[@URL]`` marks any model as a reasoning model; the o-series, GPT-5-class
-    and DeepSeek-R1 names are recognised without the mark. A reasoning model is sent no
-    temperature.
+    Forms: ``name`` (OpenAI, or ``OPENAI_BASE_URL``), ``name@base_url`` (any OpenAI-compatible
+    server), ``provider:name[@base_url]`` (LangChain's ``init_chat_model`` providers:
+    ``anthropic:claude-…``, ``ollama:llama3.1``, ``openai:gpt-4o``, …) and ``embedded[:lora=…]``.
+    ``reasoning:`` in front marks any model as a reasoning model; the o-series, GPT-5-class and
+    DeepSeek-R1 names are recognised without the mark. A reasoning model is sent no temperature.
+    A prefix that is not a provider stays part of the name (``llama3:8b@http://…``, ``ft:gpt-4o…``).
     """
 
     name: str
     base_url: str | None = None
     marked_reasoning: bool = False
+    provider: str | None = None
 
     @classmethod
     def parse(cls, spec: str) -> ModelSpec:
+        """Split a spec into its parts; a malformed one raises `ModelSpecError` (a ValueError too)."""
         text = spec.strip()
         marked = text.startswith(REASONING_MARK)
         name, sep, url = text.removeprefix(REASONING_MARK).partition("@")
+        provider: str | None = None
+        head, colon, rest = name.partition(":")
+        if colon and head in providers():
+            provider, name = head, rest
+        elif colon and not sep and not is_embedded(name):
+            close = difflib.get_close_matches(head, list(providers()), n=1, cutoff=0.8)
+            if close:
+                raise ModelSpecError(f"unknown model provider {head!r} in {spec!r}", f"did you mean {close[0]!r}?")
         if not name:
-            raise ValueError(f"model spec {spec!r} has no model name (use 'name' or 'name@base_url')")
-        return cls(name=name, base_url=(url or None) if sep else None, marked_reasoning=marked)
+            raise ModelSpecError(f"model spec {spec!r} has no model name",
+                                 "use 'name', 'name@base_url', 'provider:name' or 'embedded'")
+        if sep:
+            _check_url(spec, url)
+        return cls(name=name, base_url=(url or None) if sep else None, marked_reasoning=marked, provider=provider)
 
     @property
     def reasoning(self) -> bool:
@@ -79,7 +129,8 @@ class ModelSpec:
         return self.marked_reasoning or bool(_REASONING_NAME.match(self.name.rsplit("/", 1)[-1]))
 
     def __str__(self) -> str:
-        text = f"{self.name}@{self.base_url}" if self.base_url else self.name
+        name = f"{self.provider}:{self.name}" if self.provider else self.name
+        text = f"{name}@{self.base_url}" if self.base_url else name
         return REASONING_MARK + text if self.marked_reasoning else text
 
 
@@ -131,14 +182,42 @@ def make_chat_model(spec: str, *, temperature: float = 0.0, max_tokens: int | No
         return ChatOpenAI(model="embedded", base_url=server.base_url, api_key="sk-no-key-needed",  # type: ignore[arg-type]
                           temperature=temperature, timeout=timeout or EMBEDDED_TIMEOUT, max_retries=0,
                           extra_body={"max_tokens": max_tokens or EMBEDDED_MAX_TOKENS})
+    if parsed.provider not in (None, "openai"):
+        return _provider_model(parsed, temperature=temperature, max_tokens=max_tokens,
+                               timeout=timeout or DEFAULT_TIMEOUT, max_retries=max_retries)
     base_url = parsed.base_url or os.environ.get("OPENAI_BASE_URL") or None
+    if base_url:
+        _check_url(spec if parsed.base_url else f"OPENAI_BASE_URL={base_url}", base_url)
     key = os.environ.get("OPENAI_API_KEY")
     if not key and parsed.base_url is None and base_url is None:
-        raise ModelUnavailable(f"model {parsed.name!r} needs OPENAI_API_KEY",
-                               "set OPENAI_API_KEY, or give the model as name@base_url, or use 'embedded'")
+        raise ModelSpecError(f"model {parsed.name!r} needs OPENAI_API_KEY",
+                             "set OPENAI_API_KEY, or give the model as name@base_url, or use 'embedded'")
     return ChatOpenAI(model=parsed.name, base_url=base_url, api_key=key or "EMPTY",  # type: ignore[arg-type]
                       temperature=None if parsed.reasoning else temperature, max_tokens=max_tokens,
                       timeout=timeout or DEFAULT_TIMEOUT, max_retries=max_retries)
+
+
+def _provider_model(parsed: ModelSpec, **settings: Any) -> BaseChatModel:
+    """Build a ``provider:name`` model through LangChain's ``init_chat_model``; one-line errors before any call."""
+    module = providers()[str(parsed.provider)]
+    package = module.replace("_", "-")
+    if importlib.util.find_spec("langchain") is None:
+        raise ModelSpecError(f"model spec '{parsed}' needs LangChain's init_chat_model",
+                             "pip install langchain (and the provider's package)")
+    if importlib.util.find_spec(module) is None:
+        raise ModelSpecError(f"provider {parsed.provider!r} needs the {package} package", f"pip install {package}")
+    from langchain.chat_models import init_chat_model
+
+    if parsed.reasoning:
+        settings["temperature"] = None
+    if parsed.base_url:
+        settings["base_url"] = parsed.base_url
+    try:
+        return init_chat_model(parsed.name, model_provider=parsed.provider, **settings)
+    except Exception as exc:  # noqa: BLE001 - a provider's constructor refuses (no key, bad option): one line
+        first = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise ModelSpecError(f"cannot build model '{parsed}': {first}",
+                             f"check the {parsed.provider} API key and settings in the environment") from exc
 
 
 @dataclass

@@ -82,7 +82,7 @@ def responder(strategy: Strategy, roles: dict[str, str],
             os.kill(os.getpid(), signal.SIGKILL)
         seat, phase, options = parse_prompt(prompt)
         target, text = strategy(seat, phase, options, roles)
-        from scripted import as_structured
+        from swm.testing import as_structured
 
         if phase == "day_speak":
             return as_structured({"say": text}, "GameMove")
@@ -96,12 +96,11 @@ def responder(strategy: Strategy, roles: dict[str, str],
 
 def run_game_process(db: str, thread: str, kill_at: int, seed: int) -> None:
     """Play a werewolf game on a SQLite checkpoint and experience store; die at model call ``kill_at``."""
-    from scripted import ScriptedChatModel
-
     from checkpoints import ExperienceStore, run_thread, sqlite_saver
     from graphs.game import build
     from swm.context import SWMContext
     from swm.games import default_players, get_game
+    from swm.testing import ScriptedChatModel
 
     roles = get_game("werewolf").deal(default_players(6), seed).roles
     llm = ScriptedChatModel(respond=responder(village_finds_wolves, roles, kill_at))

@@ -78,4 +78,4 @@ def test_named_model_without_key_says_how_to_configure(tmp_path: Path) -> None:
     story.write_text("Sally puts the marble in the basket.")
     result = CliRunner().invoke(main, ["ask", "--story", str(story), "--question", "Where?", "--mode", "cot",
                                        "--model", "gpt-4o", "--db", str(tmp_path / "x.db")])
-    assert result.exit_code == 3 and "needs OPENAI_API_KEY" in result.output
+    assert result.exit_code == 2 and "needs OPENAI_API_KEY" in result.output

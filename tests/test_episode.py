@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 from langchain_core.runnables import RunnableConfig
-from scripted import ScriptedChatModel
 from test_episode_scripts import GOALS, SECRETS, Responder, model, scenario
 
 from checkpoints import ExperienceStore, sqlite_saver
@@ -17,6 +16,7 @@ from swm.context import SWMContext
 from swm.errors import InputError
 from swm.social.models import AgentAction, AgentActionForModel
 from swm.social.store import get_episode, load_turns
+from swm.testing import ScriptedChatModel
 
 
 def play(tmp_path: Path, ctx: SWMContext, thread: str = "t", **inputs: Any) -> dict[str, Any]:

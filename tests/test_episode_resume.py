@@ -7,7 +7,6 @@ from typing import Any
 
 from click.testing import CliRunner
 from langchain_core.runnables import RunnableConfig
-from scripted import ScriptedChatModel
 from test_episode_scripts import Responder, scenario
 
 from checkpoints import ExperienceStore, open_store, sqlite_saver
@@ -15,6 +14,7 @@ from graphs.episode import build
 from swm.cli import main
 from swm.context import SWMContext
 from swm.social.store import get_episode, load_turns
+from swm.testing import ScriptedChatModel
 
 
 class Crash(RuntimeError):

@@ -7,11 +7,11 @@ import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, create_model
-from scripted import ScriptedChatModel
 
 from swm.social.judgement import DIMENSIONS
 from swm.social.models import AgentActionForModel, AgentProfile, Scenario, ScenarioAgent
 from swm.social.schemas import Foresight, FutureScore, PredictedMind, PredictedReaction
+from swm.testing import ScriptedChatModel
 
 GOALS = {"Ann": "GOAL-ANN-7f3 sell the lamp for 40", "Bob": "GOAL-BOB-9k2 buy the lamp for 20",
          "Cy": "GOAL-CY-1q8 keep the peace"}

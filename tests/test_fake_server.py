@@ -8,12 +8,12 @@ import pytest
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from bench.fake_server import FakeOpenAIServer, _State
-from bench.schema_instance import known_schemas, minimal_instance
 from swm.context import SWMContext
 from swm.errors import ModelCallFailed
 from swm.llm import call_model, make_chat_model
 from swm.schemas import ReasonedAnswer, S3APParse
+from swm.testing.schema_instance import known_schemas, minimal_instance
+from swm.testing.server import FakeOpenAIServer, _State
 from swm.validation import validate_s3ap
 
 

@@ -12,13 +12,12 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from scripted import ScriptedChatModel
 
-from bench.fake_server import FakeOpenAIServer
 from swm.cli import main
 from swm.errors import ModelCallFailed, ModelTimeout
 from swm.llm import call_model, make_chat_model
 from swm.schemas import ReasonedAnswer
+from swm.testing import FakeOpenAIServer, ScriptedChatModel
 
 STORY = "Sally and Anne are in the room. Sally puts the ball in the basket. Sally leaves. Anne moves the ball."
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scripted import ScriptedChatModel
 from test_episode_scripts import Responder, model, scenario
 
 from checkpoints import ExperienceStore, sqlite_saver
@@ -12,6 +11,7 @@ from graphs.episode import build
 from graphs.foresee_act import build as build_foresee
 from swm.context import SWMContext
 from swm.social.store import load_turns
+from swm.testing import ScriptedChatModel
 
 
 def run(tmp_path: Path, ctx: SWMContext, turns: int = 4) -> dict:

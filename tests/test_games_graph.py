@@ -12,7 +12,6 @@ from typing import Any
 from click.testing import CliRunner
 from games_scripted import parse_prompt, responder, village_finds_wolves, wolves
 from langchain_core.runnables import RunnableConfig
-from scripted import ScriptedChatModel
 
 from checkpoints import ExperienceStore, sqlite_saver
 from graphs.game import build
@@ -20,6 +19,7 @@ from swm.cli import main
 from swm.context import SWMContext
 from swm.games import default_players, get_game
 from swm.games.store import get_game_row, load_moves, load_world
+from swm.testing import ScriptedChatModel
 
 TESTS = Path(__file__).parent
 

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import Field
-from scripted import ScriptedChatModel, as_structured
 
 from checkpoints import ExperienceStore
 from graphs.game import build
@@ -34,6 +33,7 @@ from swm.games import (
 from swm.games.store import load_moves
 from swm.games.werewolf import vote_result
 from swm.state import SocialStep
+from swm.testing import ScriptedChatModel, as_structured
 
 ROOT = Path(__file__).resolve().parents[1]
 

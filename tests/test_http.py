@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from bench.fake_server import FakeOpenAIServer
 from swm.cli import main
+from swm.testing import FakeOpenAIServer
 
 STORY = "Sally and Anne are in the room. Sally puts the ball in the basket. Sally leaves. Anne moves the ball."
 SECRET = "sk-test-DO-NOT-STORE-4f1c9e"

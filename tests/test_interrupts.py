@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.fake_server import FakeOpenAIServer
 from bench.interrupts import MAX_TURNS, Reference, interrupt_and_rerun, reference_run, two_processes
+from swm.testing import FakeOpenAIServer
 
 LATENCY = 0.15
 CONCURRENCY = 2  # the plan's --concurrency: episodes in flight when it stops

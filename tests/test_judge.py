@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from scripted import ScriptedChatModel
 from test_episode_scripts import evaluation, loose, scenario
 
 from nodes.judge import judge_agent
 from swm.context import SWMContext
 from swm.social.judgement import DIMENSIONS, Judgement, SotopiaEvaluation, read_scores
+from swm.testing import ScriptedChatModel
 
 RANGES = {"believability": (0, 10), "relationship": (-5, 5), "knowledge": (0, 10), "secret": (-10, 0),
           "social_rules": (-10, 0), "financial_and_material_benefits": (-5, 5), "goal": (0, 10)}

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from scripted import ScriptedChatModel
 from test_lifelong_graph import PLAN, Agents, run
 
 from checkpoints import ExperienceStore
@@ -16,6 +15,7 @@ from swm.cli import main
 from swm.errors import InputError
 from swm.lifelong import store as ls
 from swm.lifelong.state import DEFAULT_PLAN
+from swm.testing import ScriptedChatModel
 
 
 def test_help_names_the_ablation_and_resume() -> None:

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 from games_scripted import decider, village_errs, village_finds_wolves
-from scripted import ScriptedChatModel, as_structured
 
 from checkpoints import ExperienceStore, sqlite_saver
 from graphs import lifelong
@@ -19,6 +18,7 @@ from swm.lifelong.game_bridge import game_inputs, game_to_record
 from swm.lifelong.heldout import heldout
 from swm.lifelong.tasks import synthesize
 from swm.lifelong.update import StrategyNotes
+from swm.testing import ScriptedChatModel, as_structured
 
 
 def test_a_werewolf_task_is_a_seeded_deal_with_private_briefings() -> None:

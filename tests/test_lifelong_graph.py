@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from scripted import ScriptedChatModel
 
 from checkpoints import ExperienceStore, open_saver, open_store
 from graphs import lifelong
@@ -18,6 +17,7 @@ from swm.lifelong import store as ls
 from swm.lifelong.update import StrategyNotes
 from swm.social.models import AgentActionForModel
 from swm.social.schemas import Foresight, PredictedMind, PredictedReaction
+from swm.testing import ScriptedChatModel
 
 PLAN: dict[str, Any] = {"cycles": 2, "levels": ["easy", "medium"], "families": ["negotiation", "secret"],
                         "episodes_per_level": 2, "samples_per_task": 2, "max_turns": 2, "heldout_per_cell": 1}

@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 from test_lifelong_graph import Agents
 
-from bench.fake_server import FakeOpenAIServer
 from checkpoints import ExperienceStore, sqlite_saver
 from graphs import lifelong
 from swm.context import SWMContext
 from swm.lifelong import store as ls
 from swm.social.models import AgentActionForModel
+from swm.testing import FakeOpenAIServer
 
 pytest.importorskip("trl", reason="needs the [train] extra")
 

@@ -6,11 +6,11 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-from scripted import ScriptedChatModel
 from test_lifelong_gate import pair
 
 from swm.errors import InputError
 from swm.lifelong.update import Policy, StrategyNotes, export, memory_text, memory_update, sft_rows
+from swm.testing import ScriptedChatModel
 
 
 def test_memory_update_distills_notes_per_family_and_level() -> None:

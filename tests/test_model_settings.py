@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from bench.fake_server import FakeOpenAIServer
 from swm.llm import ModelSpec, call_model, make_chat_model
+from swm.testing import FakeOpenAIServer
 
 FIX = Path(__file__).parent / "fixtures" / "tom"
 

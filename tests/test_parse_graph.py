@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from helpers import STORY, good_parse, wrong_agents_parse
 from langchain_core.messages import AIMessage
-from scripted import ScriptedChatModel
 
 from graphs import parse
 from swm.context import SWMContext
 from swm.errors import InputError
+from swm.testing import ScriptedChatModel
 
 
 def run(model: ScriptedChatModel, narrative: str = STORY, **ctx: object) -> dict:

@@ -12,13 +12,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from scripted import ScriptedChatModel
 
 from bench.cases import GraphCase, core_cases, extra_cases, story
 from bench.extra_graphs import SCRIPTS
-from bench.schema_instance import known_schemas, scripted_arguments
 from checkpoints import ExperienceStore, sqlite_saver
 from swm.context import SWMContext
+from swm.testing import ScriptedChatModel
+from swm.testing.schema_instance import known_schemas, scripted_arguments
 
 
 def responder(prompt: str, tool: str | None) -> Any:

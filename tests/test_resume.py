@@ -8,19 +8,19 @@ import textwrap
 from pathlib import Path
 
 from helpers import STORY
-from scripted import ScriptedChatModel
 
 from checkpoints import open_saver
 from graphs import ask
 from swm.commands._common import run_graph
 from swm.context import SWMContext
 from swm.schemas import ReasonedAnswer
+from swm.testing import ScriptedChatModel
 
 KILLED_RUN = textwrap.dedent("""
     import os, signal, sys
     sys.path.insert(0, {tests!r})
     from helpers import STORY, good_parse
-    from scripted import ScriptedChatModel
+    from swm.testing import ScriptedChatModel
     from checkpoints import open_saver
     from graphs import ask
     from swm.context import SWMContext

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 from langchain_core.runnables import RunnableConfig
-from scripted import ScriptedChatModel
 from test_episode_scripts import Responder, model, scenario
 
 from checkpoints import ExperienceStore, sqlite_saver
@@ -15,6 +14,7 @@ from graphs.rollout import calls_per_turn
 from swm.context import SWMContext
 from swm.social.schemas import FutureScore
 from swm.social.store import load_turns
+from swm.testing import ScriptedChatModel
 
 
 def run(tmp_path: Path, ctx: SWMContext, policy: str, turns: int = 1) -> dict:

@@ -190,9 +190,8 @@ def test_werewolf_self_play_iteration(base_dir: Path, tmp_path: Path) -> None:
 
 
 def test_judge_scores_reach_the_rewards_and_the_update(base_dir: Path, tmp_path: Path) -> None:
-    from scripted import ScriptedChatModel
-
     from swm.selfplay.judge import TurnScore
+    from swm.testing import ScriptedChatModel
 
     judge = ScriptedChatModel(respond=lambda prompt, tool: TurnScore(score=10 if "The turn by Ben Garcia:" in prompt
                                                                      else 2))

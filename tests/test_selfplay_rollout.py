@@ -98,9 +98,8 @@ def test_a_failed_rollout_is_recorded_and_never_scored() -> None:
 
 
 def test_the_judge_scores_each_turn_once_and_a_bad_reply_stays_unjudged() -> None:
-    from scripted import ScriptedChatModel
-
     from swm.selfplay.judge import TurnScore, judge_turns
+    from swm.testing import ScriptedChatModel
 
     rollout, _ = run(["$300 please.", "I offer $280.", "ACCEPT $280"], max_turns=3)
     judge = ScriptedChatModel(replies=[TurnScore(score=8), "no idea", TurnScore(score=3)])

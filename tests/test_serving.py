@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from bench.fake_server import FakeOpenAIServer
 from graphs import episode
 from nodes.lifelong import learner_context, run_episode
 from swm.context import SWMContext
@@ -14,6 +13,7 @@ from swm.errors import ModelUnavailable
 from swm.lifelong.tasks import synthesize
 from swm.lifelong.update import Policy
 from swm.serving import policy_spec, runtime_lora_spec
+from swm.testing import FakeOpenAIServer
 
 
 def _policy(tmp_path: Path, version: str = "p1") -> Policy:

@@ -160,8 +160,9 @@ def test_bench_sotopia_tests_both_seats_and_splits_by_side_and_setting(tmp_path:
     goal means checked by hand from GOAL_BY_AGENT."""
     import re
 
-    from scripted import ScriptedChatModel
     from test_episode_scripts import evaluation
+
+    from swm.testing import ScriptedChatModel
 
     def judge(prompt: str, tool: str | None) -> Any:
         rated = re.search(r"then rate (.+?), and only", prompt)

@@ -8,13 +8,13 @@ from pathlib import Path
 from helpers import STORY, good_parse
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from scripted import ScriptedChatModel
 
 from checkpoints import async_sqlite_saver
 from graphs import ask
 from swm.context import SWMContext
 from swm.schemas import ReasonedAnswer
 from swm.state import SocialStep, SocialWorld, split_mental_state
+from swm.testing import ScriptedChatModel
 
 names = st.text(st.characters(whitelist_categories=("Lu", "Ll")), min_size=1, max_size=8)
 text = st.text(st.characters(blacklist_characters="<>:", blacklist_categories=("Cs", "Cc")), min_size=1,

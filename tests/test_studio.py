@@ -64,7 +64,7 @@ def studio(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped
 def test_every_graph_loads_and_ask_runs_through_the_api(studio) -> None:  # type: ignore[no-untyped-def]
     from langgraph_sdk import get_sync_client
 
-    from bench.fake_server import FakeOpenAIServer
+    from swm.testing import FakeOpenAIServer
 
     url, db = studio
     client = get_sync_client(url=url)
@@ -91,7 +91,7 @@ def test_every_graph_loads_and_ask_runs_through_the_api(studio) -> None:  # type
 def test_lifelong_runs_on_the_server_and_streams_progress(studio) -> None:  # type: ignore[no-untyped-def]
     from langgraph_sdk import get_sync_client
 
-    from bench.fake_server import FakeOpenAIServer
+    from swm.testing import FakeOpenAIServer
 
     url, db = studio
     client = get_sync_client(url=url)
@@ -158,10 +158,9 @@ def test_the_plan_schema_follows_the_lifelong_loop() -> None:
 def test_bad_input_names_the_field_before_any_call(graph: str, inputs: dict, field: str) -> None:  # type: ignore[type-arg]
     import importlib
 
-    from scripted import ScriptedChatModel
-
     from swm.context import SWMContext
     from swm.errors import InputError
+    from swm.testing import ScriptedChatModel
 
     llm = ScriptedChatModel(replies=[])
     with pytest.raises(InputError, match=rf"\b{field}: ") as caught:
@@ -200,8 +199,8 @@ def test_a_server_run_reuses_the_parse_a_cli_run_cached(studio, tmp_path: Path) 
     from click.testing import CliRunner
     from langgraph_sdk import get_sync_client
 
-    from bench.fake_server import FakeOpenAIServer
     from swm.cli import main
+    from swm.testing import FakeOpenAIServer
 
     url, db = studio
     story = tmp_path / "story.txt"

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from scripted import ScriptedChatModel
 from tom_scripted import respond
 
 from checkpoints import open_store
 from graphs import ask
 from swm.context import SWMContext
+from swm.testing import ScriptedChatModel
 from swm.tom.loaders import load_benchmark
 from swm.tom.report import summarise
 from swm.tom.runner import run_benchmark

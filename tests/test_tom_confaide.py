@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from bench.fake_server import FakeOpenAIServer
+from swm.testing import FakeOpenAIServer
 from swm.tom.confaide import confaide_binary, confaide_scores, load_confaide, load_tier3, load_tier4, score_confaide
 
 FIX = Path(__file__).parent / "fixtures" / "tom"

@@ -71,7 +71,7 @@ def test_a_killed_worker_loses_and_repeats_no_item(pg_url: str, tmp_path: Path) 
 
 
 def test_sotopia_episodes_run_as_ray_tasks_and_a_rerun_skips_them(tmp_path: Path) -> None:
-    from bench.fake_server import FakeOpenAIServer
+    from swm.testing import FakeOpenAIServer
 
     env = {**os.environ, "LANGSMITH_TRACING": "false", "PYTHONPATH": os.pathsep.join(
         [str(ROOT), os.environ.get("PYTHONPATH", "")])}
@@ -111,8 +111,8 @@ def test_games_on_ray_workers_give_the_table_of_one_process(tmp_path: Path) -> N
 
 
 def test_learn_plays_its_episodes_on_ray_workers_with_the_calls_of_one_process(tmp_path: Path) -> None:
-    from bench.fake_server import FakeOpenAIServer
     from bench.interrupts import episode_ids, finished, learn_command, reference_run, start
+    from swm.testing import FakeOpenAIServer
 
     with FakeOpenAIServer(latency=0.0) as server:
         reference = reference_run(server, tmp_path)

@@ -23,7 +23,8 @@ def model_options(*roles: str) -> Callable[[F], F]:
     """Add ``--model``, ``--<role>-model`` for the given roles (all when none are named), ``--timeout``
     and ``--max-retries``.
 
-    A spec is ``embedded``, a model name (OpenAI, or ``OPENAI_BASE_URL``) or ``name@base_url``.
+    A spec is ``embedded``, a model name (OpenAI, or ``OPENAI_BASE_URL``), ``name@base_url`` or
+    ``provider:name`` (LangChain's ``init_chat_model``, e.g. ``anthropic:claude-sonnet-4-5``).
     """
 
     def decorate(f: F) -> F:
@@ -33,8 +34,8 @@ def model_options(*roles: str) -> Callable[[F], F]:
             f = click.option(flag, f"{role}_model", default=None, metavar="SPEC",
                              help=f"Model for the {role.replace('_', ' ')} role.")(f)
         return click.option("--model", default=None, metavar="SPEC",
-                            help="Model for every role: 'embedded', a name (OpenAI / OPENAI_BASE_URL) "
-                                 "or name@base_url.")(f)
+                            help="Model for every role: 'embedded', a name (OpenAI / OPENAI_BASE_URL), "
+                                 "name@base_url or provider:name (anthropic:…, ollama:…).")(f)
 
     return decorate
 
@@ -86,6 +87,7 @@ def make_context(db: str | Path | None, model: str | None = None, **opts: Any) -
     for role in ROLES:
         opts.pop(f"{role}_model", None)
     ctx = SWMContext(model=model, models=models, **opts)
+    ctx.check_models()
     ctx.store = open_store(db_path(db))
     announce_models(ctx)
     return ctx
