@@ -23,6 +23,29 @@ KNOWN_TAGS = frozenset({"same_as_state", "mental_state"})
 LAST_ACTION_TAG_RE = re.compile(r"same_as_last_action(?:_\d+)?$")
 
 
+AGENT_NAME_MAX = 60
+# letters and digits of any script, inner spaces, and the marks real names carry (O'Brien, Jean-Luc, St. John)
+_AGENT_NAME_RE = re.compile(r"[^\W_](?:[\w.'\u2019 -]*[\w.])?")
+
+
+def check_agent_name(name: str) -> str:
+    """Return ``name`` if it can stand as an agent's name, else raise ValueError saying why.
+
+    A name is 1 to `AGENT_NAME_MAX` characters: letters and digits of any script, single inner
+    spaces, ``.``, ``'``, ``-`` and ``_``. Names are rendered into prompts (always inside a
+    ``<data>`` fence), the action schema's recipient list and file names; brackets, colons,
+    quotes and line breaks have no business in them.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError("an agent name must be a non-empty string")
+    if len(name) > AGENT_NAME_MAX:
+        raise ValueError(f"agent name {name[:40]!r}... is {len(name)} characters (at most {AGENT_NAME_MAX})")
+    if not _AGENT_NAME_RE.fullmatch(name) or "  " in name:
+        raise ValueError(f"agent name {name!r} may hold only letters, digits, single spaces and . ' - _ "
+                         "(starting with a letter or digit)")
+    return name
+
+
 def agent_key(name: str) -> str:
     """Return the comparison key of an agent name: case and spacing do not matter."""
     return re.sub(r"[\s_\-]+", "", name).casefold()

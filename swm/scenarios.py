@@ -23,6 +23,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from swm.errors import InputError
 from swm.inputs import jsonl_rows
 from swm.social.models import AgentProfile, Scenario, ScenarioAgent
@@ -62,7 +64,8 @@ def from_record(row: dict[str, Any]) -> Scenario:
             hard=bool(row.get("hard", False)), source=str(row.get("source") or meta.get("source") or ""),
             meta=meta)
     except (KeyError, TypeError, ValueError) as exc:
-        raise InputError(f"scenario {row.get('id', '?')} is malformed: {str(exc).splitlines()[0]}",
+        reason = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc).splitlines()[0]
+        raise InputError(f"scenario {row.get('id', '?')} is malformed: {reason}",
                          "each needs id, scenario and agents [{name, goal, profile}]") from exc
 
 

@@ -89,8 +89,8 @@ def test_privacy_no_prompt_holds_another_agents_goal_or_secret(tmp_path: Path, p
     checked = 0
     for role, m in models.items():
         for tool, prompt in m.prompts:
-            speaker = next(n for n in GOALS if f"You are {n}" in prompt or f"of {n}:" in prompt
-                           or f"behalf of {n}" in prompt or f"Imagine you are {n}" in prompt)
+            speaker = next(n for n in GOALS if f'<data name="your name">\n{n}\n' in prompt
+                           or f'<data name="acting participant">\n{n}\n' in prompt)
             for other in GOALS:
                 if other != speaker:
                     assert GOALS[other] not in prompt and SECRETS[other] not in prompt, (role, tool, speaker, other)

@@ -16,6 +16,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model, field_validator
 
+from swm.s3ap import check_agent_name
+
 ActionType = Literal["none", "speak", "non-verbal communication", "action", "leave"]
 ACTION_TYPES: tuple[str, ...] = ("none", "speak", "non-verbal communication", "action", "leave")
 MAX_AGENTS = 8
@@ -158,6 +160,11 @@ class ScenarioAgent(BaseModel):
     goal: str
     profile: AgentProfile = Field(default_factory=AgentProfile)
     agent_id: str | None = None
+
+    @field_validator("name", mode="before")
+    @classmethod
+    def _valid_name(cls, name: Any) -> str:
+        return check_agent_name(name.strip() if isinstance(name, str) else name)
 
     @property
     def secret(self) -> str:
