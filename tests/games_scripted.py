@@ -19,7 +19,7 @@ from typing import Any
 from swm.games import Decision, Turn
 
 Strategy = Callable[[str, str, list[str], dict[str, str]], tuple[str | None, str]]
-_AGENT = re.compile(r"^You are (\S+), a player", re.M)
+_AGENT = re.compile(r'<data name="your name">\n(\S+)\n')
 _OPTIONS = re.compile(r"Reply with the field `target`: one of (.+?)(?: or none to abstain)?\.(?: Add|\s*$)", re.M)
 PHASE_WORDS = {"Pick tonight's victim": "night_wolves", "As the seer": "night_seer", "As the doctor": "night_doctor",
                "Your turn to speak": "day_speak", "Vote to eliminate": "day_vote"}

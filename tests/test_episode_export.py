@@ -40,7 +40,7 @@ def test_jsonl_loads_with_datasets(tmp_path: Path) -> None:
     assert {"scenario", "agents", "turns", "social_world", "scores", "models", "prompts"} <= set(ds.column_names)
     first = ds[0]
     assert first["scores"][0]["agent"] == "Ann" and first["scores"][0]["goal"] == 5
-    assert any(p["id"] == "foresee_refine@v2" for p in first["prompts"])
+    assert any(p["id"] == "foresee_refine@v3" for p in first["prompts"])
     assert SocialWorld.from_s3ap(json.loads(first["social_world"])).agents == ["Ann", "Bob"]
     assert first["turns"][0]["prediction"] is not None and first["agents"][1]["secret"] == SECRETS["Bob"]
 

@@ -64,7 +64,7 @@ class Responder:
         if tool == "AgentActionForModel":
             return self.action(next(self.counter))
         if tool == "Foresight":
-            found = re.search(r"For each other participant \(([^,)]*)", prompt)
+            found = re.search(r'<data name="others">\n([^,\n]*)', prompt)
             other = found.group(1) if found else "Bob"
             return Foresight(mental_states=[PredictedMind(agent=other, mental_state="wary")],
                              reactions=[PredictedReaction(agent=other, action_type="speak", argument="too much")],

@@ -37,7 +37,7 @@ def test_three_calls_per_foresee_turn_in_order(tmp_path: Path) -> None:
     assert out["world"].steps[0].mental_states == {"Bob": "wary"}  # the world model's prediction, recorded
     refine_prompt = agent.prompts[1][1]
     assert "Here is your intended action:" in refine_prompt and "<mental_state>wary</mental_state>" in refine_prompt
-    assert out["prompts"]["refine"] == "foresee_refine@v2" and out["prompts"]["predict"] == "foresee_predict@v2"
+    assert out["prompts"]["refine"] == "foresee_refine@v3" and out["prompts"]["predict"] == "foresee_predict@v3"
 
 
 def test_subgraph_alone_has_the_three_nodes() -> None:

@@ -129,7 +129,7 @@ def test_the_unchanged_game_graph_plays_it_and_keeps_the_word_from_the_spy() -> 
     spy = _spy(roles)
 
     def respond(prompt: str, tool: str | None) -> Any:
-        seat = re.search(r"^You are (\S+),", prompt, re.M)
+        seat = re.search(r'<data name="your name">\n(\S+)\n', prompt)
         assert seat is not None
         if "one-word clue" in prompt:
             return as_structured({"say": "tide"}, "GameMove")
@@ -143,7 +143,7 @@ def test_the_unchanged_game_graph_plays_it_and_keeps_the_word_from_the_spy() -> 
     assert out["outcome"]["winner"] == "insiders" and out["per_role"][spy]["reward"] == -1.0
     word = GAME.deal(players, 3).word
     for _, prompt in llm.prompts:
-        mine = re.search(r"^You are (\S+),", prompt, re.M)
+        mine = re.search(r'<data name="your name">\n(\S+)\n', prompt)
         assert mine is not None
         assert (word in prompt) == (mine.group(1) != spy)
     moves = load_moves(store, "w")

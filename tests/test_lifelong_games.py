@@ -44,7 +44,7 @@ def test_the_checker_replays_the_moves_and_reads_the_outcome_from_the_code() -> 
     task = synthesize("werewolf", "medium", 1)
     won = game_to_record(task, _played(task, decider(village_finds_wolves)), episode_id="e1")
     assert won.verdict.completion and won.verdict.passed and won.verdict.detail["winner"] == "village"
-    assert won.verdict.evidence and all(t.prompt.startswith(f"You are {t.agent},") for t in won.turns)
+    assert won.verdict.evidence and all(f'<data name="your name">\n{t.agent}\n' in t.prompt for t in won.turns)
     lost = game_to_record(task, _played(task, decider(village_errs)), episode_id="e2")
     assert not lost.verdict.completion and lost.verdict.detail["winner"] == "werewolves"
     # the first move's prompt is the same in both games: one state, two actions, as the action track pairs them

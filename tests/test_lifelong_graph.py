@@ -54,7 +54,7 @@ class Agents:
             key = "F" + prompt.split("intended action")[0]
             first = self.seen[key] == 0
             self.seen[key] += 1
-            other = re.search(r"each other participant \(([^)]+)\)", prompt).group(1).split(",")[0]  # type: ignore[union-attr]
+            other = re.search(r'<data name="others">\n([^\n]+)\n', prompt).group(1).split(",")[0]  # type: ignore[union-attr]
             mind = "They want to buy it and sell it; find out more." if first else "unclear"
             return Foresight(mental_states=[PredictedMind(agent=other, mental_state=mind)],
                              reactions=[PredictedReaction(agent=other, action_type="speak", argument="Hm.")],
@@ -104,7 +104,7 @@ def test_a_run_builds_gated_pairs_on_both_tracks_and_injects_memory(tmp_path: Pa
     # provenance on every episode row
     row = next(store.rows("select * from lifelong_episodes where phase = 'collect' limit 1"))
     assert row["policy_version"] == "p0" and row["seat"] == "all" and row["level"] == "easy"
-    assert "episode_act@v2" in row["prompts"] and row["models"]
+    assert "episode_act@v3" in row["prompts"] and row["models"]
     # memory: p1 was deployed and its lessons reached cycle 2's agents
     assert out["decisions"]["1"].startswith("deployed") and out["incumbent"] == "p2"
     assert any("Lessons from earlier episodes" in p for _, p in llm.prompts)

@@ -193,8 +193,8 @@ def test_judge_scores_reach_the_rewards_and_the_update(base_dir: Path, tmp_path:
     from swm.selfplay.judge import TurnScore
     from swm.testing import ScriptedChatModel
 
-    judge = ScriptedChatModel(respond=lambda prompt, tool: TurnScore(score=10 if "The turn by Ben Garcia:" in prompt
-                                                                     else 2))
+    rated_ben = '<data name="rated participant">\nBen Garcia\n'
+    judge = ScriptedChatModel(respond=lambda prompt, tool: TurnScore(score=10 if rated_ben in prompt else 2))
     p = plan(base_dir, tmp_path / "out", "group", iterations=1, reward={"judge_weight": 0.5})
     out = run(tmp_path / "run.db", {"plan": p}, judge=judge)
     summary = out["summaries"]["0"]

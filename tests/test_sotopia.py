@@ -165,7 +165,7 @@ def test_bench_sotopia_tests_both_seats_and_splits_by_side_and_setting(tmp_path:
     from swm.testing import ScriptedChatModel
 
     def judge(prompt: str, tool: str | None) -> Any:
-        rated = re.search(r"then rate (.+?), and only", prompt)
+        rated = re.search(r'<data name="rated participant">\n(.+?)\n', prompt)
         assert tool == "SotopiaEvaluation" and rated is not None
         return evaluation(goal=GOAL_BY_AGENT[rated.group(1)])
 
