@@ -1,6 +1,6 @@
 """The embedded model's speed on this machine: completion tokens per second, text and structured.
 
-Runs the real embedded llama.cpp server (``swm.embedded.ensure_server``) through the same
+Runs the real embedded llama.cpp server (``swm.serving.embedded.ensure_server``) through the same
 ``ChatOpenAI`` path every role uses (``swm.llm.make_chat_model("embedded")``). Tokens come from
 the server's own ``usage``; seconds are client wall time, so the figure includes prompt
 processing and HTTP — what a graph actually gets. Structured output is grammar-constrained by
@@ -35,9 +35,9 @@ def measure(calls: int = 3, max_tokens: int = 64, budget_s: float = 30.0) -> tup
     Each kind makes up to ``calls`` calls but stops after ``budget_s`` seconds (at least one call),
     so a machine busy with other work cannot push the suite past its ten minutes.
     """
-    from swm.embedded import describe, ensure_server
     from swm.llm import call_model, make_chat_model
     from swm.schemas import ReasonedAnswer
+    from swm.serving.embedded import describe, ensure_server
 
     ensure_server()
     model = make_chat_model("embedded", max_tokens=max_tokens)

@@ -172,10 +172,10 @@ def compare_samplers(args: argparse.Namespace) -> dict[str, Any]:
     """
     import prompts
     from swm.lifelong.bridge import to_scenario
-    from swm.lifelong.tasks import synthesize
     from swm.selfplay import loop
     from swm.selfplay.checkpoint import checkpoint_dir
     from swm.selfplay.rollout import history
+    from swm.tasks.families import synthesize
 
     if args.temperature != 1.0:
         raise SystemExit("--samplers compares log-probs at --temperature 1 only")

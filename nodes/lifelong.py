@@ -30,14 +30,14 @@ from swm.lifelong import store as ls
 from swm.lifelong.bridge import episode_inputs, to_record, to_scenario
 from swm.lifelong.deploy import decide
 from swm.lifelong.game_bridge import game_inputs, game_to_record
-from swm.lifelong.heldout import HELDOUT_VERSION, SPLITS, split_tasks
 from swm.lifelong.metrics import curriculum_for
 from swm.lifelong.records import EpisodeRecord
+from swm.lifelong.serve import policy_spec
 from swm.lifelong.state import DEFAULT_PLAN, EpisodeJob, LifelongState
-from swm.lifelong.tasks import GAME_FAMILIES, Task, synthesize
 from swm.lifelong.update import Policy, memory_text
-from swm.serving import policy_spec
 from swm.social.store import load_turns
+from swm.tasks.families import GAME_FAMILIES, Task, synthesize
+from swm.tasks.splits import HELDOUT_VERSION, SPLITS, split_tasks
 from swm.usage import add_stats, merge_usage
 
 

@@ -2,7 +2,7 @@
 
 ``memory`` distils notes for an API model. ``sft``/``dpo``/``kto`` export the cycle's rows (kept
 trajectories, or both tracks' kept pairs), train a LoRA adapter continued from the incumbent's
-(`swm.lifelong.train`), serve it (`swm.serving`: a GGUF LoRA on llama.cpp, or a runtime-LoRA
+(`swm.lifelong.train`), serve it (`swm.serving.serve_adapter`: a GGUF LoRA on llama.cpp, or a runtime-LoRA
 server) and record the adapter, its GGUF, the spec it is served as and the training stats on the
 policy. A kill during training leaves no policy row: the rerun reuses a finished adapter or
 trains again; everything collected stays in the store.
@@ -31,19 +31,15 @@ from swm.lifelong.update import (
     sft_rows,
     training_rows,
 )
+from swm.serving import require_base_gguf
 
 
 def _base_gguf(plan: dict[str, Any]) -> Path | None:
-    """Return the GGUF llama.cpp serves adapters over (None: the shipped one)."""
-    if plan.get("base_gguf"):
-        return Path(plan["base_gguf"]).expanduser()
-    hf = plan.get("hf_model")
-    if hf and str(hf).endswith(".gguf"):
-        return Path(hf).expanduser()
-    if hf and not plan.get("lora_server"):
-        raise InputError(f"no GGUF of the base {hf} for llama.cpp to serve the adapter over",
-                         "pass --base-gguf (convert it with llama.cpp's convert_hf_to_gguf.py), or --lora-server URL")
-    return None
+    """Return the GGUF llama.cpp serves adapters over (None: a runtime-LoRA server serves them)."""
+    if plan.get("lora_server"):
+        return None
+    return require_base_gguf(plan.get("hf_model"), plan.get("base_gguf"),
+                             "serve adapters on a runtime-LoRA server with --lora-server URL")
 
 
 def export_cycle(store: Any, plan: dict[str, Any], method: str, cycles: list[int]) -> tuple[list[dict[str, Any]], int]:
@@ -59,8 +55,9 @@ def export_cycle(store: Any, plan: dict[str, Any], method: str, cycles: list[int
 def train_policy(store: Any, plan: dict[str, Any], method: str, parent: Policy, version: str, cycle: int,
                  cycles: list[int]) -> tuple[Policy, list[str]]:
     """Export, train from the parent's adapter, serve; return the new policy (the parent's weights if no rows)."""
+    from swm.lifelong.serve import lora_name
     from swm.lifelong.train import TrainSettings, train_adapter
-    from swm.serving import lora_name, serve_adapter
+    from swm.serving import serve_adapter
 
     out_dir = Path(plan["out_dir"]).expanduser()
     rows, used = export_cycle(store, plan, method, cycles)

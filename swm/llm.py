@@ -173,7 +173,7 @@ def make_chat_model(spec: str, *, temperature: float = 0.0, max_tokens: int | No
 
     parsed = ModelSpec.parse(spec)
     if parsed.base_url is None and is_embedded(parsed.name):
-        from swm.embedded import ensure_server, parse_spec
+        from swm.serving.embedded import ensure_server, parse_spec
 
         base, lora = parse_spec(parsed.name) or (None, None)
         server = ensure_server(base=base, lora=lora)
@@ -373,7 +373,7 @@ def endpoint_error(exc: BaseException, model: BaseChatModel) -> SWMError | None:
 
 
 def _embedded_stopped(where: str) -> str | None:
-    from swm.embedded import stopped
+    from swm.serving.embedded import stopped
 
     return stopped(where)
 

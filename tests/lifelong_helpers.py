@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from swm.lifelong.checkers import check
 from swm.lifelong.records import EpisodeRecord, Prediction, TurnRecord, digest
-from swm.lifelong.tasks import Task, synthesize
+from swm.tasks.checkers import check
+from swm.tasks.families import Task, synthesize
 
 
 def negotiation_task() -> Task:

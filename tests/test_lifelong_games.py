@@ -13,11 +13,11 @@ from graphs import lifelong
 from swm.context import SWMContext
 from swm.games import Decision, Turn, play_game
 from swm.lifelong import store as ls
-from swm.lifelong.checkers import check
 from swm.lifelong.game_bridge import game_inputs, game_to_record
-from swm.lifelong.heldout import heldout
-from swm.lifelong.tasks import synthesize
 from swm.lifelong.update import StrategyNotes
+from swm.tasks.checkers import check
+from swm.tasks.families import synthesize
+from swm.tasks.splits import heldout
 from swm.testing import ScriptedChatModel, as_structured
 
 

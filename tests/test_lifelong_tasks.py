@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from swm.lifelong.checkers import Utterance, check, find_agreement, parse_price, parse_slot
-from swm.lifelong.heldout import DEV_FILE, HELDOUT_FILE, PER_CELL, frozen, generate, heldout, split_tasks
-from swm.lifelong.tasks import FAMILIES, LEVELS, Task, synthesize
+from swm.tasks.checkers import Utterance, check, find_agreement, parse_price, parse_slot
+from swm.tasks.families import FAMILIES, LEVELS, Task, synthesize
+from swm.tasks.splits import DEV_FILE, HELDOUT_FILE, PER_CELL, frozen, generate, heldout, split_tasks
 
 
 def says(*lines: tuple[str, str]) -> list[Utterance]:

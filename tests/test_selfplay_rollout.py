@@ -6,10 +6,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from swm.lifelong.tasks import synthesize
 from swm.selfplay.rewards import RewardConfig, filtered_counts, quality_flag, score
 from swm.selfplay.rollout import play
 from swm.selfplay.trajectory import Generation
+from swm.tasks.families import synthesize
 
 TASK = synthesize("negotiation", "easy", 0)  # Ben Garcia (seller, min $235), Wes Lopez (buyer, limit $330)
 

@@ -17,9 +17,7 @@ pytest.importorskip("peft")
 from test_selfplay_graph import run  # noqa: E402
 
 from checkpoints import ExperienceStore  # noqa: E402
-from swm import embedded  # noqa: E402
 from swm.errors import InputError  # noqa: E402
-from swm.lifelong.tasks import synthesize  # noqa: E402
 from swm.selfplay import loop  # noqa: E402
 from swm.selfplay.checkpoint import checkpoint_dir, save_atomic  # noqa: E402
 from swm.selfplay.config import PolicyConfig  # noqa: E402
@@ -27,6 +25,8 @@ from swm.selfplay.plan import SelfPlayPlan  # noqa: E402
 from swm.selfplay.policy import collate, gather  # noqa: E402
 from swm.selfplay.served import ADAPTER_GGUF, resolve_sampler  # noqa: E402
 from swm.selfplay.store import load_rollouts  # noqa: E402
+from swm.serving import embedded  # noqa: E402
+from swm.tasks.families import synthesize  # noqa: E402
 
 
 def policy_config(base: Path, **extra: Any) -> dict[str, Any]:

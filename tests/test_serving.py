@@ -10,9 +10,9 @@ from graphs import episode
 from nodes.lifelong import learner_context, run_episode
 from swm.context import SWMContext
 from swm.errors import ModelUnavailable
-from swm.lifelong.tasks import synthesize
+from swm.lifelong.serve import policy_spec, runtime_lora_spec
 from swm.lifelong.update import Policy
-from swm.serving import policy_spec, runtime_lora_spec
+from swm.tasks.families import synthesize
 from swm.testing import FakeOpenAIServer
 
 

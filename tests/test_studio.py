@@ -140,8 +140,8 @@ def test_the_plan_schema_follows_the_lifelong_loop() -> None:
     from typing import get_args
 
     from swm.lifelong.state import DEFAULT_PLAN, Family, Level, Plan, UpdateMethod
-    from swm.lifelong.tasks import LEVELS, TASK_FAMILIES
     from swm.lifelong.update import METHODS
+    from swm.tasks.families import LEVELS, TASK_FAMILIES
 
     assert set(DEFAULT_PLAN) <= Plan.__optional_keys__, "every plan key is in the input schema Studio shows"
     assert get_args(UpdateMethod) == METHODS and get_args(Level) == LEVELS and get_args(Family) == TASK_FAMILIES

@@ -23,17 +23,19 @@ pytest.importorskip("trl", reason="needs the [train] extra")
 from checkpoints import ExperienceStore  # noqa: E402
 from graphs import episode  # noqa: E402
 from nodes.lifelong import learner_context, run_episode  # noqa: E402
-from swm import embedded  # noqa: E402
 from swm.context import SWMContext  # noqa: E402
 from swm.errors import InputError, ModelUnavailable  # noqa: E402
 from swm.lifelong import store as ls  # noqa: E402
 from swm.lifelong.bridge import agent_prompt, to_scenario  # noqa: E402
 from swm.lifelong.deploy import decide  # noqa: E402
-from swm.lifelong.heldout import heldout  # noqa: E402
 from swm.lifelong.metrics import Cell  # noqa: E402
 from swm.lifelong.train import TrainSettings, check_adapter, train_adapter  # noqa: E402
 from swm.lifelong.update import Policy, action_completion  # noqa: E402
-from swm.serving import serve_adapter  # noqa: E402
+from swm.serving import (
+    embedded,  # noqa: E402
+    serve_adapter,  # noqa: E402
+)
+from swm.tasks.splits import heldout  # noqa: E402
 
 TRAINED = "I offer five hundred dollars."
 # Few steps at a high rate: the tiny model's logits are wide, so this moves its argmax; the
@@ -187,7 +189,7 @@ def test_bad_adapters_and_bases_get_one_line_errors(tiny_gguf_llama: Path, train
     from transformers import GPT2Config, GPT2LMHeadModel
 
     GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=64)).save_pretrained(gpt2)
-    from swm.lifelong.gguf_lora import write_base_gguf
+    from swm.serving.gguf_lora import write_base_gguf
 
     with pytest.raises(InputError) as caught:
         write_base_gguf(GPT2LMHeadModel.from_pretrained(gpt2), tiny_gguf_llama / "base.gguf", tmp_path / "g.gguf")

@@ -1,7 +1,7 @@
 """A tiny random Llama made in the test session (no download): SmolLM2's tokenizer, two small layers.
 
 It exists twice: as a Hugging Face directory (what TRL trains) and as an F32 GGUF with the
-shipped SmolLM2 GGUF's tokenizer (what llama.cpp serves), written by `swm.lifelong.gguf_lora`.
+shipped SmolLM2 GGUF's tokenizer (what llama.cpp serves), written by `swm.serving.gguf_lora`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ def make_tiny_llama(out: Path, seed: int = 0) -> Path:
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from swm.embedded import gguf_path
-    from swm.lifelong.gguf_lora import write_base_gguf
+    from swm.serving.embedded import gguf_path
+    from swm.serving.gguf_lora import write_base_gguf
 
     shipped = gguf_path()
     tokenizer = AutoTokenizer.from_pretrained(str(shipped.parent), gguf_file=shipped.name)

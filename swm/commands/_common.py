@@ -96,7 +96,7 @@ def make_context(db: str | Path | None, model: str | None = None, **opts: Any) -
 def announce_models(ctx: SWMContext) -> None:
     """Say plainly on stderr when the embedded model is in use."""
     if ctx.uses_embedded():
-        from swm.embedded import describe
+        from swm.serving.embedded import describe
 
         click.echo(f"note: using the embedded model ({describe()}) on this machine's CPU. Its answers are a "
                    "smoke test of the machinery, not a measurement; set OPENAI_API_KEY or --model for real "

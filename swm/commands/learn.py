@@ -16,7 +16,7 @@ from swm.commands._common import comma_list, db_path, echo_json, make_context, m
 from swm.commands.play import inject_test_models
 from swm.errors import InputError
 from swm.lifelong.state import LifelongState
-from swm.lifelong.tasks import FAMILIES, GAME_FAMILIES, LEVELS, TASK_FAMILIES
+from swm.tasks.families import FAMILIES, GAME_FAMILIES, LEVELS, TASK_FAMILIES
 from swm.usage import total_usage
 
 
@@ -160,8 +160,8 @@ def learn_command(cycles: int, levels: str, families: str, episodes_per_level: i
     from graphs import lifelong
     from nodes.lifelong import resend_failed
     from swm.lifelong import store as ls
-    from swm.lifelong.heldout import HELDOUT_VERSION
     from swm.lifelong.report import policy_listing, write_report
+    from swm.tasks.splits import HELDOUT_VERSION
 
     if cycles < 1 or episodes_per_level < 1 or samples_per_task < 1 or concurrency < 1:
         raise InputError("cycles, episodes per level, samples per task and concurrency must be at least 1")

@@ -10,7 +10,7 @@ import click
 
 from swm.commands._common import db_path, echo_json, endpoint_options, run_options
 from swm.errors import InputError
-from swm.lifelong.tasks import FAMILIES, LEVELS
+from swm.tasks.families import FAMILIES, LEVELS
 
 
 def _cell(stats: dict[str, Any] | None) -> str:

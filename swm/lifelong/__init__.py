@@ -1,23 +1,19 @@
 """The lifelong loop: verifiable social tasks, dual-track preference signals, gated updates, retention metrics.
 
-The graph is `graphs.lifelong`; the CLI is ``swm learn``. Each module is one concept: `tasks`
-(families, levels, synthesis), `checkers` (completion and violations from a transcript),
-`heldout` (the frozen dev and test splits), `bridge` (tasks to the episode graph and back), `convert`
-(pairs on the action and perception tracks), `gate` (rules with reason codes), `update`
+The graph is `graphs.lifelong`; the CLI is ``swm learn``; the tasks, their checkers and the frozen
+dev and test splits are `swm.tasks`. Each module is one concept: `bridge` (tasks to the episode
+graph and back), `convert` (pairs on the action and perception tracks), `gate` (rules with reason codes), `update`
 (memory, DPO/KTO exports, TRL), `deploy` (the deploy gate), `metrics` (ACC, BWT, FWT, F_k),
-`report` and `plots`, `store` (the experience-store tables).
+`report` and `plots`, `store` (the experience-store tables), `serve` (a version's model spec).
 """
 
-from swm.lifelong.checkers import Utterance, Verdict, check
 from swm.lifelong.convert import build_pairs, outcome_score, perception_score, turn_rewards
 from swm.lifelong.deploy import Decision, decide
 from swm.lifelong.gate import GateSettings, gate_pairs, reject_counts
 from swm.lifelong.metrics import Cell, Estimate, summary, wilson
 from swm.lifelong.records import EpisodeRecord, Prediction, PreferencePair, TurnRecord
-from swm.lifelong.tasks import FAMILIES, LEVELS, AgentBrief, Task, synthesize
 from swm.lifelong.update import Policy, dpo_rows, kto_rows, memory_text
 
-__all__ = ["FAMILIES", "LEVELS", "AgentBrief", "Cell", "Decision", "EpisodeRecord", "Estimate", "GateSettings",
-           "Policy", "Prediction", "PreferencePair", "Task", "TurnRecord", "Utterance", "Verdict", "build_pairs",
-           "check", "decide", "dpo_rows", "gate_pairs", "kto_rows", "memory_text", "outcome_score",
-           "perception_score", "reject_counts", "summary", "synthesize", "turn_rewards", "wilson"]
+__all__ = ["Cell", "Decision", "EpisodeRecord", "Estimate", "GateSettings", "Policy", "Prediction", "PreferencePair",
+           "TurnRecord", "build_pairs", "decide", "dpo_rows", "gate_pairs", "kto_rows", "memory_text", "outcome_score",
+           "perception_score", "reject_counts", "summary", "turn_rewards", "wilson"]

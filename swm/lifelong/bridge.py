@@ -19,12 +19,12 @@ import json
 from typing import Any
 
 import prompts
-from swm.lifelong.checkers import check
 from swm.lifelong.records import EpisodeRecord, Prediction, TurnRecord, digest
-from swm.lifelong.tasks import Task
 from swm.social.models import ACTION_TYPES, AgentAction, AgentProfile, Scenario, ScenarioAgent
 from swm.social.models import TurnRecord as EpisodeTurn
 from swm.state import SocialStep, SocialWorld, is_none
+from swm.tasks.checkers import check
+from swm.tasks.families import Task
 
 
 def to_scenario(task: Task, memory: dict[str, str] | None = None, scenario_id: str | None = None) -> Scenario:

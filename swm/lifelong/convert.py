@@ -30,10 +30,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
-from swm.lifelong.checkers import Verdict, mentions
 from swm.lifelong.records import EpisodeRecord, PreferencePair, TurnRecord
-from swm.lifelong.tasks import Task
 from swm.stats import token_f1 as token_f1  # re-exported: the perception score's word overlap
+from swm.tasks.checkers import Verdict, mentions
+from swm.tasks.families import Task
 
 
 def outcome_score(verdict: Verdict) -> float:

@@ -1,6 +1,6 @@
 """The bridge to the game graph: a game task becomes the game graph's input, a finished game a checked record.
 
-A task of a game family (`swm.lifelong.tasks.GAME_FAMILIES`) holds a deal in its truth: the seats,
+A task of a game family (`swm.tasks.families.GAME_FAMILIES`) holds a deal in its truth: the seats,
 the deal's seed and the game's options. `game_inputs` is the game graph's input for it (every seat
 plays the model; outside self-play the learner's side is the ``agent`` role, the others
 ``partner``). `game_to_record` turns the stored `GameRecord` into an `EpisodeRecord`: one turn per
@@ -16,9 +16,9 @@ from __future__ import annotations
 from typing import Any
 
 from swm.games import GameRecord, get_game
-from swm.lifelong.checkers import MALFORMED, check
 from swm.lifelong.records import EpisodeRecord, TurnRecord, digest
-from swm.lifelong.tasks import Task
+from swm.tasks.checkers import MALFORMED, check
+from swm.tasks.families import Task
 
 
 def game_inputs(task: Task, *, game_id: str, tested_agent: str | None = None) -> dict[str, Any]:

@@ -29,8 +29,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from swm.lifelong.checkers import mentions
 from swm.lifelong.records import TRACKS, PreferencePair
+from swm.tasks.checkers import mentions
 
 MAX_TEXT = 4000
 RULES = ("schema", "different_state", "margin", "judge_disagreement", "leak", "duplicate", "degenerate")

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swm.lifelong.checkers import Utterance, Verdict
+from swm.tasks.checkers import Utterance, Verdict
 
 TRACKS = ("action", "perception")
 

@@ -14,7 +14,7 @@ from typing_extensions import TypedDict
 from swm.graph_state import Provenance, SocialWorldState, merge_dict
 from swm.social.graph_state import Policy
 
-Level = Literal["easy", "medium", "hard"]  # swm.lifelong.tasks.LEVELS
+Level = Literal["easy", "medium", "hard"]  # swm.tasks.families.LEVELS
 Family = Literal["negotiation", "mutual_friend", "secret", "scheduling", "persuasion",  # tasks.TASK_FAMILIES
                  "werewolf"]
 UpdateMethod = Literal["memory", "sft", "dpo", "kto"]  # swm.lifelong.update.METHODS

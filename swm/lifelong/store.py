@@ -30,8 +30,8 @@ from swm.errors import InputError
 from swm.lifelong.gate import GateResult, degenerate_reason
 from swm.lifelong.metrics import Cell
 from swm.lifelong.records import EpisodeRecord, PreferencePair
-from swm.lifelong.tasks import Task
 from swm.lifelong.update import Policy
+from swm.tasks.families import Task
 from swm.usage import CallStats, add_stats, empty_stats
 
 

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from swm.errors import InputError
-from swm.lifelong.gguf_lora import ADAPTER_META, base_meta
 from swm.lifelong.update import TrainStats
+from swm.serving.gguf_lora import ADAPTER_META, base_meta
 
 TRAIN_METHODS = ("sft", "dpo", "kto")
 TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -56,7 +56,7 @@ class TrainSettings:
 
 def shipped_gguf() -> Path:
     """Return the SmolLM2 GGUF of the ``[embedded]`` extra (the default base)."""
-    from swm.embedded import gguf_path
+    from swm.serving.embedded import gguf_path
 
     return gguf_path()
 

@@ -11,7 +11,7 @@
   ``prompt``/``chosen``/``rejected`` (DPO) and ``prompt``/``completion``/``label`` (KTO), both
   tracks' pairs. Each completion is the exact output the policy must produce (the act step's
   tool-call arguments), and each row carries family, level, track and margin. The trained
-  policy is then served (`swm.serving`) and its spec recorded in ``served_as``.
+  policy is then served (`swm.lifelong.serve`) and its spec recorded in ``served_as``.
 """
 
 from __future__ import annotations

@@ -14,10 +14,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 import prompts
-from swm.lifelong.tasks import Task
 from swm.llm import call_model
 from swm.selfplay.rollout import history
 from swm.selfplay.trajectory import Rollout
+from swm.tasks.families import Task
 
 
 class TurnScore(BaseModel):

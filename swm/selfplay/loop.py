@@ -17,8 +17,6 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from swm.embedded import embedded_spec
-from swm.lifelong.tasks import Task
 from swm.selfplay import advantages as adv
 from swm.selfplay import store as sps
 from swm.selfplay.checkpoint import checkpoint_dir, has_checkpoint, meta, save_atomic
@@ -28,9 +26,10 @@ from swm.selfplay.judge import judge_turns
 from swm.selfplay.plan import SelfPlayPlan
 from swm.selfplay.rewards import filtered_counts, score, score_game
 from swm.selfplay.rollout import Sampler, play
-from swm.selfplay.served import ADAPTER_GGUF, SERVED, ServedSampler, base_gguf, resolve_sampler
+from swm.selfplay.served import SERVERS, ServedSampler, resolve_sampler, served_base
 from swm.selfplay.trajectory import Generation, Rollout
 from swm.stats import mean_ci
+from swm.tasks.families import Task
 
 if TYPE_CHECKING:
     from swm.selfplay.policy import Batch, Policy
@@ -129,19 +128,22 @@ def _served_sampler(plan: SelfPlayPlan, checkpoint: Path, seed_key: str,
     """
     import torch
 
-    from swm.lifelong.gguf_lora import base_meta
+    from swm.serving.adapters import serve_adapter
+    from swm.serving.gguf_lora import base_meta
 
     with POOL.lock:
         policy = POOL.get(plan.policy, checkpoint)
         meta_of_base = base_meta(policy.model.config, plan.policy.base)
-    url = SERVED.url(plan.policy, checkpoint, plan.run_dir, meta_of_base)
+    base = served_base(plan.policy)
+    spec, lora = serve_adapter(checkpoint / "adapter", base_gguf=base, meta=meta_of_base)
+    assert lora is not None  # embedded serving always writes the GGUF LoRA
+    url = SERVERS.url(str(plan.run_dir), lora, base)
 
     def score(batch: Batch) -> Any:
         with POOL.lock, torch.no_grad():
             logprobs, _ = POOL.get(plan.policy, checkpoint).score(batch)
         return logprobs
 
-    spec = embedded_spec(lora=checkpoint / ADAPTER_GGUF, base=base_gguf(plan.policy))
     return ServedSampler(policy, url, seed_key, score, server_logprobs=server_logprobs), spec
 
 

@@ -7,11 +7,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swm.lifelong.heldout import heldout
-from swm.lifelong.tasks import Task, synthesize
 from swm.selfplay.advantages import AdvantageConfig
 from swm.selfplay.config import PolicyConfig, PPOConfig
 from swm.selfplay.rewards import RewardConfig
+from swm.tasks.families import Task, synthesize
+from swm.tasks.splits import heldout
 
 
 class SelfPlayPlan(BaseModel):

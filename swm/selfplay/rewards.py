@@ -30,9 +30,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swm.lifelong.checkers import Utterance, Verdict, check
-from swm.lifelong.tasks import Task
 from swm.selfplay.trajectory import Rollout
+from swm.tasks.checkers import Utterance, Verdict, check
+from swm.tasks.families import Task
 
 _MODEL_VOICE = re.compile(r"\bas an ai\b|\blanguage model\b", re.I)
 

@@ -19,9 +19,9 @@ from typing import Protocol
 
 import prompts
 from swm.lifelong.bridge import to_scenario
-from swm.lifelong.checkers import Utterance, check
-from swm.lifelong.tasks import Task
 from swm.selfplay.trajectory import Generation, Rollout, SeatTrajectory, SeatTurn
+from swm.tasks.checkers import Utterance, check
+from swm.tasks.families import Task
 
 PROMPT = "selfplay_turn"
 

@@ -1,7 +1,7 @@
 """Served rollouts: each iteration's adapter sampled through llama.cpp, as "Close the learning loop" serves policies.
 
-The checkpoint's PEFT adapter is converted to a GGUF LoRA (`swm.lifelong.gguf_lora`, written
-once beside it as ``adapter.gguf``) and served by the embedded llama.cpp server over the base
+The checkpoint's PEFT adapter is served by `swm.serving.serve_adapter` (a GGUF LoRA written
+once beside it as ``adapter.gguf``) on the embedded llama.cpp server over the base
 GGUF (``embedded:lora=…``, one server per (base, adapter); the previous iteration's server of
 the same run is stopped when the next one starts). A turn is one ``/v1/completions`` request
 with the chat-templated prompt, pure temperature sampling (``top_k`` 0, ``top_p`` 1, ``min_p``
@@ -22,42 +22,30 @@ on-policy, much slower on a CPU).
 from __future__ import annotations
 
 import hashlib
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from swm.errors import InputError, ModelUnavailable
+from swm.errors import ModelUnavailable
 from swm.selfplay.config import PolicyConfig
 from swm.selfplay.trajectory import Generation
+from swm.serving.adapters import ServerSlots, find_base_gguf, require_base_gguf
 
 if TYPE_CHECKING:
     from swm.selfplay.policy import Batch, Policy
 
-ADAPTER_GGUF = "adapter.gguf"
-_SERVE_HINT = ("pass --base-gguf with the GGUF of the base (llama.cpp's convert_hf_to_gguf.py makes one), "
-               "or sample in torch with --sampler torch")
+ADAPTER_GGUF = "adapter.gguf"  # beside the checkpoint's ``adapter`` directory (`swm.serving.adapter_gguf`)
+_NO_BASE = "sample in torch with --sampler torch"
 
 
 def base_gguf(config: PolicyConfig) -> Path | None:
     """Return the GGUF that llama.cpp serves for this policy's base, or None when there is none."""
-    if config.base_gguf:
-        return Path(config.base_gguf).expanduser()
-    if config.base == "embedded":
-        from swm.embedded import gguf_path
-
-        return gguf_path()
-    if config.base.endswith(".gguf"):
-        return Path(config.base).expanduser()
-    return None
+    return find_base_gguf(config.base, config.base_gguf)
 
 
 def served_base(config: PolicyConfig) -> Path:
     """Return the base GGUF llama.cpp serves the adapter over; a one-line error when there is none."""
-    gguf = base_gguf(config)
-    if gguf is None:
-        raise InputError(f"no GGUF of the base {config.base} for llama.cpp to serve the adapter over", _SERVE_HINT)
-    return gguf
+    return require_base_gguf(config.base, config.base_gguf, _NO_BASE)
 
 
 def resolve_sampler(config: PolicyConfig) -> str:
@@ -79,35 +67,7 @@ def resolve_sampler(config: PolicyConfig) -> str:
     return "served" if has_server and base_gguf(config) is not None else "torch"
 
 
-class ServedPolicies:
-    """One llama.cpp server per run at a time: the one serving the checkpoint its rollouts sample from."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self._current: dict[str, tuple[Path, str]] = {}  # run dir → (adapter GGUF, base URL)
-
-    def url(self, config: PolicyConfig, checkpoint: Path, run_dir: Path, meta: dict[str, Any]) -> str:
-        """Return the base URL of the server that samples ``checkpoint`` (converting and starting it if needed)."""
-        from swm import embedded
-        from swm.lifelong.gguf_lora import adapter_to_gguf
-
-        base = served_base(config)
-        lora = checkpoint / ADAPTER_GGUF
-        key = str(run_dir)
-        with self.lock:
-            current = self._current.get(key)
-            if current is not None and current[0] == lora:
-                return current[1]
-            if not lora.is_file():
-                adapter_to_gguf(checkpoint / "adapter", lora, meta)
-            if current is not None:
-                embedded.stop_server(base=base, lora=current[0])
-            server = embedded.ensure_server(base=base, lora=lora)
-            self._current[key] = (lora, server.base_url)
-            return server.base_url
-
-
-SERVED = ServedPolicies()
+SERVERS = ServerSlots()  # one server per run: the one serving the checkpoint its rollouts sample from
 
 
 def seed_of(key: str) -> int:

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from swm.games import get_game
 from swm.games.moderator import resolve
-from swm.lifelong.tasks import ACCEPT, Task
+from swm.tasks.families import ACCEPT, Task
 
 _ACCEPT_RE = re.compile(rf"\b{ACCEPT}\b")
 _PRICE_RE = re.compile(r"\$\s?(\d[\d,]*(?:\.\d+)?)")

@@ -4,7 +4,7 @@
 with a string is stable across processes), so a task id names its content. Each task keeps what
 the agents are told (the public ``scenario``, each agent's private ``goal`` and ``private``
 facts) apart from what only the checker sees (``truth``). The checkers in
-`swm.lifelong.checkers` read a transcript and the truth, never a judge.
+`swm.tasks.checkers` read a transcript and the truth, never a judge.
 
 The protocol every family shares, written into each scenario so agents can follow it:
 

@@ -1,10 +1,10 @@
 """The frozen evaluation sets, two disjoint splits: *dev* chooses, *test* reports.
 
-* ``test`` — ``swm/data/lifelong_heldout.jsonl``, unchanged since the first version of the loop
+* ``test`` — ``swm/tasks/data/test.jsonl``, unchanged since the first version of the loop
   (generator split ``heldout``, seeds 0–3 per family and level). It fills the R matrix and is
   never used to choose anything, so a number read off it cannot be the result of a choice made
   on it.
-* ``dev`` — ``swm/data/lifelong_dev.jsonl`` (generator split ``dev``, seeds 0–3 per family and
+* ``dev`` — ``swm/tasks/data/dev.jsonl`` (generator split ``dev``, seeds 0–3 per family and
   level). The deploy gate compares the incumbent and the candidate on it.
 
 The splits are disjoint by construction (the split is part of the generator's seed string and
@@ -12,7 +12,7 @@ of the task id, so ``dev:…`` and ``heldout:…`` ids never meet, nor do they m
 ``train:…``), and a test also checks that no two tasks of different splits have the same content.
 The loop reads the files, never the generator, so a later change to the generator cannot move
 the benchmark; a test checks both files still match. Regenerate (deliberately, as a new
-benchmark version, bumping `HELDOUT_VERSION`) with ``python -m swm.lifelong.heldout``.
+benchmark version, bumping `HELDOUT_VERSION`) with ``python -m swm.tasks.splits``.
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 
-from swm.lifelong.tasks import FAMILIES, GAME_FAMILIES, LEVELS, Task, synthesize
+from swm.tasks.families import FAMILIES, GAME_FAMILIES, LEVELS, Task, synthesize
 
 PER_CELL = 4
-DATA = Path(__file__).resolve().parents[1] / "data"
-HELDOUT_FILE = DATA / "lifelong_heldout.jsonl"  # the test split (v1's single held-out set, unchanged)
-DEV_FILE = DATA / "lifelong_dev.jsonl"
+DATA = Path(__file__).resolve().parent / "data"
+HELDOUT_FILE = DATA / "test.jsonl"  # the test split (v1's single held-out set, unchanged)
+DEV_FILE = DATA / "dev.jsonl"
 # v1: one held-out set that both chose and reported; v2: that set is the test split, plus a dev split.
 HELDOUT_VERSION = "heldout@v2"
 SPLITS = ("dev", "test")

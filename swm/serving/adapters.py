@@ -1,0 +1,102 @@
+"""Serve a trained PEFT adapter: as a GGUF LoRA on llama.cpp over a base GGUF, or on a runtime-LoRA server.
+
+`serve_adapter` takes paths and returns the model spec that plays the adapter. Embedded (the
+default): the adapter is converted once to a GGUF LoRA beside it (``<adapter dir>.gguf``) and the
+spec is ``embedded:lora=…`` (plus ``base=…`` for a base other than the shipped SmolLM2), which
+`swm.serving.embedded` starts one server for per (base, adapter), on first use. With a
+``lora_server`` the adapter is loaded there (`swm.serving.runtime_lora`).
+
+`find_base_gguf` is the one rule for which GGUF llama.cpp serves an adapter over;
+`ServerSlots` keeps one running server per slot (a run), stopping the previous adapter's server
+when the next one starts.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from swm.errors import InputError
+
+_converting = threading.Lock()  # parallel rollouts may ask for the same adapter's GGUF at once
+
+
+def find_base_gguf(base: str | None, base_gguf: str | Path | None = None) -> Path | None:
+    """Return the GGUF llama.cpp serves an adapter of ``base`` over, or None when there is none.
+
+    ``base_gguf`` names it outright; a ``.gguf`` base is its own; no base or ``"embedded"`` means
+    the shipped (or ``SWM_LOCAL_GGUF``) GGUF; a Hugging Face directory or id has none.
+    """
+    if base_gguf:
+        return Path(base_gguf).expanduser()
+    if base is None or base == "embedded":
+        from swm.serving.embedded import gguf_path
+
+        return gguf_path()
+    if str(base).endswith(".gguf"):
+        return Path(base).expanduser()
+    return None
+
+
+def require_base_gguf(base: str | None, base_gguf: str | Path | None, otherwise: str) -> Path:
+    """Return `find_base_gguf`'s GGUF, or raise a one-line error naming ``--base-gguf`` and ``otherwise``."""
+    found = find_base_gguf(base, base_gguf)
+    if found is None:
+        raise InputError(f"no GGUF of the base {base} for llama.cpp to serve the adapter over",
+                         f"pass --base-gguf with the GGUF of the base (llama.cpp's convert_hf_to_gguf.py makes one), "
+                         f"or {otherwise}")
+    return found
+
+
+def adapter_gguf(adapter_dir: Path, meta: dict[str, Any] | None = None) -> Path:
+    """Return the GGUF LoRA beside a PEFT adapter, converting it first if no finished conversion is there."""
+    out = adapter_dir.with_suffix(".gguf")
+    with _converting:
+        if not out.is_file():
+            from swm.serving.gguf_lora import adapter_to_gguf
+
+            adapter_to_gguf(adapter_dir, out, meta)
+    return out
+
+
+def serve_adapter(adapter_dir: Path, *, base_gguf: Path | None = None, name: str = "",
+                  lora_server: str | None = None, meta: dict[str, Any] | None = None) -> tuple[str, Path | None]:
+    """Serve a trained PEFT adapter; return (model spec, GGUF LoRA path or None).
+
+    With ``lora_server`` the adapter is loaded there under ``name``; otherwise it is converted to
+    a GGUF LoRA (`adapter_gguf`, ``meta`` as `adapter_to_gguf` takes it) and served by llama.cpp
+    over ``base_gguf`` (None: the shipped GGUF).
+    """
+    if lora_server:
+        from swm.serving.runtime_lora import ensure_lora_loaded
+
+        ensure_lora_loaded(lora_server, name, str(adapter_dir))
+        return f"{name}@{lora_server.rstrip('/')}", None
+    from swm.serving.embedded import embedded_spec, gguf_path
+
+    out = adapter_gguf(adapter_dir, meta)
+    default = base_gguf is None or Path(base_gguf).resolve() == gguf_path().resolve()
+    return embedded_spec(lora=out, base=None if default else base_gguf), out
+
+
+class ServerSlots:
+    """One llama.cpp server per slot at a time: starting an adapter's server stops the slot's previous one."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self._current: dict[str, tuple[Path, str]] = {}  # slot → (adapter GGUF, base URL)
+
+    def url(self, slot: str, lora: Path, base: Path) -> str:
+        """Return the base URL of the server of (``base``, ``lora``), started in ``slot`` if it is not there."""
+        from swm.serving import embedded
+
+        with self.lock:
+            current = self._current.get(slot)
+            if current is not None and current[0] == lora:
+                return current[1]
+            if current is not None:
+                embedded.stop_server(base=base, lora=current[0])
+            server = embedded.ensure_server(base=base, lora=lora)
+            self._current[slot] = (lora, server.base_url)
+            return server.base_url

@@ -1,0 +1,12 @@
+"""Verifiable social tasks: the families and their generator, code checkers, and the frozen dev and test splits.
+
+`families` synthesises a task (public scenario, private goals, hidden truth) from (family, level,
+seed); `checkers` read a transcript and the truth, never a judge; `splits` loads the frozen
+evaluation splits shipped in ``data/``. The lifelong loop and self-play both draw on them.
+"""
+
+from swm.tasks.checkers import Utterance, Verdict, check
+from swm.tasks.families import FAMILIES, GAME_FAMILIES, LEVELS, TASK_FAMILIES, AgentBrief, Task, synthesize
+
+__all__ = ["FAMILIES", "GAME_FAMILIES", "LEVELS", "TASK_FAMILIES", "AgentBrief", "Task", "Utterance", "Verdict",
+           "check", "synthesize"]
