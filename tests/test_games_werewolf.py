@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from games_scripted import decider, village_errs, village_finds_wolves, wolves
 
@@ -136,3 +138,56 @@ def test_random_baseline_metrics_sit_at_chance() -> None:
     lo, hi = m["vote_accuracy"]["ci95"]
     assert lo <= m["vote_accuracy"]["chance"] <= hi
     assert m["calls_per_game"]["mean"] == 0 and m["turns_per_game"]["mean"] > 10
+
+
+def _quiet_village(checks: list[str]) -> Callable[[Turn], Decision]:
+    """Wolves take the first villager, the seer checks ``checks`` in order, the doctor guards itself, nobody votes."""
+    def strategy(seat: str, phase: str, options: list[str], roles: dict[str, str]) -> tuple[str | None, str]:
+        if phase == "night_wolves":
+            return next(o for o in options if roles[o] == "villager"), ""
+        if phase == "night_seer":
+            return checks.pop(0) if checks else None, ""
+        if phase == "night_doctor":
+            return seat, ""
+        return None, "" if phase == "day_vote" else "I have nothing to say."
+    return decider(strategy)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_the_seer_learns_the_true_side_of_the_player_it_checks(seed: int) -> None:
+    roles = get_game("werewolf").deal(["P1", "P2", "P3", "P4", "P5", "P6"], seed).roles
+    wolf = next(p for p, r in roles.items() if r == "werewolf")
+    villager = next(p for p, r in roles.items() if r == "doctor")  # the doctor guards itself: it lives
+    record = play_game("werewolf", _quiet_village([wolf, villager]), seed=seed, players=list(roles),
+                       options={"max_rounds": 2})
+    visions = [(m.events["checked"], m.events["is_werewolf"], m.social_step().observations[m.agent])
+               for m in record.moves if m.phase == "night_seer" and "checked" in m.events]
+    assert visions == [(wolf, True, f"Your vision: {wolf} is a werewolf."),
+                       (villager, False, f"Your vision: {villager} is not a werewolf.")]
+
+
+def test_the_seer_cannot_check_itself() -> None:
+    roles = get_game("werewolf").deal(["P1", "P2", "P3", "P4", "P5", "P6"], 0).roles
+    seer = next(p for p, r in roles.items() if r == "seer")
+    record = play_game("werewolf", _quiet_village([seer]), seed=0, players=list(roles), options={"max_rounds": 1})
+    (move,) = [m for m in record.moves if m.phase == "night_seer"]
+    assert seer not in move.options
+    assert move.violation == "self_target" and move.target != seer and "checked" not in move.events
+
+
+def test_protection_ends_at_nightfall_also_after_the_doctor_died() -> None:
+    """Night 1 the doctor guards a villager and is killed; night 2 that villager has no guard any more."""
+    roles = get_game("werewolf").deal(["P1", "P2", "P3", "P4", "P5", "P6"], 0).roles
+    doctor = next(p for p, r in roles.items() if r == "doctor")
+    guarded = next(p for p, r in roles.items() if r == "villager")
+
+    def strategy(seat: str, phase: str, options: list[str], roles: dict[str, str]) -> tuple[str | None, str]:
+        if phase == "night_wolves":
+            return (doctor if doctor in options else guarded), ""
+        if phase == "night_doctor":
+            return guarded, ""
+        return None, "" if phase in ("day_vote", "night_seer") else "Hello."
+
+    record = play_game("werewolf", decider(strategy), seed=0, players=list(roles), options={"max_rounds": 2})
+    killed = [m.events["killed"] for m in record.moves if "killed" in m.events]
+    assert killed == [doctor, guarded]

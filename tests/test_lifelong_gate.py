@@ -103,3 +103,42 @@ def test_every_gated_pair_is_stored_with_its_reasons_duplicates_included() -> No
     assert rows[2]["degenerate"] == "stall"
     assert [x.chosen for x in ls.pairs(store, "r", [1])] == [p.chosen]
     assert ls.pair_ids(store, "r", before_cycle=2) == {p.pair_id, pair(chosen="none").pair_id}
+
+
+@pytest.mark.parametrize(("override", "passes"), [
+    ({"chosen": "a " * 1999 + "ab"}, True),  # exactly MAX_TEXT characters
+    ({"chosen": "a " * 2000 + "b"}, False),  # one over
+    ({"rejected": " "}, False),  # blank after stripping
+    ({"chosen_score": 1.0, "rejected_score": -1.0}, True),
+    ({"rejected_score": -1.0 - 1e-9}, False),
+    ({"chosen_score": 1.0 + 1e-9}, False),
+])
+def test_schema_limits_on_both_sides(override: dict[str, Any], passes: bool) -> None:
+    assert len(pair(chosen="a " * 1999 + "ab").chosen) == 4000
+    assert ("schema" not in reasons(pair(**override))) is passes
+
+
+@pytest.mark.parametrize(("scores", "passes"), [
+    ([1.0, 2.0], True),  # a difference of exactly the tolerance
+    ([1.0, 2.0 + 1e-9], False),
+    ([0.0, -0.5], True),  # zero is not a positive verdict: both say "not better"
+    ([0.0, 0.5], False),
+])
+def test_judge_tolerance_and_sign_at_the_boundary(scores: list[float], passes: bool) -> None:
+    assert ("judge_disagreement" not in reasons(pair(judge_scores=scores), judge_tolerance=1.0)) is passes
+
+
+def test_margin_at_exactly_the_minimum_passes() -> None:
+    assert reasons(pair(chosen_score=0.5, rejected_score=0.25), min_margin=0.25) == []
+    assert reasons(pair(chosen_score=0.5, rejected_score=0.25 + 1e-6), min_margin=0.25) == ["margin"]
+
+
+GOAL = "Sell a used road bike to Ben for as much as possible; never accept less than your minimum."
+
+
+@pytest.mark.parametrize(("chosen", "restated"), [
+    ("Well, sell a used road bike to Ben for now, right?", True),  # eight consecutive goal words
+    ("Well, sell a used road bike to Ben now, right?", False),  # seven
+])
+def test_goal_restatement_span_is_eight_words(chosen: str, restated: bool) -> None:
+    assert (degenerate_reason(pair(chosen=chosen, context={"goal": GOAL})) == "goal_restated") is restated

@@ -110,3 +110,9 @@ def test_a_cell_counted_twice_is_one_term_not_two_draws() -> None:
     # one policy on two levels is two episode sets: independent terms, not merged
     a = acc({(1, "easy"): same, (1, "medium"): Cell(6, 10, source="p1/test/medium")}, ["easy", "medium"])
     assert a is not None and a.high - a.value == pytest.approx(Z95 * half_width(6, 10) / math.sqrt(2), abs=1e-6)
+
+
+def test_forgetting_compares_with_the_best_before_cycle_k_so_an_improving_level_forgets_negatively() -> None:
+    r = matrix({0: {"easy": 1, "medium": 1}, 1: {"easy": 3, "medium": 2}, 2: {"easy": 8, "medium": 6}})
+    f2 = forgetting(r, ["easy", "medium"], ["easy", "medium"], 2)
+    assert f2 is not None and f2.value == pytest.approx(0.3 - 0.8)
