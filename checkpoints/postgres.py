@@ -55,6 +55,41 @@ def redact(url: str) -> str:
     return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1:***@", url)
 
 
+def _text_safe(checkpoint: Any, metadata: Any) -> tuple[Any, Any]:
+    """Remove NUL characters from the strings the saver puts in JSONB (inline channel values, metadata).
+
+    PostgreSQL's JSONB refuses ``\\u0000``, and a refused checkpoint is retried from the same pending
+    writes on every resume, so one NUL would stop the thread for good. Model replies and input
+    files lose their NULs at the boundary (`swm.inputs.without_nul`); this catches any other path.
+    """
+    from swm.inputs import without_nul
+
+    inline = {k: v for k, v in checkpoint["channel_values"].items() if isinstance(v, str)}
+    clean_inline, removed = without_nul(inline)
+    clean_meta, removed_meta = without_nul(metadata)
+    if not removed + removed_meta:
+        return checkpoint, metadata
+    import logging
+
+    logging.getLogger("swm").warning("removed %d NUL character(s) from a checkpoint (PostgreSQL stores none)",
+                                     removed + removed_meta)
+    return {**checkpoint, "channel_values": {**checkpoint["channel_values"], **clean_inline}}, clean_meta
+
+
+def _nul_safe(saver_class: type) -> type:
+    """Return ``saver_class`` with `_text_safe` applied to every checkpoint it puts (sync and async)."""
+
+    class NulSafe(saver_class):  # type: ignore[valid-type,misc]
+        def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+            return super().put(config, *_text_safe(checkpoint, metadata), new_versions)
+
+        async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+            return await super().aput(config, *_text_safe(checkpoint, metadata), new_versions)
+
+    NulSafe.__name__ = NulSafe.__qualname__ = saver_class.__name__
+    return NulSafe
+
+
 @contextmanager
 def postgres_saver(url: str) -> Iterator[Any]:
     """Yield a Postgres checkpointer on ``url`` (tables set up on first use) and close it afterwards."""
@@ -64,7 +99,7 @@ def postgres_saver(url: str) -> Iterator[Any]:
 
     pool = _pool(url)
     try:
-        saver = PostgresSaver(pool, serde=SERDE)
+        saver = _nul_safe(PostgresSaver)(pool, serde=SERDE)
         with _ddl_lock(pool, "checkpoint-setup"):
             saver.setup()
         yield saver
@@ -84,7 +119,7 @@ async def async_postgres_saver(url: str) -> Any:
     async with AsyncConnectionPool(url, min_size=1, max_size=8, open=False,
                                    kwargs={"autocommit": True, "prepare_threshold": 0,
                                            "row_factory": dict_row}) as pool:
-        saver = AsyncPostgresSaver(pool, serde=SERDE)  # type: ignore[arg-type]
+        saver = _nul_safe(AsyncPostgresSaver)(pool, serde=SERDE)
         async with pool.connection() as conn:
             await conn.execute("select pg_advisory_lock(%s)", [_lock_id("checkpoint-setup")])
             try:
@@ -134,6 +169,8 @@ def _column_type(value: Any) -> str:
 
 
 def _value(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace("\x00", "")  # PostgreSQL's text holds no NUL (JSON text escapes it: kept)
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, dict | list | tuple):

@@ -101,7 +101,7 @@ def act(state: GameGraphState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
         out["models"] = {role: spec}
     stats = CallStats(calls=decision.calls, prompt_tokens=decision.prompt_tokens,
                       completion_tokens=decision.completion_tokens, seconds=decision.seconds,
-                      failures=int(decision.error is not None))
+                      failures=int(decision.error is not None), unknown_usage=decision.unknown_usage)
     return {**out, "decision": {**decision.model_dump(), "prompt": prompt}, "usage": {"act": stats}}
 
 

@@ -9,11 +9,35 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from swm.errors import InputError
+
+NUL = "\x00"
+
+
+def without_nul(value: Any) -> tuple[Any, int]:
+    """Return ``value`` with every NUL character removed from its strings (nested too), and how many went.
+
+    PostgreSQL stores no NUL in text and JSONB, so text that reaches a backend (a model's reply, a
+    field of an input file) loses it here, at the boundary, and the caller records the count.
+    """
+    if isinstance(value, str):
+        count = value.count(NUL)
+        return (value.replace(NUL, ""), count) if count else (value, 0)
+    if isinstance(value, dict):
+        out, total = {}, 0
+        for key, item in value.items():
+            out[key], n = without_nul(item)
+            total += n
+        return (out, total) if total else (value, 0)
+    if isinstance(value, list | tuple):
+        pairs = [without_nul(item) for item in value]
+        total = sum(n for _, n in pairs)
+        return (type(value)(item for item, _ in pairs), total) if total else (value, 0)
+    return value, 0
 
 
 def decode_text(data: bytes, source: str, encoding: str = "utf-8") -> str:
@@ -57,8 +81,26 @@ def jsonl_rows(path: str | Path, required: Sequence[str] = (), encoding: str = "
         if not isinstance(row, dict):
             raise InputError(f"{path}:{number} is a JSON {type(row).__name__}, not an object",
                              "one JSON object per line")
+        row, removed = without_nul(row)
+        if removed:  # a "\u0000" escape in the JSON: PostgreSQL would refuse the row's text
+            sys.stderr.write(f"note: {path}:{number}: removed {removed} NUL character(s) from the row's text\n")
         missing = [name for name in required if name not in row]
         if missing:
             raise InputError(f"{path}:{number}: the row has no {', '.join(repr(m) for m in missing)} field",
                              f"every row needs {', '.join(required)}")
         yield number, row
+
+
+def refuse_duplicate_ids(entries: Iterable[tuple[str, str]], what: str) -> None:
+    """Refuse a collection in which two entries share an id, naming where both are.
+
+    ``entries`` are ``(id, where)`` pairs, ``where`` a ``file:line`` (or ``file item N``). A
+    duplicate id would make a run play the first entry twice and the second never (results are
+    keyed by id), so it is an input error, never a silently wrong table.
+    """
+    seen: dict[str, str] = {}
+    for key, where in entries:
+        if key in seen:
+            raise InputError(f"duplicate {what} id {key!r} at {seen[key]} and {where}",
+                             f"give every {what} its own id")
+        seen[key] = where

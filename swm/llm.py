@@ -38,6 +38,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel
 
 from swm.errors import ModelCallFailed, ModelSpecError, ModelTimeout, ModelUnavailable, SWMError
+from swm.inputs import without_nul
 from swm.usage import CallStats
 
 ROLES = ("parser", "qa", "agent", "world_model", "partner", "judge")
@@ -230,9 +231,33 @@ class ModelReply:
     error: str | None = None
 
 
-def _usage_of(message: AIMessage | None) -> tuple[int, int]:
-    meta = getattr(message, "usage_metadata", None) or {}
-    return int(meta.get("input_tokens", 0) or 0), int(meta.get("output_tokens", 0) or 0)
+def _without_nul(message: Any) -> tuple[Any, int]:
+    """Remove NUL characters from a reply's text and tool-call arguments; return it and how many went.
+
+    A model can emit ``\\u0000``; PostgreSQL refuses it in text and JSONB, and a thread whose
+    checkpoint holds it could never be written (every resume replays the refused write).
+    """
+    if not isinstance(message, AIMessage):
+        return message, 0
+    fields = {"content": message.content, "tool_calls": message.tool_calls,
+              "invalid_tool_calls": message.invalid_tool_calls, "additional_kwargs": message.additional_kwargs}
+    cleaned, removed = without_nul(fields)
+    return (message.model_copy(update=cleaned), removed) if removed else (message, 0)
+
+
+def _usage_of(message: AIMessage | None) -> tuple[int, int, bool]:
+    """Return the reply's prompt and completion tokens, and whether the server's count was unusable.
+
+    A server that sends no ``usage``, or negative / non-integer counts, has its call counted as
+    zero tokens and flagged (``unknown_usage``), so a report never sums nonsense into its totals.
+    """
+    meta = getattr(message, "usage_metadata", None)
+    counts = []
+    for key in ("input_tokens", "output_tokens"):
+        value = meta.get(key) if meta else None
+        counts.append(value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None)
+    known = message is None or all(c is not None for c in counts)
+    return counts[0] or 0, counts[1] or 0, not known
 
 
 def _endpoint_of(model: BaseChatModel) -> str:
@@ -251,13 +276,14 @@ def call_model(model: BaseChatModel, messages: list[BaseMessage] | str,
     raw: AIMessage | None = None
     value: Any = None
     error: str | None = None
+    nul_removed = 0
     try:
         if schema is None:
-            raw = model.invoke(messages)  # type: ignore[assignment]
+            raw, nul_removed = _without_nul(model.invoke(messages))  # type: ignore[arg-type]
             value = raw.content if raw is not None else ""
         else:
             bound, parser = _structured(model, schema)
-            raw = bound.invoke(messages)  # type: ignore[assignment]
+            raw, nul_removed = _without_nul(bound.invoke(messages))
             parsing_error: Exception | None = None
             try:
                 value = parser.invoke(raw)
@@ -271,9 +297,10 @@ def call_model(model: BaseChatModel, messages: list[BaseMessage] | str,
         if failure is not None:
             raise failure from exc
         raise
-    prompt_tokens, completion_tokens = _usage_of(raw)
+    prompt_tokens, completion_tokens, unknown = _usage_of(raw)
     stats = CallStats(calls=1, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                      seconds=round(time.perf_counter() - start, 6), failures=1 if error else 0)
+                      seconds=round(time.perf_counter() - start, 6), failures=1 if error else 0,
+                      unknown_usage=int(unknown), nul_removed=nul_removed)
     return ModelReply(value=value, raw=raw, stats=stats, error=error)
 
 
@@ -315,9 +342,31 @@ def _describe_parse_error(error: Any, raw: AIMessage | None) -> str:
     return text[:500]
 
 
-def _attempts(model: BaseChatModel) -> str:
+def _attempts(model: BaseChatModel, exc: BaseException | None = None) -> str:
+    """Say how many attempts were made: counted by the client on the last request when it says, else planned."""
+    request = getattr(getattr(exc, "response", None), "request", None)
+    taken = getattr(request, "headers", {}).get("x-stainless-retry-count") if request is not None else None
+    if taken is not None and str(taken).isdigit():
+        made = int(taken) + 1
+        return f"{made} attempt{'s' if made > 1 else ''}"
     retries = getattr(model, "max_retries", None)
     return f"{retries + 1} attempt{'s' if retries else ''}" if isinstance(retries, int) else "its attempts"
+
+
+def _wait_asked(exc: Any) -> str:
+    """Describe a ``Retry-After`` longer than the client waits (it then does not retry at all), or ''."""
+    from openai._constants import MAX_RETRY_AFTER_DELAY
+
+    headers = getattr(getattr(exc, "response", None), "headers", None) or {}
+    raw = headers.get("retry-after")
+    try:
+        seconds = float(raw) if raw is not None else None
+    except ValueError:
+        seconds = None
+    if seconds is None or seconds <= MAX_RETRY_AFTER_DELAY:
+        return ""
+    return f"; the server asked to wait {seconds:g} s, longer than the {MAX_RETRY_AFTER_DELAY} s the client waits, " \
+           "so it was not retried"
 
 
 def _server_message(exc: Any) -> str:
@@ -362,10 +411,11 @@ def endpoint_error(exc: BaseException, model: BaseChatModel) -> SWMError | None:
                                 f"{_server_message(exc)}", "check the API key and the model name")
     if isinstance(exc, openai.APIStatusError):
         code = exc.status_code
-        kind = (f"rate limited, {_attempts(model)}" if code == 429 else f"server error, {_attempts(model)}"
-                if code >= 500 else "request refused")
+        kind = (f"rate limited, {_attempts(model, exc)}{_wait_asked(exc)}" if code == 429 else
+                f"server error, {_attempts(model, exc)}{_wait_asked(exc)}" if code >= 500 else "request refused")
         return ModelCallFailed(f"the model at {where} answered HTTP {code} ({kind}): {_server_message(exc)}",
-                               "the item is recorded as failed; rerun to retry it")
+                               "the item is recorded as failed; rerun to retry it" + (
+                                   " after the wait the server asked for" if _wait_asked(exc) else ""))
     if isinstance(exc, openai.APIResponseValidationError) or _caused_by(exc, json.JSONDecodeError):
         return ModelCallFailed(f"the model at {where} sent a reply that is not a chat completion: "
                                f"{type(exc).__name__}", "the item is recorded as failed; rerun to retry it")

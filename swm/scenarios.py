@@ -26,7 +26,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from swm.errors import InputError
-from swm.inputs import jsonl_rows
+from swm.inputs import jsonl_rows, refuse_duplicate_ids
 from swm.social.models import AgentProfile, Scenario, ScenarioAgent
 
 SHARED_SOTOPIA = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "sotopia" / "sotopia_scenarios.jsonl"
@@ -70,14 +70,18 @@ def from_record(row: dict[str, Any]) -> Scenario:
 
 
 def load_jsonl(path: str | Path) -> list[Scenario]:
-    """Load scenarios from a JSONL file in swm's schema."""
-    return [from_record(r) for r in _read_jsonl(Path(path))]
+    """Load scenarios from a JSONL file in swm's schema; two with one id are refused (naming both lines)."""
+    if not Path(path).is_file():
+        raise InputError(f"no such scenario file: {path}", "pass a .jsonl file, one scenario a line")
+    rows = list(jsonl_rows(path))
+    scenarios = [from_record(row) for _, row in rows]
+    refuse_duplicate_ids(((s.id, f"{path}:{n}") for s, (n, _) in zip(scenarios, rows, strict=True)), "scenario")
+    return scenarios
 
 
 def shipped() -> list[Scenario]:
     """Return the scenarios shipped inside the package."""
-    text = SHIPPED.read_text(encoding="utf-8")
-    return [from_record(json.loads(line)) for line in text.splitlines() if line.strip()]
+    return load_jsonl(SHIPPED)
 
 
 def load_sotopia(path: str | Path | None = None, hard: bool | None = None) -> list[Scenario]:
@@ -129,6 +133,7 @@ def load_sotopia_profiles(environments: str | Path, agents: str | Path,
                             codename=str(env.get("codename") or ""), source=str(env.get("source") or ""),
                             meta={"env_id": env.get("pk"), **{k: env.get(k) for k in (
                                 "age_constraint", "occupation_constraint", "agent_constraint") if k in env}}))
+    refuse_duplicate_ids(((s.id, f"{combos or environments} item {i}") for i, s in enumerate(out, 1)), "scenario")
     return out
 
 

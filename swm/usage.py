@@ -7,7 +7,7 @@ checkpointed with the run, survives a resume, and stays constant in size however
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NotRequired
 
 from typing_extensions import TypedDict
 
@@ -18,10 +18,13 @@ class CallStats(TypedDict):
     completion_tokens: int
     seconds: float
     failures: int
+    unknown_usage: int  # calls whose server sent no usable token counts (counted as 0 tokens)
+    nul_removed: NotRequired[int]  # NUL characters removed from replies (no backend stores them in text)
 
 
 def empty_stats() -> CallStats:
-    return CallStats(calls=0, prompt_tokens=0, completion_tokens=0, seconds=0.0, failures=0)
+    return CallStats(calls=0, prompt_tokens=0, completion_tokens=0, seconds=0.0, failures=0, unknown_usage=0,
+                     nul_removed=0)
 
 
 def add_stats(a: Mapping[str, Any], b: Mapping[str, Any]) -> CallStats:

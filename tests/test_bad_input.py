@@ -123,3 +123,24 @@ def test_a_db_damaged_in_the_middle_is_refused_before_use(tmp_path: Path) -> Non
     story.write_text("Max hid the key. Zoe left.", encoding="utf-8")
     line = refused(parse(story, db), "run.db is damaged: ", "restore it from a copy")
     assert len(line) < 400
+
+
+def test_two_scenarios_with_one_id_are_refused_naming_both_lines(tmp_path: Path) -> None:
+    from swm.scenarios import SHIPPED
+
+    first, second = SHIPPED.read_text(encoding="utf-8").splitlines()[:2]
+    twin = json.dumps({**json.loads(second), "id": json.loads(first)["id"]})
+    data = tmp_path / "scenarios.jsonl"
+    data.write_text(f"{first}\n\n{twin}\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["bench", "sotopia", "--data", str(data), "--model", UNREACHABLE,
+                                       "--db", str(tmp_path / "a.db"), "--out", str(tmp_path / "out")])
+    refused(result, f"duplicate scenario id '{json.loads(first)['id']}' at {data}:1 and {data}:3")
+
+
+def test_two_questions_with_one_id_are_refused_naming_both_lines(tmp_path: Path) -> None:
+    data = tmp_path / "rows.jsonl"
+    rows = [{"id": str(i % 2), "story": "A. B.", "question": "Where?", "answer": "box"} for i in range(3)]
+    data.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["bench", "tom", "--benchmark", "tomi", "--data", str(data), "--model",
+                                       UNREACHABLE, "--db", str(tmp_path / "a.db"), "--out", str(tmp_path / "o")])
+    refused(result, f"duplicate question id '0' at {data}:1 and {data}:3")

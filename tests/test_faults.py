@@ -60,6 +60,32 @@ def test_429_honours_retry_after(server: FakeOpenAIServer) -> None:
     assert arrivals[1] - arrivals[0] >= 1.0, "the client waited the server's Retry-After"
 
 
+def test_a_429_asking_for_an_hour_is_reported_as_the_one_attempt_made(server: FakeOpenAIServer) -> None:
+    server.configure(faults=["429"] * 3, retry_after=3600, retry_after_ms=-1)
+    with pytest.raises(ModelCallFailed) as caught:
+        call_model(make_chat_model(server.model_spec, max_retries=2), "Where?", ReasonedAnswer)
+    assert server.stats()["attempts"] == 1, "the client does not wait an hour"
+    assert "HTTP 429 (rate limited, 1 attempt; the server asked to wait 3600 s, longer than the 120 s the " \
+           "client waits, so it was not retried)" in str(caught.value)
+
+
+def test_attempts_are_the_ones_made(server: FakeOpenAIServer) -> None:
+    server.configure(faults=["500"] * 5)
+    with pytest.raises(ModelCallFailed, match=r"HTTP 500 \(server error, 2 attempts\)"):
+        call_model(make_chat_model(server.model_spec, max_retries=1), "Where?", ReasonedAnswer)
+
+
+@pytest.mark.parametrize("usage", ["negative", "missing"])
+def test_unusable_usage_counts_as_unknown_not_as_tokens(server: FakeOpenAIServer, usage: str) -> None:
+    server.configure(usage=usage)
+    reply = call_model(make_chat_model(server.model_spec), "Where?", ReasonedAnswer)
+    assert reply.value is not None
+    assert (reply.stats["prompt_tokens"], reply.stats["completion_tokens"], reply.stats["unknown_usage"]) == (0, 0, 1)
+    server.configure(usage="real")
+    known = call_model(make_chat_model(server.model_spec), "Where?", ReasonedAnswer).stats
+    assert known["prompt_tokens"] > 0 and known["unknown_usage"] == 0
+
+
 def test_a_dropped_connection_is_retried(server: FakeOpenAIServer) -> None:
     server.configure(faults=["drop"])
     assert call_model(make_chat_model(server.model_spec), "Where?", ReasonedAnswer).value is not None

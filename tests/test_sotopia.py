@@ -230,3 +230,21 @@ def test_setting_from_scenario_metadata(shared_dir: Path) -> None:
     assert hard == {"competitive": 25, "mixed": 45}  # craigslist 20 + deal-or-no-deal 5; the rest mixed
     everything = Counter(setting_of(s) for s in load_sotopia())
     assert everything["cooperative"] == 10  # the mutual-friends scenarios
+
+
+def test_an_id_with_a_slash_exports_through_the_one_sanitiser(tmp_path: Path) -> None:
+    from swm.filenames import file_name
+    from swm.scenarios import SHIPPED
+
+    row = json.loads(SHIPPED.read_text(encoding="utf-8").splitlines()[0])
+    data = tmp_path / "s.jsonl"
+    data.write_text(json.dumps({**row, "id": "deals/bike"}) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    args = ["bench", "sotopia", "--data", str(data), "--policies", "plain", "--max-turns", "1", "--seats", "first",
+            "--db", str(tmp_path / "s.db"), "--thread-id", "runs/one", "--out", str(out), "--no-progress"]
+    for _ in range(2):  # the export runs again on a rerun, from the stored ids
+        result = CliRunner().invoke(main, args, obj={"llm": model()})
+        assert result.exit_code == 0, result.output
+    assert [p.name for p in (out / "transcripts").iterdir()] == [f"{file_name('runs/one-plain-deals/bike-seat1')}.txt"]
+    assert file_name("deals/bike") != file_name("deals_bike") == "deals_bike"
+    assert all("/" not in file_name(k) and not file_name(k).startswith(".") for k in ("../x", "a/b", "", "..", "-x"))

@@ -15,6 +15,7 @@ from swm.commands._common import comma_list, db_path, finish_bench, make_context
 from swm.commands.play import inject_test_models
 from swm.context import SWMContext
 from swm.errors import InputError, ModelUnavailable
+from swm.filenames import file_name
 
 GAME_ROLES = ("agent", "partner")
 
@@ -170,7 +171,7 @@ def games_command(game: str, n: int, n_players: int, policies: str, side: str, o
         records_out += records
         setting = policy if side == "all" else f"{side}={policy}, others={policy if opponent == 'same' else opponent}"
         table.append({"setting": setting, "policy": policy, "metrics": summarise_games(records, spec.sides)})
-    folder = out_dir or Path("swm-results") / run_id
+    folder = out_dir or Path("swm-results") / file_name(run_id)
     folder.mkdir(parents=True, exist_ok=True)
     text = markdown(table, list(spec.sides))
     meta = {"run_id": run_id, "game": game, "n": n, "players": n_players, "policies": chosen, "side": side,

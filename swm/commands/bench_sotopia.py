@@ -14,6 +14,7 @@ from swm.commands._common import comma_list, db_path, finish_bench, make_context
 from swm.commands.play import EPISODE_ROLES, inject_test_models
 from swm.context import SWMContext
 from swm.errors import InputError
+from swm.filenames import file_name
 
 
 def episode_player(ctx: SWMContext, db: str | Path) -> Callable[[str, dict[str, Any]], dict[str, Any]]:
@@ -135,12 +136,12 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
                            seats=seat_list, on_done=lambda: bar.update(1))
     store = ctx.experience_store()
     table = summarise(store, result["episodes"], chosen)
-    folder = out_dir or Path("swm-results") / run_id
+    folder = out_dir or Path("swm-results") / file_name(run_id)
     (folder / "transcripts").mkdir(parents=True, exist_ok=True)
     done = [e for e in result["episodes"] if e not in result["failed"]]
     write_jsonl(store, done, folder / "episodes.jsonl")
     for eid in done:
-        (folder / "transcripts" / f"{eid}.txt").write_text(transcript(store, eid) + "\n", encoding="utf-8")
+        (folder / "transcripts" / f"{file_name(eid)}.txt").write_text(transcript(store, eid) + "\n", encoding="utf-8")
     text = markdown(table)
     if result["failed"]:
         text += (f"\n\nFailed episodes (not in the table): {len(result['failed'])}; rerun with the same "

@@ -13,6 +13,7 @@ import click
 from nodes.parse import MODES
 from swm.commands._common import comma_list, db_path, echo_json, make_context, model_options, run_options
 from swm.errors import InputError
+from swm.filenames import file_name
 
 
 @click.command("tom")
@@ -121,7 +122,7 @@ def tom_command(benchmark: str, data: Path | None, samples: int, fantom_context:
         header["Ray start (included in wall time)"] = f"{result['engine_startup_seconds']:.1f} s"
     if report_only:
         header["report only"] = f"{len(rows)} of {len(items) * len(mode_list)} answers finished"
-    paths = write_reports(out_dir or Path("swm-results") / run_id.replace("/", "_"), label, summary, header, rows)
+    paths = write_reports(out_dir or Path("swm-results") / file_name(run_id), label, summary, header, rows)
     if as_json:
         echo_json({"summary": summary, "header": header, "files": {k: str(v) for k, v in paths.items()}})
         _say_failed(rows, run_id, db)

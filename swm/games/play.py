@@ -67,7 +67,8 @@ def decide_with_model(model: Any, request: Request, prompt: str, players: list[s
     stats = reply.stats
     cost: dict[str, Any] = {"calls": stats["calls"], "prompt_tokens": stats["prompt_tokens"],
                             "completion_tokens": stats["completion_tokens"], "seconds": stats["seconds"],
-                            "prompt_id": prompt_id, "model": spec, "policy": "plain"}
+                            "unknown_usage": stats["unknown_usage"], "prompt_id": prompt_id, "model": spec,
+                            "policy": "plain"}
     if reply.value is None:
         raw = reply.raw.content if reply.raw is not None and isinstance(reply.raw.content, str) else ""
         return Decision(text=raw.strip()[:1000], error=reply.error or "no reply", **cost)

@@ -27,6 +27,7 @@ class Cost(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
+    unknown_usage: int = 0  # 1 when the server sent no usable token counts for this move's call
     prompt_id: str | None = None
     model: str | None = None
 

@@ -125,7 +125,9 @@ def _cost_section(store: Any, run: str, plan: Mapping[str, Any], usage: Mapping[
     rows += ["", f"Episodes recorded {ls.count_episodes(store, run)}; model calls {total['calls']} ("
              + ", ".join(f"{ph} {st['calls']}" for ph, st in sorted(by_phase.items())) + f"), tokens "
              f"{total['prompt_tokens']}+{total['completion_tokens']}, model time {total['seconds']:.1f} s, "
-             f"replies that did not fit {total['failures']}.", ""]
+             f"replies that did not fit {total['failures']}"
+             + (f", calls whose server sent no usable token count (not in the tokens) {total['unknown_usage']}"
+                if total["unknown_usage"] else "") + ".", ""]
     failed = ls.failures(store, run)
     if failed:
         rows += [f"Episodes that failed after their retries and are in no matrix or pair: {len(failed)}.", ""]

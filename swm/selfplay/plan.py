@@ -41,7 +41,9 @@ class SelfPlayPlan(BaseModel):
 
     @property
     def run_dir(self) -> Path:
-        return Path(self.out_dir) / self.run_id
+        from swm.filenames import file_name
+
+        return Path(self.out_dir) / file_name(self.run_id)
 
     def training_tasks(self, iteration: int) -> list[Task]:
         """The iteration's tasks (train split; fresh seeds every iteration)."""

@@ -19,7 +19,9 @@ Script = Callable[[str, dict[str, Any]], Any]  # (prompt text, request body) -> 
 DEFAULT_SCRIPTS: dict[str, Script] = {"S3APParse": lambda prompt, body: s3ap_parse_for(prompt)}
 DEFAULT_TEXT = "speak: I think we can agree on that."
 FAULTS = ("500", "429", "hang", "drop", "invalid_json", "huge")
-FAULT_SETTINGS = ("retry_after", "retry_after_ms", "hang", "huge_chars", "fault_rate")
+FAULT_SETTINGS = ("retry_after", "retry_after_ms", "hang", "huge_chars", "fault_rate", "usage")
+USAGE = {"real": None, "missing": "leave the usage field out",
+         "negative": "prompt_tokens -1000000, completion_tokens -5"}  # servers seen to send either
 
 
 def _prompt_text(body: Mapping[str, Any]) -> str:
@@ -63,6 +65,7 @@ class _State:
         self.fault_rng = random.Random(seed)
         self.retry_after, self.retry_after_ms = 1.0, -1.0  # -1: no retry-after-ms header
         self.hang, self.huge_chars = 30.0, 2_000_000
+        self.usage = "real"  # see USAGE
         self.release = threading.Event()  # set on stop: hung requests end at once
         self.reset()
 
@@ -172,11 +175,16 @@ class _State:
             finish, out_text = "tool_calls", arguments
         prompt_tokens = max(1, (len(prompt) + len(json.dumps(body.get("tools") or ""))) // 4)
         completion_tokens = max(1, len(out_text) // 4)
-        return {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion",
-                "created": int(time.time()), "model": body.get("model", "fake"),
-                "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
-                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                          "total_tokens": prompt_tokens + completion_tokens}}
+        if self.usage == "negative":
+            prompt_tokens, completion_tokens = -1_000_000, -5
+        reply = {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion",
+                 "created": int(time.time()), "model": body.get("model", "fake"),
+                 "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+                 "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                           "total_tokens": prompt_tokens + completion_tokens}}
+        if self.usage == "missing":
+            del reply["usage"]
+        return reply
 
 
 def _handler(state: _State) -> type[BaseHTTPRequestHandler]:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from swm.errors import InputError
-from swm.inputs import jsonl_rows, read_text_file
+from swm.inputs import jsonl_rows, read_text_file, refuse_duplicate_ids
 from swm.tom.items import BENCHMARKS, GROUPED, TomItem
 
 __all__ = ["BENCHMARKS", "GROUPED", "TomItem", "load_benchmark", "select"]
@@ -290,7 +290,9 @@ def full_context_access(row: dict[str, Any]) -> dict[int, str]:
 def load_jsonl(path: str | Path, benchmark: str) -> list[TomItem]:
     """Read the uniform ``{id, story, question, answer, meta}`` JSONL of the shared samples."""
     items = []
-    for row in _read_jsonl(Path(path), ("id", "story", "question", "answer")):
+    rows = list(jsonl_rows(Path(path), ("id", "story", "question", "answer")))
+    refuse_duplicate_ids(((str(row["id"]), f"{path}:{n}") for n, row in rows), "question")
+    for _, row in rows:
         meta = row.get("meta") or {}
         if benchmark in ("tomi", "paratomi"):
             raw = meta.get("question_type_coarse") or coarse_tomi_type(meta.get("question_type") or
@@ -346,6 +348,7 @@ def load_benchmark(benchmark: str, path: str | Path, samples: int = 1, context: 
         items = load_fantom(path, context=context)
     if not items:
         raise InputError(f"{path} holds no {benchmark} questions", "check --benchmark and --data")
+    refuse_duplicate_ids(((item.id, f"{path} question {i}") for i, item in enumerate(items, 1)), "question")
     return items
 
 

@@ -45,6 +45,8 @@ def _summarise(rows: list[dict[str, Any]], mode: str, qtype: str) -> dict[str, A
         "parse_calls_per_q": round(sum(r["parse_calls"] for r in rows) / n, 3) if n else 0.0,
         "qa_calls_per_q": round(sum(r["qa_calls"] for r in rows) / n, 3) if n else 0.0,
         "tokens_per_q": round(sum(r["prompt_tokens"] + r["completion_tokens"] for r in rows) / n, 1) if n else 0.0,
+        # calls whose server sent no usable token counts: their tokens are unknown, not in tokens_per_q
+        "calls_without_usage": sum(int(r.get("unknown_usage") or 0) for r in rows),
         "distinct_stories": len({r["story_hash"] for r in rows if r.get("story_hash")}),
         "parses_from_cache": sum(int(r["parse_cached"]) for r in parse_rows),
         "answer_errors": sum(1 for r in rows if r.get("answer_error")),
@@ -139,6 +141,10 @@ def markdown(summary: dict[str, Any], benchmark: str, header: dict[str, Any]) ->
                      f"{r['reasoning_truncated']} | {r['calls_per_q']:.2f} | {r['parse_calls_per_q']:.2f} | "
                      f"{r['qa_calls_per_q']:.2f} | {r['tokens_per_q']:.0f} | {r['distinct_stories']} | "
                      f"{r['parses_from_cache']} | {r['answer_errors']} | {r.get('failed', 0)} |")
+    unknown = sum(r.get("calls_without_usage", 0) for r in summary["overall"])
+    if unknown:
+        lines += ["", f"{unknown} call(s) came back without a usable token count from the server (missing or "
+                      "negative `usage`): counted as 0 tokens, so tokens/q is a lower bound."]
     if summary.get("readings"):
         lines += ["", "Scorer readings of the same answers (the headline rule first; the others are named variants, "
                       "see docs/protocols.md):", "", "| mode | reading | n | acc |", "|---|---|---|---|"]

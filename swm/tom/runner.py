@@ -88,8 +88,8 @@ _RESULT_COLUMNS: dict[str, type] = {
     "exact": int, "loose": int, "strict": int, "hedged": int, "reasoning_truncated": int, "value": float,
     "chosen": str, "correct": int, "calls": int, "parse_calls": int,
     "qa_calls": int, "prompt_tokens": int, "completion_tokens": int, "model_seconds": float, "wall_seconds": float,
-    "failures": int, "parse_cached": int, "parse_problems": int, "story_hash": str, "prompts": str, "models": str,
-    "status": str, "error": str, "rule": str, "variants": str,
+    "failures": int, "unknown_usage": int, "parse_cached": int, "parse_problems": int, "story_hash": str,
+    "prompts": str, "models": str, "status": str, "error": str, "rule": str, "variants": str,
 }
 
 
@@ -148,7 +148,8 @@ def _row(run_id: str, mode: str, item: TomItem, out: dict[str, Any], seconds: fl
         "calls": total["calls"], "parse_calls": parse_stats.get("calls", 0), "qa_calls": answer_stats.get("calls", 0),
         "prompt_tokens": total["prompt_tokens"], "completion_tokens": total["completion_tokens"],
         "model_seconds": round(total["seconds"], 3), "wall_seconds": round(seconds, 3),
-        "failures": total["failures"], "parse_cached": int(bool(out.get("parse_cached"))),
+        "failures": total["failures"], "unknown_usage": total["unknown_usage"],
+        "parse_cached": int(bool(out.get("parse_cached"))),
         "parse_problems": len(out.get("parse_problems") or []), "story_hash": out.get("story_hash"),
         "prompts": out.get("prompts") or {}, "models": out.get("models") or {},
         "status": "failed" if out.get("error") else "done", "error": out.get("error"),
