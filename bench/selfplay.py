@@ -120,10 +120,10 @@ def main(argv: list[str] | None = None) -> None:
 _MEMORY_CHILD = """
 import json, resource, sys, torch
 from swm.selfplay.config import PolicyConfig
-from swm.selfplay.policy import Policy, collate
+from swm.selfplay.policy import LoraValueModel, collate
 mode, base, length, new, rows = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 torch.set_num_threads(1)
-policy = Policy.create(PolicyConfig(base=base))
+policy = LoraValueModel.create(PolicyConfig(base=base))
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 g = torch.Generator().manual_seed(0)
 prompts = [torch.randint(100, 40000, (length - 7 * i,), generator=g).tolist() for i in range(rows)]

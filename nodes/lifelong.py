@@ -34,7 +34,7 @@ from swm.lifelong.metrics import curriculum_for
 from swm.lifelong.records import EpisodeRecord
 from swm.lifelong.serve import policy_spec
 from swm.lifelong.state import DEFAULT_PLAN, EpisodeJob, LifelongState
-from swm.lifelong.update import Policy, memory_text
+from swm.lifelong.update import PolicyVersion, memory_text
 from swm.social.store import load_turns
 from swm.tasks.families import GAME_FAMILIES, Task, synthesize
 from swm.tasks.splits import HELDOUT_VERSION, SPLITS, split_tasks
@@ -122,7 +122,7 @@ def synthesize_node(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[
         for task in (t for tasks in splits.values() for t in tasks):
             ls.put_task(store, task)
         ls.put_splits(store, plan["run_id"], splits, HELDOUT_VERSION)
-        ls.put_policy(store, plan["run_id"], Policy(version="p0", kind="base"))
+        ls.put_policy(store, plan["run_id"], PolicyVersion(version="p0", kind="base"))
         return {"plan": plan, "cycle": 0, "phase": "evaluate", "incumbent": "p0", "candidate_policy": "p0"}
     for task in training_tasks(plan, cycle):
         ls.put_task(store, task)
@@ -214,7 +214,7 @@ def _play(job: EpisodeJob, ctx: SWMContext, episode_graph: Any, game_graph: Any 
     return {phase_key: 1, "usage": merge_usage({}, usage), "prompts": record.prompts, "models": record.models}
 
 
-def learner_context(ctx: SWMContext, policy: Policy | None, self_play: bool) -> SWMContext:
+def learner_context(ctx: SWMContext, policy: PolicyVersion | None, self_play: bool) -> SWMContext:
     """Return the context an episode under ``policy`` runs with: the learner seats play its served model.
 
     The tested seat is the ``agent`` role, the other seats ``partner``; in self-play every seat

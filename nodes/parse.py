@@ -19,13 +19,13 @@ from langgraph.runtime import Runtime
 import prompts
 from swm.context import SWMContext
 from swm.errors import InputError
-from swm.graph_state import Mode, SocialWorldState, Task, story_hash
+from swm.graph_state import Mode, ParseTask, SocialWorldState, story_hash
 from swm.llm import call_model
 from swm.schemas import S3APParse
 from swm.state import Issue, SocialWorld, ValidationReport, agent_key
 from swm.validation import validate_s3ap
 
-TASKS: tuple[str, ...] = get_args(Task)
+TASKS: tuple[str, ...] = get_args(ParseTask)
 MODES: tuple[str, ...] = get_args(Mode)
 NEEDS_PARSE = ("s3ap", "s3ap_only")
 

@@ -23,7 +23,7 @@ from swm.lifelong import store as ls
 from swm.lifelong.state import LifelongState
 from swm.lifelong.update import (
     METHODS,
-    Policy,
+    PolicyVersion,
     dpo_rows,
     export_rows,
     kto_rows,
@@ -52,8 +52,8 @@ def export_cycle(store: Any, plan: dict[str, Any], method: str, cycles: list[int
     return (dpo_rows(used) if method == "dpo" else kto_rows(used)), len(used)
 
 
-def train_policy(store: Any, plan: dict[str, Any], method: str, parent: Policy, version: str, cycle: int,
-                 cycles: list[int]) -> tuple[Policy, list[str]]:
+def train_policy(store: Any, plan: dict[str, Any], method: str, parent: PolicyVersion, version: str, cycle: int,
+                 cycles: list[int]) -> tuple[PolicyVersion, list[str]]:
     """Export, train from the parent's adapter, serve; return the new policy (the parent's weights if no rows)."""
     from swm.lifelong.serve import lora_name
     from swm.lifelong.train import TrainSettings, train_adapter
@@ -67,14 +67,15 @@ def train_policy(store: Any, plan: dict[str, Any], method: str, parent: Policy, 
     common = {"version": version, "parent": parent.version, "kind": method, "cycle": cycle, "dataset": str(dataset),
               "pairs_used": used}
     if not rows:
-        return Policy(**common, **inherited), [f"no {method} rows in cycles {cycles}: the parent's weights are kept"]
+        kept = f"no {method} rows in cycles {cycles}: the parent's weights are kept"
+        return PolicyVersion(**common, **inherited), [kept]
     base_gguf = _base_gguf(plan)
     adapter_dir = (out_dir / "adapters" / version).resolve()
     settings = TrainSettings(**(plan.get("train") or {}))
     stats = train_adapter(method, training_rows(method, rows), plan.get("hf_model"), adapter_dir,
                           parent_adapter=parent.adapter, settings=settings)
     stats = stats.model_copy(update={"pairs_used": used})
-    draft = Policy(**common, **{**inherited, "adapter": str(adapter_dir)})
+    draft = PolicyVersion(**common, **{**inherited, "adapter": str(adapter_dir)})
     spec, gguf = serve_adapter(adapter_dir, name=lora_name(draft, plan["run_id"]), base_gguf=base_gguf,
                                lora_server=plan.get("lora_server"))
     return draft.model_copy(update={"base_model": str(plan.get("hf_model") or "embedded"), "served_as": spec,
@@ -91,7 +92,7 @@ def update(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[str, Any]
         raise InputError(f"unknown update method {method!r}", f"use one of {', '.join(METHODS)}")
     run = plan["run_id"]
     cycles = list(range(1, cycle + 1)) if plan["replay"] else [cycle]
-    parent = ls.get_policy(store, run, state.get("incumbent", "p0")) or Policy(version="p0")
+    parent = ls.get_policy(store, run, state.get("incumbent", "p0")) or PolicyVersion(version="p0")
     version = f"p{cycle}"
     update_out: dict[str, Any] = {"phase": "evaluate", "candidate_policy": version}
     if ls.get_policy(store, run, version) is not None:  # written before a crash: keep it, make no call again

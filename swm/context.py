@@ -26,7 +26,7 @@ from swm.llm import (
     raw_text,
 )
 
-Task = Literal["generic", "tomi", "hitom", "fantom", "mmtom", "confaide"]  # whose parse rules and prompts apply
+ParseTask = Literal["generic", "tomi", "hitom", "fantom", "mmtom", "confaide"]  # whose parse rules and prompts apply
 
 
 @dataclass
@@ -56,7 +56,7 @@ class SWMContext:
     # a long run records an item that still fails and goes on, but stops after this many in a row
     max_failures_in_a_row: int = DEFAULT_LIMIT
     # parsing and QA
-    task: Task = "generic"
+    task: ParseTask = "generic"
     max_parse_attempts: int = 3
     max_narrative_chars: int = 60_000
     prompt_versions: dict[str, str] = field(default_factory=dict)

@@ -21,7 +21,7 @@ from langgraph.graph import StateGraph
 from pydantic import TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
-from swm.context import SWMContext, Task
+from swm.context import ParseTask, SWMContext
 from swm.errors import InputError
 from swm.state import SocialWorld, ValidationReport
 from swm.usage import CallStats, merge_usage
@@ -47,7 +47,7 @@ class SocialWorldState(TypedDict, total=False):
     narrative: str
     question: str
     mode: Mode
-    task: Task  # default: the context's
+    task: ParseTask  # default: the context's
     instruction: str  # a benchmark's own instruction before the task (ConfAIde's privacy prompt), unfenced
     # the parse
     story_hash: str
@@ -74,7 +74,7 @@ class ParseInput(TypedDict, total=False):
     """What the ``parse`` graph takes: a story, and the benchmark whose parse rules apply."""
 
     narrative: Required[str]
-    task: Task  # default: the context's
+    task: ParseTask  # default: the context's
 
 
 class AskInput(ParseInput, total=False):
@@ -97,7 +97,7 @@ class ParseOutput(Provenance, total=False):
     """What the ``parse`` graph returns: the best parse, its check, and where it came from."""
 
     story_hash: str
-    task: Task
+    task: ParseTask
     world: SocialWorld | None
     report: ValidationReport | None
     attempts: int

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from swm.lifelong.records import EpisodeRecord, Prediction, TurnRecord, digest
+from swm.lifelong.records import ActedTurn, EpisodeRecord, Prediction, digest
 from swm.tasks.checkers import check
 from swm.tasks.families import Task, synthesize
 
@@ -18,12 +18,12 @@ def record(task: Task, lines: list[tuple[str, str]], episode_id: str, *, action_
     turns = []
     for i, (agent, text) in enumerate(lines):
         history = [x[1] for x in lines[:i]] if shared_prefix else [episode_id, *(x[1] for x in lines[:i])]
-        turns.append(TurnRecord(index=i, agent=agent, text=text,
+        turns.append(ActedTurn(index=i, agent=agent, text=text,
                                 action_type=(action_types or [])[i] if action_types else "speak",
                                 state_key=digest(task.task_id, agent, history),
                                 prompt=f"{agent} at turn {i}: {history}",
                                 predictions=(predictions or {}).get(i, []),
                                 alternatives=(alternatives or {}).get(i, [])))
     ep = EpisodeRecord(episode_id=episode_id, task_id=task.task_id, family=task.family, level=task.level, turns=turns,
-                       verdict=check(task, [t.utterance() for t in turns]))
+                       verdict=check(task, turns))
     return ep

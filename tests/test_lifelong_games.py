@@ -67,7 +67,7 @@ def test_the_checker_names_each_illegal_move() -> None:
     # the checker, replaying from scratch, finds exactly the moves the live moderator flagged
     assert record.verdict.violation_turns == [i for i, m in enumerate(game.moves) if m.violation]
     assert {game.moves[i].phase for i in record.verdict.violation_turns} == {"day_speak", "day_vote"}
-    assert check(task, [t.utterance() for t in record.turns]) == record.verdict
+    assert check(task, record.turns) == record.verdict
 
 
 def test_swm_learn_plays_werewolf_through_the_game_graph(tmp_path: Path) -> None:

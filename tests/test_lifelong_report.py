@@ -10,17 +10,17 @@ from checkpoints import ExperienceStore
 from swm.lifelong import store as ls
 from swm.lifelong.report import policy_listing, write_report
 from swm.lifelong.state import DEFAULT_PLAN
-from swm.lifelong.update import Policy, TrainStats
+from swm.lifelong.update import PolicyVersion, TrainStats
 
 
 def test_each_policy_names_the_spec_it_was_served_as_and_its_adapter(tmp_path: Path) -> None:
     store = ExperienceStore(":memory:")
-    ls.put_policy(store, "r", Policy(version="p0"))
-    trained = Policy(version="p1", parent="p0", kind="dpo", cycle=1, adapter="/runs/r/p1-adapter",
+    ls.put_policy(store, "r", PolicyVersion(version="p0"))
+    trained = PolicyVersion(version="p1", parent="p0", kind="dpo", cycle=1, adapter="/runs/r/p1-adapter",
                      adapter_gguf="/runs/r/p1.gguf", served_as="embedded:lora=/runs/r/p1.gguf",
                      train=TrainStats(method="dpo", steps=6, loss=[0.69, 0.41], seconds=12.0, tokens_per_s=310.0))
     ls.put_policy(store, "r", trained)
-    ls.put_policy(store, "r", Policy(version="p2", parent="p1", kind="memory", cycle=2))
+    ls.put_policy(store, "r", PolicyVersion(version="p2", parent="p1", kind="memory", cycle=2))
     task = negotiation_task()
     for version, spec in (("p0", "qwen@http://gpu:8000/v1"), ("p1", "embedded:lora=/runs/r/p1.gguf")):
         ep = record(task, [("a", "hi")], f"r/test/{version}/x").model_copy(

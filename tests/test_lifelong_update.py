@@ -9,13 +9,13 @@ import pytest
 from test_lifelong_gate import pair
 
 from swm.errors import InputError
-from swm.lifelong.update import Policy, StrategyNotes, export, memory_text, memory_update, sft_rows
+from swm.lifelong.update import PolicyVersion, StrategyNotes, export, memory_text, memory_update, sft_rows
 from swm.testing import ScriptedChatModel
 
 
 def test_memory_update_distills_notes_per_family_and_level() -> None:
     llm = ScriptedChatModel(replies=[StrategyNotes(notes=["Name a price inside the likely zone early."])])
-    parent = Policy(version="p0")
+    parent = PolicyVersion(version="p0")
     pairs = [pair(), pair(chosen="Would $520 work for you?", rejected="No.")]
     policy, stats, errors = memory_update(parent, "p1", 1, pairs, llm)
     assert llm.calls == 1 and stats["calls"] == 1 and errors == []
@@ -24,20 +24,20 @@ def test_memory_update_distills_notes_per_family_and_level() -> None:
     text = memory_text(policy, "negotiation", "easy")
     assert "Name a price inside" in text and "a better move was" in text and "policy p1" in text
     assert memory_text(policy, "secret", "easy") == ""
-    assert memory_text(Policy(version="p0"), "negotiation", "easy") == ""
+    assert memory_text(PolicyVersion(version="p0"), "negotiation", "easy") == ""
     # the distillation prompt says what was better and worse
     assert "better: I can offer $500" in llm.prompts[0][1]
 
 
 def test_a_bad_distillation_reply_falls_back_and_is_recorded() -> None:
     llm = ScriptedChatModel(replies=["I am not calling any tool."])
-    policy, stats, errors = memory_update(Policy(version="p0"), "p1", 1, [pair()], llm)
+    policy, stats, errors = memory_update(PolicyVersion(version="p0"), "p1", 1, [pair()], llm)
     assert stats["failures"] == 1 and len(errors) == 1 and errors[0].startswith("negotiation/easy")
     assert policy.notes["negotiation/easy"][0].startswith("Prefer moves like")
 
 
 def test_perception_pairs_are_not_exemplars() -> None:
-    policy, _, _ = memory_update(Policy(version="p0"), "p1", 1, [pair(track="perception")], None)
+    policy, _, _ = memory_update(PolicyVersion(version="p0"), "p1", 1, [pair(track="perception")], None)
     assert policy.exemplars == {} and policy.notes == {}
 
 

@@ -97,26 +97,26 @@ def killed_run(template: str, base_dir: Path, tmp_path: Path) -> tuple[Path, Pat
 
 def count_generations(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Record the seed of every torch generation from now on (each names its rollout and turn)."""
-    from swm.selfplay.policy import Policy
+    from swm.selfplay.policy import LoraValueModel
 
     calls: list[str] = []
-    real_generate = Policy.generate
+    real_generate = LoraValueModel.generate
 
-    def counting(self: Policy, prompt: str, seed: str | int = 0) -> Any:
+    def counting(self: LoraValueModel, prompt: str, seed: str | int = 0) -> Any:
         calls.append(str(seed))
         return real_generate(self, prompt, seed)
 
-    monkeypatch.setattr(Policy, "generate", counting)
+    monkeypatch.setattr(LoraValueModel, "generate", counting)
     return calls
 
 
 KILLED = textwrap.dedent("""
     import os, signal, sys
     sys.path.insert(0, {tests!r})
-    from swm.selfplay.policy import Policy
+    from swm.selfplay.policy import LoraValueModel
     from test_selfplay_graph import run
 
-    real_save = Policy.save
+    real_save = LoraValueModel.save
 
     def save(self, directory, optimizer=None, meta=None):
         if (meta or {{}}).get("iteration") == 2:
@@ -124,7 +124,7 @@ KILLED = textwrap.dedent("""
             os.kill(os.getpid(), signal.SIGKILL)
         return real_save(self, directory, optimizer, meta)
 
-    Policy.save = save
+    LoraValueModel.save = save
     run({db!r}, {{"plan": {plan!r}}})
 """)
 
@@ -207,17 +207,17 @@ def test_judge_scores_reach_the_rewards_and_the_update(base_dir: Path, tmp_path:
 KILLED_IN_ROLLOUT = textwrap.dedent("""
     import os, signal, sys
     sys.path.insert(0, {tests!r})
-    from swm.selfplay.policy import Policy
+    from swm.selfplay.policy import LoraValueModel
     from test_selfplay_graph import run
 
-    real_generate = Policy.generate
+    real_generate = LoraValueModel.generate
 
     def generate(self, prompt, seed=0):
         if "/i1/train/" in str(seed) and str(seed).endswith("/g1/1"):  # the second turn of iteration 1's g1
             os.kill(os.getpid(), signal.SIGKILL)
         return real_generate(self, prompt, seed)
 
-    Policy.generate = generate
+    LoraValueModel.generate = generate
     run({db!r}, {{"plan": {plan!r}}})
 """)
 

@@ -11,7 +11,7 @@ pytest.importorskip("peft")
 from test_lifelong_train import tiny_llama  # noqa: E402
 
 from swm.selfplay.config import PolicyConfig, PPOConfig  # noqa: E402
-from swm.selfplay.policy import Policy, collate, gather, load_base, spread  # noqa: E402
+from swm.selfplay.policy import LoraValueModel, collate, gather, load_base, spread  # noqa: E402
 from swm.selfplay.ppo import Diverged, Sample, make_optimizer, ppo_loss, ppo_update  # noqa: E402
 
 CONFIG = PolicyConfig(base="", lora_r=4, lora_alpha=8, max_new_tokens=6)
@@ -23,16 +23,16 @@ def base_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tiny_llama(tmp_path_factory.mktemp("tiny") / "model")
 
 
-def policy(base_dir: Path) -> Policy:
+def policy(base_dir: Path) -> LoraValueModel:
     torch.manual_seed(1)
-    return Policy.create(CONFIG.model_copy(update={"base": str(base_dir)}))
+    return LoraValueModel.create(CONFIG.model_copy(update={"base": str(base_dir)}))
 
 
-def ids(p: Policy, text: str) -> list[int]:
+def ids(p: LoraValueModel, text: str) -> list[int]:
     return [int(i) for i in p.tokenizer(text, add_special_tokens=False)["input_ids"]]
 
 
-def logprobs_of(p: Policy, prompt: list[int], completions: list[list[int]]) -> list[float]:
+def logprobs_of(p: LoraValueModel, prompt: list[int], completions: list[list[int]]) -> list[float]:
     batch = collate([prompt] * len(completions), completions, p.tokenizer.pad_token_id)
     with torch.no_grad():
         lp, _ = p.score(batch)
@@ -55,7 +55,7 @@ def test_one_ppo_step_raises_positive_and_lowers_negative_tokens(base_dir: Path)
     assert after[1] < before[1], "the negatively advantaged reply became less likely"
 
 
-def logprobs_of_tokens(p: Policy, prompt: list[int], tokens: list[int]) -> list[float]:
+def logprobs_of_tokens(p: LoraValueModel, prompt: list[int], tokens: list[int]) -> list[float]:
     batch = collate([prompt], [tokens], p.tokenizer.pad_token_id)
     with torch.no_grad():
         lp, _ = p.score(batch)
@@ -84,7 +84,7 @@ def test_a_seats_loss_covers_only_its_own_generated_tokens(base_dir: Path) -> No
     assert float(loss.detach()) == pytest.approx(float(loss_noisy.detach()), rel=1e-6)
 
 
-def logprobs_of_rows(p: Policy, batch: object) -> list[list[float]]:
+def logprobs_of_rows(p: LoraValueModel, batch: object) -> list[list[float]]:
     with torch.no_grad():
         lp, _ = p.score(batch)  # type: ignore[arg-type]
     return gather(lp, batch)  # type: ignore[arg-type]
@@ -110,7 +110,7 @@ def test_generation_records_tokens_and_their_logprobs(base_dir: Path, tmp_path: 
     assert len(gen.token_ids) == len(gen.logprobs) >= 1 and all(lp <= 0 for lp in gen.logprobs)
     p.save(tmp_path / "ckpt", meta={"iteration": 1})
     model, tok = load_base(str(base_dir))
-    loaded = Policy.create(CONFIG, adapter=tmp_path / "ckpt", base=(model, tok))
+    loaded = LoraValueModel.create(CONFIG, adapter=tmp_path / "ckpt", base=(model, tok))
     assert loaded.generate("I can offer $ 500 for the bike", seed="r1") == gen
 
 

@@ -11,15 +11,15 @@ from nodes.lifelong import learner_context, run_episode
 from swm.context import SWMContext
 from swm.errors import ModelUnavailable
 from swm.lifelong.serve import policy_spec, runtime_lora_spec
-from swm.lifelong.update import Policy
+from swm.lifelong.update import PolicyVersion
 from swm.tasks.families import synthesize
 from swm.testing import FakeOpenAIServer
 
 
-def _policy(tmp_path: Path, version: str = "p1") -> Policy:
+def _policy(tmp_path: Path, version: str = "p1") -> PolicyVersion:
     adapter = tmp_path / version / "adapter"
     adapter.mkdir(parents=True)
-    return Policy(version=version, parent="p0", kind="dpo", cycle=1, adapter=str(adapter))
+    return PolicyVersion(version=version, parent="p0", kind="dpo", cycle=1, adapter=str(adapter))
 
 
 def test_a_policy_is_loaded_by_name_and_plays_the_learner_seat(tmp_path: Path) -> None:
@@ -62,5 +62,5 @@ def test_a_server_without_runtime_lora_gets_a_one_line_error(tmp_path: Path) -> 
 
 def test_base_and_memory_policies_keep_the_run_models() -> None:
     ctx = SWMContext(model="fake@http://127.0.0.1:9/v1")
-    assert policy_spec(None) is None and policy_spec(Policy(version="p1", kind="memory")) is None
-    assert learner_context(ctx, Policy(version="p0"), self_play=True) is ctx
+    assert policy_spec(None) is None and policy_spec(PolicyVersion(version="p1", kind="memory")) is None
+    assert learner_context(ctx, PolicyVersion(version="p0"), self_play=True) is ctx

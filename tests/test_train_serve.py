@@ -30,7 +30,7 @@ from swm.lifelong.bridge import agent_prompt, to_scenario  # noqa: E402
 from swm.lifelong.deploy import decide  # noqa: E402
 from swm.lifelong.metrics import Cell  # noqa: E402
 from swm.lifelong.train import TrainSettings, check_adapter, train_adapter  # noqa: E402
-from swm.lifelong.update import Policy, action_completion  # noqa: E402
+from swm.lifelong.update import PolicyVersion, action_completion  # noqa: E402
 from swm.serving import (
     embedded,  # noqa: E402
     serve_adapter,  # noqa: E402
@@ -76,8 +76,8 @@ def test_a_trained_adapter_served_by_llama_cpp_plays_differently(tiny_gguf_llama
     store = ExperienceStore(tmp_path / "run.db")
     ctx = SWMContext(model=embedded.embedded_spec(base=tiny_gguf_llama / "base.gguf"), temperature=0.0, max_tokens=64,
                      store=store)
-    policies = {"p0": Policy(version="p0"),
-                "p1": Policy(version="p1", parent="p0", kind="sft", cycle=1, adapter=str(trained["dir"] / "p1"),
+    policies = {"p0": PolicyVersion(version="p0"),
+                "p1": PolicyVersion(version="p1", parent="p0", kind="sft", cycle=1, adapter=str(trained["dir"] / "p1"),
                              adapter_gguf=str(trained["gguf"]), served_as=trained["spec"], train=stats)}
     played: dict[str, list[list[tuple[str, str]]]] = {}
     graph = episode.build().compile(checkpointer=False)

@@ -8,12 +8,12 @@ graph and back), `convert` (pairs on the action and perception tracks), `gate` (
 """
 
 from swm.lifelong.convert import build_pairs, outcome_score, perception_score, turn_rewards
-from swm.lifelong.deploy import Decision, decide
+from swm.lifelong.deploy import DeployDecision, decide
 from swm.lifelong.gate import GateSettings, gate_pairs, reject_counts
 from swm.lifelong.metrics import Cell, Estimate, summary, wilson
-from swm.lifelong.records import EpisodeRecord, Prediction, PreferencePair, TurnRecord
-from swm.lifelong.update import Policy, dpo_rows, kto_rows, memory_text
+from swm.lifelong.records import ActedTurn, EpisodeRecord, Prediction, PreferencePair
+from swm.lifelong.update import PolicyVersion, dpo_rows, kto_rows, memory_text
 
-__all__ = ["Cell", "Decision", "EpisodeRecord", "Estimate", "GateSettings", "Policy", "Prediction", "PreferencePair",
-           "TurnRecord", "build_pairs", "decide", "dpo_rows", "gate_pairs", "kto_rows", "memory_text", "outcome_score",
-           "perception_score", "reject_counts", "summary", "turn_rewards", "wilson"]
+__all__ = ["ActedTurn", "Cell", "DeployDecision", "EpisodeRecord", "Estimate", "GateSettings", "PolicyVersion",
+           "Prediction", "PreferencePair", "build_pairs", "decide", "dpo_rows", "gate_pairs", "kto_rows", "memory_text",
+           "outcome_score", "perception_score", "reject_counts", "summary", "turn_rewards", "wilson"]

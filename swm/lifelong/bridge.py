@@ -19,11 +19,9 @@ import json
 from typing import Any
 
 import prompts
-from swm.lifelong.records import EpisodeRecord, Prediction, TurnRecord, digest
-from swm.social.models import ACTION_TYPES, AgentAction, AgentProfile, Scenario, ScenarioAgent
-from swm.social.models import TurnRecord as EpisodeTurn
+from swm.lifelong.records import ActedTurn, EpisodeRecord, Prediction, checked_record, digest
+from swm.social.models import ACTION_TYPES, AgentAction, AgentProfile, Scenario, ScenarioAgent, TurnRecord
 from swm.state import SocialStep, SocialWorld, is_none
-from swm.tasks.checkers import check
 from swm.tasks.families import Task
 
 
@@ -59,7 +57,7 @@ def agent_prompt(scenario: Scenario, agent: str, steps: list[SocialStep], turn: 
                          turn=turn, action_types=", ".join(ACTION_TYPES), format_instructions=fmt, variation="")
 
 
-def _predictions(turn: EpisodeTurn, names: list[str]) -> list[Prediction]:
+def _predictions(turn: TurnRecord, names: list[str]) -> list[Prediction]:
     if not turn.prediction:
         return []
     try:
@@ -73,7 +71,7 @@ def _predictions(turn: EpisodeTurn, names: list[str]) -> list[Prediction]:
     return [Prediction(about=a, mental_state=m) for a, m in minds.items() if a != turn.agent and m.strip()]
 
 
-def _alternatives(turn: EpisodeTurn) -> list[str]:
+def _alternatives(turn: TurnRecord) -> list[str]:
     out: list[str] = []
     if turn.intended is not None and turn.intended.argument.strip():
         out.append(turn.intended.argument.strip())
@@ -89,7 +87,7 @@ def _alternatives(turn: EpisodeTurn) -> list[str]:
     return [a for a in dict.fromkeys(out) if a != executed]
 
 
-def to_record(task: Task, scenario: Scenario, turns: list[EpisodeTurn], judgements: dict[str, Any] | None,
+def to_record(task: Task, scenario: Scenario, turns: list[TurnRecord], judgements: dict[str, Any] | None,
               judged: str | None = None, **provenance: Any) -> EpisodeRecord:
     """Build the checked `EpisodeRecord` of a finished episode from its turn rows.
 
@@ -99,12 +97,11 @@ def to_record(task: Task, scenario: Scenario, turns: list[EpisodeTurn], judgemen
     records = []
     for i, t in enumerate(turns):
         prompt = agent_prompt(scenario, t.agent, steps[:i], t.turn)
-        records.append(TurnRecord(index=i, agent=t.agent, action_type=t.action.action_type,
+        records.append(ActedTurn(index=i, agent=t.agent, action_type=t.action.action_type,
                                   text=t.action.argument, state_key=digest(task.task_id, t.agent, prompt),
                                   prompt=prompt, alternatives=_alternatives(t),
                                   predictions=_predictions(t, scenario.names)))
-    record = EpisodeRecord(task_id=task.task_id, family=task.family, level=task.level, turns=records,
-                           verdict=check(task, [r.utterance() for r in records]), **provenance)
+    record = checked_record(task, records, **provenance)
     goal = ((judgements or {}).get(judged or task.agents[0].name) or {}).get("goal")
     if isinstance(goal, int | float):
         record.judge_goal = float(goal)

@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
-from swm.lifelong.records import EpisodeRecord, PreferencePair, TurnRecord
+from swm.lifelong.records import ActedTurn, EpisodeRecord, PreferencePair
 from swm.stats import token_f1 as token_f1  # re-exported: the perception score's word overlap
 from swm.tasks.checkers import Verdict, mentions
 from swm.tasks.families import Task
@@ -65,7 +65,7 @@ def perception_score(prediction: str, task: Task, about: str) -> float:
     return round(0.8 * recall + 0.2 * token_f1(prediction, brief.goal), 6)
 
 
-def _context(task: Task, episode: EpisodeRecord, turn: TurnRecord) -> dict[str, object]:
+def _context(task: Task, episode: EpisodeRecord, turn: ActedTurn) -> dict[str, object]:
     brief = task.agent(turn.agent)
     previous = next((t.text for t in reversed(episode.turns[: turn.index]) if t.agent == turn.agent), "")
     resolved = episode.verdict.resolved_at
@@ -76,7 +76,7 @@ def _context(task: Task, episode: EpisodeRecord, turn: TurnRecord) -> dict[str, 
 def action_pairs(task: Task, episodes: Sequence[EpisodeRecord], cycle: int = 0) -> list[PreferencePair]:
     """Build action/dialogue pairs for one task from its episodes (see the module docstring)."""
     pairs: list[PreferencePair] = []
-    groups: dict[str, list[tuple[EpisodeRecord, TurnRecord, float]]] = defaultdict(list)
+    groups: dict[str, list[tuple[EpisodeRecord, ActedTurn, float]]] = defaultdict(list)
     for episode in episodes:
         rewards = turn_rewards(episode)
         for turn in episode.turns:
@@ -119,7 +119,7 @@ def action_pairs(task: Task, episodes: Sequence[EpisodeRecord], cycle: int = 0) 
 
 def perception_pairs(task: Task, episodes: Sequence[EpisodeRecord], cycle: int = 0) -> list[PreferencePair]:
     """Build perception pairs: predictions about one agent at one state, the closer one chosen."""
-    groups: dict[tuple[str, str], list[tuple[EpisodeRecord, TurnRecord, str, float]]] = defaultdict(list)
+    groups: dict[tuple[str, str], list[tuple[EpisodeRecord, ActedTurn, str, float]]] = defaultdict(list)
     for episode in episodes:
         for turn in episode.turns:
             for prediction in turn.predictions:

@@ -15,7 +15,7 @@ from swm.lifelong.metrics import Cell
 
 
 @dataclass
-class Decision:
+class DeployDecision:
     deploy: bool
     reasons: list[str] = field(default_factory=list)
     deltas: dict[str, float] = field(default_factory=dict)
@@ -27,7 +27,7 @@ class Decision:
 
 
 def decide(incumbent: Mapping[str, Cell], candidate: Mapping[str, Cell], earlier: Sequence[str],
-           current: str, epsilon: float = 0.05) -> Decision:
+           current: str, epsilon: float = 0.05) -> DeployDecision:
     """Return whether the candidate replaces the incumbent, with reason codes when it does not."""
     reasons: list[str] = []
     deltas: dict[str, float] = {}
@@ -41,4 +41,4 @@ def decide(incumbent: Mapping[str, Cell], candidate: Mapping[str, Cell], earlier
         reasons.append(f"current_fell:{current}")
     if current not in candidate:
         reasons.append(f"not_evaluated:{current}")
-    return Decision(deploy=not reasons, reasons=reasons, deltas=deltas)
+    return DeployDecision(deploy=not reasons, reasons=reasons, deltas=deltas)

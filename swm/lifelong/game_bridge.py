@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from swm.games import GameRecord, get_game
-from swm.lifelong.records import EpisodeRecord, TurnRecord, digest
-from swm.tasks.checkers import MALFORMED, check
+from swm.lifelong.records import ActedTurn, EpisodeRecord, checked_record, digest
+from swm.tasks.checkers import MALFORMED
 from swm.tasks.families import Task
 
 
@@ -39,7 +39,6 @@ def game_to_record(task: Task, game: GameRecord, **provenance: Any) -> EpisodeRe
     for i, move in enumerate(game.moves):
         malformed = MALFORMED if move.violation == "malformed" else ""
         text = (move.proposed_target or "") if move.kind == "choose" else move.text
-        turns.append(TurnRecord(index=i, agent=move.agent, action_type=f"{malformed}{move.kind}", text=text,
+        turns.append(ActedTurn(index=i, agent=move.agent, action_type=f"{malformed}{move.kind}", text=text,
                                 state_key=digest(task.task_id, move.agent, move.prompt), prompt=move.prompt))
-    return EpisodeRecord(task_id=task.task_id, family=task.family, level=task.level, turns=turns,
-                         verdict=check(task, [t.utterance() for t in turns]), **provenance)
+    return checked_record(task, turns, **provenance)

@@ -15,7 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swm.tasks.checkers import Utterance, Verdict
+from swm.tasks.checkers import Utterance, Verdict, check
+from swm.tasks.families import Task
 
 TRACKS = ("action", "perception")
 
@@ -39,22 +40,17 @@ class Prediction(BaseModel):
         return " ".join(x for x in (self.goal, self.mental_state) if x).strip()
 
 
-class TurnRecord(BaseModel):
-    """One acted turn: who acted, what was done, and what the agent considered and predicted."""
+class ActedTurn(Utterance):
+    """One acted turn: who acted, what was done (what the checker reads), and what the agent considered and predicted.
 
-    model_config = ConfigDict(extra="forbid")
+    Episodes and games record their turns as these (`swm.lifelong.bridge`, `swm.lifelong.game_bridge`).
+    """
 
     index: int
-    agent: str
-    action_type: str = "speak"
-    text: str = ""
     state_key: str = ""  # equal keys mean the same task, speaker, policy and history
     prompt: str = ""  # the agent's view at this state, as the export's prompt
     alternatives: list[str] = Field(default_factory=list)  # other candidates sampled at this state
     predictions: list[Prediction] = Field(default_factory=list)
-
-    def utterance(self) -> Utterance:
-        return Utterance(agent=self.agent, text=self.text, action_type=self.action_type)
 
 
 class EpisodeRecord(BaseModel):
@@ -75,13 +71,19 @@ class EpisodeRecord(BaseModel):
     models: dict[str, str] = Field(default_factory=dict)
     prompts: dict[str, str] = Field(default_factory=dict)
     source_episode: str | None = None  # the episode graph's own id, when it has one
-    turns: list[TurnRecord] = Field(default_factory=list)
+    turns: list[ActedTurn] = Field(default_factory=list)
     verdict: Verdict
     judge_goal: float | None = None
     error: str | None = None
 
     def transcript(self) -> list[Utterance]:
-        return [t.utterance() for t in self.turns]
+        return list(self.turns)
+
+
+def checked_record(task: Task, turns: list[ActedTurn], **provenance: Any) -> EpisodeRecord:
+    """Return the `EpisodeRecord` of a task's turns with the task's checker's verdict."""
+    return EpisodeRecord(task_id=task.task_id, family=task.family, level=task.level, turns=turns,
+                         verdict=check(task, turns), **provenance)
 
 
 class PreferencePair(BaseModel):

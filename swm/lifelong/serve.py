@@ -15,18 +15,18 @@ from pathlib import Path
 
 from swm.errors import ModelUnavailable
 from swm.lifelong.records import digest
-from swm.lifelong.update import Policy
+from swm.lifelong.update import PolicyVersion
 from swm.llm import ModelSpec, is_embedded
 from swm.serving.adapters import serve_adapter
 from swm.serving.runtime_lora import ensure_lora_loaded
 
 
-def lora_name(policy: Policy, run_id: str = "") -> str:
+def lora_name(policy: PolicyVersion, run_id: str = "") -> str:
     """Return the name a runtime-LoRA server knows a policy's adapter by (unique per run and version)."""
     return f"swm-{policy.version}-{digest(run_id, policy.adapter or '', size=8)}"
 
 
-def runtime_lora_spec(policy: Policy, base_url: str, run_id: str = "") -> str:
+def runtime_lora_spec(policy: PolicyVersion, base_url: str, run_id: str = "") -> str:
     """Load a policy's PEFT adapter on a runtime-LoRA server and return the spec that addresses it."""
     if not policy.adapter:
         raise ModelUnavailable(f"policy {policy.version} has no adapter to serve", "train it first")
@@ -34,7 +34,7 @@ def runtime_lora_spec(policy: Policy, base_url: str, run_id: str = "") -> str:
     return spec
 
 
-def policy_spec(policy: Policy | None) -> str | None:
+def policy_spec(policy: PolicyVersion | None) -> str | None:
     """Return the model spec that plays ``policy`` (serving it first), or None for the run's own models.
 
     A policy served by a runtime-LoRA server (``served_as`` = ``name@url``) is loaded there again

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from typing_extensions import TypedDict
 
 from swm.graph_state import Provenance, SocialWorldState, merge_dict
-from swm.social.graph_state import Policy
+from swm.social.graph_state import ActStrategy
 
 Level = Literal["easy", "medium", "hard"]  # swm.tasks.families.LEVELS
 Family = Literal["negotiation", "mutual_friend", "secret", "scheduling", "persuasion",  # tasks.TASK_FAMILIES
@@ -62,8 +62,8 @@ class Plan(TypedDict, total=False):
     episodes_per_level: int
     samples_per_task: int
     max_turns: int
-    policy: Policy  # collection policy
-    eval_policy: Policy
+    policy: ActStrategy  # collection policy
+    eval_policy: ActStrategy
     self_play: bool  # one model in every seat; else the partner role plays the other seats
     judge: bool  # the episode judge (one call per agent)
     judge_threshold: float

@@ -30,7 +30,7 @@ from swm.errors import InputError
 from swm.lifelong.gate import GateResult, degenerate_reason
 from swm.lifelong.metrics import Cell
 from swm.lifelong.records import EpisodeRecord, PreferencePair
-from swm.lifelong.update import Policy
+from swm.lifelong.update import PolicyVersion
 from swm.tasks.families import Task
 from swm.usage import CallStats, add_stats, empty_stats
 
@@ -186,7 +186,7 @@ def gate_counts(store: Any, run_id: str, cycle: int | None = None) -> dict[str, 
     return {r["reason"]: int(r["n"]) for r in store.rows(sql + " group by reason", params)}
 
 
-def put_policy(store: Any, run_id: str, policy: Policy, errors: list[str] | None = None) -> None:
+def put_policy(store: Any, run_id: str, policy: PolicyVersion, errors: list[str] | None = None) -> None:
     store.insert("lifelong_policies", {"run_id": run_id, "version": policy.version, "cycle": policy.cycle,
                                        "kind": policy.kind, "parent": policy.parent,
                                        "policy": policy.model_dump(mode="json"), "errors": errors or [],
@@ -194,11 +194,11 @@ def put_policy(store: Any, run_id: str, policy: Policy, errors: list[str] | None
                  pk=("run_id", "version"), ignore=True)
 
 
-def get_policy(store: Any, run_id: str, version: str) -> Policy | None:
+def get_policy(store: Any, run_id: str, version: str) -> PolicyVersion | None:
     if not store.has_table("lifelong_policies"):
         return None
     rows = list(store.rows("select policy from lifelong_policies where run_id = ? and version = ?", [run_id, version]))
-    return Policy.model_validate_json(rows[0]["policy"]) if rows else None
+    return PolicyVersion.model_validate_json(rows[0]["policy"]) if rows else None
 
 
 def put_deploy(store: Any, run_id: str, cycle: int, candidate: str, incumbent: str, deployed: bool,

@@ -1,4 +1,4 @@
-"""Policy updates, each producing a new versioned `Policy`: memory, sft, dpo, kto; and their exports.
+"""Policy updates, each producing a new `PolicyVersion`: memory, sft, dpo, kto; and their exports.
 
 * ``memory`` works with any API model: kept pairs become retrieved exemplars and distilled
   strategy notes per task family and level, injected into the learner's private instructions
@@ -61,7 +61,7 @@ class TrainStats(BaseModel):
     from_adapter: str | None = None  # the incumbent's adapter this run continued (None: a fresh LoRA on the base)
 
 
-class Policy(BaseModel):
+class PolicyVersion(BaseModel):
     """A versioned policy: what the learner is told on top of its model, what trained it, how it is served.
 
     ``memory`` policies carry ``notes``/``exemplars`` for an API model. Trained policies
@@ -128,8 +128,8 @@ def distill(model: Any, family: str, level: str, exemplars: Sequence[dict[str, s
     return (notes or fallback_notes(exemplars)), reply.stats, reply.error
 
 
-def memory_update(parent: Policy, version: str, cycle: int, pairs: Sequence[PreferencePair],
-                  model: Any | None = None) -> tuple[Policy, CallStats, list[str]]:
+def memory_update(parent: PolicyVersion, version: str, cycle: int, pairs: Sequence[PreferencePair],
+                  model: Any | None = None) -> tuple[PolicyVersion, CallStats, list[str]]:
     """Build the next memory policy: the parent's memory, refreshed for families and levels with new pairs."""
     usage = empty_stats()
     errors: list[str] = []
@@ -146,12 +146,12 @@ def memory_update(parent: Policy, version: str, cycle: int, pairs: Sequence[Pref
         notes[key] = distilled
         if error:
             errors.append(f"{key}: {error}")
-    policy = Policy(version=version, parent=parent.version, kind="memory", cycle=cycle, notes=notes,
+    policy = PolicyVersion(version=version, parent=parent.version, kind="memory", cycle=cycle, notes=notes,
                     exemplars=exemplars, pairs_used=len(pairs))
     return policy, usage, errors
 
 
-def memory_text(policy: Policy | None, family: str, level: str) -> str:
+def memory_text(policy: PolicyVersion | None, family: str, level: str) -> str:
     """Render a policy's memory for one task as text for the learner's instructions ('' when none)."""
     if policy is None or (not policy.notes and not policy.exemplars):
         return ""

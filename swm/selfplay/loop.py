@@ -32,7 +32,7 @@ from swm.stats import mean_ci
 from swm.tasks.families import Task
 
 if TYPE_CHECKING:
-    from swm.selfplay.policy import Batch, Policy
+    from swm.selfplay.policy import Batch, LoraValueModel
 
 
 class PolicyPool:
@@ -40,17 +40,17 @@ class PolicyPool:
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
-        self._policies: dict[str, Policy] = {}
+        self._policies: dict[str, LoraValueModel] = {}
         self._loaded: dict[str, str] = {}
 
-    def get(self, config: PolicyConfig, checkpoint: Path | None) -> Policy:
+    def get(self, config: PolicyConfig, checkpoint: Path | None) -> LoraValueModel:
         """Return the policy of ``config`` holding ``checkpoint``'s weights (a fresh adapter when None)."""
-        from swm.selfplay.policy import Policy
+        from swm.selfplay.policy import LoraValueModel
 
         key = config.model_dump_json()
         with self.lock:
             if key not in self._policies:
-                self._policies[key] = Policy.create(config)
+                self._policies[key] = LoraValueModel.create(config)
                 self._loaded[key] = ""
             policy = self._policies[key]
             if checkpoint is not None and self._loaded[key] != str(checkpoint):
@@ -74,7 +74,7 @@ class SeededSampler:
     sample the same iteration-0 rollouts from the same initial adapter.
     """
 
-    def __init__(self, policy: Policy, seed_key: str) -> None:
+    def __init__(self, policy: LoraValueModel, seed_key: str) -> None:
         self.policy = policy
         self.seed_key = seed_key
         self.calls = 0
@@ -218,7 +218,7 @@ def score_rollouts(plan: SelfPlayPlan, store: Any, iteration: int, phase: str,
             "seconds": time.perf_counter() - start}
 
 
-def _token_values(policy: Policy, rollouts: list[Rollout]) -> None:
+def _token_values(policy: LoraValueModel, rollouts: list[Rollout]) -> None:
     """Fill every turn's ``values`` with the value head's value at each generated token."""
     import torch
 

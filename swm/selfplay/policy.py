@@ -5,9 +5,9 @@ model directory, a ``.gguf`` file, or ``embedded``, the SmolLM2 GGUF that the em
 serves, dequantised by transformers), in float32.
 
 Rollouts are sampled by llama.cpp serving the checkpoint's adapter (`swm.selfplay.served`) or,
-with ``sampler="torch"``, here: `Policy.generate` samples a reply under the current adapter.
+with ``sampler="torch"``, here: `LoraValueModel.generate` samples a reply under the current adapter.
 Either way the log-probabilities of the sampled tokens are *recomputed* with the same forward
-pass the PPO update uses (`Policy.score`), so the update's first ratio is exactly 1.
+pass the PPO update uses (`LoraValueModel.score`), so the update's first ratio is exactly 1.
 
 The value head is a linear layer on the last hidden state; its value at a generated token is
 read at the position that predicts that token (the state before it is sampled).
@@ -95,7 +95,7 @@ def _generated_positions(batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
     return positions, valid
 
 
-class Policy:
+class LoraValueModel:
     """A LoRA-adapted causal LM with a value head: sample, score, save and load."""
 
     def __init__(self, model: Any, tokenizer: Any, value_head: torch.nn.Linear, config: PolicyConfig) -> None:
@@ -105,7 +105,8 @@ class Policy:
         self.config = config
 
     @classmethod
-    def create(cls, config: PolicyConfig, adapter: Path | None = None, base: tuple[Any, Any] | None = None) -> Policy:
+    def create(cls, config: PolicyConfig, adapter: Path | None = None,
+               base: tuple[Any, Any] | None = None) -> LoraValueModel:
         """Load the base (or take ``base`` = (model, tokenizer)), then a saved adapter or a fresh one."""
         from peft import LoraConfig, PeftModel, get_peft_model
 

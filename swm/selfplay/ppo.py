@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from swm.selfplay.config import PPOConfig
-from swm.selfplay.policy import Batch, Policy, collate, spread
+from swm.selfplay.policy import Batch, LoraValueModel, collate, spread
 
 
 class Diverged(RuntimeError):
@@ -47,7 +47,7 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor, count: float | None = None)
     return torch.where(mask.bool(), x, torch.zeros_like(x)).sum() / total
 
 
-def ppo_loss(policy: Policy, batch: Batch, old: torch.Tensor, ref: torch.Tensor, adv: torch.Tensor,
+def ppo_loss(policy: LoraValueModel, batch: Batch, old: torch.Tensor, ref: torch.Tensor, adv: torch.Tensor,
              ret: torch.Tensor, config: PPOConfig, count: float | None = None) -> tuple[torch.Tensor, dict[str, float]]:
     """Return the PPO loss of one minibatch (or, with ``count``, a micro-batch's share of it) and its parts."""
     m = batch.mask
@@ -72,7 +72,7 @@ def ppo_loss(policy: Policy, batch: Batch, old: torch.Tensor, ref: torch.Tensor,
     return loss, stats
 
 
-def ppo_update(policy: Policy, optimizer: torch.optim.Optimizer, samples: Sequence[Sample],
+def ppo_update(policy: LoraValueModel, optimizer: torch.optim.Optimizer, samples: Sequence[Sample],
                config: PPOConfig) -> dict[str, float]:
     """Run ``epochs`` passes of minibatch PPO over ``samples``; return the mean of each loss part."""
     pad = policy.tokenizer.pad_token_id
@@ -112,5 +112,5 @@ def ppo_update(policy: Policy, optimizer: torch.optim.Optimizer, samples: Sequen
     return {k: v / max(steps, 1) for k, v in totals.items()} | {"steps": float(steps)}
 
 
-def make_optimizer(policy: Policy, config: PPOConfig) -> torch.optim.Optimizer:
+def make_optimizer(policy: LoraValueModel, config: PPOConfig) -> torch.optim.Optimizer:
     return torch.optim.AdamW(policy.parameters(), lr=config.lr)

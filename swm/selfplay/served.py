@@ -32,7 +32,7 @@ from swm.selfplay.trajectory import Generation
 from swm.serving.adapters import ServerSlots, find_base_gguf, require_base_gguf
 
 if TYPE_CHECKING:
-    from swm.selfplay.policy import Batch, Policy
+    from swm.selfplay.policy import Batch, LoraValueModel
 
 ADAPTER_GGUF = "adapter.gguf"  # beside the checkpoint's ``adapter`` directory (`swm.serving.adapter_gguf`)
 _NO_BASE = "sample in torch with --sampler torch"
@@ -83,7 +83,7 @@ class ServedSampler:
     requests, and torch scores one turn while llama.cpp samples another).
     """
 
-    def __init__(self, policy: Policy, base_url: str, seed_key: str, score: Callable[[Batch], Any],
+    def __init__(self, policy: LoraValueModel, base_url: str, seed_key: str, score: Callable[[Batch], Any],
                  timeout: float = 600.0, server_logprobs: bool = False) -> None:
         from openai import OpenAI
 

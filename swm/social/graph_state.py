@@ -21,7 +21,7 @@ from swm.graph_state import Provenance, SocialWorldState, merge_dict
 from swm.state import SocialWorld
 from swm.usage import CallStats, merge_usage
 
-Policy = Literal["plain", "foresee", "rollout"]
+ActStrategy = Literal["plain", "foresee", "rollout"]
 
 
 class PolicyInput(TypedDict, total=False):
@@ -58,7 +58,7 @@ class EpisodeInput(TypedDict, total=False):
 
     scenario: Required[dict[str, Any]]  # Scenario.model_dump(): id, scenario, agents with name and goal
     episode_id: str  # default: the scenario id and a random suffix
-    policies: dict[str, Policy]  # agent name -> policy, default plain
+    policies: dict[str, ActStrategy]  # agent name -> policy, default plain
     tested_agent: str  # the seat played by the "agent" model role (default the first)
     max_turns: int  # default 20
     judge: bool  # default True
@@ -79,7 +79,7 @@ class EpisodeState(SocialWorldState, total=False):
     # input
     scenario: dict[str, Any]
     episode_id: str
-    policies: dict[str, Policy]
+    policies: dict[str, ActStrategy]
     tested_agent: str  # the seat played by the "agent" role; every other seat is "partner"
     max_turns: int
     judge: bool
