@@ -7,12 +7,12 @@ graph state so a killed run resumes at the last finished node; the experience st
 """
 
 from checkpoints.backends import Target, open_async_saver, open_saver, open_store
-from checkpoints.lease import LeaseHeld, hold_lease
+from checkpoints.lease import LeaseHeld, LeaseLost, hold_lease
 from checkpoints.postgres import PostgresExperienceStore, is_postgres
 from checkpoints.runs import differences, pending_nodes, pin_run_options, run_thread, thread_status
 from checkpoints.savers import async_sqlite_saver, connect, default_db_path, sqlite_saver
 from checkpoints.store import ExperienceStore
 
-__all__ = ["ExperienceStore", "LeaseHeld", "PostgresExperienceStore", "Target", "async_sqlite_saver", "connect",
-           "default_db_path", "differences", "hold_lease", "is_postgres", "open_async_saver", "open_saver",
+__all__ = ["ExperienceStore", "LeaseHeld", "LeaseLost", "PostgresExperienceStore", "Target", "async_sqlite_saver",
+           "connect", "default_db_path", "differences", "hold_lease", "is_postgres", "open_async_saver", "open_saver",
            "open_store", "pending_nodes", "pin_run_options", "run_thread", "sqlite_saver", "thread_status"]

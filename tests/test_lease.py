@@ -9,16 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from checkpoints import LeaseHeld, hold_lease
-from checkpoints.lease import STALE_S, TABLE, _open, acquire, current, release
+from checkpoints import LeaseHeld, LeaseLost, hold_lease
+from checkpoints.lease import _COLUMNS, STALE_S, TABLE, _open, acquire, current, process_start, release, this_node
 
 
-def plant(db: str | Path, thread: str, pid: int, host: str, renewed: float) -> None:
+def plant(db: str | Path, thread: str, pid: int, host: str, renewed: float, node: str | None = "here",
+          pid_start: int | None = None) -> None:
+    """Write a lease row as another process would; ``node="here"``: this machine and PID namespace."""
     conn = _open(db)
     current(conn, thread)  # creates the table
+    node = this_node() if node == "here" else node
     with conn:
-        conn.execute(f"INSERT OR REPLACE INTO {TABLE} VALUES (?, ?, ?, ?, ?, ?)",
-                     (thread, pid, host, renewed - 5, renewed, "theirs"))
+        conn.execute(f"INSERT OR REPLACE INTO {TABLE} ({', '.join(_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                     (thread, pid, host, renewed - 5, renewed, "theirs", node, pid_start))
     conn.close()
 
 
@@ -64,8 +67,8 @@ def test_stale_leases_are_taken_over(db_target: str | Path) -> None:
     db = db_target
     plant(db, "here", dead_pid(), socket.gethostname(), time.time())
     plant(db, "my-pid", os.getpid(), socket.gethostname(), time.time())  # left by a former process with this pid
-    plant(db, "away-old", 1, "another-host", time.time() - STALE_S - 1)
-    plant(db, "away-live", 1, "another-host", time.time())
+    plant(db, "away-old", 1, "another-host", time.time() - STALE_S - 1, node="other-boot/1")
+    plant(db, "away-live", 1, "another-host", time.time(), node="other-boot/1")
     conn = _open(db)
     for thread in ("here", "my-pid", "away-old"):
         lease, previous = acquire(conn, thread)
@@ -79,7 +82,133 @@ def test_release_leaves_a_lease_taken_over_since_alone(db_target: str | Path) ->
     db = db_target
     conn = _open(db)
     lease, _ = acquire(conn, "t")
-    plant(db, "t", 1, "another-host", time.time())  # someone took it over meanwhile
+    plant(db, "t", 1, "another-host", time.time(), node="other-boot/1")  # someone took it over meanwhile
     release(conn, lease)
     assert current(conn, "t") is not None and current(conn, "t").token == "theirs"  # type: ignore[union-attr]
     conn.close()
+
+
+def test_a_container_sharing_the_hostname_is_not_this_process_table(db_target: str | Path) -> None:
+    """Host networking (or a second PID namespace) shares the hostname, not the pids: a live holder there
+    renews its lease, so it is refused however dead its pid looks here; a stale one is taken over."""
+    import socket
+
+    db = db_target
+    plant(db, "t", dead_pid(), socket.gethostname(), time.time(), node=f"{this_node().split('/')[0]}/4026531999")
+    with pytest.raises(LeaseHeld, match=f"pid .* on {socket.gethostname()}"):
+        with hold_lease(db, "t"):
+            pass
+    plant(db, "t", dead_pid(), socket.gethostname(), time.time() - STALE_S - 1, node="other-boot/1")
+    with hold_lease(db, "t"):
+        pass
+
+
+def test_a_reused_pid_is_not_the_holder(db_target: str | Path) -> None:
+    """On this node a holder is its pid *and* its start time: a later process with the pid does not hold it."""
+    import socket
+
+    db = db_target
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        started = process_start(holder.pid)
+        assert started is not None
+        plant(db, "t", holder.pid, socket.gethostname(), time.time(), pid_start=started)
+        with pytest.raises(LeaseHeld):
+            with hold_lease(db, "t"):
+                pass
+        plant(db, "t", holder.pid, socket.gethostname(), time.time(), pid_start=started - 1)  # pid reused since
+        with hold_lease(db, "t"):
+            pass
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+@pytest.fixture
+def quick_lease(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Renew every 50 ms and call a lease stale after 0.6 s, so renewal faults show in a second."""
+    import checkpoints.lease as lease_module
+
+    monkeypatch.setattr(lease_module, "RENEW_S", 0.05)
+    monkeypatch.setattr(lease_module, "STALE_S", 0.6)
+
+
+def _wait_for_interrupt(seconds: float = 5.0) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        time.sleep(0.01)
+    raise AssertionError("the run was not stopped")
+
+
+def test_renewal_survives_a_terminated_connection(pg_url: str, quick_lease: None,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server ends the lease's connection (restart, failover, idle timeout): renewals go on."""
+    import psycopg
+
+    import checkpoints.lease as lease_module
+
+    opened: list[object] = []
+    real_open = lease_module._open
+
+    def recording_open(path: object, setup: bool = True) -> object:
+        conn = real_open(path, setup)  # type: ignore[arg-type]
+        opened.append(conn)
+        return conn
+
+    monkeypatch.setattr(lease_module, "_open", recording_open)
+    with hold_lease(pg_url, "t"):
+        first = opened[0].conn.info.backend_pid  # type: ignore[attr-defined]
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute("select pg_terminate_backend(%s)", [first])
+        terminated = time.time()
+        time.sleep(0.4)
+        conn = real_open(pg_url)
+        assert current(conn, "t").renewed > terminated  # type: ignore[union-attr]
+        conn.close()
+    conn = real_open(pg_url)
+    assert current(conn, "t") is None, "released on a fresh connection"
+    conn.close()
+
+
+def test_a_run_whose_lease_cannot_be_renewed_stops(db_target: str | Path, quick_lease: None,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import sqlite3
+
+    import checkpoints.lease as lease_module
+
+    def unreachable(path: object, lease: object) -> bool:
+        raise sqlite3.OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(lease_module, "_renew_fresh", unreachable)
+    started = time.monotonic()
+    with pytest.raises(LeaseLost, match=r"thread t stopped: the lease could not be renewed for \d+ s "
+                                        r"\(OperationalError: server closed .*\) — finished steps are checkpointed"):
+        with hold_lease(db_target, "t"):
+            _wait_for_interrupt()
+    assert time.monotonic() - started < 0.6, "stopped before the lease went stale (another process may take it)"
+
+
+def test_a_run_whose_lease_was_taken_over_stops(db_target: str | Path, quick_lease: None) -> None:
+    with pytest.raises(LeaseLost, match="another process took the thread over"):
+        with hold_lease(db_target, "t"):
+            plant(db_target, "t", 1, "another-host", time.time(), node="other-boot/1")
+            _wait_for_interrupt()
+    conn = _open(db_target)
+    assert current(conn, "t").token == "theirs", "the new holder's lease is left alone"  # type: ignore[union-attr]
+    conn.close()
+
+
+def test_release_never_hides_the_runs_own_error(db_target: str | Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sqlite3
+
+    import checkpoints.lease as lease_module
+
+    def broken(conn: object, lease: object) -> None:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(lease_module, "release", broken)
+    with pytest.raises(ValueError, match="the run's own error"):
+        with hold_lease(db_target, "t"):
+            raise ValueError("the run's own error")
+    with hold_lease(db_target, "u"):  # a successful run whose release fails still succeeds (a warning)
+        pass
