@@ -68,13 +68,19 @@ def pin_run_options(store: Any, run_id: str, options: Mapping[str, Any]) -> list
 
 
 def run_thread(graph: Any, inputs: Mapping[str, Any], config: RunnableConfig, context: Any,
-               announce: Callable[[Status, StateSnapshot], None] | None = None) -> tuple[dict[str, Any], Status]:
+               announce: Callable[[Status, StateSnapshot], None] | None = None,
+               on_event: Callable[[str, Any], None] | None = None) -> tuple[dict[str, Any], Status]:
     """Start the thread, resume it at the node where it stopped, or return its finished state.
 
     A finished thread costs no model call. Checkpoints are written with ``durability="sync"``:
     each finished node is on disk before the next starts, so a killed process loses at most the
     node in flight. ``announce`` sees the status and snapshot before anything runs (to print it,
-    or to refuse a finished thread that holds other input).
+    or to refuse a finished thread that holds other input). ``on_event(kind, payload)`` sees the
+    run as it goes: ``("node", name)`` when a node starts, ``("done", (name, update))`` when it
+    finishes, ``("custom", event)`` for each progress event a node writes (LangGraph's ``custom``
+    stream, as Studio and the SDK see it). Under ``max_concurrency: 1`` the custom stream is left
+    out: LangGraph waits for it on a thread of the run's own pool, which would leave none to run
+    the nodes (a deadlock); node results still come.
     """
     snapshot = graph.get_state(config)
     status = thread_status(snapshot)
@@ -82,5 +88,19 @@ def run_thread(graph: Any, inputs: Mapping[str, Any], config: RunnableConfig, co
         announce(status, snapshot)
     if status == "finished":
         return dict(snapshot.values), status
-    out = graph.invoke(None if status == "resumed" else dict(inputs), config, context=context, durability="sync")
+    start = None if status == "resumed" else dict(inputs)
+    if on_event is None:
+        out = graph.invoke(start, config, context=context, durability="sync")
+        return dict(out), status
+    out = {}
+    modes = ["tasks", "values"] + ([] if config.get("max_concurrency") == 1 else ["custom"])
+    for mode, chunk in graph.stream(start, config, context=context, durability="sync", stream_mode=modes):
+        if mode == "values":
+            out = chunk
+        elif mode == "custom":
+            on_event("custom", chunk)
+        elif "result" in chunk:
+            on_event("done", (chunk.get("name"), chunk["result"]))
+        elif "error" not in chunk:
+            on_event("node", chunk.get("name"))
     return dict(out), status

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -67,13 +68,13 @@ graph = build().compile()
 
 
 def train(plan: SelfPlayPlan | dict[str, Any], *, db: str | Path, thread_id: str | None = None,
-          context: SWMContext | None = None) -> dict[str, Any]:
+          context: SWMContext | None = None, on_event: Callable[[str, Any], None] | None = None) -> dict[str, Any]:
     """Run self-play for ``plan.iterations`` iterations, or resume ``thread_id`` where it stopped.
 
     Returns the final state plus ``thread_id``: ``summaries`` (iteration → per-role rewards with
     95% intervals, KL, filtered-turn rate, tokens/s, seconds), ``stopped`` (why it stopped early,
     or None) and ``current["adapter"]`` (the last good checkpoint). A finished thread returns its
-    stored state without new work.
+    stored state without new work. ``on_event`` sees progress as it goes (`checkpoints.run_thread`).
     """
     plan = plan if isinstance(plan, SelfPlayPlan) else SelfPlayPlan.model_validate(plan)
     thread = thread_id or f"selfplay-{uuid.uuid4().hex[:10]}"
@@ -81,5 +82,6 @@ def train(plan: SelfPlayPlan | dict[str, Any], *, db: str | Path, thread_id: str
     config: RunnableConfig = {"configurable": {"thread_id": thread}, "max_concurrency": 1,
                               "recursion_limit": 20 + 10 * plan.iterations}
     with open_saver(db) as saver:
-        out, _ = run_thread(build().compile(checkpointer=saver), {"plan": plan.model_dump(mode="json")}, config, ctx)
+        out, _ = run_thread(build().compile(checkpointer=saver), {"plan": plan.model_dump(mode="json")}, config, ctx,
+                            on_event=on_event)
     return out | {"thread_id": thread}

@@ -170,6 +170,8 @@ def test_cli_runs_and_replays_a_finished_thread(base_dir: Path, tmp_path: Path) 
     assert first.exit_code == 0, first.output
     data = json.loads(first.stdout)
     assert data["iteration"] == 1 and data["summaries"]["0"]["estimator"] == "group"
+    # live progress on stderr: the rollouts and the iteration's summary as they landed
+    assert "] iteration 0 [group, torch]: reward " in first.stderr and "] rollout played" in first.stderr
     again = CliRunner().invoke(main, args)
     assert again.exit_code == 0 and json.loads(again.stdout)["summaries"] == data["summaries"]
     bad = CliRunner().invoke(main, [*args[:-3], "--thread-id", "cli2", "--group", "0"])

@@ -117,9 +117,11 @@ def encoding_option(f: F) -> F:
 
 
 def run_graph(builder: StateGraph[Any, Any, Any, Any], inputs: Mapping[str, Any], ctx: SWMContext,
-              db: str | Path | None, thread_id: str | None, prefix: str) -> tuple[dict[str, Any], str]:
+              db: str | Path | None, thread_id: str | None, prefix: str,
+              on_event: Callable[[str, Any], None] | None = None) -> tuple[dict[str, Any], str]:
     """Run a graph on the SQLite checkpointer, resuming the thread if it stopped part-way.
 
+    ``on_event`` gets the run's progress as it goes (see `checkpoints.run_thread`).
     A thread that finished on the same input returns its stored result (no model calls); one
     that stopped part-way continues from its last finished node (see `checkpoints.run_thread`).
     """
@@ -143,7 +145,7 @@ def run_graph(builder: StateGraph[Any, Any, Any, Any], inputs: Mapping[str, Any]
             click.echo(f"thread: {thread} (rerun with --thread-id {thread} to resume if interrupted)", err=True)
 
     with hold_lease(db_path(db), thread), open_saver(db_path(db)) as saver:
-        out, _ = run_thread(builder.compile(checkpointer=saver), inputs, config, ctx, announce)
+        out, _ = run_thread(builder.compile(checkpointer=saver), inputs, config, ctx, announce, on_event)
     return out, thread
 
 

@@ -17,6 +17,7 @@ from swm.commands._common import (
     run_graph,
     run_options,
 )
+from swm.commands.progress import printer, quiet_option
 from swm.errors import InputError, ModelOutputError
 from swm.usage import total_usage
 
@@ -38,13 +39,18 @@ def _usage_line(out: dict[str, Any]) -> str:
 @encoding_option
 @model_options("parser")
 @run_options
+@quiet_option
 def parse_command(story: str, task: str, max_attempts: int, max_chars: int, agent: str | None, encoding: str,
-                  db: str | None, thread_id: str | None, as_json: bool, **models: Any) -> None:
-    """Parse STORY_FILE ('-' for stdin) into its social state and print it as the paper's S3AP JSON."""
+                  db: str | None, thread_id: str | None, as_json: bool, quiet: bool, **models: Any) -> None:
+    """Parse STORY_FILE ('-' for stdin) into its social state and print it as the paper's S3AP JSON.
+
+    Each step (parse, repair attempts) is shown on stderr as it starts (--quiet: none).
+    """
     from graphs import parse
 
     ctx = make_context(db, task=task, max_parse_attempts=max_attempts, max_narrative_chars=max_chars, **models)
-    out, _ = run_graph(parse.build(), {"narrative": read_text(story, encoding)}, ctx, db, thread_id, "parse")
+    out, _ = run_graph(parse.build(), {"narrative": read_text(story, encoding)}, ctx, db, thread_id, "parse",
+                       printer(quiet))
     world = out.get("world")
     if agent is not None:
         if world is None:
@@ -89,14 +95,18 @@ def unusable_parse(out: dict[str, Any]) -> str:
 @encoding_option
 @model_options("parser", "qa")
 @run_options
+@quiet_option
 def ask_command(story: str, question: str, mode: str, task: str, max_attempts: int, max_chars: int, encoding: str,
-                db: str | None, thread_id: str | None, as_json: bool, **models: Any) -> None:
-    """Answer a theory-of-mind question about a story; S3AP modes parse it first (cached per story)."""
+                db: str | None, thread_id: str | None, as_json: bool, quiet: bool, **models: Any) -> None:
+    """Answer a theory-of-mind question about a story; S3AP modes parse it first (cached per story).
+
+    Each step is shown on stderr as it starts (--quiet: none).
+    """
     from graphs import ask
 
     ctx = make_context(db, task=task, max_parse_attempts=max_attempts, max_narrative_chars=max_chars, **models)
     inputs = {"narrative": read_text(story, encoding), "question": question, "mode": mode}
-    out, _ = run_graph(ask.build(), inputs, ctx, db, thread_id, "ask")
+    out, _ = run_graph(ask.build(), inputs, ctx, db, thread_id, "ask", printer(quiet))
     if as_json:
         echo_json({k: out.get(k) for k in ("answer", "reasoning", "answer_error", "mode", "world",
                                            "parse_problems", "parse_cached", "prompts", "models", "usage")})

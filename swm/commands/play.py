@@ -11,6 +11,7 @@ import click
 
 from nodes.env import POLICIES
 from swm.commands._common import echo_json, make_context, model_options, run_graph, run_options
+from swm.commands.progress import printer, quiet_option
 from swm.context import SWMContext
 
 EPISODE_ROLES = ("agent", "partner", "world_model", "judge")
@@ -44,10 +45,13 @@ def inject_test_models(ctx: SWMContext) -> None:
               help="Also write the episode as one JSONL row (datasets.load_dataset('json') loads it).")
 @model_options(*EPISODE_ROLES)
 @run_options
+@quiet_option
 def play_command(scenario_ref: str, policy: str, partner_policy: str, tested: str | None, max_turns: int,
                  width: int, depth: int, no_judge: bool, export_path: Path | None, db: str | None,
-                 thread_id: str | None, as_json: bool, **models: Any) -> None:
+                 thread_id: str | None, as_json: bool, quiet: bool, **models: Any) -> None:
     """Play one social episode and print its transcript, predicted mental states and judge scores.
+
+    Each turn is shown on stderr as it is played (--quiet: none).
 
     Killed part-way, it resumes at the turn where it stopped when rerun with the same --db and
     --thread-id (finished turns are not replayed).
@@ -68,7 +72,7 @@ def play_command(scenario_ref: str, policy: str, partner_policy: str, tested: st
     inputs = {"scenario": scenario.model_dump(mode="json"), "episode_id": thread, "policies": policies,
               "tested_agent": seat, "max_turns": max_turns, "judge": not no_judge}
     start = time.perf_counter()
-    out, _ = run_graph(episode.build(), inputs, ctx, db, thread, "play")
+    out, _ = run_graph(episode.build(), inputs, ctx, db, thread, "play", printer(quiet))
     wall = time.perf_counter() - start
     store = ctx.experience_store()
     if export_path is not None:

@@ -4,19 +4,13 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
-from typing import Any
 
 import click
 
 from swm.commands._common import db_path, echo_json, endpoint_options, run_options
+from swm.commands.progress import iteration_line, printer, quiet_option
 from swm.errors import InputError
 from swm.tasks.families import FAMILIES, LEVELS
-
-
-def _cell(stats: dict[str, Any] | None) -> str:
-    if not stats:
-        return "-"
-    return ", ".join(f"{role} {v['mean']:.2f}±{v['ci95'] or 0:.2f} (n={v['n']})" for role, v in stats.items())
 
 
 @click.command("selfplay")
@@ -69,6 +63,7 @@ def _cell(stats: dict[str, Any] | None) -> str:
               show_default=True, help="Run folder: checkpoints/iter-NNNN (adapter, value head, optimiser).")
 @endpoint_options
 @run_options
+@quiet_option
 def selfplay_command(iterations: int, family: str, level: str, game: str | None, players: int, max_rounds: int,
                      illegal: str, tasks_per_iteration: int, group_size: int,
                      max_turns: int, eval_tasks: int, estimator: str, gamma: float, lam: float, gamma_tok: float,
@@ -77,12 +72,13 @@ def selfplay_command(iterations: int, family: str, level: str, game: str | None,
                      max_new_tokens: int, lr: float, micro_batch: int | None, kl_coef: float, lora_r: int,
                      threads: int | None, seed: int,
                      out_dir: Path, timeout: float | None, max_retries: int, db: Path | None, thread_id: str | None,
-                     as_json: bool) -> None:
+                     as_json: bool, quiet: bool) -> None:
     """Self-play RL: one LoRA policy plays every seat of a verifiable task; PPO on per-role rewards.
 
     Needs the train extra (torch, peft, transformers, gguf). Kill it at any point and rerun with
     the same --db and --thread-id: stored rollouts are not played again, and the adapter,
-    value head and optimiser state of each iteration are saved atomically.
+    value head and optimiser state of each iteration are saved atomically. Rollouts and each
+    iteration's summary are shown on stderr as they land (--quiet: none).
     """
     from pydantic import ValidationError
 
@@ -117,17 +113,12 @@ def selfplay_command(iterations: int, family: str, level: str, game: str | None,
         from swm.commands._common import make_context
 
         context = make_context(db, judge_model=judge_model, timeout=timeout, max_retries=max_retries)
-    out = train(plan, db=db_path(db), thread_id=thread, context=context)
+    out = train(plan, db=db_path(db), thread_id=thread, context=context, on_event=printer(quiet))
     if as_json:
         echo_json({k: out.get(k) for k in ("thread_id", "iteration", "stopped", "summaries", "current")})
         return
-    for i, s in sorted((out.get("summaries") or {}).items(), key=lambda kv: int(kv[0])):
-        kl = s.get("kl")
-        click.echo(f"iteration {i} [{s['estimator']}, {s.get('sampler', 'torch')}]: reward {_cell(s.get('reward'))}; "
-                   f"held-out "
-                   f"{_cell(s.get('eval_reward'))}; KL {kl if kl is None else round(kl, 4)}; filtered "
-                   f"{s.get('filtered_rate')}; failed {s.get('failed')}; {s.get('tokens_per_s') or 0:.1f} tokens/s; "
-                   f"{s.get('seconds', 0):.0f} s")
+    for i, summary in sorted((out.get("summaries") or {}).items(), key=lambda kv: int(kv[0])):
+        click.echo(iteration_line(i, summary))
     if out.get("stopped"):
         click.echo(f"stopped early: {out['stopped']}", err=True)
     click.echo(f"adapter: {(out.get('current') or {}).get('adapter')}")

@@ -1,0 +1,107 @@
+"""Live progress on stderr for long commands: a line per step, turns as played, self-play iterations as they land.
+
+It reads the same events Studio and the SDK get from a graph's ``custom`` stream, plus LangGraph's
+``tasks`` stream for which node started; ``--quiet`` turns it off. Lines go to stderr, so stdout
+keeps only the result (a transcript, a table, ``--json``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+F = Callable[..., Any]
+Listener = Callable[[str, Any], None]
+
+# what a node is doing while it runs (shown when it starts); nodes not named here print nothing
+STEPS = {"parse": "parsing the story into S3AP", "answer": "answering the question",
+         "judge": "judging the episode", "rollout": "playing rollouts", "update": "PPO update",
+         "evaluate": "playing the held-out tasks", "advantages": "computing advantages", "score": "scoring turns"}
+
+
+def quiet_option(f: F) -> F:
+    """Add ``--quiet``: no progress lines on stderr while the command runs."""
+    return click.option("--quiet", "-q", is_flag=True, help="Print no progress lines while it runs.")(f)
+
+
+def stats_cell(stats: dict[str, Any] | None) -> str:
+    """Format per-role reward statistics as ``role mean±ci (n=…)``."""
+    if not stats:
+        return "-"
+    return ", ".join(f"{role} {v['mean']:.2f}±{v['ci95'] or 0:.2f} (n={v['n']})" for role, v in stats.items())
+
+
+def iteration_line(i: Any, s: dict[str, Any]) -> str:
+    """Return the one-line summary of a self-play iteration."""
+    kl = s.get("kl")
+    return (f"iteration {i} [{s['estimator']}, {s.get('sampler', 'torch')}]: reward {stats_cell(s.get('reward'))}; "
+            f"held-out {stats_cell(s.get('eval_reward'))}; KL {kl if kl is None else round(kl, 4)}; filtered "
+            f"{s.get('filtered_rate')}; failed {s.get('failed')}; {s.get('tokens_per_s') or 0:.1f} tokens/s; "
+            f"{s.get('seconds', 0):.0f} s")
+
+
+def describe(event: dict[str, Any]) -> str | None:
+    """Return the progress line for one ``custom`` event, or None for events not worth a line."""
+    kind = event.get("event")
+    if kind == "turn":
+        line = f"turn {event['turn'] + 1}/{event['max_turns']} {event['agent']}: {event['action']}"
+        return line + (f"  [episode ends: {event['end_reason']}]" if event.get("end_reason") else "")
+    if kind == "move":
+        return f"move {event.get('turn')} ({event.get('phase')}): {event.get('agent')}"
+    if kind == "fan_out":
+        where = f"iteration {event['iteration']}" if "iteration" in event else f"cycle {event.get('cycle')}"
+        count = event.get("episodes", event.get("rollouts", event.get("jobs", "")))
+        return f"{where}: {event['node']} {count}".rstrip()
+    if kind == "episode":
+        failed = " failed" if event.get("failed") else ""
+        return f"cycle {event.get('cycle')} {event.get('phase', '')}: episode {event.get('episode_id')}{failed}"
+    if kind == "deploy":
+        return f"cycle {event.get('cycle')}: deploy — serving {event.get('serving')}"
+    return None
+
+
+def finished(node: str, update: Any) -> list[str]:
+    """Return the lines for a node that finished: self-play rollouts and iteration summaries.
+
+    These come from node results, not the custom stream, as self-play runs under
+    ``max_concurrency: 1`` (see `checkpoints.run_thread`).
+    """
+    if not isinstance(update, dict):
+        return []
+    if node == "rollout" and update.get("rolled"):
+        return ["rollout played"]
+    if node == "evaluate":
+        return [iteration_line(i, s) for i, s in sorted((update.get("summaries") or {}).items(),
+                                                          key=lambda kv: int(kv[0]))]
+    return []
+
+
+def printer(quiet: bool, echo: Callable[[str], None] | None = None) -> Listener | None:
+    """Return an ``on_event`` listener that prints progress lines with the elapsed time (None when quiet)."""
+    if quiet:
+        return None
+    start = time.perf_counter()
+    seen: Counter[str] = Counter()
+    say = echo or (lambda line: click.echo(line, err=True))
+
+    def listen(kind: str, payload: Any) -> None:
+        stamp = f"[{time.perf_counter() - start:6.1f} s]"
+        if kind == "node":
+            seen[str(payload)] += 1
+            step = STEPS.get(str(payload))
+            if step:
+                again = f" (attempt {seen[payload]})" if seen[payload] > 1 and payload == "parse" else ""
+                say(f"{stamp} {step}{again} …")
+        elif kind == "custom" and isinstance(payload, dict):
+            line = describe(payload)
+            if line:
+                say(f"{stamp} {line}")
+        elif kind == "done":
+            for line in finished(*payload):
+                say(f"{stamp} {line}")
+
+    return listen

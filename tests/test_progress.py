@@ -1,0 +1,72 @@
+"""Live progress: turns appear on stderr as they are played, steps of ask/parse as they start; --quiet silences them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner
+from test_episode_scripts import model
+
+from swm.cli import main
+from swm.commands.progress import describe, finished, printer
+from swm.testing import FakeOpenAIServer
+
+STORY = "Sally puts the ball in the basket. Sally leaves. Anne moves the ball to the box."
+
+
+def test_play_prints_each_turn_while_the_episode_runs(tmp_path: Path) -> None:
+    from graphs import episode
+    from swm.commands._common import make_context, run_graph
+    from swm.scenarios import resolve
+
+    llm = model()
+    ctx = make_context(tmp_path / "p.db")
+    ctx.llm = llm
+    seen: list[tuple[str, int]] = []
+    listen = printer(False, echo=lambda line: seen.append((line, llm.calls)))
+    scenario = resolve("swm-bike-sale")
+    inputs = {"scenario": scenario.model_dump(mode="json"), "episode_id": "ep", "tested_agent": scenario.names[0],
+              "policies": {n: "plain" for n in scenario.names}, "max_turns": 3, "judge": False}
+    run_graph(episode.build(), inputs, ctx, tmp_path / "p.db", "ep", "play", listen)
+    turns = [(line, calls) for line, calls in seen if "] turn " in line]
+    assert [line.split("] ")[1].split(":")[0] for line, _ in turns] == [
+        f"turn 1/3 {scenario.names[0]}", f"turn 2/3 {scenario.names[1]}", f"turn 3/3 {scenario.names[0]}"]
+    # each line was printed right after its own turn's call, not at the end of the episode
+    assert [calls for _, calls in turns] == [1, 2, 3]
+    assert "episode ends" in turns[-1][0] and "episode ends" not in turns[0][0]
+
+
+def test_play_cli_progress_goes_to_stderr_and_quiet_turns_it_off(tmp_path: Path) -> None:
+    args = ["play", "--policy", "plain", "--max-turns", "2", "--no-judge", "--db", str(tmp_path / "p.db")]
+    loud = CliRunner().invoke(main, args, obj={"llm": model()})
+    assert loud.exit_code == 0, loud.output
+    assert loud.stderr.count("] turn ") == 2 and "] turn " not in loud.stdout
+    quiet = CliRunner().invoke(main, [*args, "--quiet"], obj={"llm": model()})
+    assert quiet.exit_code == 0 and "] turn " not in quiet.stderr
+    assert quiet.stdout.count("Turn #") == loud.stdout.count("Turn #") == 2
+
+
+def test_ask_shows_its_steps_over_http_and_quiet_hides_them(tmp_path: Path) -> None:
+    story = tmp_path / "s.txt"
+    story.write_text(STORY)
+    with FakeOpenAIServer() as server:
+        args = ["ask", "--story", str(story), "--question", "Where will Sally look?", "--model",
+                server.model_spec, "--db", str(tmp_path / "x.db")]
+        loud = CliRunner().invoke(main, args)
+        quiet = CliRunner().invoke(main, [*args, "--quiet", "--question", "Where is the ball?"])
+    assert loud.exit_code == 0, loud.output
+    lines = [line for line in loud.stderr.splitlines() if line.startswith("[")]
+    assert [line.split("] ")[1] for line in lines] == ["parsing the story into S3AP …", "answering the question …"]
+    assert quiet.exit_code == 0, quiet.output
+    assert not [line for line in quiet.stderr.splitlines() if line.startswith("[")]
+
+
+def test_self_play_iteration_summaries_are_described() -> None:
+    summary = {"estimator": "group", "sampler": "torch", "reward": {"seller": {"mean": 0.5, "ci95": 0.1, "n": 4}},
+               "eval_reward": None, "kl": 0.01234, "filtered_rate": 0.0, "failed": 0, "tokens_per_s": 12.0,
+               "seconds": 3}
+    lines = finished("evaluate", {"summaries": {"0": summary}, "iteration": 1})
+    assert len(lines) == 1 and lines[0].startswith("iteration 0 [group, torch]: reward seller 0.50±0.10 (n=4)")
+    assert finished("rollout", {"rolled": 1}) == ["rollout played"]
+    assert describe({"event": "fan_out", "node": "rollout", "iteration": 1, "rollouts": 4}) == "iteration 1: rollout 4"
+    assert describe({"event": "unknown"}) is None
