@@ -17,6 +17,7 @@ from typing import Any, get_args
 from langgraph.runtime import Runtime
 
 import prompts
+from swm import protocols
 from swm.context import SWMContext
 from swm.errors import InputError
 from swm.graph_state import Mode, ParseTask, SocialWorldState, story_hash
@@ -41,9 +42,10 @@ def check_narrative(narrative: Any, max_chars: int) -> str:
 
 
 def _parse_prompt_ids(ctx: SWMContext, task: str) -> dict[str, str]:
-    example = f"example_{task}" if f"example_{task}" in prompts.available() else "example_generic"
-    names = {"parse": "parse", "s3ap_format": "s3ap_format", "task": f"task_{task}", "example": example}
-    return {key: prompts.load(name, ctx.prompt_version(name)).id for key, name in names.items()}
+    names = protocols.parse_prompt_names(ctx, task)
+    ids = {key: protocols.load(ctx, name).id for key, name in names.items()}
+    ids["feedback"] = protocols.load(ctx, "parse_feedback").id
+    return ids
 
 
 def problems_of(report: ValidationReport) -> list[str]:
@@ -81,7 +83,7 @@ def prepare(state: SocialWorldState, runtime: Runtime[SWMContext]) -> dict[str, 
     report = ValidationReport.model_validate(cached["report"])
     return {**update, "parse_cached": True, "parse_done": True, "attempts": 0,
             "world": SocialWorld.from_s3ap(cached["s3ap"]), "report": report, "parse_problems": problems_of(report),
-            "prompts": prompt_ids, "models": {"parser": cached["parser"]}}
+            "prompts": {**prompt_ids, "protocol": ctx.prompt_protocol}, "models": {"parser": cached["parser"]}}
 
 
 def parse(state: SocialWorldState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
@@ -90,18 +92,21 @@ def parse(state: SocialWorldState, runtime: Runtime[SWMContext]) -> dict[str, An
     task = state.get("task") or ctx.task
     ids = _parse_prompt_ids(ctx, task)
     loaded = {k: prompts.load(*v.split("@")) for k, v in ids.items()}
+    feedback = state.get("feedback") or ""
+    # as the S3AP repository does, a first attempt carries no feedback block at all
     text = loaded["parse"].render(
         context=state["narrative"],
-        task_specific_instructions=loaded["task"].render(),
-        example_analysis=loaded["example"].render(),
-        feedback=state.get("feedback") or "none (this is the first attempt)",
+        task_specific_instructions=loaded["task"].render().strip(),
+        example_analysis=loaded["example"].render().strip(),
+        feedback=loaded["feedback"].render(feedback=feedback) if feedback else "",
         format_instructions=loaded["s3ap_format"].render(),
     )
     reply = call_model(ctx.model_for("parser"), text, S3APParse)
     ctx.record_failed_reply("parse", "parser", reply, key=state.get("story_hash") or "")
     candidate = reply.value.model_dump() if reply.value is not None else None
     return {"candidate": candidate, "candidate_error": reply.error, "attempts": state.get("attempts", 0) + 1,
-            "usage": {"parse": reply.stats}, "prompts": ids, "models": {"parser": ctx.spec_for("parser")}}
+            "usage": {"parse": reply.stats}, "prompts": {**ids, "protocol": ctx.prompt_protocol},
+            "models": {"parser": ctx.spec_for("parser")}}
 
 
 def _agents_not_in(narrative: str, names: list[str]) -> list[str]:

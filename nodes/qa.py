@@ -7,6 +7,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 import prompts
+from swm import protocols
 from swm.context import SWMContext
 from swm.errors import InputError
 from swm.graph_state import SocialWorldState
@@ -17,37 +18,62 @@ from swm.schemas import DirectAnswer, DirectResponse, ReasonedAnswer, ReasonedRe
 FULL_TEXT_TASKS = ("confaide",)
 
 
-def extra_info(state: SocialWorldState) -> str:
-    """Render the parsed social state for the QA prompt, or say why there is none."""
+def extra_info(state: SocialWorldState, ctx: SWMContext | None = None) -> str:
+    """Render the parsed social state for the QA prompt, or say why there is none.
+
+    Under the paper protocol it is the repository's rendering (indented S3AP JSON, then the
+    context manual: the schema that explains the tags and the task instructions); under swm's,
+    the compact S3AP JSON.
+    """
     world = state.get("world")
-    if world is not None:
-        return world.to_text()
-    problems = "; ".join(state.get("parse_problems") or []) or "unknown"
-    return f"(no social state could be parsed: {problems})"
+    if world is None:
+        problems = "; ".join(state.get("parse_problems") or []) or "unknown"
+        return f"(no social state could be parsed: {problems})"
+    if ctx is None or ctx.prompt_protocol != "paper":
+        return str(world.to_text())
+    task = state.get("task") or ctx.task
+    return protocols.paper_social_state(world.to_s3ap(), protocols.load(ctx, f"task_{task}").render().strip(),
+                                        protocols.load(ctx, "s3ap_manual"), protocols.load(ctx, "s3ap_schema"))
+
+
+def _values(prompt: prompts.Prompt, state: SocialWorldState, ctx: SWMContext, mode: str,
+            question: str) -> dict[str, str]:
+    """Fill a QA template; the paper's templates put the S3AP in the story's place in s3ap_only mode."""
+    values: dict[str, str] = {"question": question}
+    paper = prompt.name.startswith("qa_paper")
+    social = extra_info(state, ctx) if mode in ("s3ap", "s3ap_only") else ""
+    if "context" in prompt.placeholders:
+        values["context"] = social if paper and mode == "s3ap_only" else state["narrative"]
+    if "extra_info" in prompt.placeholders:
+        values["extra_info"] = "" if paper and mode != "s3ap" else social
+    if "instruction" in prompt.placeholders:
+        values["instruction"] = str(state.get("instruction") or "")
+    return values
+
+
+def _manual_ids(ctx: SWMContext, prompt: prompts.Prompt, mode: str) -> dict[str, str]:
+    if ctx.prompt_protocol != "paper" or mode not in ("s3ap", "s3ap_only") or not prompt.name.startswith("qa_paper"):
+        return {}
+    return {"qa_manual": protocols.load(ctx, "s3ap_manual").id, "qa_schema": protocols.load(ctx, "s3ap_schema").id}
 
 
 def answer(state: SocialWorldState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
     """Answer the question in the state's mode (one call).
 
-    A task with its own prompt (``qa_<mode>_<task>``, e.g. ConfAIde's) uses it, with the state's
-    ``instruction`` (the benchmark's own instruction, outside the data fences); a full-text task
-    answers with a response schema instead of a short answer.
+    The template is the protocol's (`swm.protocols.qa_prompt_name`): under ``paper`` the S3AP
+    repository's per benchmark, under ``swm`` a task's own (``qa_<mode>_<task>``, e.g. ConfAIde's)
+    or the generic one. The state's ``instruction`` (the benchmark's own instruction) stands outside
+    the data fences; a full-text task answers with a response schema instead of a short answer.
     """
     ctx = runtime.context
-    question = str(state.get("question") or "").strip()
-    if not question:
+    # kept as given: a benchmark's answer cue ends the question, trailing space included (ConfAIde's "Summary: ")
+    question = str(state.get("question") or "")
+    if not question.strip():
         raise InputError("the question is empty", "pass the question to answer")
     mode = state.get("mode") or "s3ap"
     task = state.get("task") or ctx.task
-    name = f"qa_{mode}_{task}" if f"qa_{mode}_{task}" in prompts.available() else f"qa_{mode}"
-    prompt = prompts.load(name, ctx.prompt_version(name))
-    values: dict[str, str] = {"question": question}
-    if "context" in prompt.placeholders:
-        values["context"] = state["narrative"]
-    if "extra_info" in prompt.placeholders:
-        values["extra_info"] = extra_info(state)
-    if "instruction" in prompt.placeholders:
-        values["instruction"] = str(state.get("instruction") or "")
+    prompt = protocols.load(ctx, protocols.qa_prompt_name(ctx, mode, task))
+    values = _values(prompt, state, ctx, mode, question)
     if task in FULL_TEXT_TASKS:
         schema: type[DirectAnswer | ReasonedAnswer | DirectResponse | ReasonedResponse] = (
             DirectResponse if mode == "vanilla" else ReasonedResponse)
@@ -61,6 +87,6 @@ def answer(state: SocialWorldState, runtime: Runtime[SWMContext]) -> dict[str, A
         "reasoning": getattr(value, "reasoning", "") if value is not None else "",
         "answer_error": reply.error,
         "usage": {"answer": reply.stats},
-        "prompts": {"qa": prompt.id},
+        "prompts": {"qa": prompt.id, "protocol": ctx.prompt_protocol, **_manual_ids(ctx, prompt, mode)},
         "models": {"qa": ctx.spec_for("qa")},
     }

@@ -27,6 +27,8 @@ from swm.llm import (
 )
 
 ParseTask = Literal["generic", "tomi", "hitom", "fantom", "mmtom", "confaide"]  # whose parse rules and prompts apply
+# whose wording the parser and QA prompts use: the S3AP repository's task by task, or swm's own (swm/protocols.py)
+PromptProtocol = Literal["paper", "swm"]
 
 
 @dataclass
@@ -60,6 +62,7 @@ class SWMContext:
     max_parse_attempts: int = 3
     max_narrative_chars: int = 60_000
     prompt_versions: dict[str, str] = field(default_factory=dict)
+    prompt_protocol: PromptProtocol = "paper"
     # Foresee-and-Act / rollouts
     rollout_width: int = 1
     rollout_depth: int = 1

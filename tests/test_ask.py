@@ -27,13 +27,16 @@ def test_s3ap_mode_one_parse_one_qa_then_one_qa_for_a_second_question() -> None:
     assert {k: v["calls"] for k, v in first["usage"].items()} == {"parse": 1, "answer": 1}
     assert [tool for tool, _ in model.prompts] == ["S3APParse", "ReasonedAnswer"]
     qa_prompt = model.prompts[1][1]
-    assert "## Extra Info" in qa_prompt and '"agents_names": ["Sally", "Anne"]' in qa_prompt
+    # the paper protocol: the S3AP as indented JSON, then its context manual (the schema and the task's rules)
+    assert "## Extra Information" in qa_prompt and '"agents_names": [\n    "Sally",\n    "Anne"\n  ]' in qa_prompt
+    assert "Here's how to interpret the socialized context" in qa_prompt and "<same_as_state />" in qa_prompt
+    assert "You are dissecting the TOMI scenarios" in qa_prompt.split("interpret the socialized context")[1]
     assert STORY in qa_prompt, "the paper's setting gives the narrative and the S3AP"
     second = graph.invoke({"narrative": STORY, "question": "Where is the marble?"}, context=ctx)
     assert model.calls == 3
     assert second["parse_cached"] is True and second["answer"] == "box"
     assert total_usage(second["usage"])["calls"] == 1
-    assert second["prompts"]["qa"] == "qa_s3ap@v2"
+    assert second["prompts"]["qa"] == "qa_paper_tomi@v1" and second["prompts"]["protocol"] == "paper"
     assert second["models"]["qa"].startswith("<injected")
 
 
@@ -57,6 +60,16 @@ def test_s3ap_only_mode_gives_the_state_without_the_narrative() -> None:
     qa_prompt = model.prompts[1][1]
     assert "Anne moves the marble to the box." not in qa_prompt
     assert '"agents_names"' in qa_prompt
+
+
+def test_the_swm_protocol_keeps_its_generic_prompt_and_compact_state() -> None:
+    model = ScriptedChatModel(replies=[good_parse(), answer("basket")])
+    out = ask.build().compile().invoke({"narrative": STORY, "question": "Where?"},
+                                       context=SWMContext(llm=model, task="tomi", prompt_protocol="swm"))
+    parse_prompt, qa_prompt = model.prompts[0][1], model.prompts[1][1]
+    assert '"agents_names": ["Sally", "Anne"]' in qa_prompt and "interpret the socialized context" not in qa_prompt
+    assert out["prompts"]["qa"] == "qa_s3ap@v2" and out["prompts"]["parse"] == "parse@v3"
+    assert out["prompts"]["protocol"] == "swm" and "Previous attempt" not in parse_prompt
 
 
 def test_roles_can_use_different_models() -> None:

@@ -25,7 +25,7 @@ def test_good_parse_costs_one_call_and_is_counted() -> None:
     assert out["usage"]["parse"]["calls"] == 1
     assert out["usage"]["parse"]["prompt_tokens"] == len(model.prompts[0][1]) // 4
     assert out["usage"]["parse"]["completion_tokens"] > 0
-    assert out["prompts"]["parse"] == "parse@v2"
+    assert out["prompts"]["parse"] == "parse_paper@v1" and out["prompts"]["protocol"] == "paper"
     assert model.prompts[0][0] == "S3APParse"
 
 
@@ -35,7 +35,8 @@ def test_repair_loop_sends_the_problems_back_and_stops_when_fixed() -> None:
     assert model.calls == 2
     second_prompt = model.prompts[1][1]
     assert "Sally_1" in second_prompt and "does not appear in the narrative" in second_prompt
-    assert "none (this is the first attempt)" in model.prompts[0][1]
+    assert "Previous attempt" not in model.prompts[0][1], "a first attempt carries no feedback block"
+    assert "Previous attempt had these issues" in second_prompt
     assert out["report"].ok and out["attempts"] == 2
 
 

@@ -39,7 +39,9 @@ SWM_AUTHORED = {
     "game": "game_act: a registered game's name",
     "rules": "game_act: the game's rules, written by its module",
     "instruction": "game_act: the code moderator's request; qa_*_confaide: ConfAIde's fixed privacy instruction, "
-                   "chosen by swm's loader per question type",
+                   "chosen by swm's loader per question type (qa_paper_*confaide: with its 'Meeting:'/'Scenario:' "
+                   "label)",
+    "schema": "s3ap_manual: the parser's own JSON schema (s3ap_schema)",
 }
 
 

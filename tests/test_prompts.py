@@ -18,7 +18,9 @@ def test_every_prompt_file_loads_with_a_versioned_id() -> None:
 def test_parse_prompt_has_the_appendix_a4_slots() -> None:
     assert prompts.load("parse").placeholders == {
         "context", "task_specific_instructions", "example_analysis", "feedback", "format_instructions"}
-    assert "Previous attempt had these issues" in prompts.load("parse").text
+    assert prompts.load("parse_paper").placeholders == prompts.load("parse").placeholders
+    # the repair block is its own template, sent only after a failed attempt
+    assert "Previous attempt had these issues" in prompts.load("parse_feedback").text
 
 
 @pytest.mark.parametrize("task", TASKS)

@@ -5,20 +5,17 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from prompts import FENCE_RE
 from swm.schemas import DirectAnswer, ReasonedAnswer, S3APParse, SocializedStructureForModel
 
 _ACTOR_RE = re.compile(r"^([A-Z][a-z]+) (entered|exited|moved|likes|walked|left)")
 
 
 def story_of(prompt: str) -> str:
-    """The narrative inside a parse prompt or a QA prompt."""
-    if "#### Context:" in prompt:
-        block = prompt.split("#### Context:", 1)[1].split("#### Task specific", 1)[0]
-    else:
-        block = prompt.split("## Context", 1)[1].split("\n## ", 1)[0]
-    fenced = FENCE_RE.search(block)
-    return (fenced.group(1) if fenced else block).strip()
+    """The narrative inside a parse prompt or a QA prompt: its first story or narrative fence."""
+    fenced = re.search(r'<data name="(?:story|narrative)">\n(.*?)\n</data>', prompt, re.S)
+    if fenced is None:
+        raise AssertionError(f"no story fence in the prompt: {prompt[:200]!r}")
+    return fenced.group(1).strip()
 
 
 def valid_parse(story: str) -> S3APParse:
