@@ -40,6 +40,14 @@ def model_options(*roles: str) -> Callable[[F], F]:
     return decorate
 
 
+def prompts_option(f: F) -> F:
+    """Add ``--prompts``: the S3AP repository's prompts task by task (default) or swm's own wording."""
+    return click.option("--prompts", "prompt_protocol", type=click.Choice(["paper", "swm"]), default="paper",
+                        show_default=True,
+                        help="Prompt protocol: 'paper' sends the S3AP repository's parser and QA prompts task by task "
+                             "(docs/protocols.md); 'swm' sends swm's own task-generic wording.")(f)
+
+
 def endpoint_options(f: F) -> F:
     """Add ``--timeout`` and ``--max-retries``: how long to wait for a model request, how often to retry it."""
     f = click.option("--max-retries", type=click.IntRange(0, 20), default=DEFAULT_MAX_RETRIES,

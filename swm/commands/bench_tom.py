@@ -11,7 +11,15 @@ from typing import Any
 import click
 
 from nodes.parse import MODES
-from swm.commands._common import comma_list, db_path, echo_json, make_context, model_options, run_options
+from swm.commands._common import (
+    comma_list,
+    db_path,
+    echo_json,
+    make_context,
+    model_options,
+    prompts_option,
+    run_options,
+)
 from swm.errors import InputError
 from swm.filenames import file_name
 
@@ -46,6 +54,7 @@ from swm.filenames import file_name
 @click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
 @click.option("--report-only", is_flag=True, help="Run nothing: write the table of what the --thread-id run has "
               "finished so far (to look at a long run, or one that cannot be finished).")
+@prompts_option
 @model_options("parser", "qa")
 @run_options
 def tom_command(benchmark: str, data: Path | None, samples: int, fantom_context: str, modes: str, n: int | None,
@@ -64,6 +73,7 @@ def tom_command(benchmark: str, data: Path | None, samples: int, fantom_context:
     """
     from graphs import ask
     from swm.tom.loaders import BENCHMARKS, load_benchmark, select
+    from swm.tom.paper import prompt_protocol_line
     from swm.tom.report import summarise, write_reports
     from swm.tom.rules import rule_line
     from swm.tom.runner import result_rows, run_benchmark
@@ -95,7 +105,7 @@ def tom_command(benchmark: str, data: Path | None, samples: int, fantom_context:
         click.echo(f"run {run_id}: {len(items)} questions × {len(mode_list)} modes (rerun with --thread-id {run_id} "
                    f"--db {db_path(db)} to resume if interrupted)", err=True)
     meta = {"benchmark": label, "data": str(data) if data else "simulator", "seed": seed, "n": n,
-            "modes": ",".join(mode_list), "scorer": scorer,
+            "modes": ",".join(mode_list), "scorer": scorer, "prompt_protocol": ctx.prompt_protocol,
             **({"samples": samples} if benchmark == "confaide" else {}),
             **({"fantom_context": fantom_context} if benchmark == "fantom" else {})}
     result: dict[str, Any]
@@ -116,6 +126,7 @@ def tom_command(benchmark: str, data: Path | None, samples: int, fantom_context:
     header = {"data": meta["data"], "questions": len(items), "seed": seed, "run": run_id,
               "scorer rule": meta["scorer"], **({"FANToM context": fantom_context} if benchmark == "fantom" else {}),
               "models": f"parser={ctx.spec_for('parser')}, qa={ctx.spec_for('qa')}",
+              "prompt protocol": prompt_protocol_line(ctx, rows),
               "wall time (this invocation)": f"{result['wall_seconds']:.1f} s",
               "items skipped as already finished": result["skipped"]}
     if "engine_startup_seconds" in result:

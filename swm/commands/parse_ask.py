@@ -13,6 +13,7 @@ from swm.commands._common import (
     encoding_option,
     make_context,
     model_options,
+    prompts_option,
     read_text,
     run_graph,
     run_options,
@@ -37,6 +38,7 @@ def _usage_line(out: dict[str, Any]) -> str:
 @click.option("--perspective", "agent", default=None, metavar="AGENT",
               help="Print only what AGENT observed, step by step (its memory), instead of the S3AP.")
 @encoding_option
+@prompts_option
 @model_options("parser")
 @run_options
 @quiet_option
@@ -93,6 +95,7 @@ def unusable_parse(out: dict[str, Any]) -> str:
 @click.option("--max-attempts", default=3, show_default=True, help="Parse → check → repair attempts.")
 @click.option("--max-chars", default=60_000, show_default=True, help="Refuse narratives longer than this.")
 @encoding_option
+@prompts_option
 @model_options("parser", "qa")
 @run_options
 @quiet_option

@@ -36,6 +36,7 @@ from swm.errors import InputError, ModelCallFailed
 from swm.graph_state import story_hash
 from swm.schemas import was_truncated
 from swm.tom.items import TomItem
+from swm.tom.paper import item_inputs
 from swm.tom.scoring import score_answer
 from swm.usage import total_usage
 
@@ -89,7 +90,7 @@ _RESULT_COLUMNS: dict[str, type] = {
     "chosen": str, "correct": int, "calls": int, "parse_calls": int,
     "qa_calls": int, "prompt_tokens": int, "completion_tokens": int, "model_seconds": float, "wall_seconds": float,
     "failures": int, "unknown_usage": int, "parse_cached": int, "parse_problems": int, "story_hash": str,
-    "prompts": str, "models": str, "status": str, "error": str, "rule": str, "variants": str,
+    "prompts": str, "models": str, "status": str, "error": str, "rule": str, "variants": str, "prompt_protocol": str,
 }
 
 
@@ -121,8 +122,9 @@ def record_run(store: Any, run_id: str, meta: dict[str, Any]) -> None:
         rows = list(store.rows(f"select * from {RUNS_TABLE} where run = ?", [run_id]))
         if rows:
             old = rows[0]
-            for key in ("benchmark", "data", "seed", "n", "fantom_context"):
-                if key == "fantom_context" and old.get(key) is None:
+            # runs started before a setting was recorded have none to compare
+            for key in ("benchmark", "data", "seed", "n", "fantom_context", "prompt_protocol"):
+                if key in ("fantom_context", "prompt_protocol") and old.get(key) is None:
                     continue
                 if str(old.get(key)) != str(meta.get(key)):
                     raise InputError(f"run {run_id} was started with {key}={old.get(key)}, not {meta.get(key)}",
@@ -132,7 +134,8 @@ def record_run(store: Any, run_id: str, meta: dict[str, Any]) -> None:
                  pk="run", ignore=True)
 
 
-def _row(run_id: str, mode: str, item: TomItem, out: dict[str, Any], seconds: float) -> dict[str, Any]:
+def _row(run_id: str, mode: str, item: TomItem, out: dict[str, Any], seconds: float,
+         protocol: str = "paper") -> dict[str, Any]:
     usage = out.get("usage") or {}
     total = total_usage(usage)
     parse_stats = usage.get("parse") or {}
@@ -153,15 +156,14 @@ def _row(run_id: str, mode: str, item: TomItem, out: dict[str, Any], seconds: fl
         "parse_problems": len(out.get("parse_problems") or []), "story_hash": out.get("story_hash"),
         "prompts": out.get("prompts") or {}, "models": out.get("models") or {},
         "status": "failed" if out.get("error") else "done", "error": out.get("error"),
+        "prompt_protocol": protocol,
     }
 
 
 def run_item(graph: Any, ctx: SWMContext, run_id: str, mode: str, item: TomItem) -> dict[str, Any]:
     """Run (or resume, see `checkpoints.run_thread`) one item in one mode; return its scored row (not yet stored)."""
     config: RunnableConfig = {"configurable": {"thread_id": item_thread(run_id, mode, item)}}
-    inputs = {"narrative": item.story, "question": item.question, "mode": mode, "task": item.task}
-    if (item.meta or {}).get("instruction"):  # swm-authored (ConfAIde's privacy prompt), set by the loader
-        inputs["instruction"] = item.meta["instruction"]
+    inputs = item_inputs(item, mode, ctx.prompt_protocol)
     start = time.perf_counter()
     try:
         out, _ = run_thread(graph, inputs, config, ctx)
@@ -170,7 +172,7 @@ def run_item(graph: Any, ctx: SWMContext, run_id: str, mode: str, item: TomItem)
     except ModelCallFailed as exc:  # failed after the retries: recorded as failed, retried on a rerun
         # the calls that did succeed before it are in the checkpoint, and count
         out = {**graph.get_state(config).values, "answer": "", "error": exc.one_line()}
-    return _row(run_id, mode, item, out, time.perf_counter() - start)
+    return _row(run_id, mode, item, out, time.perf_counter() - start, ctx.prompt_protocol)
 
 
 Progress = Callable[[str, dict[str, Any]], None]
