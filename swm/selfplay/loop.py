@@ -218,7 +218,7 @@ def score_rollouts(plan: SelfPlayPlan, store: Any, iteration: int, phase: str,
             "seconds": time.perf_counter() - start}
 
 
-def _token_values(policy: LoraValueModel, rollouts: list[Rollout]) -> None:
+def token_values(policy: LoraValueModel, rollouts: list[Rollout]) -> None:
     """Fill every turn's ``values`` with the value head's value at each generated token."""
     import torch
 
@@ -234,14 +234,13 @@ def _token_values(policy: LoraValueModel, rollouts: list[Rollout]) -> None:
             turn.values = row
 
 
-def estimate_advantages(plan: SelfPlayPlan, store: Any, iteration: int) -> dict[str, Any]:
-    """Compute token advantages and returns of the iteration's scored rollouts, normalised per role."""
-    start = time.perf_counter()
-    rollouts = [r for r in sps.load_rollouts(store, plan.run_id, iteration, "train") if not r.failed]
-    cfg = plan.advantage
+def assign_advantages(rollouts: list[Rollout], cfg: adv.AdvantageConfig) -> list[float]:
+    """Set every turn's token advantages and returns from its reward, whitened per role; return the raw ones.
+
+    The hierarchical estimator reads each turn's ``values`` (`token_values` fills them); the group
+    estimator groups seats by (task, role).
+    """
     if cfg.estimator == "hierarchical":
-        with POOL.lock:
-            _token_values(POOL.get(plan.policy, checkpoint_dir(plan.run_dir, iteration)), rollouts)
         for r in rollouts:
             for seat in r.seats:
                 if not seat.turns:
@@ -262,9 +261,22 @@ def estimate_advantages(plan: SelfPlayPlan, store: Any, iteration: int) -> dict[
     raw = [a for _, t in turns for a in t.advantages]
     for (_, turn), row in zip(turns, whitened, strict=True):
         turn.advantages = row
+    return raw
+
+
+def estimate_advantages(plan: SelfPlayPlan, store: Any, iteration: int) -> dict[str, Any]:
+    """Compute token advantages and returns of the iteration's scored rollouts, normalised per role."""
+    start = time.perf_counter()
+    rollouts = [r for r in sps.load_rollouts(store, plan.run_id, iteration, "train") if not r.failed]
+    cfg = plan.advantage
+    if cfg.estimator == "hierarchical":
+        with POOL.lock:
+            token_values(POOL.get(plan.policy, checkpoint_dir(plan.run_dir, iteration)), rollouts)
+    raw = assign_advantages(rollouts, cfg)
     for r in rollouts:
         sps.put_rollout(store, plan.run_id, "train", r)
-    return {"estimator": cfg.estimator, "turns": len(turns), "raw_mean": sum(raw) / len(raw) if raw else None,
+    return {"estimator": cfg.estimator, "turns": sum(len(s.turns) for r in rollouts for s in r.seats),
+            "raw_mean": sum(raw) / len(raw) if raw else None,
             "raw_abs_max": max((abs(a) for a in raw), default=None), "seconds": time.perf_counter() - start}
 
 
@@ -278,13 +290,11 @@ def update_policy(plan: SelfPlayPlan, store: Any, iteration: int) -> dict[str, A
         return dict(meta(plan.run_dir, iteration + 1).get("update", {})) | {"resumed": True}
     import torch
 
-    from swm.selfplay.ppo import Diverged, Sample, make_optimizer, ppo_update
+    from swm.selfplay.ppo import Diverged, make_optimizer, ppo_update, training_samples
 
     start = time.perf_counter()
     rollouts = [r for r in sps.load_rollouts(store, plan.run_id, iteration, "train") if not r.failed]
-    samples = [Sample(role=s.role, prompt_ids=t.prompt_ids, token_ids=t.token_ids, old_logprobs=t.logprobs,
-                      advantages=t.advantages, returns=t.returns)
-               for r in rollouts for s in r.seats for t in s.turns if t.advantages]
+    samples = training_samples(rollouts)
     previous = checkpoint_dir(plan.run_dir, iteration)
     ppo = plan.ppo if plan.advantage.estimator == "hierarchical" else plan.ppo.model_copy(update={"value_coef": 0.0})
     with POOL.lock:

@@ -20,6 +20,7 @@ import torch
 
 from swm.selfplay.config import PPOConfig
 from swm.selfplay.policy import Batch, LoraValueModel, collate, spread
+from swm.selfplay.trajectory import Rollout
 
 
 class Diverged(RuntimeError):
@@ -36,6 +37,13 @@ class Sample:
     old_logprobs: list[float]
     advantages: list[float]
     returns: list[float]
+
+
+def training_samples(rollouts: Sequence[Rollout]) -> list[Sample]:
+    """Every turn of the rollouts that has advantages, as a `Sample` of its seat's role."""
+    return [Sample(role=s.role, prompt_ids=t.prompt_ids, token_ids=t.token_ids, old_logprobs=t.logprobs,
+                   advantages=t.advantages, returns=t.returns)
+            for r in rollouts for s in r.seats for t in s.turns if t.advantages]
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor, count: float | None = None) -> torch.Tensor:
