@@ -54,9 +54,9 @@ def test_an_illegal_move_drops_the_rollout_or_is_filtered() -> None:
     assert dropped.failed is not None and dropped.failed.startswith("illegal move at turn")
     with pytest.raises(ValueError, match="never scored"):
         score_game(dropped, RewardConfig())
-    kept = score_game(play(FirstOption(bad=True), illegal="filter"), RewardConfig())
+    kept = score_game(play(FirstOption(bad=True), illegal="filter"), RewardConfig(illegal_move=0.0))
     flagged = [t for s in kept.seats for t in s.turns if t.filtered == "rule_breaking"]
-    assert flagged and all(t.reward == 0.0 for t in flagged)
+    assert flagged and all(t.reward == 0.0 for t in flagged)  # with no legality signal, an illegal move earns 0
 
 
 def test_parse_choice_reads_the_first_named_option() -> None:

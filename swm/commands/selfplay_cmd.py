@@ -22,10 +22,13 @@ from swm.tasks.families import FAMILIES, LEVELS
               help="Play a hidden-role game instead of the task family (--tasks = deals per iteration).")
 @click.option("--players", default=5, show_default=True, help="Seats of the game.")
 @click.option("--max-rounds", default=2, show_default=True, help="Game rounds before a draw.")
-@click.option("--illegal", type=click.Choice(["drop", "filter"]), default="drop", show_default=True,
-              help="An illegal game move fails the rollout (drop) or zeroes that move's reward (filter).")
+@click.option("--illegal", type=click.Choice(["drop", "filter"]), default="filter", show_default=True,
+              help="An illegal game move fails the rollout (drop), or keeps the game and earns --illegal-reward "
+                   "at its own turn (filter: the per-move legality signal).")
+@click.option("--illegal-reward", default=-0.5, show_default=True, type=click.FloatRange(max=0),
+              help="Reward of an illegal game move (0: no legality signal).")
 @click.option("--tasks", "tasks_per_iteration", default=2, show_default=True, help="Training tasks per iteration.")
-@click.option("--group", "group_size", default=2, show_default=True, help="G: rollouts per task (a group).")
+@click.option("--group", "group_size", default=8, show_default=True, help="G: rollouts per task (a group).")
 @click.option("--max-turns", default=4, show_default=True)
 @click.option("--eval-tasks", default=2, show_default=True, type=click.IntRange(0, 4),
               help="Frozen held-out tasks played after each update.")
@@ -51,6 +54,8 @@ from swm.tasks.families import FAMILIES, LEVELS
 @click.option("--base-gguf", default=None, metavar="PATH",
               help="The GGUF llama.cpp serves for a HF-directory --base (same weights and vocabulary).")
 @click.option("--max-new-tokens", default=32, show_default=True)
+@click.option("--temperature", default=0.7, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="Sampling temperature of the rollouts (0.7 suits small models).")
 @click.option("--lr", default=1e-4, show_default=True)
 @click.option("--micro-batch", default=None, type=click.IntRange(1, None),
               help="Rows per forward/backward inside a PPO minibatch, gradients accumulated (less memory, "
@@ -65,11 +70,12 @@ from swm.tasks.families import FAMILIES, LEVELS
 @run_options
 @quiet_option
 def selfplay_command(iterations: int, family: str, level: str, game: str | None, players: int, max_rounds: int,
-                     illegal: str, tasks_per_iteration: int, group_size: int,
+                     illegal: str, illegal_reward: float, tasks_per_iteration: int, group_size: int,
                      max_turns: int, eval_tasks: int, estimator: str, gamma: float, lam: float, gamma_tok: float,
                      lam_tok: float, turn_signal: str, judge_weight: float, judge_model: str | None,
                      no_filter: bool, base: str, sampler: str, base_gguf: str | None,
-                     max_new_tokens: int, lr: float, micro_batch: int | None, kl_coef: float, lora_r: int,
+                     max_new_tokens: int, temperature: float, lr: float, micro_batch: int | None, kl_coef: float,
+                     lora_r: int,
                      threads: int | None, seed: int,
                      out_dir: Path, timeout: float | None, max_retries: int, db: Path | None, thread_id: str | None,
                      as_json: bool, quiet: bool) -> None:
@@ -93,12 +99,14 @@ def selfplay_command(iterations: int, family: str, level: str, game: str | None,
             "tasks_per_iteration": tasks_per_iteration, "group_size": group_size, "max_turns": max_turns,
             "eval_tasks": eval_tasks, "seed": seed, "out_dir": str(out_dir),
             "policy": {"base": base, "sampler": sampler, "base_gguf": base_gguf, "max_new_tokens": max_new_tokens,
+                       "temperature": temperature,
                        "lora_r": lora_r, "lora_alpha": 2 * lora_r,
                        "threads": threads},
             "ppo": {"lr": lr, "kl_coef": kl_coef, "micro_batch": micro_batch},
             "advantage": {"estimator": estimator, "gamma": gamma, "lam": lam, "gamma_tok": gamma_tok,
                           "lam_tok": lam_tok, "turn_signal": turn_signal},
-            "reward": {"judge_weight": judge_weight, "quality_filter": not no_filter}})
+            "reward": {"judge_weight": judge_weight, "quality_filter": not no_filter,
+                       "illegal_move": illegal_reward}})
     except ValidationError as err:
         raise InputError(f"bad self-play setting: {err.errors()[0]['loc']}: {err.errors()[0]['msg']}") from err
     try:

@@ -6,10 +6,11 @@ game's own prompt for that seat (its perspective only) and the reply is plain te
 the text; a choice is the first legal option the text names (``none`` abstains where allowed).
 
 An illegal or missing choice is a violation the moderator records and replaces by its fallback.
-``illegal="drop"`` (the default, as the design asks) then fails the whole rollout: it is recorded
-with the reason and dropped, never scored. ``illegal="filter"`` keeps the game and zeroes that
-move's reward as ``rule_breaking`` (the quality filter) — the setting for a model too small to
-name a legal target reliably. A seat's role is its game role (werewolf, seer, doctor, villager).
+``illegal="filter"`` (the default) keeps the game, flags that move ``rule_breaking`` and lets the
+reward penalise it (`swm.selfplay.rewards`: ``illegal_move`` at its own turn), the per-move
+legality signal a model too small to name a legal target reliably can learn from.
+``illegal="drop"`` fails the whole rollout instead: recorded with the reason and dropped, never
+scored. A seat's role is its game role (werewolf, seer, doctor, villager).
 """
 
 from __future__ import annotations
@@ -40,9 +41,9 @@ def parse_choice(text: str, options: list[str], allow_abstain: bool) -> str | No
 
 def play_game_rollout(game: str, sampler: Sampler, *, seed: int, players: int, options: dict[str, object],
                       rollout_id: str, task_id: str, iteration: int, sample: int,
-                      illegal: Literal["drop", "filter"] = "drop") -> Rollout:
-    """Play one game with ``sampler`` in every seat; return the rollout (``failed`` on an error or, by default,
-    an illegal move)."""
+                      illegal: Literal["drop", "filter"] = "filter") -> Rollout:
+    """Play one game with ``sampler`` in every seat; return the rollout (``failed`` on an error or, with
+    ``illegal="drop"``, an illegal move)."""
     turns: dict[int, tuple[str, SeatTurn]] = {}
     rollout = Rollout(rollout_id=rollout_id, task_id=task_id, iteration=iteration, sample=sample)
     start = time.perf_counter()

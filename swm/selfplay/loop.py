@@ -333,6 +333,7 @@ def summarise(plan: SelfPlayPlan, current: dict[str, Any]) -> dict[str, Any]:
     sc, up, ev = current.get("score", {}), current.get("update", {}), current.get("evaluate", {})
     step_seconds = sum(float(current.get(k, {}).get("seconds") or 0.0) for k in ("score", "advantages", "update"))
     return {"estimator": plan.advantage.estimator, "sampler": resolve_sampler(plan.policy),
+            "group_size": plan.group_size, "temperature": plan.policy.temperature,
             "reward": sc.get("reward"), "pass_rate": sc.get("pass_rate"),
             "eval_reward": ev.get("reward"), "eval_pass_rate": ev.get("pass_rate"), "kl": up.get("kl"),
             "loss": up.get("loss"), "clipped": up.get("clipped"), "filtered_rate": sc.get("filtered_rate"),

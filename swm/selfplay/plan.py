@@ -26,10 +26,11 @@ class SelfPlayPlan(BaseModel):
     game: str | None = Field(None, description="a hidden-role game (werewolf) to play instead of the task family")
     players: int = Field(5, description="seats of the game")
     game_options: dict[str, Any] = Field(default_factory=lambda: {"max_rounds": 2})
-    illegal: Literal["drop", "filter"] = Field("drop", description="an illegal game move fails the rollout "
-                                               "(drop) or zeroes that move's reward (filter)")
+    illegal: Literal["drop", "filter"] = Field("filter", description="an illegal game move fails the rollout "
+                                               "(drop) or keeps the game and earns reward.illegal_move (filter)")
     tasks_per_iteration: int = Field(2, ge=1)
-    group_size: int = Field(2, ge=1, description="G: rollouts per task (a group)")
+    group_size: int = Field(8, ge=1, description="G: rollouts per task (a group); 8 by default, since with a "
+                            "5% success rate a group of 2 carries any signal only 9.5% of the time, one of 8 34%")
     max_turns: int = Field(4, ge=1)
     eval_tasks: int = Field(2, ge=0, le=4, description="frozen held-out tasks evaluated after each update")
     seed: int = 0

@@ -2,9 +2,17 @@
 
 Outcome per seat, at the seat's last turn: ``completion · 1[task completed] + violation ·
 min(#violations in the seat's own turns, max_violations)`` (the checker's ``violation_turns``,
-attributed to their speakers: a leak costs the seat that leaked). With ``judge_weight > 0``
-every turn also gets ``judge_weight · judge`` (a per-turn judge score in [0, 1]). The mix is a
-`RewardConfig`, recorded with the run.
+attributed to their speakers: a leak costs the seat that leaked). A failed *attempt* (a wrong
+or hedged answer, `swm.tasks.checkers.is_attempt`) is no violation: it scores 0, as silence or
+leaving does, so answering never has a lower expected reward than staying out. With
+``judge_weight > 0`` every turn also gets ``judge_weight · judge`` (a per-turn judge score in
+[0, 1]). The mix is a `RewardConfig`, recorded with the run.
+
+Games (`score_game`): each seat's ±1 (0 on a draw) at its last move, and every illegal move
+earns ``illegal_move`` (−0.5) at its own turn — the per-move legality signal, the densest one a
+small model can reach (SmolLM2-135M names a legal target 20–33% of the time). It needs the
+illegal move's game kept (the plan's ``illegal="filter"``, the default); ``illegal_move=0``
+turns it off.
 
 The quality filter (the guard against reward hacking) flags a turn that is
 
@@ -13,8 +21,8 @@ The quality filter (the guard against reward hacking) flags a turn that is
 * ``repeated``: the same (case- and space-normalised) as one of the seat's earlier turns;
 * ``out_of_character``: it speaks as someone else (``Other Name:`` at its start) or as a model
   (``as an AI``, ``language model``);
-* ``rule_breaking``: the checker cites it as a violation (a private fact said, a deal outside
-  the zone).
+* ``rule_breaking``: the checker cites it as a broken rule (a private fact said, a deal outside
+  the zone, an illegal game move; a failed attempt is not one).
 
 A flagged turn is counted and earns at most ``filtered_reward`` (0 by default): with
 ``filtered="cap"`` (default) it can still lose reward (a leak keeps its penalty) but never gain
@@ -31,7 +39,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from swm.selfplay.trajectory import Rollout
-from swm.tasks.checkers import Utterance, Verdict, check
+from swm.tasks.checkers import Utterance, Verdict, check, is_attempt
 from swm.tasks.families import Task
 
 _MODEL_VOICE = re.compile(r"\bas an ai\b|\blanguage model\b", re.I)
@@ -45,6 +53,8 @@ class RewardConfig(BaseModel):
     completion: float = 1.0
     violation: float = -0.5
     max_violations: int = 2
+    illegal_move: float = Field(-0.5, le=0, description="reward of an illegal game move at its own turn "
+                                "(the per-move legality signal; 0: off)")
     judge_weight: float = Field(0.0, ge=0, description="weight of the per-turn judge score (0: no judge)")
     quality_filter: bool = True
     filtered_reward: float = 0.0
@@ -77,13 +87,16 @@ def quality_flag(text: str, speaker: str, others: list[str], earlier: list[str],
 
 
 def _assign(rollout: Rollout, outcomes: Mapping[str, float], broken: set[int], config: RewardConfig,
-            judge: Mapping[int, float] | None) -> None:
-    """Set each turn's reward: the seat's outcome at its last turn, the judge mix, the quality filter."""
+            judge: Mapping[int, float] | None, illegal: frozenset[int] = frozenset()) -> None:
+    """Set each turn's reward: the seat's outcome at its last turn, an illegal move's penalty, the judge mix,
+    the quality filter."""
     for seat in rollout.seats:
         seat.outcome = float(outcomes.get(seat.seat, 0.0))
         others = [s.seat for s in rollout.seats if s.seat != seat.seat]
         for k, turn in enumerate(seat.turns):
             reward = seat.outcome if k == len(seat.turns) - 1 else 0.0
+            if turn.turn in illegal:
+                reward += config.illegal_move
             if judge is not None and turn.turn in judge:
                 turn.judge = float(judge[turn.turn])
                 reward += config.judge_weight * turn.judge
@@ -103,7 +116,9 @@ def score(rollout: Rollout, task: Task, config: RewardConfig,
         raise ValueError(f"rollout {rollout.rollout_id} failed ({rollout.failed}); it is dropped, never scored")
     said = rollout.transcript()
     verdict = check(task, [Utterance(agent=a, text=t) for a, t in said])
-    broken = set(verdict.violation_turns)
+    # A verdict lists its violation turns, not which code each belongs to: they cost only when a
+    # broken rule is among the codes (no checker mixes failed attempts with broken rules).
+    broken = set(verdict.violation_turns) if any(not is_attempt(v) for v in verdict.violations) else set()
     rollout.verdict = verdict.model_dump()
     outcomes = {}
     for seat in rollout.seats:
@@ -116,7 +131,8 @@ def score(rollout: Rollout, task: Task, config: RewardConfig,
 
 
 def score_game(rollout: Rollout, config: RewardConfig, judge: Mapping[int, float] | None = None) -> Rollout:
-    """Set every turn's reward of a finished game rollout: the game's ±1 per seat (0 on a draw) at its last move."""
+    """Set every turn's reward of a finished game rollout: the game's ±1 per seat (0 on a draw) at its last move,
+    ``illegal_move`` at each illegal move."""
     if rollout.failed:
         raise ValueError(f"rollout {rollout.rollout_id} failed ({rollout.failed}); it is dropped, never scored")
     verdict = rollout.verdict or {}
@@ -124,7 +140,7 @@ def score_game(rollout: Rollout, config: RewardConfig, judge: Mapping[int, float
     broken = {int(i) for i in listed} if isinstance(listed, list) else set()
     for seat in rollout.seats:
         seat.violations = ["illegal_move"] if broken & {t.turn for t in seat.turns} else []
-    _assign(rollout, rewards if isinstance(rewards, dict) else {}, broken, config, judge)
+    _assign(rollout, rewards if isinstance(rewards, dict) else {}, broken, config, judge, frozenset(broken))
     return rollout
 
 

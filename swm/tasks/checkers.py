@@ -58,6 +58,18 @@ class Verdict(BaseModel):
         return self.completion and not self.violations
 
 
+ATTEMPTS = ("wrong_answer", "hedged_answer")  # violation codes of a failed attempt, not of a broken rule
+
+
+def is_attempt(violation: str) -> bool:
+    """Tell whether a violation code is a failed attempt (a wrong or hedged answer), not a broken rule.
+
+    A reward must score a failed attempt as doing nothing (silence, leaving), never below it: a
+    model that guesses right less than one time in three would otherwise learn to stay silent.
+    """
+    return violation.split(":", 1)[0] in ATTEMPTS
+
+
 def mentions(text: str, fact: str) -> bool:
     """Tell whether a fact appears in a text: case-insensitive, on word boundaries."""
     return re.search(rf"(?<!\w){re.escape(fact.strip())}(?!\w)", text, re.I) is not None if fact.strip() else False
