@@ -196,6 +196,10 @@ def test_cli_bench_tom_writes_tables_and_resumes(tmp_path: Path, scripted_server
     assert {r["rule"] for r in data["rows"]} == {"s3ap-repo"}
     assert all(set(json.loads(r["variants"])) == {"swm-contains", "swm-strict", "exact"} for r in data["rows"])
     assert "| cot | swm-contains |" in result.output  # the named readings beside the headline
+    assert "prompt protocol: paper" in result.output
+    assert "- prompt protocol: paper (the S3AP repository" in result.output
+    assert {r["prompt_protocol"] for r in data["rows"]} == {"paper"}
+    assert {json.loads(r["prompts"])["qa"] for r in data["rows"]} == {"qa_paper_tomi@v1"}
 
     again = CliRunner().invoke(main, args)
     assert again.exit_code == 0, again.output
@@ -204,6 +208,21 @@ def test_cli_bench_tom_writes_tables_and_resumes(tmp_path: Path, scripted_server
     report = CliRunner().invoke(main, [*args, "--report-only"])
     assert report.exit_code == 0 and "10 of 10 answers finished" in report.output
     assert sum(seen.values()) == 12 and (out / "tom_tomi.csv").read_text() == table
+
+
+def test_cli_bench_tom_paper_split_on_the_shared_hitom_sample(tmp_path: Path, shared_dir: Path,
+                                                              scripted_server: tuple[str, Counter[str]]) -> None:
+    from swm.cli import main
+
+    spec, seen = scripted_server
+    data = shared_dir / "benchmarks" / "hitom" / "hitom_cotp_sample300.jsonl"
+    args = ["bench", "tom", "--benchmark", "hitom", "--data", str(data), "--paper-split", "--n", "3", "--modes", "cot",
+            "--model", spec, "--db", str(tmp_path / "split.db"), "--out", str(tmp_path / "split"), "--no-progress",
+            "--prompts", "swm"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "paper split: hitom: matched by identifier, 52 of 100 records (PARTIAL" in result.output
+    assert "- prompt protocol: swm (swm's own wording)" in result.output and seen["ReasonedAnswer"] == 3
 
 
 def test_cli_bench_parse_gold_scores_one() -> None:

@@ -54,11 +54,14 @@ from swm.filenames import file_name
 @click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
 @click.option("--report-only", is_flag=True, help="Run nothing: write the table of what the --thread-id run has "
               "finished so far (to look at a long run, or one that cannot be finished).")
+@click.option("--paper-split", is_flag=True,
+              help="Run exactly the records behind the S3AP paper's numbers: --data is checked against the "
+                   "repository's identifier-and-hash manifests (docs/protocols.md says which files match).")
 @prompts_option
 @model_options("parser", "qa")
 @run_options
 def tom_command(benchmark: str, data: Path | None, samples: int, fantom_context: str, modes: str, n: int | None,
-                seed: int,
+                seed: int, paper_split: bool,
                 concurrency: int, workers: int, ray_address: str | None,
                 max_attempts: int, out_dir: Path | None, no_progress: bool, report_only: bool, db: str | None,
                 thread_id: str | None, as_json: bool, **models: Any) -> None:
@@ -72,25 +75,14 @@ def tom_command(benchmark: str, data: Path | None, samples: int, fantom_context:
     the same --db and --thread-id, skipping finished items and giving the same table.
     """
     from graphs import ask
-    from swm.tom.loaders import BENCHMARKS, load_benchmark, select
+    from swm.tom.loaders import BENCHMARKS
     from swm.tom.paper import prompt_protocol_line
     from swm.tom.report import summarise, write_reports
     from swm.tom.rules import rule_line
     from swm.tom.runner import result_rows, run_benchmark
-    from swm.tom.simulator import generate_stories, story_items
 
     mode_list = comma_list(modes, MODES, "mode")
-    if benchmark == "sim":
-        items = story_items(generate_stories(n or 20, seed))
-        label = "tomi-sim"
-    else:
-        if data is None:
-            raise InputError(f"--data is required for {benchmark}",
-                             "pass the data file (see `swm bench tom --help` for the formats)")
-        if samples < 1:
-            raise InputError("--samples must be at least 1", "pass --samples 1 or more")
-        items = select(load_benchmark(benchmark, data, samples=samples, context=fantom_context), n, seed)
-        label = benchmark
+    items, label, split = _load_items(benchmark, data, samples, fantom_context, n, seed, paper_split)
     if report_only and not thread_id:
         raise InputError("--report-only needs the --thread-id of the run to report", "pass --thread-id")
     ctx = make_context(db, task=BENCHMARKS.get(benchmark, {"task": "tomi"})["task"], max_parse_attempts=max_attempts,
@@ -101,11 +93,15 @@ def tom_command(benchmark: str, data: Path | None, samples: int, fantom_context:
     run_id = thread_id or f"tom-{label}-{uuid.uuid4().hex[:10]}"
     scorer = rule_line("tomi" if benchmark == "sim" else benchmark)
     click.echo(f"scorer rule: {scorer}", err=True)
+    click.echo(f"prompt protocol: {ctx.prompt_protocol} (--prompts paper|swm; docs/protocols.md)", err=True)
+    if split:
+        click.echo(f"paper split: {split}", err=True)
     if not report_only:
         click.echo(f"run {run_id}: {len(items)} questions × {len(mode_list)} modes (rerun with --thread-id {run_id} "
                    f"--db {db_path(db)} to resume if interrupted)", err=True)
     meta = {"benchmark": label, "data": str(data) if data else "simulator", "seed": seed, "n": n,
             "modes": ",".join(mode_list), "scorer": scorer, "prompt_protocol": ctx.prompt_protocol,
+            **({"paper_split": split} if split else {}),
             **({"samples": samples} if benchmark == "confaide" else {}),
             **({"fantom_context": fantom_context} if benchmark == "fantom" else {})}
     result: dict[str, Any]
@@ -126,7 +122,7 @@ def tom_command(benchmark: str, data: Path | None, samples: int, fantom_context:
     header = {"data": meta["data"], "questions": len(items), "seed": seed, "run": run_id,
               "scorer rule": meta["scorer"], **({"FANToM context": fantom_context} if benchmark == "fantom" else {}),
               "models": f"parser={ctx.spec_for('parser')}, qa={ctx.spec_for('qa')}",
-              "prompt protocol": prompt_protocol_line(ctx, rows),
+              "prompt protocol": prompt_protocol_line(ctx, rows), **({"paper split": split} if split else {}),
               "wall time (this invocation)": f"{result['wall_seconds']:.1f} s",
               "items skipped as already finished": result["skipped"]}
     if "engine_startup_seconds" in result:
@@ -141,6 +137,35 @@ def tom_command(benchmark: str, data: Path | None, samples: int, fantom_context:
     click.echo(paths["md"].read_text(encoding="utf-8"))
     click.echo(f"wrote {paths['md']}, {paths['csv']}, {paths['json']}", err=True)
     _say_failed(rows, run_id, db)
+
+
+def _load_items(benchmark: str, data: Path | None, samples: int, fantom_context: str, n: int | None, seed: int,
+                paper_split: bool) -> tuple[list[Any], str, str]:
+    """Load the benchmark's items (the paper's split when asked), drawn with --n/--seed; say how the split matched."""
+    from swm.tom.loaders import load_benchmark, select
+    from swm.tom.simulator import generate_stories, story_items
+
+    if benchmark == "sim":
+        if paper_split:
+            raise InputError("the simulator has no paper split", "drop --paper-split, or pass a benchmark file")
+        return story_items(generate_stories(n or 20, seed)), "tomi-sim", ""
+    if data is None:
+        raise InputError(f"--data is required for {benchmark}",
+                         "pass the data file (see `swm bench tom --help` for the formats)")
+    if samples < 1:
+        raise InputError("--samples must be at least 1", "pass --samples 1 or more")
+    if paper_split:
+        from swm.tom.splits import split_spec
+
+        split_spec(benchmark)  # before loading: a benchmark with no manifest is refused at once
+    items = load_benchmark(benchmark, data, samples=samples, context=fantom_context)
+    split = ""
+    if paper_split:
+        from swm.tom.splits import select_paper_split
+
+        items, match = select_paper_split(benchmark, data, items)
+        split = match.line()
+    return select(items, n, seed), benchmark, split
 
 
 def _say_failed(rows: list[dict[str, Any]], run_id: str, db: str | None) -> None:

@@ -159,8 +159,9 @@ def load_hitom(path: str | Path, prompting_type: str | None = "CoTP") -> list[To
             id=f"hitom-{index:05d}", story=str(row["story"]).strip(),
             question=_hitom_question(row["question"], options),
             answer=row["answer"], qtype=f"order_{order}", benchmark="hitom", kind="choice", options=options,
-            answer_letter=letter, meta={k: row.get(k) for k in ("deception", "story_length", "question_order",
-                                                                "sample_id", "prompting_type")}))
+            answer_letter=letter, meta={**{k: row.get(k) for k in ("deception", "story_length", "question_order",
+                                                                   "sample_id", "prompting_type")},
+                                        "source_index": index}))
     return items
 
 
