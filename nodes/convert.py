@@ -7,10 +7,10 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from nodes.lifelong import plan_of, refuse_failed, task_from_id
 from swm.context import SWMContext
 from swm.lifelong import store as ls
 from swm.lifelong.convert import build_pairs
+from swm.lifelong.jobs import plan_of, refuse_failed, task_from_id
 from swm.lifelong.records import EpisodeRecord
 from swm.lifelong.state import LifelongState
 

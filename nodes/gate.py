@@ -7,10 +7,10 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from nodes.lifelong import plan_of
 from swm.context import SWMContext
 from swm.lifelong import store as ls
 from swm.lifelong.gate import GateSettings, gate_pairs, reject_counts
+from swm.lifelong.jobs import plan_of
 from swm.lifelong.records import TRACKS, PreferencePair
 from swm.lifelong.state import LifelongState
 

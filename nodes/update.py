@@ -16,10 +16,11 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 import prompts
-from nodes.lifelong import passed_of, plan_of
 from swm.context import SWMContext
 from swm.errors import InputError
 from swm.lifelong import store as ls
+from swm.lifelong.episodes import passed_of
+from swm.lifelong.jobs import plan_of
 from swm.lifelong.state import LifelongState
 from swm.lifelong.update import (
     METHODS,

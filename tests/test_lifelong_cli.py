@@ -10,10 +10,10 @@ from click.testing import CliRunner
 from test_lifelong_graph import PLAN, Agents, run
 
 from checkpoints import ExperienceStore
-from nodes.lifelong import collect_jobs, eval_jobs
 from swm.cli import main
 from swm.errors import InputError
 from swm.lifelong import store as ls
+from swm.lifelong.jobs import collect_jobs, eval_jobs
 from swm.lifelong.state import DEFAULT_PLAN
 from swm.testing import ScriptedChatModel
 

@@ -22,12 +22,12 @@ pytest.importorskip("trl", reason="needs the [train] extra")
 
 from checkpoints import ExperienceStore  # noqa: E402
 from graphs import episode  # noqa: E402
-from nodes.lifelong import learner_context, run_episode  # noqa: E402
 from swm.context import SWMContext  # noqa: E402
 from swm.errors import InputError, ModelUnavailable  # noqa: E402
 from swm.lifelong import store as ls  # noqa: E402
 from swm.lifelong.bridge import agent_prompt, to_scenario  # noqa: E402
 from swm.lifelong.deploy import decide  # noqa: E402
+from swm.lifelong.episodes import learner_context, run_episode  # noqa: E402
 from swm.lifelong.metrics import Cell  # noqa: E402
 from swm.lifelong.train import TrainSettings, check_adapter, train_adapter  # noqa: E402
 from swm.lifelong.update import PolicyVersion, action_completion  # noqa: E402

@@ -158,8 +158,8 @@ def learn_command(cycles: int, levels: str, families: str, episodes_per_level: i
     """
     from checkpoints import hold_lease, open_saver, pending_nodes, thread_status
     from graphs import lifelong
-    from nodes.lifelong import resend_failed
     from swm.lifelong import store as ls
+    from swm.lifelong.jobs import resend_failed
     from swm.lifelong.report import policy_listing, write_report
     from swm.tasks.splits import HELDOUT_VERSION
 

@@ -180,7 +180,7 @@ def _lifelong_graphs() -> tuple[Any, Any]:
 
 def _lifelong_job(settings: dict[str, Any], db: str, job: dict[str, Any]) -> dict[str, Any]:
     """Play one lifelong episode job in a worker; return the Send branch's update (counts, usage, provenance)."""
-    from nodes.lifelong import play_job
+    from swm.lifelong.episodes import play_job
 
     with _worker_context(settings, db, job["episode_id"]) as ctx:
         return play_job(job, ctx, *_lifelong_graphs())  # type: ignore[arg-type]

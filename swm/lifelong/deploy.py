@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from swm.lifelong.metrics import Cell
+from swm.lifelong import store as ls
+from swm.lifelong.metrics import Cell, curriculum_for
 
 
 @dataclass
@@ -42,3 +44,31 @@ def decide(incumbent: Mapping[str, Cell], candidate: Mapping[str, Cell], earlier
     if current not in candidate:
         reasons.append(f"not_evaluated:{current}")
     return DeployDecision(deploy=not reasons, reasons=reasons, deltas=deltas)
+
+
+def deploy_cycle(store: Any, plan: dict[str, Any], cycle: int, incumbent: str, candidate: str) -> tuple[str, str]:
+    """Choose on the dev split and write both curves' R[cycle, ·] from the test split; return (serving, why).
+
+    The deployed curve's row is the test result of the policy in service after this cycle; the
+    candidate curve's row is the test result of the policy trained this cycle, deployed or not.
+    Both are that policy's own episodes (the store names them), never another policy's row.
+    """
+    run = plan["run_id"]
+    if cycle == 0:
+        serving, explain = "p0", "baseline: the initial policy p0"
+        ls.put_deploy(store, run, 0, "p0", "p0", True, [], {})
+    else:
+        metric = "completion" if plan["deploy_metric"] == "completion" else "pass"
+        curriculum = curriculum_for(plan["levels"], plan["cycles"])
+        decision = decide(ls.eval_cells(store, run, incumbent, metric, "dev"),
+                          ls.eval_cells(store, run, candidate, metric, "dev"),
+                          earlier=curriculum[: cycle - 1], current=curriculum[cycle - 1], epsilon=plan["epsilon"])
+        serving = candidate if decision.deploy else incumbent
+        explain = decision.explain()
+        ls.put_deploy(store, run, cycle, candidate, incumbent, decision.deploy, decision.reasons, decision.deltas)
+    for curve, policy in (("deployed", serving), ("candidate", candidate)):
+        played = ls.played_cycle(store, run, policy, "test")
+        for metric in ("completion", "pass"):
+            cells = ls.eval_cells(store, run, policy, metric, "test")
+            ls.put_matrix_row(store, run, curve, cycle, policy, metric, cells, played)
+    return serving, explain

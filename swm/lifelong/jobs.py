@@ -1,0 +1,127 @@
+"""Which episodes a lifelong cycle plays: the plan with its defaults, the cycle's tasks, and one job per episode.
+
+A job's id is deterministic (``run/[c<cycle>/]phase/policy/task/s<sample>/seat``), so a resumed
+run plays only the episodes not yet in the store. An evaluation's id has no cycle in it: a
+policy plays each split task once, and a later cycle reuses the result (the incumbent was
+evaluated when it was a candidate), so each cycle plays only the candidate's dev and test
+episodes. `refuse_failed` and `resend_failed` keep failed episodes from being used and tell the
+CLI how to send only them again.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from swm.context import SWMContext
+from swm.errors import ModelCallFailed
+from swm.lifelong import store as ls
+from swm.lifelong.metrics import curriculum_for
+from swm.lifelong.state import DEFAULT_PLAN, EpisodeJob, LifelongState
+from swm.tasks.families import Task, synthesize
+from swm.tasks.splits import SPLITS, split_tasks
+
+
+def plan_of(state: LifelongState, ctx: SWMContext | None = None) -> dict[str, Any]:
+    """Return the run's plan, defaults filled; with ``ctx``, its ``out_dir`` is this invocation's."""
+    plan = {**DEFAULT_PLAN, **(state.get("plan") or {})}
+    if ctx is not None and ctx.out_dir:
+        plan["out_dir"] = ctx.out_dir
+    return plan
+
+
+
+def level_of(plan: dict[str, Any], cycle: int) -> str:
+    """Return the level cycle ``cycle`` (from 1) trains on."""
+    return curriculum_for(plan["levels"], plan["cycles"])[cycle - 1]
+
+
+
+def task_from_id(task_id: str) -> Task:
+    split, family, level, seed = task_id.split(":")
+    return synthesize(family, level, int(seed), split=split)
+
+
+
+def training_tasks(plan: dict[str, Any], cycle: int) -> list[Task]:
+    """Return the cycle's tasks: families in turn, enough for ``episodes_per_level`` episodes."""
+    level = level_of(plan, cycle)
+    n_tasks = math.ceil(plan["episodes_per_level"] / plan["samples_per_task"])
+    families = plan["families"]
+    return [synthesize(families[i % len(families)], level, cycle * 1000 + i) for i in range(n_tasks)]
+
+
+
+def _job(plan: dict[str, Any], task: Task, cycle: int, phase: str, sample: int, policy: str) -> EpisodeJob:
+    if plan["self_play"]:
+        seat, tested = "all", task.names[0]
+    else:
+        tested = task.names[sample % len(task.names)]
+        seat = tested
+    # An evaluation's result depends on the policy and the task, not on the cycle that asks for it.
+    when = "" if phase in SPLITS else f"c{cycle}/"
+    episode_id = f"{plan['run_id']}/{when}{phase}/{policy}/{task.task_id}/s{sample}/{seat}"
+    return EpisodeJob(episode_id=episode_id, task_id=task.task_id, cycle=cycle, phase=phase, sample=sample,
+                      seat=seat, tested_agent=tested, policy_version=policy, plan=plan)
+
+
+
+def collect_jobs(state: LifelongState) -> list[EpisodeJob]:
+    plan, cycle = plan_of(state), state["cycle"]
+    jobs = []
+    for i, task in enumerate(training_tasks(plan, cycle)):
+        for s in range(plan["samples_per_task"]):
+            if i * plan["samples_per_task"] + s < plan["episodes_per_level"]:
+                jobs.append(_job(plan, task, cycle, "collect", s, state["incumbent"]))
+    return jobs
+
+
+
+def eval_split(plan: dict[str, Any], split: str) -> list[Task]:
+    """Return the run's tasks of one evaluation split (``dev`` chooses, ``test`` reports)."""
+    per_cell = plan["dev_per_cell"] if split == "dev" else plan["heldout_per_cell"]
+    return split_tasks(split, plan["levels"], plan["families"], per_cell)
+
+
+
+def eval_jobs(state: LifelongState, policy: str, split: str) -> list[EpisodeJob]:
+    plan = plan_of(state)
+    return [_job(plan, t, state["cycle"], split, 0, policy) for t in eval_split(plan, split)]
+
+
+
+def pending_evaluations(state: LifelongState, store: Any) -> list[EpisodeJob]:
+    """Return the dev and test episodes of the incumbent and the candidate not yet in the store.
+
+    The incumbent's were played when it was evaluated as a candidate (or at cycle 0), so in a
+    run that was not interrupted only the candidate's are left.
+    """
+    policies = dict.fromkeys([state.get("incumbent", "p0"), state.get("candidate_policy", "p0")])
+    jobs = [j for p in policies for split in SPLITS for j in eval_jobs(state, p, split)]
+    return [j for j in jobs if not ls.episode_done(store, j["episode_id"])]
+
+
+
+def refuse_failed(store: Any, plan: dict[str, Any], cycle: int, phases: tuple[str, ...]) -> None:
+    """Stop before a fan-out's episodes are used while some of them failed after their retries.
+
+    The other episodes of the fan-out finished and are kept; `resend_failed` tells the CLI how
+    to send only the failed ones again on the rerun.
+    """
+    failed = [r for r in ls.failures(store, plan["run_id"]) if r["cycle"] == cycle and r["phase"] in phases]
+    if failed:
+        raise ModelCallFailed(f"{len(failed)} episode(s) of cycle {cycle} ({'/'.join(phases)}) failed after their "
+                              f"retries (first: {failed[0]['error']})",
+                              "rerun with the same --db and --thread-id to play only those again")
+
+
+
+def resend_failed(state: LifelongState, store: Any) -> str | None:
+    """Return the node to replay (``graph.update_state(..., as_node=...)``) so its fan-out sends again
+    the episodes of the current phase that failed, or None when none did."""
+    plan, cycle = plan_of(state), state.get("cycle", 0)
+    evaluating = cycle == 0 or state.get("phase") in ("evaluate", "deploy")
+    phases = SPLITS if evaluating else ("collect",)
+    if not any(r["cycle"] == cycle and r["phase"] in phases for r in ls.failures(store, plan["run_id"])):
+        return None
+    return "update" if evaluating and cycle > 0 else "synthesize"
