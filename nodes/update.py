@@ -3,9 +3,10 @@
 ``memory`` distils notes for an API model. ``sft``/``dpo``/``kto`` export the cycle's rows (kept
 trajectories, or both tracks' kept pairs), train a LoRA adapter continued from the incumbent's
 (`swm.lifelong.train`), serve it (`swm.serving.serve_adapter`: a GGUF LoRA on llama.cpp, or a runtime-LoRA
-server) and record the adapter, its GGUF, the spec it is served as and the training stats on the
-policy. A kill during training leaves no policy row: the rerun reuses a finished adapter or
-trains again; everything collected stays in the store.
+server), verify that the server plays it (`swm.lifelong.serve.verify_deploy`: identity and a probe;
+a mismatch stops the cycle) and record the adapter, its GGUF, the spec it is served as, what was
+verified and the training stats on the policy. A kill during training leaves no policy row: the
+rerun reuses a finished adapter or trains again; everything collected stays in the store.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def export_cycle(store: Any, plan: dict[str, Any], method: str, cycles: list[int
 def train_policy(store: Any, plan: dict[str, Any], method: str, parent: PolicyVersion, version: str, cycle: int,
                  cycles: list[int]) -> tuple[PolicyVersion, list[str]]:
     """Export, train from the parent's adapter, serve; return the new policy (the parent's weights if no rows)."""
-    from swm.lifelong.serve import lora_name
+    from swm.lifelong.serve import lora_name, verify_deploy
     from swm.lifelong.train import TrainSettings, train_adapter
     from swm.serving import serve_adapter
 
@@ -79,8 +80,11 @@ def train_policy(store: Any, plan: dict[str, Any], method: str, parent: PolicyVe
     draft = PolicyVersion(**common, **{**inherited, "adapter": str(adapter_dir)})
     spec, gguf = serve_adapter(adapter_dir, name=lora_name(draft, plan["run_id"]), base_gguf=base_gguf,
                                lora_server=plan.get("lora_server"))
+    checked = verify_deploy(spec, adapter_dir, plan.get("hf_model"), rows[0]["prompt"],
+                            plan.get("verify_served", "full"))  # a mismatch stops the cycle here
     return draft.model_copy(update={"base_model": str(plan.get("hf_model") or "embedded"), "served_as": spec,
-                                    "adapter_gguf": str(gguf) if gguf else None, "train": stats}), []
+                                    "adapter_gguf": str(gguf) if gguf else None, "train": stats,
+                                    "served_check": checked}), []
 
 
 def update(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[str, Any]:

@@ -39,7 +39,8 @@ def test_a_dpo_cycle_trains_serves_by_name_and_evaluates_the_served_adapter(tiny
     plan = {"run_id": "tr", "cycles": 1, "levels": ["easy"], "families": ["negotiation"], "episodes_per_level": 2,
             "samples_per_task": 2, "max_turns": 2, "heldout_per_cell": 1, "update": "dpo",
             "hf_model": str(tiny_gguf_llama), "out_dir": str(tmp_path / "out"),
-            "train": {"max_steps": 1, "batch_size": 2, "progress": False}}
+            "train": {"max_steps": 1, "batch_size": 2, "progress": False},
+            "verify_served": "identity"}  # the stand-in for vLLM plays no weights: no probe can match them
     db = tmp_path / "run.db"
     store = ExperienceStore(db)
     with FakeOpenAIServer(lora=True, scripts={"AgentActionForModel": act}) as server, sqlite_saver(db) as saver:
@@ -54,6 +55,8 @@ def test_a_dpo_cycle_trains_serves_by_name_and_evaluates_the_served_adapter(tiny
     assert policy.train is not None and policy.train.steps == 1 and policy.train.loss and policy.pairs_used > 0
     name = policy.served_as.split("@")[0] if policy.served_as else ""
     assert policy.served_as == f"{name}@{server.base_url}" and stats["adapters"] == {name: policy.adapter}
+    assert policy.served_check is not None and policy.served_check["name"] == name
+    assert len(policy.served_check["sha256"]) == 64 and "probe" not in policy.served_check
     rows = list(store.rows("select models from lifelong_episodes where policy_version = 'p1'"))
     assert rows and all(json.loads(r["models"])["agent"] == policy.served_as for r in rows)
     assert stats["by_model"][name] > 0, "the candidate's episodes were played by the adapter, addressed by name"

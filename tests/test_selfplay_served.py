@@ -138,8 +138,12 @@ def test_the_graph_serves_each_iterations_new_adapter(tiny_gguf_llama: Path, tmp
 
 
 def test_llama_cpps_own_log_probs_match_the_torch_recomputation(tiny_gguf_llama: Path, tmp_path: Path) -> None:
-    """On an F32 base the served and the recomputed log-probs of the same tokens agree (llama.cpp's KV cache is F16)."""
-    plan = make_plan(tiny_gguf_llama, tmp_path / "out", policy=policy_config(tiny_gguf_llama, max_new_tokens=8))
+    """On an F32 base the served and the recomputed log-probs of the same tokens agree (llama.cpp's KV cache is F16).
+
+    At temperature 1: llama.cpp's log-probs are those of the raw logits, whatever it samples at.
+    """
+    plan = make_plan(tiny_gguf_llama, tmp_path / "out", policy=policy_config(tiny_gguf_llama, max_new_tokens=8,
+                                                                            temperature=1.0))
     loop.ensure_initial_checkpoint(plan)
     sampler, _ = loop._served_sampler(plan, checkpoint_dir(plan.run_dir, 0), "lp", server_logprobs=True)
     gaps = []

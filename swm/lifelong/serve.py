@@ -7,11 +7,13 @@ incumbent and the candidate side by side; or runtime LoRA on an OpenAI-compatibl
 
 `policy_spec` returns the spec a version plays with, serving it first where that is needed;
 `None` means the run's own models (the base version ``p0`` and ``memory`` versions).
+`verify_deploy` checks, right after a deploy, that the server plays the trained adapter.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from swm.errors import ModelUnavailable
 from swm.lifelong.records import digest
@@ -19,6 +21,7 @@ from swm.lifelong.update import PolicyVersion
 from swm.llm import ModelSpec, is_embedded
 from swm.serving.adapters import serve_adapter
 from swm.serving.runtime_lora import ensure_lora_loaded
+from swm.serving.verify import ServedMismatch
 
 
 def lora_name(policy: PolicyVersion, run_id: str = "") -> str:
@@ -47,3 +50,48 @@ def policy_spec(policy: PolicyVersion | None) -> str | None:
     if spec.base_url is not None and not is_embedded(spec.name) and policy.adapter:
         ensure_lora_loaded(spec.base_url, spec.name, policy.adapter)
     return policy.served_as
+
+
+def verify_deploy(spec: str, adapter_dir: Path, base: str | None, prompt: list[dict[str, str]],
+                  check: str = "full") -> dict[str, Any]:
+    """Check that ``spec`` serves the adapter just trained (`swm.serving.verify`); return what was verified.
+
+    ``prompt`` (the first training row's messages) is the probe: the adapter was trained on it, so
+    there its reply differs most from the base's. Raises `ServedMismatch` (one line) on a mismatch.
+    """
+    from swm.serving import embedded
+    from swm.serving.verify import (
+        adapter_sha256,
+        check_embedded_identity,
+        check_probe,
+        check_runtime_identity,
+        greedy_probe,
+    )
+
+    sha = adapter_sha256(adapter_dir)
+    parsed = embedded.parse_spec(spec)
+    if parsed is not None:
+        base_gguf, lora = parsed
+        if lora is None:
+            raise ServedMismatch(f"{spec} serves no LoRA at all", "rerun the cycle to serve the trained adapter")
+        check_embedded_identity(lora, lora, sha)  # a stale GGUF is refused before a server starts on it
+        server = embedded.ensure_server(base=base_gguf, lora=lora)
+        check_embedded_identity(lora, server.lora_path, sha)
+        url, name = server.base_url, "embedded"
+    else:
+        model = ModelSpec.parse(spec)
+        url, name = str(model.base_url), model.name
+        check_runtime_identity(url, name, sha)
+    record: dict[str, Any] = {"name": name if parsed is None else str(lora), "sha256": sha}
+    if check == "full":
+        from peft import PeftModel
+
+        from swm.lifelong.train import load_base
+
+        model_obj, tokenizer = load_base(base)
+        trained = PeftModel.from_pretrained(model_obj, str(adapter_dir))
+        text = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
+        probe = greedy_probe(trained, tokenizer, str(text))
+        check_probe(url, name, probe, tokenizer)
+        record["probe"] = probe.record()
+    return record

@@ -48,6 +48,10 @@ DEFAULT_PLAN: dict[str, Any] = {
     "hf_model": None,
     "base_gguf": None,
     "lora_server": None,
+    # after each deploy the served adapter is checked by identity and by a greedy probe against the
+    # trained adapter's own reply (swm.serving.verify); "identity" skips the probe, for a server
+    # whose arithmetic differs from PEFT's (bf16 vLLM) or one that plays no weights at all
+    "verify_served": "full",
     "train": {},  # swm.lifelong.train.TrainSettings fields (max_steps, epochs, learning_rate, rank, ...)
 }
 
@@ -79,6 +83,7 @@ class Plan(TypedDict, total=False):
     hf_model: str | None  # sft/dpo/kto: the base to train (HF directory or .gguf; None: the shipped SmolLM2)
     base_gguf: str | None  # the GGUF llama.cpp serves adapters over (None: hf_model if a .gguf, else SmolLM2)
     lora_server: str | None  # serve adapters here by runtime LoRA loading (vLLM) instead of llama.cpp
+    verify_served: Literal["full", "identity"]  # after each deploy: identity and probe, or identity only
     train: dict[str, Any]  # swm.lifelong.train.TrainSettings fields
 
 

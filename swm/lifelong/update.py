@@ -85,6 +85,7 @@ class PolicyVersion(BaseModel):
     adapter: str | None = None  # PEFT adapter directory (adapter_config.json + adapter_model.safetensors)
     adapter_gguf: str | None = None  # the adapter as a GGUF LoRA for llama.cpp
     served_as: str | None = None  # the model spec the learner's seats use (None: the run's own models)
+    served_check: dict[str, Any] | None = None  # what was verified after the deploy: name, sha256, probe
     train: TrainStats | None = None
 
 

@@ -138,6 +138,7 @@ def _served_sampler(plan: SelfPlayPlan, checkpoint: Path, seed_key: str,
     spec, lora = serve_adapter(checkpoint / "adapter", base_gguf=base, meta=meta_of_base)
     assert lora is not None  # embedded serving always writes the GGUF LoRA
     url = SERVERS.url(str(plan.run_dir), lora, base)
+    verify_checkpoint(plan, checkpoint, lora, url)
 
     def score(batch: Batch) -> Any:
         with POOL.lock, torch.no_grad():
@@ -145,6 +146,37 @@ def _served_sampler(plan: SelfPlayPlan, checkpoint: Path, seed_key: str,
         return logprobs
 
     return ServedSampler(policy, url, seed_key, score, server_logprobs=server_logprobs), spec
+
+
+PROBE = "Say hello to the other players in one short sentence."
+_verified: set[tuple[str, str]] = set()
+
+
+def verify_checkpoint(plan: SelfPlayPlan, checkpoint: Path, lora: Path, url: str) -> None:
+    """Check once per server and adapter that llama.cpp plays the checkpoint's adapter (`swm.serving.verify`).
+
+    Identity: the GGUF LoRA was converted from this checkpoint's adapter. Probe: a fixed prompt,
+    decoded greedily by the server and by the torch policy, must give the same reply. What was
+    verified is written beside the checkpoint (``served.json``); a mismatch raises `ServedMismatch`
+    and stops the iteration before a rollout samples the wrong policy.
+    """
+    import json
+
+    from swm.serving.verify import adapter_sha256, check_embedded_identity, check_probe, greedy_probe
+
+    key = (url, str(lora))
+    if key in _verified:
+        return
+    sha = adapter_sha256(checkpoint / "adapter")
+    check_embedded_identity(lora, lora, sha)
+    with POOL.lock:
+        policy = POOL.get(plan.policy, checkpoint)
+        prompt = policy.tokenizer.apply_chat_template([{"role": "user", "content": PROBE}],
+                                                      add_generation_prompt=True, tokenize=False)
+        probe = greedy_probe(policy.model, policy.tokenizer, str(prompt))
+    check_probe(url, "embedded", probe, policy.tokenizer)
+    (checkpoint / "served.json").write_text(json.dumps({"gguf": str(lora), "sha256": sha, "probe": probe.record()}))
+    _verified.add(key)
 
 
 def run_rollout(plan: SelfPlayPlan, store: Any, job: dict[str, Any], checkpoint_iteration: int) -> Rollout:

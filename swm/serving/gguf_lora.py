@@ -4,7 +4,8 @@
 tests' tiny Llama) into llama.cpp's GGUF LoRA format, as llama.cpp's own
 ``convert_lora_to_gguf.py`` does: ``general.type = adapter``, ``adapter.type = lora``,
 ``adapter.lora.alpha``, and per target weight ``<gguf name>.lora_a`` (rank × in) and
-``.lora_b`` (out × rank). llama.cpp stores the query and key projections with their rows
+``.lora_b`` (out × rank), and ``swm.adapter.sha256``, the content hash of the adapter it came
+from (`swm.serving.verify` checks it after a deploy). llama.cpp stores the query and key projections with their rows
 permuted for its rotary embedding (transformers undoes that when it dequantises a GGUF), so
 their ``lora_b`` rows get the same permutation. llama.cpp scales the product by alpha / rank,
 as PEFT does.
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from swm.errors import InputError
+from swm.serving.verify import SOURCE_KEY, adapter_sha256
 
 ARCHITECTURES = ("llama",)
 ADAPTER_META = "swm_base.json"  # written beside the PEFT adapter: what converting it needs to know
@@ -104,6 +106,7 @@ def adapter_to_gguf(adapter_dir: Path, out: Path, meta: dict[str, Any] | None = 
     writer.add_type(gguf.GGUFType.ADAPTER)
     writer.add_string(gguf.Keys.Adapter.TYPE, "lora")
     writer.add_float32(gguf.Keys.Adapter.LORA_ALPHA, float(config.get("lora_alpha", config.get("r", 8))))
+    writer.add_string(SOURCE_KEY, adapter_sha256(adapter_dir))  # what it was converted from (swm.serving.verify)
     n_head, n_kv = int(meta["num_attention_heads"]), int(meta["num_key_value_heads"])
     for target in sorted(pairs):
         found = pairs[target]

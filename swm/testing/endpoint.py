@@ -246,7 +246,10 @@ def _handler(state: _State) -> type[BaseHTTPRequestHandler]:
                 with state.lock:
                     self._send(200, list(state.bodies))
             elif self.path.rstrip("/").endswith("/models"):
-                self._send(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
+                with state.lock:  # loaded adapters are listed as vLLM lists them: name, directory, base
+                    adapters = [{"id": n, "object": "model", "root": p, "parent": "fake"}
+                                for n, p in state.adapters.items()]
+                self._send(200, {"object": "list", "data": [{"id": "fake", "object": "model"}, *adapters]})
             else:
                 self._send(404, {"error": {"message": f"no route {self.path}"}})
 

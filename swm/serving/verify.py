@@ -1,0 +1,164 @@
+"""Verify what is served: the adapter a server plays is the one that was trained, by identity and by a probe.
+
+A trained adapter that silently never reaches the server (a stale GGUF reused, a server started
+without its LoRA, a name that falls back to the base) makes training sample the old policy
+while every report says otherwise. After each deploy both loops call `verify_served`:
+
+* **identity** — the adapter's content hash (`adapter_sha256`: SHA-256 of its weights and
+  config) is recorded with the policy. Embedded: the GGUF LoRA carries the hash of the adapter
+  it was converted from (``swm.adapter.sha256``, written by `swm.serving.gguf_lora`), and the
+  running llama.cpp server must be the one started with that GGUF. Runtime LoRA: the server's
+  ``/v1/models`` must list the adapter's name, and where it says which directory it loaded
+  (vLLM's ``root``), that directory's hash must be the recorded one.
+* **probe** — one prompt decoded greedily (temperature 0) by the server must give what the
+  trained adapter gives in torch (PEFT, `greedy_probe`). A first difference is forgiven only
+  where the adapter itself hesitates: its two best next tokens within ``tolerance`` nats of each
+  other (llama.cpp's quantised arithmetic can flip such a near tie, never a clear choice).
+
+A mismatch raises `ServedMismatch`, one line, which stops the cycle or iteration.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from swm.errors import SWMError
+
+SOURCE_KEY = "swm.adapter.sha256"  # the GGUF LoRA's record of the PEFT adapter it was converted from
+PROBE_TOKENS = 8
+TOLERANCE = 0.25  # nats: a near tie under the adapter that quantised serving may resolve the other way
+
+
+class ServedMismatch(SWMError):
+    """The server does not play the adapter that was trained: the cycle stops before it samples the wrong policy."""
+
+    exit_code = 3
+
+
+def adapter_sha256(adapter_dir: Path) -> str:
+    """Return the SHA-256 of a PEFT adapter's weights and config (its content, not its path)."""
+    h = hashlib.sha256()
+    for name in ("adapter_config.json", "adapter_model.safetensors"):
+        h.update(name.encode())
+        h.update((Path(adapter_dir) / name).read_bytes())
+    return h.hexdigest()
+
+
+def gguf_source(lora_gguf: Path) -> str | None:
+    """Return the adapter hash a GGUF LoRA records (None for a GGUF converted without one)."""
+    import gguf
+
+    field_ = gguf.GGUFReader(str(lora_gguf)).fields.get(SOURCE_KEY)
+    return str(field_.contents()) if field_ is not None else None
+
+
+@dataclass
+class Probe:
+    """A prompt (already chat-templated), the adapter's greedy reply and its margin at each reply token."""
+
+    prompt: str
+    tokens: list[int]
+    text: str
+    margins: list[float] = field(default_factory=list)  # log p(best) − log p(second best), per reply token
+
+    def record(self) -> dict[str, Any]:
+        return {"prompt_sha256": hashlib.sha256(self.prompt.encode()).hexdigest()[:16], "reply": self.text}
+
+
+def greedy_probe(model: Any, tokenizer: Any, prompt: str, max_tokens: int = PROBE_TOKENS) -> Probe:
+    """Decode ``prompt`` greedily with ``model`` (the trained PEFT model) and keep each step's margin."""
+    import torch
+
+    ids = [int(i) for i in tokenizer(prompt, add_special_tokens=False)["input_ids"]]
+    tokens: list[int] = []
+    margins: list[float] = []
+    model.eval()
+    with torch.no_grad():
+        for _ in range(max_tokens):
+            logits = model(input_ids=torch.tensor([ids + tokens])).logits[0, -1].float()
+            top = torch.topk(torch.log_softmax(logits, dim=-1), 2)
+            token = int(top.indices[0])
+            margins.append(float(top.values[0] - top.values[1]))
+            tokens.append(token)
+            if token == tokenizer.eos_token_id:
+                break
+    text = tokenizer.decode([t for t in tokens if t != tokenizer.eos_token_id], skip_special_tokens=True)
+    return Probe(prompt=prompt, tokens=tokens, text=text, margins=margins)
+
+
+def served_reply(base_url: str, model: str, prompt: str, max_tokens: int, timeout: float = 120.0) -> str:
+    """Ask an OpenAI-compatible server for a temperature-0 completion of a raw prompt."""
+    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "top_k": 1}
+    request = urllib.request.Request(base_url.rstrip("/") + "/completions", data=json.dumps(body).encode(),
+                                     method="POST", headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as reply:
+            return str(json.loads(reply.read())["choices"][0].get("text") or "")
+    except (urllib.error.URLError, OSError, KeyError, ValueError) as exc:
+        raise ServedMismatch(f"the probe of {model} at {base_url} got no completion: {exc}") from exc
+
+
+def probe_difference(probe: Probe, served: str, tokenizer: Any, tolerance: float = TOLERANCE) -> str | None:
+    """Return why ``served`` is not the adapter's reply to the probe, or None when it is.
+
+    Compared as text (a served text can tokenise differently from the tokens that made it): at the
+    adapter's token where the two texts first part, the difference is forgiven only at a near tie
+    of the adapter's (margin under ``tolerance``), after which the replies may go their own ways.
+    """
+    want = probe.text
+    if served == want:
+        return None
+    common = 0
+    while common < min(len(want), len(served)) and want[common] == served[common]:
+        common += 1
+    ends = [len(tokenizer.decode(probe.tokens[:k + 1], skip_special_tokens=True)) for k in range(len(probe.tokens))]
+    k = next((i for i, end in enumerate(ends) if end > common), len(probe.tokens) - 1)
+    if probe.margins[k] < tolerance:
+        return None
+    return (f"the adapter says {want!r} (token {k} by {probe.margins[k]:.2f} nats) but the server says "
+            f"{served!r}")
+
+
+def check_probe(base_url: str, model: str, probe: Probe, tokenizer: Any, tolerance: float = TOLERANCE) -> None:
+    """Raise `ServedMismatch` unless the server's greedy reply to the probe is the adapter's own."""
+    served = served_reply(base_url, model, probe.prompt, len(probe.tokens))
+    why = probe_difference(probe, served, tokenizer, tolerance)
+    if why is not None:
+        raise ServedMismatch(f"the server at {base_url} does not play the trained adapter ({model}): probe {why}",
+                             "the adapter never reached the server; restart the run (a stale GGUF or server "
+                             "is replaced) or check the server's LoRA settings")
+
+
+def check_embedded_identity(lora_gguf: Path, served_lora: Path | None, sha256: str) -> None:
+    """Raise `ServedMismatch` unless the GGUF was converted from the adapter ``sha256`` and is what runs."""
+    source = gguf_source(lora_gguf)
+    if source != sha256:
+        raise ServedMismatch(f"the GGUF LoRA {lora_gguf} was converted from adapter {str(source)[:12]}, "
+                             f"not from the trained one ({sha256[:12]})",
+                             "delete the stale .gguf beside the adapter and rerun: it is converted again")
+    if served_lora is None or Path(served_lora).resolve() != Path(lora_gguf).resolve():
+        raise ServedMismatch(f"the llama.cpp server runs LoRA {served_lora}, not {lora_gguf}",
+                             "stop the server and rerun")
+
+
+def check_runtime_identity(base_url: str, name: str, sha256: str, timeout: float = 30.0) -> None:
+    """Raise `ServedMismatch` unless a runtime-LoRA server lists ``name`` (and its directory holds ``sha256``)."""
+    try:
+        with urllib.request.urlopen(base_url.rstrip("/") + "/models", timeout=timeout) as reply:
+            listed = json.loads(reply.read()).get("data") or []
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise ServedMismatch(f"cannot list the models of {base_url} to check adapter {name}: {exc}") from exc
+    entry = next((m for m in listed if m.get("id") == name), None)
+    if entry is None:
+        raise ServedMismatch(f"the server at {base_url} does not list adapter {name}",
+                             "it was never loaded or the server restarted; rerun to load it again")
+    root = entry.get("root")
+    if root and Path(root).is_dir() and adapter_sha256(Path(root)) != sha256:
+        raise ServedMismatch(f"adapter {name} at {base_url} was loaded from {root}, whose content is not the "
+                             f"trained adapter's ({sha256[:12]})", "load it again under a new name")

