@@ -14,6 +14,7 @@ the domain packages' queries (``sum(passed)``, ``deployed = ?``) mean the same o
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import threading
@@ -40,7 +41,9 @@ def _pool(url: str, max_size: int = 8, prepare: bool = True) -> Any:
     from psycopg_pool import ConnectionPool
 
     try:
+        # check: a connection the server ended (restart, failover, idle timeout) is replaced on checkout
         pool = ConnectionPool(url, min_size=1, max_size=max_size, open=True, timeout=30,
+                              check=ConnectionPool.check_connection,
                               kwargs={"autocommit": True, "prepare_threshold": 0 if prepare else None,
                                       "row_factory": dict_row})
         pool.wait(timeout=10)
@@ -117,11 +120,16 @@ async def async_postgres_saver(url: str) -> Any:
     from checkpoints.savers import SERDE
 
     async with AsyncConnectionPool(url, min_size=1, max_size=8, open=False,
+                                   check=AsyncConnectionPool.check_connection,
                                    kwargs={"autocommit": True, "prepare_threshold": 0,
                                            "row_factory": dict_row}) as pool:
         saver = _nul_safe(AsyncPostgresSaver)(pool, serde=SERDE)
         async with pool.connection() as conn:
-            await conn.execute("select pg_advisory_lock(%s)", [_lock_id("checkpoint-setup")])
+            pause = LOCK_POLL_S[0]
+            while not ((await (await conn.execute("select pg_try_advisory_lock(%s) as ok",  # type: ignore[index]
+                                                  [_lock_id("checkpoint-setup")])).fetchone()) or {})["ok"]:
+                await asyncio.sleep(pause)  # polled, as `advisory_lock` explains
+                pause = min(pause * 2, LOCK_POLL_S[1])
             try:
                 await saver.setup()
             finally:
@@ -133,10 +141,28 @@ def _lock_id(name: str) -> int:
     return zlib.crc32(f"swm:{name}".encode())
 
 
+LOCK_POLL_S = (0.02, 0.5)  # first and longest pause between tries of an advisory lock
+
+
 @contextmanager
 def advisory_lock(conn: Any, name: str) -> Iterator[None]:
-    """Hold PostgreSQL's session advisory lock ``name`` on ``conn`` (a psycopg connection) for the block."""
-    conn.execute("select pg_advisory_lock(%s)", [_lock_id(name)])
+    """Hold PostgreSQL's session advisory lock ``name`` on ``conn`` (a psycopg connection) for the block.
+
+    Taken by polling ``pg_try_advisory_lock``, never by a blocking ``pg_advisory_lock``: the holder
+    may run ``CREATE INDEX CONCURRENTLY`` (the checkpointer's migrations), which waits for every
+    open statement in the database to end, and a statement waiting for the lock never would — a
+    deadlock PostgreSQL does not detect (seen with several test schemas migrating at once).
+    """
+    import time
+
+    def taken() -> bool:
+        row = conn.execute("select pg_try_advisory_lock(%s) as ok", [_lock_id(name)]).fetchone()
+        return bool(row["ok"] if isinstance(row, dict) else row[0])  # pools hand out dict rows
+
+    pause = LOCK_POLL_S[0]
+    while not taken():
+        time.sleep(pause)
+        pause = min(pause * 2, LOCK_POLL_S[1])
     try:
         yield
     finally:
