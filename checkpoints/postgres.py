@@ -126,9 +126,12 @@ async def async_postgres_saver(url: str) -> Any:
         saver = _nul_safe(AsyncPostgresSaver)(pool, serde=SERDE)
         async with pool.connection() as conn:
             pause = LOCK_POLL_S[0]
-            while not ((await (await conn.execute("select pg_try_advisory_lock(%s) as ok",  # type: ignore[index]
-                                                  [_lock_id("checkpoint-setup")])).fetchone()) or {})["ok"]:
-                await asyncio.sleep(pause)  # polled, as `advisory_lock` explains
+            while True:  # polled, as `advisory_lock` explains
+                cursor = await conn.execute("select pg_try_advisory_lock(%s) as ok", [_lock_id("checkpoint-setup")])
+                row: Any = await cursor.fetchone()
+                if row and row["ok"]:
+                    break
+                await asyncio.sleep(pause)
                 pause = min(pause * 2, LOCK_POLL_S[1])
             try:
                 await saver.setup()
