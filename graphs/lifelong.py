@@ -60,11 +60,12 @@ def build(runner: Runner | None = None) -> StateGraph[LifelongState, SWMContext,
     g.add_node("synthesize", checks_input(LifelongInput)(synthesize_node), retry_policy=STORE_RETRY)
     # Send targets: they take an episode job, not the graph state.
     g.add_node("collect", play, retry_policy=STORE_RETRY)  # type: ignore[arg-type,call-overload]
-    g.add_node("convert", convert, retry_policy=STORE_RETRY)
+    # convert and deploy send a phase's failed episodes again on a rerun (`nodes.lifelong.resend`)
+    g.add_node("convert", convert, retry_policy=STORE_RETRY, destinations=("collect",))
     g.add_node("gate", gate, retry_policy=STORE_RETRY)
     g.add_node("update", update, retry_policy=STORE_RETRY)
     g.add_node("evaluate", play, retry_policy=STORE_RETRY)  # type: ignore[arg-type,call-overload]
-    g.add_node("deploy", deploy_node, retry_policy=STORE_RETRY)
+    g.add_node("deploy", deploy_node, retry_policy=STORE_RETRY, destinations=("evaluate",))
     g.add_node("report", report_node, retry_policy=STORE_RETRY)
     g.add_edge(START, "synthesize")
     g.add_conditional_edges("synthesize", after_synthesize, ["collect", "convert", "evaluate", "deploy"])

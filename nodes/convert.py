@@ -6,7 +6,9 @@ from collections import defaultdict
 from typing import Any
 
 from langgraph.runtime import Runtime
+from langgraph.types import Command
 
+from nodes.lifelong import resend
 from swm.context import SWMContext
 from swm.lifelong import store as ls
 from swm.lifelong.convert import build_pairs
@@ -15,8 +17,10 @@ from swm.lifelong.records import EpisodeRecord
 from swm.lifelong.state import LifelongState
 
 
-def convert(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+def convert(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[str, Any] | Command[str]:
     """Build action and perception pairs from this cycle's episodes; they wait, ungated, for ``gate``."""
+    if (again := resend(state, runtime)) is not None:
+        return again
     store = runtime.context.experience_store()
     plan, cycle = plan_of(state), state["cycle"]
     refuse_failed(store, plan, cycle, ("collect",))

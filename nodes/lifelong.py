@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from langgraph.runtime import Runtime
-from langgraph.types import Send
+from langgraph.types import Command, Send
 
 from swm.context import SWMContext
 from swm.lifelong import store as ls
@@ -25,6 +25,7 @@ from swm.lifelong.episodes import play_job
 from swm.lifelong.jobs import (
     collect_jobs,
     eval_split,
+    failed_now,
     pending_evaluations,
     plan_of,
     refuse_failed,
@@ -98,14 +99,32 @@ def after_update(state: LifelongState, runtime: Runtime[SWMContext]) -> list[Sen
     return _fan_out(runtime, state, "evaluate", pending_evaluations(state, store)) or "deploy"
 
 
+def resend(state: LifelongState, runtime: Runtime[SWMContext]) -> Command[str] | None:
+    """On a rerun (``ctx.resend_failed``), send again the current phase's episodes that failed, once.
+
+    The node that would refuse them (``convert``, ``deploy``) returns this instead: the same
+    fan-out its phase started with, which sends only the episodes not yet in the store.
+    """
+    ctx = runtime.context
+    if not ctx.resend_failed or not failed_now(state, ctx.experience_store()):
+        return None
+    ctx.resend_failed = False
+    evaluating = state.get("cycle", 0) == 0 or state.get("phase") in ("evaluate", "deploy")
+    route = after_update if evaluating and state.get("cycle", 0) > 0 else after_synthesize
+    sends = route(state, runtime)
+    return Command(goto=sends) if isinstance(sends, list) and sends else None
+
+
 def _fan_out(runtime: Runtime[SWMContext], state: LifelongState, node: str, jobs: list[EpisodeJob]) -> list[Send]:
     """Send one branch per job, announcing how many to `stream_mode="custom"` readers."""
     runtime.stream_writer({"event": "fan_out", "cycle": state.get("cycle", 0), "node": node, "episodes": len(jobs)})
     return [Send(node, j) for j in jobs]
 
 
-def deploy_node(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+def deploy_node(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[str, Any] | Command[str]:
     """Apply the deploy gate and write the R rows (`deploy_cycle`), announce the choice, and advance the cycle."""
+    if (again := resend(state, runtime)) is not None:
+        return again
     store = runtime.context.experience_store()
     plan, cycle = plan_of(state), state.get("cycle", 0)
     refuse_failed(store, plan, cycle, SPLITS)

@@ -71,6 +71,8 @@ class SWMContext:
     # where this invocation writes reports and exports (the lifelong plan's out_dir when None): a
     # resumed or copied thread never writes into the folder of the run it was started as
     out_dir: str | None = None
+    # a lifelong rerun of a phase that stopped on failed episodes sends those episodes again, once
+    resend_failed: bool = False
 
     def __post_init__(self) -> None:
         # Built models and the lock are not fields, so the context's JSON schema (Studio) stays plain.

@@ -27,14 +27,6 @@ def _expected_episodes(plan: dict[str, Any]) -> int:
     return (plan["cycles"] + 1) * evaluations + plan["cycles"] * plan["episodes_per_level"]
 
 
-def with_runtime(config: RunnableConfig, ctx: Any) -> RunnableConfig:
-    """Give ``update_state`` the run's context: the routers it re-runs read the store from it."""
-    from langgraph._internal._constants import CONFIG_KEY_RUNTIME  # update_state takes no context argument
-    from langgraph.runtime import Runtime
-
-    return {**config, "configurable": {**config.get("configurable", {}), CONFIG_KEY_RUNTIME: Runtime(context=ctx)}}
-
-
 def _progress_line(store: Any, plan: dict[str, Any], values: dict[str, Any]) -> str:
     from swm.lifelong import store as ls
 
@@ -159,7 +151,7 @@ def learn_command(cycles: int, levels: str, families: str, episodes_per_level: i
     from checkpoints import hold_lease, open_saver, pending_nodes, thread_status
     from graphs import lifelong
     from swm.lifelong import store as ls
-    from swm.lifelong.jobs import resend_failed
+    from swm.lifelong.jobs import failed_now
     from swm.lifelong.report import policy_listing, write_report
     from swm.tasks.splits import HELDOUT_VERSION
 
@@ -221,11 +213,10 @@ def learn_command(cycles: int, levels: str, families: str, episodes_per_level: i
                 pending = pending_nodes(graph.get_state(config))
                 click.echo(f"resuming thread {thread} at {', '.join(pending)}", err=True)
                 stopped_before_use = bool(set(snapshot.next) & {"convert", "deploy"})
-                resend_from = resend_failed(cast(LifelongState, snapshot.values), store) if stopped_before_use else None
-                if resend_from is not None:  # the phase stopped on failed episodes: send only those again
-                    graph.update_state(with_runtime(config, ctx), None, as_node=resend_from)
-                    click.echo(f"playing again the {len(graph.get_state(config).tasks)} episode(s) that failed",
-                               err=True)
+                failed = failed_now(cast(LifelongState, snapshot.values), store) if stopped_before_use else []
+                if failed:  # the phase stopped on failed episodes: its node sends only those again
+                    ctx.resend_failed = True
+                    click.echo(f"playing again the {len(failed)} episode(s) that failed", err=True)
             else:
                 click.echo(f"thread: {thread} (rerun with --thread-id {thread} to resume if interrupted)", err=True)
             bar = tqdm(total=_expected_episodes(plan), initial=ls.count_episodes(store, thread), unit="episode",

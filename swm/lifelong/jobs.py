@@ -4,8 +4,8 @@ A job's id is deterministic (``run/[c<cycle>/]phase/policy/task/s<sample>/seat``
 run plays only the episodes not yet in the store. An evaluation's id has no cycle in it: a
 policy plays each split task once, and a later cycle reuses the result (the incumbent was
 evaluated when it was a candidate), so each cycle plays only the candidate's dev and test
-episodes. `refuse_failed` and `resend_failed` keep failed episodes from being used and tell the
-CLI how to send only them again.
+episodes. `refuse_failed` and `failed_now` keep failed episodes from being used and tell the
+CLI that a rerun sends only them again.
 """
 
 from __future__ import annotations
@@ -105,8 +105,8 @@ def pending_evaluations(state: LifelongState, store: Any) -> list[EpisodeJob]:
 def refuse_failed(store: Any, plan: dict[str, Any], cycle: int, phases: tuple[str, ...]) -> None:
     """Stop before a fan-out's episodes are used while some of them failed after their retries.
 
-    The other episodes of the fan-out finished and are kept; `resend_failed` tells the CLI how
-    to send only the failed ones again on the rerun.
+    The other episodes of the fan-out finished and are kept; on the rerun `nodes.lifelong.resend`
+    sends only the failed ones again (`failed_now`).
     """
     failed = [r for r in ls.failures(store, plan["run_id"]) if r["cycle"] == cycle and r["phase"] in phases]
     if failed:
@@ -116,12 +116,9 @@ def refuse_failed(store: Any, plan: dict[str, Any], cycle: int, phases: tuple[st
 
 
 
-def resend_failed(state: LifelongState, store: Any) -> str | None:
-    """Return the node to replay (``graph.update_state(..., as_node=...)``) so its fan-out sends again
-    the episodes of the current phase that failed, or None when none did."""
+def failed_now(state: LifelongState, store: Any) -> list[dict[str, Any]]:
+    """Return the failure rows of the current phase's episodes (collect, or the dev and test evaluations)."""
     plan, cycle = plan_of(state), state.get("cycle", 0)
     evaluating = cycle == 0 or state.get("phase") in ("evaluate", "deploy")
     phases = SPLITS if evaluating else ("collect",)
-    if not any(r["cycle"] == cycle and r["phase"] in phases for r in ls.failures(store, plan["run_id"])):
-        return None
-    return "update" if evaluating and cycle > 0 else "synthesize"
+    return [r for r in ls.failures(store, plan["run_id"]) if r["cycle"] == cycle and r["phase"] in phases]
