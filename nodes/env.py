@@ -159,7 +159,8 @@ def finish(state: EpisodeState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
         "agents": scenario.names, "tested_agent": state["tested_agent"], "policies": state["policies"],
         "max_turns": state["max_turns"], "rollout_width": ctx.rollout_width, "rollout_depth": ctx.rollout_depth,
         "status": "done", "turns": state["turn"], "end_reason": state.get("end_reason", ""),
-        "judgements": state.get("judgements") or {}, "usage": dict(state.get("usage") or {}),
+        "judgements": state.get("judgements") or {}, "judge_protocol": state.get("judge_protocol"),
+        "usage": dict(state.get("usage") or {}),
         "models": dict(state.get("models") or {}), "prompts": dict(state.get("prompts") or {}),
         "finished": time.time()})
     return {"world": world}

@@ -1,14 +1,23 @@
 """Judging: a simulated future against the acting agent's goal, and a finished episode (SOTOPIA-EVAL).
 
 `score` (rollouts, role ``judge``) rates one candidate's simulated future 0..10 for the acting
-agent's goal; it sees only that agent's view. `judge_episode` rates every agent of a finished
-episode on SOTOPIA-EVAL's seven dimensions, one call per agent, with full knowledge of goals and
-secrets. Replies are read leniently and repaired (`swm.social.judgement`): out-of-range scores
-are clamped and recorded; missing ones cost one repair call, then are recorded as rejected.
+agent's goal; it sees only that agent's view (its reply is read leniently: clamped, rounded).
+`judge_episode` rates every agent of a finished episode on SOTOPIA-EVAL's seven dimensions, with
+full knowledge of goals and secrets, by the state's ``judge_protocol``:
+
+* ``sotopia`` (the default): sotopia's own evaluator (`swm.social.sotopia_eval`): one call for all
+  agents, the full rubric, "did nothing" turns filtered out, no end reason; a reply that does not
+  validate (a score out of range included) is sent once to be reformatted, then the episode is
+  unscored (every judgement rejected, ``overall`` None);
+* ``swm``: one call per agent with swm's short rubric and the end reason (`judge_agent`); a score
+  that is missing, out of range or not an integer costs one repair call, then is rejected.
+
+Every judgement records the protocol that scored it (``Judgement.protocol``).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -30,6 +39,7 @@ from swm.social.judgement import (
 )
 from swm.social.models import AgentAction, Scenario
 from swm.social.schemas import FutureScore
+from swm.social.sotopia_eval import episode_schema, format_instructions, history_text, judgements_from, unscored
 from swm.social.store import load_turns
 from swm.state import SocialStep
 from swm.usage import add_stats, empty_stats
@@ -95,7 +105,7 @@ def judge_agent(ctx: SWMContext, scenario: Scenario, agent: str, transcript: str
     stats = reply.stats
     ids = [prompt.id]
     args = reply.value.model_dump() if reply.value is not None else raw_arguments(reply.raw)
-    scores, reasons, repairs, missing = read_scores(args)
+    scores, reasons, repairs, missing = read_scores(args, strict=True)
     error = reply.error
     if missing:
         repair_prompt = prompts.load("judge_repair", ctx.prompt_version("judge_repair"))
@@ -106,7 +116,7 @@ def judge_agent(ctx: SWMContext, scenario: Scenario, agent: str, transcript: str
         ctx.record_failed_reply("judge_repair", "judge", second, key=key)
         stats = add_stats(stats, second.stats)
         more = second.value.model_dump() if second.value is not None else raw_arguments(second.raw)
-        got, got_reasons, got_repairs, still = read_scores({k: v for k, v in (more or {}).items()})
+        got, got_reasons, got_repairs, still = read_scores({k: v for k, v in (more or {}).items()}, strict=True)
         for name in missing:
             if name not in still:
                 scores[name] = got[name]
@@ -116,17 +126,56 @@ def judge_agent(ctx: SWMContext, scenario: Scenario, agent: str, transcript: str
         missing = [m for m in missing if m in still]
         error = "; ".join(e for e in (error, second.error) if e) or None
     judgement = Judgement(agent=agent, **scores, reasoning=reasons, repairs=repairs, rejected=missing,
-                          error=error)
+                          error=error, protocol="swm")
     return judgement, stats, ids
 
 
+def judge_all_agents(ctx: SWMContext, scenario: Scenario, steps: list[SocialStep],
+                     key: str = "") -> tuple[dict[str, Judgement], Any, list[str]]:
+    """Judge every agent in one call as sotopia does (`swm.social.sotopia_eval`); reformat once, else unscored.
+
+    Replies that do not fit are kept in ``failed_replies`` (nodes ``judge`` and ``judge_reformat``).
+    """
+    prompt = prompts.load("judge_sotopia_eval", ctx.prompt_version("judge_sotopia_eval"))
+    schema = episode_schema(len(scenario.names))
+    instructions = format_instructions(schema)
+    text = prompt.render(history=history_text(scenario, steps), format_instructions=instructions,
+                         participants="\n".join(f"agent_{i + 1}_evaluation: {n}" for i, n in enumerate(scenario.names)))
+    model = ctx.model_for("judge")
+    reply = call_model(model, text, schema)
+    ctx.record_failed_reply("judge", "judge", reply, key=key)
+    stats, ids = reply.stats, [prompt.id]
+    if reply.value is None:  # sotopia: format_bad_output once, then the evaluator gives up
+        reformat = prompts.load("judge_sotopia_reformat", ctx.prompt_version("judge_sotopia_reformat"))
+        ids.append(reformat.id)
+        bad = raw_arguments(reply.raw)
+        second = call_model(model, reformat.render(
+            ill_formed_output=json.dumps(bad) if bad is not None else str(getattr(reply.raw, "content", "") or ""),
+            format_instructions=instructions), schema)
+        ctx.record_failed_reply("judge_reformat", "judge", second, key=key)
+        stats = add_stats(stats, second.stats)
+        if second.value is None:
+            return unscored(scenario.names, f"{reply.error}; after reformatting: {second.error}", "sotopia"), stats, ids
+        reply = second
+    return judgements_from(reply.value, scenario.names, "sotopia"), stats, ids
+
+
+JUDGE_PROTOCOLS = ("sotopia", "swm")
+
+
 def judge_episode(state: EpisodeState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
-    """Judge every agent of the finished episode on SOTOPIA-EVAL's seven dimensions."""
+    """Judge every agent of the finished episode on SOTOPIA-EVAL's seven dimensions, by ``judge_protocol``."""
     ctx = runtime.context
     if state.get("judge") is False:
         return {"judgements": {}}
     scenario = Scenario.model_validate(state["scenario"])
     steps = [SocialStep.model_validate_json(t.step) for t in load_turns(ctx.experience_store(), state["episode_id"])]
+    protocol = state.get("judge_protocol") or "sotopia"
+    if protocol == "sotopia":
+        found, used, prompt_ids = judge_all_agents(ctx, scenario, steps, key=state.get("episode_id") or "")
+        return {"judgements": {n: j.model_dump() for n, j in found.items()}, "usage": {"judge": used},
+                "prompts": {("judge" if i == 0 else "judge_reformat"): pid for i, pid in enumerate(prompt_ids)},
+                "models": {"judge": ctx.spec_for("judge")}, "judge_protocol": protocol}
     transcript = transcript_text(scenario, steps, scenario.names)
     judgements: dict[str, Any] = {}
     stats = empty_stats()
@@ -138,7 +187,8 @@ def judge_episode(state: EpisodeState, runtime: Runtime[SWMContext]) -> dict[str
         stats = add_stats(stats, used)
         ids.update({("judge" if i == 0 else "judge_repair"): pid for i, pid in enumerate(prompt_ids)})
     return {"judgements": judgements, "usage": {"judge": stats}, "prompts": ids,
-            "models": {"judge": ctx.spec_for("judge")}}
+            "models": {"judge": ctx.spec_for("judge")}, "judge_protocol": protocol}
 
 
-__all__ = ["DIMENSIONS", "judge_agent", "judge_episode", "score", "transcript_text"]
+__all__ = ["DIMENSIONS", "JUDGE_PROTOCOLS", "judge_agent", "judge_all_agents", "judge_episode", "score",
+           "transcript_text"]

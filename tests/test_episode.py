@@ -103,9 +103,10 @@ def test_judge_sees_everything_but_agents_do_not(tmp_path: Path) -> None:
     models = {role: model() for role in ("agent", "partner", "world_model", "judge")}
     ctx = store_ctx(tmp_path, chat_models=models)
     out = play(tmp_path, ctx, max_turns=2)
-    judge_prompts = [p for t, p in models["judge"].prompts if t == "SotopiaEvaluation"]
-    assert len(judge_prompts) == 2 and all(SECRETS["Bob"] in p and GOALS["Ann"] in p for p in judge_prompts)
-    assert set(out["judgements"]) == {"Ann", "Bob"}
+    judge_prompts = [p for t, p in models["judge"].prompts if t == "EnvResponse"]  # sotopia: one call, all agents
+    assert len(judge_prompts) == 1 and all(SECRETS["Bob"] in p and GOALS["Ann"] in p for p in judge_prompts)
+    assert set(out["judgements"]) == {"Ann", "Bob"} and out["judge_protocol"] == "sotopia"
+    assert {j["protocol"] for j in out["judgements"].values()} == {"sotopia"}
     assert out["judgements"]["Ann"]["overall"] == pytest.approx((5 + 0 + 5 - 5 - 5 + 0 + 5) / 7, abs=1e-3)
 
 

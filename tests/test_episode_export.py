@@ -69,6 +69,6 @@ def test_swm_play_exports_and_prints_json(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     row = json.loads(path.read_text())
     assert row["scenario_id"] == "swm-flat-chores" and len(row["agents"]) == 3 and row["num_turns"] == 3
-    # turn 0 is the rollout seat (2 + 2 + 2 + 1 calls), then two plain turns, then 3 judge calls.
-    assert [t["calls"] for t in row["turns"]] == [7, 1, 1] and llm.calls == 7 + 2 + 3
+    # turn 0 is the rollout seat (2 + 2 + 2 + 1 calls), then two plain turns, then 1 judge call for all three.
+    assert [t["calls"] for t in row["turns"]] == [7, 1, 1] and llm.calls == 7 + 2 + 1
     assert '"episode_id"' in result.output

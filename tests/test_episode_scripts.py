@@ -47,6 +47,20 @@ def evaluation(*, drop: tuple[str, ...] = (), **override: Any) -> BaseModel:
     return loose(**{k: v for k, v in args.items() if k not in drop})
 
 
+def env_response(agents: int = 2, **override: Any) -> BaseModel:
+    """sotopia's one-call reply for every agent: ``agent_<i>_evaluation`` of {reasoning, score} per dimension.
+
+    ``override`` maps ``agent_<i>_<dimension>`` (or ``<dimension>`` for every agent) to a score.
+    """
+    args: dict[str, Any] = {}
+    for i in range(1, agents + 1):
+        args[f"agent_{i}_evaluation"] = {
+            name: {"reasoning": f"why {name}",
+                   "score": override.get(f"agent_{i}_{name}", override.get(name, (low + high) // 2))}
+            for name, (low, high) in DIMENSIONS.items()}
+    return create_model("EnvResponse", __config__=ConfigDict(extra="allow"))(**args)
+
+
 class Responder:
     """Answer by tool name; ``action`` gives each act call's action (a callable of the call index)."""
 
@@ -73,6 +87,8 @@ class Responder:
             return FutureScore(reasoning="ok", goal_progress=5)
         if tool == "SotopiaEvaluation":
             return evaluation()
+        if tool == "EnvResponse":
+            return env_response(len(re.findall(r"^agent_\d+_evaluation: ", prompt, re.M)))
         raise AssertionError(f"unexpected tool {tool}")
 
 

@@ -61,7 +61,7 @@ def test_the_default_parse_passes_the_rule_checks() -> None:
 
 
 TOOL_SCHEMAS = ("S3APParse", "ReasonedAnswer", "DirectAnswer", "AgentActionForModel", "Foresight", "FutureScore",
-                "SotopiaEvaluation")
+                "SotopiaEvaluation", "EnvResponse")
 
 
 @pytest.mark.parametrize("name", TOOL_SCHEMAS)

@@ -39,13 +39,15 @@ def test_prompt_states_every_range() -> None:
     assert judgement.overall == pytest.approx(sum((lo + hi) // 2 for lo, hi in RANGES.values()) / 7, abs=1e-3)
 
 
-def test_out_of_range_scores_are_clamped_and_recorded() -> None:
-    judgement, llm = judge_with(evaluation(goal=14, secret=3, relationship="-7", knowledge=6.6))
-    assert llm.calls == 1
-    assert (judgement.goal, judgement.secret, judgement.relationship, judgement.knowledge) == (10, 0, -5, 7)
-    text = " | ".join(judgement.repairs)
-    assert "goal: 14 out of range 0..10, clamped to 10" in text and "secret: 3 out of range -10..0" in text
-    assert "knowledge" in text and judgement.overall is not None
+def test_out_of_range_scores_are_refused_and_asked_once_more() -> None:
+    """No clamping or rounding: a score out of range (or not an integer) is asked for again, then rejected."""
+    repair = loose(goal=9, goal_reasoning="r", secret=-1, secret_reasoning="r", relationship=11, knowledge=6.6)
+    judgement, llm = judge_with(evaluation(goal=14, secret=3, relationship="-7", knowledge=6.6), repair)
+    assert llm.calls == 2 and "no valid score for: relationship, knowledge, secret, goal" in llm.prompts[1][1]
+    assert (judgement.goal, judgement.secret, judgement.relationship, judgement.knowledge) == (9, -1, None, None)
+    assert judgement.rejected == ["relationship", "knowledge"] and judgement.overall is None
+    assert "goal: 14 refused (an integer in 0..10 is required)" in " | ".join(judgement.repairs)
+    assert judgement.protocol == "swm"
 
 
 def test_missing_dimension_gets_one_repair_call() -> None:

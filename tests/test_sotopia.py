@@ -111,8 +111,9 @@ def test_bench_sotopia_writes_its_table_and_resumes(tmp_path: Path) -> None:
             "--out", str(out), "--no-progress"]
     first = CliRunner().invoke(main, args, obj={"llm": llm})
     assert first.exit_code == 0, first.output
-    # plain: 3 turns × 1 call; foresee: seat 1 plays 2 turns × 3 + seat 2 one turn × 1; judge: 2 calls each.
-    assert llm.calls == 2 * (3 + 2) + 2 * (2 * 3 + 1 + 2)
+    # plain: 3 turns × 1 call; foresee: seat 1 plays 2 turns × 3 + seat 2 one turn × 1; judge: 1 call each
+    # (sotopia's protocol judges both agents at once).
+    assert llm.calls == 2 * (3 + 1) + 2 * (2 * 3 + 1 + 1)
     table = (out / "sotopia.md").read_text()
     assert "| plain | all | 2 |" in table and "| foresee | all | 2 |" in table and "goal" in table and "± " in table
     data = json.loads((out / "sotopia.json").read_text())
@@ -142,11 +143,11 @@ def test_bench_sotopia_reports_a_failed_episode_and_finishes_it_on_rerun(tmp_pat
     first = CliRunner().invoke(main, args, obj={"llm": llm})
     assert first.exit_code == 0, first.output
     assert "failed (Crash: killed)" in first.output and "ran 1, skipped 0 finished, failed 1" in first.output
-    calls = llm.calls  # 2 (one crashed) + the other episode's 2 turns and 2 judge calls
-    assert calls == 2 + 4
+    calls = llm.calls  # 2 (one crashed) + the other episode's 2 turns and its judge call
+    assert calls == 2 + 3
     second = CliRunner().invoke(main, args, obj={"llm": llm})
     assert second.exit_code == 0 and "ran 1, skipped 1 finished, failed 0" in second.output
-    assert llm.calls == calls + 1 + 2  # only the crashed turn again, then the judge; turn 0 was not replayed
+    assert llm.calls == calls + 1 + 1  # only the crashed turn again, then the judge; turn 0 was not replayed
 
 
 # the judge's goal score for each shipped agent it rates (the first four shipped scenarios)
@@ -160,14 +161,14 @@ def test_bench_sotopia_tests_both_seats_and_splits_by_side_and_setting(tmp_path:
     goal means checked by hand from GOAL_BY_AGENT."""
     import re
 
-    from test_episode_scripts import evaluation
+    from test_episode_scripts import env_response
 
     from swm.testing import ScriptedChatModel
 
-    def judge(prompt: str, tool: str | None) -> Any:
-        rated = re.search(r'<data name="rated participant">\n(.+?)\n', prompt)
-        assert tool == "SotopiaEvaluation" and rated is not None
-        return evaluation(goal=GOAL_BY_AGENT[rated.group(1)])
+    def judge(prompt: str, tool: str | None) -> Any:  # sotopia's protocol: one call rates both agents
+        seats = re.findall(r"^agent_(\d)_evaluation: (.+)$", prompt, re.M)
+        assert tool == "EnvResponse" and len(seats) == 2
+        return env_response(2, **{f"agent_{i}_goal": GOAL_BY_AGENT[name] for i, name in seats})
 
     llm, judge_llm = model(), ScriptedChatModel(respond=judge)
     out = tmp_path / "out"
@@ -177,8 +178,10 @@ def test_bench_sotopia_tests_both_seats_and_splits_by_side_and_setting(tmp_path:
     result = CliRunner().invoke(main, args, obj={"llm": llm, "chat_models": {"judge": judge_llm}})
     assert result.exit_code == 0, result.output
     assert "warning" not in result.output and "Self-judged" not in result.output
-    assert llm.calls == 8 and judge_llm.calls == 16  # 8 episodes x (1 turn; 2 agents judged)
+    assert llm.calls == 8 and judge_llm.calls == 8  # 8 episodes x (1 turn; 1 judge call for both agents)
+    assert "judge protocol: sotopia" in result.output
     data = json.loads((out / "sotopia.json").read_text())
+    assert data["meta"]["judge_protocol"] == "sotopia" and all(r["unscored"] == 0 for r in data["table"])
     assert data["meta"]["self_judged"] is False and data["meta"]["seats"] == "both"
     assert data["meta"]["settings"] == {"swm-bike-sale": "competitive", "swm-late-project": "mixed",
                                         "swm-noisy-neighbour": "mixed", "swm-mutual-friend": "cooperative"}

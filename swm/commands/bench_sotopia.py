@@ -59,12 +59,16 @@ def episode_player(ctx: SWMContext, db: str | Path) -> Callable[[str, dict[str, 
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder for sotopia.md, sotopia.json, episodes.jsonl and transcripts/ "
                    "[default: swm-results/<run id>].")
+@click.option("--judge-protocol", type=click.Choice(["sotopia", "swm"]), default="sotopia", show_default=True,
+              help="sotopia: sotopia's own evaluator (one call judges both agents with its full rubric, 'did "
+                   "nothing' turns filtered, no end reason; a reply out of range is reformatted once, then the "
+                   "episode is unscored and counted); swm: one call per agent with swm's short rubric.")
 @click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
 @model_options(*EPISODE_ROLES)
 @run_options
 def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy: str, n: int | None, seats: str,
                     max_turns: int, width: int, depth: int, concurrency: int, workers: int,
-                    ray_address: str | None, out_dir: Path | None,
+                    ray_address: str | None, out_dir: Path | None, judge_protocol: str,
                     no_progress: bool, db: str | None, thread_id: str | None, as_json: bool,
                     **models: Any) -> None:
     """Run SOTOPIA episodes per policy and write goal and every SOTOPIA-EVAL dimension (mean ± 95% CI).
@@ -109,6 +113,7 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
     if self_judged:
         click.echo(f"warning: the judge is the tested agent's own model ({ctx.spec_for('judge')}): self-judging "
                    "inflates scores; pass --judge-model (or SWM_MODEL_JUDGE). Recorded in the results.", err=True)
+    click.echo(f"judge protocol: {judge_protocol}", err=True)
     episodes = sum(1 for s in scenarios for k in seat_list if k < len(s.names)) * len(chosen)
     click.echo(f"run {run_id}: {len(scenarios)} scenarios × {len(seat_list)} seats × {len(chosen)} policies, "
                f"max {max_turns} turns (rerun with --thread-id {run_id} --db {db_path(db)} to resume if "
@@ -130,10 +135,11 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
         # what an episode's result depends on; more scenarios, seats or policies only add episodes
         pin_run_options(ctx.experience_store(), run_id, {
             "partner_policy": partner_policy, "max_turns": max_turns, "width": width, "depth": depth,
+            "judge_protocol": judge_protocol,
             **{f"{role}_model": ctx.spec_for(role) for role in EPISODE_ROLES}})
         result = run_bench(scenarios, chosen, ctx, play, run_id,
                            partner_policy=partner_policy, max_turns=max_turns, concurrency=concurrency,
-                           seats=seat_list, on_done=lambda: bar.update(1))
+                           seats=seat_list, on_done=lambda: bar.update(1), judge_protocol=judge_protocol)
     store = ctx.experience_store()
     table = summarise(store, result["episodes"], chosen)
     folder = out_dir or Path("swm-results") / file_name(run_id)
@@ -142,11 +148,12 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
     write_jsonl(store, done, folder / "episodes.jsonl")
     for eid in done:
         (folder / "transcripts" / f"{file_name(eid)}.txt").write_text(transcript(store, eid) + "\n", encoding="utf-8")
-    text = markdown(table)
+    text = f"Judge protocol: {judge_protocol} (docs/protocols.md).\n\n" + markdown(table)
     if result["failed"]:
         text += (f"\n\nFailed episodes (not in the table): {len(result['failed'])}; rerun with the same "
                  "--thread-id to retry only them.")
-    meta = {"run_id": run_id, "policies": chosen, "partner_policy": partner_policy, "max_turns": max_turns,
+    meta = {"run_id": run_id, "judge_protocol": judge_protocol, "policies": chosen, "partner_policy": partner_policy,
+            "max_turns": max_turns,
             "scenarios": [s.id for s in scenarios], "seats": seats, "hard": hard, "width": width, "depth": depth,
             "models": {r: ctx.spec_for(r) for r in EPISODE_ROLES}, "self_judged": self_judged,
             "settings": {s.id: setting_of(s) for s in scenarios}, "ran": result["ran"], "skipped": result["skipped"],

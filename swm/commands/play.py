@@ -41,14 +41,17 @@ def inject_test_models(ctx: SWMContext) -> None:
 @click.option("--width", type=int, default=1, show_default=True, help="Rollout candidates N (policy rollout).")
 @click.option("--depth", type=int, default=1, show_default=True, help="Rollout steps k (policy rollout).")
 @click.option("--no-judge", is_flag=True, help="Skip the SOTOPIA-EVAL judge.")
+@click.option("--judge-protocol", type=click.Choice(["sotopia", "swm"]), default="sotopia", show_default=True,
+              help="sotopia: sotopia's own evaluator (one call for all agents, its full rubric); swm: one call "
+                   "per agent with swm's short rubric (docs/protocols.md).")
 @click.option("--export", "export_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the episode as one JSONL row (datasets.load_dataset('json') loads it).")
 @model_options(*EPISODE_ROLES)
 @run_options
 @quiet_option
 def play_command(scenario_ref: str, policy: str, partner_policy: str, tested: str | None, max_turns: int,
-                 width: int, depth: int, no_judge: bool, export_path: Path | None, db: str | None,
-                 thread_id: str | None, as_json: bool, quiet: bool, **models: Any) -> None:
+                 width: int, depth: int, no_judge: bool, judge_protocol: str, export_path: Path | None,
+                 db: str | None, thread_id: str | None, as_json: bool, quiet: bool, **models: Any) -> None:
     """Play one social episode and print its transcript, predicted mental states and judge scores.
 
     Each turn is shown on stderr as it is played (--quiet: none).
@@ -70,7 +73,8 @@ def play_command(scenario_ref: str, policy: str, partner_policy: str, tested: st
     thread = thread_id or f"play-{scenario.id}-{uuid.uuid4().hex[:10]}"
     policies = {name: (policy if name == seat else partner_policy) for name in scenario.names}
     inputs = {"scenario": scenario.model_dump(mode="json"), "episode_id": thread, "policies": policies,
-              "tested_agent": seat, "max_turns": max_turns, "judge": not no_judge}
+              "tested_agent": seat, "max_turns": max_turns, "judge": not no_judge,
+              "judge_protocol": judge_protocol}
     start = time.perf_counter()
     out, _ = run_graph(episode.build(), inputs, ctx, db, thread, "play", printer(quiet))
     wall = time.perf_counter() - start

@@ -110,7 +110,11 @@ def to_record(task: Task, scenario: Scenario, turns: list[TurnRecord], judgement
 
 def episode_inputs(scenario: Scenario, *, episode_id: str, policy: str, max_turns: int, judge: bool,
                    tested_agent: str | None = None) -> dict[str, Any]:
-    """Return the episode graph's input for ``scenario``: every seat plays ``policy``."""
+    """Return the episode graph's input for ``scenario``: every seat plays ``policy``.
+
+    The loop's judge stays swm's per-agent protocol (its pass gate reads one agent's goal); the
+    SOTOPIA benchmark's default is sotopia's own evaluator (`nodes.judge`).
+    """
     return {"scenario": scenario.model_dump(mode="json"), "episode_id": episode_id,
             "policies": {n: policy for n in scenario.names}, "max_turns": max_turns, "judge": judge,
-            "tested_agent": tested_agent or scenario.names[0]}
+            "judge_protocol": "swm", "tested_agent": tested_agent or scenario.names[0]}

@@ -71,7 +71,8 @@ PlayEpisode = Callable[[str, dict[str, Any]], Any]
 
 def run_bench(scenarios: list[Scenario], policies: list[str], ctx: SWMContext, play: PlayEpisode, run_id: str, *,
               partner_policy: str = "plain", max_turns: int = 20, concurrency: int = 1,
-              seats: tuple[int, ...] = (0, 1), on_done: Callable[[], None] | None = None) -> dict[str, Any]:
+              seats: tuple[int, ...] = (0, 1), on_done: Callable[[], None] | None = None,
+              judge_protocol: str = "sotopia") -> dict[str, Any]:
     """Run every (policy, scenario, seat) episode not yet done; return {"episodes", "ran", "skipped", "failed", "wall"}.
 
     ``seats`` are the tested sides (0-based); a scenario with fewer seats skips the missing ones.
@@ -103,7 +104,7 @@ def run_bench(scenarios: list[Scenario], policies: list[str], ctx: SWMContext, p
         tested = scenario.names[seat]
         inputs = {"scenario": scenario.model_dump(mode="json"), "episode_id": eid, "tested_agent": tested,
                   "policies": {n: (policy if n == tested else partner_policy) for n in scenario.names},
-                  "max_turns": max_turns, "judge": True}
+                  "max_turns": max_turns, "judge": True, "judge_protocol": judge_protocol}
         began = time.perf_counter()
         try:
             play(eid, inputs)
@@ -141,7 +142,11 @@ def run_bench(scenarios: list[Scenario], policies: list[str], ctx: SWMContext, p
 def summarise(store: Any, episode_ids: Iterable[str], policies: list[str]) -> list[dict[str, Any]]:
     """Rows per policy: over ``all`` episodes, then per tested side and per setting (``group``).
 
-    Each row: each dimension's mean ± 95% CI for the tested agent, cost per turn, throughput.
+    Each row: each dimension's mean ± 95% CI for the tested agent over its scored episodes, cost per
+    turn, throughput; ``unscored`` counts the episodes whose judge gave the tested agent no overall
+    score (sotopia's protocol leaves an episode unscored when its reply fails twice), and
+    ``judge_protocols`` names the protocol(s) that scored them (episodes from before the protocol
+    was recorded count as ``swm``).
     ``calls_per_turn`` and ``tokens_per_turn`` count every turn of the episodes (both seats, judge
     excluded); ``agent_calls_per_turn`` only the tested seat's turns (1 plain, 3 foresee).
     ``episodes_per_hour`` is 3600 · episodes / their summed wall time (one stream).
@@ -189,6 +194,8 @@ def _summarise_rows(store: Any, policy: str, group: str, rows: list[dict[str, An
                judge_calls_per_episode=judge_calls / len(rows) if rows else None,
                episodes_per_hour=3600 * len(rows) / wall if wall else None,
                rejected_scores=sum(len(s.get("rejected") or []) for s in scores),
+               unscored=sum(1 for s in scores if s.get("overall") is None),
+               judge_protocols=",".join(sorted({str(r.get("judge_protocol") or "swm") for r in rows})),
                repaired_scores=sum(len(s.get("repairs") or []) for s in scores))
     return out
 
@@ -201,7 +208,7 @@ def markdown(table: list[dict[str, Any]]) -> str:
     """Render the summary as a Markdown table."""
     dims = ["goal", *[d for d in DIMENSIONS if d != "goal"], "overall"]
     head = ["policy", "episodes", "n", *[SHORT.get(d, d) for d in dims], "calls/turn", "agent calls/turn",
-            "tokens/turn", "episodes/hour", "fallbacks", "repaired/rejected scores"]
+            "tokens/turn", "episodes/hour", "fallbacks", "repaired/rejected scores", "unscored", "judge protocol"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in table:
         cells = [row["policy"], row.get("group", "all"), str(row["n"])]
@@ -210,6 +217,7 @@ def markdown(table: list[dict[str, Any]]) -> str:
                   f"{row['agent_calls_per_turn']:.2f}" if row["agent_calls_per_turn"] is not None else "n/a",
                   f"{row['tokens_per_turn']:.0f}" if row["tokens_per_turn"] is not None else "n/a",
                   f"{row['episodes_per_hour']:.1f}" if row["episodes_per_hour"] is not None else "n/a",
-                  str(row["fallbacks"]), f"{row['repaired_scores']}/{row['rejected_scores']}"]
+                  str(row["fallbacks"]), f"{row['repaired_scores']}/{row['rejected_scores']}",
+                  str(row.get("unscored", 0)), row.get("judge_protocols") or "n/a"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -51,6 +51,7 @@ def episode_row(store: Any, episode_id: str) -> dict[str, Any]:
         "turns": [_turn_row(t) for t in turns],
         "social_world": json.dumps(world.to_s3ap(), ensure_ascii=False),
         "scores": [_score_row(name, judgements.get(name)) for name in scenario.names],
+        "judge_protocol": episode.get("judge_protocol") or "",
         "models": [{"role": k, "model": str(v)} for k, v in sorted((episode.get("models") or {}).items())],
         "prompts": [{"key": k, "id": str(v)} for k, v in sorted((episode.get("prompts") or {}).items())],
         "calls": int(usage["calls"]),

@@ -62,6 +62,7 @@ class EpisodeInput(TypedDict, total=False):
     tested_agent: str  # the seat played by the "agent" model role (default the first)
     max_turns: int  # default 20
     judge: bool  # default True
+    judge_protocol: str  # "sotopia" (default: sotopia's own evaluator) or "swm" (per agent); see nodes.judge
 
 
 class EpisodeOutput(Provenance, total=False):
@@ -70,6 +71,7 @@ class EpisodeOutput(Provenance, total=False):
     episode_id: str
     world: SocialWorld | None
     judgements: dict[str, dict[str, Any]]  # agent -> Judgement.model_dump()
+    judge_protocol: str
     end_reason: str
     turn: int
     active: list[str]
@@ -83,6 +85,7 @@ class EpisodeState(SocialWorldState, total=False):
     tested_agent: str  # the seat played by the "agent" role; every other seat is "partner"
     max_turns: int
     judge: bool
+    judge_protocol: str
     # turn bookkeeping
     turn: int
     actor: str

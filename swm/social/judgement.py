@@ -1,11 +1,14 @@
-"""SOTOPIA-EVAL's seven dimensions: the schema the judge fills and the repair of what it returns.
+"""SOTOPIA-EVAL's seven dimensions: swm's per-agent judge schema and the reading of what it returns.
 
-The judge model is shown every range twice: in the prompt and in `SotopiaEvaluation`, the tool
-schema it fills (``minimum``/``maximum`` and the enum of allowed integers, see `score_field`).
-What comes back is read leniently (`read_scores`): a score out of its range is clamped and the
-repair recorded; a number given as text or a float is rounded; a missing one is asked for again
-once by the judge node and, if still missing, recorded as rejected. Nothing is silently dropped,
-so `Judgement.overall` (the mean of the seven) is None whenever a dimension was rejected.
+This is the ``swm`` judge protocol (one call per agent, a short rubric); the default ``sotopia``
+protocol, sotopia's own evaluator, is `swm.social.sotopia_eval`. The judge model is shown every
+range twice: in the prompt and in `SotopiaEvaluation`, the tool schema it fills
+(``minimum``/``maximum`` and the enum of allowed integers, see `score_field`). What comes back is
+read by `read_scores`: for the episode judge strictly (a score out of its range, or not an
+integer, is refused as sotopia refuses it), leniently for a rollout's own score (clamped or
+rounded, the repair recorded). A refused or missing score is asked for again once by the judge
+node and, if still not valid, recorded as rejected. Nothing is silently dropped, so
+`Judgement.overall` (the mean of the seven) is None whenever a dimension was rejected.
 """
 
 from __future__ import annotations
@@ -92,6 +95,7 @@ class Judgement(BaseModel):
     repairs: list[str] = Field(default_factory=list)
     rejected: list[str] = Field(default_factory=list)
     error: str | None = None
+    protocol: str | None = None  # the judge protocol that scored it: "sotopia" or "swm" (`nodes.judge`)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -121,11 +125,14 @@ def _number(value: Any) -> float | None:
     return None
 
 
-def read_scores(args: dict[str, Any] | None) -> tuple[dict[str, int], dict[str, str], list[str], list[str]]:
-    """Read raw judge arguments leniently: (scores, reasoning, repairs, missing dimensions).
+def read_scores(args: dict[str, Any] | None, strict: bool = False
+                ) -> tuple[dict[str, int], dict[str, str], list[str], list[str]]:
+    """Read raw judge arguments: (scores, reasoning, repairs, missing dimensions).
 
-    Accepts ``{"goal": 7, "goal_reasoning": "..."}`` and ``{"goal": {"score": 7, "reasoning": ...}}``;
-    rounds non-integers and clamps out-of-range scores, recording each repair.
+    Accepts ``{"goal": 7, "goal_reasoning": "..."}`` and ``{"goal": {"score": 7, "reasoning": ...}}``.
+    Leniently (a rollout's own score) non-integers are rounded and out-of-range scores clamped, each
+    repair recorded; ``strict`` (the SOTOPIA-EVAL judge, as sotopia refuses such replies) counts a
+    non-integer or out-of-range score as missing instead, with the reason in the repairs.
     """
     scores: dict[str, int] = {}
     reasons: dict[str, str] = {}
@@ -141,6 +148,10 @@ def read_scores(args: dict[str, Any] | None) -> tuple[dict[str, int], dict[str, 
         number = _number(raw)
         if number is None:
             missing.append(name)
+            continue
+        if strict and (number != int(number) or not low <= number <= high):
+            missing.append(name)
+            repairs.append(f"{name}: {raw!r} refused (an integer in {low}..{high} is required)")
             continue
         score = int(round(number))
         if score != number:

@@ -119,7 +119,7 @@ def s3ap_parse_for(prompt: str) -> dict[str, Any]:
 
 
 SCHEMA_MODULES = ("swm.schemas", "swm.social.schemas", "swm.social.models", "swm.social.judgement",
-                  "swm.lifelong.records")
+                  "swm.social.sotopia_eval", "swm.lifelong.records")
 
 
 def known_schemas() -> dict[str, Any]:
