@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from pydantic import BaseModel, ValidationError, field_validator
-from swm.testing import ScriptedChatModel
 from test_episode_scripts import env_response, model, scenario
 
 from nodes.judge import judge_all_agents
@@ -23,6 +22,7 @@ from swm.context import SWMContext
 from swm.social.judgement import DIMENSIONS
 from swm.social.sotopia_eval import OFFICIAL_RUBRIC, AgentEvaluation
 from swm.state import SocialStep
+from swm.testing import ScriptedChatModel
 
 # sha256 (first 16 hex) and word count of each SotopiaDimensions description, checked against the file cited above
 RUBRIC_PRINTS = {"believability": ("906ae0235528f3fa", 116), "relationship": ("47e172ec402962b2", 146),

@@ -118,8 +118,8 @@ def test_agent_names_are_validated_on_input(name: str) -> None:
                                                                        {"name": "Ann", "goal": "h"}]})
 
 
-@pytest.mark.parametrize("policy", ["plain", "foresee"])
-def test_agent_names_stand_only_inside_fences_in_every_prompt(tmp_path: Path, policy: str) -> None:
+@pytest.mark.parametrize(("policy", "judge"), [("plain", "sotopia"), ("foresee", "swm")])
+def test_agent_names_stand_only_inside_fences_in_every_prompt(tmp_path: Path, policy: str, judge: str) -> None:
     from test_episode_scripts import model
 
     from checkpoints import ExperienceStore, sqlite_saver
@@ -131,10 +131,12 @@ def test_agent_names_stand_only_inside_fences_in_every_prompt(tmp_path: Path, po
     ctx = SWMContext(store=ExperienceStore(tmp_path / "store.db"), chat_models=models)
     with sqlite_saver(tmp_path / "cp.db") as saver:
         build().compile(checkpointer=saver).invoke(
-            {"scenario": seats, "max_turns": 2, "policies": {"Ann": policy, NAME_ATTACK: policy}},
+            {"scenario": seats, "max_turns": 2, "policies": {"Ann": policy, NAME_ATTACK: policy},
+             "judge_protocol": judge},
             {"configurable": {"thread_id": "t"}}, context=ctx)
     sent = [(role, tool, text) for role, m in models.items() for tool, text in m.prompts]
-    assert {tool for _, tool, _ in sent} >= {"SotopiaEvaluation", "AgentActionForModel"}
+    assert {tool for _, tool, _ in sent} >= {"EnvResponse" if judge == "sotopia" else "SotopiaEvaluation",
+                                             "AgentActionForModel"}
     for role, tool, text in sent:
         assert "SYSTEM NOTE" not in FENCE_RE.sub("", text), (role, tool)
         assert any(NAME_ATTACK in body for body in FENCE_RE.findall(text)), (role, tool)
