@@ -1,0 +1,204 @@
+"""The results browser: a Starlette app over one store, rendered on the server with Jinja2.
+
+Every view has a stable URL (ids in the path, toggles and filters in the query string), every
+table exports CSV (``?csv=<table>``), and plots are drawn in the page by Plotly.js, which the
+``plotly`` package ships (served from here: the page needs no network). The app answers GET only
+and reads through `ReadOnlyStore`, so browsing cannot change a run.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import io
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import FileResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from swm.ui import runs as run_list
+from swm.ui import views
+from swm.ui.store import PAGE, ReadOnlyStore
+
+HERE = Path(__file__).parent
+
+
+def url(text: Any) -> str:
+    """Quote an id for a URL path or query the same way everywhere (``/`` and ``:`` kept readable)."""
+    return quote(str(text), safe="/:")
+
+
+def plotly_js() -> Path | None:
+    """Return Plotly.js from the installed ``plotly`` package, found without importing it (slow)."""
+    spec = importlib.util.find_spec("plotly")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / "package_data" / "plotly.min.js"
+    return path if path.is_file() else None
+
+
+def _csv(rows: list[dict[str, Any]], name: str) -> Response:
+    out = io.StringIO()
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore")
+    writer.writeheader()
+    for r in rows:
+        writer.writerow({k: json.dumps(v) if isinstance(v, dict | list) else v for k, v in r.items()})
+    return Response(out.getvalue(), media_type="text/csv",
+                    headers={"Content-Disposition": f'attachment; filename="{name}.csv"'})
+
+
+class Browser:
+    """The routes of one store's browser."""
+
+    def __init__(self, store: ReadOnlyStore) -> None:
+        self.store = store
+        self.templates = Jinja2Templates(directory=str(HERE / "templates"))
+        self.templates.env.filters["q"] = url
+        self.templates.env.filters["num"] = lambda v, d=3: "" if v is None else (f"{v:.{d}f}" if isinstance(
+            v, float) else str(v))
+
+    def page(self, request: Request, template: str, tables: dict[str, list[dict[str, Any]]] | None = None,
+             **context: Any) -> Response:
+        """Render a template, or one of its tables as CSV when the URL asks ``?csv=<table>``."""
+        wanted = request.query_params.get("csv")
+        if wanted:
+            if not tables or wanted not in tables:
+                raise HTTPException(404, f"no table {wanted!r} on this page")
+            return _csv(tables[wanted], wanted)
+        return self.templates.TemplateResponse(request, template, {"store": self.store.label, **context})
+
+    # ---- runs ------------------------------------------------------------------------------
+    async def runs(self, request: Request) -> Response:
+        q = request.query_params
+        page = max(0, int(q.get("page", "0") or 0))
+        try:
+            rows, more = run_list.list_runs(self.store, kind=q.get("kind", ""), since=q.get("since", ""),
+                                      until=q.get("until", ""), page=page)
+        except ValueError as exc:
+            raise HTTPException(400, f"bad filter: {exc}") from exc
+        return self.page(request, "runs.html", {"runs": rows}, runs=rows, kinds=run_list.KINDS, q=q, page=page,
+                         more=more)
+
+    async def run(self, request: Request) -> Response:
+        thread_id = request.path_params["thread_id"]
+        kind = run_list.kind_of(thread_id)
+        view = {"play": "/episodes/", "sotopia": "/episodes/", "games": "/games/", "learn": "/learn/",
+                "selfplay": "/selfplay/"}.get(kind)
+        if view:
+            return RedirectResponse(view + url(thread_id), status_code=303)
+        items: list[dict[str, Any]] = []
+        link, key = "", ""
+        if kind == "tom":
+            items = self.store.select("tom_results", "run = ?", [thread_id], order="key")
+        elif kind in ("ask", "parse"):
+            items = self.store.select("parses", order="created desc", limit=PAGE)
+            link, key = "/state/parse/", "key"
+        summary = run_list.summarise(self.store, thread_id, kind)
+        columns = [c for c in (items[0].keys() if items else []) if c not in {"scenario", "briefing", "record",
+                                                                             "prompt", "s3ap", "report", "step"}]
+        return self.page(request, "run.html", {"items": items}, thread_id=thread_id, kind=kind, summary=summary,
+                         items=items, columns=columns[:16], key=key, link=link)
+
+    # ---- an episode and a social state ------------------------------------------------------
+    async def episode(self, request: Request) -> Response:
+        data = views.episode(self.store, request.path_params["episode_id"])
+        if data is None:
+            raise HTTPException(404, "no such episode")
+        return self.page(request, "episode.html", {"turns": data["turns"], "scores": data["scores"],
+                                                   "failed": data["failed"]}, **data)
+
+    async def episode_state(self, request: Request) -> Response:
+        data = views.episode(self.store, request.path_params["episode_id"])
+        if data is None:
+            raise HTTPException(404, "no such episode")
+        world = views.episode_world(data)
+        return self._state(request, world, f"/episodes/{url(request.path_params['episode_id'])}", [])
+
+    async def parse_state(self, request: Request) -> Response:
+        data = views.parse_state(self.store, request.path_params["key"])
+        if data is None:
+            raise HTTPException(404, "no such parse")
+        problems = data["report"].get("issues") or []
+        return self._state(request, data["world"], "", problems)
+
+    def _state(self, request: Request, world: Any, back: str, problems: list[Any]) -> Response:
+        agent = request.query_params.get("agent", "")
+        if agent and world.resolve_agent(agent) is None:
+            raise HTTPException(404, f"unknown agent {agent!r}")
+        data = views.social_state(world, agent)
+        rows = [{"timestep": r["timestep"], "scene": r["scene"],
+                 **{f"{a} {f}": c[f] for a, c in r["cells"].items() for f in ("observation", "mental", "action")}}
+                for r in data["rows"]]
+        return self.page(request, "state.html", {"timeline": rows}, back=back, problems=problems, **data)
+
+    # ---- a game -----------------------------------------------------------------------------
+    async def game(self, request: Request) -> Response:
+        data = views.game(self.store, request.path_params["game_id"], request.query_params.get("seat", ""))
+        if data is None:
+            raise HTTPException(404, "no such game")
+        moves = [m for ph in data["phases"] for m in ph["moves"]]
+        return self.page(request, "game.html", {"moves": moves, "votes": data["votes"]}, **data)
+
+    # ---- learning ----------------------------------------------------------------------------
+    async def learn(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        data = views.learning(self.store, run_id)
+        page = max(0, int(request.query_params.get("page", "0") or 0))
+        cycle = request.query_params.get("cycle")
+        pairs = views.pairs(self.store, run_id, int(cycle) if cycle not in (None, "") else None, page)
+        episodes = self.store.select("lifelong_episodes", "run_id = ?", [run_id], order="cycle, episode_id",
+                                     limit=PAGE, offset=page * PAGE)
+        tables = {"policies": data["policies"], "deploys": data["deploys"], "gate": data["gate"],
+                  "matrix": data["matrix"], "metrics": data["metrics"], "pairs": pairs, "episodes": episodes}
+        return self.page(request, "learn.html", tables, pairs=pairs, episodes=episodes, page=page,
+                         cycle=cycle or "", more=len(pairs) == PAGE or len(episodes) == PAGE, **data)
+
+    async def pair(self, request: Request) -> Response:
+        p = request.path_params
+        row = views.pair(self.store, p["run_id"], int(p["cycle"]), int(p["row"]))
+        if row is None:
+            raise HTTPException(404, "no such pair")
+        return self.page(request, "pair.html", {"pair": [row]}, pair=row, run_id=p["run_id"])
+
+    async def selfplay(self, request: Request) -> Response:
+        data = views.selfplay(self.store, request.path_params["run_id"])
+        return self.page(request, "selfplay.html", {"iterations": data["iterations"]}, **data)
+
+
+def create_app(db: str | Path) -> Starlette:
+    """Build the browser for one store (a SQLite file or a PostgreSQL URL), read-only."""
+    store = ReadOnlyStore(db)
+    b = Browser(store)
+    routes = [
+        Route("/", lambda r: RedirectResponse("/runs", status_code=303)),
+        Route("/runs", b.runs), Route("/runs/{thread_id:path}", b.run),
+        Route("/episodes/{episode_id:path}", b.episode),
+        Route("/state/episode/{episode_id:path}", b.episode_state), Route("/state/parse/{key:path}", b.parse_state),
+        Route("/games/{game_id:path}", b.game),
+        Route("/learn/{run_id}/pairs/{cycle:int}/{row:int}", b.pair), Route("/learn/{run_id}", b.learn),
+        Route("/selfplay/{run_id}", b.selfplay),
+        Route("/healthz", lambda r: PlainTextResponse("ok")),
+        Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
+    ]
+    js = plotly_js()
+    if js is not None:
+        routes.insert(0, Route("/vendor/plotly.min.js", lambda r: FileResponse(js, media_type="text/javascript")))
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        store.close()
+
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.store = store
+    return app

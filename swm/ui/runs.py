@@ -1,0 +1,144 @@
+"""The runs a store holds: one per checkpoint thread, with its kind, models, status and cost.
+
+A thread's kind comes from the id the command gave it (``ask-…``, ``play-…``, ``learn-…``); a
+thread named by hand is recognised by the domain tables that name it. Dates come from the
+checkpoint ids, which are time-ordered UUIDv6 strings, so a date filter is a string comparison
+the database can answer from its index, and a page of runs never reads the whole store.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from swm.ui.store import PAGE, ReadOnlyStore, decode
+
+KINDS = ("ask", "parse", "play", "sotopia", "tom", "games", "learn", "selfplay")
+_GREGORIAN = dt.datetime(1582, 10, 15, tzinfo=dt.UTC)
+
+
+def uuid6_time(checkpoint_id: str) -> dt.datetime | None:
+    """Return the time inside a UUIDv6 checkpoint id (None for another kind of id)."""
+    try:
+        u = uuid.UUID(checkpoint_id)
+    except ValueError:
+        return None
+    if (u.int >> 76) & 0xF != 6:
+        return None
+    h = u.int >> 64
+    ticks = ((h >> 32) << 28) | (((h >> 16) & 0xFFFF) << 12) | (h & 0x0FFF)
+    return _GREGORIAN + dt.timedelta(microseconds=ticks // 10)
+
+
+def uuid6_floor(when: dt.datetime) -> str:
+    """Return the smallest UUIDv6 string of an instant: ids compare as strings in time order."""
+    ticks = int((when.astimezone(dt.UTC) - _GREGORIAN).total_seconds() * 10_000_000)
+    high, mid, low = ticks >> 28, (ticks >> 12) & 0xFFFF, ticks & 0x0FFF
+    return f"{high:08x}-{mid:04x}-6{low:03x}-8000-000000000000"
+
+
+def kind_of(thread_id: str) -> str:
+    head = thread_id.split("-", 1)[0]
+    return head if head in KINDS else "other"
+
+
+def _usage_total(usages: Iterable[Any]) -> dict[str, float]:
+    total = {"calls": 0.0, "prompt_tokens": 0.0, "completion_tokens": 0.0, "seconds": 0.0}
+    for usage in usages:
+        for stats in (decode(usage) or {}).values():
+            if isinstance(stats, dict):
+                for key in total:
+                    total[key] += float(stats.get(key) or 0)
+    return total
+
+
+def _sums(store: ReadOnlyStore, table: str, where: str, params: list[Any]) -> dict[str, float]:
+    if not store.has(table):
+        return {}
+    (row,) = store.rows(f"select count(*) as n, sum(calls) as calls, sum(prompt_tokens) as prompt_tokens, "
+                        f"sum(completion_tokens) as completion_tokens, sum(model_seconds) as seconds from {table} "
+                        f"where {where}", params)
+    return {k: float(v or 0) for k, v in row.items() if k != "n"} if row["n"] else {}
+
+
+def summarise(store: ReadOnlyStore, thread_id: str, kind: str) -> dict[str, Any]:
+    """Return what a run did: status, models, protocol, cost and failures, from the domain tables."""
+    out: dict[str, Any] = {"status": "", "models": "", "protocol": "", "failed": 0, "cost": {}, "items": 0}
+    if kind == "play" or kind == "sotopia":
+        where, params = "episode_id = ?", [thread_id]
+        eps = store.select("episodes", where, params, json_columns=["models"])
+        out["items"] = len(eps)
+        out["cost"] = _usage_total(e.get("usage") for e in eps)
+        out["models"] = ", ".join(sorted({m for e in eps for m in (e.get("models") or {}).values()}))
+        done = sum(e.get("status") == "done" for e in eps)
+        out["failed"] = sum(e.get("status") == "failed" for e in eps)
+        out["status"] = "finished" if eps and done == len(eps) else f"{done} of {len(eps)} finished"
+        out["protocol"] = ", ".join(sorted({str(e.get("judge_protocol")) for e in eps if e.get("judge_protocol")}))
+    elif kind == "learn":
+        eps = store.select("lifelong_episodes", "run_id = ?", [thread_id])
+        out["items"] = len(eps)
+        out["cost"] = _usage_total(e.get("usage") for e in eps)
+        out["failed"] = sum(bool(e.get("error")) for e in eps) + len(store.select("lifelong_failures", "run_id = ?",
+                                                                                  [thread_id]))
+        out["models"] = ", ".join(sorted({m for e in eps for m in (decode(e.get("models")) or {}).values()}))
+        cycles = store.select("lifelong_policies", "run_id = ?", [thread_id])
+        out["status"] = f"{len(cycles) - 1} cycle(s)" if cycles else "started"
+    elif kind == "games":
+        games = store.select("games", "game_id = ?", [thread_id], json_columns=["models"])
+        out["items"] = len(games)
+        out["cost"] = _usage_total(g.get("usage") for g in games)
+        out["models"] = ", ".join(sorted({m for g in games for m in (g.get("models") or {}).values()}))
+        finished = sum(g.get("status") == "done" for g in games)
+        out["failed"] = sum(g.get("status") == "failed" for g in games)
+        out["status"] = f"{finished} of {len(games)} finished"
+    elif kind == "tom":
+        rows = store.select("tom_results", "run = ?", [thread_id])
+        out["items"] = len(rows)
+        out["failed"] = sum(bool(r.get("error")) for r in rows)
+        out["models"] = ", ".join(sorted({m for r in rows for m in (decode(r.get("models")) or {}).values()}))
+        out["cost"] = _sums(store, "tom_results", "run = ?", [thread_id])
+        out["protocol"] = ", ".join(sorted({str(r["rule"]) for r in rows if r.get("rule")}))
+        out["status"] = f"{len(rows) - out['failed']} answered"
+    elif kind == "selfplay":
+        its = store.select("selfplay_iterations", "run_id = ?", [thread_id])
+        out["items"] = len(its)
+        out["status"] = f"{len(its)} iteration(s)"
+    return out
+
+
+def list_runs(store: ReadOnlyStore, *, kind: str = "", since: str = "", until: str = "",
+              page: int = 0) -> tuple[list[dict[str, Any]], bool]:
+    """Return one page of runs, newest first, filtered by kind and date (``YYYY-MM-DD``, UTC), and if more follow."""
+    if not store.has("checkpoints"):
+        return [], False
+    where, params = ["checkpoint_ns = ?"], [""]
+    if kind and kind in KINDS:
+        where.append("thread_id like ?")
+        params.append(f"{kind}-%")
+    having, hparams = [], []
+    if since:
+        having.append("max(checkpoint_id) >= ?")
+        hparams.append(uuid6_floor(dt.datetime.fromisoformat(since).replace(tzinfo=dt.UTC)))
+    if until:
+        having.append("min(checkpoint_id) < ?")
+        hparams.append(uuid6_floor(dt.datetime.fromisoformat(until).replace(tzinfo=dt.UTC) + dt.timedelta(days=1)))
+    # threads of one run (bench tom's ``<run>/<mode>/<item>``) are listed as their run
+    key = ("split_part(thread_id, '/', 1)" if store.postgres else "case when instr(thread_id, '/') > 0 "
+           "then substr(thread_id, 1, instr(thread_id, '/') - 1) else thread_id end")
+    sql = (f"select {key} as thread_id, count(distinct thread_id) as threads, count(*) as checkpoints, "
+           f"min(checkpoint_id) as first, max(checkpoint_id) as last from checkpoints where {' and '.join(where)} "
+           f"group by {key}" + (f" having {' and '.join(having)}" if having else "")
+           + f" order by last desc limit {PAGE + 1} offset {int(page) * PAGE}")
+    runs = []
+    found = store.rows(sql, params + hparams)
+    for row in found[:PAGE]:
+        k = kind_of(row["thread_id"])
+        started, updated = uuid6_time(row["first"]), uuid6_time(row["last"])
+        runs.append({"thread_id": row["thread_id"], "kind": k, "checkpoints": row["checkpoints"],
+                     "threads": row["threads"],
+                     "started": started.strftime("%Y-%m-%d %H:%M:%S") if started else "",
+                     "updated": updated.strftime("%Y-%m-%d %H:%M:%S") if updated else "",
+                     **summarise(store, row["thread_id"], k)})
+    return runs, len(found) > PAGE
