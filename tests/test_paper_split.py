@@ -78,3 +78,17 @@ def test_benchmarks_without_a_manifest_and_wrong_files_are_clear_errors(shared_d
                     paper_split=True)
     with pytest.raises(InputError, match="simulator has no paper split"):
         _load_items("sim", None, 1, "short", 2, 0, paper_split=True)
+
+
+def test_a_run_keeps_the_prompt_protocol_it_was_started_with(tmp_path: Path) -> None:
+    from checkpoints import open_store
+    from swm.tom.runner import record_run
+
+    store = open_store(tmp_path / "runs.db")
+    meta = {"benchmark": "tomi", "data": "d", "seed": 0, "n": None, "prompt_protocol": "paper"}
+    record_run(store, "r", meta)
+    record_run(store, "r", meta)  # the same settings resume
+    with pytest.raises(InputError, match="prompt_protocol=paper, not swm"):
+        record_run(store, "r", {**meta, "prompt_protocol": "swm"})
+    record_run(store, "old", {k: v for k, v in meta.items() if k != "prompt_protocol"})
+    record_run(store, "old", meta)  # a run recorded before protocols were has none to compare
