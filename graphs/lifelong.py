@@ -5,7 +5,7 @@
                                                    ─(Send×(dev + test) not yet played)→ evaluate → deploy
     deploy → synthesize (next cycle) | report → END
 
-Input: ``{"plan": {...}}`` (see `swm.lifelong.state.DEFAULT_PLAN`; every key optional). Cycle 0
+Input: ``{"plan": {...}}`` (see `swm.lifelong.plan.LifelongPlan`; every key optional, unknown keys refused). Cycle 0
 measures the initial policy on the dev and test splits of all levels (the baseline row of R);
 cycle c trains on level ``levels[min(c-1, len-1)]``, evaluates its candidate on both splits,
 deploys it if it holds up against the incumbent on dev, and writes the test rows of both

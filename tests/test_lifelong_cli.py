@@ -14,7 +14,7 @@ from swm.cli import main
 from swm.errors import InputError
 from swm.lifelong import store as ls
 from swm.lifelong.jobs import collect_jobs, eval_jobs
-from swm.lifelong.state import DEFAULT_PLAN
+from swm.lifelong.plan import DEFAULT_PLAN
 from swm.testing import ScriptedChatModel
 
 

@@ -8,8 +8,8 @@ from lifelong_helpers import negotiation_task, record
 
 from checkpoints import ExperienceStore
 from swm.lifelong import store as ls
+from swm.lifelong.plan import DEFAULT_PLAN
 from swm.lifelong.report import policy_listing, write_report
-from swm.lifelong.state import DEFAULT_PLAN
 from swm.lifelong.update import PolicyVersion, TrainStats
 
 

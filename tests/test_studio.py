@@ -137,13 +137,15 @@ def test_every_graph_declares_input_output_and_a_json_context_schema() -> None:
 
 
 def test_the_plan_schema_follows_the_lifelong_loop() -> None:
-    from typing import get_args
+    from typing import get_args, get_type_hints
 
-    from swm.lifelong.state import DEFAULT_PLAN, Family, Level, Plan, UpdateMethod
+    from swm.lifelong.plan import DEFAULT_PLAN, Family, Level, LifelongPlan, UpdateMethod
+    from swm.lifelong.state import LifelongInput
     from swm.lifelong.update import METHODS
     from swm.tasks.families import LEVELS, TASK_FAMILIES
 
-    assert set(DEFAULT_PLAN) <= Plan.__optional_keys__, "every plan key is in the input schema Studio shows"
+    assert get_type_hints(LifelongInput)["plan"] is LifelongPlan, "Studio's form is the plan model"
+    assert set(DEFAULT_PLAN) == set(LifelongPlan.model_fields), "every plan key is in the input schema Studio shows"
     assert get_args(UpdateMethod) == METHODS and get_args(Level) == LEVELS and get_args(Family) == TASK_FAMILIES
 
 

@@ -17,7 +17,8 @@ from swm.context import SWMContext
 from swm.errors import ModelCallFailed
 from swm.lifelong import store as ls
 from swm.lifelong.metrics import curriculum_for
-from swm.lifelong.state import DEFAULT_PLAN, EpisodeJob, LifelongState
+from swm.lifelong.plan import DEFAULT_PLAN
+from swm.lifelong.state import EpisodeJob, LifelongState
 from swm.tasks.families import Task, synthesize
 from swm.tasks.splits import SPLITS, split_tasks
 

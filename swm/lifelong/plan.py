@@ -1,0 +1,80 @@
+"""The plan of a lifelong run: every setting with its default, range and meaning, in one place.
+
+`LifelongPlan` is the single definition: the graph's input schema (Studio's form) takes it,
+unknown keys and out-of-range values are refused before any call, `DEFAULT_PLAN` is its
+defaults, and ``swm learn`` derives its plan options (names, defaults, help, choices) from it
+(`swm.commands.learn`). In the graph state the plan is its JSON dump.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from swm.social.graph_state import ActStrategy
+
+Level = Literal["easy", "medium", "hard"]  # swm.tasks.families.LEVELS
+Family = Literal["negotiation", "mutual_friend", "secret", "scheduling", "persuasion",  # tasks.TASK_FAMILIES
+                 "werewolf"]
+UpdateMethod = Literal["memory", "sft", "dpo", "kto"]  # swm.lifelong.update.METHODS
+
+
+class LifelongPlan(BaseModel):
+    """What a lifelong run plays, learns and keeps: tasks, episodes, gating, the update, the deploy gate."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # the options that define what a run computes: changing one on an existing thread is refused
+    # (more cycles extend a finished one); the others may differ on a rerun
+    DEFINING: ClassVar[tuple[str, ...]] = (
+        "cycles", "levels", "families", "episodes_per_level", "samples_per_task", "max_turns", "policy",
+        "eval_policy", "self_play", "judge", "judge_threshold", "gating", "min_margin", "update", "replay",
+        "epsilon", "heldout_per_cell", "dev_per_cell", "hf_model")
+
+    run_id: str = "learn"
+    cycles: int = Field(3, ge=1, description="Training cycles (after the baseline evaluation).")
+    levels: list[Level] = Field(["easy", "medium", "hard"], min_length=1, description=(
+        "Difficulty levels, in curriculum order: cycle c trains on the c-th (the last repeats)."))
+    families: list[Family] = Field(["negotiation", "mutual_friend", "secret", "scheduling", "persuasion"],
+                                   min_length=1, description=(
+        "Task families; also the hidden-role games (werewolf: self-play by default)."))
+    episodes_per_level: int = Field(4, ge=1, description="Training episodes per cycle.")
+    samples_per_task: int = Field(2, ge=1, description="Episodes per training task (same-state pairs need at least 2).")
+    max_turns: int = Field(8, ge=1, description="Turn limit per episode.")
+    policy: ActStrategy = Field("plain", description=(
+        "Collection policy (foresee/rollout add world-model predictions: the perception track)."))
+    eval_policy: ActStrategy = Field("plain", description="Policy for the held-out evaluations.")
+    self_play: bool = Field(True, description=(
+        "One model in every seat, or the partner role's model in the other seats."))
+    judge: bool = Field(False, description=(
+        "Run the SOTOPIA-EVAL judge on each episode; pass rate then also needs judge goal >= threshold."))
+    judge_threshold: float = Field(7.0, description="The judge goal score a passed episode needs (with --judge).")
+    gating: bool = Field(True, description=(
+        "Gate the pairs; off keeps every pair (the no-gating ablation); reasons are still recorded."))
+    min_margin: float = Field(0.1, description="The gate's minimum score margin.")
+    update: UpdateMethod = Field("memory", description=(
+        "Policy update: memory (any API model), or a LoRA adapter trained with TRL (sft: kept trajectories; "
+        "dpo/kto: kept pairs), continued from the deployed policy's adapter."))
+    replay: bool = Field(True, description="Learn from earlier cycles' kept pairs too (the replay buffer).")
+    epsilon: float = Field(0.05, description="Deploy gate: allowed drop on earlier levels.")
+    deploy_metric: Literal["pass", "completion"] = Field("pass", description="What the deploy gate compares.")
+    heldout_per_cell: int = Field(1, ge=1, le=4, description=(
+        "Test-split tasks per family and level: they fill R and never choose."))
+    dev_per_cell: int = Field(1, ge=1, le=4, description=(
+        "Dev-split tasks per family and level: the deploy gate chooses on them."))
+    out_dir: str = Field("swm-learn", description="Folder for report.md, plots and exports.")
+    hf_model: str | None = Field(None, description=(
+        "sft/dpo/kto: the base to train (a local Hugging Face directory or a .gguf file) [default: the embedded "
+        "SmolLM2 GGUF, dequantised; needs the [train] extra]."))
+    base_gguf: str | None = Field(None, description=(
+        "The GGUF of --hf-model that llama.cpp serves the trained adapters over [default: the hf-model itself "
+        "when it is a .gguf, else the shipped GGUF]."))
+    lora_server: str | None = Field(None, description=(
+        "Serve adapters on this OpenAI-compatible server by runtime LoRA loading (vLLM /v1/load_lora_adapter) "
+        "instead of the embedded llama.cpp server."))
+    train: dict[str, Any] = Field(default_factory=dict, description=(
+        "swm.lifelong.train.TrainSettings fields (max_steps, epochs, learning_rate, rank, ...)."))
+
+
+DEFAULT_PLAN: dict[str, Any] = LifelongPlan().model_dump(mode="json")
