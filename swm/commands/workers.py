@@ -9,8 +9,10 @@ the item at its last finished node; the row's key makes a second write replace, 
 no item is lost or counted twice. Nothing here is a queue of our own: Ray owns scheduling,
 retries and placement; the checkpointer owns progress.
 
-``ray.init(address=...)``: ``None`` starts a local cluster with ``workers`` CPUs; ``"auto"`` or
-``ray://head:10001`` joins one started with ``ray start --head`` / ``ray start --address=...``.
+``ray.init(address=...)``: ``None`` starts a local cluster with ``workers`` CPUs; ``"auto"``,
+``HOST:PORT`` or ``ray://head:10001`` joins one started with ``ray start --head`` / ``ray start
+--address=...``. Token authentication (Ray 2.52+; a head started by hand turns it on by itself when
+``~/.ray/auth_token`` exists): see `join_settings` and docs/ray.md.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -110,13 +113,50 @@ def _ray() -> Any:
     return ray
 
 
+def token_available() -> bool:
+    """Tell whether a Ray token is at hand: ``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_token``."""
+    if os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH"):
+        return True
+    return (Path.home() / ".ray" / "auth_token").is_file()
+
+
+def join_settings(address: str) -> None:
+    """Turn Ray's token mode on for joining ``address`` when a token is at hand and no mode was chosen.
+
+    Ray 2.60 sends its token to a cluster at an explicit address only when ``RAY_AUTH_MODE=token``;
+    with the mode unset it connects without one and a cluster that requires it answers
+    ``InvalidAuthToken`` on every retry. A cluster without authentication accepts a token, so
+    sending one whenever it is at hand is safe. ``RAY_AUTH_MODE=disabled`` is respected.
+    """
+    if address != "auto" and "RAY_AUTH_MODE" not in os.environ and token_available():
+        os.environ["RAY_AUTH_MODE"] = "token"
+        if "ray" in sys.modules:  # Ray reads its config when imported: read it again, as Ray itself does
+            from ray._raylet import Config  # type: ignore[attr-defined]
+
+            Config.initialize("")
+
+
+def _join_failed(address: str, exc: BaseException) -> InputError:
+    mode = os.environ.get("RAY_AUTH_MODE", "unset")
+    hint = ("if the cluster uses token authentication, give this process its token: RAY_AUTH_MODE=token with "
+            "RAY_AUTH_TOKEN=<the head's ~/.ray/auth_token> (or RAY_AUTH_TOKEN_PATH); see docs/ray.md")
+    if token_available() and mode == "token":
+        hint = "check that the token is the head's (ray get-auth-token on the head) and the address; see docs/ray.md"
+    first = " ".join(str(exc).split())[:200]
+    return InputError(f"cannot join the Ray cluster at {address} ({type(exc).__name__}: {first}; "
+                      f"RAY_AUTH_MODE {mode})", hint)
+
+
 @contextmanager
 def ray_cluster(workers: int, address: str | None, db: str | Path) -> Iterator[Any]:
     """Join ``address`` (or start a local cluster of ``workers`` CPUs) for the block; yield the ``ray`` module."""
     from checkpoints import is_postgres
 
+    local = address in (None, "local")
+    if not local:
+        join_settings(str(address))  # before Ray is imported: it reads RAY_AUTH_MODE then
     ray = _ray()
-    if not is_postgres(db) and address not in (None, "local"):
+    if not is_postgres(db) and not local:
         raise InputError("workers on other machines need a shared database",
                          "pass --db postgresql://… (a SQLite file is only shared on one machine)")
     if ray.is_initialized():
@@ -124,9 +164,13 @@ def ray_cluster(workers: int, address: str | None, db: str | Path) -> Iterator[A
         return
     env = {k: os.environ[k] for k in ("PYTHONPATH", "SWM_WORKER_TRACE", "OPENAI_BASE_URL", "LANGSMITH_TRACING")
            if k in os.environ}
-    local = address in (None, "local")
-    ray.init(address=None if local else address, num_cpus=workers if local else None, include_dashboard=False,
-             log_to_driver=False, runtime_env={"env_vars": env} if env else None)
+    try:
+        ray.init(address=None if local else address, num_cpus=workers if local else None, include_dashboard=False,
+                 log_to_driver=False, runtime_env={"env_vars": env} if env else None)
+    except (ConnectionError, getattr(ray.exceptions, "AuthenticationError", ConnectionError)) as exc:
+        if local:
+            raise
+        raise _join_failed(str(address), exc) from exc
     try:
         yield ray
     finally:
