@@ -13,7 +13,7 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from swm.errors import InputError
+from swm.errors import EnvironmentFault, InputError
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 _checked: set[str] = set()
@@ -80,3 +80,36 @@ def _check(file: Path) -> None:
             raise DatabaseRefused(f"the database {file} is damaged: {problems[0]}{more}",
                                   "restore it from a copy or pass a new --db; `sqlite3 FILE .recover` may save "
                                   "its rows")
+
+
+class DatabaseReplaced(EnvironmentFault):
+    """The ``--db`` file was deleted or replaced while a run was writing to it."""
+
+
+def file_identity(path: str | Path) -> tuple[int, int] | None:
+    """Return the (device, inode) of the database file, None for ``:memory:`` or a file that is gone."""
+    if str(path) == ":memory:":
+        return None
+    try:
+        stat = os.stat(Path(path).expanduser())
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino
+
+
+def ensure_same_file(path: str | Path, identity: tuple[int, int] | None) -> None:
+    """Refuse to write when the file at ``path`` is no longer the one opened (deleted, or another in its place).
+
+    An open SQLite connection goes on writing to a deleted file's inode, which vanishes at close:
+    a run would report success with nothing on disk, or split its checkpoints and store across
+    two files. One ``stat`` per write batch is the price of knowing.
+    """
+    if identity is None:
+        return
+    now = file_identity(path)
+    if now == identity:
+        return
+    what = "deleted" if now is None else "replaced by another file"
+    raise DatabaseReplaced(f"the database {path} was {what} while this run was writing to it; the run stopped",
+                           "nothing more was written; restore the file (its steps resume from it) or start over "
+                           "with a new --thread-id")

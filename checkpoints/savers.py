@@ -7,12 +7,13 @@ import sqlite3
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
+from typing import Any
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from checkpoints.health import DatabaseRefused, check_database
+from checkpoints.health import DatabaseRefused, check_database, ensure_same_file, file_identity
 
 # Graph state holds swm's pydantic models; allow exactly these modules to be revived.
 SERDE = JsonPlusSerializer(allowed_msgpack_modules=[
@@ -51,12 +52,28 @@ def connect(path: str | Path) -> sqlite3.Connection:
     return conn
 
 
+class FileCheckedSqliteSaver(SqliteSaver):
+    """A SQLite checkpointer that stops writing when its file was deleted or replaced (`ensure_same_file`)."""
+
+    def __init__(self, conn: sqlite3.Connection, path: str | Path, **kwargs: Any) -> None:
+        super().__init__(conn, **kwargs)
+        self.path, self.identity = path, file_identity(path)
+
+    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        ensure_same_file(self.path, self.identity)
+        return super().put(config, checkpoint, metadata, new_versions)
+
+    def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+        ensure_same_file(self.path, self.identity)
+        super().put_writes(config, writes, task_id, task_path)
+
+
 @contextmanager
 def sqlite_saver(path: str | Path) -> Iterator[SqliteSaver]:
     """Yield a SQLite checkpointer on ``path`` and close it afterwards."""
     conn = connect(path)
     try:
-        saver = SqliteSaver(conn, serde=SERDE)
+        saver = FileCheckedSqliteSaver(conn, path, serde=SERDE)
         saver.setup()
         yield saver
     finally:

@@ -27,6 +27,14 @@ class SWMGroup(click.Group):
         except SWMError as exc:
             click.echo(f"error: {exc.one_line()}", err=True)
             sys.exit(exc.exit_code)
+        except Exception as exc:
+            from checkpoints.environment import environment_fault
+
+            fault = environment_fault(exc)
+            if fault is None:
+                raise
+            click.echo(f"error: {fault.one_line()}", err=True)
+            sys.exit(fault.exit_code)
         except KeyboardInterrupt:
             click.echo("interrupted: finished steps are checkpointed; rerun with the same --db and "
                        "--thread-id to resume", err=True)

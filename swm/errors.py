@@ -65,3 +65,13 @@ class ModelOutputError(SWMError):
     """The model answered, but not with anything usable after the allowed attempts."""
 
     exit_code = 4
+
+
+class EnvironmentFault(SWMError):
+    """What the run stands on failed: its database file (deleted, replaced, full, read-only), the database
+    server (connection lost, statement timeout) or its workers (a dead Ray node).
+
+    No later item could do better, so a long run stops here instead of recording every remaining
+    item as failed; finished steps are checkpointed and resume once the cause is fixed. Exit 2
+    when the user must change something (space, permissions, the file), 3 when a service is down.
+    """

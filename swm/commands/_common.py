@@ -157,6 +157,25 @@ def run_graph(builder: StateGraph[Any, Any, Any, Any], inputs: Mapping[str, Any]
     return out, thread
 
 
+def writable_out(folder: str | Path) -> Path:
+    """Create the ``--out`` folder now and prove it takes a file, before any model call is paid for.
+
+    A folder that cannot be written would otherwise fail the run only at its end, after every
+    call was made (and a rerun would pay again for what was not checkpointed).
+    """
+    import tempfile
+
+    path = Path(folder).expanduser()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".swm-write-check-"):
+            pass
+    except OSError as exc:
+        raise InputError(f"cannot write to --out {folder}: {exc.strerror or type(exc).__name__}",
+                         "pass an --out folder you can write (nothing was run)") from exc
+    return path
+
+
 def to_jsonable(value: Any) -> Any:
     if hasattr(value, "model_dump"):
         return value.model_dump(mode="json")

@@ -11,10 +11,19 @@ from typing import Any
 
 import click
 
-from swm.commands._common import comma_list, db_path, finish_bench, make_context, model_options, run_options
+from checkpoints.environment import environment_fault
+from swm.commands._common import (
+    comma_list,
+    db_path,
+    finish_bench,
+    make_context,
+    model_options,
+    run_options,
+    writable_out,
+)
 from swm.commands.play import inject_test_models
 from swm.context import SWMContext
-from swm.errors import InputError, ModelUnavailable
+from swm.errors import EnvironmentFault, InputError, ModelUnavailable
 from swm.filenames import file_name
 
 GAME_ROLES = ("agent", "partner")
@@ -82,9 +91,12 @@ def run_games(ctx: SWMContext, db: str | Path, jobs: list[tuple[str, dict[str, A
                     play(game_id, inputs)
                     with lock:
                         counts["ran"] += 1
-                except ModelUnavailable:
+                except (ModelUnavailable, EnvironmentFault):
                     raise
                 except Exception as exc:  # noqa: BLE001 - one broken game must not lose the others
+                    fault = environment_fault(exc)
+                    if fault is not None:  # the disk or database under every game: stop, do not fail them all
+                        raise fault from exc
                     failed[game_id] = f"{type(exc).__name__}: {exc}"
                 row = get_game_row(store, game_id) or {}
                 if row:
@@ -150,6 +162,7 @@ def games_command(game: str, n: int, n_players: int, policies: str, side: str, o
     ctx = make_context(db, **models)
     inject_test_models(ctx)
     run_id = thread_id or f"games-{uuid.uuid4().hex[:10]}"
+    folder = writable_out(out_dir or Path("swm-results") / file_name(run_id))
     jobs = [(gid, game_inputs(game, gid, i, n_players, p, side, opponent, options))
             for p in chosen for i in range(n) if (gid := game_id_for(run_id, p, i, side, opponent))]
     try:
@@ -171,7 +184,6 @@ def games_command(game: str, n: int, n_players: int, policies: str, side: str, o
         records_out += records
         setting = policy if side == "all" else f"{side}={policy}, others={policy if opponent == 'same' else opponent}"
         table.append({"setting": setting, "policy": policy, "metrics": summarise_games(records, spec.sides)})
-    folder = out_dir or Path("swm-results") / file_name(run_id)
     folder.mkdir(parents=True, exist_ok=True)
     text = markdown(table, list(spec.sides))
     meta = {"run_id": run_id, "game": game, "n": n, "players": n_players, "policies": chosen, "side": side,

@@ -10,7 +10,15 @@ from typing import Any
 import click
 
 from nodes.env import POLICIES
-from swm.commands._common import comma_list, db_path, finish_bench, make_context, model_options, run_options
+from swm.commands._common import (
+    comma_list,
+    db_path,
+    finish_bench,
+    make_context,
+    model_options,
+    run_options,
+    writable_out,
+)
 from swm.commands.play import EPISODE_ROLES, inject_test_models
 from swm.context import SWMContext
 from swm.errors import InputError
@@ -108,6 +116,7 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
         click.echo("note: the embedded model serves one request at a time; running with --concurrency 1", err=True)
         concurrency = 1
     run_id = thread_id or f"sotopia-{uuid.uuid4().hex[:10]}"
+    folder = writable_out(out_dir or Path("swm-results") / file_name(run_id))
     seat_list = {"both": (0, 1), "first": (0,), "second": (1,)}[seats]
     self_judged = ctx.judge_is_agent()
     if self_judged:
@@ -142,7 +151,6 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
                            seats=seat_list, on_done=lambda: bar.update(1), judge_protocol=judge_protocol)
     store = ctx.experience_store()
     table = summarise(store, result["episodes"], chosen)
-    folder = out_dir or Path("swm-results") / file_name(run_id)
     (folder / "transcripts").mkdir(parents=True, exist_ok=True)
     done = [e for e in result["episodes"] if e not in result["failed"]]
     write_jsonl(store, done, folder / "episodes.jsonl")

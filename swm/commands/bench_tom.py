@@ -19,6 +19,7 @@ from swm.commands._common import (
     model_options,
     prompts_option,
     run_options,
+    writable_out,
 )
 from swm.errors import InputError
 from swm.filenames import file_name
@@ -91,6 +92,7 @@ def tom_command(benchmark: str, data: Path | None, samples: int, fantom_context:
         click.echo("note: the embedded model serves one request at a time; running with --concurrency 1", err=True)
         concurrency = 1
     run_id = thread_id or f"tom-{label}-{uuid.uuid4().hex[:10]}"
+    out_dir = writable_out(out_dir or Path("swm-results") / file_name(run_id))
     scorer = rule_line("tomi" if benchmark == "sim" else benchmark)
     click.echo(f"scorer rule: {scorer}", err=True)
     click.echo(f"prompt protocol: {ctx.prompt_protocol} (--prompts paper|swm; docs/protocols.md)", err=True)
@@ -129,7 +131,7 @@ def tom_command(benchmark: str, data: Path | None, samples: int, fantom_context:
         header["Ray start (included in wall time)"] = f"{result['engine_startup_seconds']:.1f} s"
     if report_only:
         header["report only"] = f"{len(rows)} of {len(items) * len(mode_list)} answers finished"
-    paths = write_reports(out_dir or Path("swm-results") / file_name(run_id), label, summary, header, rows)
+    paths = write_reports(out_dir, label, summary, header, rows)
     if as_json:
         echo_json({"summary": summary, "header": header, "files": {k: str(v) for k, v in paths.items()}})
         _say_failed(rows, run_id, db)

@@ -14,10 +14,19 @@ import click
 from langchain_core.runnables import RunnableConfig
 from pydantic import ValidationError
 
-from swm.commands._common import comma_list, db_path, echo_json, make_context, model_options, run_options
+from swm.commands._common import (
+    comma_list,
+    db_path,
+    echo_json,
+    make_context,
+    model_options,
+    run_options,
+    writable_out,
+)
 from swm.commands.play import inject_test_models
 from swm.context import SWMContext
 from swm.errors import InputError
+from swm.filenames import file_name
 from swm.lifelong.plan import LifelongPlan
 from swm.lifelong.state import LifelongState
 from swm.usage import total_usage
@@ -158,7 +167,7 @@ def learn_command(temperature: float, concurrency: int, workers: int, ray_addres
     kept and none is played twice. A finished thread rewrites its report with no model calls.
     """
     thread = thread_id or f"learn-{uuid.uuid4().hex[:10]}"
-    folder = str(out_dir or Path(f"swm-learn-{thread}"))
+    folder = str(writable_out(out_dir or Path(f"swm-learn-{file_name(thread)}")))
     plan_keys = [*CLI_PLAN, *CLI_TRAIN]
     plan = build_plan(thread, folder, {k: options.pop(k) for k in plan_keys})
     ctx = make_context(db, temperature=temperature, **options)

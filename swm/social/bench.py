@@ -23,8 +23,9 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
+from checkpoints.environment import environment_fault
 from swm.context import SWMContext
-from swm.errors import ModelCallFailed, ModelUnavailable
+from swm.errors import EnvironmentFault, ModelCallFailed, ModelUnavailable
 from swm.social.judgement import DIMENSIONS
 from swm.social.models import Scenario
 from swm.social.store import get_episode, load_turns, write_episode
@@ -117,7 +118,7 @@ def run_bench(scenarios: list[Scenario], policies: list[str], ctx: SWMContext, p
             ctx.failures.failure(exc.one_line())
             raise
         ctx.failures.success()
-        row = get_episode(store, eid) or {}
+        row = get_episode(store, eid) or {"episode_id": eid}  # the same keys as the failure path's row
         spent = time.perf_counter() - began + float(row.get("wall_seconds") or 0)  # earlier attempts count too
         write_episode(store, {**row, "bench_run": run_id, "policy": policy, "seat": seat + 1,
                               "setting": setting_of(scenario), "self_judged": int(self_judged),
@@ -128,9 +129,12 @@ def run_bench(scenarios: list[Scenario], policies: list[str], ctx: SWMContext, p
         for future in as_completed(futures):
             try:
                 future.result()
-            except ModelUnavailable:
+            except (ModelUnavailable, EnvironmentFault):
                 raise
             except Exception as exc:  # noqa: BLE001 - one broken episode must not lose the others
+                fault = environment_fault(exc)
+                if fault is not None:  # the disk or database under every episode: stop, do not fail them all
+                    raise fault from exc
                 with lock:
                     failed[futures[future]] = f"{type(exc).__name__}: {exc}"
             if on_done:
