@@ -9,7 +9,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pytest
 from click.testing import CliRunner
 
 from checkpoints import open_store

@@ -166,6 +166,7 @@ def writable_out(folder: str | Path) -> Path:
     import tempfile
 
     path = Path(folder).expanduser()
+    made = [p for p in (path, *path.parents) if not p.exists()]  # left as found: a refused run writes nothing
     try:
         path.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path, prefix=".swm-write-check-"):
@@ -173,6 +174,12 @@ def writable_out(folder: str | Path) -> Path:
     except OSError as exc:
         raise InputError(f"cannot write to --out {folder}: {exc.strerror or type(exc).__name__}",
                          "pass an --out folder you can write (nothing was run)") from exc
+    finally:
+        for created in made:
+            try:
+                created.rmdir()
+            except OSError:
+                break
     return path
 
 
