@@ -121,8 +121,41 @@ def check_input(schema: type[Any], state: Mapping[str, Any]) -> None:
     try:
         _adapter(schema).validate_python(given)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}" for e in exc.errors())
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}"
+                             + _closest(schema, e) for e in exc.errors())
         raise InputError(f"invalid {schema.__name__}: {problems}", "see the graph's input schema") from None
+
+
+def _fields_of(kind: Any) -> dict[str, Any]:
+    """Return a TypedDict's or pydantic model's fields with their types ({} for anything else)."""
+    import typing
+
+    from pydantic import BaseModel
+
+    while typing.get_origin(kind) in (Annotated, typing.Union) or type(kind).__name__ == "UnionType":
+        options = [a for a in typing.get_args(kind) if a is not type(None)]
+        if not options:
+            return {}
+        kind = options[0]
+    if isinstance(kind, type) and issubclass(kind, BaseModel):
+        return {name: f.annotation for name, f in kind.model_fields.items()}
+    if isinstance(kind, type) and hasattr(kind, "__required_keys__"):
+        return typing.get_type_hints(kind)
+    return {}
+
+
+def _closest(schema: type[Any], error: Mapping[str, Any]) -> str:
+    """For an unknown key, name the closest valid key at the same place (`` (did you mean 'x'?)``)."""
+    import difflib
+
+    if error.get("type") != "extra_forbidden" or not error.get("loc"):
+        return ""
+    *path, unknown = error["loc"]
+    fields = _fields_of(schema)
+    for key in path:
+        fields = _fields_of(fields.get(str(key)))
+    close = difflib.get_close_matches(str(unknown), list(fields), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 _ADAPTERS: dict[type[Any], TypeAdapter[Any]] = {}
