@@ -50,16 +50,16 @@ def rollout_cases(module: Any) -> list[GraphCase]:
                            "(samples, simulations and scores run as parallel Send branches)")]
 
 
-def _episode_case(module: Any, policy: str, per_turn: int, judge_calls: int = 1) -> GraphCase:
+def _episode_case(module: Any, policy: str, per_turn: int) -> GraphCase:
     def inputs(i: int) -> dict[str, Any]:
         scenario = _scenario()
         return {"scenario": scenario.model_dump(mode="json"), "episode_id": f"bench-ep-{policy}-{i}",
                 "policies": {n: policy for n in scenario.names}, "max_turns": EPISODE_TURNS}
 
-    agents = len(_scenario().names)
-    floor = EPISODE_TURNS * per_turn + agents * judge_calls
+    # the default judge protocol (sotopia's evaluator) judges every agent in one call
+    floor = EPISODE_TURNS * per_turn + 1
     return GraphCase(f"episode ({policy}, {EPISODE_TURNS} turns)", module.build, inputs, lambda inp: floor,
-                     note=f"{EPISODE_TURNS} turns x {per_turn} + {agents} judge calls")
+                     note=f"{EPISODE_TURNS} turns x {per_turn} + 1 judge call (every agent at once)")
 
 
 def episode_cases(module: Any) -> list[GraphCase]:
