@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from checkpoints import ExperienceStore
+from checkpoints.store import StoreRecords
 from swm.lifelong import store as ls
 from swm.lifelong.metrics import Cell, curriculum_for, forgetting
 from swm.stats import wilson_interval
@@ -57,7 +58,7 @@ def run_method(method: str, args: argparse.Namespace) -> dict[str, Any]:
     return {"summary": json.loads(done.stdout), "wall": time.perf_counter() - start, "thread": thread}
 
 
-def table(store: Any, method: str, thread: str, levels: list[str], cycles: int) -> list[str]:
+def table(store: StoreRecords, method: str, thread: str, levels: list[str], cycles: int) -> list[str]:
     """Render one method's rows: per cycle, the candidate's rates, forgetting and training cost."""
     curriculum = curriculum_for(levels, cycles)
     rows = []

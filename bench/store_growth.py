@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from checkpoints.store import StoreRecords
+
 TURNS = 10
 EPISODES_PER_CYCLE = 25  # so the cycle query returns the same number of rows at every size
 CYCLE_INDEX = ("lifelong_episodes", ["run_id", "cycle", "phase"])
@@ -37,15 +39,15 @@ def _writers() -> tuple[Any, Any, str]:
         from swm.social.models import AgentAction, TurnRecord
         from swm.social.store import write_episode, write_turn
     except ImportError:
-        def write_turn_rows(store: Any, row: dict[str, Any]) -> None:
+        def write_turn_rows(store: StoreRecords, row: dict[str, Any]) -> None:
             store.insert("turns", row, pk=("episode_id", "turn"), replace=True)
 
-        def write_episode_rows(store: Any, row: dict[str, Any]) -> None:
+        def write_episode_rows(store: StoreRecords, row: dict[str, Any]) -> None:
             store.insert("episodes", {**row, "updated": time.time()}, pk="episode_id", replace=True)
 
         return write_turn_rows, write_episode_rows, "representative rows (swm.social.store not importable)"
 
-    def write_turn_record(store: Any, row: dict[str, Any]) -> None:
+    def write_turn_record(store: StoreRecords, row: dict[str, Any]) -> None:
         write_turn(store, TurnRecord(**{**row, "action": AgentAction(**row["action"])}))
 
     return write_turn_record, write_episode, "swm.social.store writers"
@@ -63,7 +65,7 @@ def _turn(episode_id: str, turn: int) -> dict[str, Any]:
             "models": {"agent": "fake@http://127.0.0.1/v1"}}
 
 
-def _episode(store: Any, index: int, write_turn: Any, write_episode: Any, runs: int) -> None:
+def _episode(store: StoreRecords, index: int, write_turn: Any, write_episode: Any, runs: int) -> None:
     episode_id = f"ep-{index:06d}"
     run_id, cycle = f"run-{index % runs}", index // EPISODES_PER_CYCLE
     head = {"episode_id": episode_id, "scenario": {"id": f"s{index % 50}", "goal": "sell high"},
@@ -81,7 +83,7 @@ def _episode(store: Any, index: int, write_turn: Any, write_episode: Any, runs: 
             pk="episode_id", ignore=True)
 
 
-def _time_queries(store: Any, n: int, runs: int, repeats: int = 10, rounds: int = 5) -> tuple[float, float]:
+def _time_queries(store: StoreRecords, n: int, runs: int, repeats: int = 10, rounds: int = 5) -> tuple[float, float]:
     """Return the best round's mean ms per query (rounds: other processes add noise at this scale)."""
     turns_ms = cycle_ms = float("inf")
     for _ in range(rounds):

@@ -8,6 +8,8 @@ from typing import Any, Literal
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import StateSnapshot
 
+from checkpoints.store import StoreRecords
+
 Status = Literal["started", "resumed", "finished"]
 
 
@@ -42,7 +44,7 @@ def differences(stored: Mapping[str, Any], given: Mapping[str, Any], keys: Any =
 RUN_OPTIONS_TABLE = "swm_run_options"
 
 
-def pin_run_options(store: Any, run_id: str, options: Mapping[str, Any]) -> list[str]:
+def pin_run_options(store: StoreRecords, run_id: str, options: Mapping[str, Any]) -> list[str]:
     """Record a run's options on its first invocation; refuse a rerun whose options differ.
 
     For runs made of many threads (a benchmark), whose finished items would otherwise be reused

@@ -24,16 +24,44 @@ FAILED_REPLY_CHARS = 8_000  # a reply kept for audit is cut here: a runaway mode
 
 
 class StoreRecords:
-    """The records every backend keeps the same way, written through ``insert`` and read through ``rows``."""
+    """The experience store of any backend: the table primitives, and the records kept the same way.
+
+    Domain code takes a ``StoreRecords``; SQLite and PostgreSQL implement the primitives below.
+    """
+
+    path: str
 
     def insert(self, table: str, row: Mapping[str, Any], *, pk: Any = None, replace: bool = False,
                ignore: bool = False) -> None:
         raise NotImplementedError
 
+    def insert_all(self, table: str, rows: Iterable[Mapping[str, Any]], *, pk: Any = None, replace: bool = False,
+                   ignore: bool = False) -> None:
+        raise NotImplementedError
+
     def rows(self, sql: str, params: Iterable[Any] | Mapping[str, Any] = ()) -> Iterator[dict[str, Any]]:
         raise NotImplementedError
 
+    def count(self, table: str, where: str | None = None, params: Iterable[Any] = ()) -> int:
+        raise NotImplementedError
+
     def has_table(self, table: str) -> bool:
+        raise NotImplementedError
+
+    def columns(self, table: str) -> set[str]:
+        raise NotImplementedError
+
+    def create_table(self, table: str, columns: Mapping[str, type], *, pk: Any = None,
+                     indexes: Iterable[Iterable[str]] = ()) -> None:
+        raise NotImplementedError
+
+    def create_index(self, table: str, columns: Iterable[str]) -> None:
+        raise NotImplementedError
+
+    def execute(self, sql: str, params: Iterable[Any] = ()) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
         raise NotImplementedError
 
     def get(self, table: str, key_column: str, key: Any, json_columns: Iterable[str] = ()) -> dict[str, Any] | None:
@@ -130,14 +158,14 @@ class ExperienceStore(StoreRecords):
             if self.conn.in_transaction:
                 self.conn.commit()
 
-    def insert(self, table: str, row: Mapping[str, Any], *, pk: str | None = None,
+    def insert(self, table: str, row: Mapping[str, Any], *, pk: str | tuple[str, ...] | None = None,
                replace: bool = False, ignore: bool = False) -> None:
         """Append a row (dict/list values are stored as JSON text)."""
         clean = {k: _jsonable(v) for k, v in row.items()}
         with self._writing():
             self.db[table].insert(clean, pk=pk, replace=replace, ignore=ignore, alter=True)  # type: ignore[union-attr]
 
-    def insert_all(self, table: str, rows: Iterable[Mapping[str, Any]], *, pk: str | None = None,
+    def insert_all(self, table: str, rows: Iterable[Mapping[str, Any]], *, pk: str | tuple[str, ...] | None = None,
                    replace: bool = False, ignore: bool = False) -> None:
         with self._writing():
             self.db[table].insert_all(  # type: ignore[union-attr]
@@ -186,10 +214,10 @@ class ExperienceStore(StoreRecords):
         self.conn.close()
 
 
-_SERVED: list[ExperienceStore] = []  # the store a server process opened for every run (at most one)
+_SERVED: list[StoreRecords] = []  # the store a server process opened for every run (at most one)
 
 
-def serve_store(store: Any) -> None:
+def serve_store(store: StoreRecords | None) -> None:
     """Make ``store`` the experience store of every run in this process that brings none (None: stop).
 
     `checkpoints.studio` calls it when ``langgraph dev`` or a server starts, so server runs read
@@ -200,7 +228,7 @@ def serve_store(store: Any) -> None:
         _SERVED.append(store)
 
 
-def served_store() -> Any:
+def served_store() -> StoreRecords | None:
     """Return the store `serve_store` set, or None (a library or CLI process)."""
     return _SERVED[0] if _SERVED else None
 

@@ -17,6 +17,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 import prompts
+from checkpoints.store import StoreRecords
 from swm.context import SWMContext
 from swm.errors import InputError
 from swm.lifelong import store as ls
@@ -44,7 +45,8 @@ def _base_gguf(plan: dict[str, Any]) -> Path | None:
                              "serve adapters on a runtime-LoRA server with --lora-server URL")
 
 
-def export_cycle(store: Any, plan: dict[str, Any], method: str, cycles: list[int]) -> tuple[list[dict[str, Any]], int]:
+def export_cycle(store: StoreRecords, plan: dict[str, Any], method: str,
+                 cycles: list[int]) -> tuple[list[dict[str, Any]], int]:
     """Return the export rows of the replay window and how many kept trajectories or pairs are behind them."""
     run = plan["run_id"]
     if method == "sft":
@@ -54,7 +56,8 @@ def export_cycle(store: Any, plan: dict[str, Any], method: str, cycles: list[int
     return (dpo_rows(used) if method == "dpo" else kto_rows(used)), len(used)
 
 
-def train_policy(store: Any, plan: dict[str, Any], method: str, parent: PolicyVersion, version: str, cycle: int,
+def train_policy(store: StoreRecords, plan: dict[str, Any], method: str, parent: PolicyVersion, version: str,
+                 cycle: int,
                  cycles: list[int]) -> tuple[PolicyVersion, list[str]]:
     """Export, train from the parent's adapter, serve; return the new policy (the parent's weights if no rows)."""
     from swm.lifelong.serve import lora_name, verify_deploy

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic.json_schema import SkipJsonSchema
 
@@ -25,6 +25,9 @@ from swm.llm import (
     make_chat_model,
     raw_text,
 )
+
+if TYPE_CHECKING:
+    from checkpoints.store import StoreRecords
 
 ParseTask = Literal["generic", "tomi", "hitom", "fantom", "mmtom", "confaide"]  # whose parse rules and prompts apply
 # whose wording the parser and QA prompts use: the S3AP repository's task by task, or swm's own (swm/protocols.py)
@@ -149,7 +152,7 @@ class SWMContext:
         """Tell whether any role would run on the embedded model."""
         return any(is_embedded(self.spec_for(r)) and "@" not in self.spec_for(r) for r in ROLES)
 
-    def experience_store(self) -> Any:
+    def experience_store(self) -> StoreRecords:
         """Return the experience store: the one given, the server's, else an in-memory one opened on first use."""
         if self.store is None:
             from checkpoints.store import ExperienceStore, served_store

@@ -16,6 +16,7 @@ import pytest
 from bench.cases import GraphCase, core_cases, extra_cases, story
 from bench.extra_graphs import SCRIPTS
 from checkpoints import ExperienceStore, sqlite_saver
+from checkpoints.store import StoreRecords
 from swm.context import SWMContext
 from swm.testing import ScriptedChatModel
 from swm.testing.schema_instance import known_schemas, scripted_arguments
@@ -30,7 +31,7 @@ def responder(prompt: str, tool: str | None) -> Any:
     return known_schemas()[tool].model_validate(scripted_arguments(tool, prompt, SCRIPTS))
 
 
-def scripted_context(case: GraphCase, store: Any) -> tuple[SWMContext, ScriptedChatModel]:
+def scripted_context(case: GraphCase, store: StoreRecords) -> tuple[SWMContext, ScriptedChatModel]:
     model = ScriptedChatModel(respond=responder)
     ctx = SWMContext(llm=model, **case.context)
     ctx.store = store

@@ -41,6 +41,29 @@ def episode_player(ctx: SWMContext, db: str | Path) -> Callable[[str, dict[str, 
     return play
 
 
+def _scenarios(hard: bool, data: Path | None, n: int | None) -> list[Any]:
+    """Return the scenarios to play: ``--data`` (a file, or ``shipped``) or the shared SOTOPIA sample, ``n`` of them."""
+    from swm.scenarios import load_jsonl, load_sotopia, shipped
+    from swm.social.bench import spread
+
+    if str(data) == "shipped":
+        pool = shipped()
+    elif data is not None:
+        pool = load_jsonl(data)
+        if hard and any(s.hard for s in pool):  # a file that flags no hard rows is taken whole
+            pool = [s for s in pool if s.hard]
+    else:
+        from swm.scenarios import SHARED_SOTOPIA
+
+        if not SHARED_SOTOPIA.is_file():
+            raise InputError(f"no SOTOPIA sample at {SHARED_SOTOPIA}", "pass --data FILE, or --data shipped")
+        pool = load_sotopia(hard=True if hard else None)
+    scenarios = spread(pool, n)
+    if not scenarios:
+        raise InputError("no scenario selected", "check --data, --hard/--all and --n")
+    return scenarios
+
+
 @click.command("sotopia")
 @click.option("--hard/--all", "hard", default=True, show_default=True,
               help="The 70 pairings of SOTOPIA's 14 hard scenarios, or all 146 rows of the shared sample.")
@@ -90,26 +113,11 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
     """
     from tqdm import tqdm
 
-    from swm.scenarios import load_jsonl, load_sotopia, shipped
-    from swm.social.bench import markdown, run_bench, setting_of, spread, summarise
+    from swm.social.bench import markdown, run_bench, setting_of, summarise
     from swm.social.export import transcript, write_jsonl
 
     chosen = comma_list(policies, POLICIES, "policy")
-    if str(data) == "shipped":
-        pool = shipped()
-    elif data is not None:
-        pool = load_jsonl(data)
-        if hard and any(s.hard for s in pool):  # a file that flags no hard rows is taken whole
-            pool = [s for s in pool if s.hard]
-    else:
-        from swm.scenarios import SHARED_SOTOPIA
-
-        if not SHARED_SOTOPIA.is_file():
-            raise InputError(f"no SOTOPIA sample at {SHARED_SOTOPIA}", "pass --data FILE, or --data shipped")
-        pool = load_sotopia(hard=True if hard else None)
-    scenarios = spread(pool, n)
-    if not scenarios:
-        raise InputError("no scenario selected", "check --data, --hard/--all and --n")
+    scenarios = _scenarios(hard, data, n)
     ctx = make_context(db, rollout_width=width, rollout_depth=depth, **models)
     inject_test_models(ctx)
     if ctx.uses_embedded() and concurrency > 1:

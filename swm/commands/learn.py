@@ -14,6 +14,7 @@ import click
 from langchain_core.runnables import RunnableConfig
 from pydantic import ValidationError
 
+from checkpoints.store import StoreRecords
 from swm.commands._common import (
     comma_list,
     db_path,
@@ -39,7 +40,7 @@ def _expected_episodes(plan: dict[str, Any]) -> int:
     return (plan["cycles"] + 1) * evaluations + plan["cycles"] * plan["episodes_per_level"]
 
 
-def _progress_line(store: Any, plan: dict[str, Any], values: dict[str, Any]) -> str:
+def _progress_line(store: StoreRecords, plan: dict[str, Any], values: dict[str, Any]) -> str:
     from swm.lifelong import store as ls
 
     counts = ls.gate_counts(store, plan["run_id"])

@@ -11,6 +11,7 @@ import json
 import time
 from typing import Any
 
+from checkpoints.store import StoreRecords
 from swm.games.records import GameRecord, MoveRecord
 from swm.state import SocialStep, SocialWorld
 
@@ -18,14 +19,14 @@ JSON_COLUMNS = ("players", "roles", "sides", "options", "policies", "outcome", "
                 "briefing", "seat_roles")
 
 
-def write_move(store: Any, record: MoveRecord) -> None:
+def write_move(store: StoreRecords, record: MoveRecord) -> None:
     """Store one committed move (idempotent on (game_id, turn))."""
     row = record.model_dump(mode="json")
     row["created"] = time.time()
     store.insert("game_moves", row, pk=("game_id", "turn"), replace=True)
 
 
-def load_moves(store: Any, game_id: str) -> list[MoveRecord]:
+def load_moves(store: StoreRecords, game_id: str) -> list[MoveRecord]:
     """Return the committed moves of a game, in order."""
     if not store.has_table("game_moves"):
         return []
@@ -42,18 +43,18 @@ def load_moves(store: Any, game_id: str) -> list[MoveRecord]:
     return out
 
 
-def write_game(store: Any, row: dict[str, Any]) -> None:
+def write_game(store: StoreRecords, row: dict[str, Any]) -> None:
     """Insert or replace the game row (written at the start and again when finished)."""
     store.insert("games", {**row, "updated": time.time()}, pk="game_id", replace=True)
 
 
-def get_game_row(store: Any, game_id: str) -> dict[str, Any] | None:
+def get_game_row(store: StoreRecords, game_id: str) -> dict[str, Any] | None:
     """Return the game row with its JSON columns decoded, or None."""
     row: dict[str, Any] | None = store.get("games", "game_id", game_id, JSON_COLUMNS)
     return row
 
 
-def load_world(store: Any, game_id: str) -> SocialWorld:
+def load_world(store: StoreRecords, game_id: str) -> SocialWorld:
     """Rebuild a game's `SocialWorld`: its briefing step, then one step per committed move."""
     row = get_game_row(store, game_id)
     if row is None:
@@ -62,7 +63,7 @@ def load_world(store: Any, game_id: str) -> SocialWorld:
     return SocialWorld(agents=list(row["players"]), steps=steps)
 
 
-def load_record(store: Any, game_id: str) -> GameRecord:
+def load_record(store: StoreRecords, game_id: str) -> GameRecord:
     """Rebuild the `GameRecord` of a stored game (finished or not: ``outcome`` is None while it runs)."""
     row = get_game_row(store, game_id)
     if row is None:

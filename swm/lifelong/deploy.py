@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from checkpoints.store import StoreRecords
 from swm.lifelong import store as ls
 from swm.lifelong.metrics import Cell, curriculum_for
 
@@ -46,7 +47,8 @@ def decide(incumbent: Mapping[str, Cell], candidate: Mapping[str, Cell], earlier
     return DeployDecision(deploy=not reasons, reasons=reasons, deltas=deltas)
 
 
-def deploy_cycle(store: Any, plan: dict[str, Any], cycle: int, incumbent: str, candidate: str) -> tuple[str, str]:
+def deploy_cycle(store: StoreRecords, plan: dict[str, Any], cycle: int, incumbent: str, candidate: str) -> tuple[str,
+                 str]:
     """Choose on the dev split and write both curves' R[cycle, ·] from the test split; return (serving, why).
 
     The deployed curve's row is the test result of the policy in service after this cycle; the

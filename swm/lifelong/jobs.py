@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from checkpoints.store import StoreRecords
 from swm.context import SWMContext
 from swm.errors import ModelCallFailed
 from swm.lifelong import store as ls
@@ -91,7 +92,7 @@ def eval_jobs(state: LifelongState, policy: str, split: str) -> list[EpisodeJob]
 
 
 
-def pending_evaluations(state: LifelongState, store: Any) -> list[EpisodeJob]:
+def pending_evaluations(state: LifelongState, store: StoreRecords) -> list[EpisodeJob]:
     """Return the dev and test episodes of the incumbent and the candidate not yet in the store.
 
     The incumbent's were played when it was evaluated as a candidate (or at cycle 0), so in a
@@ -103,7 +104,7 @@ def pending_evaluations(state: LifelongState, store: Any) -> list[EpisodeJob]:
 
 
 
-def refuse_failed(store: Any, plan: dict[str, Any], cycle: int, phases: tuple[str, ...]) -> None:
+def refuse_failed(store: StoreRecords, plan: dict[str, Any], cycle: int, phases: tuple[str, ...]) -> None:
     """Stop before a fan-out's episodes are used while some of them failed after their retries.
 
     The other episodes of the fan-out finished and are kept; on the rerun `nodes.lifelong.resend`
@@ -117,7 +118,7 @@ def refuse_failed(store: Any, plan: dict[str, Any], cycle: int, phases: tuple[st
 
 
 
-def failed_now(state: LifelongState, store: Any) -> list[dict[str, Any]]:
+def failed_now(state: LifelongState, store: StoreRecords) -> list[dict[str, Any]]:
     """Return the failure rows of the current phase's episodes (collect, or the dev and test evaluations)."""
     plan, cycle = plan_of(state), state.get("cycle", 0)
     evaluating = cycle == 0 or state.get("phase") in ("evaluate", "deploy")

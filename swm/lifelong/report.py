@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from checkpoints.store import StoreRecords
 from swm.lifelong import store as ls
 from swm.lifelong.gate import RULES
 from swm.lifelong.metrics import Cell, Estimate, curriculum_for, summary, wilson
@@ -55,7 +56,7 @@ def served_as(policy: Mapping[str, Any], played: Sequence[str], fallback: str) -
     return ", ".join(played) if played else fallback
 
 
-def policy_listing(store: Any, run: str, agent_spec: str) -> list[dict[str, Any]]:
+def policy_listing(store: StoreRecords, run: str, agent_spec: str) -> list[dict[str, Any]]:
     """List every policy of a run: version, kind, cycle, parent, deployed, adapter path, spec served as."""
     played = ls.agent_specs(store, run)
     return [{"version": p["version"], "kind": p["kind"], "cycle": p["cycle"], "parent": p.get("parent"),
@@ -75,7 +76,7 @@ def _training(train: Mapping[str, Any] | None) -> str:
             f"{train.get('tokens_per_s', 0):.0f} tok/s")
 
 
-def _policies_section(store: Any, run: str, agent_spec: str) -> list[str]:
+def _policies_section(store: StoreRecords, run: str, agent_spec: str) -> list[str]:
     rows = ["## Policies", "", "| version | cycle | kind | parent | deployed | served as | adapter | pairs used | "
             "training |", "|---|---|---|---|---|---|---|---|---|"]
     for p in policy_listing(store, run, agent_spec):
@@ -85,7 +86,7 @@ def _policies_section(store: Any, run: str, agent_spec: str) -> list[str]:
     return [*rows, ""]
 
 
-def _played_section(store: Any, run: str, agent_spec: str) -> list[str]:
+def _played_section(store: StoreRecords, run: str, agent_spec: str) -> list[str]:
     """Who collected each cycle's training episodes, served as which spec, and what came of the candidate."""
     spec_of = {p["version"]: p["served_as"] for p in policy_listing(store, run, agent_spec)}
     rows = ["## Who played each cycle", "", "| cycle | collected by | served as | candidate | dev gate |",
@@ -99,7 +100,7 @@ def _played_section(store: Any, run: str, agent_spec: str) -> list[str]:
     return [*rows, ""]
 
 
-def _cost_section(store: Any, run: str, plan: Mapping[str, Any], usage: Mapping[str, Any] | None) -> list[str]:
+def _cost_section(store: StoreRecords, run: str, plan: Mapping[str, Any], usage: Mapping[str, Any] | None) -> list[str]:
     played = ls.episodes_played(store, run)
     splits = ls.split_ids(store, run)
     n_dev, n_test = len(splits.get("dev", [])), len(splits.get("test", []))
@@ -136,7 +137,7 @@ def _cost_section(store: Any, run: str, plan: Mapping[str, Any], usage: Mapping[
     return rows
 
 
-def write_report(store: Any, plan: Mapping[str, Any], usage: Mapping[str, Any] | None = None,
+def write_report(store: StoreRecords, plan: Mapping[str, Any], usage: Mapping[str, Any] | None = None,
                  agent_spec: str = "?") -> Path:
     """Compute and store both curves' metrics, then write ``report.md`` (and plots) under ``plan.out_dir``.
 

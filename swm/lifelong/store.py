@@ -26,6 +26,7 @@ import weakref
 from collections.abc import Iterable
 from typing import Any
 
+from checkpoints.store import StoreRecords
 from swm.errors import InputError
 from swm.lifelong.gate import GateResult, degenerate_reason
 from swm.lifelong.metrics import Cell
@@ -35,7 +36,7 @@ from swm.tasks.families import Task
 from swm.usage import CallStats, add_stats, empty_stats
 
 
-def put_task(store: Any, task: Task) -> None:
+def put_task(store: StoreRecords, task: Task) -> None:
     store.insert("lifelong_tasks", {"task_id": task.task_id, "family": task.family, "level": task.level,
                                     "seed": task.seed, "split": task.split, "task": task.model_dump(mode="json")},
                  pk="task_id", ignore=True)
@@ -44,11 +45,11 @@ def put_task(store: Any, task: Task) -> None:
 _INDEXED: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
-def episode_done(store: Any, episode_id: str) -> bool:
+def episode_done(store: StoreRecords, episode_id: str) -> bool:
     return store.count("lifelong_episodes", "episode_id = ?", [episode_id]) > 0
 
 
-def put_episode(store: Any, record: EpisodeRecord, passed: bool, usage: dict[str, Any] | None = None) -> bool:
+def put_episode(store: StoreRecords, record: EpisodeRecord, passed: bool, usage: dict[str, Any] | None = None) -> bool:
     """Record a finished episode once, with the model usage it cost; return False if it was already there."""
     if episode_done(store, record.episode_id):
         return False
@@ -67,14 +68,14 @@ def put_episode(store: Any, record: EpisodeRecord, passed: bool, usage: dict[str
     return True
 
 
-def episode_usage(store: Any, episode_id: str) -> dict[str, Any]:
+def episode_usage(store: StoreRecords, episode_id: str) -> dict[str, Any]:
     """Return the usage stored with a finished episode ({} for one stored before usage was kept)."""
     rows = list(store.rows("select usage from lifelong_episodes where episode_id = ?", [episode_id]))
     raw = rows[0].get("usage") if rows else None
     return json.loads(raw) if isinstance(raw, str) and raw else {}
 
 
-def take_attempt_usage(store: Any, episode_id: str) -> CallStats:
+def take_attempt_usage(store: StoreRecords, episode_id: str) -> CallStats:
     """Remove the turn rows of an attempt that did not finish (a kill, a failed call); return what they cost.
 
     The episode is played again from its first turn, so its old turns must go; their calls were
@@ -90,7 +91,7 @@ def take_attempt_usage(store: Any, episode_id: str) -> CallStats:
     return spent
 
 
-def put_failure(store: Any, episode_id: str, run_id: str, cycle: int, phase: str, error: str,
+def put_failure(store: StoreRecords, episode_id: str, run_id: str, cycle: int, phase: str, error: str,
                 usage: dict[str, Any]) -> None:
     """Record an episode whose model call failed after its retries (the latest error per episode)."""
     store.insert("lifelong_failures", {"episode_id": episode_id, "run_id": run_id, "cycle": cycle, "phase": phase,
@@ -98,7 +99,7 @@ def put_failure(store: Any, episode_id: str, run_id: str, cycle: int, phase: str
                  pk="episode_id", replace=True)
 
 
-def failures(store: Any, run_id: str) -> list[dict[str, Any]]:
+def failures(store: StoreRecords, run_id: str) -> list[dict[str, Any]]:
     """Return the run's episodes that failed and were never finished since, by cycle and phase."""
     if not store.has_table("lifelong_failures"):
         return []
@@ -108,7 +109,8 @@ def failures(store: Any, run_id: str) -> list[dict[str, Any]]:
                            "order by cycle, phase, episode_id", [run_id]))
 
 
-def load_episodes(store: Any, run_id: str, cycle: int, phase: str, policy: str | None = None) -> list[EpisodeRecord]:
+def load_episodes(store: StoreRecords, run_id: str, cycle: int, phase: str,
+                  policy: str | None = None) -> list[EpisodeRecord]:
     if not store.has_table("lifelong_episodes"):
         return []
     sql = "select record from lifelong_episodes where run_id = ? and cycle = ? and phase = ?"
@@ -119,13 +121,13 @@ def load_episodes(store: Any, run_id: str, cycle: int, phase: str, policy: str |
     return [EpisodeRecord.model_validate_json(r["record"]) for r in store.rows(sql + " order by episode_id", params)]
 
 
-def count_episodes(store: Any, run_id: str, phase: str | None = None) -> int:
+def count_episodes(store: StoreRecords, run_id: str, phase: str | None = None) -> int:
     if phase is None:
         return store.count("lifelong_episodes", "run_id = ?", [run_id])
     return store.count("lifelong_episodes", "run_id = ? and phase = ?", [run_id, phase])
 
 
-def put_pairs(store: Any, run_id: str, cycle: int, results: Iterable[GateResult], gating: bool) -> None:
+def put_pairs(store: StoreRecords, run_id: str, cycle: int, results: Iterable[GateResult], gating: bool) -> None:
     """Store every gated pair of a cycle, duplicates included (keyed by their position in the batch)."""
     rows = []
     for i, r in enumerate(results):
@@ -137,7 +139,7 @@ def put_pairs(store: Any, run_id: str, cycle: int, results: Iterable[GateResult]
     store.insert_all("lifelong_pairs", rows, pk=("run_id", "cycle", "row"), ignore=True)
 
 
-def pairs(store: Any, run_id: str, cycles: Iterable[int], kept: bool | None = True) -> list[PreferencePair]:
+def pairs(store: StoreRecords, run_id: str, cycles: Iterable[int], kept: bool | None = True) -> list[PreferencePair]:
     cycles = list(cycles)
     if not cycles or not store.has_table("lifelong_pairs"):
         return []
@@ -158,14 +160,14 @@ def pairs(store: Any, run_id: str, cycles: Iterable[int], kept: bool | None = Tr
     return out
 
 
-def pair_ids(store: Any, run_id: str, before_cycle: int) -> set[str]:
+def pair_ids(store: StoreRecords, run_id: str, before_cycle: int) -> set[str]:
     if not store.has_table("lifelong_pairs"):
         return set()
     return {r["pair_id"] for r in store.rows("select pair_id from lifelong_pairs where run_id = ? and cycle < ?",
                                              [run_id, before_cycle])}
 
 
-def put_gate_counts(store: Any, run_id: str, cycle: int, track: str, kept: int, total: int,
+def put_gate_counts(store: StoreRecords, run_id: str, cycle: int, track: str, kept: int, total: int,
                     counts: dict[str, int]) -> None:
     rows = [{"run_id": run_id, "cycle": cycle, "track": track, "reason": reason, "rejects": n}
             for reason, n in counts.items()]
@@ -174,7 +176,7 @@ def put_gate_counts(store: Any, run_id: str, cycle: int, track: str, kept: int, 
     store.insert_all("lifelong_gate", rows, pk=("run_id", "cycle", "track", "reason"), replace=True)
 
 
-def gate_counts(store: Any, run_id: str, cycle: int | None = None) -> dict[str, int]:
+def gate_counts(store: StoreRecords, run_id: str, cycle: int | None = None) -> dict[str, int]:
     """Sum the gate table over tracks (and over cycles unless one is given)."""
     if not store.has_table("lifelong_gate"):
         return {}
@@ -186,7 +188,7 @@ def gate_counts(store: Any, run_id: str, cycle: int | None = None) -> dict[str, 
     return {r["reason"]: int(r["n"]) for r in store.rows(sql + " group by reason", params)}
 
 
-def put_policy(store: Any, run_id: str, policy: PolicyVersion, errors: list[str] | None = None) -> None:
+def put_policy(store: StoreRecords, run_id: str, policy: PolicyVersion, errors: list[str] | None = None) -> None:
     store.insert("lifelong_policies", {"run_id": run_id, "version": policy.version, "cycle": policy.cycle,
                                        "kind": policy.kind, "parent": policy.parent,
                                        "policy": policy.model_dump(mode="json"), "errors": errors or [],
@@ -194,14 +196,14 @@ def put_policy(store: Any, run_id: str, policy: PolicyVersion, errors: list[str]
                  pk=("run_id", "version"), ignore=True)
 
 
-def get_policy(store: Any, run_id: str, version: str) -> PolicyVersion | None:
+def get_policy(store: StoreRecords, run_id: str, version: str) -> PolicyVersion | None:
     if not store.has_table("lifelong_policies"):
         return None
     rows = list(store.rows("select policy from lifelong_policies where run_id = ? and version = ?", [run_id, version]))
     return PolicyVersion.model_validate_json(rows[0]["policy"]) if rows else None
 
 
-def put_deploy(store: Any, run_id: str, cycle: int, candidate: str, incumbent: str, deployed: bool,
+def put_deploy(store: StoreRecords, run_id: str, cycle: int, candidate: str, incumbent: str, deployed: bool,
                reasons: list[str], deltas: dict[str, float]) -> None:
     store.insert("lifelong_deploys", {"run_id": run_id, "cycle": cycle, "candidate": candidate,
                                       "incumbent": incumbent, "deployed": int(deployed), "reasons": reasons,
@@ -211,7 +213,7 @@ def put_deploy(store: Any, run_id: str, cycle: int, candidate: str, incumbent: s
                   [int(deployed), run_id, candidate])
 
 
-def put_splits(store: Any, run_id: str, splits: dict[str, list[Task]], version: str) -> None:
+def put_splits(store: StoreRecords, run_id: str, splits: dict[str, list[Task]], version: str) -> None:
     """Record which held-out task is in which evaluation split (written once, at cycle 0)."""
     store.insert_all("lifelong_splits", [{"run_id": run_id, "task_id": t.task_id, "split": split, "family": t.family,
                                           "level": t.level, "version": version}
@@ -219,7 +221,7 @@ def put_splits(store: Any, run_id: str, splits: dict[str, list[Task]], version: 
                      pk=("run_id", "task_id"), ignore=True)
 
 
-def split_ids(store: Any, run_id: str) -> dict[str, list[str]]:
+def split_ids(store: StoreRecords, run_id: str) -> dict[str, list[str]]:
     """Return the run's evaluation task ids per split (``dev``, ``test``), as recorded."""
     if not store.has_table("lifelong_splits"):
         return {}
@@ -230,7 +232,7 @@ def split_ids(store: Any, run_id: str) -> dict[str, list[str]]:
     return out
 
 
-def eval_cells(store: Any, run_id: str, policy: str, metric: str, split: str) -> dict[str, Cell]:
+def eval_cells(store: StoreRecords, run_id: str, policy: str, metric: str, split: str) -> dict[str, Cell]:
     """Return a policy's cells per level on one evaluation split (``completion`` or ``passed``).
 
     Each policy plays each split task once (the episode id has no cycle), so a cell is one
@@ -245,7 +247,7 @@ def eval_cells(store: Any, run_id: str, policy: str, metric: str, split: str) ->
             for r in store.rows(sql, [run_id, split, policy])}
 
 
-def played_cycle(store: Any, run_id: str, policy: str, split: str) -> int | None:
+def played_cycle(store: StoreRecords, run_id: str, policy: str, split: str) -> int | None:
     """Return the cycle in which a policy's episodes on a split were played (None: not yet)."""
     if not store.has_table("lifelong_episodes"):
         return None
@@ -254,7 +256,7 @@ def played_cycle(store: Any, run_id: str, policy: str, split: str) -> int | None
     return None if not rows or rows[0]["c"] is None else int(rows[0]["c"])
 
 
-def _curves_table(store: Any, table: str) -> bool:
+def _curves_table(store: StoreRecords, table: str) -> bool:
     """Return whether a per-curve table exists; refuse, in one line, one written before the dev/test split."""
     if not store.has_table(table):
         return False
@@ -264,7 +266,7 @@ def _curves_table(store: Any, table: str) -> bool:
     return True
 
 
-def put_matrix_row(store: Any, run_id: str, curve: str, cycle: int, policy: str, metric: str,
+def put_matrix_row(store: StoreRecords, run_id: str, curve: str, cycle: int, policy: str, metric: str,
                    cells: dict[str, Cell], played: int | None) -> None:
     """Write R[cycle, ·] of a curve (``deployed`` or ``candidate``): the test cells of ``policy``."""
     _curves_table(store, "lifelong_matrix")
@@ -275,7 +277,7 @@ def put_matrix_row(store: Any, run_id: str, curve: str, cycle: int, policy: str,
                      pk=("run_id", "curve", "cycle", "metric", "level"), replace=True)
 
 
-def matrix(store: Any, run_id: str, metric: str, curve: str = "deployed") -> dict[tuple[int, str], Cell]:
+def matrix(store: StoreRecords, run_id: str, metric: str, curve: str = "deployed") -> dict[tuple[int, str], Cell]:
     """Return a curve's R matrix; each cell's ``source`` names the policy's episode set it counts."""
     if not _curves_table(store, "lifelong_matrix"):
         return {}
@@ -285,7 +287,7 @@ def matrix(store: Any, run_id: str, metric: str, curve: str = "deployed") -> dic
                                                 source=f"{r['policy_version']}/test/{r['level']}") for r in rows}
 
 
-def matrix_policies(store: Any, run_id: str, curve: str) -> dict[int, tuple[str, int | None]]:
+def matrix_policies(store: StoreRecords, run_id: str, curve: str) -> dict[int, tuple[str, int | None]]:
     """Return, per cycle, the policy a curve's row counts and the cycle its episodes were played in."""
     if not _curves_table(store, "lifelong_matrix"):
         return {}
@@ -294,7 +296,7 @@ def matrix_policies(store: Any, run_id: str, curve: str) -> dict[int, tuple[str,
     return {int(r["cycle"]): (r["policy_version"], r["played_cycle"]) for r in rows}
 
 
-def policies(store: Any, run_id: str) -> list[dict[str, Any]]:
+def policies(store: StoreRecords, run_id: str) -> list[dict[str, Any]]:
     """Return every policy version of a run (oldest first) with whether it was deployed."""
     if not store.has_table("lifelong_policies"):
         return []
@@ -305,7 +307,7 @@ def policies(store: Any, run_id: str) -> list[dict[str, Any]]:
              "errors": json.loads(r["errors"]) if isinstance(r["errors"], str) else r["errors"]} for r in rows]
 
 
-def agent_specs(store: Any, run_id: str) -> dict[str, list[str]]:
+def agent_specs(store: StoreRecords, run_id: str) -> dict[str, list[str]]:
     """Return, per policy version, the agent model specs its episodes recorded (what actually played)."""
     if not store.has_table("lifelong_episodes"):
         return {}
@@ -318,7 +320,7 @@ def agent_specs(store: Any, run_id: str) -> dict[str, list[str]]:
     return out
 
 
-def episodes_played(store: Any, run_id: str) -> dict[tuple[int, str], tuple[int, int | None]]:
+def episodes_played(store: StoreRecords, run_id: str) -> dict[tuple[int, str], tuple[int, int | None]]:
     """Return, per (cycle, phase), how many episodes were played and the model calls they made.
 
     Calls are None for a store written before usage was kept with each episode.

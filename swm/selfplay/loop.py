@@ -17,6 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from checkpoints.store import StoreRecords
 from swm.selfplay import advantages as adv
 from swm.selfplay import store as sps
 from swm.selfplay.checkpoint import checkpoint_dir, has_checkpoint, meta, save_atomic
@@ -100,7 +101,7 @@ def ensure_initial_checkpoint(plan: SelfPlayPlan) -> None:
         POOL.forget(plan.policy)
 
 
-def rollout_jobs(plan: SelfPlayPlan, store: Any, iteration: int) -> list[dict[str, Any]]:
+def rollout_jobs(plan: SelfPlayPlan, store: StoreRecords, iteration: int) -> list[dict[str, Any]]:
     """Return the iteration's training rollouts that are not yet in the store (the G samples of each task)."""
     jobs = []
     for unit_id, unit in plan.units("train", iteration).items():
@@ -179,7 +180,7 @@ def verify_checkpoint(plan: SelfPlayPlan, checkpoint: Path, lora: Path, url: str
     _verified.add(key)
 
 
-def run_rollout(plan: SelfPlayPlan, store: Any, job: dict[str, Any], checkpoint_iteration: int) -> Rollout:
+def run_rollout(plan: SelfPlayPlan, store: StoreRecords, job: dict[str, Any], checkpoint_iteration: int) -> Rollout:
     """Play one rollout under the checkpoint of ``checkpoint_iteration`` and store it (failed or not).
 
     The plan's sampler decides how: served by llama.cpp (the checkpoint's adapter as a GGUF LoRA)
@@ -213,7 +214,7 @@ def role_rewards(rollouts: list[Rollout]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def score_rollouts(plan: SelfPlayPlan, store: Any, iteration: int, phase: str,
+def score_rollouts(plan: SelfPlayPlan, store: StoreRecords, iteration: int, phase: str,
                    judge_model: Any = None) -> dict[str, Any]:
     """Score every stored rollout of the iteration and phase; failed ones are counted and left out.
 
@@ -296,7 +297,7 @@ def assign_advantages(rollouts: list[Rollout], cfg: adv.AdvantageConfig) -> list
     return raw
 
 
-def estimate_advantages(plan: SelfPlayPlan, store: Any, iteration: int) -> dict[str, Any]:
+def estimate_advantages(plan: SelfPlayPlan, store: StoreRecords, iteration: int) -> dict[str, Any]:
     """Compute token advantages and returns of the iteration's scored rollouts, normalised per role."""
     start = time.perf_counter()
     rollouts = [r for r in sps.load_rollouts(store, plan.run_id, iteration, "train") if not r.failed]
@@ -312,7 +313,7 @@ def estimate_advantages(plan: SelfPlayPlan, store: Any, iteration: int) -> dict[
             "raw_abs_max": max((abs(a) for a in raw), default=None), "seconds": time.perf_counter() - start}
 
 
-def update_policy(plan: SelfPlayPlan, store: Any, iteration: int) -> dict[str, Any]:
+def update_policy(plan: SelfPlayPlan, store: StoreRecords, iteration: int) -> dict[str, Any]:
     """PPO on the iteration's samples, saved atomically as checkpoint ``iteration + 1``.
 
     Idempotent: an existing checkpoint is read, not trained again. A diverging loss returns
@@ -347,7 +348,7 @@ def update_policy(plan: SelfPlayPlan, store: Any, iteration: int) -> dict[str, A
     return stats
 
 
-def evaluate_policy(plan: SelfPlayPlan, store: Any, iteration: int) -> dict[str, Any]:
+def evaluate_policy(plan: SelfPlayPlan, store: StoreRecords, iteration: int) -> dict[str, Any]:
     """Play the held-out tasks (or game seeds) under checkpoint ``iteration + 1``, one rollout each, and score them."""
     start = time.perf_counter()
     for unit_id, unit in plan.units("eval").items():

@@ -12,16 +12,17 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from checkpoints.store import StoreRecords
 from swm.selfplay.trajectory import Rollout
 
 ROLLOUTS = "selfplay_rollouts"
 
 
-def rollout_done(store: Any, rollout_id: str) -> bool:
+def rollout_done(store: StoreRecords, rollout_id: str) -> bool:
     return bool(store.has_table(ROLLOUTS) and store.count(ROLLOUTS, "rollout_id = ?", [rollout_id]) > 0)
 
 
-def put_rollout(store: Any, run_id: str, phase: str, rollout: Rollout) -> None:
+def put_rollout(store: StoreRecords, run_id: str, phase: str, rollout: Rollout) -> None:
     """Write (or rewrite) a rollout's row."""
     store.insert(ROLLOUTS, {"rollout_id": rollout.rollout_id, "run_id": run_id, "iteration": rollout.iteration,
                             "phase": phase, "task_id": rollout.task_id, "sample": rollout.sample,
@@ -30,7 +31,7 @@ def put_rollout(store: Any, run_id: str, phase: str, rollout: Rollout) -> None:
                  pk="rollout_id", replace=True)
 
 
-def load_rollouts(store: Any, run_id: str, iteration: int, phase: str) -> list[Rollout]:
+def load_rollouts(store: StoreRecords, run_id: str, iteration: int, phase: str) -> list[Rollout]:
     """Return the rollouts of one iteration and phase, failed ones included, in id order."""
     if not store.has_table(ROLLOUTS):
         return []
@@ -39,11 +40,11 @@ def load_rollouts(store: Any, run_id: str, iteration: int, phase: str) -> list[R
     return [Rollout.model_validate_json(r["rollout"]) for r in rows]
 
 
-def put_iteration(store: Any, run_id: str, iteration: int, summary: dict[str, Any]) -> None:
+def put_iteration(store: StoreRecords, run_id: str, iteration: int, summary: dict[str, Any]) -> None:
     store.insert("selfplay_iterations", {"key": f"{run_id}/{iteration}", "run_id": run_id, "iteration": iteration,
                                          **summary, "created": time.time()}, pk="key", replace=True)
 
 
-def put_run(store: Any, run_id: str, plan: dict[str, Any]) -> None:
+def put_run(store: StoreRecords, run_id: str, plan: dict[str, Any]) -> None:
     store.insert("selfplay_runs", {"run_id": run_id, "plan": plan, "created": time.time()}, pk="run_id",
                  replace=True)

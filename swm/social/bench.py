@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
 from checkpoints.environment import environment_fault
+from checkpoints.store import StoreRecords
 from swm.context import SWMContext
 from swm.errors import EnvironmentFault, ModelCallFailed, ModelUnavailable
 from swm.social.judgement import DIMENSIONS
@@ -143,7 +144,7 @@ def run_bench(scenarios: list[Scenario], policies: list[str], ctx: SWMContext, p
             "wall": time.perf_counter() - start}
 
 
-def summarise(store: Any, episode_ids: Iterable[str], policies: list[str]) -> list[dict[str, Any]]:
+def summarise(store: StoreRecords, episode_ids: Iterable[str], policies: list[str]) -> list[dict[str, Any]]:
     """Rows per policy: over ``all`` episodes, then per tested side and per setting (``group``).
 
     Each row: each dimension's mean ± 95% CI for the tested agent over its scored episodes, cost per
@@ -173,7 +174,7 @@ def summarise(store: Any, episode_ids: Iterable[str], policies: list[str]) -> li
     return table
 
 
-def _summarise_rows(store: Any, policy: str, group: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+def _summarise_rows(store: StoreRecords, policy: str, group: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """One table row: the tested agent's scores and the cost of these episodes."""
     scores = [(r.get("judgements") or {}).get(r.get("tested_agent")) or {} for r in rows]
     out: dict[str, Any] = {"policy": policy, "group": group, "n": len(rows)}

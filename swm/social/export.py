@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from checkpoints.store import StoreRecords
 from swm.social.judgement import DIMENSIONS
 from swm.social.models import Scenario, TurnRecord
 from swm.social.store import get_episode, load_turns
@@ -21,7 +22,7 @@ from swm.state import SocialStep, SocialWorld
 from swm.usage import total_usage
 
 
-def episode_row(store: Any, episode_id: str) -> dict[str, Any]:
+def episode_row(store: StoreRecords, episode_id: str) -> dict[str, Any]:
     """Build the export row of one stored episode."""
     episode = get_episode(store, episode_id)
     if episode is None:
@@ -83,7 +84,7 @@ def _score_row(agent: str, judgement: dict[str, Any] | None) -> dict[str, Any]:
     return row
 
 
-def write_jsonl(store: Any, episode_ids: Iterable[str], path: str | Path) -> int:
+def write_jsonl(store: StoreRecords, episode_ids: Iterable[str], path: str | Path) -> int:
     """Write the episodes as JSONL (overwriting ``path``); return how many rows were written."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -95,7 +96,7 @@ def write_jsonl(store: Any, episode_ids: Iterable[str], path: str | Path) -> int
     return count
 
 
-def transcript(store: Any, episode_id: str, *, show_predictions: bool = True) -> str:
+def transcript(store: StoreRecords, episode_id: str, *, show_predictions: bool = True) -> str:
     """Render a readable transcript: turns, predicted mental states, fallbacks, and the scores."""
     row = episode_row(store, episode_id)
     lines = [f"Episode {episode_id} — scenario {row['scenario_id']} ({row['codename'] or 'no codename'})",

@@ -187,126 +187,130 @@ class _State:
         return reply
 
 
-def _handler(state: _State) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"  # keep-alive, as the OpenAI client's connection pool expects
-        # Headers and body go out in two writes; with Nagle's algorithm on, the second waits for
-        # the client's delayed ACK (40 ms on Linux), which would be counted as swm's overhead.
-        disable_nagle_algorithm = True
+class _Handler(BaseHTTPRequestHandler):
+    """The routes; `_handler` binds one server's `_State` as ``state``."""
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
-            pass
+    state: _State
+    protocol_version = "HTTP/1.1"  # keep-alive, as the OpenAI client's connection pool expects
+    # Headers and body go out in two writes; with Nagle's algorithm on, the second waits for
+    # the client's delayed ACK (40 ms on Linux), which would be counted as swm's overhead.
+    disable_nagle_algorithm = True
 
-        def _send(self, code: int, payload: Any, headers: Mapping[str, str] | None = None) -> None:
-            data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            for key, value in (headers or {}).items():
-                self.send_header(key, value)
-            self.end_headers()
-            self.wfile.write(data)
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        pass
 
-        def _fault(self, fault: str, body: dict[str, Any]) -> None:
-            """Answer one chat request with the injected fault."""
-            backoff = {"retry-after-ms": f"{state.retry_after_ms:g}"} if state.retry_after_ms >= 0 else {}
-            if fault == "500":
-                self._send(500, {"error": {"message": "fake server: injected 500", "type": "server_error"}}, backoff)
-            elif fault == "429":
-                self._send(429, {"error": {"message": "fake server: injected rate limit", "type": "rate_limit"}},
-                           {"retry-after": f"{state.retry_after:g}", **backoff})
-            elif fault == "invalid_json":
-                self._send(200, b'{"id": "chatcmpl-broken", "object": "chat.completion", "choices": [{"ind')
-            elif fault == "huge":
-                tool = _tool_of(body)
-                junk = "x" * state.huge_chars
-                message: dict[str, Any] = {"role": "assistant", "content": junk}
-                if tool is not None:
-                    message = {"role": "assistant", "content": None, "tool_calls": [{
-                        "id": "call_huge", "type": "function",
-                        "function": {"name": tool["name"], "arguments": json.dumps({"junk": junk})}}]}
-                self._send(200, {"id": "chatcmpl-huge", "object": "chat.completion", "created": int(time.time()),
-                                 "model": body.get("model", "fake"), "choices": [{
-                                     "index": 0, "message": message, "finish_reason": "stop", "logprobs": None}],
-                                 "usage": {"prompt_tokens": 1, "completion_tokens": state.huge_chars // 4,
-                                           "total_tokens": 1 + state.huge_chars // 4}})
-            else:  # hang, then drop; drop: close the connection with no answer
-                if fault == "hang":
-                    state.release.wait(state.hang)
-                self.close_connection = True
+    def _send(self, code: int, payload: Any, headers: Mapping[str, str] | None = None) -> None:
+        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
 
-        def _body(self) -> dict[str, Any]:
-            length = int(self.headers.get("Content-Length") or 0)
-            return json.loads(self.rfile.read(length) or b"{}") if length else {}
+    def _fault(self, fault: str, body: dict[str, Any]) -> None:
+        """Answer one chat request with the injected fault."""
+        backoff = {"retry-after-ms": f"{self.state.retry_after_ms:g}"} if self.state.retry_after_ms >= 0 else {}
+        if fault == "500":
+            self._send(500, {"error": {"message": "fake server: injected 500", "type": "server_error"}}, backoff)
+        elif fault == "429":
+            self._send(429, {"error": {"message": "fake server: injected rate limit", "type": "rate_limit"}},
+                       {"retry-after": f"{self.state.retry_after:g}", **backoff})
+        elif fault == "invalid_json":
+            self._send(200, b'{"id": "chatcmpl-broken", "object": "chat.completion", "choices": [{"ind')
+        elif fault == "huge":
+            tool = _tool_of(body)
+            junk = "x" * self.state.huge_chars
+            message: dict[str, Any] = {"role": "assistant", "content": junk}
+            if tool is not None:
+                message = {"role": "assistant", "content": None, "tool_calls": [{
+                    "id": "call_huge", "type": "function",
+                    "function": {"name": tool["name"], "arguments": json.dumps({"junk": junk})}}]}
+            self._send(200, {"id": "chatcmpl-huge", "object": "chat.completion", "created": int(time.time()),
+                             "model": body.get("model", "fake"), "choices": [{
+                                 "index": 0, "message": message, "finish_reason": "stop", "logprobs": None}],
+                             "usage": {"prompt_tokens": 1, "completion_tokens": self.state.huge_chars // 4,
+                                       "total_tokens": 1 + self.state.huge_chars // 4}})
+        else:  # hang, then drop; drop: close the connection with no answer
+            if fault == "hang":
+                self.state.release.wait(self.state.hang)
+            self.close_connection = True
 
-        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-            if self.path.rstrip("/").endswith("/stats"):
-                self._send(200, state.stats())
-            elif self.path.rstrip("/").endswith("/bodies"):
-                with state.lock:
-                    self._send(200, list(state.bodies))
-            elif self.path.rstrip("/").endswith("/models"):
-                with state.lock:  # loaded adapters are listed as vLLM lists them: name, directory, base
-                    adapters = [{"id": n, "object": "model", "root": p, "parent": "fake"}
-                                for n, p in state.adapters.items()]
-                self._send(200, {"object": "list", "data": [{"id": "fake", "object": "model"}, *adapters]})
-            else:
-                self._send(404, {"error": {"message": f"no route {self.path}"}})
+    def _body(self) -> dict[str, Any]:
+        length = int(self.headers.get("Content-Length") or 0)
+        return json.loads(self.rfile.read(length) or b"{}") if length else {}
 
-        def do_POST(self) -> None:  # noqa: N802
-            received = time.perf_counter()
-            try:
-                body = self._body()
-            except ValueError as exc:
-                self._send(400, {"error": {"message": f"bad JSON: {exc}"}})
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        if self.path.rstrip("/").endswith("/stats"):
+            self._send(200, self.state.stats())
+        elif self.path.rstrip("/").endswith("/bodies"):
+            with self.state.lock:
+                self._send(200, list(self.state.bodies))
+        elif self.path.rstrip("/").endswith("/models"):
+            with self.state.lock:  # loaded adapters are listed as vLLM lists them: name, directory, base
+                adapters = [{"id": n, "object": "model", "root": p, "parent": "fake"}
+                            for n, p in self.state.adapters.items()]
+            self._send(200, {"object": "list", "data": [{"id": "fake", "object": "model"}, *adapters]})
+        else:
+            self._send(404, {"error": {"message": f"no route {self.path}"}})
+
+    def do_POST(self) -> None:  # noqa: N802
+        received = time.perf_counter()
+        try:
+            body = self._body()
+        except ValueError as exc:
+            self._send(400, {"error": {"message": f"bad JSON: {exc}"}})
+            return
+        path = self.path.rstrip("/")
+        if path.endswith("/chat/completions"):
+            with self.state.lock:
+                failing = 0 <= self.state.fail_at <= self.state.requests
+            if failing:
+                self._send(400, {"error": {"message": "fake server: fail_at reached",
+                                           "type": "invalid_request_error"}})
                 return
-            path = self.path.rstrip("/")
-            if path.endswith("/chat/completions"):
-                with state.lock:
-                    failing = 0 <= state.fail_at <= state.requests
-                if failing:
-                    self._send(400, {"error": {"message": "fake server: fail_at reached",
-                                               "type": "invalid_request_error"}})
-                    return
-                fault = state.next_fault()
-                if fault is not None:
-                    self._fault(fault, body)
-                    return
-                if body.get("stream"):
-                    self._send(400, {"error": {"message": "the fake server does not stream"}})
-                    return
-                model = str(body.get("model", ""))
-                if state.lora and model != "fake" and model not in state.adapters:
-                    self._send(404, {"error": {"message": f"The model `{model}` does not exist.",
-                                               "type": "NotFoundError"}})
-                    return
-                self._send(200, state.reply(body, received))
-            elif path.endswith("/load_lora_adapter") and state.lora:
-                name, where = str(body.get("lora_name", "")), str(body.get("lora_path", ""))
-                with state.lock:
-                    known = name in state.adapters
-                    if not known and name and where:
-                        state.adapters[name] = where
-                if not name or not where:
-                    self._send(400, {"error": {"message": "lora_name and lora_path are required"}})
-                elif known:
-                    self._send(400, {"error": {"message": f"The lora adapter '{name}' has already been loaded."}})
-                else:
-                    self._send(200, {"ok": True})
-            elif path.endswith("/reset"):
-                state.reset()
-                self._send(200, {"ok": True})
-            elif path.endswith("/config"):
-                try:
-                    state.configure(body)
-                except ValueError as exc:
-                    self._send(400, {"error": {"message": str(exc)}})
-                    return
-                self._send(200, {"ok": True})
+            fault = self.state.next_fault()
+            if fault is not None:
+                self._fault(fault, body)
+                return
+            if body.get("stream"):
+                self._send(400, {"error": {"message": "the fake server does not stream"}})
+                return
+            model = str(body.get("model", ""))
+            if self.state.lora and model != "fake" and model not in self.state.adapters:
+                self._send(404, {"error": {"message": f"The model `{model}` does not exist.",
+                                           "type": "NotFoundError"}})
+                return
+            self._send(200, self.state.reply(body, received))
+        elif path.endswith("/load_lora_adapter") and self.state.lora:
+            name, where = str(body.get("lora_name", "")), str(body.get("lora_path", ""))
+            with self.state.lock:
+                known = name in self.state.adapters
+                if not known and name and where:
+                    self.state.adapters[name] = where
+            if not name or not where:
+                self._send(400, {"error": {"message": "lora_name and lora_path are required"}})
+            elif known:
+                self._send(400, {"error": {"message": f"The lora adapter '{name}' has already been loaded."}})
             else:
-                self._send(404, {"error": {"message": f"no route {self.path}"}})
+                self._send(200, {"ok": True})
+        elif path.endswith("/reset"):
+            self.state.reset()
+            self._send(200, {"ok": True})
+        elif path.endswith("/config"):
+            try:
+                self.state.configure(body)
+            except ValueError as exc:
+                self._send(400, {"error": {"message": str(exc)}})
+                return
+            self._send(200, {"ok": True})
+        else:
+            self._send(404, {"error": {"message": f"no route {self.path}"}})
 
-    return Handler
+
+def _handler(state: _State) -> type[BaseHTTPRequestHandler]:
+    return type("Handler", (_Handler,), {"state": state})
 
 
 class _Server(ThreadingHTTPServer):

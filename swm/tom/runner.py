@@ -31,6 +31,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 
 from checkpoints import run_thread
+from checkpoints.store import StoreRecords
 from swm.context import SWMContext
 from swm.errors import InputError, ModelCallFailed
 from swm.graph_state import story_hash
@@ -50,7 +51,7 @@ def item_thread(run_id: str, mode: str, item: TomItem) -> str:
     return f"{run_id}/{mode}/{item.id}"
 
 
-def finished_keys(store: Any, run_id: str) -> set[str]:
+def finished_keys(store: StoreRecords, run_id: str) -> set[str]:
     """Return the result keys a run has finished (failed items are not finished: a rerun retries them)."""
     if not store.has_table(RESULTS_TABLE):
         return set()
@@ -58,7 +59,7 @@ def finished_keys(store: Any, run_id: str) -> set[str]:
                                          "coalesce(status, 'done') != 'failed'", [run_id])}
 
 
-def result_rows(store: Any, run_id: str, modes: Iterable[str], items: list[TomItem]) -> list[dict[str, Any]]:
+def result_rows(store: StoreRecords, run_id: str, modes: Iterable[str], items: list[TomItem]) -> list[dict[str, Any]]:
     """Return the stored rows of these items and modes, in mode then item order."""
     if not store.has_table(RESULTS_TABLE):
         return []
@@ -94,7 +95,7 @@ _RESULT_COLUMNS: dict[str, type] = {
 }
 
 
-def ensure_tables(store: Any) -> None:
+def ensure_tables(store: StoreRecords) -> None:
     """Create the results tables up front, in the calling thread.
 
     A ``CREATE TABLE`` racing the checkpointer's writes from worker threads can fail at once
@@ -105,7 +106,7 @@ def ensure_tables(store: Any) -> None:
                                     "modes": str, "started": float}, pk="run")
 
 
-def insert_result(store: Any, row: dict[str, Any]) -> None:
+def insert_result(store: StoreRecords, row: dict[str, Any]) -> None:
     """Store one scored row.
 
     A briefly locked database needs no retry here: the store takes SQLite's write lock first
@@ -115,7 +116,7 @@ def insert_result(store: Any, row: dict[str, Any]) -> None:
     store.insert(RESULTS_TABLE, row, pk="key", replace=True)
 
 
-def record_run(store: Any, run_id: str, meta: dict[str, Any]) -> None:
+def record_run(store: StoreRecords, run_id: str, meta: dict[str, Any]) -> None:
     """Store the run's settings once; a rerun on other settings is refused (use a new run id)."""
     ensure_tables(store)
     if store.has_table(RUNS_TABLE):
