@@ -7,7 +7,7 @@ import math
 import pytest
 
 from swm.lifelong.deploy import decide
-from swm.lifelong.metrics import Z95, Cell, acc, bwt, curriculum_for, forgetting, fwt, summary, wilson
+from swm.lifelong.metrics import Cell, acc, bwt, curriculum_for, forgetting, fwt, summary, wilson
 
 LEVELS = ["easy", "medium", "hard"]
 
@@ -21,10 +21,16 @@ R3 = matrix({0: {"easy": 2, "medium": 1, "hard": 0}, 1: {"easy": 6, "medium": 3,
              2: {"easy": 5, "medium": 7, "hard": 2}, 3: {"easy": 4, "medium": 7, "hard": 5}})
 
 
-def half_width(s: int, n: int) -> float:
-    """The standard error a cell contributes: its Wilson interval's half width over 1.96."""
+def up(s: int, n: int) -> float:
+    """How far a cell's Wilson interval reaches above its rate."""
     w = wilson(s, n)
-    return (w.high - w.low) / 2 / Z95
+    return w.high - w.value
+
+
+def down(s: int, n: int) -> float:
+    """How far a cell's Wilson interval reaches below its rate."""
+    w = wilson(s, n)
+    return w.value - w.low
 
 
 def test_curriculum() -> None:
@@ -36,11 +42,13 @@ def test_two_cycles_by_hand() -> None:
     cur = ["easy", "medium"]
     a = acc(R2, ["easy", "medium"])
     assert a is not None and a.value == pytest.approx(0.6)
-    sd = math.sqrt((half_width(5, 10) ** 2 + half_width(7, 10) ** 2) / 4)
-    assert a.high - a.value == pytest.approx(Z95 * sd, abs=1e-6)
+    # MOVER: a positive weight reaches up by its cell's upper arm, a negative one by its lower arm
+    assert a.high - a.value == pytest.approx(math.sqrt((up(5, 10) ** 2 + up(7, 10) ** 2) / 4), abs=1e-6)
+    assert a.value - a.low == pytest.approx(math.sqrt((down(5, 10) ** 2 + down(7, 10) ** 2) / 4), abs=1e-6)
     b = bwt(R2, ["easy", "medium"], cur)
     assert b is not None and b.value == pytest.approx(-0.1)
-    assert b.high - b.value == pytest.approx(Z95 * math.hypot(half_width(5, 10), half_width(6, 10)), abs=1e-6)
+    assert b.high - b.value == pytest.approx(math.hypot(up(5, 10), down(6, 10)), abs=1e-6)  # R[2,e] − R[1,e]
+    assert b.value - b.low == pytest.approx(math.hypot(down(5, 10), up(6, 10)), abs=1e-6)
     f = fwt(R2, ["easy", "medium"], cur)
     assert f is not None and f.value == pytest.approx(0.2)
     f2 = forgetting(R2, ["easy", "medium"], cur, 2)
@@ -67,6 +75,21 @@ def test_all_zero_rates_still_have_an_interval() -> None:
     r = matrix({0: {"easy": 0}, 1: {"easy": 0}, 2: {"easy": 0}})
     a = acc(r, ["easy"])
     assert a is not None and a.value == 0.0 and a.high > 0.1
+
+
+@pytest.mark.parametrize(("before", "after", "n"), [(1, 0, 1), (0, 1, 1), (3, 0, 3), (10, 0, 10), (2, 1, 2)])
+def test_intervals_stay_inside_the_metrics_range(before: int, after: int, n: int) -> None:
+    """BWT from one task per level was printed as −1.000 [−1.561, −0.439]: an interval outside [−1, 1]."""
+    r = matrix({0: {"easy": 0, "medium": 0}, 1: {"easy": before, "medium": 0},
+                2: {"easy": after, "medium": after}}, n=n)
+    out = summary(r, ["easy", "medium"], ["easy", "medium"])
+    for name, est in out.items():
+        assert est is not None
+        low_bound = 0.0 if name == "ACC" else -1.0
+        assert low_bound <= est.low <= est.value <= est.high <= 1.0, (name, est)
+    if (before, after, n) == (1, 0, 1):  # the case from the report: one task, solved then lost
+        b = out["BWT"]
+        assert b is not None and b.value == b.low == -1.0 and -1.0 < b.high < 1.0
 
 
 def test_wilson() -> None:
@@ -109,7 +132,7 @@ def test_a_cell_counted_twice_is_one_term_not_two_draws() -> None:
     assert independent is not None and independent.value == 0.0 and independent.high > 0.3
     # one policy on two levels is two episode sets: independent terms, not merged
     a = acc({(1, "easy"): same, (1, "medium"): Cell(6, 10, source="p1/test/medium")}, ["easy", "medium"])
-    assert a is not None and a.high - a.value == pytest.approx(Z95 * half_width(6, 10) / math.sqrt(2), abs=1e-6)
+    assert a is not None and a.high - a.value == pytest.approx(up(6, 10) / math.sqrt(2), abs=1e-6)
 
 
 def test_forgetting_compares_with_the_best_before_cycle_k_so_an_improving_level_forgets_negatively() -> None:

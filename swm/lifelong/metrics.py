@@ -13,16 +13,21 @@ al. 2018, RWalk):
 * F_k = mean over levels j trained before cycle k of max_{1 ≤ l < k} R[l, j] − R[k, j].
 
 Confidence intervals: a cell is a binomial proportion over its episodes, with its Wilson
-interval. A metric is a linear combination Σ w_i p_i of cells; cells from independent episode sets
-add variance, so the metric's variance is Σ w_i² σ_i² and its interval ±1.96 σ. Two cells that are
-the same episodes (a cell's ``source`` names its episode set, e.g. the deployed curve's row after a
-refused candidate is the incumbent's own evaluation) are one term with their weights summed, so
-R[T, j] − R[c, j] of an unchanged policy is exactly 0 ± 0 rather than 0 ± the noise of two draws.
-Each σ_i is read off the cell's Wilson interval (half its width over 1.96) rather than
-p(1 − p)/n, which collapses to zero at 0/n and n/n — exactly the rates a weak model or an easy
-level produces. For F_k the maximising cell is
-treated as fixed (an approximation, stated here). With few episodes the intervals are wide, as
-they should be.
+interval. A metric is a linear combination Σ w_i p_i of cells from independent episode sets; its
+interval is the MOVER one (Newcombe 1998, method 10, for one difference; Zou & Donner 2008 for
+any linear combination): with (l_i, u_i) each cell's Wilson interval,
+
+    low  = L − sqrt(Σ_{w_i>0} w_i² (p_i − l_i)² + Σ_{w_i<0} w_i² (u_i − p_i)²)
+    high = L + sqrt(Σ_{w_i>0} w_i² (u_i − p_i)² + Σ_{w_i<0} w_i² (p_i − l_i)²)
+
+Each square root is at most the sum of its terms, so the interval never leaves the metric's own
+range: [0, 1] for ACC, [−1, 1] for BWT, FWT and F_k (a Wald interval ±1.96 σ did: BWT −1.000
+[−1.561, −0.439] from one task per level). It is asymmetric where a rate sits at 0 or 1, as a
+Wilson interval is. Two cells that are the same episodes (a cell's ``source`` names its episode
+set, e.g. the deployed curve's row after a refused candidate is the incumbent's own evaluation)
+are one term with their weights summed, so R[T, j] − R[c, j] of an unchanged policy is exactly
+0 [0, 0] rather than 0 ± the noise of two draws. For F_k the maximising cell is treated as fixed
+(an approximation, stated here). With few episodes the intervals are wide, as they should be.
 """
 
 from __future__ import annotations
@@ -76,6 +81,7 @@ def wilson(successes: int, n: int, z: float = Z95) -> Estimate:
 
 
 def _combine(terms: Sequence[tuple[float, Cell]]) -> Estimate | None:
+    """Return Σ w_i p_i with its MOVER interval (see the module docstring)."""
     if not terms:
         return None
     value = sum(w * c.rate for w, c in terms)
@@ -83,8 +89,13 @@ def _combine(terms: Sequence[tuple[float, Cell]]) -> Estimate | None:
     for i, (w, c) in enumerate(terms):
         key = c.source if c.source is not None else i
         merged[key] = (merged[key][0] + w, c) if key in merged else (w, c)
-    sd = math.sqrt(sum(w * w * c.variance for w, c in merged.values()))
-    return Estimate(round(value, 6), round(value - Z95 * sd, 6), round(value + Z95 * sd, 6))
+    below = above = 0.0
+    for w, c in merged.values():
+        cell = wilson(c.successes, c.n)
+        down, up = (cell.value - cell.low) ** 2, (cell.high - cell.value) ** 2
+        below += w * w * (down if w > 0 else up)
+        above += w * w * (up if w > 0 else down)
+    return Estimate(round(value, 6), round(value - math.sqrt(below), 6), round(value + math.sqrt(above), 6))
 
 
 Matrix = Mapping[tuple[int, str], Cell]
