@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 
 import pytest
 
@@ -168,3 +169,19 @@ def test_dev_split_is_frozen_and_disjoint_from_test_and_training() -> None:
                                            "dev:secret:medium:0", "dev:secret:medium:1"]
     with pytest.raises(ValueError, match="unknown evaluation split"):
         split_tasks("train", ["easy"])
+
+
+def test_a_split_file_with_one_task_twice_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from swm.errors import InputError
+    from swm.tasks import splits
+
+    lines = splits.HELDOUT_FILE.read_text(encoding="utf-8").splitlines()
+    twin = tmp_path / "test.jsonl"
+    twin.write_text("\n".join([lines[0], lines[1], lines[0]]) + "\n", encoding="utf-8")
+    monkeypatch.setitem(splits._FILES, "test", twin)
+    splits.frozen.cache_clear()
+    try:
+        with pytest.raises(InputError, match=rf"duplicate task id '.+' at {twin}:1 and {twin}:3"):
+            splits.frozen("test")
+    finally:
+        splits.frozen.cache_clear()

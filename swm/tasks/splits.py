@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 
+from swm.inputs import refuse_duplicate_ids
 from swm.tasks.families import FAMILIES, GAME_FAMILIES, LEVELS, Task, synthesize
 
 PER_CELL = 4
@@ -52,7 +53,9 @@ def frozen(split: str = "test") -> tuple[Task, ...]:
     """Return a split's frozen tasks from its package file."""
     _check(split)
     lines = _FILES[split].read_text(encoding="utf-8").splitlines()
-    return tuple(Task.model_validate_json(line) for line in lines if line.strip())
+    tasks = [(n, Task.model_validate_json(line)) for n, line in enumerate(lines, 1) if line.strip()]
+    refuse_duplicate_ids(((t.task_id, f"{_FILES[split]}:{n}") for n, t in tasks), "task")
+    return tuple(t for _, t in tasks)
 
 
 def split_tasks(split: str, levels: Sequence[str], families: Sequence[str] = FAMILIES,
