@@ -38,8 +38,8 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel
 
 from swm.errors import ModelCallFailed, ModelSpecError, ModelTimeout, ModelUnavailable, SWMError
-from swm.inputs import without_nul
-from swm.usage import CallStats
+from swm.inputs import message_without_nul
+from swm.usage import CallStats, usage_of
 
 ROLES = ("parser", "qa", "agent", "world_model", "partner", "judge")
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
@@ -231,35 +231,6 @@ class ModelReply:
     error: str | None = None
 
 
-def _without_nul(message: Any) -> tuple[Any, int]:
-    """Remove NUL characters from a reply's text and tool-call arguments; return it and how many went.
-
-    A model can emit ``\\u0000``; PostgreSQL refuses it in text and JSONB, and a thread whose
-    checkpoint holds it could never be written (every resume replays the refused write).
-    """
-    if not isinstance(message, AIMessage):
-        return message, 0
-    fields = {"content": message.content, "tool_calls": message.tool_calls,
-              "invalid_tool_calls": message.invalid_tool_calls, "additional_kwargs": message.additional_kwargs}
-    cleaned, removed = without_nul(fields)
-    return (message.model_copy(update=cleaned), removed) if removed else (message, 0)
-
-
-def _usage_of(message: AIMessage | None) -> tuple[int, int, bool]:
-    """Return the reply's prompt and completion tokens, and whether the server's count was unusable.
-
-    A server that sends no ``usage``, or negative / non-integer counts, has its call counted as
-    zero tokens and flagged (``unknown_usage``), so a report never sums nonsense into its totals.
-    """
-    meta = getattr(message, "usage_metadata", None)
-    counts = []
-    for key in ("input_tokens", "output_tokens"):
-        value = meta.get(key) if meta else None
-        counts.append(value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None)
-    known = message is None or all(c is not None for c in counts)
-    return counts[0] or 0, counts[1] or 0, not known
-
-
 def _endpoint_of(model: BaseChatModel) -> str:
     return str(getattr(model, "openai_api_base", None) or getattr(model, "model_name", "") or type(model).__name__)
 
@@ -279,11 +250,11 @@ def call_model(model: BaseChatModel, messages: list[BaseMessage] | str,
     nul_removed = 0
     try:
         if schema is None:
-            raw, nul_removed = _without_nul(model.invoke(messages))  # type: ignore[arg-type]
+            raw, nul_removed = message_without_nul(model.invoke(messages))  # type: ignore[arg-type]
             value = raw.content if raw is not None else ""
         else:
             bound, parser = _structured(model, schema)
-            raw, nul_removed = _without_nul(bound.invoke(messages))
+            raw, nul_removed = message_without_nul(bound.invoke(messages))
             parsing_error: Exception | None = None
             try:
                 value = parser.invoke(raw)
@@ -297,7 +268,7 @@ def call_model(model: BaseChatModel, messages: list[BaseMessage] | str,
         if failure is not None:
             raise failure from exc
         raise
-    prompt_tokens, completion_tokens, unknown = _usage_of(raw)
+    prompt_tokens, completion_tokens, unknown = usage_of(raw)
     stats = CallStats(calls=1, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                       seconds=round(time.perf_counter() - start, 6), failures=1 if error else 0,
                       unknown_usage=int(unknown), nul_removed=nul_removed)

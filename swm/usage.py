@@ -52,3 +52,18 @@ def total_usage(usage: Mapping[str, Mapping[str, Any]] | None) -> CallStats:
     for stats in (usage or {}).values():
         out = add_stats(out, stats)
     return out
+
+
+def usage_of(message: Any) -> tuple[int, int, bool]:
+    """Return the reply's prompt and completion tokens, and whether the server's count was unusable.
+
+    A server that sends no ``usage``, or negative / non-integer counts, has its call counted as
+    zero tokens and flagged (``unknown_usage``), so a report never sums nonsense into its totals.
+    """
+    meta = getattr(message, "usage_metadata", None)
+    counts = []
+    for key in ("input_tokens", "output_tokens"):
+        value = meta.get(key) if meta else None
+        counts.append(value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None)
+    known = message is None or all(c is not None for c in counts)
+    return counts[0] or 0, counts[1] or 0, not known
