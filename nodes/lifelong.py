@@ -19,6 +19,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command, Send
 
 from swm.context import SWMContext
+from swm.graph_state import thread_run_id
 from swm.lifelong import store as ls
 from swm.lifelong.deploy import deploy_cycle
 from swm.lifelong.episodes import play_job
@@ -31,6 +32,7 @@ from swm.lifelong.jobs import (
     refuse_failed,
     training_tasks,
 )
+from swm.lifelong.plan import DEFAULT_PLAN
 from swm.lifelong.state import EpisodeJob, LifelongState
 from swm.lifelong.update import PolicyVersion
 from swm.tasks.splits import HELDOUT_VERSION, SPLITS
@@ -42,6 +44,7 @@ def synthesize_node(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[
     plan = plan_of(state)
     cycle = state.get("cycle", 0)
     if cycle == 0:
+        plan["run_id"] = thread_run_id(plan["run_id"], DEFAULT_PLAN["run_id"])
         splits = {split: eval_split(plan, split) for split in SPLITS}
         for task in (t for tasks in splits.values() for t in tasks):
             ls.put_task(store, task)

@@ -13,6 +13,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from swm.context import SWMContext
+from swm.graph_state import thread_run_id
 from swm.selfplay import loop
 from swm.selfplay.plan import SelfPlayPlan
 from swm.selfplay.state import RolloutJob, SelfPlayState
@@ -28,6 +29,7 @@ def start(state: SelfPlayState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
     plan = plan_of(state)
     iteration = state.get("iteration", 0)
     if iteration == 0:
+        plan = plan.model_copy(update={"run_id": thread_run_id(plan.run_id, SelfPlayPlan().run_id)})
         put_run(runtime.context.experience_store(), plan.run_id, plan.model_dump(mode="json"))
         loop.ensure_initial_checkpoint(plan)
     return {"plan": plan.model_dump(mode="json"), "iteration": iteration, "current": {"iteration": iteration},

@@ -184,6 +184,24 @@ def checks_input(schema: type[Any]) -> Callable[[NodeT], NodeT]:
     return wrap
 
 
+def thread_run_id(run_id: str, default: str) -> str:
+    """Key a run left at the default ``run_id`` on its checkpoint thread (Studio, the SDK, ``invoke``).
+
+    A run's store rows are keyed on ``run_id``: two runs on two threads that both left it at the
+    default would share them, and the second would silently return the first one's results (no model
+    call, whatever its model). The CLI sets ``run_id`` to the thread already.
+    """
+    if run_id != default:
+        return run_id
+    from langgraph.config import get_config
+
+    try:
+        thread = (get_config().get("configurable") or {}).get("thread_id")
+    except RuntimeError:  # called outside a run
+        return run_id
+    return str(thread) if thread else run_id
+
+
 def new_graph(state: type[Any] = SocialWorldState, input_schema: type[Any] | None = None,
               output_schema: type[Any] | None = None) -> StateGraph[Any, SWMContext, Any, Any]:
     """Start a graph over ``state`` with `SWMContext` as its runtime context."""

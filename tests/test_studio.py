@@ -218,3 +218,27 @@ def test_a_server_run_reuses_the_parse_a_cli_run_cached(studio, tmp_path: Path) 
                                       "mode": "s3ap"}, context={"model": model.model_spec})
         assert out["parse_cached"] is True, out
         assert model.requests - parsed == 1, "the server's ask made only its answer call: 0 parse calls"
+
+
+def test_a_new_thread_is_a_new_lifelong_run_not_the_last_one_replayed(studio) -> None:  # type: ignore[no-untyped-def]
+    """Two SDK runs that leave run_id at its default, on two threads with two models, each play their own episodes."""
+    from langgraph_sdk import get_sync_client
+
+    from swm.testing import FakeOpenAIServer
+
+    url, db = studio
+    client = get_sync_client(url=url)
+    plan = {"cycles": 1, "levels": ["easy"], "families": ["negotiation"], "episodes_per_level": 1,
+            "samples_per_task": 1, "max_turns": 2}
+    runs = []
+    for name in ("first", "second"):
+        thread = client.threads.create()
+        with FakeOpenAIServer() as model:
+            client.runs.wait(thread["thread_id"], "lifelong", input={"plan": {**plan, "out_dir": str(db.parent / name)}},
+                             context={"model": model.model_spec})
+            calls = model.requests
+        state = client.threads.get_state(thread["thread_id"])["values"]
+        runs.append((thread["thread_id"], calls, state))
+    for thread_id, calls, state in runs:
+        assert calls == 5 * 2, "each run played its own five episodes on its own model"
+        assert state["plan"]["run_id"] == thread_id and state["phase"] == "done"
