@@ -86,6 +86,11 @@ class DatabaseReplaced(EnvironmentFault):
     """The ``--db`` file was deleted or replaced while a run was writing to it."""
 
 
+def absolute(path: str | Path) -> str | Path:
+    """Return the file's absolute path (a later chdir must not make it look deleted); ``:memory:`` as is."""
+    return path if str(path) == ":memory:" else Path(path).expanduser().absolute()
+
+
 def file_identity(path: str | Path) -> tuple[int, int] | None:
     """Return the (device, inode) of the database file, None for ``:memory:`` or a file that is gone."""
     if str(path) == ":memory:":

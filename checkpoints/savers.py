@@ -13,7 +13,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from checkpoints.health import DatabaseRefused, check_database, ensure_same_file, file_identity
+from checkpoints.health import DatabaseRefused, absolute, check_database, ensure_same_file, file_identity
 
 # Graph state holds swm's pydantic models; allow exactly these modules to be revived.
 SERDE = JsonPlusSerializer(allowed_msgpack_modules=[
@@ -57,7 +57,8 @@ class FileCheckedSqliteSaver(SqliteSaver):
 
     def __init__(self, conn: sqlite3.Connection, path: str | Path, **kwargs: Any) -> None:
         super().__init__(conn, **kwargs)
-        self.path, self.identity = path, file_identity(path)
+        self.path = absolute(path)
+        self.identity = file_identity(self.path)
 
     def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
         ensure_same_file(self.path, self.identity)

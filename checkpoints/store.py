@@ -17,7 +17,7 @@ from typing import Any
 
 import sqlite_utils
 
-from checkpoints.health import ensure_same_file, file_identity
+from checkpoints.health import absolute, ensure_same_file, file_identity
 from checkpoints.savers import connect
 
 FAILED_REPLY_CHARS = 8_000  # a reply kept for audit is cut here: a runaway model can send megabytes
@@ -120,7 +120,8 @@ class ExperienceStore(StoreRecords):
     def __init__(self, path: str | Path = ":memory:") -> None:
         self.path = str(path)
         self.conn = connect(path)
-        self.identity = file_identity(path)
+        self.identity_path = absolute(path)
+        self.identity = file_identity(self.identity_path)
         self.db = sqlite_utils.Database(self.conn)
         self.lock = threading.RLock()
         self._ensure_core_tables()
@@ -146,7 +147,7 @@ class ExperienceStore(StoreRecords):
         write lock first makes the write wait its turn instead (bench/README.md: store writes).
         """
         with self.lock:
-            ensure_same_file(self.path, self.identity)
+            ensure_same_file(self.identity_path, self.identity)
             if not self.conn.in_transaction:
                 self.conn.execute("BEGIN IMMEDIATE")
             try:
