@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic.json_schema import SkipJsonSchema
 
+from swm.credentials import redact_spec
 from swm.errors import ModelSpecError
 from swm.faults import DEFAULT_LIMIT, FailureStreak
 from swm.llm import (
@@ -101,7 +102,14 @@ class SWMContext:
             self.model_for(role)
 
     def spec_for(self, role: str) -> str:
-        """Return the model spec a role uses (``<injected>`` for an injected object)."""
+        """Return the model spec a role uses as it may be stored and printed: a key in its URL shows as ``***``.
+
+        ``<injected TYPE>`` stands for an injected object.
+        """
+        return redact_spec(self._spec(role))
+
+    def _spec(self, role: str) -> str:
+        """Return the spec a role's model is built from, key included (never stored or printed)."""
         if role not in ROLES:
             raise ValueError(f"unknown role {role!r}; roles are {', '.join(ROLES)}")
         if role in self.chat_models or self.llm is not None:
@@ -115,7 +123,7 @@ class SWMContext:
         """Tell whether the judge role runs the tested agent's own model (self-judging)."""
         if self.llm is not None or self.chat_models:
             return self.chat_models.get("judge", self.llm) is self.chat_models.get("agent", self.llm)
-        return self.spec_for("judge") == self.spec_for("agent")
+        return self._spec("judge") == self._spec("agent")
 
     def model_for(self, role: str) -> Any:
         """Return the chat model for a role, built once per context."""
@@ -123,7 +131,7 @@ class SWMContext:
             return self.chat_models[role]
         if self.llm is not None:
             return self.llm
-        spec = self.spec_for(role)
+        spec = self._spec(role)
         with self._lock:
             if spec not in self._cache:
                 self._cache[spec] = make_chat_model(spec, temperature=self.temperature, max_tokens=self.max_tokens,

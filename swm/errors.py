@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from swm.credentials import redact_text
+
 
 class SWMError(RuntimeError):
     """Base of every error swm raises on purpose; the CLI prints it as one line and exits 2.
@@ -13,6 +15,7 @@ class SWMError(RuntimeError):
     exit_code = 2
 
     def __init__(self, message: str, hint: str = "") -> None:
+        message, hint = redact_text(message), redact_text(hint)  # a key in an endpoint URL is never printed
         super().__init__(message)
         self.message = message
         self.hint = hint
@@ -57,8 +60,28 @@ class ModelCallFailed(SWMError):
     exit_code = 3
 
 
+class NotAChatCompletion(ModelCallFailed):
+    """The endpoint answered HTTP 200 with something that is not a chat completion (an HTML page, an
+    event stream nobody asked for, a body that is not JSON, tool arguments encoded twice).
+
+    Retried like a transient fault (the OpenAI client does not, since the status was 200), then the
+    item fails as for any `ModelCallFailed`.
+    """
+
+
 class ModelTimeout(ModelCallFailed):
     """The model did not answer within the timeout, on every attempt."""
+
+
+class ItemsFailed(SWMError):
+    """A long run finished every item it could, but some still failed after their retries.
+
+    Raised after the report and exports are written, so the run's exit status (3) says what a
+    script must know: the results are incomplete, and a rerun with the same thread retries only
+    the failed items. One rule for every command (docs/errors.md).
+    """
+
+    exit_code = 3
 
 
 class ModelOutputError(SWMError):

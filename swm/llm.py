@@ -37,7 +37,9 @@ from langchain_core.runnables import Runnable, RunnableBinding, RunnableSequence
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel
 
-from swm.errors import ModelCallFailed, ModelSpecError, ModelTimeout, ModelUnavailable, SWMError
+from swm.credentials import endpoint_key, redact_url
+from swm.deadline import deadline_client
+from swm.errors import ModelCallFailed, ModelSpecError, ModelTimeout, ModelUnavailable, NotAChatCompletion, SWMError
 from swm.inputs import message_without_nul
 from swm.usage import CallStats, usage_of
 
@@ -182,6 +184,7 @@ def make_chat_model(spec: str, *, temperature: float = 0.0, max_tokens: int | No
         # its own max_tokens goes in the body, so a small model cannot loop to the context limit.
         return ChatOpenAI(model="embedded", base_url=server.base_url, api_key="sk-no-key-needed",  # type: ignore[arg-type]
                           temperature=temperature, timeout=timeout or EMBEDDED_TIMEOUT, max_retries=0,
+                          http_client=deadline_client(timeout or EMBEDDED_TIMEOUT),
                           extra_body={"max_tokens": max_tokens or EMBEDDED_MAX_TOKENS})
     if parsed.provider not in (None, "openai"):
         return _provider_model(parsed, temperature=temperature, max_tokens=max_tokens,
@@ -189,13 +192,17 @@ def make_chat_model(spec: str, *, temperature: float = 0.0, max_tokens: int | No
     base_url = parsed.base_url or os.environ.get("OPENAI_BASE_URL") or None
     if base_url:
         _check_url(spec if parsed.base_url else f"OPENAI_BASE_URL={base_url}", base_url)
-    key = os.environ.get("OPENAI_API_KEY")
+    if parsed.base_url:  # another endpoint: its own key, never OpenAI's unless it is OpenAI's (swm.credentials)
+        base_url, key = endpoint_key(parsed.base_url)
+    else:
+        key = os.environ.get("OPENAI_API_KEY")
     if not key and parsed.base_url is None and base_url is None:
         raise ModelSpecError(f"model {parsed.name!r} needs OPENAI_API_KEY",
                              "set OPENAI_API_KEY, or give the model as name@base_url, or use 'embedded'")
+    seconds = timeout or DEFAULT_TIMEOUT
     return ChatOpenAI(model=parsed.name, base_url=base_url, api_key=key or "EMPTY",  # type: ignore[arg-type]
                       temperature=None if parsed.reasoning else temperature, max_tokens=max_tokens,
-                      timeout=timeout or DEFAULT_TIMEOUT, max_retries=max_retries)
+                      timeout=seconds, max_retries=max_retries, http_client=deadline_client(seconds))
 
 
 def _provider_model(parsed: ModelSpec, **settings: Any) -> BaseChatModel:
@@ -212,7 +219,9 @@ def _provider_model(parsed: ModelSpec, **settings: Any) -> BaseChatModel:
     if parsed.reasoning:
         settings["temperature"] = None
     if parsed.base_url:
-        settings["base_url"] = parsed.base_url
+        settings["base_url"], key = endpoint_key(parsed.base_url)
+        if key:
+            settings["api_key"] = key
     try:
         return init_chat_model(parsed.name, model_provider=parsed.provider, **settings)
     except Exception as exc:  # noqa: BLE001 - a provider's constructor refuses (no key, bad option): one line
@@ -232,7 +241,8 @@ class ModelReply:
 
 
 def _endpoint_of(model: BaseChatModel) -> str:
-    return str(getattr(model, "openai_api_base", None) or getattr(model, "model_name", "") or type(model).__name__)
+    where = getattr(model, "openai_api_base", None) or getattr(model, "model_name", "") or type(model).__name__
+    return redact_url(str(where))
 
 
 def call_model(model: BaseChatModel, messages: list[BaseMessage] | str,
@@ -244,35 +254,49 @@ def call_model(model: BaseChatModel, messages: list[BaseMessage] | str,
     `ModelUnavailable`, `ModelTimeout` or `ModelCallFailed` (see `endpoint_error`).
     """
     start = time.perf_counter()
-    raw: AIMessage | None = None
-    value: Any = None
-    error: str | None = None
-    nul_removed = 0
-    try:
-        if schema is None:
-            raw, nul_removed = message_without_nul(model.invoke(messages))  # type: ignore[arg-type]
-            value = raw.content if raw is not None else ""
-        else:
-            bound, parser = _structured(model, schema)
-            raw, nul_removed = message_without_nul(bound.invoke(messages))
-            parsing_error: Exception | None = None
-            try:
-                value = parser.invoke(raw)
-            except Exception as exc:  # noqa: BLE001 - any parser failure is a reply that does not fit
-                parsing_error, value = exc, None
-            if parsing_error is not None or value is None:
-                error = _describe_parse_error(parsing_error, raw)
-                value = None
-    except Exception as exc:  # noqa: BLE001 - classified below
-        failure = endpoint_error(exc, model)
-        if failure is not None:
+    attempts = _retries(model) + 1
+    for attempt in range(attempts):
+        try:
+            raw, value, error, nul_removed = _invoke(model, messages, schema)
+            break
+        except Exception as exc:  # noqa: BLE001 - classified below
+            failure = endpoint_error(exc, model)
+            if failure is None:
+                raise
+            # the OpenAI client retries transport faults itself; an answer that is not a chat
+            # completion (HTTP 200 all the same) is retried here, with the client's backoff
+            if isinstance(failure, NotAChatCompletion) and attempt + 1 < attempts:
+                time.sleep(min(0.5 * 2 ** attempt, 8.0))
+                continue
             raise failure from exc
-        raise
     prompt_tokens, completion_tokens, unknown = usage_of(raw)
     stats = CallStats(calls=1, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                       seconds=round(time.perf_counter() - start, 6), failures=1 if error else 0,
                       unknown_usage=int(unknown), nul_removed=nul_removed)
     return ModelReply(value=value, raw=raw, stats=stats, error=error)
+
+
+def _invoke(model: BaseChatModel, messages: list[BaseMessage] | str,
+            schema: type[BaseModel] | None) -> tuple[AIMessage | None, Any, str | None, int]:
+    """Send one request; return the raw reply (NUL removed), its value, why it does not fit the schema
+    (if it does not) and how many NUL characters were removed."""
+    if schema is None:
+        raw, nul_removed = message_without_nul(model.invoke(messages))  # type: ignore[arg-type]
+        return raw, (raw.content if raw is not None else ""), None, nul_removed
+    bound, parser = _structured(model, schema)
+    raw, nul_removed = message_without_nul(bound.invoke(messages))
+    try:
+        value = parser.invoke(raw)
+    except Exception as exc:  # noqa: BLE001 - any parser failure is a reply that does not fit
+        return raw, None, _describe_parse_error(exc, raw), nul_removed
+    if value is None:
+        return raw, None, _describe_parse_error(None, raw), nul_removed
+    return raw, value, None, nul_removed
+
+
+def _retries(model: BaseChatModel) -> int:
+    retries = getattr(model, "max_retries", None)
+    return retries if isinstance(retries, int) and retries > 0 else 0
 
 
 # (id(model), schema) -> (model, bound model, parser). Building a structured runnable converts the
@@ -387,9 +411,40 @@ def endpoint_error(exc: BaseException, model: BaseChatModel) -> SWMError | None:
         return ModelCallFailed(f"the model at {where} answered HTTP {code} ({kind}): {_server_message(exc)}",
                                "the item is recorded as failed; rerun to retry it" + (
                                    " after the wait the server asked for" if _wait_asked(exc) else ""))
+    garbled = _not_a_completion(exc, model)
+    if garbled:
+        return NotAChatCompletion(f"the model at {where} sent a reply that is not a chat completion: {garbled} "
+                                  f"({_attempts(model)})", "the item is recorded as failed; rerun to retry it")
+    return None
+
+
+def _not_a_completion(exc: BaseException, model: BaseChatModel) -> str | None:
+    """Say what was wrong with an HTTP 200 answer that is not a chat completion, or None if ``exc`` is not that.
+
+    A body that is not JSON; an HTML page or an event stream (the OpenAI client hands LangChain a
+    string); a message LangChain cannot build (tool arguments that are a JSON string of a JSON
+    string, a missing field): raised by the client or LangChain while reading the answer, before
+    any parser of swm's saw it. Only for models that speak HTTP (an injected test model's own
+    ValueError stays its own).
+    """
+    import openai
+    from pydantic import ValidationError
+
     if isinstance(exc, openai.APIResponseValidationError) or _caused_by(exc, json.JSONDecodeError):
-        return ModelCallFailed(f"the model at {where} sent a reply that is not a chat completion: "
-                               f"{type(exc).__name__}", "the item is recorded as failed; rerun to retry it")
+        return f"{type(exc).__name__}: the body is not a JSON chat completion"
+    if getattr(model, "openai_api_base", None) is None and not hasattr(model, "root_client"):
+        return None
+    first = " ".join(str(exc).split())[:160]
+    if isinstance(exc, ValidationError):
+        return f"the message does not parse ({exc.title}: {exc.errors()[0].get('msg', '')})"
+    if "got str:" in first:  # the client could not read JSON and passed the text on
+        body = first.split("got str:", 1)[1].strip(" '\"").lower()
+        kind = ("an HTML page" if body.startswith(("<!doctype html", "<html")) else
+                "an event stream (SSE) nobody asked for" if body.startswith(("data:", "event:", ":")) else
+                "text that is not JSON")
+        return f"{kind}: {body[:60]!r}"
+    if isinstance(exc, ValueError | KeyError | TypeError) and not isinstance(exc, openai.OpenAIError):
+        return f"{type(exc).__name__}: {first}"
     return None
 
 

@@ -109,7 +109,7 @@ def test_retries_run_out_in_one_line(server: FakeOpenAIServer) -> None:
 
 
 def test_a_reply_that_is_not_json_fails_the_call(server: FakeOpenAIServer) -> None:
-    server.configure(faults=["invalid_json"])
+    server.configure(faults=["invalid_json"] * 4)  # retried like a transient fault: 1 + 3 attempts
     with pytest.raises(ModelCallFailed, match="not a chat completion"):
         call_model(make_chat_model(server.model_spec), "Where?", ReasonedAnswer)
 
@@ -178,11 +178,11 @@ def test_bench_tom_records_a_failed_question_and_a_rerun_retries_only_it(server:
     db, out = db_target, tmp_path / "out"
     server.configure(faults=["500", "500"])  # the first question's two attempts
     code, output = _bench_tom(server, db, out=out)
-    assert code == 0, output
+    assert code == 3, output  # finished with a failed item: exit 3 (docs/errors.md)
     rows = _tom_rows(db)
     assert len(rows) == 6 and [r["status"] for r in rows].count("failed") == 1
     assert "HTTP 500" in next(r["error"] for r in rows if r["status"] == "failed")
-    assert "problem: 1 question(s) failed" in output and "| cot | 5 |" in output
+    assert "error: 1 question(s) failed" in output and "| cot | 5 |" in output
     assert server.stats()["attempts"] == 2 + 5
     server.reset()
     code, output = _bench_tom(server, db, out=out)
@@ -219,7 +219,7 @@ def test_bench_sotopia_records_a_failed_episode_and_a_rerun_finishes_only_it(tmp
     with FakeOpenAIServer(scripts=SCRIPTS) as fake:
         fake.configure(retry_after_ms=1, faults=["500", "500"])
         first = CliRunner().invoke(main, [*args, "--model", fake.model_spec])
-        assert first.exit_code == 0, first.output
+        assert first.exit_code == 3, first.output
         assert "failed 1" in first.output and "Failed episodes (not in the table): 1" in first.output
         rows = list(ExperienceStore(db).rows("select episode_id, status, error from episodes order by episode_id"))
         assert [r["status"] for r in rows].count("failed") == 1

@@ -141,7 +141,7 @@ def test_bench_sotopia_reports_a_failed_episode_and_finishes_it_on_rerun(tmp_pat
             "--seats", "first", "--concurrency", "1", "--db", str(tmp_path / "b.db"), "--thread-id", "F",
             "--out", str(tmp_path / "o"), "--no-progress"]
     first = CliRunner().invoke(main, args, obj={"llm": llm})
-    assert first.exit_code == 0, first.output
+    assert first.exit_code == 3, first.output
     assert "failed (Crash: killed)" in first.output and "ran 1, skipped 0 finished, failed 1" in first.output
     calls = llm.calls  # 2 (one crashed) + the other episode's 2 turns and its judge call
     assert calls == 2 + 3

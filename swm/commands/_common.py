@@ -13,7 +13,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import StateGraph
 
 from swm.context import SWMContext
-from swm.errors import InputError
+from swm.errors import InputError, ItemsFailed
 from swm.llm import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, EMBEDDED_TIMEOUT, ROLES
 
 F = Callable[..., Any]
@@ -215,3 +215,6 @@ def finish_bench(folder: Path, stem: str, title: str, text: str, meta: Mapping[s
         click.echo(f"problem: {unit} {key} failed ({error}); rerun with the same --thread-id to retry it", err=True)
     click.echo(f"ran {result['ran']}, skipped {result['skipped']} finished, failed {len(result['failed'])}; "
                f"wall {result['wall']:.1f} s; written to {folder}", err=True)
+    if result["failed"]:
+        raise ItemsFailed(f"{len(result['failed'])} {unit}(s) failed after their retries (the others are in {folder})",
+                          f"rerun with --thread-id {meta.get('run_id', '…')} to retry only them")

@@ -21,7 +21,7 @@ from swm.commands._common import (
     run_options,
     writable_out,
 )
-from swm.errors import InputError
+from swm.errors import InputError, ItemsFailed
 from swm.filenames import file_name
 
 
@@ -173,8 +173,8 @@ def _load_items(benchmark: str, data: Path | None, samples: int, fantom_context:
 def _say_failed(rows: list[dict[str, Any]], run_id: str, db: str | None) -> None:
     failed = [r for r in rows if r.get("status") == "failed"]
     if failed:
-        click.echo(f"problem: {len(failed)} question(s) failed after their retries (first: {failed[0]['error']}); "
-                   f"rerun with --thread-id {run_id} --db {db_path(db)} to retry only them", err=True)
+        raise ItemsFailed(f"{len(failed)} question(s) failed after their retries (first: {failed[0]['error']})",
+                          f"rerun with --thread-id {run_id} --db {db_path(db)} to retry only them")
 
 
 @click.command("parse")

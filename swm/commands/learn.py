@@ -26,7 +26,8 @@ from swm.commands._common import (
 )
 from swm.commands.play import inject_test_models
 from swm.context import SWMContext
-from swm.errors import InputError
+from swm.credentials import remember
+from swm.errors import InputError, ItemsFailed
 from swm.filenames import file_name
 from swm.lifelong.plan import LifelongPlan
 from swm.lifelong.state import LifelongState
@@ -116,6 +117,8 @@ def build_plan(thread: str, folder: str, options: dict[str, Any]) -> dict[str, A
     """Return the run's plan from the command's options, checked by `LifelongPlan` (a one-line error if not)."""
     train = {key: options.pop(option) for option, key in CLI_TRAIN.items()}
     train["alpha"] = 2 * train["rank"]
+    if options.get("lora_server"):  # stored with its key as ***; the key stays in this process (swm.credentials)
+        options["lora_server"] = remember(options["lora_server"])
     try:
         plan = LifelongPlan(run_id=thread, out_dir=folder, train=train, **options)
     except ValidationError as exc:
@@ -285,6 +288,9 @@ def _print_summary(summary: dict[str, Any], values: dict[str, Any], as_json: boo
     """Print the summary as JSON, or as the report path, counts, each cycle's decision and the cost."""
     if as_json:
         echo_json(summary)
+        if summary["failed"]:
+            raise ItemsFailed(f"{summary['failed']} episode(s) failed after their retries",
+                              f"rerun with --thread-id {summary['thread_id']} to retry them")
         return
     total = total_usage(values.get("usage"))
     click.echo(f"report: {summary['report']}")
@@ -293,11 +299,12 @@ def _print_summary(summary: dict[str, Any], values: dict[str, Any], as_json: boo
                f"{summary['pairs']}, kept {summary['kept']}; rejects {summary['rejected_by_rule']}")
     for cycle, text in sorted((values.get("decisions") or {}).items(), key=lambda kv: int(kv[0])):
         click.echo(f"cycle {cycle}: {text}")
-    if summary["failed"]:
-        click.echo(f"problem: {summary['failed']} episode(s) failed after their retries; they are listed in the "
-                   "report and left out of R and the pairs", err=True)
     click.echo(f"calls {total['calls']}, tokens {total['prompt_tokens']}+{total['completion_tokens']}, "
                f"wall {summary['wall_seconds']:.1f} s", err=True)
+    if summary["failed"]:
+        raise ItemsFailed(f"{summary['failed']} episode(s) failed after their retries; they are listed in the "
+                          "report and left out of R and the pairs",
+                          f"rerun with --thread-id {summary['thread_id']} to retry them")
 
 
 def register(main: click.Group, bench: click.Group) -> None:

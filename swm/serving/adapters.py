@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from swm.credentials import remember
 from swm.errors import InputError
 
 _converting = threading.Lock()  # parallel rollouts may ask for the same adapter's GGUF at once
@@ -72,7 +73,7 @@ def serve_adapter(adapter_dir: Path, *, base_gguf: Path | None = None, name: str
         from swm.serving.runtime_lora import ensure_lora_loaded
 
         ensure_lora_loaded(lora_server, name, str(adapter_dir))
-        return f"{name}@{lora_server.rstrip('/')}", None
+        return f"{name}@{remember(lora_server).rstrip('/')}", None  # the key stays in this process
     from swm.serving.embedded import embedded_spec, gguf_path
 
     out = adapter_gguf(adapter_dir, meta)

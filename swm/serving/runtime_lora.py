@@ -14,6 +14,7 @@ import threading
 import urllib.error
 import urllib.request
 
+from swm.credentials import endpoint_key, redact_url
 from swm.errors import ModelUnavailable
 
 _loaded: set[tuple[str, str]] = set()
@@ -29,9 +30,12 @@ def load_lora_adapter(base_url: str, name: str, path: str, timeout: float = 120.
 
     Loading a name the server already holds is fine (vLLM answers 400 "already been loaded").
     """
-    url = base_url.rstrip("/") + "/load_lora_adapter"
+    clean, key = endpoint_key(base_url)
+    base_url = redact_url(base_url)  # what the messages below may show
+    url = clean.rstrip("/") + "/load_lora_adapter"
     body = json.dumps({"lora_name": name, "lora_path": path}).encode()
-    request = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
+    request = urllib.request.Request(url, data=body, method="POST", headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as reply:
             reply.read()

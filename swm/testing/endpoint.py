@@ -18,8 +18,9 @@ from swm.testing.schema_instance import minimal_instance, s3ap_parse_for
 Script = Callable[[str, dict[str, Any]], Any]  # (prompt text, request body) -> arguments dict | str
 DEFAULT_SCRIPTS: dict[str, Script] = {"S3APParse": lambda prompt, body: s3ap_parse_for(prompt)}
 DEFAULT_TEXT = "speak: I think we can agree on that."
-FAULTS = ("500", "429", "hang", "drop", "invalid_json", "huge")
-FAULT_SETTINGS = ("retry_after", "retry_after_ms", "hang", "huge_chars", "fault_rate", "usage")
+FAULTS = ("500", "429", "hang", "drop", "invalid_json", "huge", "html", "sse", "double_json", "drip")
+FAULT_SETTINGS = ("retry_after", "retry_after_ms", "hang", "huge_chars", "fault_rate", "usage", "drip_interval",
+                  "drip_bytes")
 USAGE = {"real": None, "missing": "leave the usage field out",
          "negative": "prompt_tokens -1000000, completion_tokens -5"}  # servers seen to send either
 
@@ -66,6 +67,7 @@ class _State:
         self.retry_after, self.retry_after_ms = 1.0, -1.0  # -1: no retry-after-ms header
         self.hang, self.huge_chars = 30.0, 2_000_000
         self.usage = "real"  # see USAGE
+        self.drip_interval, self.drip_bytes = 0.2, 50  # "drip": one byte of padding per interval, then the reply
         self.release = threading.Event()  # set on stop: hung requests end at once
         self.reset()
 
@@ -111,6 +113,7 @@ class _State:
             self.slept: list[float] = []
             self.by_tool: Counter[str] = Counter()
             self.by_model: Counter[str] = Counter()
+            self.by_auth: Counter[str] = Counter()  # the Authorization header of each chat request ("" if none)
             self.bodies: list[dict[str, Any]] = []
             self.in_flight = 0
             self.max_in_flight = 0
@@ -125,7 +128,7 @@ class _State:
         with self.lock:
             return {"requests": self.requests, "attempts": self.attempts, "injected": dict(self.injected),
                     "slept": list(self.slept), "slept_total": sum(self.slept),
-                    "by_tool": dict(self.by_tool), "by_model": dict(self.by_model),
+                    "by_tool": dict(self.by_tool), "by_model": dict(self.by_model), "by_auth": dict(self.by_auth),
                     "adapters": dict(self.adapters), "max_in_flight": self.max_in_flight,
                     "latency": self.latency, "jitter": self.jitter}
 
@@ -232,10 +235,56 @@ class _Handler(BaseHTTPRequestHandler):
                                  "index": 0, "message": message, "finish_reason": "stop", "logprobs": None}],
                              "usage": {"prompt_tokens": 1, "completion_tokens": self.state.huge_chars // 4,
                                        "total_tokens": 1 + self.state.huge_chars // 4}})
+        elif fault in ("html", "sse", "double_json", "drip"):
+            self._not_a_completion(fault, body)
         else:  # hang, then drop; drop: close the connection with no answer
             if fault == "hang":
                 self.state.release.wait(self.state.hang)
             self.close_connection = True
+
+    def _not_a_completion(self, fault: str, body: dict[str, Any]) -> None:
+        """HTTP 200 with what a proxy, a misconfigured or a slow server sends instead of a chat completion.
+
+        ``html``: a login or error page; ``sse``: an event stream nobody asked for; ``double_json``:
+        a tool call whose arguments are a JSON string holding the JSON text; ``drip``: the real
+        reply after ``drip_bytes`` bytes of padding sent one per ``drip_interval`` seconds.
+        """
+        state = self.state
+        if fault == "html":
+            page = b"<!DOCTYPE html><html><head><title>Sign in</title></head><body>Proxy login</body></html>"
+            self._raw(200, "text/html; charset=utf-8", page)
+            return
+        reply = state.reply(body, time.perf_counter())
+        if fault == "sse":
+            chunk = {**reply, "object": "chat.completion.chunk",
+                     "choices": [{"index": 0, "delta": reply["choices"][0]["message"], "finish_reason": None}]}
+            self._raw(200, "text/event-stream", f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode())
+        elif fault == "double_json":
+            for call in reply["choices"][0]["message"].get("tool_calls") or []:
+                call["function"]["arguments"] = json.dumps(call["function"]["arguments"])
+            self._send(200, reply)
+        else:
+            data = json.dumps(reply).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(state.drip_bytes + len(data)))
+            self.end_headers()
+            try:
+                for _ in range(state.drip_bytes):
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+                    if state.release.wait(state.drip_interval):
+                        break
+                self.wfile.write(data)
+            except OSError:  # the client gave up on the drip
+                self.close_connection = True
+
+    def _raw(self, code: int, content_type: str, data: bytes) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     def _body(self) -> dict[str, Any]:
         length = int(self.headers.get("Content-Length") or 0)
@@ -265,6 +314,7 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.rstrip("/")
         if path.endswith("/chat/completions"):
             with self.state.lock:
+                self.state.by_auth[str(self.headers.get("Authorization") or "")] += 1
                 failing = 0 <= self.state.fail_at <= self.state.requests
             if failing:
                 self._send(400, {"error": {"message": "fake server: fail_at reached",

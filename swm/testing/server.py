@@ -25,7 +25,11 @@ one fault per coming chat request, ``configure(fault_rate=p, fault_kinds=[...])`
 (seeded). Kinds (`FAULTS`): ``500`` (an HTTP 500), ``429`` (with ``Retry-After: retry_after``
 seconds), ``hang`` (no answer for ``hang`` seconds, then the connection closes), ``drop`` (the
 connection closes with no answer), ``invalid_json`` (HTTP 200 with a truncated body), ``huge``
-(HTTP 200 with ``huge_chars`` characters of junk instead of the answer). ``retry_after_ms`` adds
+(HTTP 200 with ``huge_chars`` characters of junk instead of the answer), ``html`` (HTTP 200 with a
+proxy's login page), ``sse`` (HTTP 200 with an event stream nobody asked for), ``double_json`` (tool
+arguments that are a JSON string of the JSON text), ``drip`` (the reply after ``drip_bytes`` bytes
+of padding, one per ``drip_interval`` seconds: a read timeout never fires). The last three are
+generated answers, so they count in ``requests`` too. ``retry_after_ms`` adds
 that header to 500s and 429s, so tests back off in milliseconds. ``attempts`` counts every chat
 request, faulted or not; ``requests`` only the ones answered normally; ``injected`` the faults.
 """
@@ -155,7 +159,8 @@ class FakeOpenAIServer:
 
         ``fail_at=K`` makes every request after the first K answer HTTP 400 (the client raises and
         the graph stops, as if killed); ``fail_at=-1`` turns that off. ``faults``, ``fault_rate``,
-        ``fault_kinds``, ``retry_after``, ``retry_after_ms``, ``hang`` and ``huge_chars``: see the
+        ``fault_kinds``, ``retry_after``, ``retry_after_ms``, ``hang``, ``huge_chars``, ``drip_interval`` and
+        ``drip_bytes``: see the
         module docstring.
         """
         if self.process_mode:

@@ -1,0 +1,130 @@
+"""Keys in endpoint URLs: which key goes to which endpoint, and URLs with their secrets hidden.
+
+A ``name@URL`` spec (or ``--lora-server URL``) may carry its endpoint's key in the URL, as
+``https://KEY@host/v1``, ``https://user:KEY@host/v1`` or ``https://host/v1?api_key=KEY``. swm
+sends that key as the endpoint's bearer key and the URL without it; everything it stores or
+prints (reports, exports, stderr, the parse cache's key, store tables, checkpoints) holds the
+URL with ``***`` in the key's place (`redact_url`, `redact_spec`, `redact_text`).
+
+Which key an endpoint gets (`endpoint_key`), first match wins:
+
+1. the key in its URL;
+2. ``SWM_API_KEY_<HOST>``: the URL's host in capitals, every other character ``_``
+   (``https://api.together.xyz/v1`` reads ``SWM_API_KEY_API_TOGETHER_XYZ``);
+3. a key this process was given in another URL of the same origin (a stored, redacted
+   ``name@https://***@host/v1`` finds the key of the ``--lora-server`` given on the command line);
+4. ``OPENAI_API_KEY``, only for OpenAI's own API (``api.openai.com``) or the origin of
+   ``OPENAI_BASE_URL`` — never for another host;
+5. none (the client then sends a placeholder, which local servers ignore).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+MASK = "***"
+OPENAI_API = "https://api.openai.com/v1"
+_SECRET_PARAM = re.compile(r"key|token|secret|passw|pwd|auth|sig|credential", re.I)
+_URL_IN_TEXT = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s'\"<>`]+")
+_known: dict[str, str] = {}  # origin -> a key this process was given in a URL
+_known_lock = threading.Lock()
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme, 0)
+    return f"{parts.scheme}://{(parts.hostname or '').lower()}:{port}"
+
+
+def split_credentials(url: str) -> tuple[str, str | None]:
+    """Return ``url`` without the key it carries (userinfo or a secret query parameter), and that key.
+
+    A key given as ``***`` (a redacted URL read back from a store) counts as none.
+    """
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url, None
+    key: str | None = None
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, host = netloc.rpartition("@")
+        user, sep, password = userinfo.partition(":")
+        key = password if sep else user
+        netloc = host
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    secret = [v for k, v in query if _SECRET_PARAM.search(k)]
+    if secret:
+        key = key or secret[0]
+        query = [(k, v) for k, v in query if not _SECRET_PARAM.search(k)]
+    clean = urlunsplit((parts.scheme, netloc, parts.path, urlencode(query), parts.fragment))
+    return clean, (key if key and key != MASK else None)
+
+
+def remember(url: str) -> str:
+    """Keep the key a URL carries for its origin (this process only); return the URL redacted."""
+    clean, key = split_credentials(url)
+    if key:
+        with _known_lock:
+            _known[_origin(clean)] = key
+    return redact_url(url)
+
+
+def endpoint_key(url: str) -> tuple[str, str | None]:
+    """Return the URL to send requests to and the key for it (see the module docstring for the order)."""
+    clean, key = split_credentials(url)
+    if key:
+        remember(url)
+        return clean, key
+    host = urlsplit(clean).hostname or ""
+    named = os.environ.get("SWM_API_KEY_" + re.sub(r"[^A-Z0-9]", "_", host.upper()))
+    if named:
+        return clean, named
+    with _known_lock:
+        known = _known.get(_origin(clean))
+    if known:
+        return clean, known
+    openai_origins = {_origin(OPENAI_API)}
+    if os.environ.get("OPENAI_BASE_URL"):
+        openai_origins.add(_origin(os.environ["OPENAI_BASE_URL"]))
+    if _origin(clean) in openai_origins:
+        return clean, os.environ.get("OPENAI_API_KEY") or None
+    return clean, None
+
+
+def redact_url(url: str) -> str:
+    """Return ``url`` with any key in it (userinfo password or bare user, secret query values) as ``***``."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return MASK
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, host = netloc.rpartition("@")
+        user, sep, _password = userinfo.partition(":")
+        netloc = f"{user}:{MASK}@{host}" if sep else f"{MASK}@{host}"
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        if any(_SECRET_PARAM.search(k) for k, _ in pairs):
+            query = urlencode([(k, MASK if _SECRET_PARAM.search(k) else v) for k, v in pairs], safe="*")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def redact_spec(spec: str) -> str:
+    """Return a model spec (``[reasoning:][provider:]name[@url]``) with the key in its URL hidden."""
+    name, sep, url = spec.partition("@")
+    return f"{name}@{redact_url(url)}" if sep else spec
+
+
+def redact_text(text: str) -> str:
+    """Hide the keys of every URL inside free text (an error message, a log line)."""
+    def hide(match: re.Match[str]) -> str:
+        url = match.group(0)
+        body = url.rstrip(",.;:)]}!?")  # the sentence's punctuation, not the URL's
+        return redact_url(body) + url[len(body):]
+
+    return _URL_IN_TEXT.sub(hide, text)

@@ -1,0 +1,111 @@
+"""Endpoint keys: each endpoint gets only its own key, and no key in a URL is ever stored or printed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from swm.cli import main
+from swm.credentials import endpoint_key, redact_spec, redact_text, redact_url, split_credentials
+from swm.llm import call_model, make_chat_model
+from swm.testing import FakeOpenAIServer
+
+KEY = "sk-SEKRET-0123456789"
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer() as fake:
+        fake.configure(retry_after_ms=1)
+        yield fake
+
+
+@pytest.fixture(autouse=True)
+def _no_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "SWM_API_KEY_127_0_0_1"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def keyed(server: FakeOpenAIServer, how: str) -> str:
+    host = server.base_url.removeprefix("http://")
+    return {"password": f"fake@http://swm:{KEY}@{host}", "user": f"fake@http://{KEY}@{host}",
+            "query": f"fake@{server.base_url}?api_key={KEY}"}[how]
+
+
+@pytest.mark.parametrize("url, shown", [
+    ("https://user:PWX@host.example/v1", "https://user:***@host.example/v1"),
+    ("https://TKX@host.example/v1", "https://***@host.example/v1"),
+    ("https://host.example/v1?api_key=PWX&x=1", "https://host.example/v1?api_key=***&x=1"),
+    ("https://host.example/v1?token=PWX", "https://host.example/v1?token=***"),
+    ("http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1"),
+])
+def test_urls_are_redacted(url: str, shown: str) -> None:
+    assert redact_url(url) == shown
+    assert "X" not in redact_spec(f"m@{url}")
+    assert redact_text(f"see {url}, then") == f"see {shown}, then"
+    clean, key = split_credentials(url)
+    assert key in ("PWX", "TKX", None) and "X" not in clean
+
+
+def test_openai_key_goes_only_to_openai(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai")
+    assert endpoint_key("https://api.openai.com/v1") == ("https://api.openai.com/v1", "sk-openai")
+    assert endpoint_key("http://10.0.0.5:8000/v1")[1] is None
+    assert endpoint_key("https://api.openai.com.evil.example/v1")[1] is None
+    monkeypatch.setenv("OPENAI_BASE_URL", "https://proxy.example/v1")
+    assert endpoint_key("https://proxy.example/v1")[1] == "sk-openai"
+    monkeypatch.setenv("SWM_API_KEY_10_0_0_5", "sk-vllm")
+    assert endpoint_key("http://10.0.0.5:8000/v1")[1] == "sk-vllm"
+
+
+def test_a_name_at_url_endpoint_never_receives_the_openai_key(server: FakeOpenAIServer,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai")
+    call_model(make_chat_model(server.model_spec), "Hello?")
+    assert "Bearer sk-openai" not in server.stats()["by_auth"]
+    monkeypatch.setenv("SWM_API_KEY_127_0_0_1", "sk-local")
+    call_model(make_chat_model(server.model_spec), "Hello?")
+    assert server.stats()["by_auth"].get("Bearer sk-local") == 1
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)  # OpenAI's key goes where the user pointed OpenAI
+    monkeypatch.delenv("SWM_API_KEY_127_0_0_1")
+    call_model(make_chat_model("fake"), "Hello?")
+    assert server.stats()["by_auth"].get("Bearer sk-openai") == 1
+
+
+@pytest.mark.parametrize("how", ["password", "user", "query"])
+def test_a_key_in_the_url_is_sent_as_the_key_and_nowhere_else(server: FakeOpenAIServer, how: str) -> None:
+    call_model(make_chat_model(keyed(server, how)), "Hello?")
+    assert server.stats()["by_auth"] == {f"Bearer {KEY}": 1}
+
+
+def _leaks(folder: Path) -> list[str]:
+    return [str(p) for p in folder.rglob("*") if p.is_file() and KEY.encode() in p.read_bytes()]
+
+
+def test_no_key_in_an_endpoint_url_reaches_disk_or_output(server: FakeOpenAIServer, tmp_path: Path) -> None:
+    """bench tom (parse cache, results, report), bench sotopia (episodes, turns, judgements, export), an error."""
+    runner = CliRunner()
+    db = tmp_path / "run.db"
+    tom = runner.invoke(main, ["bench", "tom", "--benchmark", "sim", "--n", "1", "--modes", "s3ap", "--no-progress",
+                               "--model", keyed(server, "password"), "--db", str(db), "--thread-id", "t",
+                               "--out", str(tmp_path / "tom")])
+    sotopia = runner.invoke(main, ["bench", "sotopia", "--data", "shipped", "--policies", "foresee", "--n", "1",
+                                   "--max-turns", "2", "--no-progress", "--model", keyed(server, "query"),
+                                   "--db", str(db), "--thread-id", "s", "--out", str(tmp_path / "sotopia")])
+    assert tom.exit_code == 0 and sotopia.exit_code == 0, tom.output + sotopia.output
+    server.configure(faults=["500"] * 2)
+    story = tmp_path / "story.txt"
+    story.write_text("Ann put the key in the box. Ann left.")
+    failed = runner.invoke(main, ["ask", "--story", str(story), "--question", "Where?", "--mode", "cot",
+                                  "--model", keyed(server, "user"), "--max-retries", "1", "--db", str(db)])
+    assert failed.exit_code == 3 and "HTTP 500" in failed.output
+    assert server.stats()["by_auth"] == {f"Bearer {KEY}": server.stats()["attempts"]}
+    assert all(KEY not in r.output for r in (tom, sotopia, failed))
+    assert _leaks(tmp_path) == []
+    from checkpoints import open_store
+
+    models = [r["model"] for r in open_store(db).rows("select distinct parser as model from parses")]
+    assert models and all("swm:***@127.0.0.1" in m for m in models)
