@@ -1,8 +1,10 @@
 """Interrupt `swm learn` the ways users do, rerun it, and count what was lost, duplicated or paid twice.
 
-Each case runs the real CLI as a subprocess against the loopback fake server: Ctrl-C (SIGINT) or
-kill -9 (SIGKILL) once the server has answered ``at`` requests, then the same command again; or
-two processes started on the same thread at once. The figures compare with an uninterrupted run
+Each case runs the real CLI as a subprocess against the loopback fake server: Ctrl-C (SIGINT),
+kill -9 (SIGKILL), SIGTERM (what containers and schedulers send), SIGHUP (a closed terminal) or
+SIGTERM to swm running as PID 1 of its own PID namespace (a container's entry point, through
+``unshare --pid --fork``) once the server has answered ``at`` requests, then the same command
+again; or two processes started on the same thread at once. The figures compare with an uninterrupted run
 of the same plan::
 
     python -m bench.interrupts --rounds 3
@@ -36,6 +38,27 @@ ROOT = Path(__file__).resolve().parents[1]
 def learn_command(spec: str, db: Path, thread: str, out: Path) -> list[str]:
     return [sys.executable, "-m", "swm", "learn", *PLAN, "--model", spec,
             "--db", str(db), "--thread-id", thread, "--out", str(out), "--json"]
+
+
+SIGNALS = {"SIGINT": signal.SIGINT, "SIGKILL": signal.SIGKILL, "SIGTERM": signal.SIGTERM, "SIGHUP": signal.SIGHUP,
+           "SIGTERM as PID 1": signal.SIGTERM}
+
+
+def as_pid1(command: list[str]) -> list[str]:
+    """Run ``command`` as PID 1 of a new PID namespace (as root, or in a user namespace of its own)."""
+    user = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
+    return ["unshare", *user, "--pid", "--fork", *command]
+
+
+def namespace_init(proc: subprocess.Popen[str], timeout: float = 10) -> int:
+    """Return the host PID of the process ``unshare --fork`` started (PID 1 inside its namespace)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        if children:
+            return int(children[0])
+        time.sleep(0.02)
+    raise TimeoutError("unshare started no child")
 
 
 def start(command: list[str]) -> subprocess.Popen[str]:
@@ -120,12 +143,14 @@ def reference_run(server: FakeOpenAIServer, folder: Path) -> Reference:
 
 def interrupt_and_rerun(server: FakeOpenAIServer, folder: Path, kind: str, at: int, reference: Reference,
                         thread: str = "run") -> Outcome:
-    """Send ``kind`` (SIGINT or SIGKILL) after ``at`` answered requests, rerun, count the damage."""
+    """Send ``kind`` (a key of `SIGNALS`) after ``at`` answered requests, rerun, count the damage."""
     db = folder / f"{thread}.db"
     before = server.requests
-    proc = start(learn_command(server.model_spec, db, thread, folder / thread))
+    command = learn_command(server.model_spec, db, thread, folder / thread)
+    proc = start(as_pid1(command) if kind.endswith("PID 1") else command)
     wait_for_requests(server, before + at, proc)
-    proc.send_signal(signal.SIGINT if kind == "SIGINT" else signal.SIGKILL)
+    target = namespace_init(proc) if kind.endswith("PID 1") else proc.pid
+    os.kill(target, SIGNALS[kind])
     first_rc, _, first_err = finished(proc)
     stale = lease_pid(db, thread)
     rc, out, err = finished(start(learn_command(server.model_spec, db, thread, folder / thread)))
@@ -175,17 +200,18 @@ def main() -> None:
     outcomes: list[Outcome] = []
     with FakeOpenAIServer(latency=args.latency) as server:
         reference = reference_run(server, args.dir)
-        for kind in ("SIGINT", "SIGKILL"):
+        for kind in SIGNALS:
             for i in range(args.rounds):
                 at = 3 + i * max(1, (reference.calls - 6) // max(1, args.rounds))
-                outcomes.append(interrupt_and_rerun(server, args.dir, kind, at, reference, f"{kind.lower()}-{i}"))
+                thread = f"{kind.lower().replace(' ', '-')}-{i}"
+                outcomes.append(interrupt_and_rerun(server, args.dir, kind, at, reference, thread))
         for i in range(args.rounds):
             outcomes.append(two_processes(server, args.dir, reference, args.latency, f"twin-{i}"))
     print(f"uninterrupted run: {reference.calls} model calls, {reference.episodes} episodes")
-    print(f"{'case':<14} {'interrupts':>10} {'completed':>9} {'lost':>5} {'duplicated':>10} {'extra calls':>11}")
-    for case in ("SIGINT", "SIGKILL", "two processes"):
+    print(f"{'case':<18} {'interrupts':>10} {'completed':>9} {'lost':>5} {'duplicated':>10} {'extra calls':>11}")
+    for case in (*SIGNALS, "two processes"):
         rows = [o for o in outcomes if o.case == case]
-        print(f"{case:<14} {sum(o.interrupts for o in rows):>10} {sum(o.completed for o in rows):>9} "
+        print(f"{case:<18} {sum(o.interrupts for o in rows):>10} {sum(o.completed for o in rows):>9} "
               f"{sum(o.lost for o in rows):>5} {sum(o.duplicated for o in rows):>10} "
               f"{sum(o.extra_calls for o in rows):>11}")
 

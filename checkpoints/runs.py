@@ -9,6 +9,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.types import StateSnapshot
 
 from checkpoints.store import StoreRecords
+from swm import drain
 
 Status = Literal["started", "resumed", "finished"]
 
@@ -91,12 +92,14 @@ def run_thread(graph: Any, inputs: Mapping[str, Any], config: RunnableConfig, co
     if status == "finished":
         return dict(snapshot.values), status
     start = None if status == "resumed" else dict(inputs)
+    drain.stop_if_drained()  # SIGTERM/SIGHUP: no new thread starts (swm.drain)
     if on_event is None:
-        out = graph.invoke(start, config, context=context, durability="sync")
+        out = graph.invoke(start, config, context=context, durability="sync", control=drain.control())
         return dict(out), status
     out = {}
     modes = ["tasks", "values"] + ([] if config.get("max_concurrency") == 1 else ["custom"])
-    for mode, chunk in graph.stream(start, config, context=context, durability="sync", stream_mode=modes):
+    for mode, chunk in graph.stream(start, config, context=context, durability="sync", stream_mode=modes,
+                                    control=drain.control()):
         if mode == "values":
             out = chunk
         elif mode == "custom":

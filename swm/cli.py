@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 import swm.commands
+from swm import drain
 from swm.errors import SWMError
 
 
@@ -23,10 +24,15 @@ class SWMGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            with drain.handling_signals():  # SIGTERM / SIGHUP stop at the next step, as documented in swm.drain
+                return super().invoke(ctx)
         except SWMError as exc:
             click.echo(f"error: {exc.one_line()}", err=True)
             sys.exit(exc.exit_code)
+        except drain.GraphDrained as exc:
+            click.echo(f"stopped on {exc.reason}: finished steps are checkpointed; rerun with the same --db and "
+                       "--thread-id to resume", err=True)
+            sys.exit(drain.drained_exit_code(exc.reason))
         except Exception as exc:
             from checkpoints.environment import environment_fault
 
@@ -35,10 +41,10 @@ class SWMGroup(click.Group):
                 raise
             click.echo(f"error: {fault.one_line()}", err=True)
             sys.exit(fault.exit_code)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             click.echo("interrupted: finished steps are checkpointed; rerun with the same --db and "
                        "--thread-id to resume", err=True)
-            sys.exit(130)
+            sys.exit(128 + exc.signum if isinstance(exc, drain.SignalInterrupt) else 130)
 
 
 @click.group(cls=SWMGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -25,12 +25,32 @@ def loop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[FakeOpenAIS
         yield server, folder, reference_run(server, folder)
 
 
-@pytest.mark.parametrize("kind", ["SIGINT", "SIGKILL"])
+EXIT = {"SIGINT": 130, "SIGKILL": -9, "SIGTERM": 143, "SIGHUP": 129, "SIGTERM as PID 1": 143}
+
+
+def _can_unshare() -> bool:
+    import shutil
+    import subprocess
+
+    from bench.interrupts import as_pid1
+
+    return bool(shutil.which("unshare")) and subprocess.run(as_pid1(["true"]), capture_output=True).returncode == 0
+
+
+@pytest.mark.parametrize("kind", list(EXIT))
 def test_an_interrupted_learn_run_finishes_on_rerun(loop: tuple[FakeOpenAIServer, Path, Reference], kind: str) -> None:
+    if kind.endswith("PID 1") and not _can_unshare():
+        pytest.skip("no PID namespaces here (unshare --pid needs root or user namespaces)")
     server, folder, reference = loop
-    outcome = interrupt_and_rerun(server, folder, kind, at=7, reference=reference, thread=kind.lower())
+    outcome = interrupt_and_rerun(server, folder, kind, at=7, reference=reference,
+                                  thread=kind.lower().replace(" ", "-"))
     notes = outcome.notes
-    assert notes["first_rc"] == (130 if kind == "SIGINT" else -9), notes["first_err"]
+    assert notes["first_rc"] == EXIT[kind], notes["first_err"]
+    if kind.startswith(("SIGTERM", "SIGHUP")):  # drained at the next step, with the way back said
+        name = kind.split()[0]
+        assert f"{name}: stopping at the next step" in notes["first_err"]
+        assert f"stopped on {name}: finished steps are checkpointed; rerun with the same --db" in notes["first_err"]
+        assert "Traceback" not in notes["first_err"]
     assert notes["rc"] == 0, notes["err"]
     assert "resuming thread" in notes["err"] and "already finished" not in notes["err"]
     assert outcome.completed, "the rerun wrote a report with evaluations"

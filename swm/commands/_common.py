@@ -54,8 +54,8 @@ def endpoint_options(f: F) -> F:
                      show_default=True, help="Retries of a model request after a timeout, a dropped "
                      "connection, HTTP 429 or 5xx (exponential backoff, honouring Retry-After).")(f)
     return click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
-                        help=f"Seconds to wait for each model request [default: {DEFAULT_TIMEOUT:g}; "
-                             f"{EMBEDDED_TIMEOUT:g} for the embedded model].")(f)
+                        help="Total seconds for each model request, the whole reply included "
+                             f"[default: {DEFAULT_TIMEOUT:g}; {EMBEDDED_TIMEOUT:g} for the embedded model].")(f)
 
 
 def run_options(f: F) -> F:

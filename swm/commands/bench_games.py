@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from langgraph.errors import GraphDrained
 
 from checkpoints.environment import environment_fault
 from swm.commands._common import (
@@ -91,7 +92,7 @@ def run_games(ctx: SWMContext, db: str | Path, jobs: list[tuple[str, dict[str, A
                     play(game_id, inputs)
                     with lock:
                         counts["ran"] += 1
-                except (ModelUnavailable, EnvironmentFault):
+                except (ModelUnavailable, EnvironmentFault, GraphDrained):
                     raise
                 except Exception as exc:  # noqa: BLE001 - one broken game must not lose the others
                     fault = environment_fault(exc)

@@ -15,6 +15,7 @@ from langchain_core.runnables import RunnableConfig
 from pydantic import ValidationError
 
 from checkpoints.store import StoreRecords
+from swm import drain
 from swm.commands._common import (
     comma_list,
     db_path,
@@ -255,7 +256,8 @@ def _stream(graph: Any, inputs: Any, config: RunnableConfig, ctx: SWMContext, pl
                desc="episodes", file=sys.stderr, dynamic_ncols=True)
     # sync: each finished episode branch is on disk before the run goes on, so a kill loses
     # no finished work (and none of its usage)
-    for chunk in graph.stream(inputs, config, context=ctx, stream_mode="updates", durability="sync"):
+    for chunk in graph.stream(inputs, config, context=ctx, stream_mode="updates", durability="sync",
+                              control=drain.control()):
         for update in chunk.values():
             if isinstance(update, dict):
                 seen.update({k: v for k, v in update.items() if k in ("cycle", "phase")})

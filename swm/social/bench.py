@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
+from langgraph.errors import GraphDrained
+
 from checkpoints.environment import environment_fault
 from checkpoints.store import StoreRecords
 from swm.context import SWMContext
@@ -130,7 +132,7 @@ def run_bench(scenarios: list[Scenario], policies: list[str], ctx: SWMContext, p
         for future in as_completed(futures):
             try:
                 future.result()
-            except (ModelUnavailable, EnvironmentFault):
+            except (ModelUnavailable, EnvironmentFault, GraphDrained):
                 raise
             except Exception as exc:  # noqa: BLE001 - one broken episode must not lose the others
                 fault = environment_fault(exc)

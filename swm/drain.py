@@ -1,0 +1,91 @@
+"""SIGTERM and SIGHUP stop a run as Ctrl-C does: at the next step, with its checkpoint written.
+
+Containers, schedulers (Kubernetes, Slurm, systemd) and a closed terminal send SIGTERM or SIGHUP,
+not SIGINT; Python's default for both is to die at once, and as PID 1 in a container SIGTERM is
+ignored altogether. `handling_signals` (entered by the CLI around every command) answers both with
+LangGraph's own drain mechanism: the first signal calls ``RunControl.request_drain``, every graph
+run through `checkpoints.run_thread` (or given `control()`) stops at its next superstep boundary
+(model calls in flight finish and are checkpointed; nested graphs inherit the control), no new
+item starts, and LangGraph raises ``GraphDrained``; the CLI says how to resume and exits 128 +
+the signal (143 for SIGTERM, 129 for SIGHUP). A second signal stops at once, as a second Ctrl-C
+would (`SignalInterrupt`, a KeyboardInterrupt): finished steps are still checkpointed.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from langgraph.errors import GraphDrained
+from langgraph.runtime import RunControl
+
+DRAINED_BY = (signal.SIGTERM, signal.SIGHUP)
+_control: RunControl | None = None
+_received: int | None = None
+
+__all__ = ["GraphDrained", "SignalInterrupt", "control", "drained_exit_code", "handling_signals", "stop_if_drained"]
+
+
+class SignalInterrupt(KeyboardInterrupt):
+    """A second SIGTERM/SIGHUP: stop now, as a second Ctrl-C would."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def control() -> RunControl | None:
+    """Return the run control of the command in progress (None outside `handling_signals`)."""
+    return _control
+
+
+def stop_if_drained() -> None:
+    """Raise ``GraphDrained`` if a drain was requested: a runner calls it before starting another item."""
+    if _control is not None and _control.drain_requested:
+        raise GraphDrained(_control.drain_reason or "shutdown")
+
+
+def drained_exit_code(reason: str | None = None) -> int:
+    """Return the exit code for a run drained by ``reason`` (a signal name): 128 + the signal, 130 by default."""
+    try:
+        return 128 + int(signal.Signals[reason or ""])
+    except KeyError:
+        return 130
+
+
+def _handle(signum: int, frame: Any) -> None:
+    global _received
+    if _received is not None or _control is None:
+        raise SignalInterrupt(signum)
+    _received = signum
+    name = signal.Signals(signum).name
+    _control.request_drain(name)
+    print(f"{name}: stopping at the next step (model calls in flight finish and are checkpointed); "
+          f"send it again to stop at once", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def handling_signals() -> Iterator[RunControl]:
+    """Drain on SIGTERM and SIGHUP for the duration of one command (main thread only; a no-op elsewhere)."""
+    global _control, _received
+    if _control is not None:  # a nested command group: the outer one already handles them
+        yield _control
+        return
+    previous: dict[signal.Signals, Any] = {}
+    _control, _received = RunControl(), None
+    try:
+        for signum in DRAINED_BY:
+            if signal.getsignal(signum) is signal.SIG_IGN:  # started under nohup (or told to ignore it)
+                continue
+            try:
+                previous[signum] = signal.signal(signum, _handle)
+            except ValueError:  # not the main thread (a server's worker): its host handles signals
+                break
+        yield _control
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        _control, _received = None, None
