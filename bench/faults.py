@@ -33,8 +33,10 @@ from bench.extra_graphs import SCRIPTS
 from swm.testing import FakeOpenAIServer
 
 FAULT_KINDS = ["500", "429", "drop", "hang", "invalid_json"]
+# HTTP 200 answers that are not chat completions, and a reply dripped over 6 s (longer than the timeout)
+REPLY_KINDS = ["html", "sse", "double_json", "drip"]
 # tiny backoff: the server says retry-after-ms 5; a hang outlives the 2 s timeout
-FAULT_SETTINGS = {"retry_after_ms": 5, "retry_after": 1, "hang": 4.0}
+FAULT_SETTINGS = {"retry_after_ms": 5, "retry_after": 1, "hang": 4.0, "drip_bytes": 60, "drip_interval": 0.1}
 CLIENT = ["--max-retries", "2", "--timeout", "2"]
 
 
@@ -126,7 +128,7 @@ CASES = {
 }
 
 
-def run_case(key: str, rate: float, seed: int, reruns: int) -> Outcome:
+def run_case(key: str, rate: float, seed: int, reruns: int, kinds: list[str] = FAULT_KINDS) -> Outcome:
     """Run one case fault-free, then with faults until it finishes; compare."""
     case = CASES[key]
     with tempfile.TemporaryDirectory(prefix=f"swm-faults-{key}-") as tmp, FakeOpenAIServer(scripts=SCRIPTS) as server:
@@ -138,7 +140,7 @@ def run_case(key: str, rate: float, seed: int, reruns: int) -> Outcome:
         baseline = server.stats()
         expected = case.rows(base_db)
         server.reset()
-        server.configure(fault_rate=rate, fault_kinds=FAULT_KINDS, seed=seed, **FAULT_SETTINGS)
+        server.configure(fault_rate=rate, fault_kinds=kinds, seed=seed, **FAULT_SETTINGS)
         db = Path(tmp) / "faulty" / "run.db"
         db.parent.mkdir()
         invocations, finished, failed_seen = 0, False, 0
@@ -195,14 +197,15 @@ def run_learn_kill(kills: int, seed: int) -> dict[str, Any]:
             "stderr_tail": err[-300:] if proc.returncode else ""}
 
 
-def markdown(outcomes: list[Outcome], kill: dict[str, Any] | None, rate: float, seed: int) -> str:
-    lines = [f"Fault rate {rate:.0%} of requests (seed {seed}; kinds {', '.join(FAULT_KINDS)}), client "
+def markdown(outcomes: list[Outcome], kill: dict[str, Any] | None, rate: float, seed: int,
+             kinds: list[str] = FAULT_KINDS) -> str:
+    lines = [f"Fault rate {rate:.0%} of requests (seed {seed}; kinds {', '.join(kinds)}), client "
              f"`{' '.join(CLIENT)}`:", "",
              "| case | faults injected | invocations | finished | rows | lost | duplicated | failed items recorded "
              "on the way | extra requests | answers beyond the baseline |", "|---|---|---|---|---|---|---|---|---|---|"]
     for o in outcomes:
-        kinds = ", ".join(f"{k} {v}" for k, v in sorted(o.by_kind.items()))
-        lines.append(f"| {o.case} | {o.faults} ({kinds}) | {o.invocations} | {'yes' if o.finished else 'NO'} | "
+        drawn = ", ".join(f"{k} {v}" for k, v in sorted(o.by_kind.items()))
+        lines.append(f"| {o.case} | {o.faults} ({drawn}) | {o.invocations} | {'yes' if o.finished else 'NO'} | "
                      f"{o.rows_expected} | {o.rows_lost} | {o.rows_duplicated} | {o.failed_items_seen} | "
                      f"{o.extra_requests} | {o.extra_answers} |")
     if kill is not None:
@@ -219,10 +222,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--reruns", type=int, default=6, help="invocations allowed per case")
     parser.add_argument("--kills", type=int, default=3, help="SIGKILLs of the learn-kill case (0: skip it)")
+    parser.add_argument("--kinds", default=",".join(FAULT_KINDS),
+                        help=f"fault kinds to draw from (transport: {','.join(FAULT_KINDS)}; replies that are not "
+                             f"chat completions: {','.join(REPLY_KINDS)})")
     args = parser.parse_args(argv)
-    outcomes = [run_case(k.strip(), args.rate, args.seed, args.reruns) for k in args.cases.split(",") if k.strip()]
+    kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+    outcomes = [run_case(k.strip(), args.rate, args.seed, args.reruns, kinds)
+                for k in args.cases.split(",") if k.strip()]
     kill = run_learn_kill(args.kills, args.seed) if args.kills else None
-    print(markdown(outcomes, kill, args.rate, args.seed))
+    print(markdown(outcomes, kill, args.rate, args.seed, kinds))
 
 
 if __name__ == "__main__":
