@@ -11,6 +11,9 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+from langgraph.runtime import RunControl
+
+from swm import drain
 from swm.context import SWMContext
 from swm.errors import ModelCallFailed
 from swm.games.store import load_record
@@ -45,7 +48,9 @@ def run_episode(episode_graph: Any, task: Task, ctx: SWMContext, *, episode_id: 
     scenario = to_scenario(task, memory)
     inputs = episode_inputs(scenario, episode_id=episode_id, policy=policy, max_turns=max_turns, judge=judge,
                             tested_agent=tested_agent)
-    out = dict(episode_graph.invoke(inputs, context=ctx, durability="async"))
+    drain.stop_if_drained()  # SIGTERM/SIGHUP: an episode not yet begun stays for the rerun
+    # an episode already playing finishes (it has no checkpoint to stop at), so its calls are not paid twice
+    out = dict(episode_graph.invoke(inputs, context=ctx, durability="async", control=RunControl()))
     turns = load_turns(store, episode_id)
     record = to_record(task, scenario, turns, out.get("judgements"), tested_agent, episode_id=episode_id,
                        source_episode=episode_id, models=dict(out.get("models") or {}),
@@ -59,8 +64,9 @@ def run_game(game_graph: Any, task: Task, ctx: SWMContext, *, episode_id: str, t
     store = ctx.experience_store()
     if store.has_table("game_moves"):
         store.execute("delete from game_moves where game_id = ?", [episode_id])
+    drain.stop_if_drained()
     out = dict(game_graph.invoke(game_inputs(task, game_id=episode_id, tested_agent=tested_agent), context=ctx,
-                                 durability="async"))
+                                 durability="async", control=RunControl()))
     record = game_to_record(task, load_record(store, episode_id), episode_id=episode_id, source_episode=episode_id,
                             models=dict(out.get("models") or {}), prompts=dict(out.get("prompts") or {}),
                             **provenance)
