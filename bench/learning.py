@@ -1,22 +1,31 @@
-"""The learning benchmark: does `swm learn` with trained weights improve the embedded SmolLM2?
+"""The learning benchmark: does `swm learn` raise the embedded SmolLM2's held-out success rate?
 
-Runs the real loop on the embedded model (llama.cpp over loopback, SmolLM2-135M Q4_1) several
-cycles — collect → convert → gate → train a LoRA → serve it (GGUF LoRA on llama.cpp) → evaluate —
-once per update method (a trained one, and ``memory``) on the same tasks, seeds and settings, then
-prints the table of bench/README.md: per cycle the candidate's pass and completion rates on the
-trained-for level and on every level (test split, 95% Wilson intervals), forgetting, training
-seconds and tokens/s, adapter size::
+Each arm is one `swm learn` run on the embedded model (llama.cpp over loopback, SmolLM2-135M
+Q4_1, LoRA adapters trained with TRL and served as GGUF LoRAs), in its own SQLite file, with the
+same tasks, sampling seeds and settings: collect ``--tasks`` × ``--samples`` moves per cycle at
+``--temperature``, keep what the arm keeps, train ``--train-steps`` from the incumbent (replay on),
+evaluate the candidate on ``--test-per-cell`` test tasks and ``--dev-per-cell`` dev tasks (the
+deploy gate chooses on dev; the table reports test). Arms:
 
-    python -m bench.learning --methods sft,memory --cycles 2 --families mutual_friend --out bench-learning
+* an update method (``rs-sft``, ``sft``, ``dpo``, ``kto``, ``memory``): ``--cycles`` cycles;
+* ``control``: rs-sft on as many well-formatted *wrong* samples as there were right ones
+  (``--keep wrong``): what format alone buys, ``--control-cycles`` cycles.
 
-Everything is resumable: the runs are `swm learn` threads in one SQLite file (``--out/learn.db``),
-so rerunning the same command continues them. Not a timed test; its numbers are what they are.
+The table: per arm and cycle, held-out correct with 95% Wilson intervals, the change from cycle 0
+with the two-proportion test, the same against the control arm's same cycle, the collected and
+kept samples, training tokens/s, sampling tokens/s and seconds per cycle::
+
+    python -m bench.learning --arms rs-sft,control --levels decision --families mutual_friend \
+        --tasks 200 --samples 2 --test-per-cell 200 --dev-per-cell 100 --out bench-learning --parallel
+
+Resumable: rerunning the same command continues each arm's thread. Not a timed test.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -24,21 +33,34 @@ from pathlib import Path
 from typing import Any
 
 from checkpoints import ExperienceStore
-from checkpoints.store import StoreRecords
 from swm.lifelong import store as ls
-from swm.lifelong.metrics import Cell, curriculum_for, forgetting
-from swm.stats import wilson_interval
+from swm.lifelong.metrics import Cell
+from swm.lifelong.samples import load_samples
+from swm.stats import two_proportion_test, wilson_interval
 
 
-def _rate(cell: Cell | None) -> str:
-    if cell is None or cell.n == 0:
-        return "–"
-    low, high = wilson_interval(cell.successes, cell.n)
-    return f"{cell.successes}/{cell.n} = {cell.successes / cell.n:.2f} [{low:.2f}, {high:.2f}]"
+def arm_command(arm: str, args: argparse.Namespace) -> list[str]:
+    """Return the `swm learn` command line of one arm."""
+    method, keep, cycles = ("rs-sft", "wrong", args.control_cycles) if arm == "control" else (arm, "passed",
+                                                                                               args.cycles)
+    return [sys.executable, "-m", "swm", "learn", "--update", method, "--keep", keep,
+            "--cycles", str(cycles), "--levels", args.levels, "--families", args.families,
+            *(["--eval-families", args.eval_families] if args.eval_families else []),
+            "--episodes-per-level", str(args.tasks * args.samples), "--samples-per-task", str(args.samples),
+            "--heldout-per-cell", str(args.test_per_cell), "--dev-per-cell", str(args.dev_per_cell),
+            "--temperature", str(args.temperature), "--concurrency", "2",
+            "--train-steps", str(args.train_steps), "--train-lr", str(args.train_lr),
+            "--train-batch-size", str(args.train_batch_size), "--train-rank", str(args.train_rank),
+            "--db", str(args.out / f"{arm}.db"), "--thread-id", f"{args.prefix}-{arm}",
+            "--out", str(args.out / arm), "--json"]
 
 
 def run_method(method: str, args: argparse.Namespace) -> dict[str, Any]:
-    """Run (or resume) one `swm learn` thread; return its --json summary and wall seconds."""
+    """Run (or resume) one episode-level `swm learn` thread in ``args.out / "learn.db"``; return its summary.
+
+    The entry `bench.selfplay --dpo` compares with: ``args`` names cycles, levels, families,
+    episodes, samples, max_turns, test/dev per cell, temperature, train steps and rate, min_margin.
+    """
     thread = f"{args.prefix}-{method}"
     cmd = [sys.executable, "-m", "swm", "learn", "--update", method,
            "--cycles", str(args.cycles), "--levels", args.levels, "--families", args.families,
@@ -50,7 +72,7 @@ def run_method(method: str, args: argparse.Namespace) -> dict[str, Any]:
            "--db", str(args.out / "learn.db"), "--thread-id", thread, "--out", str(args.out / method), "--json"]
     start = time.perf_counter()
     log = args.out / f"{method}.log"
-    with log.open("a") as err:  # the progress bars and the trainer's log, as they come
+    with log.open("a") as err:
         done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
     if done.returncode != 0:
         tail = log.read_text(errors="replace").strip().splitlines()[-1:]
@@ -58,58 +80,164 @@ def run_method(method: str, args: argparse.Namespace) -> dict[str, Any]:
     return {"summary": json.loads(done.stdout), "wall": time.perf_counter() - start, "thread": thread}
 
 
-def table(store: StoreRecords, method: str, thread: str, levels: list[str], cycles: int) -> list[str]:
-    """Render one method's rows: per cycle, the candidate's rates, forgetting and training cost."""
-    curriculum = curriculum_for(levels, cycles)
-    rows = []
-    for metric in ("pass", "completion"):
-        r = ls.matrix(store, thread, metric, "candidate")
-        for cycle in range(cycles + 1):
-            policy = ls.get_policy(store, thread, f"p{cycle}")
-            train = policy.train if policy is not None else None
-            trained_for = curriculum[cycle - 1] if cycle else "–"
-            f = forgetting(r, levels, curriculum, cycle) if cycle >= 2 else None
-            cells = " | ".join(_rate(r.get((cycle, level))) for level in levels)
-            cost = (f"{train.seconds:.0f} s, {train.tokens_per_s:.0f} tok/s, {train.adapter_bytes / 1e6:.1f} MB"
+def run_arms(arms: list[str], args: argparse.Namespace) -> dict[str, float]:
+    """Run (or resume) every arm, side by side with ``--parallel``; return each arm's wall seconds."""
+    started: dict[str, tuple[subprocess.Popen[str], float, Any]] = {}
+    walls: dict[str, float] = {}
+
+    def finish(arm: str) -> None:
+        process, start, log = started.pop(arm)
+        code = process.wait()
+        log.close()
+        walls[arm] = time.perf_counter() - start
+        (args.out / f"{arm}.json").write_text(process.stdout.read() if process.stdout else "")
+        if code != 0:
+            tail = (args.out / f"{arm}.log").read_text(errors="replace").strip().splitlines()[-1:]
+            raise SystemExit(f"{arm}: swm learn failed ({code}): {tail}")
+
+    for arm in arms:
+        log = (args.out / f"{arm}.log").open("a")
+        process = subprocess.Popen(arm_command(arm, args), stdout=subprocess.PIPE, stderr=log, text=True)
+        started[arm] = (process, time.perf_counter(), log)
+        if not args.parallel:
+            finish(arm)
+    for arm in list(started):
+        finish(arm)
+    return walls
+
+
+def _rate(cell: Cell | None) -> str:
+    if cell is None or cell.n == 0:
+        return "–"
+    low, high = wilson_interval(cell.successes, cell.n)
+    return f"{cell.successes}/{cell.n} = {100 * cell.rate:.1f}% [{100 * low:.1f}, {100 * high:.1f}]"
+
+
+def detectable(cell: Cell, power_z: float = 0.8416, alpha_z: float = 1.959964) -> float:
+    """Return the smallest change from ``cell``'s rate that a cell of the same n detects (two-sided 5%, 80% power)."""
+    p = min(max(cell.rate, 1 / (2 * cell.n)), 1 - 1 / (2 * cell.n)) if cell.n else 0.5
+    return (alpha_z + power_z) * (2 * p * (1 - p) / max(cell.n, 1)) ** 0.5
+
+
+def _versus(a: Cell | None, b: Cell | None) -> str:
+    if a is None or b is None or not a.n or not b.n:
+        return "–"
+    _, p = two_proportion_test(a.successes, a.n, b.successes, b.n)
+    return f"{100 * (b.rate - a.rate):+.1f} pts, p = {p:.2g}"
+
+
+def _usage_rate(rows: list[dict[str, Any]]) -> tuple[int, float]:
+    """Return (tokens, seconds) of the model calls stored with these episodes."""
+    tokens, seconds = 0, 0.0
+    for row in rows:
+        for stats in json.loads(row["usage"] or "{}").values():
+            tokens += int(stats.get("prompt_tokens", 0)) + int(stats.get("completion_tokens", 0))
+            seconds += float(stats.get("seconds", 0.0))
+    return tokens, seconds
+
+
+def arm_rows(arm: str, args: argparse.Namespace, level: str, control: dict[int, Cell]) -> tuple[list[str],
+                                                                                                dict[int, Cell]]:
+    """Render one arm's table rows; return them and its test cells per cycle."""
+    store = ExperienceStore(args.out / f"{arm}.db")
+    thread = f"{args.prefix}-{arm}"
+    r = ls.matrix(store, thread, "pass", "candidate")
+    cells: dict[int, Cell] = {}
+    rows: list[str] = []
+    cycles = args.control_cycles if arm == "control" else args.cycles
+    ends: dict[int, float] = {}
+    for cycle in range(cycles + 1):
+        found = list(store.rows("select created from lifelong_episodes where run_id = ? and cycle = ?",
+                                [thread, cycle]))
+        if found:
+            ends[cycle] = max(row["created"] for row in found)
+            if cycle == 0:
+                ends[-1] = min(row["created"] for row in found)
+    for cycle in range(cycles + 1):
+        cell = r.get((cycle, level))
+        if cell is None:
+            continue
+        cells[cycle] = cell
+        policy = ls.get_policy(store, thread, f"p{cycle}")
+        train = policy.train if policy is not None else None
+        samples = load_samples(store, thread, [cycle])
+        kept = f"{sum(s.passed for s in samples)} of {len(samples)}" if samples else "–"
+        played = list(store.rows("select usage from lifelong_episodes where run_id = ? and cycle = ?",
+                                 [thread, cycle]))
+        tokens, seconds = _usage_rate(played)
+        sampling = f"{tokens / seconds:.0f}" if seconds else "–"
+        training = (f"{train.examples} rows, {train.steps} steps, {train.seconds:.0f} s, {train.tokens_per_s:.0f} tok/s"
                     if train else "–")
-            deployed = next((d for d in store.rows("select deployed from lifelong_deploys where run_id = ? and "
-                                                    "cycle = ?", [thread, cycle])), None)
-            rows.append(f"| {method} | {metric} | {cycle} | {trained_for} | {cells} | "
-                        f"{'–' if f is None else f'{f.value:+.2f} [{f.low:+.2f}, {f.high:+.2f}]'} | "
-                        f"{policy.pairs_used if policy else 0} | {cost} | "
-                        f"{'–' if deployed is None else ('yes' if deployed['deployed'] else 'no')} |")
-    return rows
+        wall = f"{ends[cycle] - ends[cycle - 1]:.0f}" if cycle in ends and cycle - 1 in ends else "–"
+        deployed = next(iter(store.rows("select deployed from lifelong_deploys where run_id = ? and cycle = ?",
+                                         [thread, cycle])), None)
+        rows.append(f"| {arm} | {cycle} | {_rate(cell)} | {100 * detectable(cells[0]):.1f} pts | "
+                    f"{_versus(cells.get(0), cell) if cycle else '–'} | "
+                    f"{_versus(control.get(cycle), cell) if cycle and arm != 'control' else '–'} | {kept} | "
+                    f"{training} | {sampling} | {wall} | "
+                    f"{'–' if deployed is None else ('yes' if deployed['deployed'] else 'no')} |")
+    return rows, cells
+
+
+def family_rows(arm: str, args: argparse.Namespace) -> list[str]:
+    """Render each policy's test cells per level and family (transfer to evaluated-only families, forgetting)."""
+    store = ExperienceStore(args.out / f"{arm}.db")
+    thread = f"{args.prefix}-{arm}"
+    found = list(store.rows("select policy_version, level, family, sum(passed) as s, count(*) as n from "
+                            "lifelong_episodes where run_id = ? and phase = 'test' group by 1, 2, 3 order by 2, 3, 1",
+                            [thread]))
+    base = {(r["level"], r["family"]): Cell(r["s"], r["n"]) for r in found if r["policy_version"] == "p0"}
+    out = []
+    for r in found:
+        cell = Cell(r["s"], r["n"])
+        change = _versus(base.get((r["level"], r["family"])), cell) if r["policy_version"] != "p0" else "–"
+        out.append(f"| {arm} | {r['level']} | {r['family']} | {r['policy_version']} | {_rate(cell)} | {change} |")
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.learning", description=__doc__.splitlines()[0])
-    parser.add_argument("--methods", default="sft,memory")
+    parser.add_argument("--arms", default="rs-sft,control")
     parser.add_argument("--cycles", type=int, default=2)
-    parser.add_argument("--levels", default="easy")
+    parser.add_argument("--control-cycles", type=int, default=1)
+    parser.add_argument("--levels", default="decision")
     parser.add_argument("--families", default="mutual_friend")
-    parser.add_argument("--episodes", type=int, default=8, help="collected episodes per cycle")
-    parser.add_argument("--samples", type=int, default=4, help="episodes per training task")
-    parser.add_argument("--max-turns", type=int, default=4)
-    parser.add_argument("--test-per-cell", type=int, default=4)
-    parser.add_argument("--dev-per-cell", type=int, default=2)
+    parser.add_argument("--eval-families", default=None, help="also evaluate these families (transfer)")
+    parser.add_argument("--tasks", type=int, default=200, help="training tasks per cycle")
+    parser.add_argument("--samples", type=int, default=2, help="samples per training task")
+    parser.add_argument("--test-per-cell", type=int, default=200)
+    parser.add_argument("--dev-per-cell", type=int, default=100)
     parser.add_argument("--temperature", type=float, default=0.7)
-    parser.add_argument("--train-steps", type=int, default=12)
+    parser.add_argument("--train-steps", type=int, default=30)
     parser.add_argument("--train-lr", type=float, default=2e-4)
-    parser.add_argument("--min-margin", type=float, default=0.1)
-    parser.add_argument("--prefix", default="bench")
+    parser.add_argument("--train-batch-size", type=int, default=4)
+    parser.add_argument("--train-rank", type=int, default=8)
+    parser.add_argument("--parallel", action="store_true", help="run the arms side by side")
+    parser.add_argument("--prefix", default="learning")
     parser.add_argument("--out", type=Path, default=Path("bench-learning"))
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    levels = [x.strip() for x in args.levels.split(",") if x.strip()]
-    header = ("| update | metric | cycle | trained on | " + " | ".join(levels) + " | F_k | rows from | "
-              "training | deployed |")
+    os.environ.setdefault("SWM_EMBEDDED_THREADS", "1")  # the machine is shared: one thread each for
+    os.environ.setdefault("SWM_TRAIN_THREADS", "1")  # sampling and training, arms side by side
+    arms = [a.strip() for a in args.arms.split(",") if a.strip()]
+    walls = run_arms(arms, args)
+    level = args.levels.split(",")[0]
+    header = ("| arm | cycle | held-out correct (test) | smallest detectable change | vs cycle 0 | vs control | "
+              "collected: kept of sampled | "
+              "training | sampling tok/s | cycle s | deployed |")
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
-    walls = {}
-    for method in [m.strip() for m in args.methods.split(",") if m.strip()]:
-        out = run_method(method, args)
-        walls[method] = out["wall"]
-        lines += table(ExperienceStore(args.out / "learn.db"), method, out["thread"], levels, args.cycles)
-    text = "\n".join(lines) + "\n\n" + ", ".join(f"{m}: {w / 60:.1f} min wall" for m, w in walls.items()) + "\n"
+    control: dict[int, Cell] = {}
+    ordered = (["control"] if "control" in arms else []) + [a for a in arms if a != "control"]
+    for arm in ordered:
+        rows, cells = arm_rows(arm, args, level, control)
+        if arm == "control":
+            control = cells
+        lines += rows
+    if args.eval_families:
+        lines += ["", "| arm | level | family | policy | test correct | vs p0 |", "|---|---|---|---|---|---|"]
+        for arm in ordered:
+            lines += family_rows(arm, args)
+    text = "\n".join(lines) + "\n\nwall: " + ", ".join(f"{a} {w / 60:.1f} min" for a, w in walls.items()) + "\n"
     (args.out / "table.md").write_text(text)
     print(text)
 

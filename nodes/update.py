@@ -23,6 +23,7 @@ from swm.errors import InputError
 from swm.lifelong import store as ls
 from swm.lifelong.episodes import passed_of
 from swm.lifelong.jobs import plan_of
+from swm.lifelong.samples import load_samples, put_samples, sample_rows, samples_of
 from swm.lifelong.state import LifelongState
 from swm.lifelong.update import (
     METHODS,
@@ -35,6 +36,7 @@ from swm.lifelong.update import (
     training_rows,
 )
 from swm.serving import require_base_gguf
+from swm.tasks.decisions import DECISION
 
 
 def _base_gguf(plan: dict[str, Any]) -> Path | None:
@@ -47,13 +49,24 @@ def _base_gguf(plan: dict[str, Any]) -> Path | None:
 
 def export_cycle(store: StoreRecords, plan: dict[str, Any], method: str,
                  cycles: list[int]) -> tuple[list[dict[str, Any]], int]:
-    """Return the export rows of the replay window and how many kept trajectories or pairs are behind them."""
+    """Return the export rows of the replay window and how many kept samples, trajectories or pairs are behind them.
+
+    Decisions go through the kept-sample table (`swm.lifelong.samples`), written here once per
+    collected decision; episodes give kept trajectories (sft, rs-sft) or the gate's kept pairs.
+    """
     run = plan["run_id"]
-    if method == "sft":
-        kept = [e for c in cycles for e in ls.load_episodes(store, run, c, "collect") if passed_of(e, plan)]
-        return sft_rows(kept), len(kept)
-    used = ls.pairs(store, run, cycles, kept=True)
-    return (dpo_rows(used) if method == "dpo" else kto_rows(used)), len(used)
+    episodes = [e for c in cycles for e in ls.load_episodes(store, run, c, "collect")]
+    decisions = [e for e in episodes if e.level == DECISION]
+    rows: list[dict[str, Any]] = []
+    if decisions:
+        put_samples(store, samples_of(decisions, {e.episode_id: passed_of(e, plan) for e in decisions}))
+        rows += sample_rows(method, load_samples(store, run, cycles), plan.get("keep", "passed"))
+    used = len(rows)
+    if method in ("sft", "rs-sft"):
+        kept = [e for e in episodes if e.level != DECISION and passed_of(e, plan)]
+        return rows + sft_rows(kept), used + len(kept)
+    pairs = [p for p in ls.pairs(store, run, cycles, kept=True) if p.level != DECISION]
+    return rows + (dpo_rows(pairs) if method == "dpo" else kto_rows(pairs)), used + len(pairs)
 
 
 def train_policy(store: StoreRecords, plan: dict[str, Any], method: str, parent: PolicyVersion, version: str,
@@ -77,13 +90,15 @@ def train_policy(store: StoreRecords, plan: dict[str, Any], method: str, parent:
     base_gguf = _base_gguf(plan)
     adapter_dir = (out_dir / "adapters" / version).resolve()
     settings = TrainSettings(**(plan.get("train") or {}))
-    stats = train_adapter(method, training_rows(method, rows), plan.get("hf_model"), adapter_dir,
+    trainer = "sft" if method == "rs-sft" else method
+    trained_on = training_rows(trainer, rows)
+    stats = train_adapter(trainer, trained_on, plan.get("hf_model"), adapter_dir,
                           parent_adapter=parent.adapter, settings=settings)
     stats = stats.model_copy(update={"pairs_used": used})
     draft = PolicyVersion(**common, **{**inherited, "adapter": str(adapter_dir)})
     spec, gguf = serve_adapter(adapter_dir, name=lora_name(draft, plan["run_id"]), base_gguf=base_gguf,
                                lora_server=plan.get("lora_server"))
-    checked = verify_deploy(spec, adapter_dir, plan.get("hf_model"), rows[0]["prompt"],
+    checked = verify_deploy(spec, adapter_dir, plan.get("hf_model"), trained_on[0]["prompt"],
                             plan.get("verify_served", "full"))  # a mismatch stops the cycle here
     return draft.model_copy(update={"base_model": str(plan.get("hf_model") or "embedded"), "served_as": spec,
                                     "adapter_gguf": str(gguf) if gguf else None, "train": stats,

@@ -83,6 +83,22 @@ def wilson_interval(successes: float, n: int, z: float = Z95) -> tuple[float, fl
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
+def two_proportion_test(s1: float, n1: int, s2: float, n2: int) -> tuple[float, float]:
+    """Return (z, two-sided p) of the pooled two-proportion z-test of s2/n2 against s1/n1.
+
+    z > 0 when the second rate is higher. With no data on either side, or no variance in the
+    pooled rate (both 0% or both 100%), there is no evidence of a difference: (0, 1).
+    """
+    if n1 <= 0 or n2 <= 0:
+        return 0.0, 1.0
+    pooled = (s1 + s2) / (n1 + n2)
+    se = math.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n2))
+    if se == 0:
+        return 0.0, 1.0
+    z = (s2 / n2 - s1 / n1) / se
+    return z, math.erfc(abs(z) / math.sqrt(2))
+
+
 _WORD_RE = re.compile(r"[a-z0-9$']+")
 
 

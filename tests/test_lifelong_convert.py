@@ -26,6 +26,16 @@ def test_outcome_score() -> None:
     assert outcome_score(Verdict(completion=False)) == 0.0
 
 
+def test_a_wrong_attempt_scores_as_doing_nothing_and_a_leak_below() -> None:
+    """Answering wrong must not score below silence, or a weak guesser learns to stay silent."""
+    silent = outcome_score(Verdict(completion=False))
+    for code in ("wrong_answer", "hedged_answer"):
+        assert outcome_score(Verdict(completion=False, violations=[code])) == silent == 0.0
+    assert outcome_score(Verdict(completion=False, violations=["secret_leaked"])) == -0.5
+    assert outcome_score(Verdict(completion=False, violations=["deal_outside_zone"])) == -0.5
+    assert outcome_score(Verdict(completion=False, violations=["wrong_answer", "secret_leaked"])) == -0.5
+
+
 def test_attribution_is_full_episode_and_sums_to_one_per_agent() -> None:
     t = negotiation_task()
     s, b = t.names

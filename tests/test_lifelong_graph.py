@@ -20,7 +20,8 @@ from swm.social.schemas import Foresight, PredictedMind, PredictedReaction
 from swm.testing import ScriptedChatModel
 
 PLAN: dict[str, Any] = {"cycles": 2, "levels": ["easy", "medium"], "families": ["negotiation", "secret"],
-                        "episodes_per_level": 2, "samples_per_task": 2, "max_turns": 2, "heldout_per_cell": 1}
+                        "episodes_per_level": 2, "samples_per_task": 2, "max_turns": 2, "heldout_per_cell": 1,
+                        "gate_alpha": 1.0}  # two dev tasks a cell: the gate reads point estimates
 EVAL_EPISODES = 2 * 2  # per split: levels x families x 1
 TOTAL = 3 * 2 * EVAL_EPISODES + 2 * 2  # p0, p1, p2 each on dev and test once; 2 cycles x 2 collected
 

@@ -8,6 +8,7 @@ import pytest
 
 from swm.lifelong.deploy import decide
 from swm.lifelong.metrics import Cell, acc, bwt, curriculum_for, forgetting, fwt, summary, wilson
+from swm.stats import two_proportion_test
 
 LEVELS = ["easy", "medium", "hard"]
 
@@ -98,25 +99,34 @@ def test_wilson() -> None:
     assert wilson(0, 10).low == 0.0 and wilson(0, 0).high == 1.0
 
 
-def cells(**rates: int) -> dict[str, Cell]:
-    return {lv: Cell(s, 20) for lv, s in rates.items()}
+def cells(n: int = 200, **successes: int) -> dict[str, Cell]:
+    return {lv: Cell(s, n) for lv, s in successes.items()}
 
 
 def test_deploy_refuses_an_earlier_level_regression_beyond_epsilon() -> None:
-    d = decide(cells(easy=10, medium=5), cells(easy=8, medium=9), earlier=["easy"], current="medium", epsilon=0.05)
-    assert not d.deploy and d.reasons == ["regressed:easy"] and d.deltas["easy"] == pytest.approx(-0.1)
+    d = decide(cells(easy=100, medium=50), cells(easy=70, medium=90), earlier=["easy"], current="medium",
+               epsilon=0.05)
+    assert not d.deploy and d.reasons == ["regressed:easy"] and d.deltas["easy"] == pytest.approx(-0.15)
     assert "kept the previous policy" in d.explain()
 
 
 def test_deploy_tolerates_a_drop_within_epsilon_but_not_a_current_fall() -> None:
-    ok = decide(cells(easy=10, medium=5), cells(easy=9, medium=6), earlier=["easy"], current="medium", epsilon=0.05)
+    ok = decide(cells(easy=100, medium=50), cells(easy=92, medium=60), earlier=["easy"], current="medium",
+                epsilon=0.05)
     assert ok.deploy and ok.reasons == []
-    fell = decide(cells(easy=10, medium=5), cells(easy=10, medium=4), earlier=["easy"], current="medium")
+    fell = decide(cells(easy=100, medium=60), cells(easy=100, medium=35), earlier=["easy"], current="medium")
     assert not fell.deploy and fell.reasons == ["current_fell:medium"]
 
 
+def test_a_dip_within_noise_refuses_nothing() -> None:
+    """Two of twenty dev tasks lost: the point estimate fell, the interval did not exclude no change."""
+    dip = decide(cells(20, easy=10, medium=5), cells(20, easy=8, medium=3), earlier=["easy"], current="medium")
+    assert dip.deploy and dip.deltas["medium"] == pytest.approx(-0.1)
+    assert two_proportion_test(5, 20, 3, 20)[1] > 0.05
+
+
 def test_untrained_levels_do_not_block() -> None:
-    d = decide(cells(easy=5, hard=9), cells(easy=6, hard=0), earlier=[], current="easy")
+    d = decide(cells(easy=50, hard=90), cells(easy=60, hard=0), earlier=[], current="easy")
     assert d.deploy
 
 

@@ -37,7 +37,7 @@ from swm.usage import total_usage
 
 def _expected_episodes(plan: dict[str, Any]) -> int:
     # each policy (p0 and one candidate per cycle) plays every dev and test task once
-    cells = len(plan["levels"]) * len(plan["families"])
+    cells = len(plan["levels"]) * len(plan.get("eval_families") or plan["families"])
     evaluations = cells * (plan["heldout_per_cell"] + plan.get("dev_per_cell", 1))
     return (plan["cycles"] + 1) * evaluations + plan["cycles"] * plan["episodes_per_level"]
 
@@ -62,9 +62,10 @@ def _given_options() -> list[str]:
 
 
 # the plan fields `swm learn` takes as options, in --help order; everything else about each comes from LifelongPlan
-CLI_PLAN = ("cycles", "levels", "families", "episodes_per_level", "samples_per_task", "max_turns", "policy",
-            "eval_policy", "self_play", "judge", "judge_threshold", "gating", "min_margin", "update", "replay",
-            "epsilon", "heldout_per_cell", "dev_per_cell", "hf_model", "base_gguf", "lora_server")
+CLI_PLAN = ("cycles", "levels", "families", "eval_families", "episodes_per_level", "samples_per_task", "max_turns",
+            "policy", "eval_policy", "self_play", "judge", "judge_threshold", "gating", "min_margin", "update", "keep",
+            "replay", "epsilon", "gate_alpha", "heldout_per_cell", "dev_per_cell", "hf_model", "base_gguf",
+            "lora_server")
 _SPELLING = {"self_play": "--self-play/--fixed-partner"}  # flags whose off form is not --no-X
 _ON_OFF = ("gating",)  # booleans written --x on|off
 _METAVAR = {"hf_model": "PATH", "base_gguf": "FILE", "lora_server": "URL"}

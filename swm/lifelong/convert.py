@@ -2,7 +2,12 @@
 
 **Action/dialogue track.** An episode's verified outcome is
 
-    G = 1[completion] − 0.5 · min(#violations, 2)        ∈ [−1, 1]
+    G = 1[completion] − 0.5 · min(#rule violations, 2)        ∈ [−1, 1]
+
+where a wrong *attempt* (a wrong or hedged answer: `ATTEMPTS`) is no rule violation: it scores 0,
+as silence or leaving does. Were it below doing nothing, a model that guesses right less
+than one time in three would have a negative expected reward for answering, and every update
+would learn to stay silent. Leaks and agreements that break a party's private limits still cost 0.5 each.
 
 and a turn's reward is r_t = G × A(a_t, episode). The attribution A is offline and reads the
 whole episode (Sotopia-RL found full-episode attribution beats prefix-only): among the acting
@@ -35,10 +40,18 @@ from swm.stats import token_f1 as token_f1  # re-exported: the perception score'
 from swm.tasks.checkers import Verdict, mentions
 from swm.tasks.families import Task
 
+ATTEMPTS = ("wrong_answer", "hedged_answer")
+
+
+def is_attempt(violation: str) -> bool:
+    """Tell whether a violation code is a failed attempt (scored like doing nothing), not a broken rule."""
+    return violation.split(":", 1)[0] in ATTEMPTS
+
 
 def outcome_score(verdict: Verdict) -> float:
-    """Return G in [−1, 1]: completion counts 1, each violation (at most two) −0.5."""
-    return (1.0 if verdict.completion else 0.0) - 0.5 * min(len(verdict.violations), 2)
+    """Return G in [−1, 1]: completion counts 1, each broken rule (at most two) −0.5; a wrong attempt 0."""
+    broken = [v for v in verdict.violations if not is_attempt(v)]
+    return (1.0 if verdict.completion else 0.0) - 0.5 * min(len(broken), 2)
 
 
 def attribution(episode: EpisodeRecord) -> dict[int, float]:

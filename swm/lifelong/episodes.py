@@ -19,6 +19,7 @@ from swm.errors import ModelCallFailed
 from swm.games.store import load_record
 from swm.lifelong import store as ls
 from swm.lifelong.bridge import episode_inputs, to_record, to_scenario
+from swm.lifelong.decision_play import play_decision
 from swm.lifelong.game_bridge import game_inputs, game_to_record
 from swm.lifelong.jobs import task_from_id
 from swm.lifelong.records import EpisodeRecord
@@ -26,7 +27,7 @@ from swm.lifelong.serve import policy_spec
 from swm.lifelong.state import EpisodeJob
 from swm.lifelong.update import PolicyVersion, memory_text
 from swm.social.store import load_turns
-from swm.tasks.families import GAME_FAMILIES, Task
+from swm.tasks.families import DECISION, GAME_FAMILIES, Task
 from swm.usage import add_stats, merge_usage
 
 # The inner episode graph has no checkpointer; without a durability of its own it inherits an
@@ -95,7 +96,10 @@ def play_job(job: EpisodeJob, ctx: SWMContext, episode_graph: Any, game_graph: A
     policy_kind = plan["policy"] if job["phase"] == "collect" else plan["eval_policy"]
     played = learner_context(ctx, policy, plan["self_play"])  # the learner seats play the policy's model
     try:
-        if task.family in GAME_FAMILIES:
+        if task.level == DECISION:
+            record, usage = play_decision(task, played, episode_id=job["episode_id"], sample=job["sample"],
+                                          **provenance)
+        elif task.family in GAME_FAMILIES:
             if game_graph is None:
                 raise ValueError(f"task family {task.family!r} needs the game graph; none was given to episode_player")
             record, usage = run_game(game_graph, task, played, episode_id=job["episode_id"],

@@ -80,9 +80,13 @@ def collect_jobs(state: LifelongState) -> list[EpisodeJob]:
 
 
 def eval_split(plan: dict[str, Any], split: str) -> list[Task]:
-    """Return the run's tasks of one evaluation split (``dev`` chooses, ``test`` reports)."""
+    """Return the run's tasks of one evaluation split (``dev`` chooses, ``test`` reports).
+
+    ``eval_families`` (default: the trained ``families``) may add families that are evaluated but
+    never collected: transfer to them, and forgetting, is then measured on the same split.
+    """
     per_cell = plan["dev_per_cell"] if split == "dev" else plan["heldout_per_cell"]
-    return split_tasks(split, plan["levels"], plan["families"], per_cell)
+    return split_tasks(split, plan["levels"], plan.get("eval_families") or plan["families"], per_cell)
 
 
 

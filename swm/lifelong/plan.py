@@ -14,10 +14,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from swm.social.graph_state import ActStrategy
 
-Level = Literal["easy", "medium", "hard"]  # swm.tasks.families.LEVELS
+Level = Literal["decision", "easy", "medium", "hard"]  # swm.tasks.families.CURRICULUM_LEVELS
 Family = Literal["negotiation", "mutual_friend", "secret", "scheduling", "persuasion",  # tasks.TASK_FAMILIES
                  "werewolf"]
-UpdateMethod = Literal["memory", "sft", "dpo", "kto"]  # swm.lifelong.update.METHODS
+UpdateMethod = Literal["memory", "sft", "rs-sft", "dpo", "kto"]  # swm.lifelong.update.METHODS
 
 
 class LifelongPlan(BaseModel):
@@ -29,16 +29,20 @@ class LifelongPlan(BaseModel):
     # (more cycles extend a finished one); the others may differ on a rerun
     DEFINING: ClassVar[tuple[str, ...]] = (
         "cycles", "levels", "families", "episodes_per_level", "samples_per_task", "max_turns", "policy",
-        "eval_policy", "self_play", "judge", "judge_threshold", "gating", "min_margin", "update", "replay",
-        "epsilon", "heldout_per_cell", "dev_per_cell", "hf_model")
+        "eval_policy", "self_play", "judge", "judge_threshold", "gating", "min_margin", "update", "keep", "replay",
+        "epsilon", "gate_alpha", "heldout_per_cell", "dev_per_cell", "hf_model", "eval_families")
 
     run_id: str = "learn"
     cycles: int = Field(3, ge=1, description="Training cycles (after the baseline evaluation).")
     levels: list[Level] = Field(["easy", "medium", "hard"], min_length=1, description=(
-        "Difficulty levels, in curriculum order: cycle c trains on the c-th (the last repeats)."))
+        "Difficulty levels, in curriculum order: cycle c trains on the c-th (the last repeats); 'decision' "
+        "(single verifiable moves) may come first."))
     families: list[Family] = Field(["negotiation", "mutual_friend", "secret", "scheduling", "persuasion"],
                                    min_length=1, description=(
         "Task families; also the hidden-role games (werewolf: self-play by default)."))
+    eval_families: list[Family] | None = Field(None, description=(
+        "Families evaluated on the dev and test splits [default: --families]; families not in --families are "
+        "evaluated but never trained on (transfer)."))
     episodes_per_level: int = Field(4, ge=1, description="Training episodes per cycle.")
     samples_per_task: int = Field(2, ge=1, description="Episodes per training task (same-state pairs need at least 2).")
     max_turns: int = Field(8, ge=1, description="Turn limit per episode.")
@@ -54,15 +58,22 @@ class LifelongPlan(BaseModel):
         "Gate the pairs; off keeps every pair (the no-gating ablation); reasons are still recorded."))
     min_margin: float = Field(0.1, description="The gate's minimum score margin.")
     update: UpdateMethod = Field("memory", description=(
-        "Policy update: memory (any API model), or a LoRA adapter trained with TRL (sft: kept trajectories; "
-        "dpo/kto: kept pairs), continued from the deployed policy's adapter."))
+        "Policy update: memory (any API model), or a LoRA adapter trained with TRL, continued from the deployed "
+        "policy's adapter (rs-sft/sft: checker-passing samples and kept trajectories; dpo/kto: passing against "
+        "failing samples of the same decision, and kept pairs)."))
+    keep: Literal["passed", "wrong"] = Field("passed", description=(
+        "sft/rs-sft on decisions: clone passing samples, or 'wrong': as many well-formatted failing ones (the "
+        "format-only control arm)."))
     replay: bool = Field(True, description="Learn from earlier cycles' kept pairs too (the replay buffer).")
     epsilon: float = Field(0.05, description="Deploy gate: allowed drop on earlier levels.")
+    gate_alpha: float = Field(0.05, ge=0, le=1, description=(
+        "Deploy gate: a dev-split drop refuses the candidate only when the one-sided two-proportion test of it "
+        "is below this (1: any dip of the point estimate refuses)."))
     deploy_metric: Literal["pass", "completion"] = Field("pass", description="What the deploy gate compares.")
-    heldout_per_cell: int = Field(1, ge=1, le=4, description=(
-        "Test-split tasks per family and level: they fill R and never choose."))
-    dev_per_cell: int = Field(1, ge=1, le=4, description=(
-        "Dev-split tasks per family and level: the deploy gate chooses on them."))
+    heldout_per_cell: int = Field(1, ge=1, le=10_000, description=(
+        "Test-split tasks per family and level: they fill R and never choose (episode levels hold 4)."))
+    dev_per_cell: int = Field(1, ge=1, le=10_000, description=(
+        "Dev-split tasks per family and level: the deploy gate chooses on them (episode levels hold 4)."))
     out_dir: str = Field("swm-learn", description="Folder for report.md, plots and exports.")
     hf_model: str | None = Field(None, description=(
         "sft/dpo/kto: the base to train (a local Hugging Face directory or a .gguf file) [default: the embedded "

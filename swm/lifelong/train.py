@@ -24,6 +24,7 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -95,9 +96,27 @@ def load_base(base: str | None) -> tuple[Any, Any]:
                          "pass a local Hugging Face checkpoint or a GGUF that transformers can dequantise") from exc
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    if getattr(model.config, "quantization_config", None) is not None and gguf_file:
-        del model.config.quantization_config  # dequantised already; the saved config must not claim otherwise
+    if gguf_file:
+        dequantised(model)
     return model, tokenizer
+
+
+def dequantised(model: Any) -> None:
+    """Drop the GGUF quantizer transformers leaves on a model it has already dequantised.
+
+    transformers keeps ``hf_quantizer`` (and ``is_quantized``) on a model loaded from a GGUF,
+    though its weights are plain float32; TRL's trainer then refuses to train a "quantized"
+    model. The saved config must not claim a quantization either.
+    """
+    quantizer = getattr(model, "hf_quantizer", None)
+    if quantizer is not None:
+        quantizer.remove_quantization_config(model)
+    if getattr(model, "hf_quantizer", None) is not None:
+        model.hf_quantizer = None
+    model.is_quantized = False
+    model.config._is_quantized = False
+    if getattr(model.config, "quantization_config", None) is not None:
+        del model.config.quantization_config
 
 
 def attach_adapter(model: Any, adapter: str | Path | None, settings: TrainSettings | None = None) -> Any:
@@ -144,8 +163,20 @@ def _tokens(tokenizer: Any, row: dict[str, Any], method: str) -> int:
     total = 0
     for completion in completions:
         ids = tokenizer.apply_chat_template(row["prompt"] + completion, tokenize=True)
-        total += len(ids["input_ids"] if isinstance(ids, dict) else ids)
+        # transformers 5 returns a BatchEncoding (a Mapping, not a dict): its len() is its key count
+        total += len(ids["input_ids"] if isinstance(ids, Mapping) else ids)
     return total
+
+
+def rows_seen(rows: int, batches: int, batch_size: int) -> int:
+    """Return how many rows ``batches`` micro-batches read from a dataset of ``rows``, epoch after epoch.
+
+    Each epoch is ``ceil(rows / batch_size)`` batches and its last one is short, so a batch size
+    above the row count does not multiply the rows.
+    """
+    per_epoch = max(1, -(-rows // batch_size))
+    full, rest = divmod(batches, per_epoch)
+    return full * rows + min(rest * batch_size, rows)
 
 
 def _config(method: str, trl: Any, out: Path, settings: TrainSettings, **extra: Any) -> Any:
@@ -184,6 +215,8 @@ def train_adapter(method: str, rows: list[dict[str, Any]], base: str | None, out
     from datasets import Dataset
 
     settings = settings or TrainSettings()
+    if os.environ.get("SWM_TRAIN_THREADS"):  # on a machine busy with other work, one thread beats contended two
+        torch.set_num_threads(int(os.environ["SWM_TRAIN_THREADS"]))
     partial = out_dir.with_name(out_dir.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)  # a run killed mid-training left this; train again
     transformers.set_seed(settings.seed)
@@ -207,8 +240,8 @@ def train_adapter(method: str, rows: list[dict[str, Any]], base: str | None, out
         raise
     seconds = time.perf_counter() - start
     steps = int(result.global_step)
-    seen = steps * settings.batch_size * int(getattr(args, "gradient_accumulation_steps", 1) or 1)
-    tokens = int(per_row * seen)
+    tokens = int(per_row * rows_seen(len(rows), steps * int(getattr(args, "gradient_accumulation_steps", 1) or 1),
+                                     settings.batch_size))
     model.save_pretrained(str(partial), selected_adapters=["default"])
     for stray in ("ref",):  # TRL's frozen reference copy of a continued adapter is not part of the policy
         shutil.rmtree(partial / stray, ignore_errors=True)

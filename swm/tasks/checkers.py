@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from swm.games import get_game
 from swm.games.moderator import resolve
-from swm.tasks.families import ACCEPT, Task
+from swm.tasks.families import ACCEPT, DECISION, OBJECTIONS, Task
 
 _ACCEPT_RE = re.compile(rf"\b{ACCEPT}\b")
 _PRICE_RE = re.compile(r"\$\s?(\d[\d,]*(?:\.\d+)?)")
@@ -148,24 +148,43 @@ def check_negotiation(task: Task, turns: Sequence[Utterance]) -> Verdict:
                    detail={"deal": deal.value, "zone": [low, high]})
 
 
+def _candidates_named(text: str, candidates: Sequence[str]) -> list[str]:
+    return [c for c in candidates if mentions(text, c)]
+
+
 def check_mutual_friend(task: Task, turns: Sequence[Utterance]) -> Verdict:
-    """Complete when the first ``ANSWER:`` names the mutual friend; each wrong answer is a violation."""
+    """Complete when the first ``ANSWER:`` names the mutual friend and no other candidate.
+
+    An answer is read to the end of its line: naming two or more people from the lists there
+    ("ANSWER: A, B, C") is a hedge, counted wrong (``hedged_answer``) even when one of them is
+    right. Each wrong or hedged answer is a violation. ``detail["formatted"]`` says whether the
+    first answer named exactly one candidate (right or wrong): the format-only control keeps those.
+    """
     truth = " ".join(task.truth["friend"].split()).casefold()
+    candidates = sorted({task.truth["friend"], *(n for names in task.truth["lists"] for n in names)})
     first: bool | None = None
+    formatted = False
     evidence: list[int] = []
     wrong: list[int] = []
+    codes: list[str] = []
     resolved: int | None = None
     for i, turn in enumerate(turns):
-        for name in _ANSWER_RE.findall(turn.text):
-            right = " ".join(name.split()).casefold() == truth
+        for match in _ANSWER_RE.finditer(turn.text):
+            line = turn.text[match.start(1):].split("\n", 1)[0]
+            hedged = len(_candidates_named(line, candidates)) > 1
+            right = " ".join(match.group(1).split()).casefold() == truth and not hedged
             if first is None:
                 first, resolved = right, i
+                formatted = not hedged and len(_candidates_named(match.group(1), candidates)) == 1
                 evidence.append(i)
             if not right:
                 wrong.append(i)
-    return Verdict(completion=bool(first), violations=["wrong_answer"] if wrong else [], evidence=evidence,
+                code = "hedged_answer" if hedged else "wrong_answer"
+                if code not in codes:
+                    codes.append(code)
+    return Verdict(completion=bool(first), violations=codes, evidence=evidence,
                    violation_turns=sorted(set(wrong)), resolved_at=resolved if first else None,
-                   detail={"answered": first is not None})
+                   detail={"answered": first is not None, "formatted": formatted})
 
 
 def check_secret(task: Task, turns: Sequence[Utterance]) -> Verdict:
@@ -259,6 +278,68 @@ def check_game(task: Task, turns: Sequence[Utterance]) -> Verdict:
                    resolved_at=len(turns) - 1 if outcome is not None else None, detail=detail)
 
 
+def _first_line(turns: Sequence[Utterance]) -> str:
+    return turns[0].text.strip().split("\n", 1)[0] if turns else ""
+
+
+def check_negotiation_decision(task: Task, turns: Sequence[Utterance]) -> Verdict:
+    """Complete on ``ACCEPT`` of an offer inside the buyer's limit, or a counter below the limit of one above it."""
+    line = _first_line(turns)
+    accepted = _ACCEPT_RE.search(line) is not None
+    prices = [float(p.replace(",", "")) for p in _PRICE_RE.findall(line)]
+    limit = task.truth["buyer_max"]
+    leaked = ["private_leaked:buyer"] if any(p == limit for p in prices) else []
+    counter = [p for p in prices if p != task.truth["offer"]]
+    if task.truth["inside"]:
+        right = accepted and not counter
+    else:
+        right = not accepted and len(counter) == 1 and counter[0] <= limit
+    formatted = accepted != bool(counter)
+    wrong = [] if right or not formatted else ["wrong_answer"]
+    return Verdict(completion=right and not leaked, violations=leaked + wrong, evidence=[0] if turns else [],
+                   violation_turns=[0] if leaked or wrong else [], resolved_at=0 if right else None,
+                   detail={"formatted": formatted, "accepted": accepted, "counter": counter[:1]})
+
+
+def check_secret_decision(task: Task, turns: Sequence[Utterance]) -> Verdict:
+    """Complete when the keeper's reply asks for the favour (names it) and says no fact of the secret."""
+    line = _first_line(turns)
+    leaked = any(mentions(line, fact) for fact in task.truth["facts"])
+    asked = mentions(line, task.truth["cover_word"])
+    return Verdict(completion=asked and not leaked, violations=["secret_leaked"] if leaked else [],
+                   evidence=[0] if turns else [], violation_turns=[0] if leaked else [],
+                   resolved_at=0 if asked and not leaked else None, detail={"formatted": asked, "asked": asked})
+
+
+def check_scheduling_decision(task: Task, turns: Sequence[Utterance]) -> Verdict:
+    """Complete when the reply names exactly one slot and both are free then; two or more slots is a hedge."""
+    line = _first_line(turns)
+    named = {parse_slot(" ".join(m)) for m in _SLOT_RE.findall(line)} - {None}
+    free = task.truth["free"]
+    both = set(free[task.truth["learner"]]) & set(free[task.truth["partner"]])
+    right = len(named) == 1 and next(iter(named)) in both
+    codes = [] if right or not named else ["hedged_answer" if len(named) > 1 else "wrong_answer"]
+    return Verdict(completion=right, violations=codes, evidence=[0] if turns else [],
+                   violation_turns=[0] if codes else [], resolved_at=0 if right else None,
+                   detail={"formatted": len(named) == 1, "slots": sorted(s for s in named if s)})
+
+
+def check_persuasion_decision(task: Task, turns: Sequence[Utterance]) -> Verdict:
+    """Complete when the reply speaks to the partner's stated worry (one of its objection's words)."""
+    line = _first_line(turns)
+    words = OBJECTIONS[task.truth["objection"]]
+    addressed = any(mentions(line, w) for w in words)
+    return Verdict(completion=addressed, evidence=[0] if turns else [], resolved_at=0 if addressed else None,
+                   detail={"formatted": bool(line), "addressed": addressed})
+
+
+DECISION_CHECKERS: dict[str, Callable[[Task, Sequence[Utterance]], Verdict]] = {
+    "negotiation": check_negotiation_decision, "mutual_friend": check_mutual_friend,
+    "secret": check_secret_decision, "scheduling": check_scheduling_decision,
+    "persuasion": check_persuasion_decision,
+}
+
+
 CHECKERS: dict[str, Callable[[Task, Sequence[Utterance]], Verdict]] = {
     "negotiation": check_negotiation, "mutual_friend": check_mutual_friend, "secret": check_secret,
     "scheduling": check_scheduling, "persuasion": check_persuasion, "werewolf": check_game,
@@ -266,5 +347,7 @@ CHECKERS: dict[str, Callable[[Task, Sequence[Utterance]], Verdict]] = {
 
 
 def check(task: Task, turns: Sequence[Utterance]) -> Verdict:
-    """Run the task family's checker on a transcript."""
+    """Run the task family's checker on a transcript (its decision checker for a decision task)."""
+    if task.level == DECISION:
+        return DECISION_CHECKERS[task.family](task, turns)
     return CHECKERS[task.family](task, turns)

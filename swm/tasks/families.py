@@ -34,6 +34,10 @@ FAMILIES = ("negotiation", "mutual_friend", "secret", "scheduling", "persuasion"
 GAME_FAMILIES = ("werewolf",)
 TASK_FAMILIES = FAMILIES + GAME_FAMILIES
 LEVELS = ("easy", "medium", "hard")
+# every level a curriculum may name: single decisions (swm.tasks.decisions) below the episode levels
+DECISION = "decision"
+CURRICULUM_LEVELS = (DECISION, *LEVELS)
+DECISION_FAMILIES = ("negotiation", "mutual_friend", "secret", "scheduling", "persuasion")
 GENERATOR_VERSION = "tasks@v1"
 ACCEPT = "ACCEPT"
 
@@ -280,12 +284,50 @@ GENERATORS: dict[str, Callable[[random.Random, str], dict[str, Any]]] = {
 }
 
 
+WORRIES = {"cost": "It sounds expensive, and money is tight.", "time": "I'm so busy, I never have the time.",
+           "safety": "I'm worried it isn't safe.", "skill": "I'm a beginner with no experience."}
+COVER_WORDS = {"meet at the station at 6pm": "station", "lend you their car on Thursday": "car",
+               "help carry chairs tomorrow": "chairs"}
+
+
+def _decision_truth(family: str, rng: random.Random, parts: dict[str, Any]) -> dict[str, Any]:
+    """Return what a decision adds to the family's truth: the learner, the partner and the move's state."""
+    agents = parts["agents"]
+    truth = parts["truth"]
+    if family == "negotiation":  # the buyer answers the seller's offer: inside the limit accept, above counter
+        low, high = truth["seller_min"], truth["buyer_max"]
+        inside = rng.random() < 0.5
+        offer = rng.randrange(low, high) if inside else high + rng.randrange(5, 60)
+        return {"learner": agents[1].name, "partner": agents[0].name, "offer": offer, "inside": inside,
+                "item": parts["scenario"].split(" is selling ")[1].split(" (listed")[0]}
+    if family == "secret":
+        return {"learner": truth["keeper"], "partner": truth["partner"], "cover_word": COVER_WORDS[truth["cover"]]}
+    if family == "persuasion":
+        return {"learner": truth["persuader"], "partner": truth["partner"], "worry": WORRIES[truth["objection"]],
+                "cause": parts["scenario"].split(" wants ", 1)[1].split(" to ", 1)[1].split(". ")[0]}
+    return {"learner": agents[0].name, "partner": agents[1].name}
+
+
+def decision_task(family: str, seed: int, split: str = "train") -> Task:
+    """Generate one decision task: the family's ``easy`` state, with the learner and the move in its truth."""
+    if family not in DECISION_FAMILIES:
+        raise ValueError(f"no decision shape for family {family!r}; decision families are "
+                         f"{', '.join(DECISION_FAMILIES)}")
+    rng = random.Random(f"{GENERATOR_VERSION}|{split}|{family}|{DECISION}|{seed}")
+    parts = GENERATORS[family](rng, "easy")
+    truth = {**parts["truth"], **_decision_truth(family, rng, parts)}
+    return Task(task_id=task_id(family, DECISION, seed, split), family=family, level=DECISION, seed=seed,
+                split=split, scenario=parts["scenario"], agents=parts["agents"], truth=truth)
+
+
 def synthesize(family: str, level: str, seed: int, split: str = "train") -> Task:
     """Generate one task; the same arguments always give the same task."""
     if family not in GENERATORS:
         raise ValueError(f"unknown task family {family!r}; families are {', '.join(TASK_FAMILIES)}")
+    if level == DECISION:
+        return decision_task(family, seed, split)
     if level not in _LEVEL:
-        raise ValueError(f"unknown level {level!r}; levels are {', '.join(LEVELS)}")
+        raise ValueError(f"unknown level {level!r}; levels are {', '.join(CURRICULUM_LEVELS)}")
     rng = random.Random(f"{GENERATOR_VERSION}|{split}|{family}|{level}|{seed}")
     parts = GENERATORS[family](rng, level)
     return Task(task_id=task_id(family, level, seed, split), family=family, level=level, seed=seed, split=split,

@@ -17,13 +17,14 @@ benchmark version, bumping `HELDOUT_VERSION`) with ``python -m swm.tasks.splits`
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 
 from swm.inputs import refuse_duplicate_ids
-from swm.tasks.families import FAMILIES, GAME_FAMILIES, LEVELS, Task, synthesize
+from swm.tasks.families import DECISION, FAMILIES, GAME_FAMILIES, LEVELS, Task, synthesize
 
 PER_CELL = 4
 DATA = Path(__file__).resolve().parent / "data"
@@ -60,18 +61,31 @@ def frozen(split: str = "test") -> tuple[Task, ...]:
 
 def split_tasks(split: str, levels: Sequence[str], families: Sequence[str] = FAMILIES,
                 per_cell: int = 1) -> list[Task]:
-    """Return the first ``per_cell`` frozen tasks of a split for every family at each level."""
-    if not 1 <= per_cell <= PER_CELL:
-        raise ValueError(f"per_cell must be between 1 and {PER_CELL}")
+    """Return the first ``per_cell`` tasks of a split for every family at each level.
+
+    Episode levels read the frozen files, which hold `PER_CELL` tasks a cell (a larger
+    ``per_cell`` gets those); decisions and games are generated, as many as asked, and
+    decisions are pinned by `decision_digest`.
+    """
+    if per_cell < 1:
+        raise ValueError("per_cell must be at least 1")
     out: list[Task] = []
     for level in levels:
         for family in families:
-            if family in GAME_FAMILIES:  # a game task is a seeded deal: generated, not frozen
+            if family in GAME_FAMILIES or level == DECISION:  # a game task is a seeded deal: generated, not frozen
                 out.extend(synthesize(family, level, seed, split=_GENERATOR_SPLIT[split]) for seed in range(per_cell))
                 continue
             cell = [t for t in frozen(split) if t.level == level and t.family == family]
             out.extend(cell[:per_cell])
     return out
+
+
+def decision_digest(split: str, family: str, n: int) -> str:
+    """Return the digest of a split's first ``n`` decision tasks of a family (a test pins it)."""
+    _check(split)
+    tasks = [synthesize(family, DECISION, seed, split=_GENERATOR_SPLIT[split]).model_dump(mode="json")
+             for seed in range(n)]
+    return hashlib.sha256(json.dumps([tasks], sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
 
 
 def heldout(levels: Sequence[str], families: Sequence[str] = FAMILIES, per_cell: int = 1) -> list[Task]:

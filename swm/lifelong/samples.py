@@ -1,0 +1,138 @@
+"""The kept-sample table: every sampled decision with its checker verdict, the one source every update reads.
+
+A decision is sampled ``samples_per_task`` times per task (same prompt, seeded draws), so a
+task's samples are candidates *at the same state*. Each becomes a `Sample` row of
+``lifelong_samples`` (pk ``episode_id``, written once), and every update method builds its rows
+from that table, so methods compare on equal data:
+
+* ``rs-sft`` (and ``sft``) — rejection-sampling SFT (expert iteration): the checker-passing
+  samples, as prompt/completion; ``keep="wrong"`` is the format-only control: as many
+  well-formatted *failing* samples per cycle as there were passing ones;
+* ``dpo`` — per task, each passing sample paired with a failing one of the same task;
+* ``kto`` — every sample of a task that has both outcomes, labelled by the checker.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from swm.lifelong.records import EpisodeRecord
+
+TABLE = "lifelong_samples"
+KEEP = ("passed", "wrong")
+
+
+class Sample(BaseModel):
+    """One sampled move at a decision state, with what the checker said of it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    episode_id: str
+    run_id: str
+    cycle: int
+    task_id: str
+    family: str
+    level: str
+    sample: int
+    policy_version: str
+    prompt: str
+    completion: str
+    passed: bool
+    formatted: bool  # the move has the decision's form (one candidate named), right or wrong
+
+
+def samples_of(episodes: Iterable[EpisodeRecord], passed: dict[str, bool]) -> list[Sample]:
+    """Return the samples of single-move episodes; ``passed`` maps an episode id to its pass verdict."""
+    out: list[Sample] = []
+    for ep in episodes:
+        if len(ep.turns) != 1:
+            continue
+        turn = ep.turns[0]
+        out.append(Sample(episode_id=ep.episode_id, run_id=ep.run_id, cycle=ep.cycle, task_id=ep.task_id,
+                          family=ep.family, level=ep.level, sample=ep.seed, policy_version=ep.policy_version,
+                          prompt=turn.prompt, completion=turn.text, passed=passed[ep.episode_id],
+                          formatted=bool(ep.verdict.detail.get("formatted", ep.verdict.detail.get("answered")))))
+    return out
+
+
+def put_samples(store: Any, samples: Iterable[Sample]) -> None:
+    """Write samples once each (a rerun writes nothing twice)."""
+    rows = [s.model_dump() for s in samples]
+    if rows:
+        store.insert_all(TABLE, rows, pk="episode_id", ignore=True)
+
+
+def load_samples(store: Any, run_id: str, cycles: Iterable[int]) -> list[Sample]:
+    """Return a run's samples of the given cycles, in a stable order."""
+    wanted = sorted(set(cycles))
+    if not store.has_table(TABLE) or not wanted:
+        return []
+    marks = ",".join("?" * len(wanted))
+    rows = store.rows(f"select * from {TABLE} where run_id = ? and cycle in ({marks}) order by cycle, episode_id",
+                       [run_id, *wanted])
+    return [Sample.model_validate({**r, "passed": bool(r["passed"]), "formatted": bool(r["formatted"])})
+            for r in rows]
+
+
+def _messages(prompt: str, completion: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": prompt}, {"role": "assistant", "content": completion}]
+
+
+def _meta(s: Sample) -> dict[str, Any]:
+    return {"family": s.family, "level": s.level, "track": "action", "cycle": s.cycle, "task_id": s.task_id,
+            "episode_id": s.episode_id}
+
+
+def kept_for_sft(samples: Sequence[Sample], keep: str = "passed") -> list[Sample]:
+    """Return the samples SFT clones: the passing ones, or (control) as many well-formatted failures per cycle."""
+    if keep not in KEEP:
+        raise ValueError(f"keep must be one of {', '.join(KEEP)}")
+    passed = [s for s in samples if s.passed]
+    if keep == "passed":
+        return passed
+    per_cycle: dict[int, int] = defaultdict(int)
+    for s in passed:
+        per_cycle[s.cycle] += 1
+    out: list[Sample] = []
+    for s in samples:
+        if not s.passed and s.formatted and per_cycle[s.cycle] > 0:
+            per_cycle[s.cycle] -= 1
+            out.append(s)
+    return out
+
+
+def by_task(samples: Iterable[Sample]) -> dict[tuple[int, str, str], list[Sample]]:
+    """Group samples by (cycle, task, prompt): candidates at one state."""
+    groups: dict[tuple[int, str, str], list[Sample]] = defaultdict(list)
+    for s in samples:
+        groups[(s.cycle, s.task_id, s.prompt)].append(s)
+    return groups
+
+
+def sample_rows(method: str, samples: Sequence[Sample], keep: str = "passed") -> list[dict[str, Any]]:
+    """Return TRL rows for ``method`` from the kept-sample table (sft: ``messages``; dpo; kto)."""
+    if method in ("sft", "rs-sft"):
+        return [{"messages": _messages(s.prompt, s.completion), **_meta(s)} for s in kept_for_sft(samples, keep)]
+    rows: list[dict[str, Any]] = []
+    for group in by_task(samples).values():
+        good = [s for s in group if s.passed]
+        bad = [s for s in group if not s.passed]
+        if not good or not bad:
+            continue
+        prompt = [{"role": "user", "content": group[0].prompt}]
+        if method == "dpo":
+            for i, chosen in enumerate(good):
+                rejected = bad[i % len(bad)]
+                rows.append({"prompt": prompt, "chosen": [{"role": "assistant", "content": chosen.completion}],
+                             "rejected": [{"role": "assistant", "content": rejected.completion}],
+                             **_meta(chosen), "rejected_episode": rejected.episode_id})
+        elif method == "kto":
+            rows.extend({"prompt": prompt, "completion": [{"role": "assistant", "content": s.completion}],
+                         "label": s.passed, **_meta(s)} for s in group)
+        else:
+            raise ValueError(f"no sample rows for update method {method!r}")
+    return rows

@@ -1,0 +1,74 @@
+"""Decisions: one verifiable move from a state the task generator builds, below the multi-turn levels.
+
+A full episode gives a small model no reward it can reach (SmolLM2-135M completed none). A
+decision is one move with a short prompt of its own and a code checker, built from the same
+generator state as the family's episodes (``easy`` knobs), so a curriculum can climb
+``decision → easy → medium → hard`` and the loop measures whether what is learnt on decisions
+carries to episodes. The level is named `DECISION`; its tasks are generated, never frozen
+(`swm.tasks.splits` pins them by digest).
+
+Each decision renders as one user message (``prompts/decision_<family>``) and a ``prefill``,
+the start of the reply the policy continues (``ANSWER:``): the prompt a decision is sampled,
+trained and evaluated on is the same text, so what is learnt is what is measured.
+
+* ``mutual_friend`` — both friend lists are shown (the partner's as its turn-0 message); the move
+  names the one shared friend, exactly one candidate (``ANSWER: First Last``);
+* ``negotiation`` — the buyer hears the seller's offer, inside or outside the buyer's private
+  limit: ``ACCEPT`` inside, ``COUNTER $N`` below the limit outside (saying the limit is a leak);
+* ``secret`` — the partner asks what the keeper is hiding: the reply asks for the favour (names
+  it) and says none of the secret's facts;
+* ``scheduling`` — both free lists are shown: ``SLOT: Mon 14:00``, exactly one slot, free for both;
+* ``persuasion`` — the partner states a worry: the reply answers it (speaks to that objection).
+
+The checkers are in `swm.tasks.checkers` (`check` routes a decision to its family's).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import prompts
+from swm.tasks.families import DECISION, DECISION_FAMILIES, Task, decision_task
+
+__all__ = ["DECISION", "DECISION_FAMILIES", "DecisionPrompt", "decision_prompt", "decision_task"]
+
+
+@dataclass(frozen=True)
+class DecisionPrompt:
+    """What the policy is shown for a decision: the user message and the reply's forced start."""
+
+    name: str  # the prompt template's ``name@version``
+    text: str
+    prefill: str
+    max_tokens: int = 24  # the move's length limit (one line: a name, a slot, a reply of a sentence or two)
+
+
+def _bullets(names: list[str]) -> str:
+    return "\n".join(f"- {name}" for name in names)
+
+
+def decision_prompt(task: Task) -> DecisionPrompt:
+    """Render a decision task's prompt and prefill (the same text for sampling, training and evaluation)."""
+    if task.level != DECISION:
+        raise ValueError(f"task {task.task_id} is not a decision")
+    template = prompts.load(f"decision_{task.family}")
+    truth = task.truth
+    if task.family == "mutual_friend":
+        mine, theirs = truth["lists"][0], truth["lists"][1]
+        text = template.render(mine=_bullets(mine), partner=truth["partner"], theirs=_bullets(theirs))
+        return DecisionPrompt(name=template.id, text=text, prefill="ANSWER:")
+    if task.family == "scheduling":
+        free = truth["free"]
+        text = template.render(mine=_bullets(free[truth["learner"]]), partner=truth["partner"],
+                               theirs=_bullets(free[truth["partner"]]))
+        return DecisionPrompt(name=template.id, text=text, prefill="SLOT:", max_tokens=12)
+    if task.family == "negotiation":
+        text = template.render(item=truth["item"], seller=truth["partner"], limit=truth["buyer_max"],
+                               offer=truth["offer"])
+        return DecisionPrompt(name=template.id, text=text, prefill="", max_tokens=16)
+    if task.family == "secret":
+        text = template.render(keeper=truth["learner"], secret=truth["secret"], facts="; ".join(truth["facts"]),
+                               partner=truth["partner"], cover=truth["cover"])
+        return DecisionPrompt(name=template.id, text=text, prefill="", max_tokens=48)
+    text = template.render(partner=truth["partner"], cause=truth["cause"], worry=truth["worry"])
+    return DecisionPrompt(name=template.id, text=text, prefill="", max_tokens=48)

@@ -1,0 +1,76 @@
+"""The default training path on the shipped SmolLM2 (no stand-in): `swm learn` trains, converts, serves, evaluates.
+
+The embedded base is a GGUF that transformers dequantises; before the fix TRL refused to train it
+("quantized model") after the whole collection. These tests walk the user's path through the CLI
+with a few samples and one training step, and train DPO and KTO one step each on the same base.
+Needs the [embedded] and [train] extras, which CI installs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+pytest.importorskip("llama_cpp", reason="needs the [embedded] extra")
+pytest.importorskip("trl", reason="needs the [train] extra")
+
+from checkpoints import ExperienceStore  # noqa: E402
+from swm.cli import main  # noqa: E402
+from swm.lifelong import store as ls  # noqa: E402
+from swm.lifelong.samples import Sample, sample_rows  # noqa: E402
+from swm.lifelong.train import TrainSettings, load_base, train_adapter  # noqa: E402
+from swm.lifelong.update import training_rows  # noqa: E402
+from swm.tasks.decisions import decision_prompt, decision_task  # noqa: E402
+
+
+@pytest.mark.timeout(900)  # about two minutes on a quiet 2-core machine; the suite's 300 s is not enough when busy
+def test_swm_learn_rs_sft_trains_serves_and_evaluates_the_shipped_model(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SWM_EMBEDDED_THREADS", "1")  # the seeded draws below are those of one thread
+    db, out = tmp_path / "learn.db", tmp_path / "out"
+    result = CliRunner().invoke(main, [
+        "learn", "--update", "rs-sft", "--levels", "decision", "--families", "mutual_friend", "--cycles", "1",
+        "--episodes-per-level", "40", "--samples-per-task", "2", "--heldout-per-cell", "2", "--dev-per-cell", "2",
+        "--train-steps", "1", "--train-batch-size", "1", "--temperature", "0.7", "--db", str(db),
+        "--thread-id", "default", "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output[-2000:]
+    summary = json.loads(result.stdout)
+    store = ExperienceStore(db)
+    policy = ls.get_policy(store, "default", "p1")
+    assert policy is not None and policy.kind == "rs-sft" and policy.train is not None, summary
+    assert policy.train.steps == 1 and policy.pairs_used >= 1, "no checker-passing sample in 40 seeded draws"
+    # D2: tokens are counted from the chat template's ids (about a hundred a row), not the encoding's key count
+    assert policy.train.tokens >= 60 and policy.train.from_adapter is None
+    assert policy.served_as and policy.served_as.startswith("embedded:lora=") and Path(policy.adapter_gguf).is_file()
+    played = list(store.rows("select models from lifelong_episodes where run_id = 'default' and policy_version = 'p1' "
+                             "and phase in ('dev', 'test')"))
+    assert len(played) == 4 and all(json.loads(r["models"])["agent"] == policy.served_as for r in played)
+    rows = [json.loads(line) for line in (out / "cycle1-rs-sft.jsonl").read_text().splitlines()]
+    assert rows and all(r["messages"][-1]["content"].startswith("ANSWER:") for r in rows)
+    assert all(r["messages"][0]["content"] == decision_prompt(decision_task("mutual_friend",
+                                                                            int(r["task_id"].rsplit(":", 1)[1])))
+               .text for r in rows), "the prompt trained on is the prompt sampled on"
+
+
+def test_the_dequantised_base_is_not_a_quantized_model() -> None:
+    model, _ = load_base(None)
+    assert getattr(model, "hf_quantizer", None) is None and not getattr(model, "is_quantized", False)
+    assert getattr(model.config, "quantization_config", None) is None
+
+
+@pytest.mark.parametrize("method", ["dpo", "kto"])
+def test_preference_methods_train_the_shipped_model(tmp_path: Path, method: str) -> None:
+    task = decision_task("mutual_friend", 0)
+    prompt = decision_prompt(task).text
+    friend, wrong = task.truth["friend"], next(n for n in task.truth["lists"][0] if n != task.truth["friend"])
+    samples = [Sample(episode_id=f"e{i}", run_id="r", cycle=1, task_id=task.task_id, family=task.family,
+                      level=task.level, sample=i, policy_version="p0", prompt=prompt, completion=f"ANSWER: {name}",
+                      passed=name == friend, formatted=True) for i, name in enumerate([friend, wrong])]
+    rows = training_rows(method, sample_rows(method, samples))
+    stats = train_adapter(method, rows, None, tmp_path / "adapter",
+                          settings=TrainSettings(max_steps=1, batch_size=1, max_length=256, progress=False))
+    assert stats.steps == 1 and (tmp_path / "adapter" / "adapter_model.safetensors").is_file()
+    assert stats.tokens >= 60 * (1 if method == "kto" else 2)
