@@ -81,6 +81,9 @@ class LifelongPlan(BaseModel):
     base_gguf: str | None = Field(None, description=(
         "The GGUF of --hf-model that llama.cpp serves the trained adapters over [default: the hf-model itself "
         "when it is a .gguf, else the shipped GGUF]."))
+    verify_served: Literal["full", "identity"] = Field("full", description=(
+        "After each deploy: 'full' checks the served adapter's identity (content hash) and a temperature-0 probe "
+        "against the trained adapter's own output; 'identity' the hash only (for servers that play no weights)."))
     lora_server: str | None = Field(None, description=(
         "Serve adapters on this OpenAI-compatible server by runtime LoRA loading (vLLM /v1/load_lora_adapter) "
         "instead of the embedded llama.cpp server."))
