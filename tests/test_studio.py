@@ -234,7 +234,8 @@ def test_a_new_thread_is_a_new_lifelong_run_not_the_last_one_replayed(studio) ->
     for name in ("first", "second"):
         thread = client.threads.create()
         with FakeOpenAIServer() as model:
-            client.runs.wait(thread["thread_id"], "lifelong", input={"plan": {**plan, "out_dir": str(db.parent / name)}},
+            client.runs.wait(thread["thread_id"], "lifelong",
+                             input={"plan": {**plan, "out_dir": str(db.parent / name)}},
                              context={"model": model.model_spec})
             calls = model.requests
         state = client.threads.get_state(thread["thread_id"])["values"]
