@@ -127,7 +127,8 @@ def test_scoring_only_the_generated_positions_equals_the_full_projection(base_di
 
     def full() -> torch.Tensor:
         out = p.model(input_ids=batch.input_ids, attention_mask=batch.attention)
-        lp = torch.log_softmax(out.logits[:, :-1].float(), -1).gather(-1, batch.targets.unsqueeze(-1)).squeeze(-1)
+        logits = out.logits[:, :-1].float() / p.config.temperature  # the sampling distribution's log-probs
+        lp = torch.log_softmax(logits, -1).gather(-1, batch.targets.unsqueeze(-1)).squeeze(-1)
         return lp * batch.mask
 
     grads = []
