@@ -42,6 +42,11 @@ SWM_AUTHORED = {
                    "chosen by swm's loader per question type (qa_paper_*confaide: with its 'Meeting:'/'Scenario:' "
                    "label)",
     "schema": "s3ap_manual: the parser's own JSON schema (s3ap_schema)",
+    # decision_*: one-move prompts filled only from swm's task generator (its name lists, items, prices,
+    # slots and facts), kept short for small models; no user or participant writes any of them
+    **{slot: "decision_*: a value drawn by swm's task generator" for slot in (
+        "mine", "partner", "theirs", "item", "limit", "offer", "seller", "cause", "worry", "cover", "facts",
+        "keeper", "secret")},
 }
 
 

@@ -142,11 +142,12 @@ def test_the_plan_schema_follows_the_lifelong_loop() -> None:
     from swm.lifelong.plan import DEFAULT_PLAN, Family, Level, LifelongPlan, UpdateMethod
     from swm.lifelong.state import LifelongInput
     from swm.lifelong.update import METHODS
-    from swm.tasks.families import LEVELS, TASK_FAMILIES
+    from swm.tasks.families import CURRICULUM_LEVELS, TASK_FAMILIES
 
     assert get_type_hints(LifelongInput)["plan"] is LifelongPlan, "Studio's form is the plan model"
     assert set(DEFAULT_PLAN) == set(LifelongPlan.model_fields), "every plan key is in the input schema Studio shows"
-    assert get_args(UpdateMethod) == METHODS and get_args(Level) == LEVELS and get_args(Family) == TASK_FAMILIES
+    assert get_args(UpdateMethod) == METHODS and get_args(Level) == CURRICULUM_LEVELS
+    assert get_args(Family) == TASK_FAMILIES
 
 
 @pytest.mark.parametrize(("graph", "inputs", "field"), [
