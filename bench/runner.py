@@ -26,13 +26,14 @@ class Settings:
     sizes: tuple[int, ...] = (1, 4, 16, 32)
     resume_sizes: tuple[int, ...] = (10, 100, 1000)
     store_sizes: tuple[int, ...] = (100, 1000, 10_000)
+    scenario_mb: float = 5.0  # the large scenario of the store section's checkpoint-growth case
     embedded_calls: int = 2
     repeats: int = 2  # best-of repetitions for the concurrency batches
 
     @classmethod
     def quick(cls) -> Settings:
         return cls(latency=0.05, runs=1, sizes=(1, 4, 16), resume_sizes=(10, 100), store_sizes=(100, 500),
-                   embedded_calls=1, repeats=1)
+                   scenario_mb=1.0, embedded_calls=1, repeats=1)
 
 
 def machine() -> str:
@@ -97,6 +98,12 @@ def run(sections: tuple[str, ...] = SECTIONS, settings: Settings | None = None,
         rows_s, source, indexed = store_growth.measure(settings.store_sizes)
         _section(echo, store_growth.format_rows(rows_s, source, indexed))
         results["store"] = {"rows": [asdict(r) for r in rows_s], "source": source, "indexed": indexed}
+        from bench import scenario_growth
+
+        rows_g = scenario_growth.measure(int(settings.scenario_mb * scenario_growth.MB),
+                                         pg=scenario_growth.pg_server())
+        _section(echo, scenario_growth.format_rows(rows_g))
+        results["store"]["scenario_growth"] = [{**asdict(r), "copies": r.copies} for r in rows_g]
     if "embedded" in sections:
         from bench import embedded
 

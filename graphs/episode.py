@@ -6,10 +6,12 @@ Public API (used by the lifelong loop and the benchmarks):
 
 * ``build() -> StateGraph`` over `EpisodeState`; compile it with a checkpointer and invoke with
   ``context=SWMContext(...)`` and the input below. ``graph`` is the compiled graph for Studio.
-* Input: ``scenario`` (``Scenario.model_dump()``), optional ``episode_id`` (default: scenario
-  id + random suffix), ``policies`` ({agent: "plain" | "foresee" | "rollout"}, default plain),
-  ``tested_agent`` (the seat whose model role is ``agent``; every other seat uses ``partner``;
-  default the first), ``max_turns`` (default 20), ``judge`` (default True).
+* Input: ``scenario`` (``Scenario.model_dump()``, or the reference that
+  `swm.social.scenario_store.put_scenario` returns; ``setup`` stores an inline one and keeps only
+  its reference), optional ``episode_id`` (default: scenario id + random suffix), ``policies``
+  ({agent: "plain" | "foresee" | "rollout"}, default plain), ``tested_agent`` (the seat whose
+  model role is ``agent``; every other seat uses ``partner``; default the first), ``max_turns``
+  (default 20), ``judge`` (default True).
 * Output: ``episode_id``, ``world`` (the `SocialWorld`, one step per turn: observations of what
   reached each agent, the world model's predicted mental states, actions and dialogue),
   ``judgements`` ({agent: `Judgement` dump: seven scores, reasoning, repairs, rejected,

@@ -15,14 +15,16 @@ from langgraph.runtime import Runtime
 import prompts
 from swm.context import SWMContext
 from swm.llm import ModelReply, call_model
-from swm.social.graph_state import PolicyState
+from swm.social.graph_state import EpisodeState, PolicyState
 from swm.social.models import ACTION_TYPES, AgentAction, Scenario, action_schema_for
+from swm.social.scenario_store import scenario_from
 from swm.social.store import load_turns
 from swm.state import SocialStep, is_none
 
 
-def scenario_of(state: PolicyState) -> Scenario:
-    return Scenario.model_validate(state["scenario"])
+def scenario_of(ctx: SWMContext, state: PolicyState | EpisodeState) -> Scenario:
+    """Return the episode's scenario: the state holds it inline or by reference to the store."""
+    return scenario_from(ctx.experience_store(), state["scenario"])
 
 
 def role_of(state: PolicyState, agent: str) -> str:
@@ -60,7 +62,7 @@ def salvage(reply: ModelReply, stage: str) -> tuple[AgentAction, str]:
 
 def call_act(ctx: SWMContext, state: PolicyState, stage: str, variation: str = "") -> dict[str, Any]:
     """Ask the acting agent for its action (one call); return the action, fallback and costs."""
-    scenario = scenario_of(state)
+    scenario = scenario_of(ctx, state)
     actor = state["actor"]
     role = role_of(state, actor)
     prompt = prompts.load("episode_act", ctx.prompt_version("episode_act"))

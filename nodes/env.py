@@ -16,10 +16,12 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from nodes.act import scenario_of
 from swm.context import SWMContext
 from swm.errors import InputError
 from swm.social.graph_state import EpisodeState
 from swm.social.models import AgentAction, Scenario, TurnRecord
+from swm.social.scenario_store import is_durable, put_scenario, reference, scenario_from
 from swm.social.store import get_episode, load_world, write_episode, write_turn
 from swm.state import NONE, SocialStep, split_mental_state
 from swm.usage import add_stats, empty_stats, total_usage
@@ -27,6 +29,7 @@ from swm.usage import add_stats, empty_stats, total_usage
 POLICIES = ("plain", "foresee", "rollout")
 MAX_TURNS_LIMIT = 100
 MAX_IDLE = 2  # the episode ends when the idle streak exceeds this
+SCENE_CHARS = 4_000  # SOTOPIA's scenario texts are a few hundred characters
 
 
 def observers_of(action: AgentAction, actor: str, active: list[str]) -> list[str]:
@@ -46,6 +49,19 @@ def next_actor(agents: list[str], active: list[str], actor: str) -> str:
     return actor
 
 
+def opening_scene(scenario: Scenario) -> str:
+    """Return the first step's scene: the scenario text, cut where it is bulk (the store keeps it whole).
+
+    The scene is stored with the turn and again in the finished world, so a scenario of megabytes
+    would be copied twice more; past `SCENE_CHARS` the scene names the stored scenario instead.
+    """
+    text = scenario.scenario
+    if len(text) <= SCENE_CHARS:
+        return text
+    ref = reference(scenario)["ref"]
+    return f"{text[:SCENE_CHARS]} … (cut at {SCENE_CHARS} of {len(text)} characters; scenario {ref})"
+
+
 def end_reason(turns_done: int, max_turns: int, active: list[str], idle: int) -> str | None:
     """Return why the episode ends after this many turns, or None to go on."""
     if len(active) < 2:
@@ -60,8 +76,9 @@ def end_reason(turns_done: int, max_turns: int, active: list[str], idle: int) ->
 def setup(state: EpisodeState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
     """Check the input, start the episode row, and seat the first agent."""
     ctx = runtime.context
+    store = ctx.experience_store()
     try:
-        scenario = Scenario.model_validate(state.get("scenario") or {})
+        scenario = scenario_from(store, state.get("scenario"))
     except ValueError as exc:
         raise InputError(f"the scenario is not valid: {str(exc).splitlines()[0]}",
                          "give an id, the scenario text and two or more agents with name and goal") from exc
@@ -79,12 +96,15 @@ def setup(state: EpisodeState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
     if not 1 <= max_turns <= MAX_TURNS_LIMIT:
         raise InputError(f"max_turns must be between 1 and {MAX_TURNS_LIMIT}, got {max_turns}")
     episode_id = state.get("episode_id") or f"{scenario.id}-{uuid.uuid4().hex[:10]}"
-    write_episode(ctx.experience_store(), {
-        "episode_id": episode_id, "scenario_id": scenario.id, "scenario": scenario.model_dump(mode="json"),
+    ref = put_scenario(store, scenario)  # once; the episode row and the state carry its reference
+    # without a store that outlives the process, a resumed thread could not read it back: keep it inline
+    carried = ref if is_durable(store) else scenario.model_dump(mode="json")
+    write_episode(store, {
+        "episode_id": episode_id, "scenario_id": scenario.id, "scenario": ref,
         "agents": names, "tested_agent": tested, "policies": policies, "max_turns": max_turns,
         "rollout_width": ctx.rollout_width, "rollout_depth": ctx.rollout_depth,
         "status": "running", "started": time.time()})
-    return {"scenario": scenario.model_dump(mode="json"), "episode_id": episode_id, "tested_agent": tested,
+    return {"scenario": carried, "episode_id": episode_id, "tested_agent": tested,
             "policies": policies, "max_turns": max_turns, "turn": 0, "actor": names[0], "active": list(names),
             "idle": 0, "done": False, "end_reason": "", "usage_mark": total_usage(state.get("usage")),
             "decision": {}}
@@ -100,7 +120,7 @@ def route(state: EpisodeState) -> str:
 def commit(state: EpisodeState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
     """Apply the decided action: route observations, store the turn, and decide what comes next."""
     ctx = runtime.context
-    scenario = Scenario.model_validate(state["scenario"])
+    scenario = scenario_of(ctx, state)
     actor, turn = state["actor"], state["turn"]
     decision = state.get("decision") or {}
     action = AgentAction.model_validate(decision.get("action") or {})
@@ -116,7 +136,7 @@ def commit(state: EpisodeState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
                     minds[agent] = mental
     step = SocialStep(
         timestep=str(turn),
-        scene=scenario.scenario if turn == 0 else f"turn {turn}; present: {', '.join(active)}",
+        scene=opening_scene(scenario) if turn == 0 else f"turn {turn}; present: {', '.join(active)}",
         observations={a: (text if a in seen else NONE) for a in scenario.names},
         mental_states=minds,
         actions={actor: text},
@@ -150,12 +170,12 @@ def finish(state: EpisodeState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
     """Put the whole `SocialWorld` in the state once, and mark the episode finished in the store."""
     ctx = runtime.context
     store = ctx.experience_store()
-    scenario = Scenario.model_validate(state["scenario"])
+    scenario = scenario_of(ctx, state)
     world = load_world(store, state["episode_id"], scenario.names)
     row = get_episode(store, state["episode_id"]) or {}
     write_episode(store, {
         **row,
-        "episode_id": state["episode_id"], "scenario_id": scenario.id, "scenario": scenario.model_dump(mode="json"),
+        "episode_id": state["episode_id"], "scenario_id": scenario.id, "scenario": put_scenario(store, scenario),
         "agents": scenario.names, "tested_agent": state["tested_agent"], "policies": state["policies"],
         "max_turns": state["max_turns"], "rollout_width": ctx.rollout_width, "rollout_depth": ctx.rollout_depth,
         "status": "done", "turns": state["turn"], "end_reason": state.get("end_reason", ""),

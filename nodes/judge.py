@@ -49,7 +49,7 @@ def score(state: PolicyState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
     """Rate one candidate's simulated future against the acting agent's goal (one call)."""
     ctx = runtime.context
     key = str(state["index"])
-    scenario = scenario_of(state)
+    scenario = scenario_of(ctx, state)
     actor = state["actor"]
     future = (state.get("futures") or {}).get(key) or {"steps": [], "error": "no future"}
     action = AgentAction.model_validate(state["candidates"][key]["action"])
@@ -168,7 +168,7 @@ def judge_episode(state: EpisodeState, runtime: Runtime[SWMContext]) -> dict[str
     ctx = runtime.context
     if state.get("judge") is False:
         return {"judgements": {}}
-    scenario = Scenario.model_validate(state["scenario"])
+    scenario = scenario_of(ctx, state)
     steps = [SocialStep.model_validate_json(t.step) for t in load_turns(ctx.experience_store(), state["episode_id"])]
     protocol = state.get("judge_protocol") or "sotopia"
     if protocol == "sotopia":

@@ -51,7 +51,7 @@ def simulate_future(ctx: SWMContext, state: PolicyState, action: AgentAction,
 
     Returns ({"steps": [SocialStep dicts], "error": str | None}, summed stats, prompt id).
     """
-    scenario = scenario_of(state)
+    scenario = scenario_of(ctx, state)
     actor = state["actor"]
     prompt = prompts.load("foresee_predict", ctx.prompt_version("foresee_predict"))
     history = history_for(ctx, state, actor)

@@ -48,7 +48,7 @@ def _candidates_record(state: PolicyState) -> str | None:
 def refine(state: PolicyState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
     """Refine the chosen action with its foreseen future (one call; none when there is no future)."""
     ctx = runtime.context
-    scenario = scenario_of(state)
+    scenario = scenario_of(ctx, state)
     actor = state["actor"]
     key = state.get("chosen") or "0"
     candidate = (state.get("candidates") or {}).get(key) or {"action": state.get("intended") or {}, "error": None}

@@ -62,6 +62,7 @@ def play_command(scenario_ref: str, policy: str, partner_policy: str, tested: st
     from graphs import episode
     from swm.scenarios import resolve
     from swm.social.export import episode_row, transcript, write_jsonl
+    from swm.social.scenario_store import put_scenario
 
     scenario = resolve(scenario_ref)
     seat = tested or scenario.names[0]
@@ -72,7 +73,8 @@ def play_command(scenario_ref: str, policy: str, partner_policy: str, tested: st
                    "--judge-model for a separate judge", err=True)
     thread = thread_id or f"play-{scenario.id}-{uuid.uuid4().hex[:10]}"
     policies = {name: (policy if name == seat else partner_policy) for name in scenario.names}
-    inputs = {"scenario": scenario.model_dump(mode="json"), "episode_id": thread, "policies": policies,
+    # by reference: the scenario is written to the store once, never into every checkpoint
+    inputs = {"scenario": put_scenario(ctx.experience_store(), scenario), "episode_id": thread, "policies": policies,
               "tested_agent": seat, "max_turns": max_turns, "judge": not no_judge,
               "judge_protocol": judge_protocol}
     start = time.perf_counter()

@@ -31,6 +31,7 @@ from swm.context import SWMContext
 from swm.errors import EnvironmentFault, ModelCallFailed, ModelUnavailable
 from swm.social.judgement import DIMENSIONS
 from swm.social.models import Scenario
+from swm.social.scenario_store import put_scenario
 from swm.social.store import get_episode, load_turns, write_episode
 from swm.stats import format_ci, mean_ci
 
@@ -106,7 +107,7 @@ def run_bench(scenarios: list[Scenario], policies: list[str], ctx: SWMContext, p
 
     def one(policy: str, scenario: Scenario, seat: int, eid: str) -> None:
         tested = scenario.names[seat]
-        inputs = {"scenario": scenario.model_dump(mode="json"), "episode_id": eid, "tested_agent": tested,
+        inputs = {"scenario": put_scenario(store, scenario), "episode_id": eid, "tested_agent": tested,
                   "policies": {n: (policy if n == tested else partner_policy) for n in scenario.names},
                   "max_turns": max_turns, "judge": True, "judge_protocol": judge_protocol}
         began = time.perf_counter()

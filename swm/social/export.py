@@ -16,7 +16,8 @@ from typing import Any
 
 from checkpoints.store import StoreRecords
 from swm.social.judgement import DIMENSIONS
-from swm.social.models import Scenario, TurnRecord
+from swm.social.models import TurnRecord
+from swm.social.scenario_store import scenario_from
 from swm.social.store import get_episode, load_turns
 from swm.state import SocialStep, SocialWorld
 from swm.usage import total_usage
@@ -27,7 +28,7 @@ def episode_row(store: StoreRecords, episode_id: str) -> dict[str, Any]:
     episode = get_episode(store, episode_id)
     if episode is None:
         raise KeyError(f"no episode {episode_id!r} in the store")
-    scenario = Scenario.model_validate(episode["scenario"])
+    scenario = scenario_from(store, episode["scenario"])
     turns = load_turns(store, episode_id)
     world = SocialWorld(agents=scenario.names, steps=[SocialStep.model_validate_json(t.step) for t in turns])
     judgements = episode.get("judgements") or {}

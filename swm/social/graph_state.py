@@ -1,10 +1,11 @@
 """Graph state of a social episode and of the per-turn policy subgraphs.
 
 `EpisodeState` (the episode graph) holds only small values that do not grow with the episode:
-the scenario, whose turn it is, the idle count, the active agents, and the latest turn's
-decision. The turns themselves are rows in the experience store (`swm.social.store`); the
-whole `SocialWorld` is put in ``world`` once, when the episode finishes. A checkpoint thus stays
-the same size from the first turn to the last.
+the scenario's reference (the scenario itself is a store row: `swm.social.scenario_store`), whose
+turn it is, the idle count, the active agents, and the latest turn's decision. The turns
+themselves are rows in the experience store (`swm.social.store`); the whole `SocialWorld` is put
+in ``world`` once, when the episode finishes. A checkpoint thus stays the same size from the
+first turn to the last.
 
 A policy subgraph (`plain`, `foresee`, `rollout`) reads `PolicyInput` and returns
 `PolicyOutput`: a ``decision`` plus its own ``usage``/``prompts``/``models``. Its working keys
@@ -27,7 +28,7 @@ ActStrategy = Literal["plain", "foresee", "rollout"]
 class PolicyInput(TypedDict, total=False):
     """One turn of one agent: what a policy subgraph (``foresee_act``, ``rollout``) reads."""
 
-    scenario: Required[dict[str, Any]]  # Scenario.model_dump()
+    scenario: Required[dict[str, Any]]  # a reference {"id", "ref"} (swm.social.scenario_store), or inline
     episode_id: Required[str]
     turn: Required[int]
     actor: Required[str]
@@ -56,7 +57,8 @@ class PolicyState(PolicyInput, PolicyOutput, total=False):
 class EpisodeInput(TypedDict, total=False):
     """What the ``episode`` graph takes (see `graphs.episode`)."""
 
-    scenario: Required[dict[str, Any]]  # Scenario.model_dump(): id, scenario, agents with name and goal
+    # Scenario.model_dump() (id, scenario, agents with name and goal), or its reference {"id", "ref"}
+    scenario: Required[dict[str, Any]]
     episode_id: str  # default: the scenario id and a random suffix
     policies: dict[str, ActStrategy]  # agent name -> policy, default plain
     tested_agent: str  # the seat played by the "agent" model role (default the first)
@@ -79,7 +81,7 @@ class EpisodeOutput(Provenance, total=False):
 
 class EpisodeState(SocialWorldState, total=False):
     # input
-    scenario: dict[str, Any]
+    scenario: dict[str, Any]  # after setup: the reference to the stored scenario (inline without a store)
     episode_id: str
     policies: dict[str, ActStrategy]
     tested_agent: str  # the seat played by the "agent" role; every other seat is "partner"

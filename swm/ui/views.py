@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from swm.s3ap import is_none
+from swm.social.scenario_store import is_reference, scenario_json
 from swm.state import SocialWorld
 from swm.stats import token_f1
 from swm.ui.store import ReadOnlyStore, decode
@@ -42,6 +43,8 @@ def episode(store: ReadOnlyStore, episode_id: str) -> dict[str, Any] | None:
     if not found:
         return None
     ep = found[0]
+    if is_reference(ep.get("scenario")):  # episodes name their scenario; its row holds it once
+        ep["scenario"] = scenario_json(store, ep["scenario"]["ref"]) or {}
     turns = store.select("turns", "episode_id = ?", [episode_id], order="turn",
                          json_columns=["action", "intended", "prediction", "candidates", "step", "notes"])
     for i, t in enumerate(turns):
