@@ -181,6 +181,18 @@ def format_rows(rows: list[GrowthRow], label: str = "") -> list[str]:
     return lines
 
 
+def _commit(checkout: Path) -> str:
+    """Name a checkout by its commit (and whether files differ from it), else by its folder."""
+    try:
+        head = subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], check=True,
+                              capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(checkout), "status", "--porcelain", "--untracked-files=no"],
+                               check=True, capture_output=True, text=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return checkout.name
+    return f"commit {head}" + (" with local changes" if dirty else "")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.scenario_growth", description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=float, default=5.0, help="size of the scenario's bulk text in MB (default 5)")
@@ -200,7 +212,7 @@ def main(argv: list[str] | None = None) -> None:
                "--where", args.where, "--pg", args.pg]
         out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
         before = [GrowthRow(**r) for r in json.loads(out)]
-        print("\n".join(format_rows(before, f" — before: {args.before.name}")) + "\n")
+        print("\n".join(format_rows(before, f" — before: {_commit(args.before)}")) + "\n")
     pg = pg_server(args.pg) if args.pg else None
     if args.pg and pg is None and not args.json:
         from checkpoints.postgres import redact
@@ -210,7 +222,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.json:
         print(json.dumps([asdict(r) for r in rows]))
     else:
-        print("\n".join(format_rows(rows, " — this checkout" if args.before else "")))
+        print("\n".join(format_rows(rows, f" — this checkout: {_commit(Path(__file__).parents[1])}")))
 
 
 if __name__ == "__main__":
