@@ -1,6 +1,6 @@
 """Self-play RL (OMAR-style): one policy in every seat, per-role rewards, advantages, PPO, evaluation.
 
-    START → start ─(Send × rollouts not yet stored)→ rollout → score → advantages → update
+    START → start ─(Send × rollouts not yet stored, max_concurrency at once)→ rollout → score → advantages → update
     update → evaluate → start (next iteration) | finish → END;   update (diverged) → finish
 
 Input: ``{"plan": SelfPlayPlan.model_dump()}`` (every key optional; see `swm.selfplay.plan`).
@@ -68,18 +68,24 @@ graph = build().compile()
 
 
 def train(plan: SelfPlayPlan | dict[str, Any], *, db: str | Path, thread_id: str | None = None,
-          context: SWMContext | None = None, on_event: Callable[[str, Any], None] | None = None) -> dict[str, Any]:
+          context: SWMContext | None = None, on_event: Callable[[str, Any], None] | None = None,
+          max_concurrency: int | None = None) -> dict[str, Any]:
     """Run self-play for ``plan.iterations`` iterations, or resume ``thread_id`` where it stopped.
 
     Returns the final state plus ``thread_id``: ``summaries`` (iteration → per-role rewards with
     95% intervals, KL, filtered-turn rate, tokens/s, seconds), ``stopped`` (why it stopped early,
     or None) and ``current["adapter"]`` (the last good checkpoint). A finished thread returns its
     stored state without new work. ``on_event`` sees progress as it goes (`checkpoints.run_thread`).
+    ``max_concurrency`` rollouts play at once (default: the embedded server's slots when served,
+    1 in torch); each is seeded by its own id, so results do not depend on completion order.
     """
+    from swm.selfplay.served import default_concurrency
+
     plan = plan if isinstance(plan, SelfPlayPlan) else SelfPlayPlan.model_validate(plan)
     thread = thread_id or f"selfplay-{uuid.uuid4().hex[:10]}"
     ctx = context or SWMContext(store=open_store(db))
-    config: RunnableConfig = {"configurable": {"thread_id": thread}, "max_concurrency": 1,
+    concurrency = max_concurrency or default_concurrency(plan.policy)
+    config: RunnableConfig = {"configurable": {"thread_id": thread}, "max_concurrency": concurrency,
                               "recursion_limit": 20 + 10 * plan.iterations}
     with open_saver(db) as saver:
         out, _ = run_thread(build().compile(checkpointer=saver), {"plan": plan.model_dump(mode="json")}, config, ctx,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
@@ -81,10 +82,11 @@ def after_update(state: SelfPlayState) -> str:
 
 
 def evaluate(state: SelfPlayState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
-    """Play the held-out tasks under the new adapter, then record the iteration's summary."""
+    """Play the held-out tasks under the new adapter (as many at once as the run's max_concurrency), then record
+    the iteration's summary."""
     plan, iteration = plan_of(state), state["iteration"]
     store = runtime.context.experience_store()
-    stats = loop.evaluate_policy(plan, store, iteration)
+    stats = loop.evaluate_policy(plan, store, iteration, int(get_config().get("max_concurrency") or 1))
     current = {**(state.get("current") or {}), "evaluate": stats}
     summary = loop.summarise(plan, current)
     put_iteration(store, plan.run_id, iteration, summary)

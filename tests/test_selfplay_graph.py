@@ -238,3 +238,40 @@ def test_a_run_killed_during_rollouts_replays_only_the_unfinished_ones(base_dir:
     assert not {r.split("/", 1)[1] for r in stored} & {c.split("/", 1)[1] for c in replayed}, \
         "a stored rollout is never played again"
     assert len(load_rollouts(ExperienceStore(db), p["run_id"], 1, "train")) == 2
+
+
+def test_rollouts_fan_out_and_do_not_depend_on_completion_order(base_dir: Path, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+    import time
+
+    from swm.selfplay import loop
+
+    real, lock = loop.run_rollout, threading.Lock()
+    inside, peak = [0], [0]
+
+    def tracked(*args: Any, **kwargs: Any) -> Any:
+        with lock:
+            inside[0] += 1
+            peak[0] = max(peak[0], inside[0])
+        time.sleep(0.05)  # long enough for the other branches to start
+        try:
+            return real(*args, **kwargs)
+        finally:
+            with lock:
+                inside[0] -= 1
+
+    monkeypatch.setattr(loop, "run_rollout", tracked)
+    tokens = {}
+    for concurrency in (1, 3):
+        p = plan(base_dir, tmp_path / f"out{concurrency}", "group", iterations=1, group_size=3, max_turns=2,
+                 eval_tasks=2)
+        peak[0] = 0
+        out = selfplay.train(p, db=tmp_path / f"run{concurrency}.db", thread_id="t", max_concurrency=concurrency)
+        assert out["stopped"] is None and out["summaries"]["0"]["rollouts"] == 3
+        assert peak[0] == concurrency, f"{peak[0]} rollouts in flight at max_concurrency {concurrency}"
+        store = ExperienceStore(tmp_path / f"run{concurrency}.db")
+        tokens[concurrency] = {(r.rollout_id, s.seat): [t.token_ids for t in s.turns]
+                               for phase in ("train", "eval") for r in load_rollouts(store, p["run_id"], 0, phase)
+                               for s in r.seats}
+    assert tokens[1] == tokens[3], "each rollout samples the same tokens whatever runs beside it"

@@ -64,6 +64,8 @@ from swm.tasks.families import FAMILIES, LEVELS
 @click.option("--lora-r", default=8, show_default=True)
 @click.option("--threads", default=None, type=int, help="torch threads (default: torch's choice).")
 @click.option("--seed", default=0, show_default=True)
+@click.option("--max-concurrency", default=None, type=click.IntRange(1),
+              help="Rollouts played at once [default: the embedded server's slots when served, 1 in torch].")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("swm-selfplay"),
               show_default=True, help="Run folder: checkpoints/iter-NNNN (adapter, value head, optimiser).")
 @endpoint_options
@@ -76,7 +78,7 @@ def selfplay_command(iterations: int, family: str, level: str, game: str | None,
                      no_filter: bool, base: str, sampler: str, base_gguf: str | None,
                      max_new_tokens: int, temperature: float, lr: float, micro_batch: int | None, kl_coef: float,
                      lora_r: int,
-                     threads: int | None, seed: int,
+                     threads: int | None, seed: int, max_concurrency: int | None,
                      out_dir: Path, timeout: float | None, max_retries: int, db: Path | None, thread_id: str | None,
                      as_json: bool, quiet: bool) -> None:
     """Self-play RL: one LoRA policy plays every seat of a verifiable task; PPO on per-role rewards.
@@ -121,7 +123,8 @@ def selfplay_command(iterations: int, family: str, level: str, game: str | None,
         from swm.commands._common import make_context
 
         context = make_context(db, judge_model=judge_model, timeout=timeout, max_retries=max_retries)
-    out = train(plan, db=db_path(db), thread_id=thread, context=context, on_event=printer(quiet))
+    out = train(plan, db=db_path(db), thread_id=thread, context=context, on_event=printer(quiet),
+                max_concurrency=max_concurrency)
     if as_json:
         echo_json({k: out.get(k) for k in ("thread_id", "iteration", "stopped", "summaries", "current")})
         return

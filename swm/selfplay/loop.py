@@ -136,10 +136,11 @@ def _served_sampler(plan: SelfPlayPlan, checkpoint: Path, seed_key: str,
         policy = POOL.get(plan.policy, checkpoint)
         meta_of_base = base_meta(policy.model.config, plan.policy.base)
     base = served_base(plan.policy)
-    spec, lora = serve_adapter(checkpoint / "adapter", base_gguf=base, meta=meta_of_base)
-    assert lora is not None  # embedded serving always writes the GGUF LoRA
-    url = SERVERS.url(str(plan.run_dir), lora, base)
-    verify_checkpoint(plan, checkpoint, lora, url)
+    with _SERVING:
+        spec, lora = serve_adapter(checkpoint / "adapter", base_gguf=base, meta=meta_of_base)
+        assert lora is not None  # embedded serving always writes the GGUF LoRA
+        url = SERVERS.url(str(plan.run_dir), lora, base)
+        verify_checkpoint(plan, checkpoint, lora, url)
 
     def score(batch: Batch) -> Any:
         with POOL.lock, torch.no_grad():
@@ -151,6 +152,9 @@ def _served_sampler(plan: SelfPlayPlan, checkpoint: Path, seed_key: str,
 
 PROBE = "Say hello to the other players in one short sentence."
 _verified: set[tuple[str, str]] = set()
+# Rollouts run in parallel threads: the first to need an iteration's adapter converts, serves and
+# verifies it; the others wait for that instead of converting the same file or probing twice.
+_SERVING = threading.Lock()
 
 
 def verify_checkpoint(plan: SelfPlayPlan, checkpoint: Path, lora: Path, url: str) -> None:
@@ -348,14 +352,30 @@ def update_policy(plan: SelfPlayPlan, store: StoreRecords, iteration: int) -> di
     return stats
 
 
-def evaluate_policy(plan: SelfPlayPlan, store: StoreRecords, iteration: int) -> dict[str, Any]:
-    """Play the held-out tasks (or game seeds) under checkpoint ``iteration + 1``, one rollout each, and score them."""
+def evaluate_policy(plan: SelfPlayPlan, store: StoreRecords, iteration: int, concurrency: int = 1) -> dict[str, Any]:
+    """Play the held-out tasks (or game seeds) under checkpoint ``iteration + 1``, one rollout each, and score them.
+
+    Up to ``concurrency`` rollouts play at once; each is seeded by its own id, so the results do
+    not depend on which finishes first.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
     start = time.perf_counter()
-    for unit_id, unit in plan.units("eval").items():
-        rollout_id = f"{plan.run_id}/i{iteration}/eval/{unit_id}/g0"
-        if not sps.rollout_done(store, rollout_id):
-            run_rollout(plan, store, {"rollout_id": rollout_id, "unit_id": unit_id, "unit": unit,
-                                      "iteration": iteration, "sample": 0, "phase": "eval"}, iteration + 1)
+    jobs: list[dict[str, Any]] = [
+        {"rollout_id": f"{plan.run_id}/i{iteration}/eval/{unit_id}/g0", "unit_id": unit_id, "unit": unit,
+         "iteration": iteration, "sample": 0, "phase": "eval"} for unit_id, unit in plan.units("eval").items()]
+    jobs = [job for job in jobs if not sps.rollout_done(store, job["rollout_id"])]
+    if concurrency <= 1 or len(jobs) <= 1:
+        for job in jobs:
+            run_rollout(plan, store, job, iteration + 1)
+    else:
+        if resolve_sampler(plan.policy) == "served":
+            # start the adapter's server from this thread, which lives as long as the run: a server is
+            # stopped when the thread that started it ends (PR_SET_PDEATHSIG), as the pool's threads do
+            _served_sampler(plan, checkpoint_dir(plan.run_dir, iteration + 1), "start")
+        with ThreadPoolExecutor(max_workers=concurrency) as pool:
+            for future in [pool.submit(run_rollout, plan, store, job, iteration + 1) for job in jobs]:
+                future.result()
     out = score_rollouts(plan, store, iteration, "eval")
     out["seconds"] = time.perf_counter() - start
     return out

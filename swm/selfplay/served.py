@@ -70,6 +70,15 @@ def resolve_sampler(config: PolicyConfig) -> str:
 SERVERS = ServerSlots()  # one server per run: the one serving the checkpoint its rollouts sample from
 
 
+def default_concurrency(config: PolicyConfig) -> int:
+    """Rollouts in flight by default: the embedded server's slots when served; 1 in torch (one model, one lock)."""
+    if resolve_sampler(config) != "served":
+        return 1
+    from swm.serving.embedded import slots
+
+    return max(1, slots())
+
+
 def seed_of(key: str) -> int:
     """A 31-bit request seed from a string (llama.cpp takes an unsigned 32-bit seed)."""
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "little") & 0x7FFFFFFF

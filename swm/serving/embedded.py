@@ -225,3 +225,8 @@ def ensure_server(timeout: float = 180.0, *, base: Path | None = None, lora: Pat
         server.stop()
         raise ModelUnavailable(f"the embedded llama.cpp server did not answer within {timeout:.0f} s",
                                f"see {log}")
+
+
+def slots() -> int:
+    """Return how many requests the embedded server decodes together (llama-cpp-python's answers one at a time)."""
+    return 1
