@@ -1,0 +1,162 @@
+"""``python -m bench.engine``: swm's sampling against the engine's own limit, old serving path beside the new.
+
+First the limit (`bench.engine_limit`): the embedded GGUF's prompt tokens/s and generated tokens/s
+with 1, 4 and 8 sequences decoded together, through llama.cpp's batched C API. Then each serving
+path runs swm's workloads (`bench.engine_workloads`) in a child process of its own, the embedded
+server chosen by ``SWM_EMBEDDED_ENGINE`` (``python``: llama-cpp-python's server, which answers one
+request at a time; ``llama-server``: llama.cpp's C++ server with parallel slots): N concurrent plain
+and Foresee-and-Act episodes, a lifelong cycle (its collect phase, and the cycle's split between
+sampling, training and the rest), a self-play iteration (its rollouts, likewise) and Werewolf games.
+Each workload's generated tokens/s is shown as a ratio of the limit at the same number of sequences
+in flight, with the prompt-reuse ratio (prompt tokens evaluated / sent). ``--endpoint name@URL``
+measures any OpenAI-compatible server instead (one path, no limit: the tests run it on the fake
+server). Not a timed test; see bench/README.md, "Sampling at the engine's speed".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from bench.engine_workloads import WORKLOADS, Row
+from bench.engine_workloads import run as run_workloads
+
+PATHS = {"old": "python", "new": "llama-server"}  # SWM_EMBEDDED_ENGINE of each serving path
+
+
+def sizes(quick: bool, in_flight: int) -> dict[str, dict[str, Any]]:
+    """Each workload's size: small enough that both paths finish in about fifteen minutes on two cores."""
+    n = in_flight
+    return {"plain": {"n": n, "turns": 1 if quick else 2}, "foresee": {"n": n if not quick else 2, "turns": 1},
+            "lifelong": {"n": n, "episodes": 4 if quick else 8, "update": "rs-sft", "train_steps": 1 if quick else 2},
+            "selfplay": {"n": n, "tasks": 1 if quick else 2, "group": 2 if quick else 4, "turns": 2,
+                         "new_tokens": 16 if quick else 32},
+            "werewolf": {"n": 1 if quick else 2, "players": 5, "rounds": 1}}
+
+
+def child(args: argparse.Namespace) -> None:
+    """Run the workloads on one path (this process's embedded engine, or ``--endpoint``); write rows as JSON."""
+    from bench import meter
+
+    if args.endpoint:
+        name, _, url = args.endpoint.partition("@")
+        model = f"{name}@{meter.METERS.for_server(url, None).proxied(url)}"
+    else:
+        meter.wrap_embedded()
+        model = "embedded"
+    names = [w for w in args.workloads.split(",") if w]
+    chosen = sizes(args.quick, args.in_flight)
+    if args.endpoint:  # no trainer behind a plain endpoint: the lifelong cycle's update is the memory one
+        chosen["lifelong"]["update"] = "memory"
+    rows = run_workloads(names, model, chosen, echo=lambda s: print(s, file=sys.stderr))
+    Path(args.child).write_text(json.dumps([asdict(r) for r in rows]))
+
+
+def run_path(path: str, args: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
+    """Run one serving path's workloads in a child process; return its rows (a failed child: one error row)."""
+    env = {**os.environ, "SWM_EMBEDDED_ENGINE": PATHS[path]}
+    cmd = [sys.executable, "-m", "bench.engine", "--child", str(out), "--workloads", args.workloads,
+           "--in-flight", str(args.in_flight)] + (["--quick"] if args.quick else [])
+    print(f"{path} path (SWM_EMBEDDED_ENGINE={PATHS[path]}):", file=sys.stderr)
+    done = subprocess.run(cmd, env=env, cwd=Path(__file__).resolve().parent.parent)
+    if done.returncode != 0 or not out.is_file():
+        return [asdict(Row(f"{path} path", args.in_flight, error=f"exit {done.returncode}"))]
+    return list(json.loads(out.read_text()))
+
+
+def _ratio(x: float | None, limit: float | None) -> str:
+    return f"{x / limit:.2f}" if x and limit else "-"
+
+
+def table(limit: dict[str, Any] | None, paths: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """The limit, then one line per path and workload: tokens/s as a ratio of the limit, reuse, the time split."""
+    lines = []
+    gen = (limit or {}).get("generate", {})
+    if limit:
+        lines += [f"Engine limit (llama.cpp batched decode, {limit['threads']} threads): prompt "
+                  f"{limit['prompt_tokens_per_s']:.0f} tokens/s; generated "
+                  + ", ".join(f"{v:.1f} tokens/s with {k} in flight" for k, v in gen.items())]
+
+    def limit_at(n: int) -> float | None:
+        keys = sorted(int(k) for k in gen)
+        return gen[str(max([k for k in keys if k <= n] or keys[:1]))] if keys else None
+
+    lines.append(f"  {'path':<5} {'workload':<44} {'in flight':>9} {'peak':>4} {'calls':>5} {'gen tok/s':>9} "
+                 f"{'/limit@n':>8} {'/limit@8':>8} {'reuse':>5}  {'total s':>7} {'sample':>6} {'train':>6} "
+                 f"{'other':>6} {'train tok/s':>11}")
+    for path, rows in paths.items():
+        for r in rows:
+            if r.get("error"):
+                lines.append(f"  {path:<5} {r['workload']:<44} error: {r['error']}")
+                continue
+            row = Row(**r)
+            reuse = f"{row.reuse:.2f}" if row.reuse is not None else "-"
+            split = ""
+            if row.total_seconds:
+                t, s, tr = row.total_seconds, row.sampling_seconds or 0.0, row.training_seconds or 0.0
+                split = f"{t:>7.0f} {s / t:>6.2f} {tr / t:>6.2f} {max(0.0, t - s - tr) / t:>6.2f}"
+                rate = row.train_tokens / row.train_seconds if row.train_tokens and row.train_seconds else None
+                split += f" {rate:>11.0f}" if rate else f" {'-':>11}"
+            lines.append(f"  {path:<5} {row.workload:<44} {row.in_flight:>9} {row.peak:>4} {row.calls:>5} "
+                         f"{row.tokens_per_s:>9.1f} {_ratio(row.tokens_per_s, limit_at(row.in_flight)):>8} "
+                         f"{_ratio(row.tokens_per_s, limit_at(8)):>8} {reuse:>5}  {split}"
+                         + (f"  ({row.note.strip('; ')})" if row.note else ""))
+    return lines
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.engine", description=__doc__.splitlines()[0])
+    parser.add_argument("--paths", default="old,new", help="serving paths side by side (old, new)")
+    parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    parser.add_argument("--in-flight", type=int, default=8, help="episodes, rollouts and cycle episodes at once")
+    parser.add_argument("--no-limit", action="store_true", help="skip the engine's own limit")
+    parser.add_argument("--quick", action="store_true", help="smaller workloads (a smoke run)")
+    parser.add_argument("--endpoint", default=None, metavar="NAME@URL",
+                        help="measure this OpenAI-compatible server instead of the embedded paths")
+    parser.add_argument("--json", type=Path, default=None, help="also write every measurement to this file")
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    unknown = {w for w in args.workloads.split(",") if w} - set(WORKLOADS)
+    if unknown:
+        parser.error(f"unknown workload(s) {', '.join(sorted(unknown))}; choose from {', '.join(WORKLOADS)}")
+    if args.child:
+        child(args)
+        return
+    started = time.perf_counter()
+    load = os.getloadavg()[0]
+    print(f"python -m bench.engine — load average at start {load:.1f}", file=sys.stderr)
+    limit = None
+    if not args.no_limit and not args.endpoint:
+        from bench.engine_limit import measure
+        from swm.serving.embedded import gguf_path
+
+        limit = measure(gguf_path())
+    results: dict[str, list[dict[str, Any]]] = {}
+    folder = Path(tempfile.gettempdir())
+    if args.endpoint:
+        out = folder / f"swm-bench-engine-{os.getpid()}-endpoint.json"
+        argv_child = ["--child", str(out), "--workloads", args.workloads, "--in-flight", str(args.in_flight),
+                      "--endpoint", args.endpoint] + (["--quick"] if args.quick else [])
+        main(argv_child)
+        results["endpoint"] = json.loads(out.read_text())
+    else:
+        for path in [p for p in args.paths.split(",") if p]:
+            results[path] = run_path(path, args, folder / f"swm-bench-engine-{os.getpid()}-{path}.json")
+    lines = table(limit, results)
+    lines.append(f"load average at start {load:.1f}, at end {os.getloadavg()[0]:.1f}; "
+                 f"{time.perf_counter() - started:.0f} s in all")
+    print("\n".join(lines))
+    if args.json:
+        args.json.write_text(json.dumps({"limit": limit, "paths": results, "load": load}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,194 @@
+"""A loopback proxy in front of an OpenAI-compatible server that records what each completion cost the engine.
+
+Every request is forwarded unchanged; for each completion answered, the proxy keeps when it
+started and ended, the ``usage`` the server reported (prompt tokens sent, completion tokens) and,
+where the server says so, the prompt tokens it evaluated and the ones it served from its cache
+(llama.cpp's C++ server: ``timings.prompt_n`` and ``timings.cache_n``). For llama-cpp-python's
+own server, which reports no timings, `python_server_evaluated` reads them from its log (its
+``llama_perf_context_print`` line after each completion).
+`wrap_embedded` puts one proxy in front of every embedded server this process starts, so the
+graphs under measurement run exactly as they do without it.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "host"}
+
+
+@dataclass
+class Call:
+    """One completion answered by the engine."""
+
+    start: float
+    end: float
+    prompt_tokens: int
+    completion_tokens: int
+    evaluated: int | None = None  # prompt tokens the engine evaluated (None: not reported)
+    cached: int | None = None
+
+
+class Meter:
+    """The proxy of one upstream server; ``calls`` grows as completions are answered."""
+
+    def __init__(self, upstream: str, log_path: Path | None = None) -> None:
+        parts = urlsplit(upstream)
+        self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
+        self.log_path = log_path
+        self.calls: list[Call] = []
+        self.lock = threading.Lock()
+        meter = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # quiet: the measured run prints its own progress
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+                meter._forward(self, "GET")
+
+            def do_POST(self) -> None:  # noqa: N802
+                meter._forward(self, "POST")
+
+            def do_DELETE(self) -> None:  # noqa: N802
+                meter._forward(self, "DELETE")
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def proxied(self, base_url: str) -> str:
+        """Return ``base_url`` (of the upstream) with the proxy's address instead."""
+        parts = urlsplit(base_url)
+        return self.url + parts.path
+
+    def _forward(self, handler: BaseHTTPRequestHandler, method: str) -> None:
+        length = int(handler.headers.get("Content-Length") or 0)
+        body = handler.rfile.read(length) if length else None
+        headers = {k: v for k, v in handler.headers.items() if k.lower() not in _HOP}
+        start = time.time()
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=3600)
+        try:
+            conn.request(method, handler.path, body=body, headers=headers)
+            reply = conn.getresponse()
+            data = reply.read()
+            status, reply_headers = reply.status, reply.getheaders()
+        except OSError as err:
+            data, status, reply_headers = str(err).encode(), 502, [("Content-Type", "text/plain")]
+        finally:
+            conn.close()
+        end = time.time()
+        if status == 200 and handler.path.rstrip("/").endswith("completions"):
+            self._record(data, start, end)
+        handler.send_response(status)
+        for key, value in reply_headers:
+            if key.lower() not in _HOP:
+                handler.send_header(key, value)
+        handler.send_header("Content-Length", str(len(data)))
+        handler.end_headers()
+        handler.wfile.write(data)
+
+    def _record(self, data: bytes, start: float, end: float) -> None:
+        try:
+            reply = json.loads(data)
+        except ValueError:
+            return
+        usage = reply.get("usage") or {}
+        timings = reply.get("timings") or {}
+        call = Call(start, end, int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0),
+                    int(timings["prompt_n"]) if "prompt_n" in timings else None,
+                    int(timings["cache_n"]) if "cache_n" in timings else None)
+        with self.lock:
+            self.calls.append(call)
+
+
+_PROMPT_EVAL = re.compile(rb"prompt eval time =\s*[\d.]+ ms /\s*(\d+) tokens")
+
+
+def python_server_evaluated(log_path: Path, offset: int) -> tuple[int, int]:
+    """Read llama-cpp-python's server log from ``offset``: (prompt tokens evaluated, completions logged)."""
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(offset)
+            text = f.read()
+    except OSError:
+        return 0, 0
+    counts = [int(m.group(1)) for m in _PROMPT_EVAL.finditer(text)]
+    return sum(counts), len(counts)
+
+
+class Meters:
+    """Every proxy this process put in front of an embedded server, and their calls in one list."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.by_upstream: dict[str, Meter] = {}
+
+    def for_server(self, base_url: str, log_path: Path | None) -> Meter:
+        parts = urlsplit(base_url)
+        key = f"{parts.scheme}://{parts.netloc}"
+        with self.lock:
+            if key not in self.by_upstream:
+                self.by_upstream[key] = Meter(key, log_path)
+            return self.by_upstream[key]
+
+    def calls(self) -> list[Call]:
+        with self.lock:
+            meters = list(self.by_upstream.values())
+        return [c for m in meters for c in list(m.calls)]
+
+    def log_offsets(self) -> dict[str, int]:
+        """Where each server's log ends now (to read what a workload added to it)."""
+        out = {}
+        for key, meter in list(self.by_upstream.items()):
+            if meter.log_path is not None and meter.log_path.is_file():
+                out[key] = meter.log_path.stat().st_size
+        return out
+
+    def evaluated_since(self, offsets: dict[str, int]) -> tuple[int, int]:
+        """Prompt tokens the Python servers evaluated since ``offsets`` (a server started since: from its start),
+        and the completions they logged."""
+        evaluated = logged = 0
+        for key, meter in list(self.by_upstream.items()):
+            if meter.log_path is not None:
+                e, n = python_server_evaluated(meter.log_path, offsets.get(key, 0))
+                evaluated, logged = evaluated + e, logged + n
+        return evaluated, logged
+
+
+METERS = Meters()
+
+
+def wrap_embedded() -> None:
+    """Route every embedded server this process starts through a metering proxy (idempotent)."""
+    from swm.serving import embedded
+
+    if getattr(embedded.ensure_server, "_metered", False):
+        return
+    real = embedded.ensure_server
+
+    def ensure_server(*args: Any, **kwargs: Any) -> Any:
+        import dataclasses
+
+        server = real(*args, **kwargs)
+        meter = METERS.for_server(server.base_url, getattr(server, "log_path", None))
+        return dataclasses.replace(server, base_url=meter.proxied(server.base_url))
+
+    ensure_server._metered = True  # type: ignore[attr-defined]
+    embedded.ensure_server = ensure_server  # type: ignore[assignment]
