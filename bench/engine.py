@@ -50,7 +50,10 @@ def child(args: argparse.Namespace) -> None:
         name, _, url = args.endpoint.partition("@")
         model = f"{name}@{meter.METERS.for_server(url, None).proxied(url)}"
     else:
+        from swm.serving.embedded import ensure_server
+
         meter.wrap_embedded()
+        ensure_server()  # from this thread, which outlives every pool (a server dies with the thread that started it)
         model = "embedded"
     names = [w for w in args.workloads.split(",") if w]
     chosen = sizes(args.quick, args.in_flight)
