@@ -1,12 +1,13 @@
 """The update node: kept pairs (with the replay buffer) become the cycle's candidate policy.
 
 ``memory`` distils notes for an API model. ``sft``/``dpo``/``kto`` export the cycle's rows (kept
-trajectories, or both tracks' kept pairs), train a LoRA adapter continued from the incumbent's
-(`swm.lifelong.train`), serve it (`swm.serving.serve_adapter`: a GGUF LoRA on llama.cpp, or a runtime-LoRA
-server), verify that the server plays it (`swm.lifelong.serve.verify_deploy`: identity and a probe;
-a mismatch stops the cycle) and record the adapter, its GGUF, the spec it is served as, what was
-verified and the training stats on the policy. A kill during training leaves no policy row: the
-rerun reuses a finished adapter or trains again; everything collected stays in the store.
+trajectories, or both tracks' kept pairs) to ``<out>/exports`` (`swm.lifelong.exports`), train a
+LoRA adapter continued from the incumbent's (`swm.lifelong.train`), serve it
+(`swm.serving.serve_adapter`: a GGUF LoRA on llama.cpp, or a runtime-LoRA server), verify that the
+server plays it (`swm.lifelong.serve.verify_deploy`: identity and a probe; a mismatch stops the
+cycle) and record the adapter, its GGUF, the spec it is served as, what was verified and the
+training stats on the policy. A kill during training leaves no policy row: the rerun reuses a
+finished adapter or trains again; everything collected stays in the store.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from swm.context import SWMContext
 from swm.errors import InputError
 from swm.lifelong import store as ls
 from swm.lifelong.episodes import passed_of
+from swm.lifelong.exports import write_exports
 from swm.lifelong.jobs import plan_of
 from swm.lifelong.samples import load_samples, put_samples, sample_rows, samples_of
 from swm.lifelong.state import LifelongState
@@ -29,7 +31,6 @@ from swm.lifelong.update import (
     METHODS,
     PolicyVersion,
     dpo_rows,
-    export_rows,
     kto_rows,
     memory_update,
     sft_rows,
@@ -79,7 +80,7 @@ def train_policy(store: StoreRecords, plan: dict[str, Any], method: str, parent:
 
     out_dir = Path(plan["out_dir"]).expanduser()
     rows, used = export_cycle(store, plan, method, cycles)
-    dataset = export_rows(rows, out_dir / f"cycle{cycle}-{method}.jsonl")
+    dataset = write_exports(out_dir, method, cycle=cycle, replay=bool(plan["replay"]), rows=rows)
     inherited = {"notes": parent.notes, "exemplars": parent.exemplars, "base_model": parent.base_model,
                  "adapter": parent.adapter, "adapter_gguf": parent.adapter_gguf, "served_as": parent.served_as}
     common = {"version": version, "parent": parent.version, "kind": method, "cycle": cycle, "dataset": str(dataset),
@@ -89,7 +90,9 @@ def train_policy(store: StoreRecords, plan: dict[str, Any], method: str, parent:
         return PolicyVersion(**common, **inherited), [kept]
     base_gguf = _base_gguf(plan)
     adapter_dir = (out_dir / "adapters" / version).resolve()
-    settings = TrainSettings(**(plan.get("train") or {}))
+    settings = TrainSettings(**{**(plan.get("train") or {}), "report_to": plan.get("report_to", "none"),
+                                "logging_dir": str((out_dir / "runs" / version).resolve()),
+                                "run_name": f"{plan['run_id']}-{version}"})
     trainer = "sft" if method == "rs-sft" else method
     trained_on = training_rows(trainer, rows)
     stats = train_adapter(trainer, trained_on, plan.get("hf_model"), adapter_dir,

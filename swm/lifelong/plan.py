@@ -8,9 +8,10 @@ defaults, and ``swm learn`` derives its plan options (names, defaults, help, cho
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from swm.social.graph_state import ActStrategy
 
@@ -18,6 +19,21 @@ Level = Literal["decision", "easy", "medium", "hard"]  # swm.tasks.families.CURR
 Family = Literal["negotiation", "mutual_friend", "secret", "scheduling", "persuasion",  # tasks.TASK_FAMILIES
                  "werewolf"]
 UpdateMethod = Literal["memory", "sft", "rs-sft", "dpo", "kto"]  # swm.lifelong.update.METHODS
+Reporter = Literal["none", "tensorboard", "wandb", "mlflow"]
+# what each of transformers' reporting integrations imports (either module will do), and what to install
+REPORTERS: dict[str, tuple[tuple[str, ...], str]] = {
+    "tensorboard": (("tensorboard", "tensorboardX"), "tensorboard"), "wandb": (("wandb",), "wandb"),
+    "mlflow": (("mlflow",), "mlflow")}
+
+
+def reporter_missing(reporter: str) -> str | None:
+    """Say what is missing for training to report to ``reporter`` (None: nothing, or ``none``)."""
+    if reporter not in REPORTERS:
+        return None
+    modules, package = REPORTERS[reporter]
+    if any(importlib.util.find_spec(m) is not None for m in modules):
+        return None
+    return f"--report-to {reporter} needs the {package} package (pip install {package})"
 
 
 class LifelongPlan(BaseModel):
@@ -87,8 +103,19 @@ class LifelongPlan(BaseModel):
     lora_server: str | None = Field(None, description=(
         "Serve adapters on this OpenAI-compatible server by runtime LoRA loading (vLLM /v1/load_lora_adapter) "
         "instead of the embedded llama.cpp server."))
+    report_to: Reporter = Field("none", description=(
+        "sft/dpo/kto: where training logs its loss curve (TensorBoard files in <out>/runs/<policy>, or the wandb / "
+        "mlflow run named <thread>-<policy>, set up by their own environment variables)."))
     train: dict[str, Any] = Field(default_factory=dict, description=(
         "swm.lifelong.train.TrainSettings fields (max_steps, epochs, learning_rate, rank, ...)."))
+
+    @field_validator("report_to")
+    @classmethod
+    def _reporter_installed(cls, value: str) -> str:
+        missing = reporter_missing(value)
+        if missing:
+            raise ValueError(missing)
+        return value
 
 
 DEFAULT_PLAN: dict[str, Any] = LifelongPlan().model_dump(mode="json")

@@ -82,9 +82,14 @@ def _messages(prompt: str, completion: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": prompt}, {"role": "assistant", "content": completion}]
 
 
-def _meta(s: Sample) -> dict[str, Any]:
+def _meta(s: Sample, method: str) -> dict[str, Any]:
+    """The metadata columns of a decision row, the same as the pair and trajectory rows' of ``method``.
+
+    A decision is sampled as text (no tool); a kept group pairs a pass (checker score 1) with a fail (0).
+    """
+    extra: dict[str, Any] = {"turn": 0} if method in ("sft", "rs-sft") else {"margin": 1.0, "pair_id": ""}
     return {"family": s.family, "level": s.level, "track": "action", "cycle": s.cycle, "task_id": s.task_id,
-            "episode_id": s.episode_id}
+            "source": "decision", **extra, "episode_id": s.episode_id, "tool": "", "tools": "null"}
 
 
 def kept_for_sft(samples: Sequence[Sample], keep: str = "passed") -> list[Sample]:
@@ -116,7 +121,8 @@ def by_task(samples: Iterable[Sample]) -> dict[tuple[int, str, str], list[Sample
 def sample_rows(method: str, samples: Sequence[Sample], keep: str = "passed") -> list[dict[str, Any]]:
     """Return TRL rows for ``method`` from the kept-sample table (sft: ``messages``; dpo; kto)."""
     if method in ("sft", "rs-sft"):
-        return [{"messages": _messages(s.prompt, s.completion), **_meta(s)} for s in kept_for_sft(samples, keep)]
+        return [{"messages": _messages(s.prompt, s.completion), **_meta(s, method)}
+                for s in kept_for_sft(samples, keep)]
     rows: list[dict[str, Any]] = []
     for group in by_task(samples).values():
         good = [s for s in group if s.passed]
@@ -129,10 +135,10 @@ def sample_rows(method: str, samples: Sequence[Sample], keep: str = "passed") ->
                 rejected = bad[i % len(bad)]
                 rows.append({"prompt": prompt, "chosen": [{"role": "assistant", "content": chosen.completion}],
                              "rejected": [{"role": "assistant", "content": rejected.completion}],
-                             **_meta(chosen), "rejected_episode": rejected.episode_id})
+                             **_meta(chosen, method), "rejected_episode": rejected.episode_id})
         elif method == "kto":
             rows.extend({"prompt": prompt, "completion": [{"role": "assistant", "content": s.completion}],
-                         "label": s.passed, **_meta(s)} for s in group)
+                         "label": s.passed, **_meta(s, method)} for s in group)
         else:
             raise ValueError(f"no sample rows for update method {method!r}")
     return rows

@@ -24,12 +24,14 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from swm.errors import InputError
+from swm.lifelong.plan import reporter_missing
 from swm.lifelong.update import TrainStats
 from swm.serving.gguf_lora import ADAPTER_META, base_meta
 
@@ -53,6 +55,9 @@ class TrainSettings:
     beta: float = 0.1  # DPO/KTO's KL weight
     seed: int = 0
     progress: bool = True
+    report_to: str = "none"  # none | tensorboard | wandb | mlflow (swm.lifelong.plan.REPORTERS)
+    logging_dir: str | None = None  # where TensorBoard writes its event files [default: <output dir>/runs]
+    run_name: str | None = None  # the run's name in wandb / mlflow
 
 
 def shipped_gguf() -> Path:
@@ -180,7 +185,9 @@ def rows_seen(rows: int, batches: int, batch_size: int) -> int:
 
 
 def _config(method: str, trl: Any, out: Path, settings: TrainSettings, **extra: Any) -> Any:
-    common = {"output_dir": str(out), "bf16": False, "gradient_checkpointing": False, "report_to": [],
+    reporting = [] if settings.report_to == "none" else [settings.report_to]
+    common = {"output_dir": str(out), "bf16": False, "gradient_checkpointing": False, "report_to": reporting,
+              "run_name": settings.run_name,
               "num_train_epochs": settings.epochs, "max_steps": settings.max_steps,
               "per_device_train_batch_size": settings.batch_size, "learning_rate": settings.learning_rate,
               "logging_steps": 1, "save_strategy": "no", "seed": settings.seed, "data_seed": settings.seed,
@@ -190,6 +197,23 @@ def _config(method: str, trl: Any, out: Path, settings: TrainSettings, **extra: 
     if method == "dpo":
         return trl.DPOConfig(beta=settings.beta, **common)
     return trl.KTOConfig(beta=settings.beta, **common)
+
+
+@contextmanager
+def _tensorboard_dir(path: str | None) -> Iterator[None]:
+    """Point transformers' TensorBoard callback at ``path`` while the trainer is built (it reads the variable then)."""
+    if path is None:
+        yield
+        return
+    before = os.environ.get("TENSORBOARD_LOGGING_DIR")
+    os.environ["TENSORBOARD_LOGGING_DIR"] = path
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("TENSORBOARD_LOGGING_DIR", None)
+        else:
+            os.environ["TENSORBOARD_LOGGING_DIR"] = before
 
 
 def _is_oom(exc: BaseException) -> bool:
@@ -215,6 +239,9 @@ def train_adapter(method: str, rows: list[dict[str, Any]], base: str | None, out
     from datasets import Dataset
 
     settings = settings or TrainSettings()
+    missing = reporter_missing(settings.report_to)
+    if missing:
+        raise InputError(missing, "install it, or train with --report-to none")
     if os.environ.get("SWM_TRAIN_THREADS"):  # on a machine busy with other work, one thread beats contended two
         torch.set_num_threads(int(os.environ["SWM_TRAIN_THREADS"]))
     partial = out_dir.with_name(out_dir.name + ".partial")
@@ -230,7 +257,8 @@ def train_adapter(method: str, rows: list[dict[str, Any]], base: str | None, out
     args = _config(method, trl, partial, settings, use_cpu=not torch.cuda.is_available())
     start = time.perf_counter()
     try:
-        trainer = trainer_cls(model=model, args=args, train_dataset=data, processing_class=tokenizer)
+        with _tensorboard_dir(settings.logging_dir):
+            trainer = trainer_cls(model=model, args=args, train_dataset=data, processing_class=tokenizer)
         result = trainer.train()
     except (RuntimeError, MemoryError) as exc:
         shutil.rmtree(partial, ignore_errors=True)

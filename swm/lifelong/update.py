@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from functools import cache
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -200,11 +201,40 @@ def completion_of(pair: PreferencePair, side: str) -> str:
     return action_completion(kind, text)
 
 
-def pair_meta(pair: PreferencePair) -> dict[str, Any]:
-    """Metadata columns every export row carries (TRL ignores extra columns)."""
-    return {"family": pair.family, "level": pair.level, "track": pair.track, "margin": pair.margin,
-            "source": pair.source, "cycle": pair.cycle, "pair_id": pair.pair_id,
-            "tool": PERCEPTION_TOOL if pair.track == "perception" else ACTION_TOOL}
+def act_tools(task_id: str, agent: str) -> str:
+    """Return TRL's ``tools`` column for a turn of ``agent``: the act step's tool as JSON text ("null": none).
+
+    An episode-graph turn was answered by calling the action schema bound with the other seats'
+    names (`action_schema_for`); a decision was sampled as text and a game move under its own
+    move schema, so those carry none. TRL's trainers read a JSON string here (``json.loads``),
+    which keeps the column one type across rows whose schemas differ.
+    """
+    return _act_tools(task_id, agent)
+
+
+@cache
+def _act_tools(task_id: str, agent: str) -> str:
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    from swm.social.models import action_schema_for
+    from swm.tasks.families import DECISION, GAME_FAMILIES, synthesize
+
+    split, family, level, seed = task_id.split(":")
+    if level == DECISION or family in GAME_FAMILIES:
+        return "null"
+    task = synthesize(family, level, int(seed), split=split)
+    others = tuple(n for n in task.names if n != agent)  # the act step's order: the scenario's seats
+    return json.dumps([convert_to_openai_tool(action_schema_for(others))], ensure_ascii=False)
+
+
+def pair_meta(pair: PreferencePair, side: str = "chosen") -> dict[str, Any]:
+    """Metadata columns every pair row carries (TRL ignores extra columns); the same columns as decision rows."""
+    action = pair.track == "action"
+    return {"family": pair.family, "level": pair.level, "track": pair.track, "cycle": pair.cycle,
+            "task_id": pair.task_id, "source": pair.source, "margin": pair.margin, "pair_id": pair.pair_id,
+            "episode_id": pair.chosen_episode if side == "chosen" else pair.rejected_episode,
+            "tool": ACTION_TOOL if action else PERCEPTION_TOOL,
+            "tools": act_tools(pair.task_id, pair.agent) if action else "null"}
 
 
 def _user(text: str) -> list[dict[str, str]]:
@@ -218,7 +248,8 @@ def _assistant(text: str) -> list[dict[str, str]]:
 def dpo_rows(pairs: Iterable[PreferencePair]) -> list[dict[str, Any]]:
     """TRL's conversational preference format: prompt / chosen / rejected message lists, plus metadata."""
     return [{"prompt": _user(p.prompt), "chosen": _assistant(completion_of(p, "chosen")),
-             "rejected": _assistant(completion_of(p, "rejected")), **pair_meta(p)} for p in pairs]
+             "rejected": _assistant(completion_of(p, "rejected")), **pair_meta(p),
+             "rejected_episode": p.rejected_episode} for p in pairs]
 
 
 def kto_rows(pairs: Iterable[PreferencePair]) -> list[dict[str, Any]]:
@@ -227,7 +258,7 @@ def kto_rows(pairs: Iterable[PreferencePair]) -> list[dict[str, Any]]:
     for p in pairs:
         for side, label in (("chosen", True), ("rejected", False)):
             rows.append({"prompt": _user(p.prompt), "completion": _assistant(completion_of(p, side)),
-                         "label": label, **pair_meta(p)})
+                         "label": label, **pair_meta(p, side)})
     return rows
 
 
@@ -242,8 +273,9 @@ def sft_rows(episodes: Iterable[EpisodeRecord]) -> list[dict[str, Any]]:
             if ep.seat not in ("all", turn.agent) or not turn.prompt.strip():
                 continue
             rows.append({"messages": _user(turn.prompt) + _assistant(action_completion(turn.action_type, turn.text)),
-                         "family": ep.family, "level": ep.level, "track": "action", "episode_id": ep.episode_id,
-                         "turn": turn.index, "cycle": ep.cycle, "tool": ACTION_TOOL})
+                         "family": ep.family, "level": ep.level, "track": "action", "cycle": ep.cycle,
+                         "task_id": ep.task_id, "source": "trajectory", "episode_id": ep.episode_id,
+                         "turn": turn.index, "tool": ACTION_TOOL, "tools": act_tools(ep.task_id, turn.agent)})
     return rows
 
 
