@@ -48,7 +48,7 @@ def test_swm_learn_rs_sft_trains_serves_and_evaluates_the_shipped_model(tmp_path
     played = list(store.rows("select models from lifelong_episodes where run_id = 'default' and policy_version = 'p1' "
                              "and phase in ('dev', 'test')"))
     assert len(played) == 4 and all(json.loads(r["models"])["agent"] == policy.served_as for r in played)
-    rows = [json.loads(line) for line in (out / "cycle1-rs-sft.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for line in (out / "exports" / "sft" / "cycle1.jsonl").read_text().splitlines()]
     assert rows and all(r["messages"][-1]["content"].startswith("ANSWER:") for r in rows)
     assert all(r["messages"][0]["content"] == decision_prompt(decision_task("mutual_friend",
                                                                             int(r["task_id"].rsplit(":", 1)[1])))

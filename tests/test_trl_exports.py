@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,13 +19,14 @@ import pytest
 from click.testing import CliRunner
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from test_lifelong_gate import pair
+from test_lifelong_graph import Agents
 
 from swm.cli import main
 from swm.lifelong.exports import COLUMNS, write_exports
 from swm.lifelong.plan import LifelongPlan
 from swm.lifelong.samples import Sample, sample_rows
 from swm.lifelong.update import dpo_rows, kto_rows, sft_rows
-from swm.social.models import action_schema_for
+from swm.social.models import AgentActionForModel, action_schema_for
 from swm.tasks.families import synthesize
 
 datasets = pytest.importorskip("datasets")
@@ -113,31 +115,40 @@ def test_a_reporter_whose_package_is_missing_is_refused_in_one_line(reporter: st
     assert not (tmp_path / "x.db").exists() or "learn" not in result.output.lower().split("error")[0]
 
 
+@pytest.mark.parametrize(("reporter", "expected"), [("none", []), ("tensorboard", ["tensorboard"])])
+def test_the_reporter_reaches_the_training_arguments(reporter: str, expected: list[str], tmp_path: Path) -> None:
+    trl = pytest.importorskip("trl")
+    from swm.lifelong.train import TrainSettings, _config
+
+    args = _config("dpo", trl, tmp_path, TrainSettings(report_to=reporter, run_name="t-p1"))
+    assert args.report_to == expected and args.run_name == "t-p1"
+
+
 def test_an_unknown_reporter_is_refused_by_the_cli() -> None:
     result = CliRunner().invoke(main, ["learn", "--report-to", "comet"])
     assert result.exit_code == 2 and "'comet' is not one of" in result.output
 
 
-class Seller:
-    """Scripted self-play for the learn run: the first sample at a state offers inside the zone, the second below."""
+def seller(agents: Agents) -> Any:
+    """Play every model, base or adapter, by the scripted negotiators: both cycles then keep same-state pairs."""
 
-    def __init__(self) -> None:
-        self.seen: dict[str, int] = {}
+    def act(prompt: str, body: dict[str, Any]) -> dict[str, Any]:
+        reply = agents(prompt, "AgentActionForModel")
+        return reply.model_dump() if isinstance(reply, AgentActionForModel) else dict(reply)
 
-    def __call__(self, prompt: str, body: dict[str, Any]) -> dict[str, Any]:
-        n = self.seen.get(prompt, 0)
-        self.seen[prompt] = n + 1
-        offer = "I can let it go for $480, a fair price." if n % 2 == 0 else "Fine, $5."
-        return {"action_type": "speak", "argument": offer, "to": []}
+    return act
 
 
-@pytest.mark.timeout(900)
-def test_trl_dpo_runs_on_the_exports_of_a_real_swm_learn_run(tiny_gguf_llama: Path, tmp_path: Path) -> None:
+@pytest.mark.timeout(900)  # about a minute on a quiet 2-core machine: two 1-step trainings, then `trl dpo`
+def test_trl_dpo_runs_on_the_exports_of_a_real_swm_learn_run(tiny_gguf_llama: Path, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     from swm.testing import FakeOpenAIServer
+
+    monkeypatch.setenv("SWM_TRAIN_THREADS", "1")  # a tiny model: more threads only contend
 
     db, out = tmp_path / "learn.db", tmp_path / "out"
     tensorboard = any(importlib.util.find_spec(m) for m in ("tensorboard", "tensorboardX"))
-    with FakeOpenAIServer(lora=True, record=True, scripts={"AgentActionForModel": Seller()}) as server:
+    with FakeOpenAIServer(lora=True, record=True, scripts={"AgentActionForModel": seller(Agents())}) as server:
         result = CliRunner().invoke(main, [
             "learn", "--update", "dpo", "--levels", "easy", "--families", "negotiation", "--cycles", "2",
             "--episodes-per-level", "2", "--samples-per-task", "2", "--max-turns", "2", "--heldout-per-cell", "1",
@@ -169,6 +180,6 @@ def test_trl_dpo_runs_on_the_exports_of_a_real_swm_learn_run(tiny_gguf_llama: Pa
                           str(exports), "--output_dir", str(tmp_path / "trl-out"), "--max_steps", "1",
                           "--per_device_train_batch_size", "2", "--max_length", "1024", "--report_to", "none",
                           "--save_strategy", "no", "--logging_steps", "1", "--use_cpu", "true"],
-                         capture_output=True, text=True, timeout=600)
+                         capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert run.returncode == 0, run.stderr[-3000:]
-    assert "'loss'" in run.stdout + run.stderr or "train_loss" in run.stdout + run.stderr
+    assert "train_loss" in run.stdout + run.stderr and (tmp_path / "trl-out" / "model.safetensors").is_file()
