@@ -37,7 +37,7 @@ from swm.lifelong.update import (
     training_rows,
 )
 from swm.serving import require_base_gguf
-from swm.tasks.decisions import DECISION
+from swm.tasks.families import SAMPLED_LEVELS
 
 
 def _base_gguf(plan: dict[str, Any]) -> Path | None:
@@ -52,21 +52,21 @@ def export_cycle(store: StoreRecords, plan: dict[str, Any], method: str,
                  cycles: list[int]) -> tuple[list[dict[str, Any]], int]:
     """Return the export rows of the replay window and how many kept samples, trajectories or pairs are behind them.
 
-    Decisions go through the kept-sample table (`swm.lifelong.samples`), written here once per
-    collected decision; episodes give kept trajectories (sft, rs-sft) or the gate's kept pairs.
+    Decisions and two-turn tasks go through the kept-sample table (`swm.lifelong.samples`), written
+    here once per collected sample; episodes give kept trajectories (sft, rs-sft) or the gate's kept pairs.
     """
     run = plan["run_id"]
     episodes = [e for c in cycles for e in ls.load_episodes(store, run, c, "collect")]
-    decisions = [e for e in episodes if e.level == DECISION]
+    decisions = [e for e in episodes if e.level in SAMPLED_LEVELS]
     rows: list[dict[str, Any]] = []
     if decisions:
         put_samples(store, samples_of(decisions, {e.episode_id: passed_of(e, plan) for e in decisions}))
         rows += sample_rows(method, load_samples(store, run, cycles), plan.get("keep", "passed"))
     used = len(rows)
     if method in ("sft", "rs-sft"):
-        kept = [e for e in episodes if e.level != DECISION and passed_of(e, plan)]
+        kept = [e for e in episodes if e.level not in SAMPLED_LEVELS and passed_of(e, plan)]
         return rows + sft_rows(kept), used + len(kept)
-    pairs = [p for p in ls.pairs(store, run, cycles, kept=True) if p.level != DECISION]
+    pairs = [p for p in ls.pairs(store, run, cycles, kept=True) if p.level not in SAMPLED_LEVELS]
     return rows + (dpo_rows(pairs) if method == "dpo" else kto_rows(pairs)), used + len(pairs)
 
 

@@ -47,6 +47,10 @@ SWM_AUTHORED = {
     **{slot: "decision_*: a value drawn by swm's task generator" for slot in (
         "mine", "partner", "theirs", "item", "limit", "offer", "seller", "cause", "worry", "cover", "facts",
         "keeper", "secret")},
+    # two_turn_*: the same generator values, the first move as swm's code read it ("You offered $300.") and
+    # the code partner's reply from the task's hidden truth; the learner's own text never enters a prompt
+    **{slot: "two_turn_*: a value drawn by swm's task generator, or swm's restatement of the exchange" for slot in (
+        "price", "said", "reply")},
 }
 
 

@@ -25,9 +25,10 @@ from swm.lifelong.jobs import task_from_id
 from swm.lifelong.records import EpisodeRecord
 from swm.lifelong.serve import policy_spec
 from swm.lifelong.state import EpisodeJob
+from swm.lifelong.two_turn_play import play_two_turn
 from swm.lifelong.update import PolicyVersion, memory_text
 from swm.social.store import load_turns
-from swm.tasks.families import DECISION, GAME_FAMILIES, Task
+from swm.tasks.families import DECISION, GAME_FAMILIES, TWO_TURN, Task
 from swm.usage import add_stats, merge_usage
 
 # The inner episode graph has no checkpointer; without a durability of its own it inherits an
@@ -98,6 +99,9 @@ def play_job(job: EpisodeJob, ctx: SWMContext, episode_graph: Any, game_graph: A
     try:
         if task.level == DECISION:
             record, usage = play_decision(task, played, episode_id=job["episode_id"], sample=job["sample"],
+                                          **provenance)
+        elif task.level == TWO_TURN:
+            record, usage = play_two_turn(task, played, episode_id=job["episode_id"], sample=job["sample"],
                                           **provenance)
         elif task.family in GAME_FAMILIES:
             if game_graph is None:

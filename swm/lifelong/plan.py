@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from swm.social.graph_state import ActStrategy
 
-Level = Literal["decision", "easy", "medium", "hard"]  # swm.tasks.families.CURRICULUM_LEVELS
+Level = Literal["decision", "two-turn", "easy", "medium", "hard"]  # swm.tasks.families.CURRICULUM_LEVELS
 Family = Literal["negotiation", "mutual_friend", "secret", "scheduling", "persuasion",  # tasks.TASK_FAMILIES
                  "werewolf"]
 UpdateMethod = Literal["memory", "sft", "rs-sft", "dpo", "kto"]  # swm.lifelong.update.METHODS
@@ -52,7 +52,8 @@ class LifelongPlan(BaseModel):
     cycles: int = Field(3, ge=1, description="Training cycles (after the baseline evaluation).")
     levels: list[Level] = Field(["easy", "medium", "hard"], min_length=1, description=(
         "Difficulty levels, in curriculum order: cycle c trains on the c-th (the last repeats); 'decision' "
-        "(single verifiable moves) may come first."))
+        "(single verifiable moves) and 'two-turn' (a first move, a code partner's reply, a decision) may come "
+        "first."))
     families: list[Family] = Field(["negotiation", "mutual_friend", "secret", "scheduling", "persuasion"],
                                    min_length=1, description=(
         "Task families; also the hidden-role games (werewolf: self-play by default)."))

@@ -1,9 +1,12 @@
-"""The kept-sample table: every sampled decision with its checker verdict, the one source every update reads.
+"""The kept-sample table: every sampled move with its checker verdict, the one source every update reads.
 
 A decision is sampled ``samples_per_task`` times per task (same prompt, seeded draws), so a
 task's samples are candidates *at the same state*. Each becomes a `Sample` row of
 ``lifelong_samples`` (pk ``episode_id``, written once), and every update method builds its rows
-from that table, so methods compare on equal data:
+from that table, so methods compare on equal data. A two-turn task gives a row per learner move
+(its first move and its decision, each with the exact prompt it was sampled from, labelled with
+the episode's verdict); first moves of a task share their prompt, and decisions share one when
+their first moves read the same (`swm.tasks.two_turn`), so both pair at the same state:
 
 * ``rs-sft`` (and ``sft``) — rejection-sampling SFT (expert iteration): the checker-passing
   samples, as prompt/completion; ``keep="wrong"`` is the format-only control: as many
@@ -20,7 +23,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from swm.lifelong.records import EpisodeRecord
+from swm.lifelong.records import ActedTurn, EpisodeRecord
+from swm.tasks.families import TWO_TURN
 
 TABLE = "lifelong_samples"
 KEEP = ("passed", "wrong")
@@ -45,17 +49,30 @@ class Sample(BaseModel):
     formatted: bool  # the move has the decision's form (one candidate named), right or wrong
 
 
+def _row(ep: EpisodeRecord, turn: ActedTurn, row_id: str, passed: bool, formatted: bool) -> Sample:
+    return Sample(episode_id=row_id, run_id=ep.run_id, cycle=ep.cycle, task_id=ep.task_id, family=ep.family,
+                  level=ep.level, sample=ep.seed, policy_version=ep.policy_version, prompt=turn.prompt,
+                  completion=turn.text, passed=passed, formatted=formatted)
+
+
 def samples_of(episodes: Iterable[EpisodeRecord], passed: dict[str, bool]) -> list[Sample]:
-    """Return the samples of single-move episodes; ``passed`` maps an episode id to its pass verdict."""
+    """Return the samples of decisions and two-turn tasks; ``passed`` maps an episode id to its pass verdict.
+
+    A decision gives one row (its id the episode's). A two-turn task gives one row per learner
+    move (``<episode id>#<turn>``), both labelled with the episode's verdict: the first move and
+    the decision together decide it. Other multi-turn episodes give none.
+    """
     out: list[Sample] = []
     for ep in episodes:
-        if len(ep.turns) != 1:
-            continue
-        turn = ep.turns[0]
-        out.append(Sample(episode_id=ep.episode_id, run_id=ep.run_id, cycle=ep.cycle, task_id=ep.task_id,
-                          family=ep.family, level=ep.level, sample=ep.seed, policy_version=ep.policy_version,
-                          prompt=turn.prompt, completion=turn.text, passed=passed[ep.episode_id],
-                          formatted=bool(ep.verdict.detail.get("formatted", ep.verdict.detail.get("answered")))))
+        detail = ep.verdict.detail
+        if ep.level == TWO_TURN:
+            moves = [t for t in ep.turns if t.prompt]
+            marks = [bool(detail.get("first_move")), bool(detail.get("formatted"))]
+            out.extend(_row(ep, turn, f"{ep.episode_id}#{turn.index}", passed[ep.episode_id], mark)
+                       for turn, mark in zip(moves, marks, strict=False))
+        elif len(ep.turns) == 1:
+            out.append(_row(ep, ep.turns[0], ep.episode_id, passed[ep.episode_id],
+                            bool(detail.get("formatted", detail.get("answered")))))
     return out
 
 

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from swm.games import get_game
 from swm.games.moderator import resolve
-from swm.tasks.families import ACCEPT, DECISION, OBJECTIONS, Task
+from swm.tasks.families import ACCEPT, DECISION, OBJECTIONS, TWO_TURN, Task
 
 _ACCEPT_RE = re.compile(rf"\b{ACCEPT}\b")
 _PRICE_RE = re.compile(r"\$\s?(\d[\d,]*(?:\.\d+)?)")
@@ -79,6 +79,16 @@ def parse_price(text: str) -> float | None:
     """Return the last ``$N`` price in a text."""
     found = _PRICE_RE.findall(text)
     return float(found[-1].replace(",", "")) if found else None
+
+
+def prices_in(text: str) -> list[float]:
+    """Return every ``$N`` price in a text, in order."""
+    return [float(p.replace(",", "")) for p in _PRICE_RE.findall(text)]
+
+
+def slots_in(text: str) -> set[str]:
+    """Return every slot a text names, normalised."""
+    return {s for s in (parse_slot(" ".join(m)) for m in _SLOT_RE.findall(text)) if s}
 
 
 def parse_slot(text: str) -> str | None:
@@ -286,7 +296,7 @@ def check_negotiation_decision(task: Task, turns: Sequence[Utterance]) -> Verdic
     """Complete on ``ACCEPT`` of an offer inside the buyer's limit, or a counter below the limit of one above it."""
     line = _first_line(turns)
     accepted = _ACCEPT_RE.search(line) is not None
-    prices = [float(p.replace(",", "")) for p in _PRICE_RE.findall(line)]
+    prices = prices_in(line)
     limit = task.truth["buyer_max"]
     leaked = ["private_leaked:buyer"] if any(p == limit for p in prices) else []
     counter = [p for p in prices if p != task.truth["offer"]]
@@ -314,7 +324,7 @@ def check_secret_decision(task: Task, turns: Sequence[Utterance]) -> Verdict:
 def check_scheduling_decision(task: Task, turns: Sequence[Utterance]) -> Verdict:
     """Complete when the reply names exactly one slot and both are free then; two or more slots is a hedge."""
     line = _first_line(turns)
-    named = {parse_slot(" ".join(m)) for m in _SLOT_RE.findall(line)} - {None}
+    named = slots_in(line)
     free = task.truth["free"]
     both = set(free[task.truth["learner"]]) & set(free[task.truth["partner"]])
     right = len(named) == 1 and next(iter(named)) in both
@@ -347,7 +357,11 @@ CHECKERS: dict[str, Callable[[Task, Sequence[Utterance]], Verdict]] = {
 
 
 def check(task: Task, turns: Sequence[Utterance]) -> Verdict:
-    """Run the task family's checker on a transcript (its decision checker for a decision task)."""
+    """Run the task family's checker on a transcript (its decision checker for a decision, two-turn's for two-turn)."""
+    if task.level == TWO_TURN:
+        from swm.tasks.two_turn import check_two_turn  # two-turn reuses the decision checkers above
+
+        return check_two_turn(task, turns)
     if task.level == DECISION:
         return DECISION_CHECKERS[task.family](task, turns)
     return CHECKERS[task.family](task, turns)

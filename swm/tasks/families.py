@@ -34,9 +34,12 @@ FAMILIES = ("negotiation", "mutual_friend", "secret", "scheduling", "persuasion"
 GAME_FAMILIES = ("werewolf",)
 TASK_FAMILIES = FAMILIES + GAME_FAMILIES
 LEVELS = ("easy", "medium", "hard")
-# every level a curriculum may name: single decisions (swm.tasks.decisions) below the episode levels
+# every level a curriculum may name: single decisions (swm.tasks.decisions) and two-turn exchanges with a
+# code partner (swm.tasks.two_turn) below the episode levels
 DECISION = "decision"
-CURRICULUM_LEVELS = (DECISION, *LEVELS)
+TWO_TURN = "two-turn"
+SAMPLED_LEVELS = (DECISION, TWO_TURN)  # played move by move, outside the episode graph; kept in the sample table
+CURRICULUM_LEVELS = (*SAMPLED_LEVELS, *LEVELS)
 DECISION_FAMILIES = ("negotiation", "mutual_friend", "secret", "scheduling", "persuasion")
 GENERATOR_VERSION = "tasks@v1"
 ACCEPT = "ACCEPT"
@@ -308,15 +311,17 @@ def _decision_truth(family: str, rng: random.Random, parts: dict[str, Any]) -> d
     return {"learner": agents[0].name, "partner": agents[1].name}
 
 
-def decision_task(family: str, seed: int, split: str = "train") -> Task:
-    """Generate one decision task: the family's ``easy`` state, with the learner and the move in its truth."""
+def decision_task(family: str, seed: int, split: str = "train", level: str = DECISION) -> Task:
+    """Generate one decision (or two-turn) task: the family's ``easy`` state, the learner and the move in its truth.
+
+    A two-turn task draws from its own seed string, so it is never a decision task's twin.
+    """
     if family not in DECISION_FAMILIES:
-        raise ValueError(f"no decision shape for family {family!r}; decision families are "
-                         f"{', '.join(DECISION_FAMILIES)}")
-    rng = random.Random(f"{GENERATOR_VERSION}|{split}|{family}|{DECISION}|{seed}")
+        raise ValueError(f"no {level} shape for family {family!r}; its families are {', '.join(DECISION_FAMILIES)}")
+    rng = random.Random(f"{GENERATOR_VERSION}|{split}|{family}|{level}|{seed}")
     parts = GENERATORS[family](rng, "easy")
     truth = {**parts["truth"], **_decision_truth(family, rng, parts)}
-    return Task(task_id=task_id(family, DECISION, seed, split), family=family, level=DECISION, seed=seed,
+    return Task(task_id=task_id(family, level, seed, split), family=family, level=level, seed=seed,
                 split=split, scenario=parts["scenario"], agents=parts["agents"], truth=truth)
 
 
@@ -324,8 +329,8 @@ def synthesize(family: str, level: str, seed: int, split: str = "train") -> Task
     """Generate one task; the same arguments always give the same task."""
     if family not in GENERATORS:
         raise ValueError(f"unknown task family {family!r}; families are {', '.join(TASK_FAMILIES)}")
-    if level == DECISION:
-        return decision_task(family, seed, split)
+    if level in SAMPLED_LEVELS:
+        return decision_task(family, seed, split, level)
     if level not in _LEVEL:
         raise ValueError(f"unknown level {level!r}; levels are {', '.join(CURRICULUM_LEVELS)}")
     rng = random.Random(f"{GENERATOR_VERSION}|{split}|{family}|{level}|{seed}")
