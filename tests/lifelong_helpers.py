@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from swm.lifelong.records import ActedTurn, EpisodeRecord, Prediction, digest
-from swm.tasks.checkers import check
 from swm.tasks.families import Task, synthesize
+from swm.tasks.verify import check
 
 
 def negotiation_task() -> Task:

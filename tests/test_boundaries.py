@@ -7,7 +7,7 @@ from test_lifelong_gate import pair, reasons
 from test_lifelong_tasks import negotiation, says
 
 from swm.state import SocialStep, SocialWorld
-from swm.tasks.checkers import check
+from swm.tasks.verify import check
 from swm.tom.loaders import TomItem
 from swm.tom.scoring import score_answer
 from swm.tom.simulator import generate_stories

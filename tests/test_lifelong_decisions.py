@@ -7,10 +7,11 @@ import pytest
 import prompts
 from swm.lifelong.records import ActedTurn, EpisodeRecord
 from swm.lifelong.samples import Sample, kept_for_sft, sample_rows, samples_of
-from swm.tasks.checkers import Utterance, check
+from swm.tasks.checkers import Utterance
 from swm.tasks.decisions import DECISION, decision_prompt, decision_task
 from swm.tasks.families import synthesize
 from swm.tasks.splits import decision_digest, split_tasks
+from swm.tasks.verify import check
 
 # The decision splits are generated, not frozen: these digests pin them (a changed generator is a
 # new benchmark version, never a silent move of the numbers).

@@ -15,9 +15,9 @@ from swm.games import Decision, Turn, play_game
 from swm.lifelong import store as ls
 from swm.lifelong.game_bridge import game_inputs, game_to_record
 from swm.lifelong.update import StrategyNotes
-from swm.tasks.checkers import check
 from swm.tasks.families import synthesize
 from swm.tasks.splits import heldout
+from swm.tasks.verify import check
 from swm.testing import ScriptedChatModel, as_structured
 
 

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from swm.tasks.checkers import Utterance, check, find_agreement, parse_price, parse_slot
+from swm.tasks.checkers import Utterance, find_agreement, parse_price, parse_slot
 from swm.tasks.families import FAMILIES, LEVELS, Task, synthesize
 from swm.tasks.splits import DEV_FILE, HELDOUT_FILE, PER_CELL, frozen, generate, heldout, split_tasks
+from swm.tasks.verify import check
 
 
 def says(*lines: tuple[str, str]) -> list[Utterance]:

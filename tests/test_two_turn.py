@@ -17,10 +17,11 @@ from swm.cli import main
 from swm.lifelong.plan import DEFAULT_PLAN
 from swm.lifelong.records import ActedTurn, EpisodeRecord
 from swm.lifelong.samples import load_samples, sample_rows, samples_of
-from swm.tasks.checkers import Utterance, check
+from swm.tasks.checkers import Utterance
 from swm.tasks.families import CURRICULUM_LEVELS, DECISION, DECISION_FAMILIES, TWO_TURN, decision_task, synthesize
 from swm.tasks.splits import decision_digest, split_tasks
 from swm.tasks.two_turn import closing_prompt, opening_prompt, partner_reply, read_first_move
+from swm.tasks.verify import check
 from swm.testing import FakeOpenAIServer
 
 

@@ -15,8 +15,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swm.tasks.checkers import Utterance, Verdict, check
+from swm.tasks.checkers import Utterance, Verdict
 from swm.tasks.families import Task
+from swm.tasks.verify import check
 
 TRACKS = ("action", "perception")
 

@@ -39,8 +39,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from swm.selfplay.trajectory import Rollout
-from swm.tasks.checkers import Utterance, Verdict, check, is_attempt
+from swm.tasks.checkers import Utterance, Verdict, is_attempt
 from swm.tasks.families import Task
+from swm.tasks.verify import check
 
 _MODEL_VOICE = re.compile(r"\bas an ai\b|\blanguage model\b", re.I)
 

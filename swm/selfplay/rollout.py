@@ -20,8 +20,9 @@ from typing import Protocol
 import prompts
 from swm.lifelong.bridge import to_scenario
 from swm.selfplay.trajectory import Generation, Rollout, SeatTrajectory, SeatTurn
-from swm.tasks.checkers import Utterance, check
+from swm.tasks.checkers import Utterance
 from swm.tasks.families import Task
+from swm.tasks.verify import check
 
 PROMPT = "selfplay_turn"
 

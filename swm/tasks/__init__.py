@@ -5,8 +5,9 @@ seed); `checkers` read a transcript and the truth, never a judge; `splits` loads
 evaluation splits shipped in ``data/``. The lifelong loop and self-play both draw on them.
 """
 
-from swm.tasks.checkers import Utterance, Verdict, check
+from swm.tasks.checkers import Utterance, Verdict
 from swm.tasks.families import FAMILIES, GAME_FAMILIES, LEVELS, TASK_FAMILIES, AgentBrief, Task, synthesize
+from swm.tasks.verify import check
 
 __all__ = ["FAMILIES", "GAME_FAMILIES", "LEVELS", "TASK_FAMILIES", "AgentBrief", "Task", "Utterance", "Verdict",
            "check", "synthesize"]

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from swm.games import get_game
 from swm.games.moderator import resolve
-from swm.tasks.families import ACCEPT, DECISION, OBJECTIONS, TWO_TURN, Task
+from swm.tasks.families import ACCEPT, OBJECTIONS, Task
 
 _ACCEPT_RE = re.compile(rf"\b{ACCEPT}\b")
 _PRICE_RE = re.compile(r"\$\s?(\d[\d,]*(?:\.\d+)?)")
@@ -354,14 +354,3 @@ CHECKERS: dict[str, Callable[[Task, Sequence[Utterance]], Verdict]] = {
     "negotiation": check_negotiation, "mutual_friend": check_mutual_friend, "secret": check_secret,
     "scheduling": check_scheduling, "persuasion": check_persuasion, "werewolf": check_game,
 }
-
-
-def check(task: Task, turns: Sequence[Utterance]) -> Verdict:
-    """Run the task family's checker on a transcript (its decision checker for a decision, two-turn's for two-turn)."""
-    if task.level == TWO_TURN:
-        from swm.tasks.two_turn import check_two_turn  # two-turn reuses the decision checkers above
-
-        return check_two_turn(task, turns)
-    if task.level == DECISION:
-        return DECISION_CHECKERS[task.family](task, turns)
-    return CHECKERS[task.family](task, turns)

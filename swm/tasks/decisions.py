@@ -20,7 +20,7 @@ trained and evaluated on is the same text, so what is learnt is what is measured
 * ``scheduling`` — both free lists are shown: ``SLOT: Mon 14:00``, exactly one slot, free for both;
 * ``persuasion`` — the partner states a worry: the reply answers it (speaks to that objection).
 
-The checkers are in `swm.tasks.checkers` (`check` routes a decision to its family's).
+The checkers are in `swm.tasks.checkers` (`swm.tasks.verify.check` routes a decision to its family's).
 """
 
 from __future__ import annotations

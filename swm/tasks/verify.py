@@ -1,0 +1,22 @@
+"""Route a transcript to its checker: the family's for an episode, the decision's, or two-turn's.
+
+Apart from `swm.tasks.checkers` because the two-turn checker (`swm.tasks.two_turn`) builds on the
+decision checkers there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from swm.tasks.checkers import CHECKERS, DECISION_CHECKERS, Utterance, Verdict
+from swm.tasks.families import DECISION, TWO_TURN, Task
+from swm.tasks.two_turn import check_two_turn
+
+
+def check(task: Task, turns: Sequence[Utterance]) -> Verdict:
+    """Run the task's checker on a transcript (the decision checker for a decision, two-turn's for two-turn)."""
+    if task.level == TWO_TURN:
+        return check_two_turn(task, turns)
+    if task.level == DECISION:
+        return DECISION_CHECKERS[task.family](task, turns)
+    return CHECKERS[task.family](task, turns)
