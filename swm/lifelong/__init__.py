@@ -4,9 +4,10 @@ The graph is `graphs.lifelong`; the CLI is ``swm learn``; the tasks, their check
 dev and test splits are `swm.tasks`. Each module is one concept: `plan` (every setting of a run),
 `jobs` (which episodes a cycle plays), `episodes` (play and record one), `bridge` and `game_bridge`
 (tasks to the episode and game graphs and back), `convert` (pairs on the action and perception
-tracks), `gate` (rules with reason codes), `update` (memory, DPO/KTO exports, TRL), `deploy` (the
-deploy gate), `metrics` (ACC, BWT, FWT, F_k), `report` and `plots`, `store` (the experience-store
-tables), `serve` (a version's model spec).
+tracks), `gate` (rules with reason codes), `update` (memory; the SFT/DPO/KTO rows), `exports` (the
+``<out>/exports`` folder TRL reads), `train` (TRL), `deploy` (the deploy gate), `metrics` (ACC,
+BWT, FWT, F_k), `report` and `plots`, `store` (the experience-store tables), `serve` (a version's
+model spec).
 """
 
 from swm.lifelong.convert import build_pairs, outcome_score, perception_score, turn_rewards
