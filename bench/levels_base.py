@@ -27,15 +27,15 @@ from swm.tasks.splits import split_tasks
 PLAYERS = {DECISION: play_decision, TWO_TURN: play_two_turn}
 
 
-def measure(ctx: SWMContext, level: str, family: str, n: int) -> dict[str, Any]:
-    """Play ``n`` test tasks of one level and family once each; return the counts and seconds."""
+def measure(ctx: SWMContext, level: str, family: str, n: int, skip: int = 0) -> dict[str, Any]:
+    """Play test tasks ``skip`` to ``skip + n`` of one level and family once each; return the counts and seconds."""
     passed = first = 0
     start = time.perf_counter()
-    for task in split_tasks("test", [level], [family], n):
+    for task in split_tasks("test", [level], [family], skip + n)[skip:]:
         record, _ = PLAYERS[level](task, ctx, episode_id=f"base/{task.task_id}", sample=0)
         passed += record.verdict.passed
         first += bool(record.verdict.detail.get("first_move"))
-    return {"level": level, "family": family, "n": n, "passed": passed, "first_move": first,
+    return {"level": level, "family": family, "skip": skip, "n": n, "passed": passed, "first_move": first,
             "seconds": round(time.perf_counter() - start, 1)}
 
 
@@ -60,6 +60,7 @@ def table(rows: list[dict[str, Any]]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.levels_base", description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=50, help="test tasks per family and level")
+    parser.add_argument("--skip", type=int, default=0, help="start after this many tasks (to extend a run)")
     parser.add_argument("--levels", default=f"{DECISION},{TWO_TURN}")
     parser.add_argument("--families", default=",".join(DECISION_FAMILIES))
     parser.add_argument("--model", default="embedded", help="the model spec (default: the shipped SmolLM2)")
@@ -67,10 +68,11 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="also write the rows as JSON here")
     args = parser.parse_args()
     ctx = SWMContext(model=args.model, temperature=args.temperature)
-    rows = [measure(ctx, level, family, args.n) for family in args.families.split(",")
-            for level in args.levels.split(",")]
-    for row in rows:
-        print(json.dumps(row), flush=True)
+    rows = []
+    for family in args.families.split(","):
+        for level in args.levels.split(","):
+            rows.append(measure(ctx, level, family, args.n, args.skip))
+            print(json.dumps(rows[-1]), flush=True)  # each cell as it finishes: a cut run keeps what it measured
     if args.out:
         args.out.write_text(json.dumps(rows, indent=1), encoding="utf-8")
     print(table(rows))

@@ -161,7 +161,8 @@ def test_a_two_turn_episode_gives_one_sample_per_learner_move_with_its_exact_pro
     assert [(s.episode_id, s.prompt, s.completion, s.passed) for s in rows] == [
         ("e#0", shown[0], opener, True), ("e#2", shown[1], turns[2].text, True)]
     sft = sample_rows("rs-sft", rows)
-    assert [r["messages"][0]["content"] for r in sft] == shown
+    assert [(r["messages"][0]["content"], r["turn"], r["tools"]) for r in sft] == [(shown[0], 0, "null"),
+                                                                                    (shown[1], 2, "null")]
 
 
 SEEN: list[str] = []

@@ -104,7 +104,8 @@ def _meta(s: Sample, method: str) -> dict[str, Any]:
 
     A decision is sampled as text (no tool); a kept group pairs a pass (checker score 1) with a fail (0).
     """
-    extra: dict[str, Any] = {"turn": 0} if method in ("sft", "rs-sft") else {"margin": 1.0, "pair_id": ""}
+    turn = int(s.episode_id.rsplit("#", 1)[1]) if s.level == TWO_TURN else 0  # a two-turn row's id names its move
+    extra: dict[str, Any] = {"turn": turn} if method in ("sft", "rs-sft") else {"margin": 1.0, "pair_id": ""}
     return {"family": s.family, "level": s.level, "track": "action", "cycle": s.cycle, "task_id": s.task_id,
             "source": "decision", **extra, "episode_id": s.episode_id, "tool": "", "tools": "null"}
 

@@ -205,7 +205,7 @@ def act_tools(task_id: str, agent: str) -> str:
     """Return TRL's ``tools`` column for a turn of ``agent``: the act step's tool as JSON text ("null": none).
 
     An episode-graph turn was answered by calling the action schema bound with the other seats'
-    names (`action_schema_for`); a decision was sampled as text and a game move under its own
+    names (`action_schema_for`); a decision or two-turn move was sampled as text and a game move under its own
     move schema, so those carry none. TRL's trainers read a JSON string here (``json.loads``),
     which keeps the column one type across rows whose schemas differ.
     """
@@ -217,10 +217,10 @@ def _act_tools(task_id: str, agent: str) -> str:
     from langchain_core.utils.function_calling import convert_to_openai_tool
 
     from swm.social.models import action_schema_for
-    from swm.tasks.families import DECISION, GAME_FAMILIES, synthesize
+    from swm.tasks.families import GAME_FAMILIES, SAMPLED_LEVELS, synthesize
 
     split, family, level, seed = task_id.split(":")
-    if level == DECISION or family in GAME_FAMILIES:
+    if level in SAMPLED_LEVELS or family in GAME_FAMILIES:
         return "null"
     task = synthesize(family, level, int(seed), split=split)
     others = tuple(n for n in task.names if n != agent)  # the act step's order: the scenario's seats
