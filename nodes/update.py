@@ -5,9 +5,10 @@ trajectories, or both tracks' kept pairs) to ``<out>/exports`` (`swm.lifelong.ex
 LoRA adapter continued from the incumbent's (`swm.lifelong.train`), serve it
 (`swm.serving.serve_adapter`: a GGUF LoRA on llama.cpp, or a runtime-LoRA server), verify that the
 server plays it (`swm.lifelong.serve.verify_deploy`: identity and a probe; a mismatch stops the
-cycle) and record the adapter, its GGUF, the spec it is served as, what was verified and the
-training stats on the policy. A kill during training leaves no policy row: the rerun reuses a
-finished adapter or trains again; everything collected stays in the store.
+cycle) and record the adapter (kept in the run's store under its content hash:
+`swm.lifelong.artifacts`), its GGUF, the spec it is served as, what was verified and the training
+stats on the policy. A kill during training leaves no policy row: the rerun reuses a finished
+adapter or trains again; everything collected stays in the store.
 """
 
 from __future__ import annotations
@@ -42,10 +43,11 @@ from swm.tasks.families import SAMPLED_LEVELS
 
 def _base_gguf(plan: dict[str, Any]) -> Path | None:
     """Return the GGUF llama.cpp serves adapters over (None: a runtime-LoRA server serves them)."""
+    from swm.lifelong.serve import LORA_SERVER_HINT
+
     if plan.get("lora_server"):
         return None
-    return require_base_gguf(plan.get("hf_model"), plan.get("base_gguf"),
-                             "serve adapters on a runtime-LoRA server with --lora-server URL")
+    return require_base_gguf(plan.get("hf_model"), plan.get("base_gguf"), LORA_SERVER_HINT)
 
 
 def export_cycle(store: StoreRecords, plan: dict[str, Any], method: str,
@@ -73,7 +75,13 @@ def export_cycle(store: StoreRecords, plan: dict[str, Any], method: str,
 def train_policy(store: StoreRecords, plan: dict[str, Any], method: str, parent: PolicyVersion, version: str,
                  cycle: int,
                  cycles: list[int]) -> tuple[PolicyVersion, list[str]]:
-    """Export, train from the parent's adapter, serve; return the new policy (the parent's weights if no rows)."""
+    """Export, train from the parent's adapter, keep it in the store, serve; return the new policy.
+
+    With no rows the policy keeps the parent's weights. The parent's adapter comes from where it
+    was trained or, when that folder is gone (deleted, or another machine), from the run's store
+    (`local_adapter`); the new adapter is stored there under its content hash before it is served.
+    """
+    from swm.lifelong.artifacts import keep_adapter, local_adapter
     from swm.lifelong.serve import lora_name, verify_deploy
     from swm.lifelong.train import TrainSettings, train_adapter
     from swm.serving import serve_adapter
@@ -82,7 +90,8 @@ def train_policy(store: StoreRecords, plan: dict[str, Any], method: str, parent:
     rows, used = export_cycle(store, plan, method, cycles)
     dataset = write_exports(out_dir, method, cycle=cycle, replay=bool(plan["replay"]), rows=rows)
     inherited = {"notes": parent.notes, "exemplars": parent.exemplars, "base_model": parent.base_model,
-                 "adapter": parent.adapter, "adapter_gguf": parent.adapter_gguf, "served_as": parent.served_as}
+                 "adapter": parent.adapter, "adapter_sha256": parent.adapter_sha256,
+                 "adapter_gguf": parent.adapter_gguf, "served_as": parent.served_as}
     common = {"version": version, "parent": parent.version, "kind": method, "cycle": cycle, "dataset": str(dataset),
               "pairs_used": used}
     if not rows:
@@ -95,10 +104,12 @@ def train_policy(store: StoreRecords, plan: dict[str, Any], method: str, parent:
                                 "run_name": f"{plan['run_id']}-{version}"})
     trainer = "sft" if method == "rs-sft" else method
     trained_on = training_rows(trainer, rows)
+    parent_adapter = str(local_adapter(store, parent, out_dir)) if parent.adapter else None
     stats = train_adapter(trainer, trained_on, plan.get("hf_model"), adapter_dir,
-                          parent_adapter=parent.adapter, settings=settings)
+                          parent_adapter=parent_adapter, settings=settings)
     stats = stats.model_copy(update={"pairs_used": used})
-    draft = PolicyVersion(**common, **{**inherited, "adapter": str(adapter_dir)})
+    sha = keep_adapter(store, adapter_dir)
+    draft = PolicyVersion(**common, **{**inherited, "adapter": str(adapter_dir), "adapter_sha256": sha})
     spec, gguf = serve_adapter(adapter_dir, name=lora_name(draft, plan["run_id"]), base_gguf=base_gguf,
                                lora_server=plan.get("lora_server"))
     checked = verify_deploy(spec, adapter_dir, plan.get("hf_model"), trained_on[0]["prompt"],

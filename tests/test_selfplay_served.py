@@ -1,6 +1,6 @@
 """Self-play rollouts served by llama.cpp: each iteration's adapter as a GGUF LoRA, scored in torch.
 
-On the tiny random Llama of tests/tiny_llama.py (HF directory + F32 base GGUF). Needs the
+On the tiny random Llama of swm/testing/tiny_llama.py (HF directory + F32 base GGUF). Needs the
 [train] and [embedded] extras, which CI installs.
 """
 

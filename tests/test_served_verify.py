@@ -1,6 +1,6 @@
 """What is served is verified: identity (the adapter's content hash) and a greedy probe against PEFT's own reply.
 
-On the tiny random Llama (tests/tiny_llama.py) served by llama.cpp: the trained adapter passes;
+On the tiny random Llama (swm/testing/tiny_llama.py) served by llama.cpp: the trained adapter passes;
 a server that silently serves the base, a GGUF left over from an earlier adapter, an adapter a
 runtime-LoRA server never loaded, or one whose directory changed after loading, each stop the
 deploy with one line.

@@ -1,6 +1,6 @@
 """Train → adapter → llama.cpp serves it → episodes differ → the deploy gate compares two live endpoints.
 
-All on a tiny random Llama made in the session (tests/tiny_llama.py), no download. Needs the
+All on a tiny random Llama made in the session (swm/testing/tiny_llama.py), no download. Needs the
 [train] and [embedded] extras, which CI installs.
 """
 

@@ -53,12 +53,24 @@ def _progress_line(store: StoreRecords, plan: dict[str, Any], values: dict[str, 
 
 
 def _given_options() -> list[str]:
-    """Return the plan keys of the run-defining options given on the command line or in the environment."""
+    """Return the plan keys of the run-defining options given on the command line or in the environment.
+
+    A --train-* option is named by its field, ``train.<field>``, the key `_comparable` gives it.
+    """
     from click.core import ParameterSource
 
     ctx = click.get_current_context()
-    return [key for key in LifelongPlan.DEFINING
-            if ctx.get_parameter_source(key) not in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)]
+
+    def given(option: str) -> bool:
+        return ctx.get_parameter_source(option) not in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
+
+    return [key for key in LifelongPlan.DEFINING if given(key)] + [
+        f"train.{field}" for option, field in CLI_TRAIN.items() if given(option)]
+
+
+def _comparable(plan: dict[str, Any]) -> dict[str, Any]:
+    """Return the plan with each training setting also as its own key, ``train.<field>``, to compare one by one."""
+    return {**plan, **{f"train.{field}": value for field, value in (plan.get("train") or {}).items()}}
 
 
 # the plan fields `swm learn` takes as options, in --help order; everything else about each comes from LifelongPlan
@@ -134,12 +146,13 @@ def _reconcile(thread: str, status: str, stored: dict[str, Any], given: dict[str
     """Return the plan to go on with, and the old cycle count when a finished run is to be extended.
 
     Options left at their defaults mean "as the thread was started"; an option given with another
-    value is refused with the list of differences, except more cycles on a finished thread, which
+    value (a --train-* setting and --lora-server included) is refused with the list of differences,
+    never silently replaced by the stored one, except more cycles on a finished thread, which
     extends it (the curriculum of the cycles already run does not depend on the total).
     """
     from checkpoints import differences
 
-    changed = differences(stored, given, keys)
+    changed = differences(_comparable(stored), _comparable(given), keys)
     more_cycles = "cycles" in keys and given["cycles"] > stored["cycles"]
     if changed == differences(stored, given, ["cycles"]) and more_cycles and status == "finished":
         return {**stored, "cycles": given["cycles"]}, int(stored["cycles"])

@@ -95,7 +95,7 @@ def play_job(job: EpisodeJob, ctx: SWMContext, episode_graph: Any, game_graph: A
     provenance = {"run_id": plan["run_id"], "cycle": job["cycle"], "phase": job["phase"], "seed": job["sample"],
                   "seat": job["seat"], "policy_version": job["policy_version"]}
     policy_kind = plan["policy"] if job["phase"] == "collect" else plan["eval_policy"]
-    played = learner_context(ctx, policy, plan["self_play"])  # the learner seats play the policy's model
+    played = learner_context(ctx, policy, plan["self_play"], plan)  # the learner seats play the policy's model
     try:
         if task.level == DECISION:
             record, usage = play_decision(task, played, episode_id=job["episode_id"], sample=job["sample"],
@@ -125,13 +125,15 @@ def play_job(job: EpisodeJob, ctx: SWMContext, episode_graph: Any, game_graph: A
     return {phase_key: 1, "usage": merge_usage({}, usage), "prompts": record.prompts, "models": record.models}
 
 
-def learner_context(ctx: SWMContext, policy: PolicyVersion | None, self_play: bool) -> SWMContext:
+def learner_context(ctx: SWMContext, policy: PolicyVersion | None, self_play: bool,
+                    plan: dict[str, Any] | None = None) -> SWMContext:
     """Return the context an episode under ``policy`` runs with: the learner seats play its served model.
 
     The tested seat is the ``agent`` role, the other seats ``partner``; in self-play every seat
-    is the learner. A policy with no served model (p0, memory) keeps the run's models.
+    is the learner. A policy with no served model (p0, memory) keeps the run's models. A trained
+    policy's adapter is found (or restored from the run's store) and checked first (`policy_spec`).
     """
-    spec = policy_spec(policy)
+    spec = policy_spec(policy, ctx, plan)
     if spec is None:
         return ctx
     return ctx.with_models({"agent": spec, "partner": spec} if self_play else {"agent": spec})

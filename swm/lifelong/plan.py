@@ -42,11 +42,14 @@ class LifelongPlan(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     # the options that define what a run computes: changing one on an existing thread is refused
-    # (more cycles extend a finished one); the others may differ on a rerun
+    # (more cycles extend a finished one); the others may differ on a rerun. The training settings
+    # (``train``) are compared field by field, and where adapters are served (``lora_server``,
+    # ``base_gguf``) too: a resumed run must not keep the stored ones while the command says others
     DEFINING: ClassVar[tuple[str, ...]] = (
         "cycles", "levels", "families", "episodes_per_level", "samples_per_task", "max_turns", "policy",
         "eval_policy", "self_play", "judge", "judge_threshold", "gating", "min_margin", "update", "keep", "replay",
-        "epsilon", "gate_alpha", "heldout_per_cell", "dev_per_cell", "hf_model", "eval_families")
+        "epsilon", "gate_alpha", "heldout_per_cell", "dev_per_cell", "hf_model", "eval_families", "base_gguf",
+        "lora_server", "train")
 
     run_id: str = "learn"
     cycles: int = Field(3, ge=1, description="Training cycles (after the baseline evaluation).")

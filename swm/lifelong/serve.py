@@ -6,27 +6,38 @@ incumbent and the candidate side by side; or runtime LoRA on an OpenAI-compatibl
 (``--lora-server``), the adapter addressed as ``<lora_name>@<base_url>``.
 
 `policy_spec` returns the spec a version plays with, serving it first where that is needed;
-`None` means the run's own models (the base version ``p0`` and ``memory`` versions).
+`None` means the run's own models (the base version ``p0`` and ``memory`` versions). A trained
+version is served from the folder `swm.lifelong.artifacts.local_adapter` finds or restores from
+the run's store, whose content hash must be the one recorded when it was trained.
 `verify_deploy` checks, right after a deploy, that the server plays the trained adapter.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from swm.context import SWMContext
 from swm.errors import ModelUnavailable
+from swm.lifelong.artifacts import local_adapter
 from swm.lifelong.records import digest
 from swm.lifelong.update import PolicyVersion
 from swm.llm import ModelSpec, is_embedded
-from swm.serving.adapters import serve_adapter
+from swm.serving.adapters import require_base_gguf, serve_adapter
 from swm.serving.runtime_lora import ensure_lora_loaded
 from swm.serving.verify import ServedMismatch
 
+LORA_SERVER_HINT = "serve adapters on a runtime-LoRA server with --lora-server URL"
+
 
 def lora_name(policy: PolicyVersion, run_id: str = "") -> str:
-    """Return the name a runtime-LoRA server knows a policy's adapter by (unique per run and version)."""
-    return f"swm-{policy.version}-{digest(run_id, policy.adapter or '', size=8)}"
+    """Return the name a runtime-LoRA server knows a policy's adapter by (unique per run, version and content).
+
+    Named by the adapter's content hash where it is recorded, so a copy restored into another
+    folder keeps its name (and one name never means two contents).
+    """
+    return f"swm-{policy.version}-{digest(run_id, policy.adapter_sha256 or policy.adapter or '', size=8)}"
 
 
 def runtime_lora_spec(policy: PolicyVersion, base_url: str, run_id: str = "") -> str:
@@ -37,18 +48,35 @@ def runtime_lora_spec(policy: PolicyVersion, base_url: str, run_id: str = "") ->
     return spec
 
 
-def policy_spec(policy: PolicyVersion | None) -> str | None:
+def policy_spec(policy: PolicyVersion | None, ctx: SWMContext | None = None,
+                plan: Mapping[str, Any] | None = None) -> str | None:
     """Return the model spec that plays ``policy`` (serving it first), or None for the run's own models.
 
     A policy served by a runtime-LoRA server (``served_as`` = ``name@url``) is loaded there again
     if this process has not yet done it (a restarted server forgets its adapters); an embedded
-    spec starts its llama.cpp server on first use.
+    spec starts its llama.cpp server on first use. With the run's context (its store and
+    ``--out``) and plan, a trained policy's adapter is first found or restored with its recorded
+    content hash (`local_adapter`; a changed one stops the run in one line), and an embedded one
+    is served from that folder's GGUF, which must have been converted from that content.
     """
     if policy is None or not policy.served_as:
         return None
     spec = ModelSpec.parse(policy.served_as)
-    if spec.base_url is not None and not is_embedded(spec.name) and policy.adapter:
-        ensure_lora_loaded(spec.base_url, spec.name, policy.adapter)
+    adapter = policy.adapter
+    if ctx is not None and policy.adapter and policy.adapter_sha256:
+        plan = plan or {}
+        local = local_adapter(ctx.experience_store(), policy, ctx.out_dir or plan.get("out_dir") or ".")
+        if is_embedded(spec.name):
+            from swm.serving.verify import check_embedded_identity
+
+            base = require_base_gguf(plan.get("hf_model"), plan.get("base_gguf"), LORA_SERVER_HINT)
+            served, gguf = serve_adapter(local, base_gguf=base)
+            if gguf is not None:
+                check_embedded_identity(gguf, gguf, policy.adapter_sha256)
+            return served
+        adapter = str(local)
+    if spec.base_url is not None and not is_embedded(spec.name) and adapter:
+        ensure_lora_loaded(spec.base_url, spec.name, adapter)
     return policy.served_as
 
 

@@ -67,7 +67,9 @@ class PolicyVersion(BaseModel):
 
     ``memory`` policies carry ``notes``/``exemplars`` for an API model. Trained policies
     (``sft``/``dpo``/``kto``) carry a PEFT LoRA ``adapter`` over ``base_model`` (continued from
-    the parent's adapter), its GGUF conversion ``adapter_gguf`` for llama.cpp, and ``served_as``:
+    the parent's adapter) with its content hash ``adapter_sha256`` (the adapter's copy in the
+    run's store is found by it: `swm.lifelong.artifacts`), its GGUF conversion ``adapter_gguf``
+    for llama.cpp, and ``served_as``:
     the model spec the episode graph plays it with (``embedded:lora=…`` or ``<name>@<url>``).
     """
 
@@ -84,6 +86,7 @@ class PolicyVersion(BaseModel):
     pairs_used: int = 0
     base_model: str | None = None  # the Hugging Face base the adapter was trained on (a dir or GGUF file)
     adapter: str | None = None  # PEFT adapter directory (adapter_config.json + adapter_model.safetensors)
+    adapter_sha256: str | None = None  # its content hash, the key of its stored copy (checkpoints.artifacts)
     adapter_gguf: str | None = None  # the adapter as a GGUF LoRA for llama.cpp
     served_as: str | None = None  # the model spec the learner's seats use (None: the run's own models)
     served_check: dict[str, Any] | None = None  # what was verified after the deploy: name, sha256, probe

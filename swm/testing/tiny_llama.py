@@ -1,4 +1,4 @@
-"""A tiny random Llama made in the test session (no download): SmolLM2's tokenizer, two small layers.
+"""A tiny random Llama for tests and fault benches (no download): SmolLM2's tokenizer, two small layers.
 
 It exists twice: as a Hugging Face directory (what TRL trains) and as an F32 GGUF with the
 shipped SmolLM2 GGUF's tokenizer (what llama.cpp serves), written by `swm.serving.gguf_lora`.
