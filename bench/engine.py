@@ -33,11 +33,14 @@ PATHS = {"old": "python", "new": "llama-server"}  # SWM_EMBEDDED_ENGINE of each 
 
 
 def sizes(quick: bool, in_flight: int) -> dict[str, dict[str, Any]]:
-    """Each workload's size: small enough that both paths finish in about fifteen minutes on two cores."""
+    """Each workload's size: small enough that both paths finish in about fifteen minutes on two cores.
+
+    Self-play plays as many rollouts at once as `swm selfplay` does by default (the server's slots).
+    """
     n = in_flight
     return {"plain": {"n": n, "turns": 1 if quick else 2}, "foresee": {"n": n if not quick else 2, "turns": 1},
             "lifelong": {"n": n, "episodes": 4 if quick else 8, "update": "rs-sft", "train_steps": 1 if quick else 2},
-            "selfplay": {"n": n, "tasks": 1 if quick else 2, "group": 2 if quick else 4, "turns": 2,
+            "selfplay": {"n": None, "tasks": 1 if quick else 2, "group": 2 if quick else 4, "turns": 2,
                          "new_tokens": 16 if quick else 32},
             "werewolf": {"n": 1 if quick else 2, "players": 5, "rounds": 1}}
 
@@ -112,6 +115,25 @@ def table(limit: dict[str, Any] | None, paths: dict[str, list[dict[str, Any]]]) 
                          f"{row.tokens_per_s:>9.1f} {_ratio(row.tokens_per_s, limit_at(row.in_flight)):>8} "
                          f"{_ratio(row.tokens_per_s, limit_at(8)):>8} {reuse:>5}  {split}"
                          + (f"  ({row.note.strip('; ')})" if row.note else ""))
+    lines += speedups(paths)
+    return lines
+
+
+def speedups(paths: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """The new path against the old, workload by workload: sampling tokens/s and a whole cycle's or iteration's time."""
+    if "old" not in paths or "new" not in paths:
+        return []
+    old = {r["workload"]: Row(**r) for r in paths["old"] if not r.get("error")}
+    lines = ["  new path / old path:"]
+    for r in paths["new"]:
+        if r.get("error") or r["workload"] not in old:
+            continue
+        new, before = Row(**r), old[r["workload"]]
+        text = f"    {new.workload:<44} sampling tokens/s {_ratio(new.tokens_per_s, before.tokens_per_s)}x"
+        if new.total_seconds and before.total_seconds:
+            text += f"; whole {'cycle' if 'lifelong' in new.workload else 'iteration'} " \
+                    f"{before.total_seconds / new.total_seconds:.2f}x faster"
+        lines.append(text)
     return lines
 
 

@@ -206,11 +206,16 @@ def lifelong_cycle(model: str, n: int, episodes_per_cycle: int, update: str, tra
     return row
 
 
-def selfplay_iteration(n: int, tasks: int, group: int, turns: int, new_tokens: int, folder: Path) -> Row:
-    """One `swm selfplay` iteration on the served embedded model: its rollouts, and where its time went."""
+def selfplay_iteration(n: int | None, tasks: int, group: int, turns: int, new_tokens: int, folder: Path) -> Row:
+    """One `swm selfplay` iteration on the served embedded model: its rollouts, and where its time went.
+
+    ``n`` None: as many rollouts at once as `swm selfplay` plays by default (the server's slots).
+    """
     from graphs.selfplay import train
     from swm.selfplay import store as sps
+    from swm.selfplay.config import PolicyConfig
     from swm.selfplay.ppo import training_samples
+    from swm.selfplay.served import default_concurrency
 
     plan = {"run_id": "bench-engine", "iterations": 1, "family": "negotiation", "level": "easy",
             "tasks_per_iteration": tasks, "group_size": group, "max_turns": turns, "eval_tasks": 1,
@@ -219,7 +224,8 @@ def selfplay_iteration(n: int, tasks: int, group: int, turns: int, new_tokens: i
     phases = Phases("start", 1, "score")
     out = train(plan, db=folder / "selfplay.db", thread_id="bench-engine", on_event=phases, max_concurrency=n)
     phases.cycle.close()
-    row = fill(Row(f"self-play iteration: rollouts ({tasks * group} x {turns} turns)", n), phases.window)
+    in_flight = n or default_concurrency(PolicyConfig.model_validate(plan["policy"]))
+    row = fill(Row(f"self-play iteration: rollouts ({tasks * group} x {turns} turns)", in_flight), phases.window)
     whole(row, phases.cycle, phases.span("update"))
     update = (out.get("current") or {}).get("update") or {}
     from checkpoints import open_store
@@ -268,7 +274,7 @@ def run(names: list[str], model: str, sizes: dict[str, Any], echo: Any = print) 
             else:
                 row = werewolf(model, s["n"], s["players"], s["rounds"], folder)
         except Exception as exc:  # noqa: BLE001 - one workload's failure is a row, not the end of the run
-            row = Row(name, int(s.get("n", 1)), error=f"{type(exc).__name__}: {str(exc)[:300]}")
+            row = Row(name, int(s.get("n") or 1), error=f"{type(exc).__name__}: {str(exc)[:300]}")
         echo(f"  {name}: {time.perf_counter() - started:.0f} s" + (f" — {row.error}" if row.error else ""))
         rows.append(row)
     return rows
