@@ -38,11 +38,11 @@ def sizes(quick: bool, in_flight: int) -> dict[str, dict[str, Any]]:
     Self-play plays as many rollouts at once as `swm selfplay` does by default (the server's slots).
     """
     n = in_flight
-    return {"plain": {"n": n, "turns": 1 if quick else 2}, "foresee": {"n": n if not quick else 2, "turns": 1},
+    return {"plain": {"n": n, "turns": 1 if quick else 2},
+            "foresee": {"n": 2 if quick else max(1, n // 2), "turns": 1},
             "lifelong": {"n": n, "episodes": 4 if quick else 8, "update": "rs-sft", "train_steps": 1 if quick else 2},
-            "selfplay": {"n": None, "tasks": 1 if quick else 2, "group": 2 if quick else 4, "turns": 2,
-                         "new_tokens": 16 if quick else 32},
-            "werewolf": {"n": 1 if quick else 2, "players": 5, "rounds": 1}}
+            "selfplay": {"n": None, "tasks": 1, "group": 2 if quick else 4, "turns": 2, "new_tokens": 16},
+            "werewolf": {"n": 1, "players": 5, "rounds": 1}}
 
 
 def child(args: argparse.Namespace) -> None:
@@ -68,7 +68,8 @@ def child(args: argparse.Namespace) -> None:
 
 def run_path(path: str, args: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
     """Run one serving path's workloads in a child process; return its rows (a failed child: one error row)."""
-    env = {**os.environ, "SWM_EMBEDDED_ENGINE": PATHS[path]}
+    # as many slots as sequences in flight (llama-cpp-python's server has one whatever this says)
+    env = {**os.environ, "SWM_EMBEDDED_ENGINE": PATHS[path], "SWM_EMBEDDED_SLOTS": str(args.in_flight)}
     cmd = [sys.executable, "-m", "bench.engine", "--child", str(out), "--workloads", args.workloads,
            "--in-flight", str(args.in_flight)] + (["--quick"] if args.quick else [])
     print(f"{path} path (SWM_EMBEDDED_ENGINE={PATHS[path]}):", file=sys.stderr)

@@ -202,8 +202,31 @@ def lifelong_cycle(model: str, n: int, episodes_per_cycle: int, update: str, tra
     policy = ls.get_policy(ctx.experience_store(), "bench-engine", "p1")
     if policy is not None and policy.train is not None:
         row.train_tokens, row.train_seconds = int(policy.train.tokens), float(policy.train.seconds)
-    row.note += f"update {update}"
+        row.note += f"update {update}"
+    elif update != "memory":
+        row.train_tokens, row.train_seconds = trainer_rate(episodes_per_cycle, train_steps, folder)
+        row.note += (f"update {update}: no collected sample passed, so the cycle trained nothing; train tok/s is "
+                     f"the same trainer on {episodes_per_cycle} gold answers to the same prompts")
     return row
+
+
+def trainer_rate(rows: int, steps: int, folder: Path) -> tuple[int, float]:
+    """Train the rs-sft LoRA as a cycle does, on gold answers to ``rows`` decision prompts; (tokens, seconds)."""
+    from swm.lifelong.samples import Sample, sample_rows
+    from swm.lifelong.train import TrainSettings, train_adapter
+    from swm.lifelong.update import training_rows
+    from swm.tasks.decisions import decision_prompt, decision_task
+
+    samples = []
+    for i in range(rows):
+        task = decision_task("mutual_friend", i)
+        samples.append(Sample(episode_id=f"gold-{i}", run_id="bench", cycle=1, task_id=task.task_id,
+                              family=task.family, level=task.level, sample=0, policy_version="p0",
+                              prompt=decision_prompt(task).text, completion=f"ANSWER: {task.truth['friend']}",
+                              passed=True, formatted=True))
+    stats = train_adapter("sft", training_rows("sft", sample_rows("sft", samples)), None, folder / "gold-adapter",
+                          settings=TrainSettings(max_steps=steps, batch_size=2, progress=False))
+    return int(stats.tokens), float(stats.seconds)
 
 
 def selfplay_iteration(n: int | None, tasks: int, group: int, turns: int, new_tokens: int, folder: Path) -> Row:
