@@ -11,17 +11,25 @@ of the same plan::
 
 prints, per case: interrupts injected, runs completed, episodes lost and duplicated, and extra
 model calls (requests beyond the uninterrupted run's).
+
+``--cases out`` runs a DPO plan on a tiny random Llama (served by the fake server's runtime LoRA)
+instead, stops it with SIGTERM in cycle 2, deletes its ``--out`` and resumes it from another folder,
+on SQLite and on PostgreSQL (``--pg``): the trained adapter p1 must come back from the run's store.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +43,7 @@ MAX_TURNS = 2  # an episode stopped mid-way is played again from its first turn:
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def learn_command(spec: str, db: Path, thread: str, out: Path) -> list[str]:
+def learn_command(spec: str, db: str | Path, thread: str, out: Path) -> list[str]:
     return [sys.executable, "-m", "swm", "learn", *PLAN, "--model", spec,
             "--db", str(db), "--thread-id", thread, "--out", str(out), "--json"]
 
@@ -61,14 +69,14 @@ def namespace_init(proc: subprocess.Popen[str], timeout: float = 10) -> int:
     raise TimeoutError("unshare started no child")
 
 
-def start(command: list[str]) -> subprocess.Popen[str]:
+def start(command: list[str], cwd: Path | None = None) -> subprocess.Popen[str]:
     env = {**os.environ, "LANGSMITH_TRACING": "false",
            "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
     # A shell runs background jobs with SIGINT ignored, and a child inherits that: Python then installs
     # no KeyboardInterrupt handler and Ctrl-C does nothing. Give the child SIGINT's default back, as a
     # terminal user's `swm learn` has it, wherever this suite runs (CI scripts, nohup, `&`).
     return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=_sigint_default)
+                            preexec_fn=_sigint_default, cwd=cwd)
 
 
 def _sigint_default() -> None:
@@ -190,13 +198,108 @@ def two_processes(server: FakeOpenAIServer, folder: Path, reference: Reference, 
                           "err": err[-1500:], "second_out_written": (folder / f"{thread}-2").exists()})
 
 
+def seller(seen: Counter[str]) -> Any:
+    """Script the act step: the first sample at a state sells inside the zone, the second below it (DPO pairs)."""
+
+    def act(prompt: str, body: dict[str, Any]) -> dict[str, Any]:
+        first = seen[prompt] == 0
+        seen[prompt] += 1
+        low = re.search(r"Your minimum price is \$(\d+)", prompt)
+        said = (f"I can sell it for ${int(low.group(1)) + (1 if first else -100)}. ACCEPT" if low
+                else "ACCEPT" if "Your limit is $" in prompt else "Let us talk it over.")
+        return {"action_type": "speak", "argument": said, "to": []}
+
+    return act
+
+
+def trained_plan(model: Path, server: FakeOpenAIServer) -> list[str]:
+    """``swm learn`` options that train a DPO adapter a cycle on ``model``, served by the server's runtime LoRA."""
+    return ["--update", "dpo", "--hf-model", str(model), "--lora-server", server.base_url, "--verify-served",
+            "identity", "--gate-alpha", "0", "--train-steps", "1", "--train-batch-size", "2"]
+
+
+def out_folder_lost(folder: Path, db: str, backend: str, latency: float) -> Outcome:
+    """Stop a DPO run (SIGTERM) in cycle 2, delete its ``--out``, resume from another folder; count the damage.
+
+    Cycle 2 plays under p1, whose adapter existed only in the deleted folder before adapters were
+    kept in the run's store; on PostgreSQL the rerun's folder stands in for another machine.
+    """
+    from swm.testing.tiny_llama import make_tiny_llama
+
+    model = folder / "tiny-llama"
+    if not (model / "config.json").is_file():
+        make_tiny_llama(model)
+    work = Path(tempfile.mkdtemp(prefix=f"out-{backend}-", dir=folder))
+    seen: Counter[str] = Counter()
+    with FakeOpenAIServer(latency=latency, lora=True, scripts={"AgentActionForModel": seller(seen)}) as server:
+        plan = trained_plan(model, server)
+        rc, _, err = finished(start([*learn_command(server.model_spec, "ref.db", "ref", work / "ref"), *plan],
+                                    cwd=work), timeout=900)
+        if rc != 0:
+            raise RuntimeError(f"the reference run failed (rc {rc}): {err[-1500:]}")
+        reference = Reference(server.requests, len(store_episode_ids(str(work / "ref.db"), "ref")))
+        seen.clear()  # the same replies again
+        before = server.requests
+        first_out, second = work / "first" / "out", work / "second"
+        second.mkdir()
+        proc = start([*learn_command(server.model_spec, db, "lost", first_out), *plan], cwd=work)
+        deadline = time.monotonic() + 900
+        while not store_episode_ids(db, "lost", "cycle = 2 and phase = 'collect'"):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"swm learn never reached cycle 2: {proc.communicate()[1][-1500:]}")
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        first_rc, _, first_err = finished(proc)
+        shutil.rmtree(first_out)
+        rc, out, err = finished(start([*learn_command(server.model_spec, db, "lost", Path("out")), *plan],
+                                      cwd=second), timeout=900)
+        ids = store_episode_ids(db, "lost")
+    return Outcome(f"--out deleted in cycle 2 ({backend})", 1, rc == 0, lost=reference.episodes - len(set(ids)),
+                   duplicated=sum(n - 1 for n in Counter(ids).values()),
+                   extra_calls=server.requests - before - reference.calls,
+                   notes={"first_rc": first_rc, "first_err": first_err[-600:], "rc": rc, "err": err[-1500:],
+                          "stdout": out})
+
+
+def store_episode_ids(db: str, thread: str, where: str = "1 = 1") -> list[str]:
+    """Return the thread's stored episode ids on either backend (those matching ``where``)."""
+    from checkpoints import open_store
+
+    store = open_store(db)
+    try:
+        return [r["episode_id"] for r in store.rows(f"select episode_id from lifelong_episodes where run_id = ? "
+                                                    f"and {where}", [thread])] \
+            if store.has_table("lifelong_episodes") else []
+    finally:
+        store.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3, help="interrupts of each kind (at different requests)")
     parser.add_argument("--latency", type=float, default=0.1, help="seconds per fake model request")
     parser.add_argument("--dir", type=Path, default=Path("bench-interrupts"))
+    parser.add_argument("--cases", default="signals", help="comma list of signals (the signals and two "
+                        "processes) and out (--out deleted under a trained run; needs the [train] extra)")
+    parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/test",
+                        help="PostgreSQL server for the out case's second backend ('' to skip it)")
     args = parser.parse_args()
+    args.dir = args.dir.resolve()
     args.dir.mkdir(parents=True, exist_ok=True)
+    cases = {c.strip() for c in args.cases.split(",")}
+    if "out" in cases:
+        from bench.data_faults import _schema
+
+        lost = [out_folder_lost(args.dir, str(args.dir / f"lost-{uuid.uuid4().hex[:8]}.db"), "SQLite", args.latency)]
+        if args.pg:
+            with _schema(args.pg) as url:
+                lost.append(out_folder_lost(args.dir, url, "PostgreSQL", args.latency))
+        for o in lost:
+            print(f"{o.case}: first run exit {o.notes['first_rc']}, rerun exit {o.notes['rc']}, completed "
+                  f"{o.completed}, lost {o.lost}, duplicated {o.duplicated}, extra calls {o.extra_calls}"
+                  + ("" if o.completed else f"; rerun said: {o.notes['err'][-400:]}"))
+    if "signals" not in cases:
+        return
     outcomes: list[Outcome] = []
     with FakeOpenAIServer(latency=args.latency) as server:
         reference = reference_run(server, args.dir)
