@@ -5,7 +5,8 @@ test_lifelong_trained) stops after cycle 1 trained and deployed p1; its ``--out`
 ``swm learn`` resumes the thread from another folder (on PostgreSQL, the stand-in for another
 machine). Cycle 2 plays under p1 restored from the store with its recorded hash and trains p2 from
 it; no model call is paid twice. A changed copy or a damaged stored copy is one line, exit 2; a
-changed ``--lora-server`` or ``--train-*`` setting is refused with the differences.
+changed ``--lora-server`` or ``--train-*`` setting is refused with the differences. An embedded
+(llama.cpp) adapter restored from the store is served from a GGUF converted from the recorded content.
 """
 
 from __future__ import annotations
@@ -119,3 +120,31 @@ def test_a_deleted_out_folder_or_another_machine_continues_with_the_same_adapter
         assert len(said) == 2 and said[1].startswith("the stored artifact") and "is damaged" in said[1]
         assert said[1].count("\n") == 1 and "Traceback" not in damaged.output, damaged.output
         assert server.stats()["requests"] == before, "nothing was played under an adapter that is not p2"
+
+
+def test_an_embedded_adapter_is_restored_and_served_from_a_gguf_of_the_recorded_content(
+        tiny_gguf_llama: Path, tmp_path: Path) -> None:
+    from swm.lifelong.artifacts import keep_adapter
+    from swm.lifelong.serve import policy_spec
+    from swm.lifelong.train import TrainSettings, train_adapter
+    from swm.lifelong.update import PolicyVersion
+    from swm.serving import embedded, serve_adapter
+    from swm.serving.verify import gguf_source
+
+    trained = tmp_path / "gone" / "adapters" / "p1"
+    rows = [{"prompt": [{"role": "user", "content": "Your turn."}],
+             "completion": [{"role": "assistant", "content": "ACCEPT"}]}] * 2
+    train_adapter("sft", rows, str(tiny_gguf_llama), trained, settings=TrainSettings(max_steps=1, progress=False))
+    store = open_store(tmp_path / "run.db")
+    base = tiny_gguf_llama / "base.gguf"
+    spec, _ = serve_adapter(trained, base_gguf=base)
+    policy = PolicyVersion(version="p1", kind="sft", cycle=1, adapter=str(trained), served_as=spec,
+                           adapter_sha256=keep_adapter(store, trained))
+    shutil.rmtree(tmp_path / "gone")
+    ctx = SWMContext(model="fake@http://127.0.0.1:9/v1", store=store, out_dir=str(tmp_path / "here"))
+    plan = {"hf_model": str(tiny_gguf_llama), "base_gguf": str(base)}
+    served = policy_spec(policy, ctx, plan)
+    restored = tmp_path / "here" / "adapters" / "p1"
+    assert served == embedded.embedded_spec(lora=restored.with_suffix(".gguf"), base=base) != spec
+    assert gguf_source(restored.with_suffix(".gguf")) == policy.adapter_sha256
+    assert policy_spec(policy, ctx, plan) == served, "served again from the same checked copy"
