@@ -30,13 +30,16 @@ PLAYERS = {DECISION: play_decision, TWO_TURN: play_two_turn}
 def measure(ctx: SWMContext, level: str, family: str, n: int, skip: int = 0) -> dict[str, Any]:
     """Play test tasks ``skip`` to ``skip + n`` of one level and family once each; return the counts and seconds."""
     passed = first = 0
+    moves: list[dict[str, Any]] = []
     start = time.perf_counter()
     for task in split_tasks("test", [level], [family], skip + n)[skip:]:
         record, _ = PLAYERS[level](task, ctx, episode_id=f"base/{task.task_id}", sample=0)
         passed += record.verdict.passed
         first += bool(record.verdict.detail.get("first_move"))
+        moves.append({"task_id": task.task_id, "turns": [t.text for t in record.turns],
+                      "passed": record.verdict.passed})
     return {"level": level, "family": family, "skip": skip, "n": n, "passed": passed, "first_move": first,
-            "seconds": round(time.perf_counter() - start, 1)}
+            "seconds": round(time.perf_counter() - start, 1), "moves": moves}
 
 
 def _cell(k: int, n: int) -> str:
@@ -65,16 +68,16 @@ def main() -> None:
     parser.add_argument("--families", default=",".join(DECISION_FAMILIES))
     parser.add_argument("--model", default="embedded", help="the model spec (default: the shipped SmolLM2)")
     parser.add_argument("--temperature", type=float, default=0.7)
-    parser.add_argument("--out", type=Path, default=None, help="also write the rows as JSON here")
+    parser.add_argument("--out", type=Path, default=None, help="also write the rows, with every move, as JSON here")
     args = parser.parse_args()
     ctx = SWMContext(model=args.model, temperature=args.temperature)
     rows = []
     for family in args.families.split(","):
         for level in args.levels.split(","):
             rows.append(measure(ctx, level, family, args.n, args.skip))
-            print(json.dumps(rows[-1]), flush=True)  # each cell as it finishes: a cut run keeps what it measured
-    if args.out:
-        args.out.write_text(json.dumps(rows, indent=1), encoding="utf-8")
+            print(json.dumps({k: v for k, v in rows[-1].items() if k != "moves"}), flush=True)
+            if args.out:  # each cell as it finishes: a cut run keeps what it measured
+                args.out.write_text(json.dumps(rows, indent=1), encoding="utf-8")
     print(table(rows))
 
 
