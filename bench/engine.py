@@ -38,7 +38,7 @@ def sizes(quick: bool, in_flight: int) -> dict[str, dict[str, Any]]:
     Self-play plays as many rollouts at once as `swm selfplay` does by default (the server's slots).
     """
     n = in_flight
-    return {"plain": {"n": n, "turns": 1 if quick else 2},
+    return {"plain": {"n": n, "turns": 2},
             "foresee": {"n": 2 if quick else max(1, n // 2), "turns": 1},
             "lifelong": {"n": n, "episodes": 4 if quick else 8, "update": "rs-sft", "train_steps": 1 if quick else 2},
             "selfplay": {"n": None, "tasks": 1, "group": 2 if quick else 4, "turns": 2, "new_tokens": 16},

@@ -23,7 +23,7 @@ def test_the_bench_runs_every_workload_on_an_endpoint(tmp_path: Path, capsys: An
         answered = server.requests
     rows = {r["workload"].split(" ")[0]: Row(**r) for r in json.loads(out.read_text())["paths"]["endpoint"]}
     assert set(rows) == {"plain", "foresee", "lifelong", "werewolf"} and not any(r.error for r in rows.values())
-    assert rows["plain"].calls == 3 and rows["foresee"].calls == 2 * 3, "one call a turn; three a Foresee turn"
+    assert rows["plain"].calls == 3 * 2 and rows["foresee"].calls == 2 * 3, "one call a turn; three a Foresee turn"
     assert rows["lifelong"].calls == 4, "the collect phase's four decisions, not the baseline's or the candidate's"
     assert rows["werewolf"].calls >= 5 and sum(r.calls for r in rows.values()) <= answered
     assert 2 <= rows["plain"].peak <= 3, "the episodes ran side by side, at most --in-flight at once"
@@ -32,7 +32,7 @@ def test_the_bench_runs_every_workload_on_an_endpoint(tmp_path: Path, capsys: An
     assert cycle.total_seconds and 0 < (cycle.sampling_seconds or 0) <= cycle.total_seconds
     assert cycle.prompt_evaluated is None, "the fake server says nothing of what it evaluated"
     printed = capsys.readouterr().out
-    assert "plain episodes (3 x 1 turns)" in printed and "lifelong cycle: collect (4 decisions)" in printed
+    assert "plain episodes (3 x 2 turns)" in printed and "lifelong cycle: collect (4 decisions)" in printed
 
 
 class _Upstream(BaseHTTPRequestHandler):
