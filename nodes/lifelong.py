@@ -147,6 +147,13 @@ def report_node(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[str,
     from swm.lifelong.report import write_report
 
     ctx = runtime.context
+    serving = None
+    if ctx.uses_embedded():
+        from langgraph.config import get_config
+
+        from swm.serving.embedded import engine_info
+
+        serving = {**engine_info(), "concurrency": get_config().get("max_concurrency")}
     path = write_report(ctx.experience_store(), plan_of(state, ctx), usage=state.get("usage"),
-                        agent_spec=ctx.spec_for("agent"))
+                        agent_spec=ctx.spec_for("agent"), serving=serving)
     return {"report_path": str(path), "phase": "done"}

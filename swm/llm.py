@@ -51,6 +51,7 @@ EMBEDDED_MAX_TOKENS = 1536  # room for a 6-step S3AP parse; SmolLM2's context is
 DEFAULT_TIMEOUT = 120.0  # seconds per request to an endpoint; a hung one costs (retries + 1) × this
 EMBEDDED_TIMEOUT = 600.0  # the embedded model generates on a shared CPU: a long parse takes minutes
 DEFAULT_MAX_RETRIES = 3  # the OpenAI client's retries of a transient fault, per request
+EMBEDDED_RESENDS = 3  # a request in flight when the embedded server went down is sent again this often
 
 
 REASONING_MARK = "reasoning:"
@@ -176,16 +177,19 @@ def make_chat_model(spec: str, *, temperature: float = 0.0, max_tokens: int | No
 
     parsed = ModelSpec.parse(spec)
     if parsed.base_url is None and is_embedded(parsed.name):
-        from swm.serving.embedded import ensure_server, parse_spec
+        from swm.serving.chat import LlamaServerChat
+        from swm.serving.embedded import ENGINE, ensure_server, parse_spec
 
         base, lora = parse_spec(parsed.name) or (None, None)
         server = ensure_server(base=base, lora=lora)
+        chat = LlamaServerChat if server.engine == ENGINE else ChatOpenAI
         # langchain-openai sends the cap as max_completion_tokens, which llama.cpp's server ignores;
         # its own max_tokens goes in the body, so a small model cannot loop to the context limit.
-        return ChatOpenAI(model="embedded", base_url=server.base_url, api_key="sk-no-key-needed",  # type: ignore[arg-type]
-                          temperature=temperature, timeout=timeout or EMBEDDED_TIMEOUT, max_retries=0,
-                          http_client=deadline_client(timeout or EMBEDDED_TIMEOUT),
-                          extra_body={"max_tokens": max_tokens or EMBEDDED_MAX_TOKENS})
+        # On llama-server the body also names the request's LoRA adapter (`swm.serving.llama_server`).
+        return chat(model="embedded", base_url=server.base_url, api_key="sk-no-key-needed",  # type: ignore[arg-type]
+                    temperature=temperature, timeout=timeout or EMBEDDED_TIMEOUT, max_retries=0,
+                    http_client=deadline_client(timeout or EMBEDDED_TIMEOUT),
+                    extra_body={"max_tokens": max_tokens or EMBEDDED_MAX_TOKENS, **server.fields})
     if parsed.provider not in (None, "openai"):
         return _provider_model(parsed, temperature=temperature, max_tokens=max_tokens,
                                timeout=timeout or DEFAULT_TIMEOUT, max_retries=max_retries)
@@ -255,7 +259,8 @@ def call_model(model: BaseChatModel, messages: list[BaseMessage] | str,
     """
     start = time.perf_counter()
     attempts = _retries(model) + 1
-    for attempt in range(attempts):
+    attempt = revived = 0
+    while True:
         try:
             raw, value, error, nul_removed = _invoke(model, messages, schema)
             break
@@ -267,6 +272,12 @@ def call_model(model: BaseChatModel, messages: list[BaseMessage] | str,
             # completion (HTTP 200 all the same) is retried here, with the client's backoff
             if isinstance(failure, NotAChatCompletion) and attempt + 1 < attempts:
                 time.sleep(min(0.5 * 2 ** attempt, 8.0))
+                attempt += 1
+                continue
+            # the embedded server died or was restarted with this request in flight: once it is up
+            # again (started anew on its port if need be), only this request is sent again
+            if revived < EMBEDDED_RESENDS and _embedded_revived(exc, model):
+                revived += 1
                 continue
             raise failure from exc
     prompt_tokens, completion_tokens, unknown = usage_of(raw)
@@ -452,6 +463,17 @@ def _embedded_stopped(where: str) -> str | None:
     from swm.serving.embedded import stopped
 
     return stopped(where)
+
+
+def _embedded_revived(exc: BaseException, model: BaseChatModel) -> bool:
+    """Tell whether a dropped connection was to an embedded server that is up again (restarting it if it died)."""
+    import openai
+
+    if not isinstance(exc, openai.APIConnectionError) or isinstance(exc, openai.APITimeoutError):
+        return False
+    from swm.serving.embedded import revive
+
+    return revive(_endpoint_of(model))
 
 
 def _root_cause(exc: BaseException) -> BaseException:

@@ -115,9 +115,9 @@ def test_the_served_reply_comes_from_the_checkpoints_adapter(tiny_gguf_llama: Pa
         return policy.tokenizer.decode(ids[n:], skip_special_tokens=True).replace("\ufffd", "")
 
     assert served == [text(base_reply), text(trained_reply)] and served[0] != served[1]
-    # one server per run at a time: iteration 0's was stopped when iteration 1's started
-    live = [s for s in embedded._servers.values() if s.lora_path is not None and plan.run_dir in s.lora_path.parents]
-    assert [s.lora_path for s in live] == [checkpoint_dir(plan.run_dir, 1) / ADAPTER_GGUF]
+    # one adapter per run at a time: iteration 0's was let go when iteration 1's was served
+    live = [a for a in embedded.served_adapters() if plan.run_dir in a.parents]
+    assert live == [checkpoint_dir(plan.run_dir, 1) / ADAPTER_GGUF]
 
 
 def test_the_graph_serves_each_iterations_new_adapter(tiny_gguf_llama: Path, tmp_path: Path) -> None:

@@ -92,9 +92,11 @@ def test_a_trained_adapter_served_by_llama_cpp_plays_differently(tiny_gguf_llama
             played.setdefault(version, []).append([(t.action_type, t.text) for t in record.turns])
             assert record.models["agent"] == (trained["spec"] if version == "p1" else ctx.model)
     assert played["p1"] != played["p0"], "at temperature 0 the adapter changes what is said"
-    # both policies live side by side, each on its own llama.cpp server
+    # both policies live side by side: on llama-server in one process (each request names its adapter),
+    # on the Python server each on its own
     urls = {s.base_url for s in embedded._servers.values() if s.model_path == tiny_gguf_llama / "base.gguf"}
-    assert len(urls) >= 2
+    assert trained["gguf"] in embedded.served_adapters()
+    assert len(urls) == 1 if embedded.engine() == embedded.ENGINE else len(urls) >= 2
     cells = {v: {"easy": Cell(sum(r["completion"] for r in store.rows(
         "select completion from lifelong_episodes where policy_version = ?", [v])), len(TASKS))} for v in played}
     decision = decide(cells["p0"], cells["p1"], earlier=[], current="easy", epsilon=0.05)
@@ -119,7 +121,7 @@ def test_llama_cpp_with_the_gguf_lora_generates_what_peft_generates(tiny_gguf_ll
     expected = tokenizer.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
     server = embedded.ensure_server(base=tiny_gguf_llama / "base.gguf", lora=trained["gguf"])
     chat = ChatOpenAI(model="embedded", base_url=server.base_url, api_key="none",  # type: ignore[arg-type]
-                      temperature=0.0, extra_body={"max_tokens": 8, "repeat_penalty": 1.0})
+                      temperature=0.0, extra_body={"max_tokens": 8, "repeat_penalty": 1.0, **server.fields})
     assert chat.invoke(messages).content == expected
 
 

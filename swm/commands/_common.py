@@ -111,6 +111,39 @@ def announce_models(ctx: SWMContext) -> None:
                    "numbers.", err=True)
 
 
+def concurrency_option(what: str) -> Callable[[F], F]:
+    """Add ``--concurrency`` (also ``--max-concurrency``): ``what`` in flight at once, default the server's slots."""
+    return click.option("--concurrency", "--max-concurrency", "concurrency", type=click.IntRange(1), default=None,
+                        help=f"{what} in flight at once [default: the embedded server's slots (`swm engine "
+                             "status`) when a role runs on it, else 4].")
+
+
+def resolve_concurrency(ctx: SWMContext, given: int | None, fallback: int = 4) -> int:
+    """Return the run's concurrency: as given, else the embedded server's slots when a role uses it, else ``fallback``.
+
+    The Python server answers one request at a time, so more than one in flight only queues there:
+    it is run with 1, and the note says so.
+    """
+    if not ctx.uses_embedded():
+        return given or fallback
+    from swm.serving.embedded import slots
+
+    served = slots()
+    if served == 1 and (given or 1) > 1:
+        click.echo("note: the embedded model's Python server serves one request at a time; running with "
+                   "--concurrency 1", err=True)
+    return served if served == 1 or given is None else given
+
+
+def serving_record(ctx: SWMContext, concurrency: int) -> dict[str, Any] | None:
+    """Describe the embedded engine a run used (engine, slots, concurrency) for its report; None off it."""
+    if not ctx.uses_embedded():
+        return None
+    from swm.serving.embedded import engine_info
+
+    return {**engine_info(), "concurrency": concurrency}
+
+
 def read_text(path: str, encoding: str = "utf-8") -> str:
     """Read a story file ('-' for stdin) strictly: missing, binary or mis-encoded files are one-line errors."""
     from swm.inputs import read_text_file

@@ -15,11 +15,14 @@ from langgraph.errors import GraphDrained
 from checkpoints.environment import environment_fault
 from swm.commands._common import (
     comma_list,
+    concurrency_option,
     db_path,
     finish_bench,
     make_context,
     model_options,
+    resolve_concurrency,
     run_options,
+    serving_record,
     writable_out,
 )
 from swm.commands.play import inject_test_models
@@ -53,10 +56,11 @@ def game_inputs(game: str, game_id: str, seed: int, n_players: int, policy: str,
 
 def run_games(ctx: SWMContext, db: str | Path, jobs: list[tuple[str, dict[str, Any]]],
               on_done: Callable[[], None] | None = None, workers: int = 0,
-              ray_address: str | None = None) -> dict[str, Any]:
+              ray_address: str | None = None, concurrency: int = 1) -> dict[str, Any]:
     """Play (or resume) every game not yet done, each on its own checkpoint thread; one failure loses no other.
 
-    ``workers`` > 0 plays them as Ray tasks (`swm.commands.workers`), that many at once.
+    ``workers`` > 0 plays them as Ray tasks (`swm.commands.workers`), that many at once; otherwise
+    ``concurrency`` games are played at once in threads.
     """
     from concurrent.futures import ThreadPoolExecutor
     from contextlib import ExitStack
@@ -106,7 +110,7 @@ def run_games(ctx: SWMContext, db: str | Path, jobs: list[tuple[str, dict[str, A
             if on_done:
                 on_done()
 
-        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        with ThreadPoolExecutor(max_workers=workers if workers > 0 else max(1, concurrency)) as pool:
             for future in [pool.submit(one, game_id, inputs) for game_id, inputs in jobs]:
                 future.result()
     return {**counts, "failed": failed, "wall": time.perf_counter() - start}
@@ -128,14 +132,16 @@ def run_games(ctx: SWMContext, db: str | Path, jobs: list[tuple[str, dict[str, A
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder for games.md, games.json and games.jsonl [default: swm-results/<run id>].")
 @click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
+@concurrency_option("Games")
 @click.option("--workers", type=int, default=0, show_default=True,
-              help="Play the games as Ray tasks on this many worker processes (0: here, one after another).")
+              help="Play the games as Ray tasks on this many worker processes (0: here, in threads).")
 @click.option("--ray-address", default=None, metavar="ADDRESS",
               help="Join a running Ray cluster ('auto', ray://head:10001); needs --db postgresql://….")
 @model_options(*GAME_ROLES)
 @run_options
 def games_command(game: str, n: int, n_players: int, policies: str, side: str, opponent: str,
-                  max_rounds: int | None, out_dir: Path | None, no_progress: bool, workers: int,
+                  max_rounds: int | None, out_dir: Path | None, no_progress: bool, concurrency: int | None,
+                  workers: int,
                   ray_address: str | None, db: str | None, thread_id: str | None, as_json: bool, **models: Any) -> None:
     """Play hidden-role games per policy setting and write win rates per side (95% CI) and game metrics.
 
@@ -172,9 +178,10 @@ def games_command(game: str, n: int, n_players: int, policies: str, side: str, o
         raise InputError(str(exc)) from exc
     click.echo(f"run {run_id}: {n} {game} games × {len(chosen)} policies, {n_players} players "
                f"(rerun with --thread-id {run_id} --db {db_path(db)} to resume if interrupted)", err=True)
+    in_flight = workers if workers > 0 else resolve_concurrency(ctx, concurrency)
     with tqdm(total=len(jobs), desc="games", disable=no_progress) as bar:
         result = run_games(ctx, db_path(db), jobs, on_done=lambda: bar.update(1), workers=workers,
-                           ray_address=ray_address)
+                           ray_address=ray_address, concurrency=in_flight)
     store = ctx.experience_store()
     table = []
     records_out = []
@@ -190,7 +197,8 @@ def games_command(game: str, n: int, n_players: int, policies: str, side: str, o
     meta = {"run_id": run_id, "game": game, "n": n, "players": n_players, "policies": chosen, "side": side,
             "opponent": opponent, "options": options, "models": {r: ctx.spec_for(r) for r in GAME_ROLES},
             "embedded": ctx.uses_embedded(), "ran": result["ran"], "skipped": result["skipped"],
-            "failed": result["failed"], "wall_seconds": round(result["wall"], 1)}
+            "failed": result["failed"], "wall_seconds": round(result["wall"], 1),
+            "serving": serving_record(ctx, in_flight)}
     with (folder / "games.jsonl").open("w", encoding="utf-8") as fh:
         for record in records_out:
             fh.write(record.model_dump_json() + "\n")

@@ -12,11 +12,14 @@ import click
 from nodes.env import POLICIES
 from swm.commands._common import (
     comma_list,
+    concurrency_option,
     db_path,
     finish_bench,
     make_context,
     model_options,
+    resolve_concurrency,
     run_options,
+    serving_record,
     writable_out,
 )
 from swm.commands.play import EPISODE_ROLES, inject_test_models
@@ -81,8 +84,7 @@ def _scenarios(hard: bool, data: Path | None, n: int | None) -> list[Any]:
 @click.option("--max-turns", type=int, default=20, show_default=True)
 @click.option("--width", type=int, default=1, show_default=True, help="Rollout candidates N.")
 @click.option("--depth", type=int, default=1, show_default=True, help="Rollout steps k.")
-@click.option("--concurrency", type=int, default=4, show_default=True,
-              help="Episodes in flight at once (1 with the embedded model, which serves one request at a time).")
+@concurrency_option("Episodes")
 @click.option("--workers", type=int, default=0, show_default=True,
               help="Play the episodes as Ray tasks on this many worker processes (0: here, in threads).")
 @click.option("--ray-address", default=None, metavar="ADDRESS",
@@ -98,7 +100,7 @@ def _scenarios(hard: bool, data: Path | None, n: int | None) -> list[Any]:
 @model_options(*EPISODE_ROLES)
 @run_options
 def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy: str, n: int | None, seats: str,
-                    max_turns: int, width: int, depth: int, concurrency: int, workers: int,
+                    max_turns: int, width: int, depth: int, concurrency: int | None, workers: int,
                     ray_address: str | None, out_dir: Path | None, judge_protocol: str,
                     no_progress: bool, db: str | None, thread_id: str | None, as_json: bool,
                     **models: Any) -> None:
@@ -120,9 +122,7 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
     scenarios = _scenarios(hard, data, n)
     ctx = make_context(db, rollout_width=width, rollout_depth=depth, **models)
     inject_test_models(ctx)
-    if ctx.uses_embedded() and concurrency > 1:
-        click.echo("note: the embedded model serves one request at a time; running with --concurrency 1", err=True)
-        concurrency = 1
+    in_flight = resolve_concurrency(ctx, concurrency)
     run_id = thread_id or f"sotopia-{uuid.uuid4().hex[:10]}"
     folder = writable_out(out_dir or Path("swm-results") / file_name(run_id))
     seat_list = {"both": (0, 1), "first": (0,), "second": (1,)}[seats]
@@ -148,14 +148,14 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
 
             ray = stack.enter_context(ray_cluster(workers, ray_address, db_path(db)))
             play = player_on_ray(ray, "episode", ctx, db_path(db))
-            concurrency = workers
+            in_flight = workers
         # what an episode's result depends on; more scenarios, seats or policies only add episodes
         pin_run_options(ctx.experience_store(), run_id, {
             "partner_policy": partner_policy, "max_turns": max_turns, "width": width, "depth": depth,
             "judge_protocol": judge_protocol,
             **{f"{role}_model": ctx.spec_for(role) for role in EPISODE_ROLES}})
         result = run_bench(scenarios, chosen, ctx, play, run_id,
-                           partner_policy=partner_policy, max_turns=max_turns, concurrency=concurrency,
+                           partner_policy=partner_policy, max_turns=max_turns, concurrency=in_flight,
                            seats=seat_list, on_done=lambda: bar.update(1), judge_protocol=judge_protocol)
     store = ctx.experience_store()
     table = summarise(store, result["episodes"], chosen)
@@ -173,7 +173,8 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
             "scenarios": [s.id for s in scenarios], "seats": seats, "hard": hard, "width": width, "depth": depth,
             "models": {r: ctx.spec_for(r) for r in EPISODE_ROLES}, "self_judged": self_judged,
             "settings": {s.id: setting_of(s) for s in scenarios}, "ran": result["ran"], "skipped": result["skipped"],
-            "failed": result["failed"], "wall_seconds": round(result["wall"], 1)}
+            "failed": result["failed"], "wall_seconds": round(result["wall"], 1),
+            "serving": serving_record(ctx, in_flight)}
     warning = ("**Self-judged:** the judge is the tested agent's own model; scores are not comparable with a "
                "separate judge's.\n\n" if self_judged else "")
     finish_bench(folder, "sotopia", f"SOTOPIA run {run_id}", warning + text, meta, table, result, as_json, "episode")

@@ -13,11 +13,13 @@ import click
 from nodes.parse import MODES
 from swm.commands._common import (
     comma_list,
+    concurrency_option,
     db_path,
     echo_json,
     make_context,
     model_options,
     prompts_option,
+    resolve_concurrency,
     run_options,
     writable_out,
 )
@@ -42,8 +44,7 @@ from swm.filenames import file_name
               "FANToM is drawn by whole question sets, ConfAIde by whole scenarios; for 'sim' it is the number "
               "of stories.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the draw.")
-@click.option("--concurrency", type=int, default=4, show_default=True,
-              help="Items in flight at once (1 with the embedded model, which serves one request at a time).")
+@concurrency_option("Items")
 @click.option("--workers", type=int, default=0, show_default=True,
               help="Spread the items over this many Ray worker processes (0: run here, in threads).")
 @click.option("--ray-address", default=None, metavar="ADDRESS",
@@ -63,7 +64,7 @@ from swm.filenames import file_name
 @run_options
 def tom_command(benchmark: str, data: Path | None, samples: int, fantom_context: str, modes: str, n: int | None,
                 seed: int, paper_split: bool,
-                concurrency: int, workers: int, ray_address: str | None,
+                concurrency: int | None, workers: int, ray_address: str | None,
                 max_attempts: int, out_dir: Path | None, no_progress: bool, report_only: bool, db: str | None,
                 thread_id: str | None, as_json: bool, **models: Any) -> None:
     """Run the paper's Table 1 protocol: accuracy per mode and question type, with cost and 95% CIs.
@@ -88,9 +89,7 @@ def tom_command(benchmark: str, data: Path | None, samples: int, fantom_context:
         raise InputError("--report-only needs the --thread-id of the run to report", "pass --thread-id")
     ctx = make_context(db, task=BENCHMARKS.get(benchmark, {"task": "tomi"})["task"], max_parse_attempts=max_attempts,
                        **models)
-    if ctx.uses_embedded() and concurrency > 1 and not report_only:
-        click.echo("note: the embedded model serves one request at a time; running with --concurrency 1", err=True)
-        concurrency = 1
+    in_flight = 1 if report_only else resolve_concurrency(ctx, concurrency)
     run_id = thread_id or f"tom-{label}-{uuid.uuid4().hex[:10]}"
     out_dir = writable_out(out_dir or Path("swm-results") / file_name(run_id))
     scorer = rule_line("tomi" if benchmark == "sim" else benchmark)
@@ -117,7 +116,7 @@ def tom_command(benchmark: str, data: Path | None, samples: int, fantom_context:
             if workers > 0:
                 result = _run_on_workers(items, mode_list, ctx, db_path(db), run_id, workers, ray_address, meta)
             else:
-                result = run_benchmark(items, mode_list, ctx, db_path(db), run_id, concurrency=concurrency,
+                result = run_benchmark(items, mode_list, ctx, db_path(db), run_id, concurrency=in_flight,
                                        progress=not no_progress, meta=meta, ask_graph=ask.build())
         rows = result["rows"]
     summary = summarise(rows, mode_list)

@@ -18,11 +18,14 @@ from checkpoints.store import StoreRecords
 from swm import drain
 from swm.commands._common import (
     comma_list,
+    concurrency_option,
     db_path,
     echo_json,
     make_context,
     model_options,
+    resolve_concurrency,
     run_options,
+    serving_record,
     writable_out,
 )
 from swm.commands.play import inject_test_models
@@ -167,8 +170,7 @@ def _reconcile(thread: str, status: str, stored: dict[str, Any], given: dict[str
 @click.command("learn")
 @plan_options
 @click.option("--temperature", default=0.7, show_default=True, help="Sampling temperature of every role.")
-@click.option("--concurrency", default=4, show_default=True, type=click.IntRange(1),
-              help="Episodes played at once.")
+@concurrency_option("Episodes")
 @click.option("--workers", type=int, default=0, show_default=True,
               help="Play the collect and evaluate episodes as Ray tasks on this many worker processes "
                    "(0: here, in threads); sets --concurrency to match.")
@@ -178,8 +180,8 @@ def _reconcile(thread: str, status: str, stored: dict[str, Any], given: dict[str
               help="Folder for report.md, plots and exports [default: swm-learn-<thread>].")
 @model_options()
 @run_options
-def learn_command(temperature: float, concurrency: int, workers: int, ray_address: str | None, out_dir: Path | None,
-                  db: str | None, thread_id: str | None, as_json: bool, **options: Any) -> None:
+def learn_command(temperature: float, concurrency: int | None, workers: int, ray_address: str | None,
+                  out_dir: Path | None, db: str | None, thread_id: str | None, as_json: bool, **options: Any) -> None:
     """Run the lifelong loop: verifiable tasks, self-play episodes, gated pairs, updates, retention metrics.
 
     Kill it at any point and rerun with the same --db and --thread-id: finished episodes are
@@ -192,11 +194,13 @@ def learn_command(temperature: float, concurrency: int, workers: int, ray_addres
     ctx = make_context(db, temperature=temperature, **options)
     inject_test_models(ctx)
     ctx.out_dir = folder  # reports and exports go here, whatever folder the thread was started with
-    config: RunnableConfig = {"configurable": {"thread_id": thread},
-                              "max_concurrency": workers if workers > 0 else concurrency, "recursion_limit": 10_000}
+    in_flight = workers if workers > 0 else resolve_concurrency(ctx, concurrency)
+    config: RunnableConfig = {"configurable": {"thread_id": thread}, "max_concurrency": in_flight,
+                              "recursion_limit": 10_000}
     start = time.perf_counter()
     values = _run_thread(plan, ctx, config, db, workers, ray_address)
-    _print_summary(_summary(ctx, thread, values, time.perf_counter() - start), values, as_json)
+    summary = {**_summary(ctx, thread, values, time.perf_counter() - start), "serving": serving_record(ctx, in_flight)}
+    _print_summary(summary, values, as_json)
 
 
 def _run_thread(plan: dict[str, Any], ctx: SWMContext, config: RunnableConfig, db: str | None, workers: int,

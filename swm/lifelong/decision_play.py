@@ -64,7 +64,7 @@ def _complete(spec: str, shown: DecisionPrompt, temperature: float, seed: int, t
     try:
         reply = client.completions.create(model="embedded", prompt=rendered.prompt + shown.prefill,
                                           temperature=temperature, seed=seed, max_tokens=shown.max_tokens,
-                                          stop=[*(rendered.stop or []), "\n"])
+                                          stop=[*(rendered.stop or []), "\n"], extra_body=server.fields or None)
     except OpenAIError as exc:
         raise ModelCallFailed(f"the decision call to {spec} failed: {' '.join(str(exc).split())[:200]}",
                               "rerun with the same --db and --thread-id to play it again") from exc

@@ -138,10 +138,11 @@ def _cost_section(store: StoreRecords, run: str, plan: Mapping[str, Any], usage:
 
 
 def write_report(store: StoreRecords, plan: Mapping[str, Any], usage: Mapping[str, Any] | None = None,
-                 agent_spec: str = "?") -> Path:
+                 agent_spec: str = "?", serving: Mapping[str, Any] | None = None) -> Path:
     """Compute and store both curves' metrics, then write ``report.md`` (and plots) under ``plan.out_dir``.
 
-    ``agent_spec`` names the agent model when neither a policy nor its episodes record one.
+    ``agent_spec`` names the agent model when neither a policy nor its episodes record one;
+    ``serving`` describes the embedded engine the run sampled on (engine, slots, concurrency).
     """
     run, levels = plan["run_id"], list(plan["levels"])
     curriculum = curriculum_for(levels, plan["cycles"])
@@ -200,6 +201,9 @@ def write_report(store: StoreRecords, plan: Mapping[str, Any], usage: Mapping[st
             sections.append(f"* cycle {row['cycle']}: {row['candidate']} {verdict} (incumbent {row['incumbent']}); "
                             f"reasons {row['reasons']}; deltas {row['deltas']}")
     sections += ["", *_cost_section(store, run, plan, usage)]
+    if serving:
+        sections += [f"Sampled on the embedded engine {serving.get('engine')} with {serving.get('slots')} slot(s) "
+                     f"and {serving.get('concurrency')} episode(s) in flight.", ""]
     try:
         paths = plot(r_by_metric, levels, forgetting, out_dir)
         sections += ["## Plots", ""] + [f"![{p.stem}]({p.name})" for p in paths]

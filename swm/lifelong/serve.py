@@ -1,8 +1,9 @@
 """Serve policy versions: every trained version becomes a model spec the episode graph can call.
 
 Two ways, chosen per run (`swm.serving.serve_adapter`): embedded (default), a GGUF LoRA on
-llama.cpp over the base GGUF, one server per (base, adapter), so the deploy gate plays the
-incumbent and the candidate side by side; or runtime LoRA on an OpenAI-compatible server
+llama.cpp over the base GGUF (on llama-server one process per base, each request naming its
+adapter; on the Python server one per (base, adapter)), so the deploy gate plays the incumbent
+and the candidate side by side; or runtime LoRA on an OpenAI-compatible server
 (``--lora-server``), the adapter addressed as ``<lora_name>@<base_url>``.
 
 `policy_spec` returns the spec a version plays with, serving it first where that is needed;
@@ -104,11 +105,11 @@ def verify_deploy(spec: str, adapter_dir: Path, base: str | None, prompt: list[d
             raise ServedMismatch(f"{spec} serves no LoRA at all", "rerun the cycle to serve the trained adapter")
         check_embedded_identity(lora, lora, sha)  # a stale GGUF is refused before a server starts on it
         server = embedded.ensure_server(base=base_gguf, lora=lora)
-        check_embedded_identity(lora, server.lora_path, sha)
-        url, name = server.base_url, "embedded"
+        check_embedded_identity(lora, embedded.served_lora(server), sha)
+        url, name, fields = server.base_url, "embedded", server.fields
     else:
         model = ModelSpec.parse(spec)
-        url, name = str(model.base_url), model.name
+        url, name, fields = str(model.base_url), model.name, {}
         check_runtime_identity(url, name, sha)
     record: dict[str, Any] = {"name": name if parsed is None else str(lora), "sha256": sha}
     if check == "full":
@@ -120,6 +121,6 @@ def verify_deploy(spec: str, adapter_dir: Path, base: str | None, prompt: list[d
         trained = PeftModel.from_pretrained(model_obj, str(adapter_dir))
         text = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
         probe = greedy_probe(trained, tokenizer, str(text))
-        check_probe(url, name, probe, tokenizer)
+        check_probe(url, name, probe, tokenizer, fields=fields)
         record["probe"] = probe.record()
     return record

@@ -139,15 +139,16 @@ def _served_sampler(plan: SelfPlayPlan, checkpoint: Path, seed_key: str,
     with _SERVING:
         spec, lora = serve_adapter(checkpoint / "adapter", base_gguf=base, meta=meta_of_base)
         assert lora is not None  # embedded serving always writes the GGUF LoRA
-        url = SERVERS.url(str(plan.run_dir), lora, base)
-        verify_checkpoint(plan, checkpoint, lora, url)
+        server = SERVERS.serve(str(plan.run_dir), lora, base)
+        verify_checkpoint(plan, checkpoint, lora, server)
 
     def score(batch: Batch) -> Any:
         with POOL.lock, torch.no_grad():
             logprobs, _ = POOL.get(plan.policy, checkpoint).score(batch)
         return logprobs
 
-    return ServedSampler(policy, url, seed_key, score, server_logprobs=server_logprobs), spec
+    return ServedSampler(policy, server.base_url, seed_key, score, server_logprobs=server_logprobs,
+                         fields=server.fields), spec
 
 
 PROBE = "Say hello to the other players in one short sentence."
@@ -157,7 +158,7 @@ _verified: set[tuple[str, str]] = set()
 _SERVING = threading.Lock()
 
 
-def verify_checkpoint(plan: SelfPlayPlan, checkpoint: Path, lora: Path, url: str) -> None:
+def verify_checkpoint(plan: SelfPlayPlan, checkpoint: Path, lora: Path, server: Any) -> None:
     """Check once per server and adapter that llama.cpp plays the checkpoint's adapter (`swm.serving.verify`).
 
     Identity: the GGUF LoRA was converted from this checkpoint's adapter. Probe: a fixed prompt,
@@ -167,19 +168,20 @@ def verify_checkpoint(plan: SelfPlayPlan, checkpoint: Path, lora: Path, url: str
     """
     import json
 
+    from swm.serving.embedded import served_lora
     from swm.serving.verify import adapter_sha256, check_embedded_identity, check_probe, greedy_probe
 
-    key = (url, str(lora))
+    key = (server.base_url, str(lora))
     if key in _verified:
         return
     sha = adapter_sha256(checkpoint / "adapter")
-    check_embedded_identity(lora, lora, sha)
+    check_embedded_identity(lora, served_lora(server), sha)
     with POOL.lock:
         policy = POOL.get(plan.policy, checkpoint)
         prompt = policy.tokenizer.apply_chat_template([{"role": "user", "content": PROBE}],
                                                       add_generation_prompt=True, tokenize=False)
         probe = greedy_probe(policy.model, policy.tokenizer, str(prompt))
-    check_probe(url, "embedded", probe, policy.tokenizer)
+    check_probe(server.base_url, "embedded", probe, policy.tokenizer, fields=server.fields)
     (checkpoint / "served.json").write_text(json.dumps({"gguf": str(lora), "sha256": sha, "probe": probe.record()}))
     _verified.add(key)
 

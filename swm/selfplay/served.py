@@ -2,11 +2,11 @@
 
 The checkpoint's PEFT adapter is served by `swm.serving.serve_adapter` (a GGUF LoRA written
 once beside it as ``adapter.gguf``) on the embedded llama.cpp server over the base
-GGUF (``embedded:lora=…``, one server per (base, adapter); the previous iteration's server of
-the same run is stopped when the next one starts). A turn is one ``/v1/completions`` request
-with the chat-templated prompt, pure temperature sampling (``top_k`` 0, ``top_p`` 1, ``min_p``
-0, no repeat penalty: the distribution PPO assumes) and a seed derived from the run's seed,
-the rollout and the turn.
+GGUF (``embedded:lora=…``; on llama-server the base's one process, each request naming the
+adapter; the previous iteration's adapter of the same run is let go when the next one is served).
+A turn is one ``/v1/completions`` request with the chat-templated prompt, pure temperature
+sampling (``top_k`` 0, ``top_p`` 1, ``min_p`` 0, no repeat penalty: the distribution PPO
+assumes) and a seed derived from the run's seed, the rollout and the turn.
 
 The server returns text. Its tokens are recovered by tokenising that text with the base's
 tokenizer (the GGUF's own vocabulary) and appending the end-of-turn token when generation
@@ -67,7 +67,7 @@ def resolve_sampler(config: PolicyConfig) -> str:
     return "served" if has_server and base_gguf(config) is not None else "torch"
 
 
-SERVERS = ServerSlots()  # one server per run: the one serving the checkpoint its rollouts sample from
+SERVERS = ServerSlots()  # one adapter per run: the checkpoint its rollouts sample from
 
 
 def default_concurrency(config: PolicyConfig) -> int:
@@ -93,10 +93,12 @@ class ServedSampler:
     """
 
     def __init__(self, policy: LoraValueModel, base_url: str, seed_key: str, score: Callable[[Batch], Any],
-                 timeout: float = 600.0, server_logprobs: bool = False) -> None:
+                 timeout: float = 600.0, server_logprobs: bool = False, fields: dict[str, Any] | None = None) -> None:
         from openai import OpenAI
 
         self.policy = policy
+        self.base_url = base_url
+        self.fields = fields or {}  # llama-server: the request body field that picks this checkpoint's adapter
         self.seed_key = seed_key
         self.calls = 0
         self.score = score
@@ -114,10 +116,7 @@ class ServedSampler:
         prompt_ids = self.policy.prompt_ids(prompt)
         seed = seed_of(f"{self.seed_key}/{self.calls}")
         self.calls += 1
-        reply = self.client.completions.create(
-            model="embedded", prompt=text_prompt, max_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
-            top_p=1.0, seed=seed, logprobs=1 if self.server_logprobs else None,
-            extra_body={"top_k": 0, "min_p": 0.0, "repeat_penalty": 1.0})
+        reply = self._complete(text_prompt, cfg.max_new_tokens, cfg.temperature, seed)
         choice = reply.choices[0]
         text = choice.text or ""
         tokens = [int(t) for t in tok.encode(text, add_special_tokens=False)]
@@ -135,3 +134,20 @@ class ServedSampler:
                 served = [float(v) for v in values]
         return Generation(text=text, prompt_ids=prompt_ids, token_ids=tokens, logprobs=gather(logprobs, batch)[0],
                           served_logprobs=served)
+
+    def _complete(self, prompt: str, max_tokens: int, temperature: float, seed: int) -> Any:
+        """Send one completion; a request in flight when the server went down is sent again once it is back."""
+        import openai
+
+        from swm.serving.embedded import revive
+
+        for resend in range(4):
+            try:
+                return self.client.completions.create(
+                    model="embedded", prompt=prompt, max_tokens=max_tokens, temperature=temperature, top_p=1.0,
+                    seed=seed, logprobs=1 if self.server_logprobs else None,
+                    extra_body={"top_k": 0, "min_p": 0.0, "repeat_penalty": 1.0, **self.fields})
+            except openai.APIConnectionError as exc:
+                if resend == 3 or isinstance(exc, openai.APITimeoutError) or not revive(self.base_url):
+                    raise
+        raise AssertionError("unreachable")

@@ -3,12 +3,13 @@
 `serve_adapter` takes paths and returns the model spec that plays the adapter. Embedded (the
 default): the adapter is converted once to a GGUF LoRA beside it (``<adapter dir>.gguf``) and the
 spec is ``embedded:lora=…`` (plus ``base=…`` for a base other than the shipped SmolLM2), which
-`swm.serving.embedded` starts one server for per (base, adapter), on first use. With a
+`swm.serving.embedded` serves on first use (llama-server: on the base's one process, chosen per
+request; the Python server: one process per (base, adapter)). With a
 ``lora_server`` the adapter is loaded there (`swm.serving.runtime_lora`).
 
 `find_base_gguf` is the one rule for which GGUF llama.cpp serves an adapter over;
-`ServerSlots` keeps one running server per slot (a run), stopping the previous adapter's server
-when the next one starts.
+`ServerSlots` keeps one adapter served per slot (a run), letting the previous one go when the
+next one is served.
 """
 
 from __future__ import annotations
@@ -82,22 +83,26 @@ def serve_adapter(adapter_dir: Path, *, base_gguf: Path | None = None, name: str
 
 
 class ServerSlots:
-    """One llama.cpp server per slot at a time: starting an adapter's server stops the slot's previous one."""
+    """One adapter per slot (a run) at a time: serving a slot's next adapter lets its previous one go.
+
+    On llama-server letting go releases the adapter (the base's process serves the others on); on
+    the Python server it stops that adapter's own process.
+    """
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self._current: dict[str, tuple[Path, str]] = {}  # slot → (adapter GGUF, base URL)
+        self._current: dict[str, tuple[Path, Any]] = {}  # slot → (adapter GGUF, `EmbeddedServer` view)
 
-    def url(self, slot: str, lora: Path, base: Path) -> str:
-        """Return the base URL of the server of (``base``, ``lora``), started in ``slot`` if it is not there."""
+    def serve(self, slot: str, lora: Path, base: Path) -> Any:
+        """Return the embedded server view that plays (``base``, ``lora``), serving it in ``slot`` if it is not."""
         from swm.serving import embedded
 
         with self.lock:
             current = self._current.get(slot)
-            if current is not None and current[0] == lora:
+            if current is not None and current[0] == lora and current[1].process.poll() is None:
                 return current[1]
-            if current is not None:
+            if current is not None and current[0] != lora:
                 embedded.stop_server(base=base, lora=current[0])
             server = embedded.ensure_server(base=base, lora=lora)
-            self._current[slot] = (lora, server.base_url)
-            return server.base_url
+            self._current[slot] = (lora, server)
+            return server

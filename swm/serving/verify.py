@@ -7,8 +7,9 @@ while every report says otherwise. After each deploy both loops call `verify_ser
 * **identity** — the adapter's content hash (`adapter_sha256`: SHA-256 of its weights and
   config) is recorded with the policy. Embedded: the GGUF LoRA carries the hash of the adapter
   it was converted from (``swm.adapter.sha256``, written by `swm.serving.gguf_lora`), and the
-  running llama.cpp server must be the one started with that GGUF. Runtime LoRA: the server's
-  ``/v1/models`` must list the adapter's name, and where it says which directory it loaded
+  running llama.cpp server must be the one started with that GGUF (on llama-server, the adapter
+  the server itself lists under the id the requests name: `swm.serving.embedded.served_lora`).
+  Runtime LoRA: the server's ``/v1/models`` must list the adapter's name, and where it says which directory it loaded
   (vLLM's ``root``), that directory's hash must be the recorded one.
 * **probe** — one prompt decoded greedily (temperature 0) by the server must give what the
   trained adapter gives in torch (PEFT, `greedy_probe`). A first difference is forgiven only
@@ -96,9 +97,11 @@ def greedy_probe(model: Any, tokenizer: Any, prompt: str, max_tokens: int = PROB
     return Probe(prompt=prompt, tokens=tokens, text=text, margins=margins)
 
 
-def served_reply(base_url: str, model: str, prompt: str, max_tokens: int, timeout: float = 120.0) -> str:
-    """Ask an OpenAI-compatible server for a temperature-0 completion of a raw prompt."""
-    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "top_k": 1}
+def served_reply(base_url: str, model: str, prompt: str, max_tokens: int, timeout: float = 120.0,
+                 fields: dict[str, Any] | None = None) -> str:
+    """Ask an OpenAI-compatible server for a temperature-0 completion of a raw prompt (``fields`` added to the body)."""
+    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "top_k": 1,
+            **(fields or {})}
     request = urllib.request.Request(base_url.rstrip("/") + "/completions", data=json.dumps(body).encode(),
                                      method="POST", headers={"Content-Type": "application/json"})
     try:
@@ -129,9 +132,13 @@ def probe_difference(probe: Probe, served: str, tokenizer: Any, tolerance: float
             f"{served!r}")
 
 
-def check_probe(base_url: str, model: str, probe: Probe, tokenizer: Any, tolerance: float = TOLERANCE) -> None:
-    """Raise `ServedMismatch` unless the server's greedy reply to the probe is the adapter's own."""
-    served = served_reply(base_url, model, probe.prompt, len(probe.tokens))
+def check_probe(base_url: str, model: str, probe: Probe, tokenizer: Any, tolerance: float = TOLERANCE,
+                fields: dict[str, Any] | None = None) -> None:
+    """Raise `ServedMismatch` unless the server's greedy reply to the probe is the adapter's own.
+
+    ``fields`` go into the request body: on llama-server they pick the adapter for this request.
+    """
+    served = served_reply(base_url, model, probe.prompt, len(probe.tokens), fields=fields)
     why = probe_difference(probe, served, tokenizer, tolerance)
     if why is not None:
         raise ServedMismatch(f"the server at {base_url} does not play the trained adapter ({model}): probe {why}",

@@ -1,0 +1,131 @@
+"""How swm runs llama.cpp's C++ ``llama-server``: slots, prompt cache, LoRA adapters chosen per request.
+
+One process per base GGUF serves every adapter of that base: they are all loaded at start
+(``--lora a.gguf --lora b.gguf``) with scale 0 (``--lora-init-without-apply``), and a request
+picks its own with the body field ``"lora": [{"id": i, "scale": 1.0}]`` (`lora_field`); a request
+without one runs the base. ``--parallel`` slots decode their sequences together (continuous
+batching); each slot keeps its prompt's KV cache (``cache_prompt``) and a request goes to the
+idle slot whose cached prompt shares the most with it (``--slot-prompt-similarity``), so the
+seats of a conversation keep re-using their own prefixes; prompts of idle slots are kept in
+RAM (``--cache-ram``) for when they come back.
+
+Settings (environment): ``SWM_EMBEDDED_SLOTS`` (default `default_slots`: two per core, 4 to
+8, and no more than 64k tokens of context in all), ``SWM_EMBEDDED_CTX`` (context per slot,
+default 8192), ``SWM_EMBEDDED_THREADS``, ``SWM_EMBEDDED_CACHE_MIB`` (prompt cache in RAM,
+default 1024).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+ENGINE = "llama-server"
+DEFAULT_CTX = 8192
+MAX_TOTAL_CTX = 65536  # tokens of KV cache across all slots: 1.5 GB for SmolLM2-135M in f16
+SIMILARITY = 0.10  # llama-server's own default, written out so a change upstream cannot move it silently
+
+
+def slot_ctx() -> int:
+    """Return the context length of one slot (``SWM_EMBEDDED_CTX``, default 8192)."""
+    return int(os.environ.get("SWM_EMBEDDED_CTX") or DEFAULT_CTX)
+
+
+def default_slots(cores: int | None = None, ctx: int | None = None) -> int:
+    """Return the slot count for ``cores`` and a per-slot context: two per core, 4 to 8, within 64k tokens."""
+    cores = cores or os.cpu_count() or 2
+    ctx = ctx or slot_ctx()
+    return max(1, min(max(4, min(8, 2 * cores)), MAX_TOTAL_CTX // max(1, ctx)))
+
+
+def slots() -> int:
+    """Return how many sequences the server decodes together (``SWM_EMBEDDED_SLOTS`` or `default_slots`)."""
+    chosen = os.environ.get("SWM_EMBEDDED_SLOTS")
+    return max(1, int(chosen)) if chosen else default_slots()
+
+
+def command(binary: Path, model: Path, port: int, adapters: list[Path], repack: bool) -> list[str]:
+    """Return the llama-server command line for ``model`` with ``adapters`` (request id = list position)."""
+    n = slots()
+    threads = os.environ.get("SWM_EMBEDDED_THREADS") or str(os.cpu_count() or 2)
+    cmd = [str(binary), "--model", str(model), "--host", "127.0.0.1", "--port", str(port), "--alias", "embedded",
+           "--parallel", str(n), "--ctx-size", str(slot_ctx() * n), "--no-kv-unified", "--cont-batching",
+           "--threads", threads, "--threads-batch", threads, "--cache-prompt",
+           "--slot-prompt-similarity", str(SIMILARITY),
+           "--cache-ram", os.environ.get("SWM_EMBEDDED_CACHE_MIB", "1024"), "--metrics", "--no-webui", "--jinja"]
+    if not repack:
+        cmd.append("--no-repack")
+    for adapter in adapters:
+        cmd += ["--lora", str(adapter)]
+    if adapters:
+        cmd.append("--lora-init-without-apply")
+    return cmd
+
+
+def lora_field(adapters: list[Path], lora: Path | None) -> dict[str, Any]:
+    """Return the request fields that select ``lora`` (none: the base) on a server started with ``adapters``."""
+    if lora is None:
+        return {}
+    return {"lora": [{"id": adapters.index(lora), "scale": 1.0}]}
+
+
+def with_adapter(adapters: list[Path], released: set[Path], lora: Path | None) -> list[Path]:
+    """Return the adapter list that also holds ``lora``: in a released adapter's place, else appended.
+
+    Ids of the adapters still in use never change, so a request built before a restart still
+    names its own adapter after it. ``released`` loses the adapter whose place was taken.
+    """
+    if lora is None or lora in adapters:
+        return list(adapters)
+    reuse = next((i for i, a in enumerate(adapters) if a in released), None)
+    if reuse is None:
+        return [*adapters, lora]
+    released.discard(adapters[reuse])
+    return [*adapters[:reuse], lora, *adapters[reuse + 1:]]
+
+
+def port_of(base_url: str) -> int:
+    """Return the port of a loopback base URL (``http://127.0.0.1:PORT/v1``)."""
+    return int(base_url.rsplit(":", 1)[1].split("/")[0])
+
+
+def _get(url: str, timeout: float = 2.0) -> Any:
+    with urllib.request.urlopen(url, timeout=timeout) as reply:
+        return json.loads(reply.read() or b"null")
+
+
+def _root(base_url: str) -> str:
+    return base_url.removesuffix("/").removesuffix("/v1")
+
+
+def ready(base_url: str) -> bool:
+    """Tell whether the server at ``base_url`` has loaded its model and takes requests."""
+    try:
+        return (_get(_root(base_url) + "/health") or {}).get("status") == "ok"
+    except (OSError, ValueError):
+        return False
+
+
+def loaded_adapters(base_url: str) -> dict[int, Path]:
+    """Return {request id: adapter path} as the running server at ``base_url`` reports them (``/lora-adapters``)."""
+    return {int(entry["id"]): Path(entry["path"]) for entry in _get(_root(base_url) + "/lora-adapters", timeout=10)}
+
+
+def wait_idle(base_url: str, timeout: float) -> bool:
+    """Wait until no slot is decoding (up to ``timeout`` s); say whether the server went idle."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            busy = any(slot.get("is_processing") for slot in _get(_root(base_url) + "/slots"))
+        except (OSError, ValueError):
+            return True  # nothing to wait for: the server is gone or does not say
+        if not busy:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.2)

