@@ -65,7 +65,7 @@ def test_a_server_that_silently_serves_the_base_is_caught(tiny_gguf_llama: Path,
     probe = greedy_probe(trained, tok, prompt)
     base_only = embedded.ensure_server(base=tiny_gguf_llama / "base.gguf")
     with pytest.raises(ServedMismatch) as caught:
-        check_probe(base_only.base_url, "embedded", probe, tok)
+        check_probe(base_only.base_url, "embedded", probe, tok, fields=base_only.fields)
     assert "does not play the trained adapter" in str(caught.value) and "\n" not in str(caught.value)
     served = embedded.ensure_server(base=tiny_gguf_llama / "base.gguf", lora=deployed["gguf"])
     # the server with the adapter (on llama-server: the request that names it) passes the same probe

@@ -6,19 +6,20 @@ picks its own with the body field ``"lora": [{"id": i, "scale": 1.0}]`` (`lora_f
 without one runs the base. ``--parallel`` slots decode their sequences together (continuous
 batching); each slot keeps its prompt's KV cache (``cache_prompt``) and a request goes to the
 idle slot whose cached prompt shares the most with it (``--slot-prompt-similarity``), so the
-seats of a conversation keep re-using their own prefixes; prompts of idle slots are kept in
-RAM (``--cache-ram``) for when they come back.
+seats of a conversation keep re-using their own prefixes; on a server without adapters the
+prompts of idle slots are also kept in RAM (``--cache-ram``) for when they come back.
 
 Settings (environment): ``SWM_EMBEDDED_SLOTS`` (default `default_slots`: two per core, 4 to
 8, and no more than 64k tokens of context in all), ``SWM_EMBEDDED_CTX`` (context per slot,
-default 8192), ``SWM_EMBEDDED_THREADS``, ``SWM_EMBEDDED_CACHE_MIB`` (prompt cache in RAM,
-default 1024).
+default 8192), ``SWM_EMBEDDED_THREADS`` (default one per core but one), ``SWM_EMBEDDED_CACHE_MIB`` (prompt cache in RAM,
+default 1024), ``SWM_EMBEDDED_ARGS`` (more llama-server flags, appended).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import time
 import urllib.error
 import urllib.request
@@ -52,14 +53,20 @@ def slots() -> int:
 def command(binary: Path, model: Path, port: int, adapters: list[Path], repack: bool) -> list[str]:
     """Return the llama-server command line for ``model`` with ``adapters`` (request id = list position)."""
     n = slots()
-    threads = os.environ.get("SWM_EMBEDDED_THREADS") or str(os.cpu_count() or 2)
+    # one core is left to the client that builds the prompts: llama.cpp's threads wait for each other at every
+    # step, so one of them descheduled stalls them all (two threads on two busy cores decoded 7x slower than one)
+    threads = os.environ.get("SWM_EMBEDDED_THREADS") or str(max(1, (os.cpu_count() or 2) - 1))
     cmd = [str(binary), "--model", str(model), "--host", "127.0.0.1", "--port", str(port), "--alias", "embedded",
            "--parallel", str(n), "--ctx-size", str(slot_ctx() * n), "--no-kv-unified", "--cont-batching",
            "--threads", threads, "--threads-batch", threads, "--cache-prompt",
            "--slot-prompt-similarity", str(SIMILARITY),
-           "--cache-ram", os.environ.get("SWM_EMBEDDED_CACHE_MIB", "1024"), "--metrics", "--no-webui", "--jinja"]
+           "--metrics", "--no-webui", "--jinja",
+           # the RAM cache of idle slots' prompts is keyed by tokens alone: with adapters it could hand a
+           # request a prefix computed under another adapter, so it is on only for a server without any
+           "--cache-ram", os.environ.get("SWM_EMBEDDED_CACHE_MIB", "1024") if not adapters else "0"]
     if not repack:
         cmd.append("--no-repack")
+    cmd += shlex.split(os.environ.get("SWM_EMBEDDED_ARGS", ""))  # any other llama-server flag, last so it wins
     for adapter in adapters:
         cmd += ["--lora", str(adapter)]
     if adapters:
@@ -68,9 +75,14 @@ def command(binary: Path, model: Path, port: int, adapters: list[Path], repack: 
 
 
 def lora_field(adapters: list[Path], lora: Path | None) -> dict[str, Any]:
-    """Return the request fields that select ``lora`` (none: the base) on a server started with ``adapters``."""
+    """Return the request fields that select ``lora`` (None: the base) on a server started with ``adapters``.
+
+    The base is asked for explicitly (adapter 0 at scale 0, which also holds on a server with no
+    adapter): llama-server clears a slot's cached prompt when a request's adapters differ from the
+    slot's, but a request that names none keeps the cache the slot built under another adapter.
+    """
     if lora is None:
-        return {}
+        return {"lora": [{"id": 0, "scale": 0.0}]}
     return {"lora": [{"id": adapters.index(lora), "scale": 1.0}]}
 
 
