@@ -129,6 +129,9 @@ class ServedSampler:
         served = None
         if self.server_logprobs and choice.logprobs is not None:
             pieces, values = choice.logprobs.tokens or [], choice.logprobs.token_logprobs or []
+            content = getattr(choice.logprobs, "content", None) or []  # llama-server: chat-style entries
+            if content and not pieces:
+                pieces, values = [str(c["token"]) for c in content], [float(c["logprob"]) for c in content]
             # comparable only where the server's tokens are the retokenised ones (same pieces, same count)
             if "".join(pieces) == text and len(values) == len(tokens) - (tokens[-1] == tok.eos_token_id):
                 served = [float(v) for v in values]

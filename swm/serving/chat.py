@@ -3,7 +3,7 @@
 LangChain's structured output binds the schema as a tool and names it in ``tool_choice``.
 llama-server reads only ``auto``/``none``/``required`` there, and forces a tool call only for
 chat templates that describe tools (SmolLM2's does not: it answers in text). What it does
-enforce for any template is a JSON schema (``response_format``), by grammar — as
+enforce for any template is a JSON schema (its ``json_schema`` body field), by grammar — as
 llama-cpp-python's server did for a named tool. So a request that names one of its tools is
 sent as that tool's parameters schema, and the JSON reply comes back to LangChain as a call of
 that tool (a truncated reply as an invalid call, which swm records as a reply that did not fit).
@@ -30,8 +30,9 @@ def named_tool_as_schema(payload: dict[str, Any]) -> tuple[dict[str, Any], str |
     if tool is None:
         return payload, None
     sent = {k: v for k, v in payload.items() if k not in ("tools", "tool_choice", "parallel_tool_calls")}
-    sent["response_format"] = {"type": "json_schema",
-                               "json_schema": {"name": name, "schema": tool["function"].get("parameters") or {}}}
+    # llama-server's own body field, not ``response_format``: with that LangChain would parse the reply
+    # itself and raise on a truncated one instead of recording it as a reply that did not fit
+    sent["extra_body"] = {**(payload.get("extra_body") or {}), "json_schema": tool["function"].get("parameters") or {}}
     return sent, str(name)
 
 
