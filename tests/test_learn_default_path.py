@@ -30,6 +30,8 @@ from swm.tasks.decisions import decision_prompt, decision_task  # noqa: E402
 def test_swm_learn_rs_sft_trains_serves_and_evaluates_the_shipped_model(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SWM_EMBEDDED_THREADS", "1")  # the seeded draws below are those of one thread
+    # ... on llama-cpp-python's server, whose sampler the 40 draws were calibrated on (llama-server's differs)
+    monkeypatch.setenv("SWM_EMBEDDED_ENGINE", "python")
     db, out = tmp_path / "learn.db", tmp_path / "out"
     result = CliRunner().invoke(main, [
         "learn", "--update", "rs-sft", "--levels", "decision", "--families", "mutual_friend", "--cycles", "1",
