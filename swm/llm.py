@@ -178,7 +178,7 @@ def make_chat_model(spec: str, *, temperature: float = 0.0, max_tokens: int | No
     parsed = ModelSpec.parse(spec)
     if parsed.base_url is None and is_embedded(parsed.name):
         from swm.serving.chat import LlamaServerChat
-        from swm.serving.embedded import ENGINE, ensure_server, parse_spec
+        from swm.serving.embedded import ENGINE, SAMPLING, ensure_server, parse_spec
 
         base, lora = parse_spec(parsed.name) or (None, None)
         server = ensure_server(base=base, lora=lora)
@@ -189,7 +189,7 @@ def make_chat_model(spec: str, *, temperature: float = 0.0, max_tokens: int | No
         return chat(model="embedded", base_url=server.base_url, api_key="sk-no-key-needed",  # type: ignore[arg-type]
                     temperature=temperature, timeout=timeout or EMBEDDED_TIMEOUT, max_retries=0,
                     http_client=deadline_client(timeout or EMBEDDED_TIMEOUT),
-                    extra_body={"max_tokens": max_tokens or EMBEDDED_MAX_TOKENS, **server.fields})
+                    extra_body={"max_tokens": max_tokens or EMBEDDED_MAX_TOKENS, **SAMPLING, **server.fields})
     if parsed.provider not in (None, "openai"):
         return _provider_model(parsed, temperature=temperature, max_tokens=max_tokens,
                                timeout=timeout or DEFAULT_TIMEOUT, max_retries=max_retries)
@@ -276,7 +276,7 @@ def call_model(model: BaseChatModel, messages: list[BaseMessage] | str,
                 continue
             # the embedded server died or was restarted with this request in flight: once it is up
             # again (started anew on its port if need be), only this request is sent again
-            if revived < EMBEDDED_RESENDS and _embedded_revived(exc, model):
+            if revived < EMBEDDED_RESENDS and embedded_revived(exc, _endpoint_of(model)):
                 revived += 1
                 continue
             raise failure from exc
@@ -341,6 +341,9 @@ def _structured(model: BaseChatModel, schema: type[BaseModel]) -> tuple[Runnable
 def _describe_parse_error(error: Any, raw: AIMessage | None) -> str:
     if error is not None:
         text = str(error).splitlines()[0] if str(error) else type(error).__name__
+    elif raw is not None and (raw.response_metadata or {}).get("finish_reason") == "length":
+        used = (raw.response_metadata.get("token_usage") or {}).get("completion_tokens")
+        text = f"the reply reached the token limit{f' ({used} tokens)' if used else ''} before the schema was complete"
     elif raw is not None and not getattr(raw, "tool_calls", None):
         text = "the model answered in text instead of calling the schema tool"
     else:
@@ -465,15 +468,16 @@ def _embedded_stopped(where: str) -> str | None:
     return stopped(where)
 
 
-def _embedded_revived(exc: BaseException, model: BaseChatModel) -> bool:
-    """Tell whether a dropped connection was to an embedded server that is up again (restarting it if it died)."""
+def embedded_revived(exc: BaseException, base_url: str) -> bool:
+    """Tell whether a dropped connection was to the embedded server at ``base_url`` and it is up again
+    (started anew on its port if it died): the request in flight may then be sent again."""
     import openai
 
     if not isinstance(exc, openai.APIConnectionError) or isinstance(exc, openai.APITimeoutError):
         return False
     from swm.serving.embedded import revive
 
-    return revive(_endpoint_of(model))
+    return revive(base_url)
 
 
 def _root_cause(exc: BaseException) -> BaseException:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -54,3 +56,30 @@ def test_the_token_cap_reaches_the_llama_cpp_server() -> None:
 
     reply = call_model(make_chat_model("embedded", max_tokens=8), "Write a long story about a marble.")
     assert 0 < reply.stats["completion_tokens"] <= 8
+
+
+@pytest.mark.timeout(900)  # three parse attempts of the real model at most; about a minute on a quiet machine
+def test_the_readmes_main_job_answers_on_the_default_engine(tmp_path: Path) -> None:
+    """The README's first command, on whichever engine is the default here (llama-server once built, as in CI).
+
+    On llama-server without llama-cpp-python's repeat penalty every parse attempt looped on one
+    name up to the token cap and the job printed no answer.
+    """
+    from click.testing import CliRunner
+
+    from swm.cli import main
+
+    root = Path(__file__).resolve().parents[1]
+    result = CliRunner().invoke(main, ["ask", "--story", str(root / "examples" / "sally_anne.txt"), "--question",
+                                       "Where will Sally look for the marble?", "--mode", "s3ap", "--task", "tomi",
+                                       "--db", str(tmp_path / "ask.db"), "--json"])
+    assert result.exit_code == 0, result.output[-2000:]
+    out = json.loads(result.stdout[result.stdout.index("{"):])
+    assert out["world"] and out["answer"], out.get("parse_problems") or out.get("answer_error")
+
+
+def test_every_embedded_request_carries_llama_cpp_pythons_repeat_penalty() -> None:
+    from swm.llm import make_chat_model
+
+    assert embedded.SAMPLING == {"repeat_penalty": 1.1}
+    assert make_chat_model("embedded").extra_body["repeat_penalty"] == 1.1  # type: ignore[attr-defined]

