@@ -97,3 +97,61 @@ def test_a_runtime_lora_server_must_list_the_adapter_with_its_content(deployed: 
         (copy / "adapter_config.json").write_text((copy / "adapter_config.json").read_text() + " ")
         with pytest.raises(ServedMismatch, match="whose content is not the trained adapter's"):
             check_runtime_identity(server.base_url, "swm-p1", sha)
+
+
+class _Words:
+    """A tokenizer stand-in for `probe_difference`: token i decodes to WORDS[i]; 0 is the end of the reply."""
+
+    eos_token_id = 0
+    WORDS = ("", "Ben", " Khan", "\n", " Ali")
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
+        return "".join(self.WORDS[i] for i in ids if i != self.eos_token_id)
+
+
+@pytest.mark.parametrize(("served", "stop", "ok"), [
+    ("Ben Khan", ["\n"], True),
+    ("Ben Khan\n", ["\n"], True),  # a newline ends a decision's reply as the end-of-reply token does
+    ("Ben Khan\nAli", ["\n"], True),  # a server that ignores `stop` is cut where the sampler cuts
+    ("Ben Khan\n", [], False),  # where a newline does not end the reply, a clear choice differs
+    ("Ben Ali", ["\n"], False),
+])
+def test_the_probe_compares_replies_up_to_where_the_sampler_stops(monkeypatch: pytest.MonkeyPatch, served: str,
+                                                                   stop: list[str], ok: bool) -> None:
+    from swm.serving import verify
+    from swm.serving.verify import Probe
+
+    sent: list[Any] = []
+    monkeypatch.setattr(verify, "served_reply", lambda *a, **k: sent.append(k.get("stop")) or served)
+    # the adapter's reply: "Ben", " Khan", end — each a clear choice (its end-of-reply token 2 nats over "\n")
+    probe = Probe(prompt="p", tokens=[1, 2, 0], text="Ben Khan", margins=[3.0, 2.0, 2.0], stop=stop)
+    if ok:
+        check_probe("http://127.0.0.1:1/v1", "embedded", probe, _Words())
+    else:
+        with pytest.raises(ServedMismatch):
+            check_probe("http://127.0.0.1:1/v1", "embedded", probe, _Words())
+    assert sent == [stop]
+
+
+def test_a_greedy_probe_ends_where_a_stop_string_begins(tiny_gguf_llama: Path, deployed: dict[str, Any]) -> None:
+    from peft import PeftModel
+
+    from swm.lifelong.train import load_base
+
+    model, tok = load_base(str(tiny_gguf_llama))
+    trained = PeftModel.from_pretrained(model, str(deployed["dir"]))
+    prompt = str(tok.apply_chat_template(deployed["prompt"], add_generation_prompt=True, tokenize=False))
+    full = greedy_probe(trained, tok, prompt)
+    assert len(full.text) >= 2, full.text
+    stop = full.text[1:2]  # a string its reply holds after the first character
+    cut = greedy_probe(trained, tok, prompt, stop=[stop])
+    assert cut.text == full.text[:full.text.find(stop)] and cut.stop == [stop]
+
+
+@pytest.mark.parametrize(("margin", "ok"), [(0.31, True), (0.99, True), (1.5, False)])
+def test_a_first_token_parting_is_forgiven_only_within_the_probe_tolerance(margin: float, ok: bool) -> None:
+    """Quantised serving flipped a trained PPO adapter's first token at 0.31 nats: a near tie, not a missing adapter."""
+    from swm.serving.verify import Probe, probe_difference
+
+    probe = Probe(prompt="p", tokens=[1, 2, 0], text="Ben Khan", margins=[margin, 3.0, 3.0])
+    assert (probe_difference(probe, " Ali", _Words()) is None) == ok

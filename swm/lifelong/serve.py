@@ -15,7 +15,7 @@ the run's store, whose content hash must be the one recorded when it was trained
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -82,11 +82,13 @@ def policy_spec(policy: PolicyVersion | None, ctx: SWMContext | None = None,
 
 
 def verify_deploy(spec: str, adapter_dir: Path, base: str | None, prompt: list[dict[str, str]],
-                  check: str = "full") -> dict[str, Any]:
+                  check: str = "full", stop: Sequence[str] = ()) -> dict[str, Any]:
     """Check that ``spec`` serves the adapter just trained (`swm.serving.verify`); return what was verified.
 
     ``prompt`` (the first training row's messages) is the probe: the adapter was trained on it, so
-    there its reply differs most from the base's. Raises `ServedMismatch` (one line) on a mismatch.
+    there its reply differs most from the base's; ``stop`` are the strings that end a reply where it is
+    sampled (a decision ends at its first newline), so the probe compares the replies the policy plays.
+    Raises `ServedMismatch` (one line) on a mismatch.
     """
     from swm.serving import embedded
     from swm.serving.verify import (
@@ -120,7 +122,7 @@ def verify_deploy(spec: str, adapter_dir: Path, base: str | None, prompt: list[d
         model_obj, tokenizer = load_base(base)
         trained = PeftModel.from_pretrained(model_obj, str(adapter_dir))
         text = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
-        probe = greedy_probe(trained, tokenizer, str(text))
+        probe = greedy_probe(trained, tokenizer, str(text), stop=stop)
         check_probe(url, name, probe, tokenizer, fields=fields)
         record["probe"] = probe.record()
     return record

@@ -14,7 +14,7 @@ while every report says otherwise. After each deploy both loops call `verify_ser
 * **probe** — one prompt decoded greedily (temperature 0) by the server must give what the
   trained adapter gives in torch (PEFT, `greedy_probe`). A first difference is forgiven only
   where the adapter itself hesitates: its two best next tokens within ``tolerance`` nats of each
-  other (llama.cpp's quantised arithmetic can flip such a near tie, never a clear choice).
+  other (`PROBE_TOLERANCE`: llama.cpp's quantised arithmetic flips such a near tie, not a clear choice).
 
 A mismatch raises `ServedMismatch`, one line, which stops the cycle or iteration.
 """
@@ -25,6 +25,7 @@ import hashlib
 import json
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,11 @@ SOURCE_KEY = "swm.adapter.sha256"  # the GGUF LoRA's record of the PEFT adapter 
 # quantises activations for Q4_1 matmuls): a longer probe would stop cycles that serve the right
 # adapter. Four tokens are where a trained reply and the base's usually differ already.
 PROBE_TOKENS = 4
-TOLERANCE = 0.25  # nats: a near tie under the adapter that quantised serving may resolve the other way
+TOLERANCE = 0.25  # nats: a near tie that llama.cpp's own batched and one-at-a-time kernels may resolve apart
+# nats: a near tie under the (float32, PEFT) adapter that its quantised serving may resolve the other way.
+# Trained adapters' probes parted at the first differing token at margins of 0.31 (a PPO policy's first
+# token) and 0.68 (a KTO policy's end of reply), and plain greedy replies at 0.8-2 later on (above).
+PROBE_TOLERANCE = 1.0
 
 
 class ServedMismatch(SWMError):
@@ -71,13 +76,19 @@ class Probe:
     tokens: list[int]
     text: str
     margins: list[float] = field(default_factory=list)  # log p(best) − log p(second best), per reply token
+    stop: list[str] = field(default_factory=list)  # strings that end the reply (the text is cut before them)
 
     def record(self) -> dict[str, Any]:
         return {"prompt_sha256": hashlib.sha256(self.prompt.encode()).hexdigest()[:16], "reply": self.text}
 
 
-def greedy_probe(model: Any, tokenizer: Any, prompt: str, max_tokens: int = PROBE_TOKENS) -> Probe:
-    """Decode ``prompt`` greedily with ``model`` (the trained PEFT model) and keep each step's margin."""
+def greedy_probe(model: Any, tokenizer: Any, prompt: str, max_tokens: int = PROBE_TOKENS,
+                 stop: Sequence[str] = ()) -> Probe:
+    """Decode ``prompt`` greedily with ``model`` (the trained PEFT model) and keep each step's margin.
+
+    Decoding ends at the end-of-reply token or once the reply holds one of ``stop`` (the strings
+    that end a reply where the policy is sampled), and the text is cut before it, as a server cuts.
+    """
     import torch
 
     ids = [int(i) for i in tokenizer(prompt, add_special_tokens=False)["input_ids"]]
@@ -91,17 +102,29 @@ def greedy_probe(model: Any, tokenizer: Any, prompt: str, max_tokens: int = PROB
             token = int(top.indices[0])
             margins.append(float(top.values[0] - top.values[1]))
             tokens.append(token)
-            if token == tokenizer.eos_token_id:
+            if token == tokenizer.eos_token_id or _cut(_text(tokenizer, tokens), stop) is not None:
                 break
-    text = tokenizer.decode([t for t in tokens if t != tokenizer.eos_token_id], skip_special_tokens=True)
-    return Probe(prompt=prompt, tokens=tokens, text=text, margins=margins)
+    text = _text(tokenizer, tokens)
+    return Probe(prompt=prompt, tokens=tokens, text=text[:_cut(text, stop)], margins=margins, stop=list(stop))
+
+
+def _text(tokenizer: Any, tokens: Sequence[int]) -> str:
+    return str(tokenizer.decode([t for t in tokens if t != tokenizer.eos_token_id], skip_special_tokens=True))
+
+
+def _cut(text: str, stop: Sequence[str]) -> int | None:
+    """Return where the first stop string starts in ``text`` (None: none there)."""
+    found = [i for i in (text.find(s) for s in stop if s) if i >= 0]
+    return min(found) if found else None
 
 
 def served_reply(base_url: str, model: str, prompt: str, max_tokens: int, timeout: float = 120.0,
-                 fields: dict[str, Any] | None = None) -> str:
+                 fields: dict[str, Any] | None = None, stop: Sequence[str] = ()) -> str:
     """Ask an OpenAI-compatible server for a temperature-0 completion of a raw prompt (``fields`` added to the body)."""
+    # no repeat penalty (llama-cpp-python's server applies 1.1 unless told): PEFT's greedy decoding has none
     body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "top_k": 1,
-            **(fields or {})}
+            "repeat_penalty": 1.0,
+            **({"stop": list(stop)} if stop else {}), **(fields or {})}
     request = urllib.request.Request(base_url.rstrip("/") + "/completions", data=json.dumps(body).encode(),
                                      method="POST", headers={"Content-Type": "application/json"})
     try:
@@ -111,7 +134,7 @@ def served_reply(base_url: str, model: str, prompt: str, max_tokens: int, timeou
         raise ServedMismatch(f"the probe of {model} at {base_url} got no completion: {exc}") from exc
 
 
-def probe_difference(probe: Probe, served: str, tokenizer: Any, tolerance: float = TOLERANCE) -> str | None:
+def probe_difference(probe: Probe, served: str, tokenizer: Any, tolerance: float = PROBE_TOLERANCE) -> str | None:
     """Return why ``served`` is not the adapter's reply to the probe, or None when it is.
 
     Compared as text (a served text can tokenise differently from the tokens that made it): at the
@@ -132,13 +155,14 @@ def probe_difference(probe: Probe, served: str, tokenizer: Any, tolerance: float
             f"{served!r}")
 
 
-def check_probe(base_url: str, model: str, probe: Probe, tokenizer: Any, tolerance: float = TOLERANCE,
+def check_probe(base_url: str, model: str, probe: Probe, tokenizer: Any, tolerance: float = PROBE_TOLERANCE,
                 fields: dict[str, Any] | None = None) -> None:
     """Raise `ServedMismatch` unless the server's greedy reply to the probe is the adapter's own.
 
     ``fields`` go into the request body: on llama-server they pick the adapter for this request.
     """
-    served = served_reply(base_url, model, probe.prompt, len(probe.tokens), fields=fields)
+    served = served_reply(base_url, model, probe.prompt, len(probe.tokens), fields=fields, stop=probe.stop)
+    served = served[:_cut(served, probe.stop)]  # a server that ignores ``stop`` is read as the sampler reads it
     why = probe_difference(probe, served, tokenizer, tolerance)
     if why is not None:
         raise ServedMismatch(f"the server at {base_url} does not play the trained adapter ({model}): probe {why}",
