@@ -24,7 +24,7 @@ from swm.context import SWMContext
 from swm.errors import InputError
 from swm.lifelong import store as ls
 from swm.lifelong.episodes import passed_of
-from swm.lifelong.exports import write_exports
+from swm.lifelong.exports import trainer_of, write_exports
 from swm.lifelong.jobs import plan_of
 from swm.lifelong.samples import load_samples, put_samples, sample_rows, samples_of
 from swm.lifelong.state import LifelongState
@@ -63,18 +63,20 @@ def export_cycle(store: StoreRecords, plan: dict[str, Any], method: str,
     rows: list[dict[str, Any]] = []
     if decisions:
         put_samples(store, samples_of(decisions, {e.episode_id: passed_of(e, plan) for e in decisions}))
-        rows += sample_rows(method, load_samples(store, run, cycles), plan.get("keep", "passed"))
+        rows += sample_rows(method, load_samples(store, run, cycles), plan.get("keep", "passed"),
+                            plan.get("ppo_groups", "mixed"))
     used = len(rows)
     if method in ("sft", "rs-sft"):
         kept = [e for e in episodes if e.level not in SAMPLED_LEVELS and passed_of(e, plan)]
         return rows + sft_rows(kept), used + len(kept)
+    if method == "ppo":
+        return rows, used  # decisions and two-turn moves only: PPO needs each sample's own reward
     pairs = [p for p in ls.pairs(store, run, cycles, kept=True) if p.level not in SAMPLED_LEVELS]
     return rows + (dpo_rows(pairs) if method == "dpo" else kto_rows(pairs)), used + len(pairs)
 
 
 def train_policy(store: StoreRecords, plan: dict[str, Any], method: str, parent: PolicyVersion, version: str,
-                 cycle: int,
-                 cycles: list[int]) -> tuple[PolicyVersion, list[str]]:
+                 cycle: int, cycles: list[int], temperature: float = 0.7) -> tuple[PolicyVersion, list[str]]:
     """Export, train from the parent's adapter, keep it in the store, serve; return the new policy.
 
     With no rows the policy keeps the parent's weights. The parent's adapter comes from where it
@@ -87,8 +89,11 @@ def train_policy(store: StoreRecords, plan: dict[str, Any], method: str, parent:
     from swm.serving import serve_adapter
 
     out_dir = Path(plan["out_dir"]).expanduser()
+    on_policy = method == "ppo"  # PPO trains on this cycle's samples alone (swm.selfplay.decision_ppo)
+    if on_policy:
+        cycles = [cycle]
     rows, used = export_cycle(store, plan, method, cycles)
-    dataset = write_exports(out_dir, method, cycle=cycle, replay=bool(plan["replay"]), rows=rows)
+    dataset = write_exports(out_dir, method, cycle=cycle, replay=bool(plan["replay"]) and not on_policy, rows=rows)
     inherited = {"notes": parent.notes, "exemplars": parent.exemplars, "base_model": parent.base_model,
                  "adapter": parent.adapter, "adapter_sha256": parent.adapter_sha256,
                  "adapter_gguf": parent.adapter_gguf, "served_as": parent.served_as}
@@ -102,18 +107,28 @@ def train_policy(store: StoreRecords, plan: dict[str, Any], method: str, parent:
     settings = TrainSettings(**{**(plan.get("train") or {}), "report_to": plan.get("report_to", "none"),
                                 "logging_dir": str((out_dir / "runs" / version).resolve()),
                                 "run_name": f"{plan['run_id']}-{version}"})
-    trainer = "sft" if method == "rs-sft" else method
+    trainer = trainer_of(method)
     trained_on = training_rows(trainer, rows)
     parent_adapter = str(local_adapter(store, parent, out_dir)) if parent.adapter else None
-    stats = train_adapter(trainer, trained_on, plan.get("hf_model"), adapter_dir,
-                          parent_adapter=parent_adapter, settings=settings)
+    if on_policy:
+        from swm.selfplay.decision_ppo import train_ppo
+
+        stats = train_ppo(load_samples(store, plan["run_id"], cycles), plan.get("hf_model"), adapter_dir,
+                          parent_adapter=parent_adapter, settings=settings,
+                          estimator=plan.get("estimator", "hierarchical"), temperature=temperature,
+                          groups=plan.get("ppo_groups", "mixed"))
+    else:
+        stats = train_adapter(trainer, trained_on, plan.get("hf_model"), adapter_dir,
+                              parent_adapter=parent_adapter, settings=settings)
     stats = stats.model_copy(update={"pairs_used": used})
     sha = keep_adapter(store, adapter_dir)
     draft = PolicyVersion(**common, **{**inherited, "adapter": str(adapter_dir), "adapter_sha256": sha})
     spec, gguf = serve_adapter(adapter_dir, name=lora_name(draft, plan["run_id"]), base_gguf=base_gguf,
                                lora_server=plan.get("lora_server"))
+    # a decision's reply ends at its first newline (swm.lifelong.decision_play): so does the probe's
+    stop = ("\n",) if rows[0].get("source") == "decision" else ()
     checked = verify_deploy(spec, adapter_dir, plan.get("hf_model"), trained_on[0]["prompt"],
-                            plan.get("verify_served", "full"))  # a mismatch stops the cycle here
+                            plan.get("verify_served", "full"), stop=stop)  # a mismatch stops the cycle here
     return draft.model_copy(update={"base_model": str(plan.get("hf_model") or "embedded"), "served_as": spec,
                                     "adapter_gguf": str(gguf) if gguf else None, "train": stats,
                                     "served_check": checked}), []
@@ -142,6 +157,6 @@ def update(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[str, Any]
         update_out["prompts"] = {"distill": prompts.load("lifelong_distill").id,
                                  "memory": prompts.load("lifelong_memory").id}
     else:
-        policy, errors = train_policy(store, plan, method, parent, version, cycle, cycles)
+        policy, errors = train_policy(store, plan, method, parent, version, cycle, cycles, ctx.temperature)
     ls.put_policy(store, run, policy, errors)
     return update_out

@@ -57,6 +57,31 @@ def test_swm_learn_rs_sft_trains_serves_and_evaluates_the_shipped_model(tmp_path
                .text for r in rows), "the prompt trained on is the prompt sampled on"
 
 
+@pytest.mark.timeout(900)
+def test_swm_learn_ppo_trains_serves_and_evaluates_the_shipped_model(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--update ppo` (group estimator) on the same 40 seeded draws: trained on the tasks with both outcomes."""
+    monkeypatch.setenv("SWM_EMBEDDED_THREADS", "1")
+    monkeypatch.setenv("SWM_EMBEDDED_ENGINE", "python")  # the draws of the rs-sft test above
+    db, out = tmp_path / "learn.db", tmp_path / "out"
+    result = CliRunner().invoke(main, [
+        "learn", "--update", "ppo", "--estimator", "group", "--levels", "decision", "--families", "mutual_friend",
+        "--cycles", "1", "--episodes-per-level", "40", "--samples-per-task", "2", "--heldout-per-cell", "1",
+        "--dev-per-cell", "1", "--train-steps", "1", "--train-batch-size", "2", "--temperature", "0.7",
+        "--db", str(db), "--thread-id", "ppo", "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output[-2000:]
+    store = ExperienceStore(db)
+    policy = ls.get_policy(store, "ppo", "p1")
+    assert policy is not None and policy.kind == "ppo" and policy.train is not None, result.stdout[-2000:]
+    assert policy.train.method == "ppo/group" and policy.train.steps >= 1 and policy.train.examples >= 2
+    assert (Path(policy.adapter) / "value_head.pt").is_file() and Path(policy.adapter_gguf).is_file()
+    assert policy.served_as and policy.served_check and policy.served_check.get("probe")
+    rows = [json.loads(line) for line in (out / "exports" / "kto" / "cycle1.jsonl").read_text().splitlines()]
+    assert len(rows) == policy.train.examples and {r["label"] for r in rows} == {True, False}
+    assert len(played := list(store.rows("select 1 from lifelong_episodes where run_id = 'ppo' and "
+                                         "policy_version = 'p1' and phase in ('dev', 'test')"))) == 2, played
+
+
 def test_the_dequantised_base_is_not_a_quantized_model() -> None:
     model, _ = load_base(None)
     assert getattr(model, "hf_quantizer", None) is None and not getattr(model, "is_quantized", False)

@@ -121,3 +121,23 @@ def test_a_store_from_before_the_dev_test_split_is_refused_in_one_line(tmp_path:
                      pk=("run_id", "cycle", "metric", "level"))
     with pytest.raises(InputError, match="before the dev/test split"):
         ls.matrix(store, "r", "pass")
+
+
+def test_eval_families_from_the_command_line_become_the_plans_list(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--eval-families` (an optional list) is split and checked like --families, and absent means None."""
+    import swm.commands.learn as learn
+
+    seen: list[object] = []
+
+    def capture(thread: str, folder: str, options: dict[str, object]) -> dict[str, object]:
+        seen.append(options["eval_families"])
+        raise InputError("stop here")
+
+    monkeypatch.setattr(learn, "build_plan", capture)
+    common = ["learn", "--db", str(tmp_path / "x.db"), "--model", "m@http://127.0.0.1:9/v1"]
+    CliRunner().invoke(main, [*common, "--eval-families", "mutual_friend,persuasion"])
+    CliRunner().invoke(main, common)
+    assert seen == [["mutual_friend", "persuasion"], None]
+    bad = CliRunner().invoke(main, [*common, "--eval-families", "mutual_friend,bogus"])
+    assert bad.exit_code == 2 and "unknown eval_family: bogus" in bad.output

@@ -154,7 +154,7 @@ def test_the_plan_schema_follows_the_lifelong_loop() -> None:
     ("ask", {"narrative": "Sally leaves.", "question": "Where?", "mode": "bogus"}, "mode"),
     ("ask", {"narrative": "Sally leaves.", "mode": "cot"}, "question"),
     ("episode", {"policies": {"Ann": "plain"}}, "scenario"),
-    ("lifelong", {"plan": {"update": "ppo"}}, "plan.update"),
+    ("lifelong", {"plan": {"update": "reinforce"}}, "plan.update"),
     ("game", {"policies": {"village": "smart"}}, "policies.village"),
     ("selfplay", {"plan": {"iterations": 0}}, "plan.iterations"),
 ])

@@ -8,7 +8,8 @@ import uuid
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Literal, cast, get_args, get_origin
+from types import UnionType
+from typing import Any, Literal, Union, cast, get_args, get_origin
 
 import click
 from langchain_core.runnables import RunnableConfig
@@ -78,9 +79,9 @@ def _comparable(plan: dict[str, Any]) -> dict[str, Any]:
 
 # the plan fields `swm learn` takes as options, in --help order; everything else about each comes from LifelongPlan
 CLI_PLAN = ("cycles", "levels", "families", "eval_families", "episodes_per_level", "samples_per_task", "max_turns",
-            "policy", "eval_policy", "self_play", "judge", "judge_threshold", "gating", "min_margin", "update", "keep",
-            "replay", "epsilon", "gate_alpha", "heldout_per_cell", "dev_per_cell", "hf_model", "base_gguf",
-            "lora_server", "verify_served", "report_to")
+            "policy", "eval_policy", "self_play", "judge", "judge_threshold", "gating", "min_margin", "update",
+            "estimator", "ppo_groups", "keep", "replay", "epsilon", "gate_alpha", "heldout_per_cell", "dev_per_cell",
+            "hf_model", "base_gguf", "lora_server", "verify_served", "report_to")
 _SPELLING = {"self_play": "--self-play/--fixed-partner"}  # flags whose off form is not --no-X
 _ON_OFF = ("gating",)  # booleans written --x on|off
 _METAVAR = {"hf_model": "PATH", "base_gguf": "FILE", "lora_server": "URL"}
@@ -96,6 +97,9 @@ def _plan_option(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]
     """Return the click option of plan field ``name``: its flag, default, help and choices from `LifelongPlan`."""
     field = LifelongPlan.model_fields[name]
     flag, annotation = "--" + name.replace("_", "-"), field.annotation
+    optional = get_origin(annotation) in (Union, UnionType) and type(None) in get_args(annotation)
+    if optional:  # `list[Family] | None`: the option is the list's, and not giving it is None
+        annotation = next(a for a in get_args(annotation) if a is not type(None))
     default = field.get_default(call_default_factory=True)
     common: dict[str, Any] = {"help": field.description, "show_default": default is not None}
     if name in _ON_OFF:
@@ -106,8 +110,9 @@ def _plan_option(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]
     if get_origin(annotation) is list:
         choices = get_args(get_args(annotation)[0])
         what = name.rstrip("s").replace("familie", "family")
-        return click.option(flag, name, default=",".join(default),
-                            callback=lambda _c, _p, value: comma_list(value, choices, what), **common)
+        return click.option(flag, name, default=",".join(default) if default else None,
+                            callback=lambda _c, _p, value: comma_list(value, choices, what) if value else None,
+                            **common)
     if get_origin(annotation) is Literal:
         return click.option(flag, name, type=click.Choice(get_args(annotation)), default=default, **common)
     if annotation in (int, float):

@@ -1,6 +1,7 @@
 """The TRL hand-off: ``<out>/exports``, which ``load_dataset`` and ``trl <method> --dataset_name`` read as it is.
 
-Layout (``<trainer>`` is the TRL command: ``sft`` for the sft and rs-sft updates, ``dpo``, ``kto``)::
+Layout (``<trainer>`` is the TRL command: ``sft`` for the sft and rs-sft updates, ``dpo``, ``kto`` for kto
+and for ppo, whose rows are the samples it trained on with the checker's verdict as ``label``)::
 
     <out>/exports/
       README.md                 dataset card: how to load it, the columns, which cycles each policy trained on
@@ -36,7 +37,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {
 
 def trainer_of(method: str) -> str:
     """Return the TRL trainer (and ``trl`` command) of an update method."""
-    return "sft" if method == "rs-sft" else method
+    return {"rs-sft": "sft", "ppo": "kto"}.get(method, method)  # ppo's rows are KTO's: prompt, completion, label
 
 
 def uniform(rows: Sequence[dict[str, Any]], trainer: str) -> list[dict[str, Any]]:

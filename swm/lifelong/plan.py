@@ -18,7 +18,7 @@ from swm.social.graph_state import ActStrategy
 Level = Literal["decision", "two-turn", "easy", "medium", "hard"]  # swm.tasks.families.CURRICULUM_LEVELS
 Family = Literal["negotiation", "mutual_friend", "secret", "scheduling", "persuasion",  # tasks.TASK_FAMILIES
                  "werewolf"]
-UpdateMethod = Literal["memory", "sft", "rs-sft", "dpo", "kto"]  # swm.lifelong.update.METHODS
+UpdateMethod = Literal["memory", "sft", "rs-sft", "dpo", "kto", "ppo"]  # swm.lifelong.update.METHODS
 Reporter = Literal["none", "tensorboard", "wandb", "mlflow"]
 # what each of transformers' reporting integrations imports (either module will do), and what to install
 REPORTERS: dict[str, tuple[tuple[str, ...], str]] = {
@@ -49,7 +49,7 @@ class LifelongPlan(BaseModel):
         "cycles", "levels", "families", "episodes_per_level", "samples_per_task", "max_turns", "policy",
         "eval_policy", "self_play", "judge", "judge_threshold", "gating", "min_margin", "update", "keep", "replay",
         "epsilon", "gate_alpha", "heldout_per_cell", "dev_per_cell", "hf_model", "eval_families", "base_gguf",
-        "lora_server", "train")
+        "lora_server", "train", "estimator", "ppo_groups")
 
     run_id: str = "learn"
     cycles: int = Field(3, ge=1, description="Training cycles (after the baseline evaluation).")
@@ -80,7 +80,13 @@ class LifelongPlan(BaseModel):
     update: UpdateMethod = Field("memory", description=(
         "Policy update: memory (any API model), or a LoRA adapter trained with TRL, continued from the deployed "
         "policy's adapter (rs-sft/sft: checker-passing samples and kept trajectories; dpo/kto: passing against "
-        "failing samples of the same decision, and kept pairs)."))
+        "failing samples of the same decision, and kept pairs; ppo: PPO on decision samples, the checker's verdict "
+        "as the reward, with --estimator's advantages)."))
+    estimator: Literal["hierarchical", "group"] = Field("hierarchical", description=(
+        "ppo: the advantage estimator, as swm selfplay's: hierarchical (a value head, turn- then token-level GAE) "
+        "or group (critic-free, normalised over a task's samples)."))
+    ppo_groups: Literal["mixed", "all"] = Field("mixed", description=(
+        "ppo: train on the tasks whose samples both pass and fail (DPO's and KTO's tasks), or on every sample."))
     keep: Literal["passed", "wrong"] = Field("passed", description=(
         "sft/rs-sft on decisions: clone passing samples, or 'wrong': as many well-formatted failing ones (the "
         "format-only control arm)."))

@@ -136,8 +136,16 @@ def by_task(samples: Iterable[Sample]) -> dict[tuple[int, str, str], list[Sample
     return groups
 
 
-def sample_rows(method: str, samples: Sequence[Sample], keep: str = "passed") -> list[dict[str, Any]]:
-    """Return TRL rows for ``method`` from the kept-sample table (sft: ``messages``; dpo; kto)."""
+def sample_rows(method: str, samples: Sequence[Sample], keep: str = "passed",
+                groups: str = "mixed") -> list[dict[str, Any]]:
+    """Return TRL rows for ``method`` from the kept-sample table (sft: ``messages``; dpo; kto).
+
+    ``ppo`` gets KTO's rows (prompt, completion, the checker's verdict as ``label``): the samples it
+    trains on (`swm.selfplay.decision_ppo`), of mixed tasks only unless ``groups="all"``.
+    """
+    every = method == "ppo" and groups == "all"
+    if method == "ppo":
+        method = "kto"
     if method in ("sft", "rs-sft"):
         return [{"messages": _messages(s.prompt, s.completion), **_meta(s, method)}
                 for s in kept_for_sft(samples, keep)]
@@ -145,7 +153,7 @@ def sample_rows(method: str, samples: Sequence[Sample], keep: str = "passed") ->
     for group in by_task(samples).values():
         good = [s for s in group if s.passed]
         bad = [s for s in group if not s.passed]
-        if not good or not bad:
+        if (not good or not bad) and not every:
             continue
         prompt = [{"role": "user", "content": group[0].prompt}]
         if method == "dpo":

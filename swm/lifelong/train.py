@@ -280,9 +280,18 @@ def train_adapter(method: str, rows: list[dict[str, Any]], base: str | None, out
                        tokens_per_s=round(tokens / seconds, 1) if seconds else 0.0,
                        seed=settings.seed, adapter_bytes=(partial / "adapter_model.safetensors").stat().st_size,
                        from_adapter=str(parent_adapter) if parent_adapter else None)
-    (partial / STATS_FILE).write_text(stats.model_dump_json())
-    (partial / "settings.json").write_text(json.dumps(asdict(settings)))
-    if out_dir.exists():
-        shutil.rmtree(out_dir)  # an unfinished adapter without stats: replaced whole
-    os.replace(partial, out_dir)
+    finish_adapter(partial, out_dir, stats, asdict(settings))
     return stats
+
+
+def finish_adapter(partial: Path, out_dir: Path, stats: TrainStats, settings: dict[str, Any]) -> None:
+    """Write the stats and settings beside an adapter saved in ``partial``, then move it to ``out_dir`` in one rename.
+
+    The stats file is what marks an adapter finished (`finished_stats`); an unfinished one already in
+    ``out_dir`` (no stats) is replaced whole.
+    """
+    (partial / STATS_FILE).write_text(stats.model_dump_json())
+    (partial / "settings.json").write_text(json.dumps(settings))
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    os.replace(partial, out_dir)

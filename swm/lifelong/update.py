@@ -31,7 +31,7 @@ from swm.lifelong.records import EpisodeRecord, PreferencePair
 from swm.llm import call_model
 from swm.usage import CallStats, add_stats, empty_stats
 
-METHODS = ("memory", "sft", "rs-sft", "dpo", "kto")
+METHODS = ("memory", "sft", "rs-sft", "dpo", "kto", "ppo")
 MAX_EXEMPLARS = 3
 
 

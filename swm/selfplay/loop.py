@@ -28,7 +28,7 @@ from swm.selfplay.plan import SelfPlayPlan
 from swm.selfplay.rewards import filtered_counts, score, score_game
 from swm.selfplay.rollout import Sampler, play
 from swm.selfplay.served import SERVERS, ServedSampler, resolve_sampler, served_base
-from swm.selfplay.trajectory import Generation, Rollout
+from swm.selfplay.trajectory import Generation, Rollout, SeatTurn
 from swm.stats import mean_ci
 from swm.tasks.families import Task
 
@@ -257,20 +257,27 @@ def score_rollouts(plan: SelfPlayPlan, store: StoreRecords, iteration: int, phas
             "seconds": time.perf_counter() - start}
 
 
-def token_values(policy: LoraValueModel, rollouts: list[Rollout]) -> None:
-    """Fill every turn's ``values`` with the value head's value at each generated token."""
+def score_turns(policy: LoraValueModel, turns: list[SeatTurn]) -> list[tuple[list[float], list[float]]]:
+    """Return each turn's (log-probability, value) at every generated token under ``policy``, 8 turns a batch."""
     import torch
 
     from swm.selfplay.policy import collate, gather
 
-    turns = [t for r in rollouts for s in r.seats for t in s.turns]
+    out: list[tuple[list[float], list[float]]] = []
     for start in range(0, len(turns), 8):
         chunk = turns[start:start + 8]
         batch = collate([t.prompt_ids for t in chunk], [t.token_ids for t in chunk], policy.tokenizer.pad_token_id)
         with torch.no_grad():
-            _, values = policy.score(batch)
-        for turn, row in zip(chunk, gather(values, batch), strict=True):
-            turn.values = row
+            logprobs, values = policy.score(batch)
+        out += list(zip(gather(logprobs, batch), gather(values, batch), strict=True))
+    return out
+
+
+def token_values(policy: LoraValueModel, rollouts: list[Rollout]) -> None:
+    """Fill every turn's ``values`` with the value head's value at each generated token."""
+    turns = [t for r in rollouts for s in r.seats for t in s.turns]
+    for turn, (_, values) in zip(turns, score_turns(policy, turns), strict=True):
+        turn.values = values
 
 
 def assign_advantages(rollouts: list[Rollout], cfg: adv.AdvantageConfig) -> list[float]:

@@ -1,0 +1,175 @@
+"""``swm learn --update ppo``: PPO on the kept-sample table, with self-play's advantage estimators, as a LoRA adapter.
+
+The same rows every other method reads (`swm.lifelong.samples`): each sampled move at a decision
+state, its prompt and completion, and the checker's verdict as the reward (1 pass, 0 fail — a
+wrong attempt scores as doing nothing, D3). Each task's samples are one *group* (candidates at the
+same state), so the update is self-play's PPO (`swm.selfplay.ppo`) on one-turn rollouts, with its
+estimators (`swm.selfplay.advantages`), chosen by the plan's ``estimator``:
+
+* ``hierarchical`` (default) — a value head on the last hidden state (continued from the
+  incumbent's, zero for a new adapter) is the baseline: turn-level GAE over the move's one turn,
+  then token-level GAE inside it, the value head regressing the λ-returns;
+* ``group`` — critic-free: ``(r − mean) / (std + ε)`` over the task's samples, the same for each
+  token (GRPO-style); no value head is trained.
+
+Either way token advantages are whitened over the batch, and the loss is PPO-clip with a KL penalty
+to the base model (the adapter disabled). Choices, each recorded with the policy's training stats:
+
+* **on-policy only**: the current cycle's samples, drawn from the incumbent, which is the policy
+  the update starts from; its log-probabilities are recomputed here at the sampling temperature, so
+  the first ratio is exactly 1. The replay buffer does not apply (an earlier cycle's samples came
+  from another policy; PPO's ratio would be wrong for them).
+* **mixed groups only** (``groups="mixed"``, default): the tasks whose samples both pass and fail
+  — the same tasks DPO pairs and KTO labels, so the methods compare on equal data; a group that all
+  fails carries no signal for the group estimator and only pushes the value head down for PPO.
+  ``groups="all"`` trains on every sample.
+* **steps**: ``--train-steps`` optimizer steps of ``--train-batch-size`` samples (PPO epochs over
+  the rows until that many steps are taken; ``-1``: ``--train-epochs`` epochs), at
+  ``--train-lr``; the LoRA is the other methods' (rank, targets), continued from the incumbent's.
+
+The adapter is written like `swm.lifelong.train.train_adapter`'s (same files, one rename), plus
+``value_head.pt``, which the next cycle continues; GGUF conversion and serving are unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Literal
+
+from swm.errors import InputError
+from swm.lifelong.samples import Sample, by_task
+from swm.lifelong.update import TrainStats
+
+VALUE_HEAD = "value_head.pt"
+Groups = Literal["mixed", "all"]
+
+
+def rollouts_of(samples: Sequence[Sample], groups: Groups = "mixed") -> list[Any]:
+    """Return one-turn self-play rollouts of the samples (reward 1 pass, 0 fail), a task's samples one group."""
+    from swm.selfplay.trajectory import Rollout, SeatTrajectory, SeatTurn
+
+    out: list[Rollout] = []
+    for n, ((_, task, _), group) in enumerate(sorted(by_task(samples).items(), key=lambda kv: kv[0])):
+        if groups == "mixed" and len({s.passed for s in group}) < 2:
+            continue
+        key = f"{task}#{n}"  # one group per (cycle, task, prompt): a two-turn task's moves are groups apart
+        for s in group:
+            turn = SeatTurn(turn=0, prompt=s.prompt, text=s.completion, prompt_ids=[], token_ids=[], logprobs=[],
+                            reward=1.0 if s.passed else 0.0)
+            out.append(Rollout(rollout_id=s.episode_id, task_id=key, iteration=s.cycle, sample=s.sample,
+                               seats=[SeatTrajectory(seat="learner", role="learner", turns=[turn],
+                                                     outcome=turn.reward)]))
+    return out
+
+
+def _tokenise(policy: Any, rollouts: Sequence[Any], max_length: int) -> None:
+    """Fill each turn's prompt and completion token ids (the completion ends with the end-of-reply token)."""
+    tok = policy.tokenizer
+    for r in rollouts:
+        turn = r.seats[0].turns[0]
+        turn.prompt_ids = policy.prompt_ids(turn.prompt)
+        ids = [int(i) for i in tok(turn.text, add_special_tokens=False)["input_ids"]] + [int(tok.eos_token_id)]
+        turn.token_ids = ids[: max(1, max_length - len(turn.prompt_ids))]
+
+
+def _score(policy: Any, rollouts: Sequence[Any], values: bool) -> None:
+    """Score every turn under the policy before the update: its log-probabilities (the sampling policy's,
+    so the ratio starts at 1) and, for the hierarchical estimator, the value head's values."""
+    from swm.selfplay.loop import score_turns
+
+    turns = [r.seats[0].turns[0] for r in rollouts]
+    for turn, (logprobs, value) in zip(turns, score_turns(policy, turns), strict=True):
+        turn.logprobs = logprobs
+        if values:
+            turn.values = value
+
+
+def epochs_for(steps: int, rows: int, batch: int, epochs: float) -> int:
+    """Return the PPO epochs that take at least ``steps`` optimizer steps of ``batch`` rows (-1: ``epochs``)."""
+    if steps <= 0:
+        return max(1, math.ceil(epochs))
+    return max(1, math.ceil(steps / max(1, math.ceil(rows / batch))))
+
+
+def train_ppo(samples: Sequence[Sample], base: str | None, out_dir: Path, *, parent_adapter: str | None,
+              settings: Any, estimator: Literal["hierarchical", "group"] = "hierarchical",
+              temperature: float = 0.7, groups: Groups = "mixed") -> TrainStats:
+    """Train one LoRA adapter (and value head) by PPO on the samples into ``out_dir``; return its stats.
+
+    A finished adapter already in ``out_dir`` is reused (see `swm.lifelong.train.train_adapter`).
+    """
+    from swm.lifelong.train import attach_adapter, finish_adapter, finished_stats, load_base, shipped_gguf
+
+    out_dir = Path(out_dir)
+    done = finished_stats(out_dir)
+    if done is not None:
+        return done
+    rollouts = rollouts_of(samples, groups)
+    if not rollouts:
+        raise InputError("no ppo training rows", "no task had both a passing and a failing sample this cycle; "
+                         "collect more (--episodes-per-level, --samples-per-task) or use --update rs-sft")
+    import torch
+
+    from swm.selfplay import advantages as adv
+    from swm.selfplay.config import PolicyConfig, PPOConfig
+    from swm.selfplay.loop import assign_advantages
+    from swm.selfplay.policy import LoraValueModel
+    from swm.selfplay.ppo import Diverged, make_optimizer, ppo_update, training_samples
+    from swm.serving.gguf_lora import ADAPTER_META, base_meta
+
+    if os.environ.get("SWM_TRAIN_THREADS"):
+        torch.set_num_threads(int(os.environ["SWM_TRAIN_THREADS"]))
+    partial = out_dir.with_name(out_dir.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    torch.manual_seed(settings.seed)
+    model, tokenizer = load_base(base)
+    meta = base_meta(model.config, str(base or shipped_gguf()))
+    model = attach_adapter(model, parent_adapter, settings)
+    head = torch.nn.Linear(model.config.hidden_size, 1)
+    inherited = Path(parent_adapter) / VALUE_HEAD if parent_adapter else None
+    if inherited is not None and inherited.is_file():
+        head.load_state_dict(torch.load(inherited, weights_only=True))
+    else:
+        torch.nn.init.zeros_(head.weight)
+        torch.nn.init.zeros_(head.bias)
+    policy = LoraValueModel(model, tokenizer, head, PolicyConfig(temperature=temperature))
+    advantage = adv.AdvantageConfig(estimator=estimator)
+    rows = len(rollouts)
+    epochs = epochs_for(settings.max_steps, rows, settings.batch_size, settings.epochs)
+    ppo = PPOConfig(lr=settings.learning_rate, epochs=epochs, minibatch=settings.batch_size,
+                    value_coef=0.5 if estimator == "hierarchical" else 0.0)
+    start = time.perf_counter()
+    _tokenise(policy, rollouts, settings.max_length)
+    _score(policy, rollouts, values=estimator == "hierarchical")
+    assign_advantages(rollouts, advantage)
+    batch = training_samples(rollouts)
+    order = torch.randperm(len(batch), generator=torch.Generator().manual_seed(settings.seed)).tolist()
+    batch = [batch[i] for i in order]
+    optimizer = make_optimizer(policy, ppo)
+    try:
+        parts = ppo_update(policy, optimizer, batch, ppo)
+    except Diverged as exc:
+        raise InputError(f"the ppo update diverged ({exc})", "lower --train-lr and rerun the same --thread-id") from exc
+    seconds = time.perf_counter() - start
+    steps = int(parts.pop("steps", 0))
+    tokens = epochs * sum(len(s.prompt_ids) + len(s.token_ids) for s in batch)
+    model.save_pretrained(str(partial), selected_adapters=["default"])
+    torch.save(head.state_dict(), partial / VALUE_HEAD)
+    (partial / ADAPTER_META).write_text(json.dumps(meta))
+    stats = TrainStats(method=f"ppo/{estimator}", examples=rows, pairs_used=rows, steps=steps,
+                       loss=[round(float(parts.get("loss", 0.0)), 6)], seconds=round(seconds, 3), tokens=tokens,
+                       tokens_per_s=round(tokens / seconds, 1) if seconds else 0.0, seed=settings.seed,
+                       adapter_bytes=(partial / "adapter_model.safetensors").stat().st_size,
+                       from_adapter=str(parent_adapter) if parent_adapter else None)
+    finish_adapter(partial, out_dir, stats, {**asdict(settings), "estimator": estimator, "groups": groups,
+                                             "temperature": temperature, "ppo": ppo.model_dump(),
+                                             "advantage": advantage.model_dump(),
+                                             "update": {k: round(v, 6) for k, v in parts.items()}})
+    return stats
