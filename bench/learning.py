@@ -7,7 +7,8 @@ same tasks, sampling seeds and settings: collect ``--tasks`` × ``--samples`` mo
 evaluate the candidate on ``--test-per-cell`` test tasks and ``--dev-per-cell`` dev tasks (the
 deploy gate chooses on dev; the table reports test). Arms:
 
-* an update method (``rs-sft``, ``sft``, ``dpo``, ``kto``, ``memory``): ``--cycles`` cycles;
+* an update method (``rs-sft``, ``sft``, ``dpo``, ``kto``, ``memory``; ``ppo`` with the hierarchical
+  estimator, ``ppo-group`` with the group one): ``--cycles`` cycles;
 * ``control``: rs-sft on as many well-formatted *wrong* samples as there were right ones
   (``--keep wrong``): what format alone buys, ``--control-cycles`` cycles.
 
@@ -43,12 +44,15 @@ def arm_command(arm: str, args: argparse.Namespace) -> list[str]:
     """Return the `swm learn` command line of one arm."""
     method, keep, cycles = ("rs-sft", "wrong", args.control_cycles) if arm == "control" else (arm, "passed",
                                                                                                args.cycles)
-    return [sys.executable, "-m", "swm", "learn", "--update", method, "--keep", keep,
+    estimator: list[str] = []
+    if arm.startswith("ppo"):  # ppo: the hierarchical estimator; ppo-group: the critic-free one
+        method, estimator = "ppo", ["--estimator", "group" if arm == "ppo-group" else "hierarchical"]
+    return [sys.executable, "-m", "swm", "learn", "--update", method, *estimator, "--keep", keep,
             "--cycles", str(cycles), "--levels", args.levels, "--families", args.families,
             *(["--eval-families", args.eval_families] if args.eval_families else []),
             "--episodes-per-level", str(args.tasks * args.samples), "--samples-per-task", str(args.samples),
             "--heldout-per-cell", str(args.test_per_cell), "--dev-per-cell", str(args.dev_per_cell),
-            "--temperature", str(args.temperature), "--concurrency", "2",
+            "--temperature", str(args.temperature), "--concurrency", str(args.concurrency),
             "--train-steps", str(args.train_steps), "--train-lr", str(args.train_lr),
             "--train-batch-size", str(args.train_batch_size), "--train-rank", str(args.train_rank),
             "--db", str(args.out / f"{arm}.db"), "--thread-id", f"{args.prefix}-{arm}",
@@ -190,8 +194,11 @@ def family_rows(arm: str, args: argparse.Namespace) -> list[str]:
     out = []
     for r in found:
         cell = Cell(r["s"], r["n"])
-        change = _versus(base.get((r["level"], r["family"])), cell) if r["policy_version"] != "p0" else "–"
-        out.append(f"| {arm} | {r['level']} | {r['family']} | {r['policy_version']} | {_rate(cell)} | {change} |")
+        first = base.get((r["level"], r["family"]))
+        change = _versus(first, cell) if r["policy_version"] != "p0" else "–"
+        smallest = f"{100 * detectable(first):.1f} pts" if first is not None and first.n else "–"
+        out.append(f"| {arm} | {r['level']} | {r['family']} | {r['policy_version']} | {_rate(cell)} | {change} | "
+                   f"{smallest} |")
     return out
 
 
@@ -213,6 +220,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--train-batch-size", type=int, default=4)
     parser.add_argument("--train-rank", type=int, default=8)
     parser.add_argument("--parallel", action="store_true", help="run the arms side by side")
+    parser.add_argument("--concurrency", type=int, default=2, help="episodes in flight per arm")
     parser.add_argument("--prefix", default="learning")
     parser.add_argument("--out", type=Path, default=Path("bench-learning"))
     args = parser.parse_args(argv)
@@ -234,7 +242,8 @@ def main(argv: list[str] | None = None) -> None:
             control = cells
         lines += rows
     if args.eval_families:
-        lines += ["", "| arm | level | family | policy | test correct | vs p0 |", "|---|---|---|---|---|---|"]
+        lines += ["", "| arm | level | family | policy | test correct | vs p0 | smallest detectable change |",
+                  "|---|---|---|---|---|---|---|"]
         for arm in ordered:
             lines += family_rows(arm, args)
     text = "\n".join(lines) + "\n\nwall: " + ", ".join(f"{a} {w / 60:.1f} min" for a, w in walls.items()) + "\n"
