@@ -32,14 +32,17 @@ from bench.engine_workloads import run as run_workloads
 PATHS = {"old": "python", "new": "llama-server"}  # SWM_EMBEDDED_ENGINE of each serving path
 
 
-def sizes(quick: bool, in_flight: int) -> dict[str, dict[str, Any]]:
+def sizes(quick: bool, in_flight: int, turns: int | None = None,
+          act_orders: tuple[str, ...] = ("sotopia",)) -> dict[str, dict[str, Any]]:
     """Each workload's size: small enough that both paths finish in about fifteen minutes on two cores.
 
     Self-play plays as many rollouts at once as `swm selfplay` does by default (the server's slots).
+    ``turns`` overrides the episodes' turn limit; plain and Foresee-and-Act episodes are played once per
+    acting-prompt order in ``act_orders``.
     """
-    n = in_flight
-    return {"plain": {"n": n, "turns": 2},
-            "foresee": {"n": 2 if quick else max(1, n // 2), "turns": 1},
+    n, orders = in_flight, list(act_orders)
+    return {"plain": {"n": n, "turns": turns or 2, "act_orders": orders},
+            "foresee": {"n": 2 if quick else max(1, n // 2), "turns": turns or 1, "act_orders": orders},
             "lifelong": {"n": n, "episodes": 4 if quick else 8, "update": "rs-sft", "train_steps": 1 if quick else 2},
             "selfplay": {"n": None, "tasks": 1, "group": 2 if quick else 4, "turns": 2, "new_tokens": 16},
             "werewolf": {"n": 1, "players": 5, "rounds": 1}}
@@ -59,7 +62,7 @@ def child(args: argparse.Namespace) -> None:
         ensure_server()  # from this thread, which outlives every pool (a server dies with the thread that started it)
         model = "embedded"
     names = [w for w in args.workloads.split(",") if w]
-    chosen = sizes(args.quick, args.in_flight)
+    chosen = sizes(args.quick, args.in_flight, args.turns, tuple(o for o in args.act_orders.split(",") if o))
     if args.endpoint:  # no trainer behind a plain endpoint: the lifelong cycle's update is the memory one
         chosen["lifelong"]["update"] = "memory"
     rows = run_workloads(names, model, chosen, echo=lambda s: print(s, file=sys.stderr))
@@ -70,13 +73,18 @@ def run_path(path: str, args: argparse.Namespace, out: Path) -> list[dict[str, A
     """Run one serving path's workloads in a child process; return its rows (a failed child: one error row)."""
     # as many slots as sequences in flight (llama-cpp-python's server has one whatever this says)
     env = {**os.environ, "SWM_EMBEDDED_ENGINE": PATHS[path], "SWM_EMBEDDED_SLOTS": str(args.in_flight)}
-    cmd = [sys.executable, "-m", "bench.engine", "--child", str(out), "--workloads", args.workloads,
-           "--in-flight", str(args.in_flight)] + (["--quick"] if args.quick else [])
+    cmd = [sys.executable, "-m", "bench.engine", "--child", str(out), *_shared_args(args)]
     print(f"{path} path (SWM_EMBEDDED_ENGINE={PATHS[path]}):", file=sys.stderr)
     done = subprocess.run(cmd, env=env, cwd=Path(__file__).resolve().parent.parent)
     if done.returncode != 0 or not out.is_file():
         return [asdict(Row(f"{path} path", args.in_flight, error=f"exit {done.returncode}"))]
     return list(json.loads(out.read_text()))
+
+
+def _shared_args(args: argparse.Namespace) -> list[str]:
+    """The options a child run takes from its parent."""
+    return (["--workloads", args.workloads, "--in-flight", str(args.in_flight), "--act-orders", args.act_orders]
+            + (["--turns", str(args.turns)] if args.turns else []) + (["--quick"] if args.quick else []))
 
 
 def _ratio(x: float | None, limit: float | None) -> str:
@@ -116,8 +124,41 @@ def table(limit: dict[str, Any] | None, paths: dict[str, list[dict[str, Any]]]) 
                          f"{row.tokens_per_s:>9.1f} {_ratio(row.tokens_per_s, limit_at(row.in_flight)):>8} "
                          f"{_ratio(row.tokens_per_s, limit_at(8)):>8} {reuse:>5}  {split}"
                          + (f"  ({row.note.strip('; ')})" if row.note else ""))
+    lines += reuse_table(limit, paths, limit_at)
     lines += speedups(paths)
     return lines
+
+
+def reuse_table(limit: dict[str, Any] | None, paths: dict[str, list[dict[str, Any]]], limit_at: Any) -> list[str]:
+    """Where each workload's prompt tokens went, and how busy its tokens alone would keep the engine.
+
+    *bound*: the reuse an unbounded prefix cache could reach with swm's prompts as laid out (1 - characters an
+    earlier request had sent as the same prefix / characters sent); *continued*: the calls that had at least half
+    of their text sent before (a seat's later turn) with their own reuse and bound; *engine*: the seconds the engine
+    needs at its measured limits for the prompt tokens it evaluated and the tokens it generated (at the most
+    requests in flight), over the phase's wall seconds: near 1, the engine was the bottleneck; far below, swm was.
+    """
+    lines = [f"  {'path':<5} {'workload':<44} {'reuse':>5} {'bound':>5}  {'continued':>9} {'reuse':>5} {'bound':>5}"
+             f"  {'engine':>6}"]
+    prompt_rate = (limit or {}).get("prompt_tokens_per_s")
+    for path, rows in paths.items():
+        for r in rows:
+            if r.get("error"):
+                continue
+            row = Row(**r)
+            busy = "-"
+            if prompt_rate and row.seconds and limit_at(max(1, row.peak)):
+                evaluated = row.prompt_evaluated if row.prompt_evaluated is not None else row.prompt_sent
+                need = evaluated / prompt_rate + row.completion / limit_at(max(1, row.peak))
+                busy = f"{need / row.seconds:.2f}"
+            lines.append(f"  {path:<5} {row.workload:<44} {_fmt(row.reuse):>5} {_fmt(row.bound):>5}  "
+                         f"{row.continued_calls:>9} {_fmt(row.continued_reuse):>5} {_fmt(row.continued_bound):>5}"
+                         f"  {busy:>6}")
+    return lines if len(lines) > 1 else []
+
+
+def _fmt(x: float | None) -> str:
+    return f"{x:.2f}" if x is not None else "-"
 
 
 def speedups(paths: dict[str, list[dict[str, Any]]]) -> list[str]:
@@ -143,6 +184,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--paths", default="old,new", help="serving paths side by side (old, new)")
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--in-flight", type=int, default=8, help="episodes, rollouts and cycle episodes at once")
+    parser.add_argument("--turns", type=int, default=None,
+                        help="turn limit of the plain and Foresee-and-Act episodes [default: 2 and 1]")
+    parser.add_argument("--act-orders", default="sotopia",
+                        help="acting-prompt orders to play the episodes in, a row each (sotopia, prefix)")
     parser.add_argument("--no-limit", action="store_true", help="skip the engine's own limit")
     parser.add_argument("--quick", action="store_true", help="smaller workloads (a smoke run)")
     parser.add_argument("--endpoint", default=None, metavar="NAME@URL",
@@ -153,6 +198,9 @@ def main(argv: list[str] | None = None) -> None:
     unknown = {w for w in args.workloads.split(",") if w} - set(WORKLOADS)
     if unknown:
         parser.error(f"unknown workload(s) {', '.join(sorted(unknown))}; choose from {', '.join(WORKLOADS)}")
+    orders = {o for o in args.act_orders.split(",") if o}
+    if not orders or orders - {"sotopia", "prefix"}:
+        parser.error("--act-orders takes sotopia, prefix or both")
     if args.child:
         child(args)
         return
@@ -169,8 +217,7 @@ def main(argv: list[str] | None = None) -> None:
     folder = Path(tempfile.gettempdir())
     if args.endpoint:
         out = folder / f"swm-bench-engine-{os.getpid()}-endpoint.json"
-        argv_child = ["--child", str(out), "--workloads", args.workloads, "--in-flight", str(args.in_flight),
-                      "--endpoint", args.endpoint] + (["--quick"] if args.quick else [])
+        argv_child = ["--child", str(out), *_shared_args(args), "--endpoint", args.endpoint]
         main(argv_child)
         results["endpoint"] = json.loads(out.read_text())
     else:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.meter import METERS, Call
+from bench.meter import METERS, Call, shared_prefixes
 
 WORKLOADS = ("plain", "foresee", "lifelong", "selfplay", "werewolf")
 
@@ -39,8 +39,31 @@ class Row:
     training_seconds: float | None = None
     train_tokens: int | None = None
     train_seconds: float | None = None  # the trainer's own seconds (tokens/s = train_tokens / this)
+    prompt_chars: int = 0  # characters the calls sent (tools and messages)
+    shared_chars: int = 0  # of them, the leading characters an earlier call had already sent (`shared_prefixes`)
+    # "continued" calls: at least half of what they sent an earlier call had sent (a seat's later turn, not
+    # its first): how many, their prompt tokens sent and evaluated, their characters and the shared ones
+    continued_calls: int = 0
+    continued_sent: int = 0
+    continued_evaluated: int | None = None
+    continued_chars: int = 0
+    continued_shared: int = 0
     note: str = ""
     error: str | None = None
+
+    @property
+    def bound(self) -> float | None:
+        """The reuse an unbounded prefix cache could reach with these prompts (1 - shared / sent, by characters)."""
+        return 1 - self.shared_chars / self.prompt_chars if self.prompt_chars else None
+
+    @property
+    def continued_reuse(self) -> float | None:
+        return self.continued_evaluated / self.continued_sent \
+            if self.continued_evaluated is not None and self.continued_sent else None
+
+    @property
+    def continued_bound(self) -> float | None:
+        return 1 - self.continued_shared / self.continued_chars if self.continued_chars else None
 
     @property
     def tokens_per_s(self) -> float:
@@ -82,6 +105,15 @@ def fill(row: Row, window: Window) -> Row:
     row.prompt_sent = sum(c.prompt_tokens for c in calls)
     row.completion = sum(c.completion_tokens for c in calls)
     row.peak = peak(calls)
+    shared = dict(zip(map(id, calls), shared_prefixes(calls), strict=True))  # within the phase: its own calls
+    row.prompt_chars = sum(len(c.text) for c in calls)
+    row.shared_chars = sum(shared[id(c)] for c in calls)
+    continued = [c for c in calls if c.text and shared[id(c)] >= len(c.text) / 2]
+    row.continued_calls, row.continued_sent = len(continued), sum(c.prompt_tokens for c in continued)
+    row.continued_chars = sum(len(c.text) for c in continued)
+    row.continued_shared = sum(shared[id(c)] for c in continued)
+    if continued and all(c.evaluated is not None for c in continued):
+        row.continued_evaluated = sum(int(c.evaluated or 0) for c in continued)
     if calls and all(c.evaluated is not None for c in calls):
         row.prompt_evaluated = sum(int(c.evaluated or 0) for c in calls)
     elif window.logged:  # llama-cpp-python's server: its log says what each completion evaluated
@@ -156,21 +188,25 @@ def _store(folder: Path) -> Any:
     return open_store(folder / "bench.db")
 
 
-def episodes(model: str, policy: str, n: int, turns: int, folder: Path) -> Row:
-    """``n`` SOTOPIA episodes (the shipped scenarios in turn) of ``turns`` turns, all at once; no judge."""
+def episodes(model: str, policy: str, n: int, turns: int, folder: Path, act_order: str = "sotopia") -> Row:
+    """``n`` SOTOPIA episodes (the shipped scenarios in turn) of ``turns`` turns, all at once; no judge.
+
+    ``act_order``: the acting prompt's order (`SWMContext.act_order`).
+    """
     from graphs import episode
     from swm.context import SWMContext
     from swm.scenarios import shipped
 
     graph = episode.build().compile()
     scenarios = shipped()
-    ctx = SWMContext(model=model, temperature=0.7, store=_store(folder))
+    ctx = SWMContext(model=model, temperature=0.7, store=_store(folder), act_order=act_order)  # type: ignore[arg-type]
     inputs = []
     for i in range(n):
         scenario = scenarios[i % len(scenarios)]
         inputs.append({"scenario": scenario.model_dump(mode="json"), "episode_id": f"bench-engine-{policy}-{i}",
                        "policies": dict.fromkeys(scenario.names, policy), "max_turns": turns, "judge": False})
-    row, window = Row(f"{policy} episodes ({n} x {turns} turns)", n), Window()
+    label = f"{policy} episodes ({n} x {turns} turns{'' if act_order == 'sotopia' else ', ' + act_order + ' order'})"
+    row, window = Row(label, n), Window()
     window.open()
     graph.batch(inputs, {"max_concurrency": n}, context=ctx)
     window.close()
@@ -289,7 +325,10 @@ def run(names: list[str], model: str, sizes: dict[str, Any], echo: Any = print) 
         started = time.perf_counter()
         try:
             if name in ("plain", "foresee"):
-                row = episodes(model, name, s["n"], s["turns"], folder)
+                for order in s.get("act_orders", ["sotopia"])[:-1]:  # every order but the last: a row each
+                    (folder / order).mkdir()
+                    rows.append(episodes(model, name, s["n"], s["turns"], folder / order, order))
+                row = episodes(model, name, s["n"], s["turns"], folder, s.get("act_orders", ["sotopia"])[-1])
             elif name == "lifelong":
                 row = lifelong_cycle(model, s["n"], s["episodes"], s["update"], s["train_steps"], folder)
             elif name == "selfplay":

@@ -74,13 +74,15 @@ def start(command: list[str], cwd: Path | None = None) -> subprocess.Popen[str]:
            "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
     # A shell runs background jobs with SIGINT ignored, and a child inherits that: Python then installs
     # no KeyboardInterrupt handler and Ctrl-C does nothing. Give the child SIGINT's default back, as a
-    # terminal user's `swm learn` has it, wherever this suite runs (CI scripts, nohup, `&`).
+    # terminal user's `swm learn` has it, wherever this suite runs (CI scripts, nohup, `&`). Likewise SIGHUP:
+    # under nohup it is ignored, and swm rightly leaves an ignored SIGHUP alone, so the child gets its default.
     return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=_sigint_default, cwd=cwd)
+                            preexec_fn=_signal_defaults, cwd=cwd)
 
 
-def _sigint_default() -> None:
+def _signal_defaults() -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def wait_for_requests(server: FakeOpenAIServer, count: int, proc: subprocess.Popen[str], timeout: float = 180) -> None:

@@ -5,7 +5,9 @@ started and ended, the ``usage`` the server reported (prompt tokens sent, comple
 where the server says so, the prompt tokens it evaluated and the ones it served from its cache
 (llama.cpp's C++ server: ``timings.prompt_n`` and ``timings.cache_n``). For llama-cpp-python's
 own server, which reports no timings, `python_server_evaluated` reads them from its log (its
-``llama_perf_context_print`` line after each completion).
+``llama_perf_context_print`` line after each completion). It also keeps the text each request
+sent (the tools and messages of a chat completion, or the prompt), so a workload can say how much
+of it an earlier request had already sent (`shared_prefixes`).
 `wrap_embedded` puts one proxy in front of every embedded server this process starts, so the
 graphs under measurement run exactly as they do without it.
 """
@@ -36,6 +38,7 @@ class Call:
     completion_tokens: int
     evaluated: int | None = None  # prompt tokens the engine evaluated (None: not reported)
     cached: int | None = None
+    text: str = ""  # what the request sent: its tools and messages, or its prompt
 
 
 class Meter:
@@ -95,7 +98,7 @@ class Meter:
             conn.close()
         end = time.time()
         if status == 200 and handler.path.rstrip("/").endswith("completions"):
-            self._record(data, start, end)
+            self._record(data, start, end, sent_text(body))
         handler.send_response(status)
         for key, value in reply_headers:
             if key.lower() not in _HOP:
@@ -104,7 +107,7 @@ class Meter:
         handler.end_headers()
         handler.wfile.write(data)
 
-    def _record(self, data: bytes, start: float, end: float) -> None:
+    def _record(self, data: bytes, start: float, end: float, text: str) -> None:
         try:
             reply = json.loads(data)
         except ValueError:
@@ -113,9 +116,63 @@ class Meter:
         timings = reply.get("timings") or {}
         call = Call(start, end, int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0),
                     int(timings["prompt_n"]) if "prompt_n" in timings else None,
-                    int(timings["cache_n"]) if "cache_n" in timings else None)
+                    int(timings["cache_n"]) if "cache_n" in timings else None, text)
         with self.lock:
             self.calls.append(call)
+
+
+def sent_text(body: bytes | None) -> str:
+    """Return what a completion request sent, in the order the engine reads it: tools, then messages (or the prompt)."""
+    try:
+        request = json.loads(body or b"{}")
+    except ValueError:
+        return ""
+    if not isinstance(request, dict):
+        return ""
+    if "messages" in request:
+        parts = [json.dumps(request.get("tools") or [], sort_keys=True)]
+        for m in request.get("messages") or []:
+            content = m.get("content") if isinstance(m, dict) else None
+            parts.append(f"{m.get('role', '') if isinstance(m, dict) else ''}\n"
+                         f"{content if isinstance(content, str) else json.dumps(content)}")
+        return "\n".join(parts)
+    prompt = request.get("prompt")
+    return prompt if isinstance(prompt, str) else json.dumps(prompt)
+
+
+def _common(a: str, b: str) -> int:
+    """Length of the longest common prefix of ``a`` and ``b`` (a binary search over C-speed slice compares)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def shared_prefixes(calls: list[Call]) -> list[int]:
+    """For each call, the most leading characters of its text that a call answered before it started had sent.
+
+    What a prefix cache without a size limit could have served of each prompt, given how swm lays its
+    prompts out: the bound on prompt reuse that no serving choice can beat (by characters, not tokens).
+    """
+    import bisect
+
+    order = sorted(range(len(calls)), key=lambda i: calls[i].start)
+    ends = sorted(range(len(calls)), key=lambda i: calls[i].end)
+    seen: list[str] = []  # texts of the calls answered so far, sorted: the longest match is a neighbour
+    shared = [0] * len(calls)
+    k = 0
+    for i in order:
+        while k < len(ends) and calls[ends[k]].end <= calls[i].start:
+            bisect.insort(seen, calls[ends[k]].text)
+            k += 1
+        text = calls[i].text
+        at = bisect.bisect_left(seen, text)
+        shared[i] = max([_common(text, seen[j]) for j in (at - 1, at) if 0 <= j < len(seen)] or [0])
+    return shared
 
 
 _PROMPT_EVAL = re.compile(rb"prompt eval time =\s*[\d.]+ ms /\s*(\d+) tokens")

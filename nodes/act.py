@@ -65,7 +65,8 @@ def call_act(ctx: SWMContext, state: PolicyState, stage: str, variation: str = "
     scenario = scenario_of(ctx, state)
     actor = state["actor"]
     role = role_of(state, actor)
-    prompt = prompts.load("episode_act", ctx.prompt_version("episode_act"))
+    name = ctx.act_prompt_name()
+    prompt = prompts.load(name, ctx.prompt_version(name))
     fmt, fmt_id = format_instructions(ctx, scenario, actor)
     text = prompt.render(agent=actor, background=scenario.background_for(actor),
                          history=history_for(ctx, state, actor), turn=state["turn"],

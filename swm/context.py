@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 ParseTask = Literal["generic", "tomi", "hitom", "fantom", "mmtom", "confaide"]  # whose parse rules and prompts apply
 # whose wording the parser and QA prompts use: the S3AP repository's task by task, or swm's own (swm/protocols.py)
 PromptProtocol = Literal["paper", "swm"]
+ActOrder = Literal["sotopia", "prefix"]
+ACT_PROMPTS: dict[str, str] = {"sotopia": "episode_act", "prefix": "episode_act_prefix"}
 
 
 @dataclass
@@ -67,6 +69,10 @@ class SWMContext:
     max_narrative_chars: int = 60_000
     prompt_versions: dict[str, str] = field(default_factory=dict)
     prompt_protocol: PromptProtocol = "paper"
+    # the acting prompt's order: "sotopia" (SOTOPIA's: the conversation, then the turn, action types and
+    # format) or "prefix" (the same text with the conversation last, so a seat's next prompt extends its
+    # last one and a server's prefix cache serves all but the new turns; `act_prompt_name`)
+    act_order: ActOrder = "sotopia"
     # Foresee-and-Act / rollouts
     rollout_width: int = 1
     rollout_depth: int = 1
@@ -179,3 +185,7 @@ class SWMContext:
 
     def prompt_version(self, name: str) -> str | None:
         return self.prompt_versions.get(name)
+
+    def act_prompt_name(self) -> str:
+        """The acting prompt's template name for `act_order` (``episode_act`` or ``episode_act_prefix``)."""
+        return ACT_PROMPTS[self.act_order]

@@ -11,7 +11,7 @@ from typing import Any
 from bench import engine
 from bench.engine_workloads import Row, busy_seconds, peak
 from bench.extra_graphs import SCRIPTS
-from bench.meter import Call, Meter, python_server_evaluated
+from bench.meter import Call, Meter, python_server_evaluated, shared_prefixes
 from swm.testing import FakeOpenAIServer
 
 
@@ -33,6 +33,32 @@ def test_the_bench_runs_every_workload_on_an_endpoint(tmp_path: Path, capsys: An
     assert cycle.prompt_evaluated is None, "the fake server says nothing of what it evaluated"
     printed = capsys.readouterr().out
     assert "plain episodes (3 x 2 turns)" in printed and "lifelong cycle: collect (4 decisions)" in printed
+    assert all(r.prompt_chars > 0 and r.bound is not None and 0 <= r.bound <= 1 for r in rows.values())
+
+
+def test_the_prefix_order_is_measured_beside_sotopias(tmp_path: Path, capsys: Any) -> None:
+    """Both acting-prompt orders, a row each: with the conversation last, a seat's later turns could be served
+    almost wholly from a prefix cache (the bound); in SOTOPIA's order the instructions after it are sent again."""
+    out = tmp_path / "engine.json"
+    with FakeOpenAIServer(latency=0.01, scripts=SCRIPTS) as server:
+        engine.main(["--endpoint", server.model_spec, "--workloads", "plain", "--in-flight", "2", "--turns", "6",
+                     "--act-orders", "sotopia,prefix", "--json", str(out)])
+    rows = [Row(**r) for r in json.loads(out.read_text())["paths"]["endpoint"]]
+    assert [r.workload for r in rows] == ["plain episodes (2 x 6 turns)", "plain episodes (2 x 6 turns, prefix order)"]
+    sotopia, prefix = rows
+    assert sotopia.continued_calls == prefix.continued_calls == 2 * 4, "each seat's second and third turns"
+    assert prefix.continued_bound is not None and sotopia.continued_bound is not None
+    assert prefix.continued_bound < 0.5 * sotopia.continued_bound, (prefix.continued_bound, sotopia.continued_bound)
+    assert "continued" in capsys.readouterr().out
+
+
+def test_shared_prefixes_count_only_what_a_call_answered_earlier_had_sent() -> None:
+    calls = [Call(0.0, 1.0, 1, 1, text="abcdef"),
+             Call(0.5, 2.0, 1, 1, text="abcxyz"),  # started before the first was answered: nothing to reuse
+             Call(1.5, 3.0, 1, 1, text="abcdeQ"),  # the first's "abcde"
+             Call(3.5, 4.0, 1, 1, text="zzz"),
+             Call(4.5, 5.0, 1, 1, text="abcxy1")]  # the second's "abcxy", the longest of all earlier
+    assert shared_prefixes(calls) == [0, 0, 5, 0, 5]
 
 
 class _Upstream(BaseHTTPRequestHandler):
@@ -89,6 +115,8 @@ def test_peak_busy_time_and_ratios_to_the_limit() -> None:
     row = Row("plain episodes (8 x 2 turns)", 8, seconds=10, calls=16, prompt_sent=1000, prompt_evaluated=250,
               completion=500, peak=8, total_seconds=100, sampling_seconds=40, training_seconds=50)
     lines = engine.table(limit, {"new": [row.__dict__]})
-    line = lines[-1].split()
+    line = lines[2].split()
     assert line[:2] == ["new", "plain"] and "50.0" in line and "0.50" in line and "0.25" in line
     assert "0.40" in line and "0.10" in line, "sampling 40 of 100 s, training 50, the rest 10"
+    # the engine alone needs 250 / 300 s for the prompt it evaluated and 500 / 100 s to generate at 8 in flight
+    assert lines[-1].split()[-1] == "0.58", lines[-1]

@@ -172,3 +172,42 @@ def test_model_facing_schemas_are_bounded() -> None:
     assert len(_unbounded(Loose.model_json_schema(), {})) == 3  # the walker does catch unbounded fields
     to = action_schema_for(others).model_json_schema()["properties"]["to"]
     assert to["maxItems"] == 2
+
+
+def _common_prefix(a: str, b: str) -> str:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return a[:n]
+
+
+@pytest.mark.parametrize("order", ["sotopia", "prefix"])
+def test_the_prefix_order_leaves_only_the_new_turns_after_a_seats_last_prompt(tmp_path: Path, order: str) -> None:
+    """With ``act_order="prefix"`` a seat's next prompt repeats its last up to the new turns: a prefix cache serves
+    the instructions, format and background again; SOTOPIA's order sends them again after the conversation."""
+    from swm.lifelong.bridge import agent_prompt
+
+    m = model()
+    ctx = store_ctx(tmp_path, llm=m, act_order=order)
+    out = play(tmp_path, ctx, max_turns=6, judge=False)
+    mine = [p for _, p in m.prompts if '<data name="your name">\nAnn\n' in p]
+    assert len(mine) == 3
+    for last, this in zip(mine, mine[1:], strict=False):
+        new = this[len(_common_prefix(last, this)):]
+        assert ("Your available action types" in new) == (order == "sotopia"), new[:200]
+        assert "Bob said" in new or "Bob" in new, "the turns since the seat's last prompt are what is new"
+    turns = load_turns(ctx.store, out["episode_id"])
+    name = "episode_act" if order == "sotopia" else "episode_act_prefix"
+    assert all(t.prompts["act"].startswith(f"{name}@") for t in turns)
+    # the same text either way, in another order: the lifelong bridge rebuilds the prompt each turn was shown
+    rebuilt = agent_prompt(scenario(), "Ann", [], 0, turns[0].prompts)
+    assert rebuilt == mine[0]
+    other = agent_prompt(scenario(), "Ann", [], 0, {"act": "episode_act@v3" if order == "prefix"
+                                                   else "episode_act_prefix@v1"})
+    assert _lines(other) == _lines(rebuilt)
+
+
+def _lines(prompt: str) -> list[str]:
+    """The prompt's lines in any order, its turn line aside (SOTOPIA's order opens the action types with it)."""
+    text = prompt.replace("You are at turn #0. Act now.", "").replace("You are at turn #0. ", "")
+    return sorted(line for line in text.split("\n") if line.strip())

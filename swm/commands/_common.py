@@ -48,6 +48,17 @@ def prompts_option(f: F) -> F:
                              "(docs/protocols.md); 'swm' sends swm's own task-generic wording.")(f)
 
 
+def act_order_option(f: F) -> F:
+    """Add ``--act-order``: the acting prompt in SOTOPIA's order (default) or with the conversation last."""
+    return click.option("--act-order", type=click.Choice(["sotopia", "prefix"]), default="sotopia",
+                        show_default=True,
+                        help="Order of the acting prompt: 'sotopia' puts the conversation before the turn, action "
+                             "types and format, as SOTOPIA's prompt does; 'prefix' sends the same text with the "
+                             "conversation last, so a seat's next prompt extends its last one and the server's "
+                             "prefix cache serves all but the new turns (faster on long episodes; scores are not "
+                             "comparable across orders).")(f)
+
+
 def endpoint_options(f: F) -> F:
     """Add ``--timeout`` and ``--max-retries``: how long to wait for a model request, how often to retry it."""
     f = click.option("--max-retries", type=click.IntRange(0, 20), default=DEFAULT_MAX_RETRIES,

@@ -11,6 +11,7 @@ import click
 
 from nodes.env import POLICIES
 from swm.commands._common import (
+    act_order_option,
     comma_list,
     concurrency_option,
     db_path,
@@ -97,12 +98,13 @@ def _scenarios(hard: bool, data: Path | None, n: int | None) -> list[Any]:
                    "nothing' turns filtered, no end reason; a reply out of range is reformatted once, then the "
                    "episode is unscored and counted); swm: one call per agent with swm's short rubric.")
 @click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
+@act_order_option
 @model_options(*EPISODE_ROLES)
 @run_options
 def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy: str, n: int | None, seats: str,
                     max_turns: int, width: int, depth: int, concurrency: int | None, workers: int,
                     ray_address: str | None, out_dir: Path | None, judge_protocol: str,
-                    no_progress: bool, db: str | None, thread_id: str | None, as_json: bool,
+                    no_progress: bool, act_order: str, db: str | None, thread_id: str | None, as_json: bool,
                     **models: Any) -> None:
     """Run SOTOPIA episodes per policy and write goal and every SOTOPIA-EVAL dimension (mean ± 95% CI).
 
@@ -120,7 +122,7 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
 
     chosen = comma_list(policies, POLICIES, "policy")
     scenarios = _scenarios(hard, data, n)
-    ctx = make_context(db, rollout_width=width, rollout_depth=depth, **models)
+    ctx = make_context(db, rollout_width=width, rollout_depth=depth, act_order=act_order, **models)
     inject_test_models(ctx)
     in_flight = resolve_concurrency(ctx, concurrency)
     run_id = thread_id or f"sotopia-{uuid.uuid4().hex[:10]}"

@@ -10,7 +10,14 @@ from typing import Any
 import click
 
 from nodes.env import POLICIES
-from swm.commands._common import echo_json, make_context, model_options, run_graph, run_options
+from swm.commands._common import (
+    act_order_option,
+    echo_json,
+    make_context,
+    model_options,
+    run_graph,
+    run_options,
+)
 from swm.commands.progress import printer, quiet_option
 from swm.context import SWMContext
 
@@ -46,12 +53,14 @@ def inject_test_models(ctx: SWMContext) -> None:
                    "per agent with swm's short rubric (docs/protocols.md).")
 @click.option("--export", "export_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the episode as one JSONL row (datasets.load_dataset('json') loads it).")
+@act_order_option
 @model_options(*EPISODE_ROLES)
 @run_options
 @quiet_option
 def play_command(scenario_ref: str, policy: str, partner_policy: str, tested: str | None, max_turns: int,
                  width: int, depth: int, no_judge: bool, judge_protocol: str, export_path: Path | None,
-                 db: str | None, thread_id: str | None, as_json: bool, quiet: bool, **models: Any) -> None:
+                 act_order: str, db: str | None, thread_id: str | None, as_json: bool, quiet: bool,
+                 **models: Any) -> None:
     """Play one social episode and print its transcript, predicted mental states and judge scores.
 
     Each turn is shown on stderr as it is played (--quiet: none).
@@ -66,7 +75,7 @@ def play_command(scenario_ref: str, policy: str, partner_policy: str, tested: st
 
     scenario = resolve(scenario_ref)
     seat = tested or scenario.names[0]
-    ctx = make_context(db, rollout_width=width, rollout_depth=depth, **models)
+    ctx = make_context(db, rollout_width=width, rollout_depth=depth, act_order=act_order, **models)
     inject_test_models(ctx)
     if not no_judge and ctx.judge_is_agent():
         click.echo(f"warning: the judge is the tested agent's own model ({ctx.spec_for('judge')}); pass "

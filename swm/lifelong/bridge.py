@@ -48,13 +48,24 @@ def _history(steps: list[SocialStep], agent: str) -> str:
     return "\n".join(lines) or "(nothing yet: the conversation starts now)"
 
 
-def agent_prompt(scenario: Scenario, agent: str, steps: list[SocialStep], turn: int) -> str:
-    """Render the prompt the episode graph's act step shows ``agent`` at ``turn`` (history = ``steps``)."""
-    prompt = prompts.load("episode_act")
-    fmt = prompts.load("episode_format").render(
+def agent_prompt(scenario: Scenario, agent: str, steps: list[SocialStep], turn: int,
+                 used: dict[str, str] | None = None) -> str:
+    """Render the prompt the episode graph's act step shows ``agent`` at ``turn`` (history = ``steps``).
+
+    ``used``: the turn's recorded prompt ids (``{"act": "episode_act@v3", "format": ...}``): the same
+    templates are rendered again, whichever order (`SWMContext.act_order`) or versions the run chose;
+    without them, the newest ``episode_act`` and ``episode_format``.
+    """
+    prompt = _template((used or {}).get("act"), "episode_act")
+    fmt = _template((used or {}).get("format"), "episode_format").render(
         action_types=", ".join(ACTION_TYPES), participants=", ".join(n for n in scenario.names if n != agent))
     return prompt.render(agent=agent, background=scenario.background_for(agent), history=_history(steps, agent),
                          turn=turn, action_types=", ".join(ACTION_TYPES), format_instructions=fmt, variation="")
+
+
+def _template(prompt_id: str | None, default: str) -> prompts.Prompt:
+    name, _, version = (prompt_id or default).partition("@")
+    return prompts.load(name, version or None)
 
 
 def _predictions(turn: TurnRecord, names: list[str]) -> list[Prediction]:
@@ -96,7 +107,7 @@ def to_record(task: Task, scenario: Scenario, turns: list[TurnRecord], judgement
     steps = [SocialStep.model_validate_json(t.step) for t in turns]
     records = []
     for i, t in enumerate(turns):
-        prompt = agent_prompt(scenario, t.agent, steps[:i], t.turn)
+        prompt = agent_prompt(scenario, t.agent, steps[:i], t.turn, t.prompts)
         records.append(ActedTurn(index=i, agent=t.agent, action_type=t.action.action_type,
                                   text=t.action.argument, state_key=digest(task.task_id, t.agent, prompt),
                                   prompt=prompt, alternatives=_alternatives(t),

@@ -53,6 +53,7 @@ PYTHON = "llama-cpp-python"
 # no answer); with it both engines sample as llama-cpp-python's server always did.
 SAMPLING: dict[str, float] = {"repeat_penalty": 1.1}
 ENGINE = llama_server.ENGINE
+ALIVE_GRACE = 30.0  # seconds a live server that dropped a connection gets to answer again before `revive` gives up
 MAX_REVIVALS = 5  # restarts of one dead server per process: a server that keeps dying is reported instead
 _lock = threading.RLock()
 # (base, adapter, engine) → server; llama-server's one process per base is keyed with adapter None
@@ -394,13 +395,16 @@ def revive(base_url: str, timeout: float = 180.0) -> bool:
         server = _find(base_url)
         if server is None or not server.command:
             return False
-        if server.process.poll() is None:
+        # alive: up again already (another thread restarted it), or killed a moment ago and not yet reaped (a
+        # dropped connection can outrun the exit), or slow to answer on a loaded machine: it gets `ALIVE_GRACE`
+        # seconds to answer or to exit, and is started again only once it has exited
+        deadline = time.monotonic() + min(timeout, ALIVE_GRACE)
+        while server.process.poll() is None:
             if _answers(server):
                 return True
-            try:  # killed a moment ago and not yet reaped: a dropped connection can outrun the exit
-                server.process.wait(timeout=2)
-            except subprocess.TimeoutExpired:
+            if time.monotonic() > deadline:
                 return False
+            time.sleep(0.2)
         if server.revivals >= MAX_REVIVALS:
             return False
         server.revivals += 1
