@@ -45,12 +45,14 @@ def differences(stored: Mapping[str, Any], given: Mapping[str, Any], keys: Any =
 RUN_OPTIONS_TABLE = "swm_run_options"
 
 
-def pin_run_options(store: StoreRecords, run_id: str, options: Mapping[str, Any]) -> list[str]:
+def pin_run_options(store: StoreRecords, run_id: str, options: Mapping[str, Any],
+                    added: Mapping[str, Any] | None = None) -> list[str]:
     """Record a run's options on its first invocation; refuse a rerun whose options differ.
 
     For runs made of many threads (a benchmark), whose finished items would otherwise be reused
     silently under other settings. Returns the options stored before (empty on the first run);
-    raises `InputError` listing every difference.
+    raises `InputError` listing every difference. ``added``: options that came after some runs were
+    started, with the value such a run had (it resumes when given that value).
     """
     import json
 
@@ -62,7 +64,7 @@ def pin_run_options(store: StoreRecords, run_id: str, options: Mapping[str, Any]
     if not rows:
         store.insert(RUN_OPTIONS_TABLE, {"run_id": run_id, "options": given}, pk="run_id", ignore=True)
         return []
-    stored = json.loads(rows[0]["options"])
+    stored = {**(added or {}), **json.loads(rows[0]["options"])}
     changed = differences(stored, given)
     if changed:
         raise InputError(f"run {run_id} was started with other options ({'; '.join(changed)})",

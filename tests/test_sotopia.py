@@ -133,6 +133,24 @@ def test_bench_sotopia_writes_its_table_and_resumes(tmp_path: Path) -> None:
         in changed.output, changed.output
 
 
+def test_bench_sotopia_acts_in_the_order_asked_records_it_and_keeps_it_on_resume(tmp_path: Path) -> None:
+    llm = model()
+    out = tmp_path / "out"
+    args = ["bench", "sotopia", "--data", "shipped", "--policies", "plain", "--n", "1", "--max-turns", "4",
+            "--seats", "first", "--db", str(tmp_path / "b.db"), "--thread-id", "P", "--out", str(out), "--no-progress"]
+    first = CliRunner().invoke(main, [*args, "--act-order", "prefix"], obj={"llm": llm})
+    assert first.exit_code == 0, first.output
+    acts = [p for _, p in llm.prompts if '<data name="your name">' in p]
+    assert len(acts) == 4 and all(p.rstrip().endswith("Act now.") for p in acts), "the conversation, then the turn"
+    assert all(p.index("Your available action types") < p.index('<data name="conversation">') for p in acts)
+    assert json.loads((out / "sotopia.json").read_text())["meta"]["act_order"] == "prefix"
+    assert "acting prompt order: prefix" in (out / "sotopia.md").read_text()
+    calls = llm.calls
+    again = CliRunner().invoke(main, args, obj={"llm": llm})  # the default order: not the run's
+    assert again.exit_code == 2 and llm.calls == calls
+    assert "act_order: 'prefix' → 'sotopia'" in again.output, again.output
+
+
 def test_bench_sotopia_reports_a_failed_episode_and_finishes_it_on_rerun(tmp_path: Path) -> None:
     from test_episode_resume import crashing_model
 
@@ -251,3 +269,14 @@ def test_an_id_with_a_slash_exports_through_the_one_sanitiser(tmp_path: Path) ->
     assert [p.name for p in (out / "transcripts").iterdir()] == [f"{file_name('runs/one-plain-deals/bike-seat1')}.txt"]
     assert file_name("deals/bike") != file_name("deals_bike") == "deals_bike"
     assert all("/" not in file_name(k) and not file_name(k).startswith(".") for k in ("../x", "a/b", "", "..", "-x"))
+
+
+def test_a_run_pinned_before_an_option_existed_resumes_with_the_value_it_had(tmp_path: Path) -> None:
+    from checkpoints import ExperienceStore
+    from checkpoints.runs import pin_run_options
+
+    store = ExperienceStore(tmp_path / "s.db")
+    assert pin_run_options(store, "old", {"max_turns": 3}) == []  # begun before act_order was an option
+    assert pin_run_options(store, "old", {"max_turns": 3, "act_order": "sotopia"}, added={"act_order": "sotopia"})
+    with pytest.raises(InputError, match="act_order: 'sotopia' → 'prefix'"):
+        pin_run_options(store, "old", {"max_turns": 3, "act_order": "prefix"}, added={"act_order": "sotopia"})

@@ -132,7 +132,7 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
     if self_judged:
         click.echo(f"warning: the judge is the tested agent's own model ({ctx.spec_for('judge')}): self-judging "
                    "inflates scores; pass --judge-model (or SWM_MODEL_JUDGE). Recorded in the results.", err=True)
-    click.echo(f"judge protocol: {judge_protocol}", err=True)
+    click.echo(f"judge protocol: {judge_protocol}; acting prompt order: {act_order}", err=True)
     episodes = sum(1 for s in scenarios for k in seat_list if k < len(s.names)) * len(chosen)
     click.echo(f"run {run_id}: {len(scenarios)} scenarios × {len(seat_list)} seats × {len(chosen)} policies, "
                f"max {max_turns} turns (rerun with --thread-id {run_id} --db {db_path(db)} to resume if "
@@ -154,8 +154,9 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
         # what an episode's result depends on; more scenarios, seats or policies only add episodes
         pin_run_options(ctx.experience_store(), run_id, {
             "partner_policy": partner_policy, "max_turns": max_turns, "width": width, "depth": depth,
-            "judge_protocol": judge_protocol,
-            **{f"{role}_model": ctx.spec_for(role) for role in EPISODE_ROLES}})
+            "judge_protocol": judge_protocol, "act_order": act_order,
+            **{f"{role}_model": ctx.spec_for(role) for role in EPISODE_ROLES}},
+            added={"act_order": "sotopia"})  # a run begun before --act-order acted in SOTOPIA's order
         result = run_bench(scenarios, chosen, ctx, play, run_id,
                            partner_policy=partner_policy, max_turns=max_turns, concurrency=in_flight,
                            seats=seat_list, on_done=lambda: bar.update(1), judge_protocol=judge_protocol)
@@ -166,12 +167,13 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
     write_jsonl(store, done, folder / "episodes.jsonl")
     for eid in done:
         (folder / "transcripts" / f"{file_name(eid)}.txt").write_text(transcript(store, eid) + "\n", encoding="utf-8")
-    text = f"Judge protocol: {judge_protocol} (docs/protocols.md).\n\n" + markdown(table)
+    text = (f"Judge protocol: {judge_protocol}; acting prompt order: {act_order} (docs/protocols.md).\n\n"
+            + markdown(table))
     if result["failed"]:
         text += (f"\n\nFailed episodes (not in the table): {len(result['failed'])}; rerun with the same "
                  "--thread-id to retry only them.")
-    meta = {"run_id": run_id, "judge_protocol": judge_protocol, "policies": chosen, "partner_policy": partner_policy,
-            "max_turns": max_turns,
+    meta = {"run_id": run_id, "judge_protocol": judge_protocol, "act_order": act_order, "policies": chosen,
+            "partner_policy": partner_policy, "max_turns": max_turns,
             "scenarios": [s.id for s in scenarios], "seats": seats, "hard": hard, "width": width, "depth": depth,
             "models": {r: ctx.spec_for(r) for r in EPISODE_ROLES}, "self_judged": self_judged,
             "settings": {s.id: setting_of(s) for s in scenarios}, "ran": result["ran"], "skipped": result["skipped"],
