@@ -41,8 +41,9 @@ def sizes(quick: bool, in_flight: int, turns: int | None = None,
     acting-prompt order in ``act_orders``.
     """
     n, orders = in_flight, list(act_orders)
-    return {"plain": {"n": n, "turns": turns or 2, "act_orders": orders},
-            "foresee": {"n": 2 if quick else max(1, n // 2), "turns": turns or 1, "act_orders": orders},
+    return {"plain": {"n": n, "turns": turns or (2 if quick else 8), "act_orders": orders},
+            "foresee": {"n": 2 if quick else max(1, n // 2), "turns": turns or (1 if quick else 4),
+                        "act_orders": orders},
             "lifelong": {"n": n, "episodes": 4 if quick else 8, "update": "rs-sft", "train_steps": 1 if quick else 2},
             "selfplay": {"n": None, "tasks": 1, "group": 2 if quick else 4, "turns": 2, "new_tokens": 16},
             "werewolf": {"n": 1, "players": 5, "rounds": 1}}
@@ -185,8 +186,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--in-flight", type=int, default=8, help="episodes, rollouts and cycle episodes at once")
     parser.add_argument("--turns", type=int, default=None,
-                        help="turn limit of the plain and Foresee-and-Act episodes [default: 2 and 1]")
-    parser.add_argument("--act-orders", default="sotopia",
+                        help="turn limit of the plain and Foresee-and-Act episodes [default: 8 and 4; --quick 2 and 1]")
+    parser.add_argument("--act-orders", default="sotopia,prefix",
                         help="acting-prompt orders to play the episodes in, a row each (sotopia, prefix)")
     parser.add_argument("--no-limit", action="store_true", help="skip the engine's own limit")
     parser.add_argument("--quick", action="store_true", help="smaller workloads (a smoke run)")

@@ -19,7 +19,7 @@ def test_the_bench_runs_every_workload_on_an_endpoint(tmp_path: Path, capsys: An
     out = tmp_path / "engine.json"
     with FakeOpenAIServer(latency=0.05, scripts=SCRIPTS) as server:
         engine.main(["--endpoint", server.model_spec, "--workloads", "plain,foresee,lifelong,werewolf", "--quick",
-                     "--in-flight", "3", "--json", str(out)])
+                     "--act-orders", "sotopia", "--in-flight", "3", "--json", str(out)])
         answered = server.requests
     rows = {r["workload"].split(" ")[0]: Row(**r) for r in json.loads(out.read_text())["paths"]["endpoint"]}
     assert set(rows) == {"plain", "foresee", "lifelong", "werewolf"} and not any(r.error for r in rows.values())
