@@ -133,14 +133,15 @@ def table(limit: dict[str, Any] | None, paths: dict[str, list[dict[str, Any]]]) 
 def reuse_table(limit: dict[str, Any] | None, paths: dict[str, list[dict[str, Any]]], limit_at: Any) -> list[str]:
     """Where each workload's prompt tokens went, and how busy its tokens alone would keep the engine.
 
-    *bound*: the reuse an unbounded prefix cache could reach with swm's prompts as laid out (1 - characters an
-    earlier request had sent as the same prefix / characters sent); *continued*: the calls that had at least half
-    of their text sent before (a seat's later turn) with their own reuse and bound; *engine*: the seconds the engine
+    *bound*: the reuse an unbounded prefix cache could reach with swm's prompts as laid out (1 - the leading part
+    an earlier request of the phase had sent / the prompt; in tokens as llama-server renders and tokenizes the
+    prompts, in characters sent elsewhere: *unit*); *continued*: the calls that had at least half of their prompt
+    sent before (a seat's later turn) with their own reuse and bound; *engine*: the seconds the engine
     needs at its measured limits for the prompt tokens it evaluated and the tokens it generated (at the most
     requests in flight), over the phase's wall seconds: near 1, the engine was the bottleneck; far below, swm was.
     """
     lines = [f"  {'path':<5} {'workload':<44} {'reuse':>5} {'bound':>5}  {'continued':>9} {'reuse':>5} {'bound':>5}"
-             f"  {'engine':>6}"]
+             f"  {'engine':>6}  {'unit':<10}"]
     prompt_rate = (limit or {}).get("prompt_tokens_per_s")
     for path, rows in paths.items():
         for r in rows:
@@ -154,7 +155,7 @@ def reuse_table(limit: dict[str, Any] | None, paths: dict[str, list[dict[str, An
                 busy = f"{need / row.seconds:.2f}"
             lines.append(f"  {path:<5} {row.workload:<44} {_fmt(row.reuse):>5} {_fmt(row.bound):>5}  "
                          f"{row.continued_calls:>9} {_fmt(row.continued_reuse):>5} {_fmt(row.continued_bound):>5}"
-                         f"  {busy:>6}")
+                         f"  {busy:>6}  {row.bound_unit:<10}")
     return lines if len(lines) > 1 else []
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.meter import METERS, Call, shared_prefixes
+from bench.meter import METERS, Call, by_tokens, sent_size, shared_prefixes
 
 WORKLOADS = ("plain", "foresee", "lifelong", "selfplay", "werewolf")
 
@@ -39,22 +39,25 @@ class Row:
     training_seconds: float | None = None
     train_tokens: int | None = None
     train_seconds: float | None = None  # the trainer's own seconds (tokens/s = train_tokens / this)
-    prompt_chars: int = 0  # characters the calls sent (tools and messages)
-    shared_chars: int = 0  # of them, the leading characters an earlier call had already sent (`shared_prefixes`)
+    # the prompts' sizes and leading parts an earlier call of the phase had already sent (`shared_prefixes`),
+    # in `bound_unit`: tokens as the engine renders them where it says (llama-server), else characters sent
+    bound_unit: str = "characters"
+    bound_sent: int = 0
+    bound_shared: int = 0
     # "continued" calls: at least half of what they sent an earlier call had sent (a seat's later turn, not
-    # its first): how many, their prompt tokens sent and evaluated, their characters and the shared ones
+    # its first): how many, their prompt tokens sent and evaluated, their sizes and shared parts (`bound_unit`)
     continued_calls: int = 0
     continued_sent: int = 0
     continued_evaluated: int | None = None
-    continued_chars: int = 0
+    continued_size: int = 0
     continued_shared: int = 0
     note: str = ""
     error: str | None = None
 
     @property
     def bound(self) -> float | None:
-        """The reuse an unbounded prefix cache could reach with these prompts (1 - shared / sent, by characters)."""
-        return 1 - self.shared_chars / self.prompt_chars if self.prompt_chars else None
+        """The reuse an unbounded prefix cache could reach with these prompts (1 - shared / sent, in `bound_unit`)."""
+        return 1 - self.bound_shared / self.bound_sent if self.bound_sent else None
 
     @property
     def continued_reuse(self) -> float | None:
@@ -63,7 +66,7 @@ class Row:
 
     @property
     def continued_bound(self) -> float | None:
-        return 1 - self.continued_shared / self.continued_chars if self.continued_chars else None
+        return 1 - self.continued_shared / self.continued_size if self.continued_size else None
 
     @property
     def tokens_per_s(self) -> float:
@@ -106,11 +109,13 @@ def fill(row: Row, window: Window) -> Row:
     row.completion = sum(c.completion_tokens for c in calls)
     row.peak = peak(calls)
     shared = dict(zip(map(id, calls), shared_prefixes(calls), strict=True))  # within the phase: its own calls
-    row.prompt_chars = sum(len(c.text) for c in calls)
-    row.shared_chars = sum(shared[id(c)] for c in calls)
-    continued = [c for c in calls if c.text and shared[id(c)] >= len(c.text) / 2]
+    tokens = by_tokens(calls)
+    row.bound_unit = "tokens" if tokens else "characters"
+    row.bound_sent = sum(sent_size(c, tokens) for c in calls)
+    row.bound_shared = sum(shared[id(c)] for c in calls)
+    continued = [c for c in calls if sent_size(c, tokens) and shared[id(c)] >= sent_size(c, tokens) / 2]
     row.continued_calls, row.continued_sent = len(continued), sum(c.prompt_tokens for c in continued)
-    row.continued_chars = sum(len(c.text) for c in continued)
+    row.continued_size = sum(sent_size(c, tokens) for c in continued)
     row.continued_shared = sum(shared[id(c)] for c in continued)
     if continued and all(c.evaluated is not None for c in continued):
         row.continued_evaluated = sum(int(c.evaluated or 0) for c in continued)

@@ -39,17 +39,24 @@ class Call:
     evaluated: int | None = None  # prompt tokens the engine evaluated (None: not reported)
     cached: int | None = None
     text: str = ""  # what the request sent: its tools and messages, or its prompt
+    tokens: list[int] | None = None  # the prompt as the engine's tokens (llama-server: rendered and tokenized by it)
+
+    def sent(self) -> str | list[int]:
+        """What `shared_prefixes` compares: the prompt's tokens where known, else the text sent."""
+        return self.tokens if self.tokens is not None else self.text
 
 
 class Meter:
     """The proxy of one upstream server; ``calls`` grows as completions are answered."""
 
-    def __init__(self, upstream: str, log_path: Path | None = None) -> None:
+    def __init__(self, upstream: str, log_path: Path | None = None, tokenize: bool = False) -> None:
         parts = urlsplit(upstream)
         self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
         self.log_path = log_path
+        self.tokenize = tokenize  # ask the upstream (llama-server) for each prompt's tokens after it answered
         self.calls: list[Call] = []
         self.lock = threading.Lock()
+        self.pending = 0  # tokenizations under way
         meter = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -97,8 +104,11 @@ class Meter:
         finally:
             conn.close()
         end = time.time()
-        if status == 200 and handler.path.rstrip("/").endswith("completions"):
-            self._record(data, start, end, sent_text(body))
+        call = self._record(data, start, end, sent_text(body)) \
+            if status == 200 and handler.path.rstrip("/").endswith("completions") else None
+        if call is not None and self.tokenize:
+            with self.lock:
+                self.pending += 1
         handler.send_response(status)
         for key, value in reply_headers:
             if key.lower() not in _HOP:
@@ -106,12 +116,50 @@ class Meter:
         handler.send_header("Content-Length", str(len(data)))
         handler.end_headers()
         handler.wfile.write(data)
+        if call is not None and self.tokenize:  # after the reply: the caller does not wait for it
+            try:
+                call.tokens = self._prompt_tokens(handler.path, body or b"{}")
+            finally:
+                with self.lock:
+                    self.pending -= 1
 
-    def _record(self, data: bytes, start: float, end: float, text: str) -> None:
+    def _post(self, path: str, payload: bytes) -> Any:
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=60)
+        try:
+            conn.request("POST", path, body=payload, headers={"Content-Type": "application/json"})
+            reply = conn.getresponse()
+            return json.loads(reply.read()) if reply.status == 200 else None
+        finally:
+            conn.close()
+
+    def _prompt_tokens(self, path: str, body: bytes) -> list[int] | None:
+        """The request's prompt as the upstream renders (its chat template, tools included) and tokenizes it."""
+        try:
+            request = json.loads(body)
+            if path.rstrip("/").endswith("chat/completions"):
+                rendered = self._post("/apply-template", body)
+                prompt = (rendered or {}).get("prompt")
+            else:
+                prompt = request.get("prompt")
+            if not isinstance(prompt, str):
+                return None
+            done = self._post("/tokenize", json.dumps({"content": prompt, "parse_special": True}).encode())
+            tokens = (done or {}).get("tokens")
+            return [int(t) for t in tokens] if isinstance(tokens, list) else None
+        except (OSError, ValueError, TypeError, AttributeError):
+            return None
+
+    def settle(self, timeout: float = 30.0) -> None:
+        """Wait until every tokenization asked for has come back."""
+        deadline = time.monotonic() + timeout
+        while self.pending and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def _record(self, data: bytes, start: float, end: float, text: str) -> Call | None:
         try:
             reply = json.loads(data)
         except ValueError:
-            return
+            return None
         usage = reply.get("usage") or {}
         timings = reply.get("timings") or {}
         call = Call(start, end, int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0),
@@ -119,6 +167,7 @@ class Meter:
                     int(timings["cache_n"]) if "cache_n" in timings else None, text)
         with self.lock:
             self.calls.append(call)
+        return call
 
 
 def sent_text(body: bytes | None) -> str:
@@ -140,7 +189,7 @@ def sent_text(body: bytes | None) -> str:
     return prompt if isinstance(prompt, str) else json.dumps(prompt)
 
 
-def _common(a: str, b: str) -> int:
+def _common(a: Any, b: Any) -> int:
     """Length of the longest common prefix of ``a`` and ``b`` (a binary search over C-speed slice compares)."""
     lo, hi = 0, min(len(a), len(b))
     while lo < hi:
@@ -152,26 +201,38 @@ def _common(a: str, b: str) -> int:
     return lo
 
 
+def by_tokens(calls: list[Call]) -> bool:
+    """Tell whether every call's prompt tokens are known (else prompts are compared by the text sent)."""
+    return bool(calls) and all(c.tokens is not None for c in calls)
+
+
+def sent_size(call: Call, tokens: bool) -> int:
+    return len(call.tokens or []) if tokens else len(call.text)
+
+
 def shared_prefixes(calls: list[Call]) -> list[int]:
-    """For each call, the most leading characters of its text that a call answered before it started had sent.
+    """For each call, the longest leading part of its prompt that a call answered before it started had sent.
 
     What a prefix cache without a size limit could have served of each prompt, given how swm lays its
-    prompts out: the bound on prompt reuse that no serving choice can beat (by characters, not tokens).
+    prompts out: the bound on prompt reuse that no serving choice can beat. In tokens as the engine
+    renders and tokenizes the prompts where every call's are known (llama-server), else in characters
+    of the text sent (tools, then messages: the order a template renders them in may differ).
     """
     import bisect
 
+    tokens = by_tokens(calls)
+    sent = [c.tokens if tokens else c.text for c in calls]
     order = sorted(range(len(calls)), key=lambda i: calls[i].start)
     ends = sorted(range(len(calls)), key=lambda i: calls[i].end)
-    seen: list[str] = []  # texts of the calls answered so far, sorted: the longest match is a neighbour
+    seen: list[Any] = []  # prompts of the calls answered so far, sorted: the longest match is a neighbour
     shared = [0] * len(calls)
     k = 0
     for i in order:
         while k < len(ends) and calls[ends[k]].end <= calls[i].start:
-            bisect.insort(seen, calls[ends[k]].text)
+            bisect.insort(seen, sent[ends[k]])
             k += 1
-        text = calls[i].text
-        at = bisect.bisect_left(seen, text)
-        shared[i] = max([_common(text, seen[j]) for j in (at - 1, at) if 0 <= j < len(seen)] or [0])
+        at = bisect.bisect_left(seen, sent[i])
+        shared[i] = max([_common(sent[i], seen[j]) for j in (at - 1, at) if 0 <= j < len(seen)] or [0])
     return shared
 
 
@@ -197,17 +258,19 @@ class Meters:
         self.lock = threading.Lock()
         self.by_upstream: dict[str, Meter] = {}
 
-    def for_server(self, base_url: str, log_path: Path | None) -> Meter:
+    def for_server(self, base_url: str, log_path: Path | None, tokenize: bool = False) -> Meter:
         parts = urlsplit(base_url)
         key = f"{parts.scheme}://{parts.netloc}"
         with self.lock:
             if key not in self.by_upstream:
-                self.by_upstream[key] = Meter(key, log_path)
+                self.by_upstream[key] = Meter(key, log_path, tokenize=tokenize)
             return self.by_upstream[key]
 
     def calls(self) -> list[Call]:
         with self.lock:
             meters = list(self.by_upstream.values())
+        for meter in meters:
+            meter.settle()
         return [c for m in meters for c in list(m.calls)]
 
     def log_offsets(self) -> dict[str, int]:
@@ -244,7 +307,8 @@ def wrap_embedded() -> None:
         import dataclasses
 
         server = real(*args, **kwargs)
-        meter = METERS.for_server(server.base_url, getattr(server, "log_path", None))
+        meter = METERS.for_server(server.base_url, getattr(server, "log_path", None),
+                                  tokenize=getattr(server, "engine", None) == embedded.ENGINE)  # llama-server
         return dataclasses.replace(server, base_url=meter.proxied(server.base_url))
 
     ensure_server._metered = True  # type: ignore[attr-defined]

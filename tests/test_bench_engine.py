@@ -33,7 +33,8 @@ def test_the_bench_runs_every_workload_on_an_endpoint(tmp_path: Path, capsys: An
     assert cycle.prompt_evaluated is None, "the fake server says nothing of what it evaluated"
     printed = capsys.readouterr().out
     assert "plain episodes (3 x 2 turns)" in printed and "lifelong cycle: collect (4 decisions)" in printed
-    assert all(r.prompt_chars > 0 and r.bound is not None and 0 <= r.bound <= 1 for r in rows.values())
+    assert all(r.bound_sent > 0 and r.bound_unit == "characters" and r.bound is not None and 0 <= r.bound <= 1
+               for r in rows.values()), "the fake server tokenizes nothing: prompts compared by the text sent"
 
 
 def test_the_prefix_order_is_measured_beside_sotopias(tmp_path: Path, capsys: Any) -> None:
@@ -119,4 +120,4 @@ def test_peak_busy_time_and_ratios_to_the_limit() -> None:
     assert line[:2] == ["new", "plain"] and "50.0" in line and "0.50" in line and "0.25" in line
     assert "0.40" in line and "0.10" in line, "sampling 40 of 100 s, training 50, the rest 10"
     # the engine alone needs 250 / 300 s for the prompt it evaluated and 500 / 100 s to generate at 8 in flight
-    assert lines[-1].split()[-1] == "0.58", lines[-1]
+    assert lines[-1].split()[-2:] == ["0.58", "characters"], lines[-1]

@@ -115,6 +115,30 @@ def test_a_structured_reply_is_a_forced_tool_call_on_llama_server() -> None:
     assert reply.error is None and isinstance(reply.value, ReasonedAnswer) and reply.value.answer
 
 
+def test_the_bench_meter_reads_each_prompt_as_the_engine_tokenized_it() -> None:
+    """bench.engine's reuse bound compares prompts in the engine's own tokens: the chat template with its tools
+    rendered by llama-server, as many tokens as the engine says it was sent."""
+    from bench.meter import Meter, shared_prefixes
+    from swm.llm import call_model, make_chat_model
+    from swm.schemas import ReasonedAnswer
+
+    server = embedded.ensure_server()
+    meter = Meter(server.base_url.removesuffix("/v1"), tokenize=True)
+    try:
+        model = make_chat_model(f"embedded@{meter.proxied(server.base_url)}", max_tokens=24)
+        story = "Sally put the marble in the basket and left. Anne moved it to the box."
+        call_model(model, story + " Where will Sally look for it?", ReasonedAnswer)
+        call_model(model, story + " Where is the marble now?", ReasonedAnswer)
+        meter.settle()
+        first, second = meter.calls
+    finally:
+        meter.close()
+    assert first.tokens and second.tokens
+    assert abs(len(first.tokens) - first.prompt_tokens) <= 1 and abs(len(second.tokens) - second.prompt_tokens) <= 1
+    shared = shared_prefixes([first, second])
+    assert shared[0] == 0 and len(second.tokens) - 20 < shared[1] < len(second.tokens), "all but the last question"
+
+
 def _random_adapter(tiny: Path, out: Path, seed: int) -> Path:
     """Save a random (non-zero) LoRA adapter of the tiny Llama and return its GGUF."""
     import torch
