@@ -162,6 +162,20 @@ class SWMContext:
                 self._cache[key] = derived
         return derived
 
+    def with_act_order(self, order: ActOrder) -> SWMContext:
+        """Return a context that acts in ``order`` (same store, models and knobs), built once."""
+        if order == self.act_order:
+            return self
+        key = ("with_act_order", order)
+        store = self.experience_store()
+        with self._lock:
+            derived = self._cache.get(key)
+            if derived is None:
+                derived = replace(self, act_order=order, store=store)
+                derived.failures = self.failures
+                self._cache[key] = derived
+        return derived
+
     def uses_embedded(self) -> bool:
         """Tell whether any role would run on the embedded model."""
         return any(is_embedded(self.spec_for(r)) and "@" not in self.spec_for(r) for r in ROLES)

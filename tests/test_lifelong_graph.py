@@ -220,3 +220,16 @@ def test_killed_mid_collect_then_resumed_loses_and_repeats_no_episode(tmp_path: 
     # only the episodes that had not finished were played again (each episode = max_turns act calls)
     assert healthy.acts == (TOTAL - done) * PLAN["max_turns"]
     assert out["collected"] + out["evaluated"] == TOTAL
+
+
+def test_the_plans_acting_order_reaches_the_episodes_and_the_rows_they_train_on(tmp_path: Path) -> None:
+    """``act_order: prefix``: every seat acts on the prefix-ordered prompt, and each recorded turn's prompt (what
+    the exports and updates train on) is the one that seat was shown."""
+    plan = {**PLAN, "cycles": 1, "levels": ["easy"], "act_order": "prefix"}
+    out, store, llm = run(tmp_path, Agents(), plan)
+    shown = {p for tool, p in llm.prompts if tool == "AgentActionForModel"}
+    assert shown and all(p.rstrip().endswith("Act now.") for p in shown)
+    rows = list(store.rows("select prompts, record from lifelong_episodes where phase = 'collect'"))
+    assert rows and all("episode_act_prefix@v1" in r["prompts"] for r in rows)
+    recorded = [t["prompt"] for r in rows for t in json.loads(r["record"])["turns"]]
+    assert recorded and set(recorded) <= shown

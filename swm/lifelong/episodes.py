@@ -130,9 +130,11 @@ def learner_context(ctx: SWMContext, policy: PolicyVersion | None, self_play: bo
     """Return the context an episode under ``policy`` runs with: the learner seats play its served model.
 
     The tested seat is the ``agent`` role, the other seats ``partner``; in self-play every seat
-    is the learner. A policy with no served model (p0, memory) keeps the run's models. A trained
+    is the learner. The acting prompt's order is the plan's (`SWMContext.act_order`). A policy with no
+    served model (p0, memory) keeps the run's models. A trained
     policy's adapter is found (or restored from the run's store) and checked first (`policy_spec`).
     """
+    ctx = ctx.with_act_order((plan or {}).get("act_order") or "sotopia")  # a plan from before the option: sotopia
     spec = policy_spec(policy, ctx, plan)
     if spec is None:
         return ctx

@@ -49,7 +49,7 @@ class LifelongPlan(BaseModel):
         "cycles", "levels", "families", "episodes_per_level", "samples_per_task", "max_turns", "policy",
         "eval_policy", "self_play", "judge", "judge_threshold", "gating", "min_margin", "update", "keep", "replay",
         "epsilon", "gate_alpha", "heldout_per_cell", "dev_per_cell", "hf_model", "eval_families", "base_gguf",
-        "lora_server", "train", "estimator", "ppo_groups")
+        "lora_server", "train", "estimator", "ppo_groups", "act_order")
 
     run_id: str = "learn"
     cycles: int = Field(3, ge=1, description="Training cycles (after the baseline evaluation).")
@@ -66,6 +66,10 @@ class LifelongPlan(BaseModel):
     episodes_per_level: int = Field(4, ge=1, description="Training episodes per cycle.")
     samples_per_task: int = Field(2, ge=1, description="Episodes per training task (same-state pairs need at least 2).")
     max_turns: int = Field(8, ge=1, description="Turn limit per episode.")
+    act_order: Literal["sotopia", "prefix"] = Field("sotopia", description=(
+        "Order of the acting prompt in episodes: 'sotopia' (the conversation, then the turn, action types and "
+        "format) or 'prefix' (the conversation last: a prefix cache serves all but the new turns); the trained "
+        "rows hold the prompt each turn was shown."))
     policy: ActStrategy = Field("plain", description=(
         "Collection policy (foresee/rollout add world-model predictions: the perception track)."))
     eval_policy: ActStrategy = Field("plain", description="Policy for the held-out evaluations.")
