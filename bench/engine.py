@@ -138,7 +138,8 @@ def reuse_table(limit: dict[str, Any] | None, paths: dict[str, list[dict[str, An
     prompts, in characters sent elsewhere: *unit*); *continued*: the calls that had at least half of their prompt
     sent before (a seat's later turn) with their own reuse and bound; *engine*: the seconds the engine
     needs at its measured limits for the prompt tokens it evaluated and the tokens it generated (at the most
-    requests in flight), over the phase's wall seconds: near 1, the engine was the bottleneck; far below, swm was.
+    requests in flight; one for the old path, whose server decodes one at a time), over the phase's wall
+    seconds: near 1, the engine was the bottleneck; far below, swm was.
     """
     lines = [f"  {'path':<5} {'workload':<44} {'reuse':>5} {'bound':>5}  {'continued':>9} {'reuse':>5} {'bound':>5}"
              f"  {'engine':>6}  {'unit':<10}"]
@@ -149,9 +150,10 @@ def reuse_table(limit: dict[str, Any] | None, paths: dict[str, list[dict[str, An
                 continue
             row = Row(**r)
             busy = "-"
-            if prompt_rate and row.seconds and limit_at(max(1, row.peak)):
+            together = 1 if path == "old" else max(1, row.peak)  # llama-cpp-python's server decodes one at a time
+            if prompt_rate and row.seconds and limit_at(together):
                 evaluated = row.prompt_evaluated if row.prompt_evaluated is not None else row.prompt_sent
-                need = evaluated / prompt_rate + row.completion / limit_at(max(1, row.peak))
+                need = evaluated / prompt_rate + row.completion / limit_at(together)
                 busy = f"{need / row.seconds:.2f}"
             lines.append(f"  {path:<5} {row.workload:<44} {_fmt(row.reuse):>5} {_fmt(row.bound):>5}  "
                          f"{row.continued_calls:>9} {_fmt(row.continued_reuse):>5} {_fmt(row.continued_bound):>5}"

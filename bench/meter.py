@@ -211,28 +211,25 @@ def sent_size(call: Call, tokens: bool) -> int:
 
 
 def shared_prefixes(calls: list[Call]) -> list[int]:
-    """For each call, the longest leading part of its prompt that a call answered before it started had sent.
+    """For each call, the longest leading part of its prompt that a call sent before it had sent.
 
-    What a prefix cache without a size limit could have served of each prompt, given how swm lays its
-    prompts out: the bound on prompt reuse that no serving choice can beat. In tokens as the engine
-    renders and tokenizes the prompts where every call's are known (llama-server), else in characters
-    of the text sent (tools, then messages: the order a template renders them in may differ).
+    What a prefix cache without a size limit could at most have served of each prompt, given how swm
+    lays its prompts out: the bound on prompt reuse that no serving choice can beat (a server that
+    queues requests may evaluate an earlier one's prompt before a later one's, so only the order they
+    were sent in is assumed). In tokens as the engine renders and tokenizes the prompts where every
+    call's are known (llama-server), else in characters of the text sent (tools, then messages: the
+    order a template renders them in may differ).
     """
     import bisect
 
     tokens = by_tokens(calls)
     sent = [c.tokens if tokens else c.text for c in calls]
-    order = sorted(range(len(calls)), key=lambda i: calls[i].start)
-    ends = sorted(range(len(calls)), key=lambda i: calls[i].end)
-    seen: list[Any] = []  # prompts of the calls answered so far, sorted: the longest match is a neighbour
+    seen: list[Any] = []  # prompts sent so far, sorted: the longest match is a neighbour
     shared = [0] * len(calls)
-    k = 0
-    for i in order:
-        while k < len(ends) and calls[ends[k]].end <= calls[i].start:
-            bisect.insort(seen, sent[ends[k]])
-            k += 1
+    for i in sorted(range(len(calls)), key=lambda i: calls[i].start):
         at = bisect.bisect_left(seen, sent[i])
         shared[i] = max([_common(sent[i], seen[j]) for j in (at - 1, at) if 0 <= j < len(seen)] or [0])
+        bisect.insort(seen, sent[i])
     return shared
 
 

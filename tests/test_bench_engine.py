@@ -53,13 +53,14 @@ def test_the_prefix_order_is_measured_beside_sotopias(tmp_path: Path, capsys: An
     assert "continued" in capsys.readouterr().out
 
 
-def test_shared_prefixes_count_only_what_a_call_answered_earlier_had_sent() -> None:
+def test_shared_prefixes_count_only_what_a_call_sent_earlier_had_sent() -> None:
     calls = [Call(0.0, 1.0, 1, 1, text="abcdef"),
-             Call(0.5, 2.0, 1, 1, text="abcxyz"),  # started before the first was answered: nothing to reuse
+             Call(4.5, 5.0, 1, 1, text="abcxy1"),  # the third's "abcxy", the longest of all sent before
+             Call(0.5, 2.0, 1, 1, text="abcxyz"),  # the first's "abc", though sent before the first was answered
              Call(1.5, 3.0, 1, 1, text="abcdeQ"),  # the first's "abcde"
-             Call(3.5, 4.0, 1, 1, text="zzz"),
-             Call(4.5, 5.0, 1, 1, text="abcxy1")]  # the second's "abcxy", the longest of all earlier
-    assert shared_prefixes(calls) == [0, 0, 5, 0, 5]
+             Call(3.5, 4.0, 1, 1, text="zzz")]
+    assert shared_prefixes(calls) == [0, 5, 3, 5, 0]
+    assert shared_prefixes([Call(0, 1, 1, 1, tokens=[1, 2, 3]), Call(1, 2, 1, 1, tokens=[1, 2, 4, 5])]) == [0, 2]
 
 
 class _Upstream(BaseHTTPRequestHandler):
