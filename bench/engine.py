@@ -134,7 +134,8 @@ def reuse_table(limit: dict[str, Any] | None, paths: dict[str, list[dict[str, An
     """Where each workload's prompt tokens went, and how busy its tokens alone would keep the engine.
 
     *bound*: the reuse an unbounded prefix cache could reach with swm's prompts as laid out (1 - the leading part
-    an earlier request of the phase had sent / the prompt; in tokens as llama-server renders and tokenizes the
+    a request sent before had sent / the prompt, an earlier workload's requests included: the server's cache
+    outlives a workload; in tokens as llama-server renders and tokenizes the
     prompts, in characters sent elsewhere: *unit*); *continued*: the calls that had at least half of their prompt
     sent before (a seat's later turn) with their own reuse and bound; *engine*: the seconds the engine
     needs at its measured limits for the prompt tokens it evaluated and the tokens it generated (at the most

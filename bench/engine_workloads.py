@@ -108,7 +108,10 @@ def fill(row: Row, window: Window) -> Row:
     row.prompt_sent = sum(c.prompt_tokens for c in calls)
     row.completion = sum(c.completion_tokens for c in calls)
     row.peak = peak(calls)
-    shared = dict(zip(map(id, calls), shared_prefixes(calls), strict=True))  # within the phase: its own calls
+    # against every prompt this process sent before, an earlier workload's too: the server keeps its cache
+    # from one workload to the next, so what it could serve includes theirs
+    everything = METERS.calls()
+    shared = dict(zip(map(id, everything), shared_prefixes(everything), strict=True))
     tokens = by_tokens(calls)
     row.bound_unit = "tokens" if tokens else "characters"
     row.bound_sent = sum(sent_size(c, tokens) for c in calls)

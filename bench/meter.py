@@ -263,6 +263,15 @@ class Meters:
                 self.by_upstream[key] = Meter(key, log_path, tokenize=tokenize)
             return self.by_upstream[key]
 
+    def forget(self) -> None:
+        """Drop every call recorded so far (a new measurement in the same process)."""
+        with self.lock:
+            meters = list(self.by_upstream.values())
+        for meter in meters:
+            meter.settle()
+            with meter.lock:
+                meter.calls.clear()
+
     def calls(self) -> list[Call]:
         with self.lock:
             meters = list(self.by_upstream.values())

@@ -40,6 +40,9 @@ def test_the_bench_runs_every_workload_on_an_endpoint(tmp_path: Path, capsys: An
 def test_the_prefix_order_is_measured_beside_sotopias(tmp_path: Path, capsys: Any) -> None:
     """Both acting-prompt orders, a row each: with the conversation last, a seat's later turns could be served
     almost wholly from a prefix cache (the bound); in SOTOPIA's order the instructions after it are sent again."""
+    from bench.meter import METERS
+
+    METERS.forget()  # another test's episodes in this process would count as sent before
     out = tmp_path / "engine.json"
     with FakeOpenAIServer(latency=0.01, scripts=SCRIPTS) as server:
         engine.main(["--endpoint", server.model_spec, "--workloads", "plain", "--in-flight", "2", "--turns", "6",
