@@ -41,10 +41,6 @@ class Call:
     text: str = ""  # what the request sent: its tools and messages, or its prompt
     tokens: list[int] | None = None  # the prompt as the engine's tokens (llama-server: rendered and tokenized by it)
 
-    def sent(self) -> str | list[int]:
-        """What `shared_prefixes` compares: the prompt's tokens where known, else the text sent."""
-        return self.tokens if self.tokens is not None else self.text
-
 
 class Meter:
     """The proxy of one upstream server; ``calls`` grows as completions are answered."""
@@ -171,7 +167,7 @@ class Meter:
 
 
 def sent_text(body: bytes | None) -> str:
-    """Return what a completion request sent, in the order the engine reads it: tools, then messages (or the prompt)."""
+    """Return what a completion request sent: its tools, then its messages (or its prompt)."""
     try:
         request = json.loads(body or b"{}")
     except ValueError:

@@ -152,27 +152,21 @@ class SWMContext:
         """
         if not overrides:
             return self
-        key = ("with_models", tuple(sorted(overrides.items())))
+        return self._derived(("with_models", tuple(sorted(overrides.items()))),
+                             models={**self.models, **overrides})
+
+    def with_act_order(self, order: ActOrder) -> SWMContext:
+        """Return a context that acts in ``order`` (same store, models and knobs), built once."""
+        return self if order == self.act_order else self._derived(("with_act_order", order), act_order=order)
+
+    def _derived(self, key: tuple[Any, ...], **changes: Any) -> SWMContext:
+        """Return the context with ``changes``, built once per ``key``: same store, one failure streak."""
         store = self.experience_store()  # shared, so the derived context writes the same store
         with self._lock:
             derived = self._cache.get(key)
             if derived is None:
-                derived = replace(self, models={**self.models, **overrides}, store=store)
+                derived = replace(self, store=store, **changes)
                 derived.failures = self.failures  # one failure streak per run, whichever seat failed
-                self._cache[key] = derived
-        return derived
-
-    def with_act_order(self, order: ActOrder) -> SWMContext:
-        """Return a context that acts in ``order`` (same store, models and knobs), built once."""
-        if order == self.act_order:
-            return self
-        key = ("with_act_order", order)
-        store = self.experience_store()
-        with self._lock:
-            derived = self._cache.get(key)
-            if derived is None:
-                derived = replace(self, act_order=order, store=store)
-                derived.failures = self.failures
                 self._cache[key] = derived
         return derived
 
