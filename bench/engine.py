@@ -29,22 +29,28 @@ from typing import Any
 from bench.engine_workloads import WORKLOADS, Row
 from bench.engine_workloads import run as run_workloads
 
-PATHS = {"old": "python", "new": "llama-server"}  # SWM_EMBEDDED_ENGINE of each serving path
+# each serving path's settings: the embedded engine, and whether a decision's samples may share a request
+PATHS = {"old": {"SWM_EMBEDDED_ENGINE": "python"},
+         "new": {"SWM_EMBEDDED_ENGINE": "llama-server"},
+         "unshared": {"SWM_EMBEDDED_ENGINE": "llama-server", "SWM_EMBEDDED_SHARED_SAMPLES": "0"}}
 
 
 def sizes(quick: bool, in_flight: int, turns: int | None = None,
-          act_orders: tuple[str, ...] = ("sotopia",)) -> dict[str, dict[str, Any]]:
+          act_orders: tuple[str, ...] = ("sotopia",), cycle: tuple[int, int, int] | None = None,
+          ) -> dict[str, dict[str, Any]]:
     """Each workload's size: small enough that both paths finish in about fifteen minutes on two cores.
 
     Self-play plays as many rollouts at once as `swm selfplay` does by default (the server's slots).
     ``turns`` overrides the episodes' turn limit; plain and Foresee-and-Act episodes are played once per
-    acting-prompt order in ``act_orders``.
+    acting-prompt order in ``act_orders``. ``cycle`` = (decisions collected, test and dev tasks, trainer
+    steps) overrides the lifelong cycle's size.
     """
     n, orders = in_flight, list(act_orders)
+    decisions, evaluated, steps = cycle or ((4, 1, 1) if quick else (8, 1, 2))
     return {"plain": {"n": n, "turns": turns or (2 if quick else 8), "act_orders": orders},
             "foresee": {"n": 2 if quick else max(1, n // 2), "turns": turns or (1 if quick else 4),
                         "act_orders": orders},
-            "lifelong": {"n": n, "episodes": 4 if quick else 8, "update": "rs-sft", "train_steps": 1 if quick else 2},
+            "lifelong": {"n": n, "episodes": decisions, "update": "rs-sft", "train_steps": steps, "eval": evaluated},
             "selfplay": {"n": None, "tasks": 1, "group": 2 if quick else 4, "turns": 2, "new_tokens": 16},
             "werewolf": {"n": 1, "players": 5, "rounds": 1}}
 
@@ -63,7 +69,8 @@ def child(args: argparse.Namespace) -> None:
         ensure_server()  # from this thread, which outlives every pool (a server dies with the thread that started it)
         model = "embedded"
     names = [w for w in args.workloads.split(",") if w]
-    chosen = sizes(args.quick, args.in_flight, args.turns, tuple(o for o in args.act_orders.split(",") if o))
+    chosen = sizes(args.quick, args.in_flight, args.turns, tuple(o for o in args.act_orders.split(",") if o),
+                   _cycle(args.cycle))
     if args.endpoint:  # no trainer behind a plain endpoint: the lifelong cycle's update is the memory one
         chosen["lifelong"]["update"] = "memory"
     rows = run_workloads(names, model, chosen, echo=lambda s: print(s, file=sys.stderr))
@@ -73,9 +80,9 @@ def child(args: argparse.Namespace) -> None:
 def run_path(path: str, args: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
     """Run one serving path's workloads in a child process; return its rows (a failed child: one error row)."""
     # as many slots as sequences in flight (llama-cpp-python's server has one whatever this says)
-    env = {**os.environ, "SWM_EMBEDDED_ENGINE": PATHS[path], "SWM_EMBEDDED_SLOTS": str(args.in_flight)}
+    env = {**os.environ, **PATHS[path], "SWM_EMBEDDED_SLOTS": str(args.in_flight)}
     cmd = [sys.executable, "-m", "bench.engine", "--child", str(out), *_shared_args(args)]
-    print(f"{path} path (SWM_EMBEDDED_ENGINE={PATHS[path]}):", file=sys.stderr)
+    print(f"{path} path ({' '.join(f'{k}={v}' for k, v in PATHS[path].items())}):", file=sys.stderr)
     done = subprocess.run(cmd, env=env, cwd=Path(__file__).resolve().parent.parent)
     if done.returncode != 0 or not out.is_file():
         return [asdict(Row(f"{path} path", args.in_flight, error=f"exit {done.returncode}"))]
@@ -85,7 +92,16 @@ def run_path(path: str, args: argparse.Namespace, out: Path) -> list[dict[str, A
 def _shared_args(args: argparse.Namespace) -> list[str]:
     """The options a child run takes from its parent."""
     return (["--workloads", args.workloads, "--in-flight", str(args.in_flight), "--act-orders", args.act_orders]
-            + (["--turns", str(args.turns)] if args.turns else []) + (["--quick"] if args.quick else []))
+            + (["--turns", str(args.turns)] if args.turns else []) + (["--quick"] if args.quick else [])
+            + (["--cycle", args.cycle] if args.cycle else []))
+
+
+def _cycle(text: str | None) -> tuple[int, int, int] | None:
+    """``--cycle D,E,S``: D decisions collected, E test and E dev tasks, S trainer steps."""
+    if not text:
+        return None
+    d, e, s = (int(x) for x in text.split(","))
+    return d, e, s
 
 
 def _ratio(x: float | None, limit: float | None) -> str:
@@ -167,32 +183,40 @@ def _fmt(x: float | None) -> str:
 
 
 def speedups(paths: dict[str, list[dict[str, Any]]]) -> list[str]:
-    """The new path against the old, workload by workload: sampling tokens/s and a whole cycle's or iteration's time."""
-    if "old" not in paths or "new" not in paths:
+    """The new path against each other path, workload by workload: sampling tokens/s and a whole cycle's or
+    iteration's time."""
+    if "new" not in paths:
         return []
-    old = {r["workload"]: Row(**r) for r in paths["old"] if not r.get("error")}
-    lines = ["  new path / old path:"]
-    for r in paths["new"]:
-        if r.get("error") or r["workload"] not in old:
-            continue
-        new, before = Row(**r), old[r["workload"]]
-        text = f"    {new.workload:<44} sampling tokens/s {_ratio(new.tokens_per_s, before.tokens_per_s)}x"
-        if new.total_seconds and before.total_seconds:
-            text += f"; whole {'cycle' if 'lifelong' in new.workload else 'iteration'} " \
-                    f"{before.total_seconds / new.total_seconds:.2f}x faster"
-        lines.append(text)
+    lines = []
+    for other in [p for p in paths if p != "new"]:
+        before_rows = {r["workload"]: Row(**r) for r in paths[other] if not r.get("error")}
+        lines.append(f"  new path / {other} path:")
+        for r in paths["new"]:
+            if r.get("error") or r["workload"] not in before_rows:
+                continue
+            new, before = Row(**r), before_rows[r["workload"]]
+            text = f"    {new.workload:<44} sampling tokens/s {_ratio(new.tokens_per_s, before.tokens_per_s)}x"
+            if new.total_seconds and before.total_seconds:
+                text += f"; whole {'cycle' if 'lifelong' in new.workload else 'iteration'} " \
+                        f"{before.total_seconds / new.total_seconds:.2f}x faster"
+            lines.append(text)
     return lines
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.engine", description=__doc__.splitlines()[0])
-    parser.add_argument("--paths", default="old,new", help="serving paths side by side (old, new)")
+    parser.add_argument("--paths", default="old,new",
+                        help="serving paths side by side: old (llama-cpp-python's server), new (llama-server), "
+                             "unshared (llama-server, a decision's samples never sharing a request)")
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--in-flight", type=int, default=8, help="episodes, rollouts and cycle episodes at once")
     parser.add_argument("--turns", type=int, default=None,
                         help="turn limit of the plain and Foresee-and-Act episodes [default: 8 and 4; --quick 2 and 1]")
     parser.add_argument("--act-orders", default="sotopia,prefix",
                         help="acting-prompt orders to play the episodes in, a row each (sotopia, prefix)")
+    parser.add_argument("--cycle", default=None, metavar="D,E,S",
+                        help="the lifelong cycle's size: D decisions collected (two samples a task), E test and E dev "
+                             "tasks evaluated per policy, S trainer steps [default: 8,1,2; --quick 4,1,1]")
     parser.add_argument("--no-limit", action="store_true", help="skip the engine's own limit")
     parser.add_argument("--quick", action="store_true", help="smaller workloads (a smoke run)")
     parser.add_argument("--endpoint", default=None, metavar="NAME@URL",
@@ -206,6 +230,12 @@ def main(argv: list[str] | None = None) -> None:
     orders = {o for o in args.act_orders.split(",") if o}
     if not orders or orders - {"sotopia", "prefix"}:
         parser.error("--act-orders takes sotopia, prefix or both")
+    if set(args.paths.split(",")) - set(PATHS) - {""}:
+        parser.error(f"--paths takes {', '.join(PATHS)}")
+    try:
+        _cycle(args.cycle)
+    except ValueError:
+        parser.error("--cycle takes three whole numbers: decisions,eval tasks,trainer steps (e.g. 200,50,30)")
     if args.child:
         child(args)
         return

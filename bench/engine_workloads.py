@@ -222,8 +222,11 @@ def episodes(model: str, policy: str, n: int, turns: int, folder: Path, act_orde
 
 
 def lifelong_cycle(model: str, n: int, episodes_per_cycle: int, update: str, train_steps: int,
-                   folder: Path) -> Row:
-    """One `swm learn` cycle on decisions (baseline first): its collect phase, and where the cycle's time went."""
+                   folder: Path, eval_per_cell: int = 1) -> Row:
+    """One `swm learn` cycle on decisions (baseline first): its collect phase, and where the cycle's time went.
+
+    ``eval_per_cell``: test and dev tasks of the baseline's and the candidate's evaluations.
+    """
     from checkpoints import open_saver, run_thread
     from graphs import lifelong
     from swm.context import SWMContext
@@ -231,8 +234,8 @@ def lifelong_cycle(model: str, n: int, episodes_per_cycle: int, update: str, tra
 
     plan: dict[str, Any] = {
             "run_id": "bench-engine", "cycles": 1, "levels": ["decision"], "families": ["mutual_friend"],
-            "episodes_per_level": episodes_per_cycle, "samples_per_task": 2, "heldout_per_cell": 1,
-            "dev_per_cell": 1, "update": update, "out_dir": str(folder / "learn"),
+            "episodes_per_level": episodes_per_cycle, "samples_per_task": 2, "heldout_per_cell": eval_per_cell,
+            "dev_per_cell": eval_per_cell, "update": update, "out_dir": str(folder / "learn"),
             "train": {"max_steps": train_steps, "batch_size": 2, "progress": False}}
     ctx = SWMContext(model=model, temperature=0.7, store=_store(folder))
     ctx.out_dir = plan["out_dir"]
@@ -241,7 +244,8 @@ def lifelong_cycle(model: str, n: int, episodes_per_cycle: int, update: str, tra
     with open_saver(folder / "bench.db") as saver:
         run_thread(lifelong.build().compile(checkpointer=saver), {"plan": plan}, config, ctx, on_event=phases)
     phases.cycle.close()
-    row = fill(Row(f"lifelong cycle: collect ({episodes_per_cycle} decisions)", n), phases.window)
+    size = f"{episodes_per_cycle} decisions" + (f", eval {eval_per_cell}+{eval_per_cell}" if eval_per_cell > 1 else "")
+    row = fill(Row(f"lifelong cycle: collect ({size})", n), phases.window)
     whole(row, phases.cycle, phases.span("update"))
     policy = ls.get_policy(ctx.experience_store(), "bench-engine", "p1")
     if policy is not None and policy.train is not None:
@@ -338,7 +342,8 @@ def run(names: list[str], model: str, sizes: dict[str, Any], echo: Any = print) 
                     rows.append(episodes(model, name, s["n"], s["turns"], folder / order, order))
                 row = episodes(model, name, s["n"], s["turns"], folder, s.get("act_orders", ["sotopia"])[-1])
             elif name == "lifelong":
-                row = lifelong_cycle(model, s["n"], s["episodes"], s["update"], s["train_steps"], folder)
+                row = lifelong_cycle(model, s["n"], s["episodes"], s["update"], s["train_steps"], folder,
+                                     s.get("eval", 1))
             elif name == "selfplay":
                 row = selfplay_iteration(s["n"], s["tasks"], s["group"], s["turns"], s["new_tokens"], folder)
             else:

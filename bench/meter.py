@@ -100,9 +100,9 @@ class Meter:
         finally:
             conn.close()
         end = time.time()
-        call = self._record(data, start, end, sent_text(body)) \
-            if status == 200 and handler.path.rstrip("/").endswith("completions") else None
-        if call is not None and self.tokenize:
+        calls = self._record(data, start, end, sent_text(body)) \
+            if status == 200 and handler.path.rstrip("/").endswith("completions") else []
+        if calls and self.tokenize:
             with self.lock:
                 self.pending += 1
         handler.send_response(status)
@@ -112,9 +112,13 @@ class Meter:
         handler.send_header("Content-Length", str(len(data)))
         handler.end_headers()
         handler.wfile.write(data)
-        if call is not None and self.tokenize:  # after the reply: the caller does not wait for it
+        if calls and self.tokenize:  # after the reply: the caller does not wait for it
             try:
-                call.tokens = self._prompt_tokens(handler.path, body or b"{}")
+                tokens = self._prompt_tokens(handler.path, body or b"{}")
+                for call in calls:
+                    call.tokens = tokens
+                for call, text in zip(calls[1:], _choice_texts(data)[1:], strict=False):
+                    call.completion_tokens = len(self._tokens(text) or [])  # the usage counted the first only
             finally:
                 with self.lock:
                     self.pending -= 1
@@ -137,13 +141,18 @@ class Meter:
                 prompt = (rendered or {}).get("prompt")
             else:
                 prompt = request.get("prompt")
-            if not isinstance(prompt, str):
-                return None
-            done = self._post("/tokenize", json.dumps({"content": prompt, "parse_special": True}).encode())
-            tokens = (done or {}).get("tokens")
-            return [int(t) for t in tokens] if isinstance(tokens, list) else None
+            return self._tokens(prompt, special=True) if isinstance(prompt, str) else None
         except (OSError, ValueError, TypeError, AttributeError):
             return None
+
+    def _tokens(self, text: str, special: bool = False) -> list[int] | None:
+        """``text`` as the upstream (llama-server) tokenizes it."""
+        try:
+            done = self._post("/tokenize", json.dumps({"content": text, "parse_special": special}).encode())
+        except (OSError, ValueError):
+            return None
+        tokens = (done or {}).get("tokens")
+        return [int(t) for t in tokens] if isinstance(tokens, list) else None
 
     def settle(self, timeout: float = 30.0) -> None:
         """Wait until every tokenization asked for has come back."""
@@ -151,19 +160,41 @@ class Meter:
         while self.pending and time.monotonic() < deadline:
             time.sleep(0.01)
 
-    def _record(self, data: bytes, start: float, end: float, text: str) -> Call | None:
+    def _record(self, data: bytes, start: float, end: float, text: str) -> list[Call]:
+        """Keep the completion's cost: one call per choice (a request for ``n`` choices is ``n`` samples).
+
+        llama.cpp's server evaluates the prompt of a request with ``n`` choices once and copies it into
+        ``n - 1`` more slots, and reports the first choice's ``usage`` and ``timings`` only: each further
+        choice is counted as a call that sent the same prompt and evaluated none of it (all of it
+        cached), its completion tokens counted from its text once the upstream has tokenized it.
+        """
         try:
             reply = json.loads(data)
         except ValueError:
-            return None
+            return []
+        if not isinstance(reply, dict):
+            return []
         usage = reply.get("usage") or {}
         timings = reply.get("timings") or {}
-        call = Call(start, end, int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0),
-                    int(timings["prompt_n"]) if "prompt_n" in timings else None,
-                    int(timings["cache_n"]) if "cache_n" in timings else None, text)
+        prompt = int(usage.get("prompt_tokens") or 0)
+        calls = [Call(start, end, prompt, int(usage.get("completion_tokens") or 0),
+                      int(timings["prompt_n"]) if "prompt_n" in timings else None,
+                      int(timings["cache_n"]) if "cache_n" in timings else None, text)]
+        calls += [Call(start, end, prompt, 0, 0 if "prompt_n" in timings else None,
+                       prompt if "cache_n" in timings else None, text)
+                  for _ in range(len(reply.get("choices") or []) - 1)]
         with self.lock:
-            self.calls.append(call)
-        return call
+            self.calls.extend(calls)
+        return calls
+
+
+def _choice_texts(data: bytes) -> list[str]:
+    """The texts of a completion's choices, in their order (``index``)."""
+    try:
+        choices = sorted(json.loads(data).get("choices") or [], key=lambda c: int(c.get("index") or 0))
+    except (ValueError, AttributeError, TypeError):
+        return []
+    return [str(c.get("text") or (c.get("message") or {}).get("content") or "") for c in choices]
 
 
 def sent_text(body: bytes | None) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Send
 
@@ -74,8 +75,9 @@ def episode_player(episode_graph: Any, game_graph: Any = None, runner: Runner | 
         """Play one episode (training, or dev/test under a policy) and record it once."""
         if runner is not None:
             out = runner(job, runtime.context)
-        else:
-            out = play_job(job, runtime.context, episode_graph, game_graph)
+        else:  # the branches in flight together here: a task's samples among them can share a request
+            in_flight = int(get_config().get("max_concurrency") or 1)
+            out = play_job(job, runtime.context, episode_graph, game_graph, in_flight=in_flight)
         # per-episode progress for `stream_mode="custom"` (Studio, the SDK), as the CLI's bar counts them
         runtime.stream_writer({"event": "episode", "run_id": job["plan"]["run_id"], "cycle": job["cycle"],
                                "phase": job["phase"], "episode_id": job["episode_id"],

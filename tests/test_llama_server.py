@@ -87,6 +87,39 @@ def test_batched_prefix_cached_sampling_gives_the_tokens_of_one_at_a_time(tiny_g
     assert [r["tokens"] for r in together] == [r["tokens"] for r in alone]
 
 
+def _prompt_tokens_evaluated(base_url: str) -> float:
+    """The server's running count of prompt tokens it evaluated (``/metrics``)."""
+    with urllib.request.urlopen(base_url.removesuffix("/v1") + "/metrics", timeout=10) as reply:
+        for line in reply.read().decode().splitlines():
+            if line.startswith("llamacpp:prompt_tokens_total"):
+                return float(line.split()[-1])
+    raise AssertionError("no llamacpp:prompt_tokens_total in /metrics")
+
+
+def test_n_choices_of_one_request_are_the_samples_of_seeds_that_follow_each_other(tiny_gguf_llama: Path) -> None:
+    """What `swm.serving.choices` relies on: one request for n choices from seed s evaluates the prompt once
+    and gives choice i exactly what a request of its own with seed s + i gives (F32 weights)."""
+    from openai import OpenAI
+
+    server = embedded.ensure_server(base=tiny_gguf_llama / "base.gguf")
+    client = OpenAI(base_url=server.base_url, api_key="none", max_retries=0, timeout=120)
+    prompt = HISTORY + ENDINGS[0]
+
+    def ask(seed: int, n: int) -> list[str]:
+        reply = client.completions.create(model="embedded", prompt=prompt, temperature=1.0, seed=seed, n=n,
+                                          max_tokens=16, extra_body={"cache_prompt": False})
+        return [c.text for c in sorted(reply.choices, key=lambda c: c.index)]
+
+    before = _prompt_tokens_evaluated(server.base_url)
+    alone = [ask(40 + i, 1)[0] for i in range(3)]
+    middle = _prompt_tokens_evaluated(server.base_url)
+    together = ask(40, 3)
+    after = _prompt_tokens_evaluated(server.base_url)
+    assert len(set(alone)) > 1, "different seeds draw different samples at temperature 1"
+    assert together == alone
+    assert after - middle < 1.5 * (middle - before) / 3, "the prompt was evaluated once, not three times"
+
+
 def test_on_quantised_weights_batched_sampling_parts_from_one_at_a_time_only_at_near_ties() -> None:
     """SmolLM2's Q4_1 kernels round differently for a batch of prompt tokens than for one sequence alone
     (log-probs move by up to ~0.1 nats), so greedy replies may part where the two best tokens are that
@@ -137,6 +170,27 @@ def test_the_bench_meter_reads_each_prompt_as_the_engine_tokenized_it() -> None:
     assert abs(len(first.tokens) - first.prompt_tokens) <= 1 and abs(len(second.tokens) - second.prompt_tokens) <= 1
     shared = shared_prefixes([first, second])
     assert shared[0] == 0 and len(second.tokens) - 20 < shared[1] < len(second.tokens), "all but the last question"
+
+
+def test_the_bench_meter_counts_a_request_for_n_choices_as_n_samples_of_one_prompt_evaluation() -> None:
+    from openai import OpenAI
+
+    from bench.meter import Meter
+
+    server = embedded.ensure_server()
+    meter = Meter(server.base_url.removesuffix("/v1"), tokenize=True)
+    try:
+        client = OpenAI(base_url=meter.proxied(server.base_url), api_key="none", max_retries=0, timeout=120)
+        reply = client.completions.create(model="embedded", prompt="Name three colours of the sea at dusk:",
+                                          temperature=1.0, seed=3, n=3, max_tokens=12)
+        meter.settle()
+        calls = list(meter.calls)
+    finally:
+        meter.close()
+    assert len(calls) == 3 and len({c.prompt_tokens for c in calls}) == 1
+    assert calls[0].evaluated is not None and all(c.evaluated == 0 and c.cached == c.prompt_tokens for c in calls[1:])
+    assert reply.usage is not None and calls[0].completion_tokens == reply.usage.completion_tokens
+    assert all(0 < c.completion_tokens <= 12 for c in calls)
 
 
 def _random_adapter(tiny: Path, out: Path, seed: int) -> Path:
@@ -277,3 +331,28 @@ def test_a_decision_in_flight_when_the_server_is_killed_is_sent_again() -> None:
     assert any(t > killed for t in finished), "some decisions were in flight when the server was killed"
     after = embedded._find(url)
     assert after is not None and after.process.pid != pid and after.revivals == revivals + 1
+
+
+def test_the_samples_of_a_decision_played_at_once_share_one_request() -> None:
+    """Two samples of one decision (seeds that follow each other) asked for together: one prompt evaluation,
+    the request's call and prompt counted once, each sample's completion tokens counted."""
+    from swm.lifelong.decision_play import _complete, sampling_seed
+    from swm.tasks.decisions import decision_prompt, decision_task
+
+    server = embedded.ensure_server()
+    first, fresh = decision_task("persuasion", 3), decision_task("persuasion", 4)  # prompts of about one length
+    before = _prompt_tokens_evaluated(server.base_url)
+    _, alone = _complete("embedded", decision_prompt(first), 0.7, sampling_seed(first.task_id, 0), 300.0)
+    middle = _prompt_tokens_evaluated(server.base_url)
+    seeds = [sampling_seed(fresh.task_id, s) for s in (0, 1)]
+    assert seeds[1] == seeds[0] + 1
+    with ThreadPoolExecutor(2) as pool:
+        both = list(pool.map(lambda seed: _complete("embedded", decision_prompt(fresh), 0.7, seed, 300.0,
+                                                    siblings=2), seeds))
+    after = _prompt_tokens_evaluated(server.base_url)
+    stats = [s for _, s in both]
+    assert sorted(s["calls"] for s in stats) == [0, 1], "one request carried both samples"
+    assert sum(s["prompt_tokens"] for s in stats) == max(s["prompt_tokens"] for s in stats) > 0
+    assert all(s["completion_tokens"] > 0 for s in stats)
+    assert after - middle < 1.5 * (middle - before), "the prompt both samples share was evaluated once"
+    assert alone["calls"] == 1

@@ -6,7 +6,9 @@ from the text-completions endpoint with the prompt rendered by the model's own c
 prefill, so the sampled text is exactly the completion an SFT row trains on. Any other model
 (an API endpoint, a scripted test model) gets the prompt as one chat message and its reply is
 read as the move. Sampling seeds are a function of the task and the sample index, so every
-policy of a run (and every arm of a benchmark) draws with the same seeds.
+policy of a run (and every arm of a benchmark) draws with the same seeds; a task's samples have
+seeds that follow each other, so on llama-server the samples of one decision played at once go out
+as one request with ``n`` choices and its prompt is evaluated once (`swm.serving.choices`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from swm.context import SWMContext
 from swm.errors import ModelCallFailed
 from swm.lifelong.records import ActedTurn, EpisodeRecord, digest
 from swm.llm import EMBEDDED_RESENDS, EMBEDDED_TIMEOUT, ModelSpec, call_model, embedded_revived, is_embedded
+from swm.serving import choices
 from swm.tasks import Task, check
 from swm.tasks.decisions import DecisionPrompt, decision_prompt
 from swm.usage import CallStats, empty_stats
@@ -27,17 +30,29 @@ from swm.usage import CallStats, empty_stats
 _template_lock = threading.Lock()
 
 
+_vocabs: dict[Path, Any] = {}
 _formatters: dict[Path, Any] = {}
+# the samples of one prompt played at once in this process: one request with n choices (llama-server)
+_gathered: choices.Gather[tuple[str, Any]] = choices.Gather()
+
+
+def _vocab(base: Path) -> Any:
+    """Return the GGUF's tokenizer (llama-cpp-python, vocabulary only; loaded once per file)."""
+    import llama_cpp
+
+    with _template_lock:
+        if base not in _vocabs:
+            _vocabs[base] = llama_cpp.Llama(model_path=str(base), vocab_only=True, verbose=False)
+        return _vocabs[base]
 
 
 def _chat_formatter(base: Path) -> Any:
     """Return llama-cpp-python's formatter for the GGUF's own chat template (read once per file)."""
-    import llama_cpp
     from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
+    vocab = _vocab(base)
     with _template_lock:
         if base not in _formatters:
-            vocab = llama_cpp.Llama(model_path=str(base), vocab_only=True, verbose=False)
             template = vocab.metadata["tokenizer.chat_template"]
             eos = vocab.detokenize([vocab.token_eos()], special=True).decode()
             bos = vocab.detokenize([vocab.token_bos()], special=True).decode()
@@ -46,61 +61,89 @@ def _chat_formatter(base: Path) -> Any:
 
 
 def sampling_seed(task_id: str, sample: int) -> int:
-    """Return the sampling seed of one sample of a task (the same for every policy)."""
-    return int(digest(task_id, sample, size=8), 16)
+    """Return the sampling seed of one sample of a task (the same for every policy).
+
+    A task's samples draw with seeds that follow each other (the task's seed, + 1, + 2, ...): the seeds
+    a server gives the choices of one request with ``n`` of them, so the samples can share one request.
+    """
+    return int(digest(task_id, size=8), 16) % 2**31 + sample
 
 
-def _complete(spec: str, shown: DecisionPrompt, temperature: float, seed: int, timeout: float) -> tuple[str, CallStats]:
+def _complete(spec: str, shown: DecisionPrompt, temperature: float, seed: int, timeout: float,
+              siblings: int = 1) -> tuple[str, CallStats]:
     from openai import OpenAI, OpenAIError
 
     from swm.serving.embedded import SAMPLING, ensure_server, gguf_path, parse_spec
+    from swm.serving.llama_server import ENGINE
 
     base, lora = parse_spec(ModelSpec.parse(spec).name) or (None, None)
     server = ensure_server(base=base, lora=lora)
-    formatter = _chat_formatter(Path(base) if base is not None else gguf_path())
-    rendered = formatter(messages=[{"role": "user", "content": shown.text}])
+    gguf = Path(base) if base is not None else gguf_path()
+    rendered = _chat_formatter(gguf)(messages=[{"role": "user", "content": shown.text}])
+    prompt, stop = rendered.prompt + shown.prefill, [*(rendered.stop or []), "\n"]
     client = OpenAI(base_url=server.base_url, api_key="sk-no-key-needed", timeout=timeout, max_retries=0)
     start = time.perf_counter()
-    resent = 0
-    while True:
-        try:
-            reply = client.completions.create(model="embedded", prompt=rendered.prompt + shown.prefill,
-                                              temperature=temperature, seed=seed, max_tokens=shown.max_tokens,
-                                              stop=[*(rendered.stop or []), "\n"],
-                                              extra_body={**SAMPLING, **server.fields})
-            break
-        except OpenAIError as exc:
-            # the server died or was restarted (a new adapter) with this call in flight: once it is up
-            # again on its port, the same call (same seed) is sent again, as `swm.llm.call_model` does
-            if resent < EMBEDDED_RESENDS and embedded_revived(exc, server.base_url):
-                resent += 1
-                continue
-            raise ModelCallFailed(f"the decision call to {spec} failed: {' '.join(str(exc).split())[:200]}",
-                                  "rerun with the same --db and --thread-id to play it again") from exc
-    usage = reply.usage
+
+    def send(first: int, n: int) -> list[tuple[str, Any]]:
+        resent = 0
+        while True:
+            try:
+                reply = client.completions.create(model="embedded", prompt=prompt, temperature=temperature,
+                                                  seed=first, max_tokens=shown.max_tokens, stop=stop, n=n,
+                                                  extra_body={**SAMPLING, **server.fields})
+                break
+            except OpenAIError as exc:
+                # the server died or was restarted (a new adapter) with this call in flight: once it is up
+                # again on its port, the same call (same seed) is sent again, as `swm.llm.call_model` does
+                if resent < EMBEDDED_RESENDS and embedded_revived(exc, server.base_url):
+                    resent += 1
+                    continue
+                raise ModelCallFailed(f"the decision call to {spec} failed: {' '.join(str(exc).split())[:200]}",
+                                      "rerun with the same --db and --thread-id to play it again") from exc
+        return [(choice.text, reply.usage) for choice in sorted(reply.choices, key=lambda c: c.index)]
+
+    if server.engine == ENGINE and choices.enabled():  # llama-server takes ``n``, its seeds following each other
+        key = (server.base_url, repr(server.fields), prompt, temperature, shown.max_tokens, tuple(stop))
+        (text, usage), place, _ = _gathered.call(key, seed, siblings, server.slots, send)
+    else:
+        (text, usage), place = send(seed, 1)[0], 0
     stats = empty_stats()
-    stats["calls"], stats["seconds"] = 1, round(time.perf_counter() - start, 6)
-    stats["prompt_tokens"] = usage.prompt_tokens if usage else 0
-    stats["completion_tokens"] = usage.completion_tokens if usage else 0
-    stats["unknown_usage"] = 0 if usage else 1
-    return shown.prefill + reply.choices[0].text, stats
+    stats["seconds"] = round(time.perf_counter() - start, 6)
+    if place == 0:  # the request's first choice carries the request: its prompt, its own tokens (``usage``)
+        stats["calls"] = 1
+        stats["prompt_tokens"] = usage.prompt_tokens if usage else 0
+        stats["completion_tokens"] = usage.completion_tokens if usage else 0
+        stats["unknown_usage"] = 0 if usage else 1
+    else:  # a further choice of that request: no call or prompt of its own; its tokens counted from its text
+        stats["completion_tokens"] = len(_vocab(gguf).tokenize(text.encode(), add_bos=False, special=False))
+    return shown.prefill + text, stats
 
 
-def sample_move(ctx: SWMContext, shown: DecisionPrompt, *, temperature: float, seed: int) -> tuple[str, CallStats]:
-    """Sample the learner's move for a rendered decision; return (the move's text, the call's usage)."""
+def sample_move(ctx: SWMContext, shown: DecisionPrompt, *, temperature: float, seed: int,
+                siblings: int = 1) -> tuple[str, CallStats]:
+    """Sample the learner's move for a rendered decision; return (the move's text, the call's usage).
+
+    ``siblings``: how many samples of this prompt are being played at once (seeds ``seed`` and the
+    ones next to it); on the embedded llama-server they wait for each other briefly and go out as one
+    request with ``n`` choices (`swm.serving.choices`).
+    """
     spec = ctx.spec_for("agent")
     if is_embedded(ModelSpec.parse(spec).name) and not spec.startswith("<injected"):
-        return _complete(spec, shown, temperature, seed, ctx.timeout or EMBEDDED_TIMEOUT)
+        return _complete(spec, shown, temperature, seed, ctx.timeout or EMBEDDED_TIMEOUT, siblings)
     reply = call_model(ctx.model_for("agent"), shown.text)
     return str(reply.value or ""), reply.stats
 
 
-def play_decision(task: Task, ctx: SWMContext, *, episode_id: str, sample: int,
+def play_decision(task: Task, ctx: SWMContext, *, episode_id: str, sample: int, siblings: int = 1,
                   **provenance: Any) -> tuple[EpisodeRecord, dict[str, CallStats]]:
-    """Play one decision task under the context's ``agent`` model; return its checked record and usage."""
+    """Play one decision task under the context's ``agent`` model; return its checked record and usage.
+
+    ``siblings``: how many samples of the task are played at once (see `sample_move`).
+    """
     shown = decision_prompt(task)
     learner = str(task.truth["learner"])
-    text, stats = sample_move(ctx, shown, temperature=ctx.temperature, seed=sampling_seed(task.task_id, sample))
+    text, stats = sample_move(ctx, shown, temperature=ctx.temperature, seed=sampling_seed(task.task_id, sample),
+                              siblings=siblings)
     turn = ActedTurn(index=0, agent=learner, text=text, prompt=shown.text,
                      state_key=digest(task.task_id, learner, shown.text))
     verdict = check(task, [turn])

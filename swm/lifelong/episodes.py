@@ -75,8 +75,12 @@ def run_game(game_graph: Any, task: Task, ctx: SWMContext, *, episode_id: str, t
     return record, dict(out.get("usage") or {})
 
 
-def play_job(job: EpisodeJob, ctx: SWMContext, episode_graph: Any, game_graph: Any = None) -> dict[str, Any]:
+def play_job(job: EpisodeJob, ctx: SWMContext, episode_graph: Any, game_graph: Any = None,
+             in_flight: int = 1) -> dict[str, Any]:
     """Play and record one episode job (a Send branch, here or on a worker); a failure after retries is recorded.
+
+    ``in_flight``: how many branches this process plays at once; up to that many samples of a
+    collected decision (or two-turn opener) then share one request (`swm.lifelong.decision_play`).
 
     Usage is stored with the episode, so a branch re-run after a kill (its first result lost
     with the process) returns the same usage, and the report's totals match the calls made.
@@ -96,13 +100,15 @@ def play_job(job: EpisodeJob, ctx: SWMContext, episode_graph: Any, game_graph: A
                   "seat": job["seat"], "policy_version": job["policy_version"]}
     policy_kind = plan["policy"] if job["phase"] == "collect" else plan["eval_policy"]
     played = learner_context(ctx, policy, plan["self_play"], plan)  # the learner seats play the policy's model
+    # a collected task's samples are fanned out side by side: on llama-server they share one request
+    siblings = min(plan["samples_per_task"], in_flight) if job["phase"] == "collect" else 1
     try:
         if task.level == DECISION:
             record, usage = play_decision(task, played, episode_id=job["episode_id"], sample=job["sample"],
-                                          **provenance)
+                                          siblings=siblings, **provenance)
         elif task.level == TWO_TURN:
             record, usage = play_two_turn(task, played, episode_id=job["episode_id"], sample=job["sample"],
-                                          **provenance)
+                                          siblings=siblings, **provenance)
         elif task.family in GAME_FAMILIES:
             if game_graph is None:
                 raise ValueError(f"task family {task.family!r} needs the game graph; none was given to episode_player")

@@ -26,18 +26,24 @@ def _seed(task_id: str, sample: int, turn: int) -> int:
     return sampling_seed(task_id, sample) if turn == 0 else int(digest(task_id, sample, turn, size=8), 16)
 
 
-def _act(ctx: SWMContext, task: Task, shown: DecisionPrompt, index: int, sample: int) -> tuple[ActedTurn, CallStats]:
+def _act(ctx: SWMContext, task: Task, shown: DecisionPrompt, index: int, sample: int,
+         siblings: int = 1) -> tuple[ActedTurn, CallStats]:
     learner = str(task.truth["learner"])
-    text, stats = sample_move(ctx, shown, temperature=ctx.temperature, seed=_seed(task.task_id, sample, index))
+    text, stats = sample_move(ctx, shown, temperature=ctx.temperature, seed=_seed(task.task_id, sample, index),
+                              siblings=siblings)
     return ActedTurn(index=index, agent=learner, text=text, prompt=shown.text,
                      state_key=digest(task.task_id, learner, shown.text)), stats
 
 
-def play_two_turn(task: Task, ctx: SWMContext, *, episode_id: str, sample: int,
+def play_two_turn(task: Task, ctx: SWMContext, *, episode_id: str, sample: int, siblings: int = 1,
                   **provenance: Any) -> tuple[EpisodeRecord, dict[str, CallStats]]:
-    """Play one two-turn task under the context's ``agent`` model; return its checked record and usage."""
+    """Play one two-turn task under the context's ``agent`` model; return its checked record and usage.
+
+    ``siblings``: how many samples of the task are played at once; their openers share one prompt
+    (`swm.lifelong.decision_play.sample_move`), their closing prompts differ.
+    """
     opening = opening_prompt(task)
-    opener, first_stats = _act(ctx, task, opening, 0, sample)
+    opener, first_stats = _act(ctx, task, opening, 0, sample, siblings)
     first = read_first_move(task, opener.text)
     reply = ActedTurn(index=1, agent=str(task.truth["partner"]), text=partner_reply(task, first))
     closing = closing_prompt(task, first)
