@@ -108,9 +108,16 @@ def _ratio(x: float | None, limit: float | None) -> str:
     return f"{x / limit:.2f}" if x and limit else "-"
 
 
+def _widths(paths: dict[str, list[dict[str, Any]]]) -> tuple[int, int]:
+    """The path and workload columns' widths: the longest name in each, at least 5 and 44."""
+    return (max([5, *(len(p) for p in paths)]),
+            max([44, *(len(str(r.get("workload", ""))) for rows in paths.values() for r in rows)]))
+
+
 def table(limit: dict[str, Any] | None, paths: dict[str, list[dict[str, Any]]]) -> list[str]:
     """The limit, then one line per path and workload: tokens/s as a ratio of the limit, reuse, the time split."""
     lines = []
+    pw, ww = _widths(paths)
     gen = (limit or {}).get("generate", {})
     if limit:
         lines += [f"Engine limit (llama.cpp batched decode, {limit['threads']} threads): prompt "
@@ -121,13 +128,13 @@ def table(limit: dict[str, Any] | None, paths: dict[str, list[dict[str, Any]]]) 
         keys = sorted(int(k) for k in gen)
         return gen[str(max([k for k in keys if k <= n] or keys[:1]))] if keys else None
 
-    lines.append(f"  {'path':<5} {'workload':<44} {'in flight':>9} {'peak':>4} {'calls':>5} {'gen tok/s':>9} "
+    lines.append(f"  {'path':<{pw}} {'workload':<{ww}} {'in flight':>9} {'peak':>4} {'calls':>5} {'gen tok/s':>9} "
                  f"{'/limit@n':>8} {'/limit@8':>8} {'reuse':>5}  {'total s':>7} {'sample':>6} {'train':>6} "
                  f"{'other':>6} {'train tok/s':>11}")
     for path, rows in paths.items():
         for r in rows:
             if r.get("error"):
-                lines.append(f"  {path:<5} {r['workload']:<44} error: {r['error']}")
+                lines.append(f"  {path:<{pw}} {r['workload']:<{ww}} error: {r['error']}")
                 continue
             row = Row(**r)
             reuse = f"{row.reuse:.2f}" if row.reuse is not None else "-"
@@ -137,7 +144,7 @@ def table(limit: dict[str, Any] | None, paths: dict[str, list[dict[str, Any]]]) 
                 split = f"{t:>7.0f} {s / t:>6.2f} {tr / t:>6.2f} {max(0.0, t - s - tr) / t:>6.2f}"
                 rate = row.train_tokens / row.train_seconds if row.train_tokens and row.train_seconds else None
                 split += f" {rate:>11.0f}" if rate else f" {'-':>11}"
-            lines.append(f"  {path:<5} {row.workload:<44} {row.in_flight:>9} {row.peak:>4} {row.calls:>5} "
+            lines.append(f"  {path:<{pw}} {row.workload:<{ww}} {row.in_flight:>9} {row.peak:>4} {row.calls:>5} "
                          f"{row.tokens_per_s:>9.1f} {_ratio(row.tokens_per_s, limit_at(row.in_flight)):>8} "
                          f"{_ratio(row.tokens_per_s, limit_at(8)):>8} {reuse:>5}  {split}"
                          + (f"  ({row.note.strip('; ')})" if row.note else ""))
@@ -158,8 +165,9 @@ def reuse_table(limit: dict[str, Any] | None, paths: dict[str, list[dict[str, An
     requests in flight; one for the old path, whose server decodes one at a time), over the phase's wall
     seconds: near 1, the engine was the bottleneck; far below, swm was.
     """
-    lines = [f"  {'path':<5} {'workload':<44} {'reuse':>5} {'bound':>5}  {'continued':>9} {'reuse':>5} {'bound':>5}"
-             f"  {'engine':>6}  {'unit':<10}"]
+    pw, ww = _widths(paths)
+    lines = [f"  {'path':<{pw}} {'workload':<{ww}} {'reuse':>5} {'bound':>5}  {'continued':>9} {'reuse':>5} "
+             f"{'bound':>5}  {'engine':>6}  {'unit':<10}"]
     prompt_rate = (limit or {}).get("prompt_tokens_per_s")
     for path, rows in paths.items():
         for r in rows:
@@ -172,7 +180,7 @@ def reuse_table(limit: dict[str, Any] | None, paths: dict[str, list[dict[str, An
                 evaluated = row.prompt_evaluated if row.prompt_evaluated is not None else row.prompt_sent
                 need = evaluated / prompt_rate + row.completion / limit_at(together)
                 busy = f"{need / row.seconds:.2f}"
-            lines.append(f"  {path:<5} {row.workload:<44} {_fmt(row.reuse):>5} {_fmt(row.bound):>5}  "
+            lines.append(f"  {path:<{pw}} {row.workload:<{ww}} {_fmt(row.reuse):>5} {_fmt(row.bound):>5}  "
                          f"{row.continued_calls:>9} {_fmt(row.continued_reuse):>5} {_fmt(row.continued_bound):>5}"
                          f"  {busy:>6}  {row.bound_unit:<10}")
     return lines if len(lines) > 1 else []
@@ -187,7 +195,7 @@ def speedups(paths: dict[str, list[dict[str, Any]]]) -> list[str]:
     iteration's time."""
     if "new" not in paths:
         return []
-    lines = []
+    lines, ww = [], _widths(paths)[1]
     for other in [p for p in paths if p != "new"]:
         before_rows = {r["workload"]: Row(**r) for r in paths[other] if not r.get("error")}
         lines.append(f"  new path / {other} path:")
@@ -195,7 +203,7 @@ def speedups(paths: dict[str, list[dict[str, Any]]]) -> list[str]:
             if r.get("error") or r["workload"] not in before_rows:
                 continue
             new, before = Row(**r), before_rows[r["workload"]]
-            text = f"    {new.workload:<44} sampling tokens/s {_ratio(new.tokens_per_s, before.tokens_per_s)}x"
+            text = f"    {new.workload:<{ww}} sampling tokens/s {_ratio(new.tokens_per_s, before.tokens_per_s)}x"
             if new.total_seconds and before.total_seconds:
                 text += f"; whole {'cycle' if 'lifelong' in new.workload else 'iteration'} " \
                         f"{before.total_seconds / new.total_seconds:.2f}x faster"
