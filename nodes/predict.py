@@ -53,7 +53,8 @@ def simulate_future(ctx: SWMContext, state: PolicyState, action: AgentAction,
     """
     scenario = scenario_of(ctx, state)
     actor = state["actor"]
-    prompt = prompts.load("foresee_predict", ctx.prompt_version("foresee_predict"))
+    name = ctx.ordered_prompt("foresee_predict")  # conversation last in act_order "prefix"
+    prompt = prompts.load(name, ctx.prompt_version(name))
     history = history_for(ctx, state, actor)
     others = [n for n in state.get("active") or scenario.names if n != actor]
     steps: list[dict[str, Any]] = []

@@ -63,7 +63,8 @@ def refine(state: PolicyState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
                     "prompts": dict(state.get("prompts") or {}), "models": dict(state.get("models") or {})}
         return {"decision": decision}
     prediction = render_future(future["steps"], scenario.names)
-    prompt = prompts.load("foresee_refine", ctx.prompt_version("foresee_refine"))
+    name = ctx.ordered_prompt("foresee_refine")  # conversation last in act_order "prefix"
+    prompt = prompts.load(name, ctx.prompt_version(name))
     fmt, fmt_id = format_instructions(ctx, scenario, actor)
     history = f"{scenario.background_for(actor)}\n\nConversation so far:\n{history_for(ctx, state, actor)}"
     text = prompt.render(agent=actor, history=history, intended_action=intended.to_natural_language(actor),

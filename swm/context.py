@@ -34,7 +34,8 @@ ParseTask = Literal["generic", "tomi", "hitom", "fantom", "mmtom", "confaide"]  
 # whose wording the parser and QA prompts use: the S3AP repository's task by task, or swm's own (swm/protocols.py)
 PromptProtocol = Literal["paper", "swm"]
 ActOrder = Literal["sotopia", "prefix"]
-ACT_PROMPTS: dict[str, str] = {"sotopia": "episode_act", "prefix": "episode_act_prefix"}
+# the prompts a seat sends every turn that have a conversation-last variant (``<name>_prefix``) for act_order "prefix"
+ORDERED_PROMPTS = ("episode_act", "foresee_predict", "foresee_refine")
 
 
 @dataclass
@@ -71,7 +72,8 @@ class SWMContext:
     prompt_protocol: PromptProtocol = "paper"
     # the acting prompt's order: "sotopia" (SOTOPIA's: the conversation, then the turn, action types and
     # format) or "prefix" (the same text with the conversation last, so a seat's next prompt extends its
-    # last one and a server's prefix cache serves all but the new turns; `act_prompt_name`)
+    # last one and a server's prefix cache serves all but the new turns; Foresee-and-Act's predict and
+    # refine prompts likewise: `ordered_prompt`)
     act_order: ActOrder = "sotopia"
     # Foresee-and-Act / rollouts
     rollout_width: int = 1
@@ -194,6 +196,10 @@ class SWMContext:
     def prompt_version(self, name: str) -> str | None:
         return self.prompt_versions.get(name)
 
+    def ordered_prompt(self, name: str) -> str:
+        """The template a seat's per-turn prompt ``name`` uses in `act_order` (``<name>_prefix`` in "prefix")."""
+        return f"{name}_prefix" if self.act_order == "prefix" and name in ORDERED_PROMPTS else name
+
     def act_prompt_name(self) -> str:
         """The acting prompt's template name for `act_order` (``episode_act`` or ``episode_act_prefix``)."""
-        return ACT_PROMPTS[self.act_order]
+        return self.ordered_prompt("episode_act")

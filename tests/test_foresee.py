@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+import pytest
 from test_episode_scripts import Responder, model, scenario
 
 from checkpoints import ExperienceStore, sqlite_saver
@@ -83,3 +85,35 @@ def test_plain_act_failure_is_recorded(tmp_path: Path) -> None:
             {"configurable": {"thread_id": "p"}}, context=ctx)
     (row,) = load_turns(ctx.store, "p")
     assert row.fallback and row.fallback.startswith("act:") and row.action.action_type == "speak"
+
+
+@pytest.mark.parametrize("order", ["sotopia", "prefix"])
+def test_in_prefix_order_predict_and_refine_put_the_conversation_last(tmp_path: Path, order: str) -> None:
+    """``act_order="prefix"`` orders Foresee-and-Act's per-turn prompts for a prefix cache too: a seat's next predict
+    and refine prompts repeat its last ones up to the conversation, the fixed instructions and format before it."""
+    agent, partner, world = model(), model(), model()
+    ctx = SWMContext(chat_models={"agent": agent, "partner": partner, "world_model": world, "judge": model()},
+                     store=ExperienceStore(tmp_path / "s.db"), act_order=order)  # type: ignore[arg-type]
+    out = run(tmp_path, ctx, turns=4)
+    predicts = [p for _, p in world.prompts]
+    refines = [p for kind, p in agent.prompts if "Here is your intended action:" in p]
+    assert len(predicts) == 2 and len(refines) == 2
+    for prompts_, fixed in ((predicts, "Predict the next social world state."),
+                            (refines, "Your action should follow the given format:")):
+        last, this = prompts_
+        new = this[len(os.path.commonprefix([last, this])):]
+        assert (fixed in new) == (order == "sotopia"), new[:300]
+        assert "Bob" in new, "the turns since the seat's last prompt are what is new"
+    suffix = "" if order == "sotopia" else "_prefix"
+    version = "v3" if order == "sotopia" else "v1"
+    assert out["prompts"]["predict"] == f"foresee_predict{suffix}@{version}"
+    assert out["prompts"]["refine"] == f"foresee_refine{suffix}@{version}"
+
+
+def test_the_two_orders_of_predict_and_refine_hold_the_same_lines() -> None:
+    from prompts import load
+
+    for name in ("foresee_predict", "foresee_refine"):
+        sotopia, prefix = load(name, "v3").text, load(f"{name}_prefix", "v1").text
+        assert sorted(line for line in sotopia.splitlines() if line.strip()) == \
+            sorted(line for line in prefix.splitlines() if line.strip()), name
