@@ -28,6 +28,12 @@ from swm.tasks.decisions import DecisionPrompt, decision_prompt
 from swm.usage import CallStats, empty_stats
 
 _template_lock = threading.Lock()
+# A move is drawn from the policy's own distribution: no repeat penalty, as the torch policy that PPO's
+# ratio, TRL and the served-policy probe score it with. llama-server's penalty of 1.1 (`SAMPLING`, for chat)
+# also covers the prompt, so it pushes down the newline a move ends at and the names it must copy:
+# mutual-friend moves averaged 12-14 tokens with it (9-12 of 40 at the 24-token cap) against 6 without
+# (1 of 40), and llama-cpp-python's server, whose penalty covers generated tokens only, 5-6 either way.
+DECISION_SAMPLING: dict[str, float] = {"repeat_penalty": 1.0}
 
 
 _vocabs: dict[Path, Any] = {}
@@ -73,7 +79,7 @@ def _complete(spec: str, shown: DecisionPrompt, temperature: float, seed: int, t
               siblings: int = 1) -> tuple[str, CallStats]:
     from openai import OpenAI, OpenAIError
 
-    from swm.serving.embedded import SAMPLING, ensure_server, gguf_path, parse_spec
+    from swm.serving.embedded import ensure_server, gguf_path, parse_spec
     from swm.serving.llama_server import ENGINE
 
     base, lora = parse_spec(ModelSpec.parse(spec).name) or (None, None)
@@ -90,7 +96,7 @@ def _complete(spec: str, shown: DecisionPrompt, temperature: float, seed: int, t
             try:
                 reply = client.completions.create(model="embedded", prompt=prompt, temperature=temperature,
                                                   seed=first, max_tokens=shown.max_tokens, stop=stop, n=n,
-                                                  extra_body={**SAMPLING, **server.fields})
+                                                  extra_body={**DECISION_SAMPLING, **server.fields})
                 break
             except OpenAIError as exc:
                 # the server died or was restarted (a new adapter) with this call in flight: once it is up

