@@ -235,9 +235,11 @@ def main(argv: list[str] | None = None) -> None:
     unknown = {w for w in args.workloads.split(",") if w} - set(WORKLOADS)
     if unknown:
         parser.error(f"unknown workload(s) {', '.join(sorted(unknown))}; choose from {', '.join(WORKLOADS)}")
+    from swm.context import ACT_ORDERS
+
     orders = {o for o in args.act_orders.split(",") if o}
-    if not orders or orders - {"sotopia", "prefix"}:
-        parser.error("--act-orders takes sotopia, prefix or both")
+    if not orders or orders - set(ACT_ORDERS):
+        parser.error(f"--act-orders takes {' or '.join(ACT_ORDERS)}, or both")
     if set(args.paths.split(",")) - set(PATHS) - {""}:
         parser.error(f"--paths takes {', '.join(PATHS)}")
     try:

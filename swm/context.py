@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic.json_schema import SkipJsonSchema
 
@@ -34,6 +34,7 @@ ParseTask = Literal["generic", "tomi", "hitom", "fantom", "mmtom", "confaide"]  
 # whose wording the parser and QA prompts use: the S3AP repository's task by task, or swm's own (swm/protocols.py)
 PromptProtocol = Literal["paper", "swm"]
 ActOrder = Literal["sotopia", "prefix"]
+ACT_ORDERS: tuple[str, ...] = get_args(ActOrder)
 # the prompts a seat sends every turn that have a conversation-last variant (``<name>_prefix``) for act_order "prefix"
 ORDERED_PROMPTS = ("episode_act", "foresee_predict", "foresee_refine")
 

@@ -12,7 +12,7 @@ import click
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import StateGraph
 
-from swm.context import SWMContext
+from swm.context import ACT_ORDERS, SWMContext
 from swm.errors import InputError, ItemsFailed
 from swm.llm import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, EMBEDDED_TIMEOUT, ROLES
 
@@ -50,13 +50,13 @@ def prompts_option(f: F) -> F:
 
 def act_order_option(f: F) -> F:
     """Add ``--act-order``: the acting prompt in SOTOPIA's order (default) or with the conversation last."""
-    return click.option("--act-order", type=click.Choice(["sotopia", "prefix"]), default="sotopia",
+    return click.option("--act-order", type=click.Choice(ACT_ORDERS), default="sotopia",
                         show_default=True,
                         help="Order of the acting prompt: 'sotopia' puts the conversation before the turn, action "
                              "types and format, as SOTOPIA's prompt does; 'prefix' sends the same text with the "
                              "conversation last, so a seat's next prompt extends its last one and the server's "
-                             "prefix cache serves all but the new turns (faster on long episodes; scores are not "
-                             "comparable across orders).")(f)
+                             "prefix cache serves all but the new turns (Foresee-and-Act's predict and refine "
+                             "prompts too; faster on long episodes; scores are not comparable across orders).")(f)
 
 
 def endpoint_options(f: F) -> F:

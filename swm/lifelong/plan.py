@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from swm.context import ActOrder
 from swm.social.graph_state import ActStrategy
 
 Level = Literal["decision", "two-turn", "easy", "medium", "hard"]  # swm.tasks.families.CURRICULUM_LEVELS
@@ -66,10 +67,10 @@ class LifelongPlan(BaseModel):
     episodes_per_level: int = Field(4, ge=1, description="Training episodes per cycle.")
     samples_per_task: int = Field(2, ge=1, description="Episodes per training task (same-state pairs need at least 2).")
     max_turns: int = Field(8, ge=1, description="Turn limit per episode.")
-    act_order: Literal["sotopia", "prefix"] = Field("sotopia", description=(
+    act_order: ActOrder = Field("sotopia", description=(
         "Order of the acting prompt in episodes: 'sotopia' (the conversation, then the turn, action types and "
-        "format) or 'prefix' (the conversation last: a prefix cache serves all but the new turns); the trained "
-        "rows hold the prompt each turn was shown."))
+        "format) or 'prefix' (the conversation last, in Foresee-and-Act's predict and refine prompts too: a "
+        "prefix cache serves all but the new turns); the trained rows hold the prompt each turn was shown."))
     policy: ActStrategy = Field("plain", description=(
         "Collection policy (foresee/rollout add world-model predictions: the perception track)."))
     eval_policy: ActStrategy = Field("plain", description="Policy for the held-out evaluations.")
