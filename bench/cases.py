@@ -27,16 +27,16 @@ def story(i: int) -> str:
 
 def _module(name: str) -> Any | None:
     try:
-        return importlib.import_module(f"graphs.{name}")
+        return importlib.import_module(f"swm.graphs.{name}")
     except ModuleNotFoundError as exc:
-        if exc.name in (f"graphs.{name}",):
+        if exc.name in (f"swm.graphs.{name}",):
             return None
         raise
 
 
 def core_cases() -> list[GraphCase]:
     """Return the parse and ask cases (the core's graphs)."""
-    from graphs import ask, parse
+    from swm.graphs import ask, parse
 
     question = "Where will {a} look for the apple?"
     return [

@@ -65,7 +65,7 @@ def _tom(spec: str, db: str, out: Path) -> list[str]:
 
 
 def _rows(db: str) -> list[str]:
-    from checkpoints import open_store
+    from swm.checkpoints import open_store
 
     store = open_store(db)
     try:

@@ -191,7 +191,7 @@ def whole(row: Row, cycle: Window, training: float) -> Row:
 
 
 def _store(folder: Path) -> Any:
-    from checkpoints import open_store
+    from swm.checkpoints import open_store
 
     return open_store(folder / "bench.db")
 
@@ -201,7 +201,7 @@ def episodes(model: str, policy: str, n: int, turns: int, folder: Path, act_orde
 
     ``act_order``: the acting prompt's order (`SWMContext.act_order`).
     """
-    from graphs import episode
+    from swm.graphs import episode
     from swm.context import SWMContext
     from swm.scenarios import shipped
 
@@ -227,8 +227,8 @@ def lifelong_cycle(model: str, n: int, episodes_per_cycle: int, update: str, tra
 
     ``eval_per_cell``: test and dev tasks of the baseline's and the candidate's evaluations.
     """
-    from checkpoints import open_saver, run_thread
-    from graphs import lifelong
+    from swm.checkpoints import open_saver, run_thread
+    from swm.graphs import lifelong
     from swm.context import SWMContext
     from swm.lifelong import store as ls
 
@@ -282,7 +282,7 @@ def selfplay_iteration(n: int | None, tasks: int, group: int, turns: int, new_to
 
     ``n`` None: as many rollouts at once as `swm selfplay` plays by default (the server's slots).
     """
-    from graphs.selfplay import train
+    from swm.graphs.selfplay import train
     from swm.selfplay import store as sps
     from swm.selfplay.config import PolicyConfig
     from swm.selfplay.ppo import training_samples
@@ -299,7 +299,7 @@ def selfplay_iteration(n: int | None, tasks: int, group: int, turns: int, new_to
     row = fill(Row(f"self-play iteration: rollouts ({tasks * group} x {turns} turns)", in_flight), phases.window)
     whole(row, phases.cycle, phases.span("update"))
     update = (out.get("current") or {}).get("update") or {}
-    from checkpoints import open_store
+    from swm.checkpoints import open_store
 
     rollouts = [r for r in sps.load_rollouts(open_store(folder / "selfplay.db"), "bench-engine", 0, "train")
                 if not r.failed]
@@ -312,7 +312,7 @@ def selfplay_iteration(n: int | None, tasks: int, group: int, turns: int, new_to
 
 def werewolf(model: str, games: int, players: int, rounds: int, folder: Path) -> Row:
     """``games`` Werewolf games at once (one move at a time within a game), every seat the model."""
-    from graphs import game
+    from swm.graphs import game
     from swm.context import SWMContext
 
     graph = game.build().compile()

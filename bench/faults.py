@@ -77,7 +77,7 @@ class Case:
 
 def _read(db: Path, read: Callable[[Any], Any]) -> Any:
     """Open the run's store, read from it, close it (the next invocation is another process)."""
-    from checkpoints import ExperienceStore
+    from swm.checkpoints import ExperienceStore
 
     store = ExperienceStore(db)
     try:

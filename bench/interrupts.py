@@ -265,7 +265,7 @@ def out_folder_lost(folder: Path, db: str, backend: str, latency: float) -> Outc
 
 def store_episode_ids(db: str, thread: str, where: str = "1 = 1") -> list[str]:
     """Return the thread's stored episode ids on either backend (those matching ``where``)."""
-    from checkpoints import open_store
+    from swm.checkpoints import open_store
 
     store = open_store(db)
     try:

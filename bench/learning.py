@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from checkpoints import ExperienceStore
+from swm.checkpoints import ExperienceStore
 from swm.lifelong import store as ls
 from swm.lifelong.metrics import Cell
 from swm.lifelong.samples import load_samples

@@ -72,7 +72,7 @@ def _total_seconds(out: dict[str, Any]) -> float:
 def measure_case(case: GraphCase, server: FakeOpenAIServer, *, runs: int, checkpointer: bool,
                  workdir: Path) -> OverheadRow:
     """Run a case ``runs`` times after one warm-up and sum wall time, slept time and calls."""
-    from checkpoints import ExperienceStore, sqlite_saver
+    from swm.checkpoints import ExperienceStore, sqlite_saver
     from swm.context import SWMContext
 
     with ExitStack() as stack:

@@ -93,7 +93,7 @@ def _timed_resume(graph: Any, config: dict[str, Any], step: int, grow: bool) -> 
 
 def measure(sizes: tuple[int, ...] = (10, 100, 1000), repeats: int = 15) -> list[ResumeRow]:
     """Build each run to N finished steps, kill it, and time the resume (best of ``repeats``)."""
-    from checkpoints import sqlite_saver
+    from swm.checkpoints import sqlite_saver
 
     rows: list[ResumeRow] = []
     with tempfile.TemporaryDirectory(prefix="swm-resume-") as tmp:
@@ -153,9 +153,9 @@ def measure_episode(sizes: tuple[int, ...] = (10, 100), repeats: int = 3) -> lis
     graph allows at most 100 turns, so larger N are capped there.
     """
     from bench.extra_graphs import SCRIPTS
-    from checkpoints import ExperienceStore, sqlite_saver
-    from graphs import episode
-    from nodes.env import MAX_TURNS_LIMIT
+    from swm.checkpoints import ExperienceStore, sqlite_saver
+    from swm.graphs import episode
+    from swm.nodes.env import MAX_TURNS_LIMIT
     from swm.context import SWMContext
     from swm.scenarios import shipped
     from swm.testing import FakeOpenAIServer

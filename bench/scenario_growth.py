@@ -131,8 +131,8 @@ def db_bytes(target: str | Path) -> int:
 
 def measure_one(target: str | Path, scenario: Any, variant: str, where: str, backend: str) -> GrowthRow:
     """Play two turns of ``scenario`` on ``target``, measuring the database after each step that matters."""
-    from checkpoints import open_saver, open_store
-    from graphs.episode import build
+    from swm.checkpoints import open_saver, open_store
+    from swm.graphs.episode import build
     from swm.context import SWMContext
 
     store = open_store(target)
@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> None:
         print("\n".join(format_rows(before, f" — before: {_commit(args.before)}")) + "\n")
     pg = pg_server(args.pg) if args.pg else None
     if args.pg and pg is None and not args.json:
-        from checkpoints.postgres import redact
+        from swm.checkpoints.postgres import redact
 
         print(f"PostgreSQL at {redact(args.pg)} does not answer: SQLite only")
     rows = measure(int(args.mb * MB), tuple(v for v in args.variants.split(",") if v), where, pg)

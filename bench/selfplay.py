@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from graphs.selfplay import train
+from swm.graphs.selfplay import train
 from swm.selfplay.plan import SelfPlayPlan
 
 ESTIMATORS = ("hierarchical", "group")
@@ -170,7 +170,7 @@ def compare_samplers(args: argparse.Namespace) -> dict[str, Any]:
     retokenised text gives back the server's tokens (their share is reported too). Needs
     ``--temperature 1``, where llama.cpp's log-probs (of the raw logits) are the sampling ones.
     """
-    import prompts
+    from swm import prompts
     from swm.lifelong.bridge import to_scenario
     from swm.selfplay import loop
     from swm.selfplay.checkpoint import checkpoint_dir
@@ -271,7 +271,7 @@ def dpo_loop(args: argparse.Namespace, label: str) -> dict[str, Any]:
     its update DPO on gated preference pairs (a LoRA trained by TRL, served by llama.cpp).
     """
     from bench.learning import run_method
-    from checkpoints import ExperienceStore
+    from swm.checkpoints import ExperienceStore
     from swm.lifelong import store as ls
 
     if args.game:

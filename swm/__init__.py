@@ -1,8 +1,9 @@
 """swm: social world models for language agents, on LangGraph.
 
 The public surface: the typed social state, the runtime context, errors and usage accounting.
-Graphs live in the top-level ``graphs`` package (``from graphs import ask``), nodes in ``nodes``,
-persistence in ``checkpoints`` and prompt files in ``prompts``.
+Everything installs under this one import root: graphs in ``swm.graphs`` (``from swm.graphs import ask``),
+nodes in ``swm.nodes``, persistence in ``swm.checkpoints`` and prompt files in ``swm.prompts`` (the checkout's
+top-level ``graphs/``, ``nodes/``, ``checkpoints/`` and ``prompts/`` are links to those folders).
 """
 
 from swm.context import SWMContext

@@ -34,7 +34,7 @@ class SWMGroup(click.Group):
                        "--thread-id to resume", err=True)
             sys.exit(drain.drained_exit_code(exc.reason))
         except Exception as exc:
-            from checkpoints.environment import environment_fault
+            from swm.checkpoints.environment import environment_fault
 
             fault = environment_fault(exc)
             if fault is None:

@@ -28,7 +28,7 @@ from swm.llm import (
 )
 
 if TYPE_CHECKING:
-    from checkpoints.store import StoreRecords
+    from swm.checkpoints.store import StoreRecords
 
 ParseTask = Literal["generic", "tomi", "hitom", "fantom", "mmtom", "confaide"]  # whose parse rules and prompts apply
 # whose wording the parser and QA prompts use: the S3AP repository's task by task, or swm's own (swm/protocols.py)
@@ -180,7 +180,7 @@ class SWMContext:
     def experience_store(self) -> StoreRecords:
         """Return the experience store: the one given, the server's, else an in-memory one opened on first use."""
         if self.store is None:
-            from checkpoints.store import ExperienceStore, served_store
+            from swm.checkpoints.store import ExperienceStore, served_store
 
             with self._lock:
                 if self.store is None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any, get_args
 
-import prompts
+from swm import prompts
 from swm.context import PromptProtocol, SWMContext
 
 PROTOCOLS: tuple[str, ...] = get_args(PromptProtocol)

@@ -20,9 +20,9 @@ import pytest
 from click.testing import CliRunner
 from test_lifelong_graph import Agents
 
-from checkpoints import open_saver, open_store
-from checkpoints.artifacts import TABLE, ArtifactCorrupt
-from graphs import lifelong
+from swm.checkpoints import open_saver, open_store
+from swm.checkpoints.artifacts import TABLE, ArtifactCorrupt
+from swm.graphs import lifelong
 from swm.cli import main
 from swm.context import SWMContext
 from swm.lifelong import store as ls

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from checkpoints import artifacts as art
-from checkpoints import open_store
+from swm.checkpoints import artifacts as art
+from swm.checkpoints import open_store
 from swm.errors import InputError
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from helpers import STORY, good_parse
 
-from graphs import ask
+from swm.graphs import ask
 from swm.context import SWMContext
 from swm.errors import InputError
 from swm.schemas import DirectAnswer, ReasonedAnswer

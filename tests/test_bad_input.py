@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from checkpoints.health import quick_check
+from swm.checkpoints.health import quick_check
 from swm.cli import main
 
 UNREACHABLE = "m@http://127.0.0.1:9/v1"  # any model call would fail with exit 3, not 2

@@ -49,7 +49,7 @@ def test_an_html_page_is_named_as_such(server: FakeOpenAIServer) -> None:
 
 def test_bench_tom_fails_the_question_keeps_it_and_a_rerun_retries_only_it(server: FakeOpenAIServer,
                                                                            tmp_path: Path) -> None:
-    from checkpoints import open_store
+    from swm.checkpoints import open_store
 
     db = tmp_path / "tom.db"
     args = ["bench", "tom", "--benchmark", "sim", "--n", "1", "--modes", "cot", "--concurrency", "1", "--no-progress",

@@ -71,7 +71,7 @@ def test_learn_stops_when_its_file_is_deleted(tmp_path: Path) -> None:
 
 
 def test_the_success_path_writes_the_episode_id(tmp_path: Path) -> None:
-    from checkpoints import ExperienceStore
+    from swm.checkpoints import ExperienceStore
 
     args = ["bench", "sotopia", "--data", "shipped", "--policies", "plain", "--n", "1", "--max-turns", "1",
             "--seats", "first", "--no-progress", "--db", str(tmp_path / "r.db"), "--thread-id", "S",

@@ -105,7 +105,7 @@ def test_no_key_in_an_endpoint_url_reaches_disk_or_output(server: FakeOpenAIServ
     assert server.stats()["by_auth"] == {f"Bearer {KEY}": server.stats()["attempts"]}
     assert all(KEY not in r.output for r in (tom, sotopia, failed))
     assert _leaks(tmp_path) == []
-    from checkpoints import open_store
+    from swm.checkpoints import open_store
 
     models = [r["model"] for r in open_store(db).rows("select distinct parser as model from parses")]
     assert models and all("swm:***@127.0.0.1" in m for m in models)

@@ -11,7 +11,7 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from checkpoints import open_store
+from swm.checkpoints import open_store
 from swm.cli import main
 from swm.testing import FakeOpenAIServer
 

@@ -9,9 +9,9 @@ import pytest
 from langchain_core.runnables import RunnableConfig
 from test_episode_scripts import GOALS, SECRETS, Responder, model, scenario
 
-from checkpoints import ExperienceStore, sqlite_saver
-from graphs.episode import build
-from nodes.env import end_reason, next_actor, observers_of
+from swm.checkpoints import ExperienceStore, sqlite_saver
+from swm.graphs.episode import build
+from swm.nodes.env import end_reason, next_actor, observers_of
 from swm.context import SWMContext
 from swm.errors import InputError
 from swm.social.models import AgentAction, AgentActionForModel

@@ -9,8 +9,8 @@ from click.testing import CliRunner
 from langchain_core.runnables import RunnableConfig
 from test_episode_scripts import Responder, scenario
 
-from checkpoints import ExperienceStore, open_store, sqlite_saver
-from graphs.episode import build
+from swm.checkpoints import ExperienceStore, open_store, sqlite_saver
+from swm.graphs.episode import build
 from swm.cli import main
 from swm.context import SWMContext
 from swm.social.store import get_episode, load_turns

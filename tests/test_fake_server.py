@@ -127,7 +127,7 @@ def test_runs_as_a_separate_process() -> None:
 
 
 def test_a_whole_graph_runs_against_it() -> None:
-    from graphs import ask
+    from swm.graphs import ask
 
     with FakeOpenAIServer() as server:
         ctx = SWMContext(model=server.model_spec)

@@ -133,8 +133,8 @@ def test_cli_survives_a_500_burst(server: FakeOpenAIServer, story: Path, tmp_pat
 
 def test_unusable_parse_exits_non_zero_and_keeps_the_replies(server: FakeOpenAIServer, story: Path,
                                                              db_target: str | Path) -> None:
-    from checkpoints import open_store
-    from checkpoints.store import FAILED_REPLY_CHARS
+    from swm.checkpoints import open_store
+    from swm.checkpoints.store import FAILED_REPLY_CHARS
 
     server.configure(faults=["huge"] * 3, huge_chars=50_000)
     db = db_target
@@ -148,7 +148,7 @@ def test_unusable_parse_exits_non_zero_and_keeps_the_replies(server: FakeOpenAIS
 
 
 def test_unusable_answer_exits_non_zero(story: Path, tmp_path: Path) -> None:
-    from checkpoints import ExperienceStore
+    from swm.checkpoints import ExperienceStore
 
     with FakeOpenAIServer(scripts={"ReasonedAnswer": "this is not JSON"}) as fake:
         result = CliRunner().invoke(main, ["ask", "--story", str(story), "--question", "Where?", "--mode", "cot",
@@ -168,7 +168,7 @@ def _bench_tom(server: FakeOpenAIServer, db: str | Path, *extra: str, out: Path 
 
 
 def _tom_rows(db: str | Path) -> list[dict]:
-    from checkpoints import open_store
+    from swm.checkpoints import open_store
 
     return list(open_store(db).rows("select key, status, error from tom_results order by key"))
 
@@ -209,7 +209,7 @@ def test_bench_tom_stops_when_every_question_fails(server: FakeOpenAIServer, tmp
 
 def test_bench_sotopia_records_a_failed_episode_and_a_rerun_finishes_only_it(tmp_path: Path) -> None:
     from bench.extra_graphs import SCRIPTS
-    from checkpoints import ExperienceStore
+    from swm.checkpoints import ExperienceStore
 
     db = tmp_path / "s.db"
     args = ["bench", "sotopia", "--data", "shipped", "--policies", "plain", "--n", "2", "--max-turns", "2",
@@ -249,7 +249,7 @@ def _report_calls(path: Path) -> int:
 
 def test_learn_stops_on_failed_episodes_and_a_rerun_plays_only_them(tmp_path: Path, db_target: str | Path) -> None:
     from bench.extra_graphs import SCRIPTS
-    from checkpoints import open_store
+    from swm.checkpoints import open_store
     from swm.lifelong import store as ls
 
     db, out = db_target, tmp_path / "out"
@@ -275,8 +275,8 @@ def test_learn_stops_on_failed_episodes_and_a_rerun_plays_only_them(tmp_path: Pa
 def test_usage_is_kept_with_each_episode_across_a_crash(tmp_path: Path) -> None:
     from test_lifelong_graph import EVAL_EPISODES, PLAN, TOTAL, Agents
 
-    from checkpoints import ExperienceStore, sqlite_saver
-    from graphs import lifelong
+    from swm.checkpoints import ExperienceStore, sqlite_saver
+    from swm.graphs import lifelong
     from swm.context import SWMContext
     from swm.usage import total_usage
 
@@ -302,14 +302,14 @@ def test_usage_is_kept_with_each_episode_across_a_crash(tmp_path: Path) -> None:
 
 
 def ls_count(db: Path) -> int:
-    from checkpoints import ExperienceStore
+    from swm.checkpoints import ExperienceStore
     from swm.lifelong import store as ls
 
     return ls.count_episodes(ExperienceStore(db), "k")
 
 
 def test_unusable_episode_replies_are_kept_for_audit(tmp_path: Path) -> None:
-    from checkpoints import ExperienceStore
+    from swm.checkpoints import ExperienceStore
 
     db = tmp_path / "e.db"
     with FakeOpenAIServer(scripts={"AgentActionForModel": "speak: not a tool call"}) as fake:

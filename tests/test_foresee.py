@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from test_episode_scripts import Responder, model, scenario
 
-from checkpoints import ExperienceStore, sqlite_saver
-from graphs.episode import build
-from graphs.foresee_act import build as build_foresee
+from swm.checkpoints import ExperienceStore, sqlite_saver
+from swm.graphs.episode import build
+from swm.graphs.foresee_act import build as build_foresee
 from swm.context import SWMContext
 from swm.social.store import load_turns
 from swm.testing import ScriptedChatModel
@@ -111,7 +111,7 @@ def test_in_prefix_order_predict_and_refine_put_the_conversation_last(tmp_path: 
 
 
 def test_the_two_orders_of_predict_and_refine_hold_the_same_lines() -> None:
-    from prompts import load
+    from swm.prompts import load
 
     for name in ("foresee_predict", "foresee_refine"):
         sotopia, prefix = load(name, "v3").text, load(f"{name}_prefix", "v1").text

@@ -13,8 +13,8 @@ from click.testing import CliRunner
 from games_scripted import parse_prompt, responder, village_finds_wolves, wolves
 from langchain_core.runnables import RunnableConfig
 
-from checkpoints import ExperienceStore, sqlite_saver
-from graphs.game import build
+from swm.checkpoints import ExperienceStore, sqlite_saver
+from swm.graphs.game import build
 from swm.cli import main
 from swm.context import SWMContext
 from swm.games import default_players, get_game

@@ -15,8 +15,8 @@ from typing import Any
 
 from pydantic import Field
 
-from checkpoints import ExperienceStore
-from graphs.game import build
+from swm.checkpoints import ExperienceStore
+from swm.graphs.game import build
 from swm.context import SWMContext
 from swm.games import (
     Applied,

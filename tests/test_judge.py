@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from test_episode_scripts import evaluation, loose, scenario
 
-from nodes.judge import judge_agent
+from swm.nodes.judge import judge_agent
 from swm.context import SWMContext
 from swm.social.judgement import DIMENSIONS, Judgement, SotopiaEvaluation, read_scores
 from swm.testing import ScriptedChatModel
@@ -79,7 +79,7 @@ def test_judgement_dump_round_trip_keeps_overall() -> None:
 
 
 def test_replies_that_do_not_fit_are_kept_in_failed_replies() -> None:
-    from checkpoints import ExperienceStore
+    from swm.checkpoints import ExperienceStore
 
     store = ExperienceStore(":memory:")
     llm = ScriptedChatModel(replies=[evaluation(drop=("goal",)), loose(other=1)])

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 pytest.importorskip("llama_cpp", reason="needs the [embedded] extra")
 pytest.importorskip("trl", reason="needs the [train] extra")
 
-from checkpoints import ExperienceStore  # noqa: E402
+from swm.checkpoints import ExperienceStore  # noqa: E402
 from swm.cli import main  # noqa: E402
 from swm.lifelong import store as ls  # noqa: E402
 from swm.lifelong.samples import Sample, sample_rows  # noqa: E402

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from checkpoints import LeaseHeld, LeaseLost, hold_lease
-from checkpoints.lease import _COLUMNS, STALE_S, TABLE, _open, acquire, current, process_start, release, this_node
+from swm.checkpoints import LeaseHeld, LeaseLost, hold_lease
+from swm.checkpoints.lease import _COLUMNS, STALE_S, TABLE, _open, acquire, current, process_start, release, this_node
 
 
 def plant(db: str | Path, thread: str, pid: int, host: str, renewed: float, node: str | None = "here",

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 from test_lifelong_graph import PLAN, Agents, run
 
-from checkpoints import ExperienceStore
+from swm.checkpoints import ExperienceStore
 from swm.cli import main
 from swm.errors import InputError
 from swm.lifelong import store as ls
@@ -79,7 +79,7 @@ def test_changed_options_on_an_existing_thread_are_refused_with_the_differences(
 
 
 def test_more_cycles_extend_a_finished_thread(tmp_path: Path) -> None:
-    from checkpoints import ExperienceStore
+    from swm.checkpoints import ExperienceStore
 
     agents = Agents()
     run(tmp_path, agents, PLAN, thread="done")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-import prompts
+from swm import prompts
 from swm.lifelong.records import ActedTurn, EpisodeRecord
 from swm.lifelong.samples import Sample, kept_for_sft, sample_rows, samples_of
 from swm.tasks.checkers import Utterance

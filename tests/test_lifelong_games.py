@@ -8,8 +8,8 @@ from typing import Any
 
 from games_scripted import decider, village_errs, village_finds_wolves
 
-from checkpoints import ExperienceStore, sqlite_saver
-from graphs import lifelong
+from swm.checkpoints import ExperienceStore, sqlite_saver
+from swm.graphs import lifelong
 from swm.context import SWMContext
 from swm.games import Decision, Turn, play_game
 from swm.lifelong import store as ls

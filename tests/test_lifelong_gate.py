@@ -91,7 +91,7 @@ def test_counts_per_rule_and_gating_off_keeps_everything() -> None:
 
 
 def test_every_gated_pair_is_stored_with_its_reasons_duplicates_included() -> None:
-    from checkpoints import ExperienceStore
+    from swm.checkpoints import ExperienceStore
     from swm.lifelong import store as ls
 
     store = ExperienceStore(":memory:")

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from checkpoints import ExperienceStore, open_saver, open_store
-from graphs import lifelong
+from swm.checkpoints import ExperienceStore, open_saver, open_store
+from swm.graphs import lifelong
 from swm.context import SWMContext
 from swm.lifelong import store as ls
 from swm.lifelong.update import StrategyNotes

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from lifelong_helpers import negotiation_task, record
 
-from checkpoints import ExperienceStore
+from swm.checkpoints import ExperienceStore
 from swm.lifelong import store as ls
 from swm.lifelong.plan import DEFAULT_PLAN
 from swm.lifelong.report import policy_listing, write_report

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from test_lifelong_graph import Agents
 
-from checkpoints import ExperienceStore, sqlite_saver
-from graphs import lifelong
+from swm.checkpoints import ExperienceStore, sqlite_saver
+from swm.graphs import lifelong
 from swm.context import SWMContext
 from swm.lifelong import store as ls
 from swm.social.models import AgentActionForModel

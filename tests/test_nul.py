@@ -10,7 +10,7 @@ from typing import Any, TypedDict
 from click.testing import CliRunner
 from langgraph.graph import END, START, StateGraph
 
-from checkpoints import open_saver, open_store
+from swm.checkpoints import open_saver, open_store
 from swm.cli import main
 from swm.llm import call_model, make_chat_model
 from swm.schemas import ReasonedAnswer

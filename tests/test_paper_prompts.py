@@ -15,8 +15,8 @@ import re
 import pytest
 from helpers import STORY, good_parse
 
-import prompts
-from nodes.qa import extra_info
+from swm import prompts
+from swm.nodes.qa import extra_info
 from swm import protocols
 from swm.context import SWMContext
 from swm.state import SocialWorld

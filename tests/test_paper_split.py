@@ -81,7 +81,7 @@ def test_benchmarks_without_a_manifest_and_wrong_files_are_clear_errors(shared_d
 
 
 def test_a_run_keeps_the_prompt_protocol_it_was_started_with(tmp_path: Path) -> None:
-    from checkpoints import open_store
+    from swm.checkpoints import open_store
     from swm.tom.runner import record_run
 
     store = open_store(tmp_path / "runs.db")

@@ -6,7 +6,7 @@ import pytest
 from helpers import STORY, good_parse, wrong_agents_parse
 from langchain_core.messages import AIMessage
 
-from graphs import parse
+from swm.graphs import parse
 from swm.context import SWMContext
 from swm.errors import InputError
 from swm.testing import ScriptedChatModel

@@ -15,8 +15,8 @@ import pytest
 
 from bench.cases import GraphCase, core_cases, extra_cases, story
 from bench.extra_graphs import SCRIPTS
-from checkpoints import ExperienceStore, sqlite_saver
-from checkpoints.store import StoreRecords
+from swm.checkpoints import ExperienceStore, sqlite_saver
+from swm.checkpoints.store import StoreRecords
 from swm.context import SWMContext
 from swm.testing import ScriptedChatModel
 from swm.testing.schema_instance import known_schemas, scripted_arguments
@@ -61,7 +61,7 @@ def test_calls_equal_the_floor(case: GraphCase, checkpointer: bool, tmp_path: An
 
 
 def test_ask_many_questions_costs_one_parse_per_story() -> None:
-    from graphs import ask
+    from swm.graphs import ask
 
     model = ScriptedChatModel(respond=responder)
     ctx = SWMContext(llm=model)
@@ -88,7 +88,7 @@ def test_batch_does_not_add_calls() -> None:
 
 
 def test_the_scripted_parse_is_valid_on_the_first_attempt() -> None:
-    from graphs import parse
+    from swm.graphs import parse
 
     model = ScriptedChatModel(respond=responder)
     out = parse.build().compile().invoke({"narrative": story(3)}, context=SWMContext(llm=model))
@@ -97,7 +97,7 @@ def test_the_scripted_parse_is_valid_on_the_first_attempt() -> None:
 
 
 def test_rollout_formula_matches_its_calls() -> None:
-    rollout = pytest.importorskip("graphs.rollout")
+    rollout = pytest.importorskip("swm.graphs.rollout")
     from bench.extra_graphs import _policy_input
 
     for width, depth in ((1, 1), (2, 1), (2, 3)):

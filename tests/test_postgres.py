@@ -9,8 +9,8 @@ import textwrap
 import pytest
 from click.testing import CliRunner
 
-from checkpoints import ExperienceStore, open_store
-from checkpoints.postgres import PostgresExperienceStore, is_postgres, redact
+from swm.checkpoints import ExperienceStore, open_store
+from swm.checkpoints.postgres import PostgresExperienceStore, is_postgres, redact
 from swm.cli import main
 
 
@@ -49,7 +49,7 @@ def test_both_stores_answer_the_same_queries(kind: str, tmp_path: object, reques
 
 WRITER = textwrap.dedent("""
     import sys
-    from checkpoints import open_store
+    from swm.checkpoints import open_store
     store = open_store(sys.argv[1])
     for i in range(40):
         store.insert("shared", {"id": f"{sys.argv[2]}-{i}", "worker": sys.argv[2], "i": i,

@@ -16,7 +16,7 @@ import pytest
 psycopg = pytest.importorskip("psycopg")
 pytest.importorskip("langgraph.checkpoint.postgres")
 
-from checkpoints.postgres import _pool, advisory_lock  # noqa: E402
+from swm.checkpoints.postgres import _pool, advisory_lock  # noqa: E402
 
 
 @pytest.fixture

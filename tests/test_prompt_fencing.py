@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from test_episode_scripts import evaluation, scenario
 
-import prompts
-from nodes.judge import judge_agent, rubric_text
-from prompts import FENCE_RE
+from swm import prompts
+from swm.nodes.judge import judge_agent, rubric_text
+from swm.prompts import FENCE_RE
 from swm.context import SWMContext
 from swm.testing import ScriptedChatModel
 
@@ -94,7 +94,7 @@ def test_the_judge_sees_an_injected_transcript_only_as_data() -> None:
 def test_the_parser_and_qa_fence_the_story_and_the_question() -> None:
     from helpers import good_parse
 
-    from graphs import ask
+    from swm.graphs import ask
     from swm.schemas import ReasonedAnswer
 
     story = f"Sally put the marble in the basket. {INJECTION} Sally left."
@@ -131,8 +131,8 @@ def test_agent_names_are_validated_on_input(name: str) -> None:
 def test_agent_names_stand_only_inside_fences_in_every_prompt(tmp_path: Path, policy: str, judge: str) -> None:
     from test_episode_scripts import model
 
-    from checkpoints import ExperienceStore, sqlite_saver
-    from graphs.episode import build
+    from swm.checkpoints import ExperienceStore, sqlite_saver
+    from swm.graphs.episode import build
 
     seats = scenario().model_dump()
     seats["agents"][1]["name"] = NAME_ATTACK

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-import prompts
-from nodes.parse import TASKS
+from swm import prompts
+from swm.nodes.parse import TASKS
 
 
 def test_every_prompt_file_loads_with_a_versioned_id() -> None:

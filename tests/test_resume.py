@@ -9,8 +9,8 @@ from pathlib import Path
 
 from helpers import STORY
 
-from checkpoints import open_saver
-from graphs import ask
+from swm.checkpoints import open_saver
+from swm.graphs import ask
 from swm.commands._common import run_graph
 from swm.context import SWMContext
 from swm.schemas import ReasonedAnswer
@@ -21,8 +21,8 @@ KILLED_RUN = textwrap.dedent("""
     sys.path.insert(0, {tests!r})
     from helpers import STORY, good_parse
     from swm.testing import ScriptedChatModel
-    from checkpoints import open_saver
-    from graphs import ask
+    from swm.checkpoints import open_saver
+    from swm.graphs import ask
     from swm.context import SWMContext
 
     def respond(prompt, tool):

@@ -8,9 +8,9 @@ import pytest
 from langchain_core.runnables import RunnableConfig
 from test_episode_scripts import Responder, model, scenario
 
-from checkpoints import ExperienceStore, sqlite_saver
-from graphs.episode import build
-from graphs.rollout import calls_per_turn
+from swm.checkpoints import ExperienceStore, sqlite_saver
+from swm.graphs.episode import build
+from swm.graphs.rollout import calls_per_turn
 from swm.context import SWMContext
 from swm.social.schemas import FutureScore
 from swm.social.store import load_turns

@@ -11,8 +11,8 @@ from test_episode_scripts import Responder, scenario
 
 import nodes.env as env
 from bench.scenario_growth import big_scenario, measure_one
-from checkpoints import ExperienceStore, sqlite_saver
-from graphs.episode import build
+from swm.checkpoints import ExperienceStore, sqlite_saver
+from swm.graphs.episode import build
 from swm.context import SWMContext
 from swm.errors import InputError
 from swm.social.export import episode_row

@@ -16,7 +16,7 @@ pytest.importorskip("llama_cpp", reason="needs the [embedded] extra")
 pytest.importorskip("peft")
 from test_selfplay_graph import run  # noqa: E402
 
-from checkpoints import ExperienceStore  # noqa: E402
+from swm.checkpoints import ExperienceStore  # noqa: E402
 from swm.errors import InputError  # noqa: E402
 from swm.selfplay import loop  # noqa: E402
 from swm.selfplay.checkpoint import checkpoint_dir, save_atomic  # noqa: E402

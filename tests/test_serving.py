@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from graphs import episode
+from swm.graphs import episode
 from swm.context import SWMContext
 from swm.errors import ModelUnavailable
 from swm.lifelong.episodes import learner_context, run_episode

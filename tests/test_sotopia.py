@@ -272,8 +272,8 @@ def test_an_id_with_a_slash_exports_through_the_one_sanitiser(tmp_path: Path) ->
 
 
 def test_a_run_pinned_before_an_option_existed_resumes_with_the_value_it_had(tmp_path: Path) -> None:
-    from checkpoints import ExperienceStore
-    from checkpoints.runs import pin_run_options
+    from swm.checkpoints import ExperienceStore
+    from swm.checkpoints.runs import pin_run_options
 
     store = ExperienceStore(tmp_path / "s.db")
     assert pin_run_options(store, "old", {"max_turns": 3}) == []  # begun before act_order was an option

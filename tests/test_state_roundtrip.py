@@ -9,8 +9,8 @@ from helpers import STORY, good_parse
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from checkpoints import async_sqlite_saver
-from graphs import ask
+from swm.checkpoints import async_sqlite_saver
+from swm.graphs import ask
 from swm.context import SWMContext
 from swm.schemas import ReasonedAnswer
 from swm.state import SocialStep, SocialWorld, split_mental_state

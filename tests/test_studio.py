@@ -167,7 +167,7 @@ def test_bad_input_names_the_field_before_any_call(graph: str, inputs: dict, fie
 
     llm = ScriptedChatModel(replies=[])
     with pytest.raises(InputError, match=rf"\b{field}: ") as caught:
-        importlib.import_module(f"graphs.{graph}").graph.invoke(inputs, context=SWMContext(llm=llm))
+        importlib.import_module(f"swm.graphs.{graph}").graph.invoke(inputs, context=SWMContext(llm=llm))
     assert isinstance(caught.value, ValueError), "the server passes a ValueError's message to the client"
     assert "\n" not in str(caught.value)
 

@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner
 from tom_scripted import respond
 
-from checkpoints import open_store
-from graphs import ask
+from swm.checkpoints import open_store
+from swm.graphs import ask
 from swm.context import SWMContext
 from swm.testing import ScriptedChatModel
 from swm.tom.loaders import load_benchmark

@@ -20,8 +20,8 @@ import pytest
 pytest.importorskip("llama_cpp", reason="needs the [embedded] extra")
 pytest.importorskip("trl", reason="needs the [train] extra")
 
-from checkpoints import ExperienceStore  # noqa: E402
-from graphs import episode  # noqa: E402
+from swm.checkpoints import ExperienceStore  # noqa: E402
+from swm.graphs import episode  # noqa: E402
 from swm.context import SWMContext  # noqa: E402
 from swm.errors import InputError, ModelUnavailable  # noqa: E402
 from swm.lifelong import store as ls  # noqa: E402

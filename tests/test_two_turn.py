@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-import prompts
-from checkpoints import open_store
-from nodes.update import export_cycle
+from swm import prompts
+from swm.checkpoints import open_store
+from swm.nodes.update import export_cycle
 from swm.cli import main
 from swm.lifelong.plan import DEFAULT_PLAN
 from swm.lifelong.records import ActedTurn, EpisodeRecord

@@ -18,7 +18,7 @@ from swm.testing import ScriptedChatModel
 def test_a_plan_typo_names_the_closest_key_before_any_call(graph: str, plan: dict, message: str) -> None:  # type: ignore[type-arg]
     import importlib
 
-    module = importlib.import_module(f"graphs.{graph}")
+    module = importlib.import_module(f"swm.graphs.{graph}")
     llm = ScriptedChatModel(replies=[])
     with pytest.raises(InputError) as refused:
         module.build().compile().invoke({"plan": plan}, context=SWMContext(llm=llm))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from test_tom_bench import FIX, ScriptedServer
 
-from checkpoints import open_store
+from swm.checkpoints import open_store
 
 pytest.importorskip("ray", reason="the workers extra is not installed (pip install -e '.[workers]')")
 

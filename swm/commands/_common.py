@@ -91,7 +91,7 @@ def comma_list(value: str, allowed: Sequence[str], what: str, *, allow_empty: bo
 
 def db_path(db: str | Path | None) -> str | Path:
     """Return the database a run uses: a PostgreSQL URL as given, else a SQLite file path."""
-    from checkpoints import default_db_path, is_postgres
+    from swm.checkpoints import default_db_path, is_postgres
 
     if db and is_postgres(db):
         return str(db)
@@ -100,7 +100,7 @@ def db_path(db: str | Path | None) -> str | Path:
 
 def make_context(db: str | Path | None, model: str | None = None, **opts: Any) -> SWMContext:
     """Build the runtime context from CLI options and open the experience store on ``db``."""
-    from checkpoints import open_store
+    from swm.checkpoints import open_store
 
     models = {role: opts.pop(f"{role}_model") for role in ROLES if opts.get(f"{role}_model")}
     for role in ROLES:
@@ -177,7 +177,7 @@ def run_graph(builder: StateGraph[Any, Any, Any, Any], inputs: Mapping[str, Any]
     A thread that finished on the same input returns its stored result (no model calls); one
     that stopped part-way continues from its last finished node (see `checkpoints.run_thread`).
     """
-    from checkpoints import differences, hold_lease, open_saver, pending_nodes, run_thread
+    from swm.checkpoints import differences, hold_lease, open_saver, pending_nodes, run_thread
 
     thread = thread_id or f"{prefix}-{uuid.uuid4().hex[:12]}"
     config: RunnableConfig = {"configurable": {"thread_id": thread}}

@@ -12,7 +12,7 @@ from typing import Any
 import click
 from langgraph.errors import GraphDrained
 
-from checkpoints.environment import environment_fault
+from swm.checkpoints.environment import environment_fault
 from swm.commands._common import (
     comma_list,
     concurrency_option,
@@ -65,8 +65,8 @@ def run_games(ctx: SWMContext, db: str | Path, jobs: list[tuple[str, dict[str, A
     from concurrent.futures import ThreadPoolExecutor
     from contextlib import ExitStack
 
-    from checkpoints import open_saver, run_thread
-    from graphs import game as game_graph
+    from swm.checkpoints import open_saver, run_thread
+    from swm.graphs import game as game_graph
     from swm.games.store import get_game_row, write_game
 
     store = ctx.experience_store()

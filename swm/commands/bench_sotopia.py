@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from nodes.env import POLICIES
+from swm.nodes.env import POLICIES
 from swm.commands._common import (
     act_order_option,
     comma_list,
@@ -33,8 +33,8 @@ def episode_player(ctx: SWMContext, db: str | Path) -> Callable[[str, dict[str, 
     """Return ``play(episode_id, inputs)``: run (or resume) one episode on its own thread and database connection."""
     from langchain_core.runnables import RunnableConfig
 
-    from checkpoints import open_saver, run_thread
-    from graphs import episode
+    from swm.checkpoints import open_saver, run_thread
+    from swm.graphs import episode
 
     def play(episode_id: str, inputs: dict[str, Any]) -> dict[str, Any]:
         config: RunnableConfig = {"configurable": {"thread_id": episode_id}}
@@ -139,7 +139,7 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
                "interrupted)", err=True)
     from contextlib import ExitStack
 
-    from checkpoints import hold_lease, pin_run_options
+    from swm.checkpoints import hold_lease, pin_run_options
 
     with ExitStack() as stack:
         stack.enter_context(hold_lease(db_path(db), run_id))

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from nodes.parse import MODES
+from swm.nodes.parse import MODES
 from swm.commands._common import (
     comma_list,
     concurrency_option,
@@ -76,7 +76,7 @@ def tom_command(benchmark: str, data: Path | None, samples: int, fantom_context:
     Every item goes through the ask graph as its own checkpoint thread; killed runs resume with
     the same --db and --thread-id, skipping finished items and giving the same table.
     """
-    from graphs import ask
+    from swm.graphs import ask
     from swm.tom.loaders import BENCHMARKS
     from swm.tom.paper import prompt_protocol_line
     from swm.tom.report import summarise, write_reports
@@ -110,7 +110,7 @@ def tom_command(benchmark: str, data: Path | None, samples: int, fantom_context:
         rows = result_rows(ctx.experience_store(), run_id, mode_list, items)
         result = {"rows": rows, "wall_seconds": 0.0, "skipped": len(rows)}
     else:
-        from checkpoints import hold_lease
+        from swm.checkpoints import hold_lease
 
         with hold_lease(db_path(db), run_id):  # one process per run: a second one stops at once
             if workers > 0:
@@ -241,7 +241,7 @@ def parse_bench_command(n_stories: int, seed: int, corruptions: str, parser_spec
 
 
 def _parse_story(ctx: Any, text: str) -> Any:
-    from graphs import parse
+    from swm.graphs import parse
 
     out = parse.build().compile().invoke({"narrative": text}, context=ctx)
     world = out.get("world")

@@ -17,7 +17,7 @@ def registered_graphs() -> dict[str, str]:
     if config.is_file():
         graphs = json.loads(config.read_text())["graphs"]
         return {name: _module_of(target) for name, target in graphs.items()}
-    import graphs as package
+    from swm import graphs as package
 
     return {p.stem: p.stem for p in Path(package.__file__).parent.glob("*.py") if not p.stem.startswith("_")}
 
@@ -37,7 +37,7 @@ def graphs_command(out: Path, no_png: bool, as_json: bool) -> None:
     """Print each graph as Mermaid and draw it as a PNG (pygraphviz, which bundles Graphviz)."""
     drawn: dict[str, str] = {}
     for name, module in registered_graphs().items():
-        graph = importlib.import_module(f"graphs.{module}").build().compile().get_graph()
+        graph = importlib.import_module(f"swm.graphs.{module}").build().compile().get_graph()
         drawn[name] = graph.draw_mermaid()
         if not no_png:
             try:

@@ -15,7 +15,7 @@ import click
 from langchain_core.runnables import RunnableConfig
 from pydantic import ValidationError
 
-from checkpoints.store import StoreRecords
+from swm.checkpoints.store import StoreRecords
 from swm import drain
 from swm.commands._common import (
     comma_list,
@@ -158,7 +158,7 @@ def _reconcile(thread: str, status: str, stored: dict[str, Any], given: dict[str
     never silently replaced by the stored one, except more cycles on a finished thread, which
     extends it (the curriculum of the cycles already run does not depend on the total).
     """
-    from checkpoints import differences
+    from swm.checkpoints import differences
 
     changed = differences(_comparable(stored), _comparable(given), keys)
     more_cycles = "cycles" in keys and given["cycles"] > stored["cycles"]
@@ -211,8 +211,8 @@ def learn_command(temperature: float, concurrency: int | None, workers: int, ray
 def _run_thread(plan: dict[str, Any], ctx: SWMContext, config: RunnableConfig, db: str | None, workers: int,
                 ray_address: str | None) -> dict[str, Any]:
     """Start, resume, extend or re-report the thread under its lease; return the graph's final values."""
-    from checkpoints import hold_lease, open_saver, thread_status
-    from graphs import lifelong
+    from swm.checkpoints import hold_lease, open_saver, thread_status
+    from swm.graphs import lifelong
     from swm.lifelong.report import write_report
 
     thread = str(config["configurable"]["thread_id"])
@@ -252,7 +252,7 @@ def _run_thread(plan: dict[str, Any], ctx: SWMContext, config: RunnableConfig, d
 
 def _announce(graph: Any, snapshot: Any, status: str, config: RunnableConfig, ctx: SWMContext) -> None:
     """Say what the run does: starts a thread, or resumes one (sending failed episodes again, if any)."""
-    from checkpoints import pending_nodes
+    from swm.checkpoints import pending_nodes
     from swm.lifelong.jobs import failed_now
 
     thread = config["configurable"]["thread_id"]

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from nodes.parse import MODES, TASKS
+from swm.nodes.parse import MODES, TASKS
 from swm.commands._common import (
     echo_json,
     encoding_option,
@@ -48,7 +48,7 @@ def parse_command(story: str, task: str, max_attempts: int, max_chars: int, agen
 
     Each step (parse, repair attempts) is shown on stderr as it starts (--quiet: none).
     """
-    from graphs import parse
+    from swm.graphs import parse
 
     ctx = make_context(db, task=task, max_parse_attempts=max_attempts, max_narrative_chars=max_chars, **models)
     out, _ = run_graph(parse.build(), {"narrative": read_text(story, encoding)}, ctx, db, thread_id, "parse",
@@ -105,7 +105,7 @@ def ask_command(story: str, question: str, mode: str, task: str, max_attempts: i
 
     Each step is shown on stderr as it starts (--quiet: none).
     """
-    from graphs import ask
+    from swm.graphs import ask
 
     ctx = make_context(db, task=task, max_parse_attempts=max_attempts, max_narrative_chars=max_chars, **models)
     inputs = {"narrative": read_text(story, encoding), "question": question, "mode": mode}

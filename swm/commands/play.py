@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from nodes.env import POLICIES
+from swm.nodes.env import POLICIES
 from swm.commands._common import (
     act_order_option,
     echo_json,
@@ -68,7 +68,7 @@ def play_command(scenario_ref: str, policy: str, partner_policy: str, tested: st
     Killed part-way, it resumes at the turn where it stopped when rerun with the same --db and
     --thread-id (finished turns are not replayed).
     """
-    from graphs import episode
+    from swm.graphs import episode
     from swm.scenarios import resolve
     from swm.social.export import episode_row, transcript, write_jsonl
     from swm.social.scenario_store import put_scenario

@@ -90,7 +90,7 @@ def selfplay_command(iterations: int, family: str, level: str, game: str | None,
     """
     from pydantic import ValidationError
 
-    from graphs.selfplay import train
+    from swm.graphs.selfplay import train
     from swm.selfplay.plan import SelfPlayPlan
 
     thread = thread_id or f"selfplay-{uuid.uuid4().hex[:10]}"

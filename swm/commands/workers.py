@@ -51,7 +51,7 @@ def _worker_context(settings: dict[str, Any], db: str, holds: str) -> Iterator[S
 
     ``SWM_WORKER_TRACE`` (tests) names a folder where each worker writes which item it ``holds``.
     """
-    from checkpoints import open_store
+    from swm.checkpoints import open_store
 
     trace = os.environ.get("SWM_WORKER_TRACE")
     if trace:
@@ -66,8 +66,8 @@ def _worker_context(settings: dict[str, Any], db: str, holds: str) -> Iterator[S
 
 def _tom_item(settings: dict[str, Any], db: str, run_id: str, mode: str, item: Any) -> dict[str, Any]:
     """Run one ToM item in a worker: resume its thread on the shared database, store its row, return it."""
-    from checkpoints import open_saver
-    from graphs import ask
+    from swm.checkpoints import open_saver
+    from swm.graphs import ask
     from swm.tom.runner import ensure_tables, insert_result, run_item
 
     with _worker_context(settings, db, item.id) as ctx:
@@ -150,7 +150,7 @@ def _join_failed(address: str, exc: BaseException) -> InputError:
 @contextmanager
 def ray_cluster(workers: int, address: str | None, db: str | Path) -> Iterator[Any]:
     """Join ``address`` (or start a local cluster of ``workers`` CPUs) for the block; yield the ``ray`` module."""
-    from checkpoints import is_postgres
+    from swm.checkpoints import is_postgres
 
     local = address in (None, "local")
     if not local:
@@ -183,9 +183,9 @@ def _thread(graph_name: str, settings: dict[str, Any], db: str, thread_id: str, 
 
     from langchain_core.runnables import RunnableConfig
 
-    from checkpoints import open_saver, run_thread
+    from swm.checkpoints import open_saver, run_thread
 
-    builder = importlib.import_module(f"graphs.{graph_name}").build()
+    builder = importlib.import_module(f"swm.graphs.{graph_name}").build()
     with _worker_context(settings, db, thread_id) as ctx:
         config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
         with open_saver(db) as saver:
@@ -216,7 +216,7 @@ def player_on_ray(ray: Any, graph_name: str, ctx: SWMContext, db: str | Path,
 @functools.cache
 def _lifelong_graphs() -> tuple[Any, Any]:
     """Compile the episode and game graphs once per worker process, with no checkpointer (as graphs/lifelong.py)."""
-    from graphs import episode, game
+    from swm.graphs import episode, game
 
     return (episode.build(policy_checkpointer=False).compile(checkpointer=False),
             game.build().compile(checkpointer=False))

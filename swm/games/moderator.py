@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model
 
-import prompts
+from swm import prompts
 from swm.games.base import Applied, GameState, HiddenRoleGame, Move, Request
 from swm.state import SocialWorld, agent_key
 

@@ -11,7 +11,7 @@ import json
 import time
 from typing import Any
 
-from checkpoints.store import StoreRecords
+from swm.checkpoints.store import StoreRecords
 from swm.games.records import GameRecord, MoveRecord
 from swm.state import SocialStep, SocialWorld
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from checkpoints.artifacts import ArtifactCorrupt, fetch_artifact, put_artifact
-from checkpoints.store import StoreRecords
+from swm.checkpoints.artifacts import ArtifactCorrupt, fetch_artifact, put_artifact
+from swm.checkpoints.store import StoreRecords
 from swm.lifelong.update import PolicyVersion
 from swm.serving.gguf_lora import ADAPTER_META
 from swm.serving.verify import adapter_sha256

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import prompts
+from swm import prompts
 from swm.lifelong.records import ActedTurn, EpisodeRecord, Prediction, checked_record, digest
 from swm.social.models import ACTION_TYPES, AgentAction, AgentProfile, Scenario, ScenarioAgent, TurnRecord
 from swm.state import SocialStep, SocialWorld, is_none

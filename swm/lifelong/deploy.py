@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from checkpoints.store import StoreRecords
+from swm.checkpoints.store import StoreRecords
 from swm.lifelong import store as ls
 from swm.lifelong.metrics import Cell, curriculum_for
 from swm.stats import two_proportion_test

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from checkpoints.store import StoreRecords
+from swm.checkpoints.store import StoreRecords
 from swm.context import SWMContext
 from swm.errors import ModelCallFailed
 from swm.lifelong import store as ls

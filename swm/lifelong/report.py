@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from checkpoints.store import StoreRecords
+from swm.checkpoints.store import StoreRecords
 from swm.lifelong import store as ls
 from swm.lifelong.gate import RULES
 from swm.lifelong.metrics import Cell, Estimate, curriculum_for, summary, wilson

@@ -26,7 +26,7 @@ import weakref
 from collections.abc import Iterable
 from typing import Any
 
-from checkpoints.store import StoreRecords
+from swm.checkpoints.store import StoreRecords
 from swm.errors import InputError
 from swm.lifelong.gate import GateResult, degenerate_reason
 from swm.lifelong.metrics import Cell

@@ -25,7 +25,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-import prompts
+from swm import prompts
 from swm.errors import InputError
 from swm.lifelong.records import EpisodeRecord, PreferencePair
 from swm.llm import call_model

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-import prompts
+from swm import prompts
 from swm.llm import call_model
 from swm.selfplay.rollout import history
 from swm.selfplay.trajectory import Rollout

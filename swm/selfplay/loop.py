@@ -17,7 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from checkpoints.store import StoreRecords
+from swm.checkpoints.store import StoreRecords
 from swm.selfplay import advantages as adv
 from swm.selfplay import store as sps
 from swm.selfplay.checkpoint import checkpoint_dir, has_checkpoint, meta, save_atomic

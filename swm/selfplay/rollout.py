@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from typing import Protocol
 
-import prompts
+from swm import prompts
 from swm.lifelong.bridge import to_scenario
 from swm.selfplay.trajectory import Generation, Rollout, SeatTrajectory, SeatTurn
 from swm.tasks.checkers import Utterance

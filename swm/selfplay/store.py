@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from checkpoints.store import StoreRecords
+from swm.checkpoints.store import StoreRecords
 from swm.selfplay.trajectory import Rollout
 
 ROLLOUTS = "selfplay_rollouts"

@@ -25,8 +25,8 @@ from typing import Any
 
 from langgraph.errors import GraphDrained
 
-from checkpoints.environment import environment_fault
-from checkpoints.store import StoreRecords
+from swm.checkpoints.environment import environment_fault
+from swm.checkpoints.store import StoreRecords
 from swm.context import SWMContext
 from swm.errors import EnvironmentFault, ModelCallFailed, ModelUnavailable
 from swm.social.judgement import DIMENSIONS

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from checkpoints.store import StoreRecords
+from swm.checkpoints.store import StoreRecords
 from swm.social.judgement import DIMENSIONS
 from swm.social.models import TurnRecord
 from swm.social.scenario_store import scenario_from

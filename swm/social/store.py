@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from checkpoints.store import StoreRecords
+from swm.checkpoints.store import StoreRecords
 from swm.social.models import TurnRecord
 from swm.state import SocialStep, SocialWorld
 

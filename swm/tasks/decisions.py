@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import prompts
+from swm import prompts
 from swm.tasks.families import DECISION, DECISION_FAMILIES, Task, decision_task
 
 __all__ = ["DECISION", "DECISION_FAMILIES", "DecisionPrompt", "decision_prompt", "decision_task"]

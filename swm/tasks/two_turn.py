@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import prompts
+from swm import prompts
 from swm.tasks.checkers import DECISION_CHECKERS, Utterance, Verdict, mentions, prices_in, slots_in
 from swm.tasks.decisions import DecisionPrompt
 from swm.tasks.families import TWO_TURN, Task

@@ -207,7 +207,7 @@ def judge_observation(ctx: Any, story: str, generated: Any, reference: Any = Non
     one it rates the parse against the story alone. A reply that does not fit the schema gives
     ``score`` None and the error, never a silent zero.
     """
-    import prompts
+    from swm import prompts
     from swm.llm import call_model
 
     prompt = prompts.load("parse_judge", ctx.prompt_version("parse_judge"))

@@ -30,8 +30,8 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from checkpoints import run_thread
-from checkpoints.store import StoreRecords
+from swm.checkpoints import run_thread
+from swm.checkpoints.store import StoreRecords
 from swm.context import SWMContext
 from swm.errors import InputError, ModelCallFailed
 from swm.graph_state import story_hash
@@ -251,7 +251,7 @@ def run_benchmark(items: list[TomItem], modes: list[str], ctx: SWMContext, db: s
     checkpointer at ``db``); return the rows and timing."""
     from tqdm import tqdm
 
-    from checkpoints import open_saver
+    from swm.checkpoints import open_saver
 
     store = ctx.experience_store()
     record_run(store, run_id, meta or {})

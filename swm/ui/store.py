@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from checkpoints.postgres import is_postgres, redact
+from swm.checkpoints.postgres import is_postgres, redact
 from swm.errors import InputError
 
 PAGE = 50

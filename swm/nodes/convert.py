@@ -8,7 +8,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from nodes.lifelong import resend
+from swm.nodes.lifelong import resend
 from swm.context import SWMContext
 from swm.lifelong import store as ls
 from swm.lifelong.convert import build_pairs

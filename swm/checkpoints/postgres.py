@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
-from checkpoints.store import StoreRecords
+from swm.checkpoints.store import StoreRecords
 from swm.errors import InputError
 
 SCHEMES = ("postgresql://", "postgres://")
@@ -98,7 +98,7 @@ def postgres_saver(url: str) -> Iterator[Any]:
     """Yield a Postgres checkpointer on ``url`` (tables set up on first use) and close it afterwards."""
     from langgraph.checkpoint.postgres import PostgresSaver
 
-    from checkpoints.savers import SERDE
+    from swm.checkpoints.savers import SERDE
 
     pool = _pool(url)
     try:
@@ -117,7 +117,7 @@ async def async_postgres_saver(url: str) -> Any:
     from psycopg.rows import dict_row
     from psycopg_pool import AsyncConnectionPool
 
-    from checkpoints.savers import SERDE
+    from swm.checkpoints.savers import SERDE
 
     async with AsyncConnectionPool(url, min_size=1, max_size=8, open=False,
                                    check=AsyncConnectionPool.check_connection,

@@ -13,9 +13,9 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-import prompts
-from nodes.act import format_instructions, history_for, role_of, scenario_of
-from nodes.predict import render_future
+from swm import prompts
+from swm.nodes.act import format_instructions, history_for, role_of, scenario_of
+from swm.nodes.predict import render_future
 from swm.context import SWMContext
 from swm.llm import call_model
 from swm.social.graph_state import PolicyState

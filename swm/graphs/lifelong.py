@@ -21,10 +21,10 @@ import sqlite3
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import RetryPolicy
 
-from graphs import episode, game
-from nodes.convert import convert
-from nodes.gate import gate
-from nodes.lifelong import (
+from swm.graphs import episode, game
+from swm.nodes.convert import convert
+from swm.nodes.gate import gate
+from swm.nodes.lifelong import (
     Runner,
     after_deploy,
     after_synthesize,
@@ -34,7 +34,7 @@ from nodes.lifelong import (
     report_node,
     synthesize_node,
 )
-from nodes.update import update
+from swm.nodes.update import update
 from swm.context import SWMContext
 from swm.graph_state import checks_input
 from swm.lifelong.state import LifelongInput, LifelongOutput, LifelongState

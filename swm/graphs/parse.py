@@ -6,7 +6,7 @@ from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
-from nodes.parse import after_check, after_prepare, check, parse, prepare
+from swm.nodes.parse import after_check, after_prepare, check, parse, prepare
 from swm.context import SWMContext
 from swm.graph_state import ParseInput, ParseOutput, SocialWorldState, checks_input, new_graph
 

@@ -22,8 +22,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import RetryPolicy
 
-from checkpoints import open_saver, open_store, run_thread
-from nodes.selfplay import (
+from swm.checkpoints import open_saver, open_store, run_thread
+from swm.nodes.selfplay import (
     advantages,
     after_evaluate,
     after_update,

@@ -29,7 +29,7 @@ from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
-from nodes.game import act, commit, finish, route, setup
+from swm.nodes.game import act, commit, finish, route, setup
 from swm.context import SWMContext
 from swm.games.graph_state import GameGraphState, GameInput, GameOutput
 from swm.graph_state import checks_input

@@ -17,8 +17,8 @@ from typing import Any
 
 import sqlite_utils
 
-from checkpoints.health import absolute, ensure_same_file, file_identity
-from checkpoints.savers import connect
+from swm.checkpoints.health import absolute, ensure_same_file, file_identity
+from swm.checkpoints.savers import connect
 
 FAILED_REPLY_CHARS = 8_000  # a reply kept for audit is cut here: a runaway model can send megabytes
 

@@ -16,7 +16,7 @@ from typing import Any, get_args
 
 from langgraph.runtime import Runtime
 
-import prompts
+from swm import prompts
 from swm import protocols
 from swm.context import SWMContext
 from swm.errors import InputError

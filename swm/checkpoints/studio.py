@@ -17,9 +17,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from checkpoints.backends import open_async_saver, open_store
-from checkpoints.savers import default_db_path
-from checkpoints.store import serve_store
+from swm.checkpoints.backends import open_async_saver, open_store
+from swm.checkpoints.savers import default_db_path
+from swm.checkpoints.store import serve_store
 
 
 @asynccontextmanager

@@ -16,7 +16,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from nodes.act import scenario_of
+from swm.nodes.act import scenario_of
 from swm.context import SWMContext
 from swm.errors import InputError
 from swm.social.graph_state import EpisodeState

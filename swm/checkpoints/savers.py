@@ -13,7 +13,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from checkpoints.health import DatabaseRefused, absolute, check_database, ensure_same_file, file_identity
+from swm.checkpoints.health import DatabaseRefused, absolute, check_database, ensure_same_file, file_identity
 
 # Graph state holds swm's pydantic models; allow exactly these modules to be revived.
 SERDE = JsonPlusSerializer(allowed_msgpack_modules=[

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import StateSnapshot
 
-from checkpoints.store import StoreRecords
+from swm.checkpoints.store import StoreRecords
 from swm import drain
 
 Status = Literal["started", "resumed", "finished"]

@@ -18,8 +18,8 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-import prompts
-from checkpoints.store import StoreRecords
+from swm import prompts
+from swm.checkpoints.store import StoreRecords
 from swm.context import SWMContext
 from swm.errors import InputError
 from swm.lifelong import store as ls

@@ -12,8 +12,8 @@ from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from checkpoints.postgres import async_postgres_saver, is_postgres, postgres_saver
-from checkpoints.savers import async_sqlite_saver, sqlite_saver
+from swm.checkpoints.postgres import async_postgres_saver, is_postgres, postgres_saver
+from swm.checkpoints.savers import async_sqlite_saver, sqlite_saver
 
 Target = str | Path
 
@@ -21,10 +21,10 @@ Target = str | Path
 def open_store(target: Target) -> Any:
     """Open the experience store on a SQLite file or a PostgreSQL URL."""
     if is_postgres(target):
-        from checkpoints.postgres import PostgresExperienceStore
+        from swm.checkpoints.postgres import PostgresExperienceStore
 
         return PostgresExperienceStore(str(target))
-    from checkpoints.store import ExperienceStore
+    from swm.checkpoints.store import ExperienceStore
 
     return ExperienceStore(target)
 

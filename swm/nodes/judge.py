@@ -22,9 +22,9 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-import prompts
-from nodes.act import history_for, scenario_of
-from nodes.predict import render_future
+from swm import prompts
+from swm.nodes.act import history_for, scenario_of
+from swm.nodes.predict import render_future
 from swm.context import SWMContext
 from swm.llm import call_model
 from swm.social.graph_state import EpisodeState, PolicyState

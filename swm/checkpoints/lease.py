@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from checkpoints.savers import connect
+from swm.checkpoints.savers import connect
 from swm.errors import SWMError
 
 TABLE = "swm_leases"
@@ -149,7 +149,7 @@ class _PostgresLeaseConnection:
 
 
 def _open(path: str | Path, setup: bool = True) -> Any:
-    from checkpoints.postgres import advisory_lock, is_postgres
+    from swm.checkpoints.postgres import advisory_lock, is_postgres
 
     if is_postgres(path):
         pg = _PostgresLeaseConnection(str(path))

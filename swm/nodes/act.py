@@ -12,7 +12,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-import prompts
+from swm import prompts
 from swm.context import SWMContext
 from swm.llm import ModelReply, call_model
 from swm.social.graph_state import EpisodeState, PolicyState

@@ -6,7 +6,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-import prompts
+from swm import prompts
 from swm import protocols
 from swm.context import SWMContext
 from swm.errors import InputError

@@ -6,12 +6,12 @@ graph state so a killed run resumes at the last finished node; the experience st
 (``sqlite-utils``) holds bulk, append-only data: parses, episodes, turns, pairs, metrics.
 """
 
-from checkpoints.backends import Target, open_async_saver, open_saver, open_store
-from checkpoints.lease import LeaseHeld, LeaseLost, hold_lease
-from checkpoints.postgres import PostgresExperienceStore, is_postgres
-from checkpoints.runs import differences, pending_nodes, pin_run_options, run_thread, thread_status
-from checkpoints.savers import async_sqlite_saver, connect, default_db_path, sqlite_saver
-from checkpoints.store import ExperienceStore
+from swm.checkpoints.backends import Target, open_async_saver, open_saver, open_store
+from swm.checkpoints.lease import LeaseHeld, LeaseLost, hold_lease
+from swm.checkpoints.postgres import PostgresExperienceStore, is_postgres
+from swm.checkpoints.runs import differences, pending_nodes, pin_run_options, run_thread, thread_status
+from swm.checkpoints.savers import async_sqlite_saver, connect, default_db_path, sqlite_saver
+from swm.checkpoints.store import ExperienceStore
 
 __all__ = ["ExperienceStore", "LeaseHeld", "LeaseLost", "PostgresExperienceStore", "Target", "async_sqlite_saver",
            "connect", "default_db_path", "differences", "hold_lease", "is_postgres", "open_async_saver", "open_saver",

@@ -9,8 +9,8 @@ from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
-from nodes.parse import after_check, after_prepare, check, parse, prepare
-from nodes.qa import answer
+from swm.nodes.parse import after_check, after_prepare, check, parse, prepare
+from swm.nodes.qa import answer
 from swm.context import SWMContext
 from swm.graph_state import AskInput, AskOutput, SocialWorldState, checks_input, new_graph
 

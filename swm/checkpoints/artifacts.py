@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
-from checkpoints.store import StoreRecords
+from swm.checkpoints.store import StoreRecords
 from swm.errors import InputError
 
 TABLE = "swm_artifacts"

@@ -1,0 +1,42 @@
+"""One import root: swm installs nothing at the top level but ``swm``, so a user's own modules named
+``graphs``, ``nodes``, ``prompts`` or ``checkpoints`` beside their script change nothing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = """
+import graphs, nodes, prompts, checkpoints
+assert graphs.MINE and nodes.MINE and prompts.MINE and checkpoints.MINE
+from swm.graphs import ask
+from swm import prompts as swm_prompts
+from swm.context import SWMContext
+from swm.testing import ScriptedChatModel
+assert "parse" in swm_prompts.available(), "swm's prompt files"
+ctx = SWMContext(task="tomi", llm=ScriptedChatModel(replies=["basket"] * 4))
+out = ask.build().compile().invoke({"narrative": "Sally puts the marble in the basket.", "question": "Where?",
+                                    "mode": "cot"}, context=ctx)
+print("ANSWER", out["answer"] or out["answer_error"])
+"""
+
+
+def test_a_users_same_named_modules_change_nothing(tmp_path: Path) -> None:
+    for name in ("graphs", "nodes", "prompts", "checkpoints"):
+        (tmp_path / f"{name}.py").write_text("MINE = True\ndef available(*a, **k):\n    raise AssertionError('mine')\n")
+    (tmp_path / "script.py").write_text(SCRIPT)
+    done = subprocess.run([sys.executable, "script.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "ANSWER" in done.stdout
+
+
+def test_only_swm_is_a_top_level_package() -> None:
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    config = tomllib.loads((root / "pyproject.toml").read_text())
+    assert config["tool"]["setuptools"]["packages"]["find"]["include"] == ["swm*"]
+    for name in ("graphs", "nodes", "prompts", "checkpoints"):
+        link = root / name
+        assert link.is_symlink() and link.resolve() == (root / "swm" / name).resolve(), name
