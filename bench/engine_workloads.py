@@ -261,7 +261,7 @@ def lifelong_cycle(model: str, n: int, episodes_per_cycle: int, update: str, tra
 def trainer_rate(rows: int, steps: int, folder: Path) -> tuple[int, float]:
     """Train the rs-sft LoRA as a cycle does, on gold answers to ``rows`` decision prompts; (tokens, seconds)."""
     from swm.lifelong.samples import Sample, sample_rows
-    from swm.lifelong.train import TrainSettings, train_adapter
+    from swm.training.trl_update import TrainSettings, train_adapter
     from swm.lifelong.update import training_rows
     from swm.tasks.decisions import decision_prompt, decision_task
 
@@ -284,8 +284,8 @@ def selfplay_iteration(n: int | None, tasks: int, group: int, turns: int, new_to
     """
     from swm.graphs.selfplay import train
     from swm.selfplay import store as sps
-    from swm.selfplay.config import PolicyConfig
-    from swm.selfplay.ppo import training_samples
+    from swm.training.config import PolicyConfig
+    from swm.training.ppo import training_samples
     from swm.selfplay.served import default_concurrency
 
     plan = {"run_id": "bench-engine", "iterations": 1, "family": "negotiation", "level": "easy",

@@ -119,8 +119,8 @@ def main(argv: list[str] | None = None) -> None:
 
 _MEMORY_CHILD = """
 import json, resource, sys, torch
-from swm.selfplay.config import PolicyConfig
-from swm.selfplay.policy import LoraValueModel, collate
+from swm.training.config import PolicyConfig
+from swm.training.policy import LoraValueModel, collate
 mode, base, length, new, rows = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 torch.set_num_threads(1)
 policy = LoraValueModel.create(PolicyConfig(base=base))

@@ -126,7 +126,7 @@ def test_an_embedded_adapter_is_restored_and_served_from_a_gguf_of_the_recorded_
         tiny_gguf_llama: Path, tmp_path: Path) -> None:
     from swm.lifelong.artifacts import keep_adapter
     from swm.lifelong.serve import policy_spec
-    from swm.lifelong.train import TrainSettings, train_adapter
+    from swm.training.trl_update import TrainSettings, train_adapter
     from swm.lifelong.update import PolicyVersion
     from swm.serving import embedded, serve_adapter
     from swm.serving.verify import gguf_source

@@ -6,18 +6,18 @@ is measured exactly (`toy_task.expected_reward`: the probability of the right on
 reply), before and after a bounded number of steps, so nothing here depends on sampling
 luck. The training rows come from the incumbent's own samples, labelled by the checker:
 
-* rs-sft — SFT (`swm.lifelong.train.train_adapter`) on the checker-passing samples (the
+* rs-sft — SFT (`swm.training.trl_update.train_adapter`) on the checker-passing samples (the
   training path of ``swm learn --update rs-sft``);
 * dpo — a passing and a failing sample of the same prompt as chosen/rejected;
 * kto — passing samples desirable, as many failing ones undesirable;
-* PPO — `swm.selfplay.ppo` on the loop's own advantage code (`swm.selfplay.loop.assign_advantages`),
+* PPO — `swm.training.ppo` on the loop's own advantage code (`swm.selfplay.loop.assign_advantages`),
   hierarchical (value head, turn- then token-level GAE) and group-normalised.
 
 Each margin is well above what the same training reaches when the checker's verdicts are
 shuffled among the samples (the controls below, which must stay under the margin), so a
 method that only runs cannot pass. Measured gains from the start of 0.088: rs-sft +0.37
 (shuffled −0.02), dpo +0.27 (−0.02), kto +0.12 (−0.03), PPO hierarchical +0.25 (shuffled +0.02),
-group +0.30 (−0.02). `swm learn --update ppo` (`swm.selfplay.decision_ppo.train_ppo`, one
+group +0.30 (−0.02). `swm learn --update ppo` (`swm.lifelong.ppo_update.train_ppo`, one
 on-policy update from the cycle's kept samples, PPO's clip bounding how far it moves): hierarchical
 +0.147, group +0.103 (shuffled −0.02). torch runs on one thread here: these models are too small to gain from two,
 and on a busy machine two threads made the module 50 times slower.
@@ -36,12 +36,12 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 import toy_task as toy  # noqa: E402
 
-from swm.selfplay.advantages import AdvantageConfig  # noqa: E402
-from swm.selfplay.config import PolicyConfig, PPOConfig  # noqa: E402
+from swm.training.advantages import AdvantageConfig  # noqa: E402
+from swm.training.config import PolicyConfig, PPOConfig  # noqa: E402
 from swm.selfplay.loop import assign_advantages, token_values  # noqa: E402
-from swm.selfplay.policy import LoraValueModel, collate, gather  # noqa: E402
-from swm.selfplay.ppo import make_optimizer, ppo_update, training_samples  # noqa: E402
-from swm.selfplay.trajectory import Rollout, SeatTrajectory, SeatTurn  # noqa: E402
+from swm.training.policy import LoraValueModel, collate, gather  # noqa: E402
+from swm.training.ppo import make_optimizer, ppo_update, training_samples  # noqa: E402
+from swm.training.trajectory import Rollout, SeatTrajectory, SeatTurn  # noqa: E402
 
 SAMPLES = 64  # per prompt, from the incumbent, for the TRL methods
 TRL_STEPS = 40  # optimiser steps of one TRL run
@@ -75,7 +75,7 @@ def _assistant(text: str) -> list[dict[str, str]]:
 
 def labelled_samples(base: Path, shuffled: bool) -> list[tuple[str, list[str], list[str]]]:
     """Per prompt: (prompt, passing replies, failing replies) of the base's own samples."""
-    from swm.lifelong.train import load_base
+    from swm.training.base import load_base
 
     model, tok = load_base(str(base))
     rng = random.Random(0)
@@ -108,7 +108,7 @@ def rows_for(method: str, labelled: list[tuple[str, list[str], list[str]]]) -> l
 def reward_of(base: Path, adapter: Path | None) -> float:
     from peft import PeftModel
 
-    from swm.lifelong.train import load_base
+    from swm.training.base import load_base
 
     model, tok = load_base(str(base))
     if adapter is not None:
@@ -117,7 +117,7 @@ def reward_of(base: Path, adapter: Path | None) -> float:
 
 
 def trl_gain(base: Path, method: str, out: Path, shuffled: bool = False) -> float:
-    from swm.lifelong.train import TrainSettings, train_adapter
+    from swm.training.trl_update import TrainSettings, train_adapter
 
     rows = rows_for(method, labelled_samples(base, shuffled))
     settings = TrainSettings(max_steps=TRL_STEPS, learning_rate=5e-2, batch_size=8, max_length=64, progress=False)
@@ -192,8 +192,8 @@ def test_ppo_on_a_shuffled_reward_does_not(base: Path) -> None:
 def learn_ppo_gain(base: Path, estimator: str, out: Path, shuffled: bool = False) -> float:
     """One `swm learn --update ppo` training run (`train_ppo`) on the base's own labelled samples."""
     from swm.lifelong.samples import Sample
-    from swm.lifelong.train import TrainSettings
-    from swm.selfplay.decision_ppo import train_ppo
+    from swm.training.trl_update import TrainSettings
+    from swm.lifelong.ppo_update import train_ppo
 
     samples = [Sample(episode_id=f"{prompt}/{ok}/{j}", run_id="r", cycle=1, task_id=prompt, family="toy",
                       level="decision", sample=j, policy_version="p0", prompt=prompt, completion=reply, passed=ok,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from test_lifelong_gate import pair
 
-from swm.lifelong.train import TrainSettings, train_adapter
+from swm.training.trl_update import TrainSettings, train_adapter
 from swm.lifelong.update import export
 
 pytest.importorskip("torch")

@@ -89,7 +89,7 @@ def test_sft_export_clones_the_learner_turns_as_messages() -> None:
 
 @pytest.mark.skipif(importlib.util.find_spec("trl") is not None, reason="the [train] extra is installed")
 def test_training_without_the_train_extra_says_how_to_install(tmp_path: Path) -> None:
-    from swm.lifelong.train import train_adapter
+    from swm.training.trl_update import train_adapter
 
     with pytest.raises(InputError, match=r"\[train\]"):
         train_adapter("dpo", [{"prompt": [], "chosen": [], "rejected": []}], None, tmp_path / "out")

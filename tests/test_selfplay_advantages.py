@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from swm.selfplay.advantages import (
+from swm.training.advantages import (
     AdvantageConfig,
     TurnInput,
     broadcast,

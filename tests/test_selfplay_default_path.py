@@ -2,7 +2,7 @@
 
 One iteration of the smallest run through the CLI: rollouts sampled by llama.cpp serving the
 initial adapter over the shipped Q4_1 GGUF, scored and updated in torch on the dequantised
-model (transformers' GGUF quantizer dropped by `swm.lifelong.train.load_base`, the loader both
+model (transformers' GGUF quantizer dropped by `swm.training.trl_update.load_base`, the loader both
 loops share), the new adapter converted to a GGUF LoRA, served, verified (identity and probe)
 and evaluated on a held-out task. Everything else is the command's default (but one thread each
 for llama.cpp and torch, the sizes aside).

@@ -8,7 +8,7 @@ import pytest
 
 from swm.selfplay.game_rollout import parse_choice, play_game_rollout
 from swm.selfplay.rewards import RewardConfig, score_game
-from swm.selfplay.trajectory import Generation
+from swm.training.trajectory import Generation
 
 
 class FirstOption:

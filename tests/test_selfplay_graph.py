@@ -97,7 +97,7 @@ def killed_run(template: str, base_dir: Path, tmp_path: Path) -> tuple[Path, Pat
 
 def count_generations(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Record the seed of every torch generation from now on (each names its rollout and turn)."""
-    from swm.selfplay.policy import LoraValueModel
+    from swm.training.policy import LoraValueModel
 
     calls: list[str] = []
     real_generate = LoraValueModel.generate
@@ -113,7 +113,7 @@ def count_generations(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 KILLED = textwrap.dedent("""
     import os, signal, sys
     sys.path.insert(0, {tests!r})
-    from swm.selfplay.policy import LoraValueModel
+    from swm.training.policy import LoraValueModel
     from test_selfplay_graph import run
 
     real_save = LoraValueModel.save
@@ -209,7 +209,7 @@ def test_judge_scores_reach_the_rewards_and_the_update(base_dir: Path, tmp_path:
 KILLED_IN_ROLLOUT = textwrap.dedent("""
     import os, signal, sys
     sys.path.insert(0, {tests!r})
-    from swm.selfplay.policy import LoraValueModel
+    from swm.training.policy import LoraValueModel
     from test_selfplay_graph import run
 
     real_generate = LoraValueModel.generate

@@ -10,9 +10,9 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 from test_lifelong_train import tiny_llama  # noqa: E402
 
-from swm.selfplay.config import PolicyConfig, PPOConfig  # noqa: E402
-from swm.selfplay.policy import LoraValueModel, collate, gather, load_base, spread  # noqa: E402
-from swm.selfplay.ppo import Diverged, Sample, make_optimizer, ppo_loss, ppo_update  # noqa: E402
+from swm.training.config import PolicyConfig, PPOConfig  # noqa: E402
+from swm.training.policy import LoraValueModel, collate, gather, load_base, spread  # noqa: E402
+from swm.training.ppo import Diverged, Sample, make_optimizer, ppo_loss, ppo_update  # noqa: E402
 
 CONFIG = PolicyConfig(base="", lora_r=4, lora_alpha=8, max_new_tokens=6)
 

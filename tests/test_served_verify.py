@@ -20,7 +20,7 @@ pytest.importorskip("trl", reason="needs the [train] extra")
 from test_train_serve import FAST, _rows  # noqa: E402
 
 from swm.lifelong.serve import verify_deploy  # noqa: E402
-from swm.lifelong.train import train_adapter  # noqa: E402
+from swm.training.trl_update import train_adapter  # noqa: E402
 from swm.lifelong.update import action_completion  # noqa: E402
 from swm.serving import embedded, serve_adapter  # noqa: E402
 from swm.serving.runtime_lora import load_lora_adapter  # noqa: E402
@@ -57,7 +57,7 @@ def test_the_trained_adapter_passes_and_its_identity_is_recorded(tiny_gguf_llama
 def test_a_server_that_silently_serves_the_base_is_caught(tiny_gguf_llama: Path, deployed: dict[str, Any]) -> None:
     from peft import PeftModel
 
-    from swm.lifelong.train import load_base
+    from swm.training.base import load_base
 
     model, tok = load_base(str(tiny_gguf_llama))
     trained = PeftModel.from_pretrained(model, str(deployed["dir"]))
@@ -136,7 +136,7 @@ def test_the_probe_compares_replies_up_to_where_the_sampler_stops(monkeypatch: p
 def test_a_greedy_probe_ends_where_a_stop_string_begins(tiny_gguf_llama: Path, deployed: dict[str, Any]) -> None:
     from peft import PeftModel
 
-    from swm.lifelong.train import load_base
+    from swm.training.base import load_base
 
     model, tok = load_base(str(tiny_gguf_llama))
     trained = PeftModel.from_pretrained(model, str(deployed["dir"]))

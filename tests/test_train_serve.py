@@ -29,7 +29,7 @@ from swm.lifelong.bridge import agent_prompt, to_scenario  # noqa: E402
 from swm.lifelong.deploy import decide  # noqa: E402
 from swm.lifelong.episodes import learner_context, run_episode  # noqa: E402
 from swm.lifelong.metrics import Cell  # noqa: E402
-from swm.lifelong.train import TrainSettings, check_adapter, train_adapter  # noqa: E402
+from swm.training.trl_update import TrainSettings, check_adapter, train_adapter  # noqa: E402
 from swm.lifelong.update import PolicyVersion, action_completion  # noqa: E402
 from swm.serving import (
     embedded,  # noqa: E402
@@ -153,7 +153,7 @@ def test_killed_during_training_the_rerun_retrains_then_reuses(tiny_gguf_llama: 
     rows_file = tmp_path / "rows.json"
     rows_file.write_text(json.dumps(_rows(action_completion("speak", TRAINED), real=False)))
     out = tmp_path / "p1"
-    script = ("import json, sys; from swm.lifelong.train import TrainSettings, train_adapter; "
+    script = ("import json, sys; from swm.training.trl_update import TrainSettings, train_adapter; "
               f"train_adapter('sft', json.load(open({str(rows_file)!r})), {str(tiny_gguf_llama)!r}, "
               f"__import__('pathlib').Path({str(out)!r}), settings=TrainSettings(max_steps=100000, progress=False))")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}

@@ -124,7 +124,7 @@ def _plan_option(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]
 
 def plan_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """Add ``swm learn``'s plan options (`CLI_PLAN`) and its --train-* options (`TrainSettings`)."""
-    from swm.lifelong.train import TrainSettings
+    from swm.training.trl_update import TrainSettings
 
     defaults = TrainSettings()
     for option, key in reversed(CLI_TRAIN.items()):

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from swm.context import ActOrder
 from swm.social.graph_state import ActStrategy
+from swm.training.stats import REPORTERS, reporter_missing
 
 Level = Literal["decision", "two-turn", "easy", "medium", "hard"]  # swm.tasks.families.CURRICULUM_LEVELS
 Family = Literal["negotiation", "mutual_friend", "secret", "scheduling", "persuasion",  # tasks.TASK_FAMILIES
@@ -22,21 +23,6 @@ Family = Literal["negotiation", "mutual_friend", "secret", "scheduling", "persua
 UpdateMethod = Literal["memory", "sft", "rs-sft", "dpo", "kto", "ppo"]  # swm.lifelong.update.METHODS
 Reporter = Literal["none", "tensorboard", "wandb", "mlflow"]
 # what each of transformers' reporting integrations imports (either module will do), and what to install
-REPORTERS: dict[str, tuple[tuple[str, ...], str]] = {
-    "tensorboard": (("tensorboard", "tensorboardX"), "tensorboard"), "wandb": (("wandb",), "wandb"),
-    "mlflow": (("mlflow",), "mlflow")}
-
-
-def reporter_missing(reporter: str) -> str | None:
-    """Say what is missing for training to report to ``reporter`` (None: nothing, or ``none``)."""
-    if reporter not in REPORTERS:
-        return None
-    modules, package = REPORTERS[reporter]
-    if any(importlib.util.find_spec(m) is not None for m in modules):
-        return None
-    return f"--report-to {reporter} needs the {package} package (pip install {package})"
-
-
 class LifelongPlan(BaseModel):
     """What a lifelong run plays, learns and keeps: tasks, episodes, gating, the update, the deploy gate."""
 
@@ -122,7 +108,7 @@ class LifelongPlan(BaseModel):
         "sft/dpo/kto: where training logs its loss curve (TensorBoard files in <out>/runs/<policy>, or the wandb / "
         "mlflow run named <thread>-<policy>, set up by their own environment variables)."))
     train: dict[str, Any] = Field(default_factory=dict, description=(
-        "swm.lifelong.train.TrainSettings fields (max_steps, epochs, learning_rate, rank, ...)."))
+        "swm.training.trl_update.TrainSettings fields (max_steps, epochs, learning_rate, rank, ...)."))
 
     @field_validator("report_to")
     @classmethod

@@ -141,7 +141,7 @@ def sample_rows(method: str, samples: Sequence[Sample], keep: str = "passed",
     """Return TRL rows for ``method`` from the kept-sample table (sft: ``messages``; dpo; kto).
 
     ``ppo`` gets KTO's rows (prompt, completion, the checker's verdict as ``label``): the samples it
-    trains on (`swm.selfplay.decision_ppo`), of mixed tasks only unless ``groups="all"``.
+    trains on (`swm.lifelong.ppo_update`), of mixed tasks only unless ``groups="all"``.
     """
     every = method == "ppo" and groups == "all"
     if method == "ppo":

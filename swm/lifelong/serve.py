@@ -117,7 +117,7 @@ def verify_deploy(spec: str, adapter_dir: Path, base: str | None, prompt: list[d
     if check == "full":
         from peft import PeftModel
 
-        from swm.lifelong.train import load_base
+        from swm.training.base import load_base
 
         model_obj, tokenizer = load_base(base)
         trained = PeftModel.from_pretrained(model_obj, str(adapter_dir))

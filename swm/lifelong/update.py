@@ -5,7 +5,7 @@
   (`memory_text`). Notes are distilled by the agent model (one bounded call per family and
   level, prompt ``lifelong_distill``); a reply that does not fit falls back to notes built from
   the exemplars, and the failure is counted.
-* ``sft`` / ``dpo`` / ``kto`` train the policy's weights (`swm.lifelong.train`: a LoRA adapter,
+* ``sft`` / ``dpo`` / ``kto`` train the policy's weights (`swm.training.trl_update`: a LoRA adapter,
   continued from the incumbent's) on rows exported here in TRL's conversational formats:
   ``messages`` (SFT: behaviour cloning of kept trajectories, as SOTOPIA-π),
   ``prompt``/``chosen``/``rejected`` (DPO) and ``prompt``/``completion``/``label`` (KTO), both
@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from swm import prompts
 from swm.errors import InputError
 from swm.lifelong.records import EpisodeRecord, PreferencePair
+from swm.training.stats import TrainStats
 from swm.llm import call_model
 from swm.usage import CallStats, add_stats, empty_stats
 
@@ -42,24 +43,6 @@ class StrategyNotes(BaseModel):
 
     notes: list[Annotated[str, StringConstraints(max_length=200)]] = Field(
         max_length=4, description="At most four one-sentence strategy notes.")
-
-
-class TrainStats(BaseModel):
-    """What one training run did: method, data, steps, loss curve, time and throughput."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    method: str  # sft | dpo | kto
-    examples: int = 0  # rows of the training set (SFT turns, DPO pairs, KTO completions)
-    pairs_used: int = 0  # kept preference pairs (sft: kept trajectories' turns) behind those rows
-    steps: int = 0
-    loss: list[float] = Field(default_factory=list)  # the training loss at every logged step
-    seconds: float = 0.0
-    tokens: int = 0  # prompt + completion tokens seen, over all epochs
-    tokens_per_s: float = 0.0
-    seed: int = 0
-    adapter_bytes: int = 0  # size of the saved PEFT adapter (safetensors)
-    from_adapter: str | None = None  # the incumbent's adapter this run continued (None: a fresh LoRA on the base)
 
 
 class PolicyVersion(BaseModel):

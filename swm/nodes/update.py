@@ -2,7 +2,7 @@
 
 ``memory`` distils notes for an API model. ``sft``/``dpo``/``kto`` export the cycle's rows (kept
 trajectories, or both tracks' kept pairs) to ``<out>/exports`` (`swm.lifelong.exports`), train a
-LoRA adapter continued from the incumbent's (`swm.lifelong.train`), serve it
+LoRA adapter continued from the incumbent's (`swm.training.trl_update`), serve it
 (`swm.serving.serve_adapter`: a GGUF LoRA on llama.cpp, or a runtime-LoRA server), verify that the
 server plays it (`swm.lifelong.serve.verify_deploy`: identity and a probe; a mismatch stops the
 cycle) and record the adapter (kept in the run's store under its content hash:
@@ -85,11 +85,11 @@ def train_policy(store: StoreRecords, plan: dict[str, Any], method: str, parent:
     """
     from swm.lifelong.artifacts import keep_adapter, local_adapter
     from swm.lifelong.serve import lora_name, verify_deploy
-    from swm.lifelong.train import TrainSettings, train_adapter
+    from swm.training.trl_update import TrainSettings, train_adapter
     from swm.serving import serve_adapter
 
     out_dir = Path(plan["out_dir"]).expanduser()
-    on_policy = method == "ppo"  # PPO trains on this cycle's samples alone (swm.selfplay.decision_ppo)
+    on_policy = method == "ppo"  # PPO trains on this cycle's samples alone (swm.lifelong.ppo_update)
     if on_policy:
         cycles = [cycle]
     rows, used = export_cycle(store, plan, method, cycles)
@@ -111,7 +111,7 @@ def train_policy(store: StoreRecords, plan: dict[str, Any], method: str, parent:
     trained_on = training_rows(trainer, rows)
     parent_adapter = str(local_adapter(store, parent, out_dir)) if parent.adapter else None
     if on_policy:
-        from swm.selfplay.decision_ppo import train_ppo
+        from swm.lifelong.ppo_update import train_ppo
 
         stats = train_ppo(load_samples(store, plan["run_id"], cycles), plan.get("hf_model"), adapter_dir,
                           parent_adapter=parent_adapter, settings=settings,

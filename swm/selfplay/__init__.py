@@ -4,7 +4,7 @@ Run it with ``graphs.selfplay.train(plan, db=...)`` or ``swm selfplay``; the tor
 (`policy`, `ppo`) load only when a run needs them.
 """
 
-from swm.selfplay.advantages import (
+from swm.training.advantages import (
     AdvantageConfig,
     HierarchicalAdvantages,
     TurnInput,

@@ -21,7 +21,7 @@ from typing import Literal
 
 from swm.games import Decision, Turn, play_game
 from swm.selfplay.rollout import Sampler
-from swm.selfplay.trajectory import Rollout, SeatTrajectory, SeatTurn
+from swm.training.trajectory import Rollout, SeatTrajectory, SeatTurn
 
 
 def parse_choice(text: str, options: list[str], allow_abstain: bool) -> str | None:

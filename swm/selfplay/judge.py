@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from swm import prompts
 from swm.llm import call_model
 from swm.selfplay.rollout import history
-from swm.selfplay.trajectory import Rollout
+from swm.training.trajectory import Rollout
 from swm.tasks.families import Task
 
 

@@ -21,19 +21,19 @@ from swm.checkpoints.store import StoreRecords
 from swm.selfplay import advantages as adv
 from swm.selfplay import store as sps
 from swm.selfplay.checkpoint import checkpoint_dir, has_checkpoint, meta, save_atomic
-from swm.selfplay.config import PolicyConfig
+from swm.training.config import PolicyConfig
 from swm.selfplay.game_rollout import play_game_rollout
 from swm.selfplay.judge import judge_turns
 from swm.selfplay.plan import SelfPlayPlan
 from swm.selfplay.rewards import filtered_counts, score, score_game
 from swm.selfplay.rollout import Sampler, play
 from swm.selfplay.served import SERVERS, ServedSampler, resolve_sampler, served_base
-from swm.selfplay.trajectory import Generation, Rollout, SeatTurn
+from swm.training.trajectory import Generation, Rollout, SeatTurn
 from swm.stats import mean_ci
 from swm.tasks.families import Task
 
 if TYPE_CHECKING:
-    from swm.selfplay.policy import Batch, LoraValueModel
+    from swm.training.policy import Batch, LoraValueModel
 
 
 class PolicyPool:
@@ -46,7 +46,7 @@ class PolicyPool:
 
     def get(self, config: PolicyConfig, checkpoint: Path | None) -> LoraValueModel:
         """Return the policy of ``config`` holding ``checkpoint``'s weights (a fresh adapter when None)."""
-        from swm.selfplay.policy import LoraValueModel
+        from swm.training.policy import LoraValueModel
 
         key = config.model_dump_json()
         with self.lock:
@@ -261,7 +261,7 @@ def score_turns(policy: LoraValueModel, turns: list[SeatTurn]) -> list[tuple[lis
     """Return each turn's (log-probability, value) at every generated token under ``policy``, 8 turns a batch."""
     import torch
 
-    from swm.selfplay.policy import collate, gather
+    from swm.training.policy import collate, gather
 
     out: list[tuple[list[float], list[float]]] = []
     for start in range(0, len(turns), 8):
@@ -336,7 +336,7 @@ def update_policy(plan: SelfPlayPlan, store: StoreRecords, iteration: int) -> di
         return dict(meta(plan.run_dir, iteration + 1).get("update", {})) | {"resumed": True}
     import torch
 
-    from swm.selfplay.ppo import Diverged, make_optimizer, ppo_update, training_samples
+    from swm.training.ppo import Diverged, make_optimizer, ppo_update, training_samples
 
     start = time.perf_counter()
     rollouts = [r for r in sps.load_rollouts(store, plan.run_id, iteration, "train") if not r.failed]

@@ -38,7 +38,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swm.selfplay.trajectory import Rollout
+from swm.training.trajectory import Rollout
 from swm.tasks.checkers import Utterance, Verdict, is_attempt
 from swm.tasks.families import Task
 from swm.tasks.verify import check

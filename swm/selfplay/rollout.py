@@ -19,7 +19,7 @@ from typing import Protocol
 
 from swm import prompts
 from swm.lifelong.bridge import to_scenario
-from swm.selfplay.trajectory import Generation, Rollout, SeatTrajectory, SeatTurn
+from swm.training.trajectory import Generation, Rollout, SeatTrajectory, SeatTurn
 from swm.tasks.checkers import Utterance
 from swm.tasks.families import Task
 from swm.tasks.verify import check

@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from swm.errors import ModelUnavailable
-from swm.selfplay.config import PolicyConfig
-from swm.selfplay.trajectory import Generation
+from swm.training.config import PolicyConfig
+from swm.training.trajectory import Generation
 from swm.serving.adapters import ServerSlots, find_base_gguf, require_base_gguf
 
 if TYPE_CHECKING:
-    from swm.selfplay.policy import Batch, LoraValueModel
+    from swm.training.policy import Batch, LoraValueModel
 
 ADAPTER_GGUF = "adapter.gguf"  # beside the checkpoint's ``adapter`` directory (`swm.serving.adapter_gguf`)
 _NO_BASE = "sample in torch with --sampler torch"
@@ -107,7 +107,7 @@ class ServedSampler:
         self.client = OpenAI(base_url=base_url, api_key="sk-no-key-needed", timeout=timeout, max_retries=2)
 
     def generate(self, prompt: str) -> Generation:
-        from swm.selfplay.policy import collate, gather
+        from swm.training.policy import collate, gather
 
         cfg = self.policy.config
         tok = self.policy.tokenizer

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from swm.checkpoints.store import StoreRecords
-from swm.selfplay.trajectory import Rollout
+from swm.training.trajectory import Rollout
 
 ROLLOUTS = "selfplay_rollouts"
 

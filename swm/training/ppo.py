@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import torch
 
-from swm.selfplay.config import PPOConfig
-from swm.selfplay.policy import Batch, LoraValueModel, collate, spread
-from swm.selfplay.trajectory import Rollout
+from swm.training.config import PPOConfig
+from swm.training.policy import Batch, LoraValueModel, collate, spread
+from swm.training.trajectory import Rollout
 
 
 class Diverged(RuntimeError):

@@ -3,8 +3,8 @@
 The same rows every other method reads (`swm.lifelong.samples`): each sampled move at a decision
 state, its prompt and completion, and the checker's verdict as the reward (1 pass, 0 fail — a
 wrong attempt scores as doing nothing, D3). Each task's samples are one *group* (candidates at the
-same state), so the update is self-play's PPO (`swm.selfplay.ppo`) on one-turn rollouts, with its
-estimators (`swm.selfplay.advantages`), chosen by the plan's ``estimator``:
+same state), so the update is self-play's PPO (`swm.training.ppo`) on one-turn rollouts, with its
+estimators (`swm.training.advantages`), chosen by the plan's ``estimator``:
 
 * ``hierarchical`` (default) — a value head on the last hidden state (continued from the
   incumbent's, zero for a new adapter) is the baseline: turn-level GAE over the move's one turn,
@@ -27,7 +27,7 @@ to the base model (the adapter disabled). Choices, each recorded with the policy
   the rows until that many steps are taken; ``-1``: ``--train-epochs`` epochs), at
   ``--train-lr``; the LoRA is the other methods' (rank, targets), continued from the incumbent's.
 
-The adapter is written like `swm.lifelong.train.train_adapter`'s (same files, one rename), plus
+The adapter is written like `swm.training.trl_update.train_adapter`'s (same files, one rename), plus
 ``value_head.pt``, which the next cycle continues; GGUF conversion and serving are unchanged.
 """
 
@@ -45,7 +45,7 @@ from typing import Any, Literal
 
 from swm.errors import InputError
 from swm.lifelong.samples import Sample, by_task
-from swm.lifelong.update import TrainStats
+from swm.training.stats import TrainStats
 
 VALUE_HEAD = "value_head.pt"
 Groups = Literal["mixed", "all"]
@@ -53,7 +53,7 @@ Groups = Literal["mixed", "all"]
 
 def rollouts_of(samples: Sequence[Sample], groups: Groups = "mixed") -> list[Any]:
     """Return one-turn self-play rollouts of the samples (reward 1 pass, 0 fail), a task's samples one group."""
-    from swm.selfplay.trajectory import Rollout, SeatTrajectory, SeatTurn
+    from swm.training.trajectory import Rollout, SeatTrajectory, SeatTurn
 
     out: list[Rollout] = []
     for n, ((_, task, _), group) in enumerate(sorted(by_task(samples).items(), key=lambda kv: kv[0])):
@@ -103,9 +103,10 @@ def train_ppo(samples: Sequence[Sample], base: str | None, out_dir: Path, *, par
               temperature: float = 0.7, groups: Groups = "mixed") -> TrainStats:
     """Train one LoRA adapter (and value head) by PPO on the samples into ``out_dir``; return its stats.
 
-    A finished adapter already in ``out_dir`` is reused (see `swm.lifelong.train.train_adapter`).
+    A finished adapter already in ``out_dir`` is reused (see `swm.training.trl_update.train_adapter`).
     """
-    from swm.lifelong.train import attach_adapter, finish_adapter, finished_stats, load_base, shipped_gguf
+    from swm.training.base import load_base, shipped_gguf
+    from swm.training.trl_update import attach_adapter, finish_adapter, finished_stats
 
     out_dir = Path(out_dir)
     done = finished_stats(out_dir)
@@ -118,10 +119,10 @@ def train_ppo(samples: Sequence[Sample], base: str | None, out_dir: Path, *, par
     import torch
 
     from swm.selfplay import advantages as adv
-    from swm.selfplay.config import PolicyConfig, PPOConfig
+    from swm.training.config import PolicyConfig, PPOConfig
     from swm.selfplay.loop import assign_advantages
-    from swm.selfplay.policy import LoraValueModel
-    from swm.selfplay.ppo import Diverged, make_optimizer, ppo_update, training_samples
+    from swm.training.policy import LoraValueModel
+    from swm.training.ppo import Diverged, make_optimizer, ppo_update, training_samples
     from swm.serving.gguf_lora import ADAPTER_META, base_meta
 
     if os.environ.get("SWM_TRAIN_THREADS"):

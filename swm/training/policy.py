@@ -1,6 +1,6 @@
 """The trainable policy of self-play: a causal LM with a LoRA adapter (PEFT) and a value head, in torch.
 
-`load_base` is the loader of "Close the learning loop" (`swm.lifelong.train.load_base`: a local
+The base comes from `swm.training.base.load_base`, the one loader every trainer uses (a local
 model directory, a ``.gguf`` file, or ``embedded``, the SmolLM2 GGUF that the embedded server
 serves, dequantised by transformers), in float32.
 
@@ -24,18 +24,9 @@ from typing import Any
 
 import torch
 
-from swm.selfplay.config import PolicyConfig
-from swm.selfplay.trajectory import Generation
-
-
-def load_base(base: str) -> tuple[Any, Any]:
-    """Return (model in float32, tokenizer) of a base reference: a directory, a ``.gguf`` file, or ``embedded``."""
-    from swm.lifelong.train import load_base as load
-
-    model, tokenizer = load(base)
-    if any(p.dtype != torch.float32 for p in model.parameters()):
-        model = model.to(torch.float32)
-    return model, tokenizer
+from swm.training.base import load_base
+from swm.training.config import PolicyConfig
+from swm.training.trajectory import Generation
 
 
 @dataclass

@@ -31,14 +31,13 @@ from pathlib import Path
 from typing import Any
 
 from swm.errors import InputError
-from swm.lifelong.plan import reporter_missing
-from swm.lifelong.update import TrainStats
+from swm.training.base import imports, load_base, resolve_base, shipped_gguf
+from swm.training.stats import TrainStats, reporter_missing
 from swm.serving.gguf_lora import ADAPTER_META, base_meta
 
 TRAIN_METHODS = ("sft", "dpo", "kto")
 TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 STATS_FILE = "train.json"
-_INSTALL_HINT = "pip install torch==2.13.0 first, then pip install -e '.[train]'"
 
 
 @dataclass
@@ -60,73 +59,9 @@ class TrainSettings:
     run_name: str | None = None  # the run's name in wandb / mlflow
 
 
-def shipped_gguf() -> Path:
-    """Return the SmolLM2 GGUF of the ``[embedded]`` extra (the default base)."""
-    from swm.serving.embedded import gguf_path
-
-    return gguf_path()
-
-
-def resolve_base(base: str | None) -> tuple[Path, str | None]:
-    """Return (directory, GGUF file name or None) for transformers' ``from_pretrained``."""
-    path = shipped_gguf() if base in (None, "", "embedded") else Path(str(base)).expanduser()
-    if path.is_file() and path.suffix == ".gguf":
-        return path.parent, path.name
-    if path.is_dir() and (path / "config.json").is_file():
-        return path, None
-    raise InputError(f"no base model at {base}", "pass a Hugging Face model directory or a .gguf file as --hf-model")
-
-
-def _imports() -> Any:
-    try:
-        import peft
-        import torch
-        import transformers
-        import trl
-    except ImportError as exc:
-        raise InputError(f"training needs the [train] extra ({exc.name} is missing)", _INSTALL_HINT) from exc
-    return torch, transformers, peft, trl
-
-
-def load_base(base: str | None) -> tuple[Any, Any]:
-    """Load a base model (float32) and its tokenizer with no download (see the module docstring)."""
-    _, transformers, _, _ = _imports()
-    where, gguf_file = resolve_base(base)
-    kwargs: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file else {}
-    try:
-        tokenizer = transformers.AutoTokenizer.from_pretrained(str(where), local_files_only=True, **kwargs)
-        model = transformers.AutoModelForCausalLM.from_pretrained(str(where), local_files_only=True, **kwargs)
-    except (OSError, ValueError, KeyError) as exc:
-        raise InputError(f"cannot load the base model {base or 'embedded'}: {' '.join(str(exc).split())[:300]}",
-                         "pass a local Hugging Face checkpoint or a GGUF that transformers can dequantise") from exc
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    if gguf_file:
-        dequantised(model)
-    return model, tokenizer
-
-
-def dequantised(model: Any) -> None:
-    """Drop the GGUF quantizer transformers leaves on a model it has already dequantised.
-
-    transformers keeps ``hf_quantizer`` (and ``is_quantized``) on a model loaded from a GGUF,
-    though its weights are plain float32; TRL's trainer then refuses to train a "quantized"
-    model. The saved config must not claim a quantization either.
-    """
-    quantizer = getattr(model, "hf_quantizer", None)
-    if quantizer is not None:
-        quantizer.remove_quantization_config(model)
-    if getattr(model, "hf_quantizer", None) is not None:
-        model.hf_quantizer = None
-    model.is_quantized = False
-    model.config._is_quantized = False
-    if getattr(model.config, "quantization_config", None) is not None:
-        del model.config.quantization_config
-
-
 def attach_adapter(model: Any, adapter: str | Path | None, settings: TrainSettings | None = None) -> Any:
     """Return a PEFT model: the incumbent's adapter loaded trainable, or a fresh seeded LoRA."""
-    _, transformers, peft, _ = _imports()
+    _, transformers, peft, _ = imports()
     settings = settings or TrainSettings()
     if adapter is not None:
         check_adapter(Path(adapter))
@@ -235,7 +170,7 @@ def train_adapter(method: str, rows: list[dict[str, Any]], base: str | None, out
         return done
     if not rows:
         raise InputError(f"no {method} training rows", "collect more episodes (or lower --min-margin)")
-    torch, transformers, _, trl = _imports()
+    torch, transformers, _, trl = imports()
     from datasets import Dataset
 
     settings = settings or TrainSettings()

