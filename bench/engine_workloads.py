@@ -201,8 +201,8 @@ def episodes(model: str, policy: str, n: int, turns: int, folder: Path, act_orde
 
     ``act_order``: the acting prompt's order (`SWMContext.act_order`).
     """
-    from swm.graphs import episode
     from swm.context import SWMContext
+    from swm.graphs import episode
     from swm.scenarios import shipped
 
     graph = episode.build().compile()
@@ -228,8 +228,8 @@ def lifelong_cycle(model: str, n: int, episodes_per_cycle: int, update: str, tra
     ``eval_per_cell``: test and dev tasks of the baseline's and the candidate's evaluations.
     """
     from swm.checkpoints import open_saver, run_thread
-    from swm.graphs import lifelong
     from swm.context import SWMContext
+    from swm.graphs import lifelong
     from swm.lifelong import store as ls
 
     plan: dict[str, Any] = {
@@ -261,9 +261,9 @@ def lifelong_cycle(model: str, n: int, episodes_per_cycle: int, update: str, tra
 def trainer_rate(rows: int, steps: int, folder: Path) -> tuple[int, float]:
     """Train the rs-sft LoRA as a cycle does, on gold answers to ``rows`` decision prompts; (tokens, seconds)."""
     from swm.lifelong.samples import Sample, sample_rows
-    from swm.training.trl_update import TrainSettings, train_adapter
     from swm.lifelong.update import training_rows
     from swm.tasks.decisions import decision_prompt, decision_task
+    from swm.training.trl_update import TrainSettings, train_adapter
 
     samples = []
     for i in range(rows):
@@ -284,9 +284,9 @@ def selfplay_iteration(n: int | None, tasks: int, group: int, turns: int, new_to
     """
     from swm.graphs.selfplay import train
     from swm.selfplay import store as sps
+    from swm.selfplay.served import default_concurrency
     from swm.training.config import PolicyConfig
     from swm.training.ppo import training_samples
-    from swm.selfplay.served import default_concurrency
 
     plan = {"run_id": "bench-engine", "iterations": 1, "family": "negotiation", "level": "easy",
             "tasks_per_iteration": tasks, "group_size": group, "max_turns": turns, "eval_tasks": 1,
@@ -312,8 +312,8 @@ def selfplay_iteration(n: int | None, tasks: int, group: int, turns: int, new_to
 
 def werewolf(model: str, games: int, players: int, rounds: int, folder: Path) -> Row:
     """``games`` Werewolf games at once (one move at a time within a game), every seat the model."""
-    from swm.graphs import game
     from swm.context import SWMContext
+    from swm.graphs import game
 
     graph = game.build().compile()
     ctx = SWMContext(model=model, temperature=0.7, store=_store(folder))

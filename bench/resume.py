@@ -154,9 +154,9 @@ def measure_episode(sizes: tuple[int, ...] = (10, 100), repeats: int = 3) -> lis
     """
     from bench.extra_graphs import SCRIPTS
     from swm.checkpoints import ExperienceStore, sqlite_saver
+    from swm.context import SWMContext
     from swm.graphs import episode
     from swm.nodes.env import MAX_TURNS_LIMIT
-    from swm.context import SWMContext
     from swm.scenarios import shipped
     from swm.testing import FakeOpenAIServer
 

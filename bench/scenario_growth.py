@@ -132,8 +132,8 @@ def db_bytes(target: str | Path) -> int:
 def measure_one(target: str | Path, scenario: Any, variant: str, where: str, backend: str) -> GrowthRow:
     """Play two turns of ``scenario`` on ``target``, measuring the database after each step that matters."""
     from swm.checkpoints import open_saver, open_store
-    from swm.graphs.episode import build
     from swm.context import SWMContext
+    from swm.graphs.episode import build
 
     store = open_store(target)
     try:

@@ -97,9 +97,9 @@ def responder(strategy: Strategy, roles: dict[str, str],
 def run_game_process(db: str, thread: str, kill_at: int, seed: int) -> None:
     """Play a werewolf game on a SQLite checkpoint and experience store; die at model call ``kill_at``."""
     from swm.checkpoints import ExperienceStore, run_thread, sqlite_saver
-    from swm.graphs.game import build
     from swm.context import SWMContext
     from swm.games import default_players, get_game
+    from swm.graphs.game import build
     from swm.testing import ScriptedChatModel
 
     roles = get_game("werewolf").deal(default_players(6), seed).roles

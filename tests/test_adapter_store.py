@@ -22,9 +22,9 @@ from test_lifelong_graph import Agents
 
 from swm.checkpoints import open_saver, open_store
 from swm.checkpoints.artifacts import TABLE, ArtifactCorrupt
-from swm.graphs import lifelong
 from swm.cli import main
 from swm.context import SWMContext
+from swm.graphs import lifelong
 from swm.lifelong import store as ls
 from swm.lifelong.artifacts import content_hash, local_adapter
 from swm.social.models import AgentActionForModel
@@ -126,10 +126,10 @@ def test_an_embedded_adapter_is_restored_and_served_from_a_gguf_of_the_recorded_
         tiny_gguf_llama: Path, tmp_path: Path) -> None:
     from swm.lifelong.artifacts import keep_adapter
     from swm.lifelong.serve import policy_spec
-    from swm.training.trl_update import TrainSettings, train_adapter
     from swm.lifelong.update import PolicyVersion
     from swm.serving import embedded, serve_adapter
     from swm.serving.verify import gguf_source
+    from swm.training.trl_update import TrainSettings, train_adapter
 
     trained = tmp_path / "gone" / "adapters" / "p1"
     rows = [{"prompt": [{"role": "user", "content": "Your turn."}],

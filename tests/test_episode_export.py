@@ -8,8 +8,8 @@ from pathlib import Path
 from test_episode_scripts import SECRETS, model, scenario
 
 from swm.checkpoints import ExperienceStore, sqlite_saver
-from swm.graphs.episode import build
 from swm.context import SWMContext
+from swm.graphs.episode import build
 from swm.social.export import episode_row, transcript, write_jsonl
 from swm.state import SocialWorld
 

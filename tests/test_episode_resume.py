@@ -10,9 +10,9 @@ from langchain_core.runnables import RunnableConfig
 from test_episode_scripts import Responder, scenario
 
 from swm.checkpoints import ExperienceStore, open_store, sqlite_saver
-from swm.graphs.episode import build
 from swm.cli import main
 from swm.context import SWMContext
+from swm.graphs.episode import build
 from swm.social.store import get_episode, load_turns
 from swm.testing import ScriptedChatModel
 

@@ -276,8 +276,8 @@ def test_usage_is_kept_with_each_episode_across_a_crash(tmp_path: Path) -> None:
     from test_lifelong_graph import EVAL_EPISODES, PLAN, TOTAL, Agents
 
     from swm.checkpoints import ExperienceStore, sqlite_saver
-    from swm.graphs import lifelong
     from swm.context import SWMContext
+    from swm.graphs import lifelong
     from swm.usage import total_usage
 
     db = tmp_path / "run.db"

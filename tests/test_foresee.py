@@ -9,9 +9,9 @@ import pytest
 from test_episode_scripts import Responder, model, scenario
 
 from swm.checkpoints import ExperienceStore, sqlite_saver
+from swm.context import SWMContext
 from swm.graphs.episode import build
 from swm.graphs.foresee_act import build as build_foresee
-from swm.context import SWMContext
 from swm.social.store import load_turns
 from swm.testing import ScriptedChatModel
 

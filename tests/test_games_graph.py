@@ -14,11 +14,11 @@ from games_scripted import parse_prompt, responder, village_finds_wolves, wolves
 from langchain_core.runnables import RunnableConfig
 
 from swm.checkpoints import ExperienceStore, sqlite_saver
-from swm.graphs.game import build
 from swm.cli import main
 from swm.context import SWMContext
 from swm.games import default_players, get_game
 from swm.games.store import get_game_row, load_moves, load_world
+from swm.graphs.game import build
 from swm.testing import ScriptedChatModel
 
 TESTS = Path(__file__).parent

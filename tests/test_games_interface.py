@@ -16,7 +16,6 @@ from typing import Any
 from pydantic import Field
 
 from swm.checkpoints import ExperienceStore
-from swm.graphs.game import build
 from swm.context import SWMContext
 from swm.games import (
     Applied,
@@ -32,6 +31,7 @@ from swm.games import (
 )
 from swm.games.store import load_moves
 from swm.games.werewolf import vote_result
+from swm.graphs.game import build
 from swm.state import SocialStep
 from swm.testing import ScriptedChatModel, as_structured
 

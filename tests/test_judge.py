@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from test_episode_scripts import evaluation, loose, scenario
 
-from swm.nodes.judge import judge_agent
 from swm.context import SWMContext
+from swm.nodes.judge import judge_agent
 from swm.social.judgement import DIMENSIONS, Judgement, SotopiaEvaluation, read_scores
 from swm.testing import ScriptedChatModel
 

@@ -17,8 +17,8 @@ from click.testing import CliRunner
 from pydantic import BaseModel, ValidationError, field_validator
 from test_episode_scripts import env_response, model, scenario
 
-from swm.nodes.judge import judge_all_agents
 from swm.context import SWMContext
+from swm.nodes.judge import judge_all_agents
 from swm.social.judgement import DIMENSIONS
 from swm.social.sotopia_eval import OFFICIAL_RUBRIC, AgentEvaluation
 from swm.state import SocialStep

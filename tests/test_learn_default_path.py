@@ -21,9 +21,9 @@ from swm.checkpoints import ExperienceStore  # noqa: E402
 from swm.cli import main  # noqa: E402
 from swm.lifelong import store as ls  # noqa: E402
 from swm.lifelong.samples import Sample, sample_rows  # noqa: E402
-from swm.training.trl_update import TrainSettings, load_base, train_adapter  # noqa: E402
 from swm.lifelong.update import training_rows  # noqa: E402
 from swm.tasks.decisions import decision_prompt, decision_task  # noqa: E402
+from swm.training.trl_update import TrainSettings, load_base, train_adapter  # noqa: E402
 
 
 @pytest.mark.timeout(900)  # about two minutes on a quiet 2-core machine; the suite's 300 s is not enough when busy

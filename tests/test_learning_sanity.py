@@ -10,7 +10,7 @@ luck. The training rows come from the incumbent's own samples, labelled by the c
   training path of ``swm learn --update rs-sft``);
 * dpo — a passing and a failing sample of the same prompt as chosen/rejected;
 * kto — passing samples desirable, as many failing ones undesirable;
-* PPO — `swm.training.ppo` on the loop's own advantage code (`swm.selfplay.loop.assign_advantages`),
+* PPO — `swm.training.ppo` on the loop's own advantage code (`swm.training.advantages.assign_advantages`),
   hierarchical (value head, turn- then token-level GAE) and group-normalised.
 
 Each margin is well above what the same training reaches when the checker's verdicts are
@@ -36,11 +36,10 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 import toy_task as toy  # noqa: E402
 
-from swm.training.advantages import AdvantageConfig  # noqa: E402
+from swm.training.advantages import AdvantageConfig, assign_advantages  # noqa: E402
 from swm.training.config import PolicyConfig, PPOConfig  # noqa: E402
-from swm.selfplay.loop import assign_advantages, token_values  # noqa: E402
 from swm.training.policy import LoraValueModel, collate, gather  # noqa: E402
-from swm.training.ppo import make_optimizer, ppo_update, training_samples  # noqa: E402
+from swm.training.ppo import make_optimizer, ppo_update, token_values, training_samples  # noqa: E402
 from swm.training.trajectory import Rollout, SeatTrajectory, SeatTurn  # noqa: E402
 
 SAMPLES = 64  # per prompt, from the incumbent, for the TRL methods
@@ -191,9 +190,9 @@ def test_ppo_on_a_shuffled_reward_does_not(base: Path) -> None:
 
 def learn_ppo_gain(base: Path, estimator: str, out: Path, shuffled: bool = False) -> float:
     """One `swm learn --update ppo` training run (`train_ppo`) on the base's own labelled samples."""
+    from swm.lifelong.ppo_update import train_ppo
     from swm.lifelong.samples import Sample
     from swm.training.trl_update import TrainSettings
-    from swm.lifelong.ppo_update import train_ppo
 
     samples = [Sample(episode_id=f"{prompt}/{ok}/{j}", run_id="r", cycle=1, task_id=prompt, family="toy",
                       level="decision", sample=j, policy_version="p0", prompt=prompt, completion=reply, passed=ok,

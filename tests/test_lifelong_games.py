@@ -9,9 +9,9 @@ from typing import Any
 from games_scripted import decider, village_errs, village_finds_wolves
 
 from swm.checkpoints import ExperienceStore, sqlite_saver
-from swm.graphs import lifelong
 from swm.context import SWMContext
 from swm.games import Decision, Turn, play_game
+from swm.graphs import lifelong
 from swm.lifelong import store as ls
 from swm.lifelong.game_bridge import game_inputs, game_to_record
 from swm.lifelong.update import StrategyNotes

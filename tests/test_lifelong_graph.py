@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from swm.checkpoints import ExperienceStore, open_saver, open_store
-from swm.graphs import lifelong
 from swm.context import SWMContext
+from swm.graphs import lifelong
 from swm.lifelong import store as ls
 from swm.lifelong.update import StrategyNotes
 from swm.social.models import AgentActionForModel

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from test_lifelong_gate import pair
 
-from swm.training.trl_update import TrainSettings, train_adapter
 from swm.lifelong.update import export
+from swm.training.trl_update import TrainSettings, train_adapter
 
 pytest.importorskip("torch")
 pytest.importorskip("trl")

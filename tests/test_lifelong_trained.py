@@ -15,8 +15,8 @@ import pytest
 from test_lifelong_graph import Agents
 
 from swm.checkpoints import ExperienceStore, sqlite_saver
-from swm.graphs import lifelong
 from swm.context import SWMContext
+from swm.graphs import lifelong
 from swm.lifelong import store as ls
 from swm.social.models import AgentActionForModel
 from swm.testing import FakeOpenAIServer

@@ -47,8 +47,8 @@ def test_temperature_sent_over_http(name: str, sent: float | None) -> None:
 def test_long_reasoning_keeps_the_right_answer_and_is_counted(tmp_path: Path) -> None:
     """A server that ignores the schema's 1,000-character cap sends 3,000 characters of reasoning."""
     from swm.checkpoints import ExperienceStore
-    from swm.graphs import ask
     from swm.context import SWMContext
+    from swm.graphs import ask
     from swm.tom.loaders import load_benchmark
     from swm.tom.report import summarise
     from swm.tom.runner import run_benchmark

@@ -15,10 +15,9 @@ import re
 import pytest
 from helpers import STORY, good_parse
 
-from swm import prompts
-from swm.nodes.qa import extra_info
-from swm import protocols
+from swm import prompts, protocols
 from swm.context import SWMContext
+from swm.nodes.qa import extra_info
 from swm.state import SocialWorld
 from swm.tom.confaide import TIER4_QUESTIONS
 from swm.tom.items import TomItem

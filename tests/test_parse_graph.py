@@ -6,9 +6,9 @@ import pytest
 from helpers import STORY, good_parse, wrong_agents_parse
 from langchain_core.messages import AIMessage
 
-from swm.graphs import parse
 from swm.context import SWMContext
 from swm.errors import InputError
+from swm.graphs import parse
 from swm.testing import ScriptedChatModel
 
 

@@ -15,8 +15,8 @@ STORY = "Sally puts the ball in the basket. Sally leaves. Anne moves the ball to
 
 
 def test_play_prints_each_turn_while_the_episode_runs(tmp_path: Path) -> None:
-    from swm.graphs import episode
     from swm.commands._common import make_context, run_graph
+    from swm.graphs import episode
     from swm.scenarios import resolve
 
     llm = model()

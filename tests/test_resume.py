@@ -10,9 +10,9 @@ from pathlib import Path
 from helpers import STORY
 
 from swm.checkpoints import open_saver
-from swm.graphs import ask
 from swm.commands._common import run_graph
 from swm.context import SWMContext
+from swm.graphs import ask
 from swm.schemas import ReasonedAnswer
 from swm.testing import ScriptedChatModel
 

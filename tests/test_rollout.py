@@ -9,9 +9,9 @@ from langchain_core.runnables import RunnableConfig
 from test_episode_scripts import Responder, model, scenario
 
 from swm.checkpoints import ExperienceStore, sqlite_saver
+from swm.context import SWMContext
 from swm.graphs.episode import build
 from swm.graphs.rollout import calls_per_turn
-from swm.context import SWMContext
 from swm.social.schemas import FutureScore
 from swm.social.store import load_turns
 from swm.testing import ScriptedChatModel

@@ -16,8 +16,8 @@ pytest.importorskip("peft")
 from test_lifelong_train import tiny_llama  # noqa: E402
 
 from swm.checkpoints import ExperienceStore, sqlite_saver  # noqa: E402
-from swm.graphs import selfplay  # noqa: E402
 from swm.context import SWMContext  # noqa: E402
+from swm.graphs import selfplay  # noqa: E402
 from swm.selfplay.checkpoint import checkpoint_dir, latest, meta  # noqa: E402
 from swm.selfplay.store import load_rollouts  # noqa: E402
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 from test_selfplay_game import FirstOption, play
 from test_selfplay_rollout import Scripted
 
-from swm.training.config import PolicyConfig
 from swm.selfplay.plan import SelfPlayPlan
 from swm.selfplay.rewards import RewardConfig, score, score_game
 from swm.selfplay.rollout import play as play_task
-from swm.training.trajectory import Rollout
 from swm.tasks.checkers import is_attempt
 from swm.tasks.families import synthesize
+from swm.training.config import PolicyConfig
+from swm.training.trajectory import Rollout
 
 FRIEND = synthesize("mutual_friend", "easy", 0)  # Ben Rossi and Rosa Rossi share Quinn Ford
 SECRET = synthesize("secret", "easy", 0)

@@ -8,8 +8,8 @@ import pytest
 
 from swm.selfplay.rewards import RewardConfig, filtered_counts, quality_flag, score
 from swm.selfplay.rollout import play
-from swm.training.trajectory import Generation
 from swm.tasks.families import synthesize
+from swm.training.trajectory import Generation
 
 TASK = synthesize("negotiation", "easy", 0)  # Ben Garcia (seller, min $235), Wes Lopez (buyer, limit $330)
 

@@ -20,13 +20,13 @@ from swm.checkpoints import ExperienceStore  # noqa: E402
 from swm.errors import InputError  # noqa: E402
 from swm.selfplay import loop  # noqa: E402
 from swm.selfplay.checkpoint import checkpoint_dir, save_atomic  # noqa: E402
-from swm.training.config import PolicyConfig  # noqa: E402
 from swm.selfplay.plan import SelfPlayPlan  # noqa: E402
-from swm.training.policy import collate, gather  # noqa: E402
 from swm.selfplay.served import ADAPTER_GGUF, resolve_sampler  # noqa: E402
 from swm.selfplay.store import load_rollouts  # noqa: E402
 from swm.serving import embedded  # noqa: E402
 from swm.tasks.families import synthesize  # noqa: E402
+from swm.training.config import PolicyConfig  # noqa: E402
+from swm.training.policy import collate, gather  # noqa: E402
 
 
 def policy_config(base: Path, **extra: Any) -> dict[str, Any]:

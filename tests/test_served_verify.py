@@ -20,7 +20,6 @@ pytest.importorskip("trl", reason="needs the [train] extra")
 from test_train_serve import FAST, _rows  # noqa: E402
 
 from swm.lifelong.serve import verify_deploy  # noqa: E402
-from swm.training.trl_update import train_adapter  # noqa: E402
 from swm.lifelong.update import action_completion  # noqa: E402
 from swm.serving import embedded, serve_adapter  # noqa: E402
 from swm.serving.runtime_lora import load_lora_adapter  # noqa: E402
@@ -33,6 +32,7 @@ from swm.serving.verify import (  # noqa: E402
     greedy_probe,
 )
 from swm.testing import FakeOpenAIServer  # noqa: E402
+from swm.training.trl_update import train_adapter  # noqa: E402
 
 SAID = "I offer five hundred dollars."
 

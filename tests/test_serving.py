@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from swm.graphs import episode
 from swm.context import SWMContext
 from swm.errors import ModelUnavailable
+from swm.graphs import episode
 from swm.lifelong.episodes import learner_context, run_episode
 from swm.lifelong.serve import policy_spec, runtime_lora_spec
 from swm.lifelong.update import PolicyVersion

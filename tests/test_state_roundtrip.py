@@ -10,8 +10,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from swm.checkpoints import async_sqlite_saver
-from swm.graphs import ask
 from swm.context import SWMContext
+from swm.graphs import ask
 from swm.schemas import ReasonedAnswer
 from swm.state import SocialStep, SocialWorld, split_mental_state
 from swm.testing import ScriptedChatModel

@@ -15,8 +15,8 @@ from click.testing import CliRunner
 from tom_scripted import respond
 
 from swm.checkpoints import open_store
-from swm.graphs import ask
 from swm.context import SWMContext
+from swm.graphs import ask
 from swm.testing import ScriptedChatModel
 from swm.tom.loaders import load_benchmark
 from swm.tom.report import summarise

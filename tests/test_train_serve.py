@@ -21,21 +21,21 @@ pytest.importorskip("llama_cpp", reason="needs the [embedded] extra")
 pytest.importorskip("trl", reason="needs the [train] extra")
 
 from swm.checkpoints import ExperienceStore  # noqa: E402
-from swm.graphs import episode  # noqa: E402
 from swm.context import SWMContext  # noqa: E402
 from swm.errors import InputError, ModelUnavailable  # noqa: E402
+from swm.graphs import episode  # noqa: E402
 from swm.lifelong import store as ls  # noqa: E402
 from swm.lifelong.bridge import agent_prompt, to_scenario  # noqa: E402
 from swm.lifelong.deploy import decide  # noqa: E402
 from swm.lifelong.episodes import learner_context, run_episode  # noqa: E402
 from swm.lifelong.metrics import Cell  # noqa: E402
-from swm.training.trl_update import TrainSettings, check_adapter, train_adapter  # noqa: E402
 from swm.lifelong.update import PolicyVersion, action_completion  # noqa: E402
 from swm.serving import (
     embedded,  # noqa: E402
     serve_adapter,  # noqa: E402
 )
 from swm.tasks.splits import heldout  # noqa: E402
+from swm.training.trl_update import TrainSettings, check_adapter, train_adapter  # noqa: E402
 
 TRAINED = "I offer five hundred dollars."
 # Few steps at a high rate: the tiny model's logits are wide, so this moves its argmax; the

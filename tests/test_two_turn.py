@@ -12,11 +12,11 @@ from click.testing import CliRunner
 
 from swm import prompts
 from swm.checkpoints import open_store
-from swm.nodes.update import export_cycle
 from swm.cli import main
 from swm.lifelong.plan import DEFAULT_PLAN
 from swm.lifelong.records import ActedTurn, EpisodeRecord
 from swm.lifelong.samples import load_samples, sample_rows, samples_of
+from swm.nodes.update import export_cycle
 from swm.tasks.checkers import Utterance
 from swm.tasks.families import CURRICULUM_LEVELS, DECISION, DECISION_FAMILIES, TWO_TURN, decision_task, synthesize
 from swm.tasks.splits import decision_digest, split_tasks

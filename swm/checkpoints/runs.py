@@ -8,8 +8,8 @@ from typing import Any, Literal
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import StateSnapshot
 
-from swm.checkpoints.store import StoreRecords
 from swm import drain
+from swm.checkpoints.store import StoreRecords
 
 Status = Literal["started", "resumed", "finished"]
 

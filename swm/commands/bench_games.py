@@ -66,8 +66,8 @@ def run_games(ctx: SWMContext, db: str | Path, jobs: list[tuple[str, dict[str, A
     from contextlib import ExitStack
 
     from swm.checkpoints import open_saver, run_thread
-    from swm.graphs import game as game_graph
     from swm.games.store import get_game_row, write_game
+    from swm.graphs import game as game_graph
 
     store = ctx.experience_store()
     counts = {"ran": 0, "skipped": 0}

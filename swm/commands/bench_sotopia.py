@@ -9,7 +9,6 @@ from typing import Any
 
 import click
 
-from swm.nodes.env import POLICIES
 from swm.commands._common import (
     act_order_option,
     comma_list,
@@ -27,6 +26,7 @@ from swm.commands.play import EPISODE_ROLES, inject_test_models
 from swm.context import SWMContext
 from swm.errors import InputError
 from swm.filenames import file_name
+from swm.nodes.env import POLICIES
 
 
 def episode_player(ctx: SWMContext, db: str | Path) -> Callable[[str, dict[str, Any]], dict[str, Any]]:

@@ -10,7 +10,6 @@ from typing import Any
 
 import click
 
-from swm.nodes.parse import MODES
 from swm.commands._common import (
     comma_list,
     concurrency_option,
@@ -25,6 +24,7 @@ from swm.commands._common import (
 )
 from swm.errors import InputError, ItemsFailed
 from swm.filenames import file_name
+from swm.nodes.parse import MODES
 
 
 @click.command("tom")

@@ -15,8 +15,8 @@ import click
 from langchain_core.runnables import RunnableConfig
 from pydantic import ValidationError
 
-from swm.checkpoints.store import StoreRecords
 from swm import drain
+from swm.checkpoints.store import StoreRecords
 from swm.commands._common import (
     comma_list,
     concurrency_option,

@@ -7,7 +7,6 @@ from typing import Any
 
 import click
 
-from swm.nodes.parse import MODES, TASKS
 from swm.commands._common import (
     echo_json,
     encoding_option,
@@ -20,6 +19,7 @@ from swm.commands._common import (
 )
 from swm.commands.progress import printer, quiet_option
 from swm.errors import InputError, ModelOutputError
+from swm.nodes.parse import MODES, TASKS
 from swm.usage import total_usage
 
 

@@ -9,7 +9,6 @@ from typing import Any
 
 import click
 
-from swm.nodes.env import POLICIES
 from swm.commands._common import (
     act_order_option,
     echo_json,
@@ -20,6 +19,7 @@ from swm.commands._common import (
 )
 from swm.commands.progress import printer, quiet_option
 from swm.context import SWMContext
+from swm.nodes.env import POLICIES
 
 EPISODE_ROLES = ("agent", "partner", "world_model", "judge")
 

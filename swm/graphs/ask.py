@@ -9,10 +9,10 @@ from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
-from swm.nodes.parse import after_check, after_prepare, check, parse, prepare
-from swm.nodes.qa import answer
 from swm.context import SWMContext
 from swm.graph_state import AskInput, AskOutput, SocialWorldState, checks_input, new_graph
+from swm.nodes.parse import after_check, after_prepare, check, parse, prepare
+from swm.nodes.qa import answer
 
 
 def build() -> StateGraph[Any, SWMContext, Any, Any]:

@@ -35,12 +35,12 @@ from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
+from swm.context import SWMContext
+from swm.graph_state import checks_input
 from swm.graphs import foresee_act, rollout
 from swm.nodes.act import act
 from swm.nodes.env import commit, finish, route, setup
 from swm.nodes.judge import judge_episode
-from swm.context import SWMContext
-from swm.graph_state import checks_input
 from swm.social.graph_state import EpisodeInput, EpisodeOutput, EpisodeState, PolicyInput, PolicyOutput, PolicyState
 
 

@@ -13,11 +13,11 @@ from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
+from swm.context import SWMContext
+from swm.graph_state import checks_input
 from swm.nodes.act import sample
 from swm.nodes.predict import predict
 from swm.nodes.refine import refine
-from swm.context import SWMContext
-from swm.graph_state import checks_input
 from swm.social.graph_state import PolicyInput, PolicyOutput, PolicyState
 
 

@@ -29,10 +29,10 @@ from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
-from swm.nodes.game import act, commit, finish, route, setup
 from swm.context import SWMContext
 from swm.games.graph_state import GameGraphState, GameInput, GameOutput
 from swm.graph_state import checks_input
+from swm.nodes.game import act, commit, finish, route, setup
 
 ROUTES: dict[Hashable, str] = {"act": "act", "finish": "finish"}
 

@@ -21,7 +21,10 @@ import sqlite3
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import RetryPolicy
 
+from swm.context import SWMContext
+from swm.graph_state import checks_input
 from swm.graphs import episode, game
+from swm.lifelong.state import LifelongInput, LifelongOutput, LifelongState
 from swm.nodes.convert import convert
 from swm.nodes.gate import gate
 from swm.nodes.lifelong import (
@@ -35,9 +38,6 @@ from swm.nodes.lifelong import (
     synthesize_node,
 )
 from swm.nodes.update import update
-from swm.context import SWMContext
-from swm.graph_state import checks_input
-from swm.lifelong.state import LifelongInput, LifelongOutput, LifelongState
 
 # Two connections (checkpointer and experience store) write one SQLite file, and the checkpointer
 # writes in the background while a node runs. sqlite-utils creates a table by reading the schema and

@@ -6,9 +6,9 @@ from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
-from swm.nodes.parse import after_check, after_prepare, check, parse, prepare
 from swm.context import SWMContext
 from swm.graph_state import ParseInput, ParseOutput, SocialWorldState, checks_input, new_graph
+from swm.nodes.parse import after_check, after_prepare, check, parse, prepare
 
 
 def build() -> StateGraph[Any, SWMContext, Any, Any]:

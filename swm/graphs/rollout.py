@@ -21,12 +21,12 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
+from swm.context import SWMContext
+from swm.graph_state import checks_input
 from swm.nodes.act import call_act
 from swm.nodes.judge import score
 from swm.nodes.predict import simulate
 from swm.nodes.refine import choose, refine
-from swm.context import SWMContext
-from swm.graph_state import checks_input
 from swm.social.graph_state import PolicyInput, PolicyOutput, PolicyState
 
 MAX_WIDTH = 8

@@ -23,6 +23,8 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import RetryPolicy
 
 from swm.checkpoints import open_saver, open_store, run_thread
+from swm.context import SWMContext
+from swm.graph_state import checks_input
 from swm.nodes.selfplay import (
     advantages,
     after_evaluate,
@@ -35,8 +37,6 @@ from swm.nodes.selfplay import (
     start,
     update,
 )
-from swm.context import SWMContext
-from swm.graph_state import checks_input
 from swm.selfplay.plan import SelfPlayPlan
 from swm.selfplay.state import SelfPlayInput, SelfPlayState
 

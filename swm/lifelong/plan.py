@@ -8,14 +8,13 @@ defaults, and ``swm learn`` derives its plan options (names, defaults, help, cho
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from swm.context import ActOrder
 from swm.social.graph_state import ActStrategy
-from swm.training.stats import REPORTERS, reporter_missing
+from swm.training.stats import reporter_missing
 
 Level = Literal["decision", "two-turn", "easy", "medium", "hard"]  # swm.tasks.families.CURRICULUM_LEVELS
 Family = Literal["negotiation", "mutual_friend", "secret", "scheduling", "persuasion",  # tasks.TASK_FAMILIES

@@ -82,7 +82,7 @@ def _tokenise(policy: Any, rollouts: Sequence[Any], max_length: int) -> None:
 def _score(policy: Any, rollouts: Sequence[Any], values: bool) -> None:
     """Score every turn under the policy before the update: its log-probabilities (the sampling policy's,
     so the ratio starts at 1) and, for the hierarchical estimator, the value head's values."""
-    from swm.selfplay.loop import score_turns
+    from swm.training.ppo import score_turns
 
     turns = [r.seats[0].turns[0] for r in rollouts]
     for turn, (logprobs, value) in zip(turns, score_turns(policy, turns), strict=True):
@@ -118,12 +118,12 @@ def train_ppo(samples: Sequence[Sample], base: str | None, out_dir: Path, *, par
                          "collect more (--episodes-per-level, --samples-per-task) or use --update rs-sft")
     import torch
 
-    from swm.selfplay import advantages as adv
+    from swm.serving.gguf_lora import ADAPTER_META, base_meta
+    from swm.training import advantages as adv
+    from swm.training.advantages import assign_advantages
     from swm.training.config import PolicyConfig, PPOConfig
-    from swm.selfplay.loop import assign_advantages
     from swm.training.policy import LoraValueModel
     from swm.training.ppo import Diverged, make_optimizer, ppo_update, training_samples
-    from swm.serving.gguf_lora import ADAPTER_META, base_meta
 
     if os.environ.get("SWM_TRAIN_THREADS"):
         torch.set_num_threads(int(os.environ["SWM_TRAIN_THREADS"]))

@@ -28,8 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from swm import prompts
 from swm.errors import InputError
 from swm.lifelong.records import EpisodeRecord, PreferencePair
-from swm.training.stats import TrainStats
 from swm.llm import call_model
+from swm.training.stats import TrainStats
 from swm.usage import CallStats, add_stats, empty_stats
 
 METHODS = ("memory", "sft", "rs-sft", "dpo", "kto", "ppo")

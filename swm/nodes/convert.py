@@ -8,13 +8,13 @@ from typing import Any
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from swm.nodes.lifelong import resend
 from swm.context import SWMContext
 from swm.lifelong import store as ls
 from swm.lifelong.convert import build_pairs
 from swm.lifelong.jobs import plan_of, refuse_failed, task_from_id
 from swm.lifelong.records import EpisodeRecord
 from swm.lifelong.state import LifelongState
+from swm.nodes.lifelong import resend
 
 
 def convert(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[str, Any] | Command[str]:

@@ -16,9 +16,9 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from swm.nodes.act import scenario_of
 from swm.context import SWMContext
 from swm.errors import InputError
+from swm.nodes.act import scenario_of
 from swm.social.graph_state import EpisodeState
 from swm.social.models import AgentAction, Scenario, TurnRecord
 from swm.social.scenario_store import is_durable, put_scenario, reference, scenario_from

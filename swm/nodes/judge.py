@@ -23,10 +23,10 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from swm import prompts
-from swm.nodes.act import history_for, scenario_of
-from swm.nodes.predict import render_future
 from swm.context import SWMContext
 from swm.llm import call_model
+from swm.nodes.act import history_for, scenario_of
+from swm.nodes.predict import render_future
 from swm.social.graph_state import EpisodeState, PolicyState
 from swm.social.judgement import (
     DIMENSIONS,

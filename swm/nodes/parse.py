@@ -16,8 +16,7 @@ from typing import Any, get_args
 
 from langgraph.runtime import Runtime
 
-from swm import prompts
-from swm import protocols
+from swm import prompts, protocols
 from swm.context import SWMContext
 from swm.errors import InputError
 from swm.graph_state import Mode, ParseTask, SocialWorldState, story_hash

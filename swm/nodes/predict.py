@@ -16,9 +16,9 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from swm import prompts
-from swm.nodes.act import history_for, scenario_of
 from swm.context import SWMContext
 from swm.llm import call_model
+from swm.nodes.act import history_for, scenario_of
 from swm.social.graph_state import PolicyState
 from swm.social.models import AgentAction, Scenario
 from swm.social.schemas import Foresight, foresight_for

@@ -6,8 +6,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from swm import prompts
-from swm import protocols
+from swm import prompts, protocols
 from swm.context import SWMContext
 from swm.errors import InputError
 from swm.graph_state import SocialWorldState

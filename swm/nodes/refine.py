@@ -14,10 +14,10 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from swm import prompts
-from swm.nodes.act import format_instructions, history_for, role_of, scenario_of
-from swm.nodes.predict import render_future
 from swm.context import SWMContext
 from swm.llm import call_model
+from swm.nodes.act import format_instructions, history_for, role_of, scenario_of
+from swm.nodes.predict import render_future
 from swm.social.graph_state import PolicyState
 from swm.social.models import AgentAction, action_schema_for
 

@@ -85,8 +85,8 @@ def train_policy(store: StoreRecords, plan: dict[str, Any], method: str, parent:
     """
     from swm.lifelong.artifacts import keep_adapter, local_adapter
     from swm.lifelong.serve import lora_name, verify_deploy
-    from swm.training.trl_update import TrainSettings, train_adapter
     from swm.serving import serve_adapter
+    from swm.training.trl_update import TrainSettings, train_adapter
 
     out_dir = Path(plan["out_dir"]).expanduser()
     on_policy = method == "ppo"  # PPO trains on this cycle's samples alone (swm.lifelong.ppo_update)

@@ -4,6 +4,7 @@ Run it with ``graphs.selfplay.train(plan, db=...)`` or ``swm selfplay``; the tor
 (`policy`, `ppo`) load only when a run needs them.
 """
 
+from swm.selfplay.plan import SelfPlayPlan
 from swm.training.advantages import (
     AdvantageConfig,
     HierarchicalAdvantages,
@@ -15,7 +16,6 @@ from swm.training.advantages import (
     hierarchical,
     normalise_per_role,
 )
-from swm.selfplay.plan import SelfPlayPlan
 
 __all__ = [
     "AdvantageConfig",

@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from swm import prompts
 from swm.llm import call_model
 from swm.selfplay.rollout import history
-from swm.training.trajectory import Rollout
 from swm.tasks.families import Task
+from swm.training.trajectory import Rollout
 
 
 class TurnScore(BaseModel):

@@ -18,19 +18,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from swm.checkpoints.store import StoreRecords
-from swm.selfplay import advantages as adv
 from swm.selfplay import store as sps
 from swm.selfplay.checkpoint import checkpoint_dir, has_checkpoint, meta, save_atomic
-from swm.training.config import PolicyConfig
 from swm.selfplay.game_rollout import play_game_rollout
 from swm.selfplay.judge import judge_turns
 from swm.selfplay.plan import SelfPlayPlan
 from swm.selfplay.rewards import filtered_counts, score, score_game
 from swm.selfplay.rollout import Sampler, play
 from swm.selfplay.served import SERVERS, ServedSampler, resolve_sampler, served_base
-from swm.training.trajectory import Generation, Rollout, SeatTurn
 from swm.stats import mean_ci
 from swm.tasks.families import Task
+from swm.training import advantages as adv
+from swm.training.config import PolicyConfig
+from swm.training.trajectory import Generation, Rollout
 
 if TYPE_CHECKING:
     from swm.training.policy import Batch, LoraValueModel
@@ -257,59 +257,6 @@ def score_rollouts(plan: SelfPlayPlan, store: StoreRecords, iteration: int, phas
             "seconds": time.perf_counter() - start}
 
 
-def score_turns(policy: LoraValueModel, turns: list[SeatTurn]) -> list[tuple[list[float], list[float]]]:
-    """Return each turn's (log-probability, value) at every generated token under ``policy``, 8 turns a batch."""
-    import torch
-
-    from swm.training.policy import collate, gather
-
-    out: list[tuple[list[float], list[float]]] = []
-    for start in range(0, len(turns), 8):
-        chunk = turns[start:start + 8]
-        batch = collate([t.prompt_ids for t in chunk], [t.token_ids for t in chunk], policy.tokenizer.pad_token_id)
-        with torch.no_grad():
-            logprobs, values = policy.score(batch)
-        out += list(zip(gather(logprobs, batch), gather(values, batch), strict=True))
-    return out
-
-
-def token_values(policy: LoraValueModel, rollouts: list[Rollout]) -> None:
-    """Fill every turn's ``values`` with the value head's value at each generated token."""
-    turns = [t for r in rollouts for s in r.seats for t in s.turns]
-    for turn, (_, values) in zip(turns, score_turns(policy, turns), strict=True):
-        turn.values = values
-
-
-def assign_advantages(rollouts: list[Rollout], cfg: adv.AdvantageConfig) -> list[float]:
-    """Set every turn's token advantages and returns from its reward, whitened per role; return the raw ones.
-
-    The hierarchical estimator reads each turn's ``values`` (`token_values` fills them); the group
-    estimator groups seats by (task, role).
-    """
-    if cfg.estimator == "hierarchical":
-        for r in rollouts:
-            for seat in r.seats:
-                if not seat.turns:
-                    continue
-                est = adv.hierarchical([adv.TurnInput(t.reward, t.values) for t in seat.turns], cfg)
-                for turn, a, ret in zip(seat.turns, est.token_advantages, est.token_returns, strict=True):
-                    turn.advantages, turn.returns = a, ret
-    else:
-        seats = [(r, s) for r in rollouts for s in r.seats if s.turns]
-        returns = [adv.discounted_return([t.reward for t in s.turns], cfg.gamma) for _, s in seats]
-        normalised = adv.group_normalised(returns, [(r.task_id, s.role) for r, s in seats], cfg)
-        for (_, seat), seat_adv, seat_ret in zip(seats, normalised, returns, strict=True):
-            rows = adv.broadcast(seat_adv, [len(t.token_ids) for t in seat.turns])
-            for turn, row in zip(seat.turns, rows, strict=True):
-                turn.advantages, turn.returns = row, [seat_ret] * len(row)
-    turns = [(s.role, t) for r in rollouts for s in r.seats for t in s.turns]
-    whitened = adv.normalise_per_role([t.advantages for _, t in turns], [role for role, _ in turns], cfg.eps)
-    raw = [a for _, t in turns for a in t.advantages]
-    for (_, turn), row in zip(turns, whitened, strict=True):
-        turn.advantages = row
-    return raw
-
-
 def estimate_advantages(plan: SelfPlayPlan, store: StoreRecords, iteration: int) -> dict[str, Any]:
     """Compute token advantages and returns of the iteration's scored rollouts, normalised per role."""
     start = time.perf_counter()
@@ -317,8 +264,10 @@ def estimate_advantages(plan: SelfPlayPlan, store: StoreRecords, iteration: int)
     cfg = plan.advantage
     if cfg.estimator == "hierarchical":
         with POOL.lock:
+            from swm.training.ppo import token_values
+
             token_values(POOL.get(plan.policy, checkpoint_dir(plan.run_dir, iteration)), rollouts)
-    raw = assign_advantages(rollouts, cfg)
+    raw = adv.assign_advantages(rollouts, cfg)
     for r in rollouts:
         sps.put_rollout(store, plan.run_id, "train", r)
     return {"estimator": cfg.estimator, "turns": sum(len(s.turns) for r in rollouts for s in r.seats),

@@ -7,11 +7,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swm.training.advantages import AdvantageConfig
-from swm.training.config import PolicyConfig, PPOConfig
 from swm.selfplay.rewards import RewardConfig
 from swm.tasks.families import Task, synthesize
 from swm.tasks.splits import heldout
+from swm.training.advantages import AdvantageConfig
+from swm.training.config import PolicyConfig, PPOConfig
 
 
 class SelfPlayPlan(BaseModel):

@@ -38,10 +38,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swm.training.trajectory import Rollout
 from swm.tasks.checkers import Utterance, Verdict, is_attempt
 from swm.tasks.families import Task
 from swm.tasks.verify import check
+from swm.training.trajectory import Rollout
 
 _MODEL_VOICE = re.compile(r"\bas an ai\b|\blanguage model\b", re.I)
 

@@ -19,10 +19,10 @@ from typing import Protocol
 
 from swm import prompts
 from swm.lifelong.bridge import to_scenario
-from swm.training.trajectory import Generation, Rollout, SeatTrajectory, SeatTurn
 from swm.tasks.checkers import Utterance
 from swm.tasks.families import Task
 from swm.tasks.verify import check
+from swm.training.trajectory import Generation, Rollout, SeatTrajectory, SeatTurn
 
 PROMPT = "selfplay_turn"
 

@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from swm.errors import ModelUnavailable
+from swm.serving.adapters import ServerSlots, find_base_gguf, require_base_gguf
 from swm.training.config import PolicyConfig
 from swm.training.trajectory import Generation
-from swm.serving.adapters import ServerSlots, find_base_gguf, require_base_gguf
 
 if TYPE_CHECKING:
     from swm.training.policy import Batch, LoraValueModel

@@ -36,6 +36,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from swm.training.trajectory import Rollout
+
 
 class AdvantageConfig(BaseModel):
     """The estimator and its constants; recorded with every run."""
@@ -157,3 +159,33 @@ def normalise_per_role(advantages: Sequence[Sequence[float]], roles: Sequence[st
         stats[role] = (mean, std)
     return [[(a - stats[role][0]) / (stats[role][1] + eps) if stats[role][1] > eps else a - stats[role][0]
              for a in adv] for adv, role in zip(advantages, roles, strict=True)]
+
+
+def assign_advantages(rollouts: list[Rollout], cfg: AdvantageConfig) -> list[float]:
+    """Set every turn's token advantages and returns from its reward, whitened per role; return the raw ones.
+
+    The hierarchical estimator reads each turn's ``values`` (`token_values` fills them); the group
+    estimator groups seats by (task, role).
+    """
+    if cfg.estimator == "hierarchical":
+        for r in rollouts:
+            for seat in r.seats:
+                if not seat.turns:
+                    continue
+                est = hierarchical([TurnInput(t.reward, t.values) for t in seat.turns], cfg)
+                for turn, a, ret in zip(seat.turns, est.token_advantages, est.token_returns, strict=True):
+                    turn.advantages, turn.returns = a, ret
+    else:
+        seats = [(r, s) for r in rollouts for s in r.seats if s.turns]
+        returns = [discounted_return([t.reward for t in s.turns], cfg.gamma) for _, s in seats]
+        normalised = group_normalised(returns, [(r.task_id, s.role) for r, s in seats], cfg)
+        for (_, seat), seat_adv, seat_ret in zip(seats, normalised, returns, strict=True):
+            rows = broadcast(seat_adv, [len(t.token_ids) for t in seat.turns])
+            for turn, row in zip(seat.turns, rows, strict=True):
+                turn.advantages, turn.returns = row, [seat_ret] * len(row)
+    turns = [(s.role, t) for r in rollouts for s in r.seats for t in s.turns]
+    whitened = normalise_per_role([t.advantages for _, t in turns], [role for role, _ in turns], cfg.eps)
+    raw = [a for _, t in turns for a in t.advantages]
+    for (_, turn), row in zip(turns, whitened, strict=True):
+        turn.advantages = row
+    return raw

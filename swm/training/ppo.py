@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import torch
 
 from swm.training.config import PPOConfig
-from swm.training.policy import Batch, LoraValueModel, collate, spread
-from swm.training.trajectory import Rollout
+from swm.training.policy import Batch, LoraValueModel, collate, gather, spread
+from swm.training.trajectory import Rollout, SeatTurn
 
 
 class Diverged(RuntimeError):
@@ -122,3 +122,22 @@ def ppo_update(policy: LoraValueModel, optimizer: torch.optim.Optimizer, samples
 
 def make_optimizer(policy: LoraValueModel, config: PPOConfig) -> torch.optim.Optimizer:
     return torch.optim.AdamW(policy.parameters(), lr=config.lr)
+
+
+def score_turns(policy: LoraValueModel, turns: list[SeatTurn]) -> list[tuple[list[float], list[float]]]:
+    """Return each turn's (log-probability, value) at every generated token under ``policy``, 8 turns a batch."""
+    out: list[tuple[list[float], list[float]]] = []
+    for start in range(0, len(turns), 8):
+        chunk = turns[start:start + 8]
+        batch = collate([t.prompt_ids for t in chunk], [t.token_ids for t in chunk], policy.tokenizer.pad_token_id)
+        with torch.no_grad():
+            logprobs, values = policy.score(batch)
+        out += list(zip(gather(logprobs, batch), gather(values, batch), strict=True))
+    return out
+
+
+def token_values(policy: LoraValueModel, rollouts: list[Rollout]) -> None:
+    """Fill every turn's ``values`` with the value head's value at each generated token."""
+    turns = [t for r in rollouts for s in r.seats for t in s.turns]
+    for turn, (_, values) in zip(turns, score_turns(policy, turns), strict=True):
+        turn.values = values

@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from swm.errors import InputError
-from swm.training.base import imports, load_base, resolve_base, shipped_gguf
-from swm.training.stats import TrainStats, reporter_missing
 from swm.serving.gguf_lora import ADAPTER_META, base_meta
+from swm.training.base import imports, load_base, shipped_gguf
+from swm.training.stats import TrainStats, reporter_missing
 
 TRAIN_METHODS = ("sft", "dpo", "kto")
 TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
