@@ -27,6 +27,23 @@ def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     os.environ.setdefault("LANGSMITH_TRACING", "false")
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--under-load", action="store_true",
+                     help="run every selected test with one spinning process per core beside it (tests/load.py)")
+
+
+@pytest.fixture(autouse=True)
+def _under_load(request: pytest.FixtureRequest) -> object:
+    """Tests marked ``under_load`` (or all, with --under-load) run while every core is busy with other work."""
+    if request.node.get_closest_marker("under_load") is None and not request.config.getoption("--under-load"):
+        yield None
+        return
+    from load import busy_cores
+
+    with busy_cores() as procs:
+        yield procs
+
+
 @pytest.fixture
 def shared_dir() -> Path:
     """The shared benchmark folder beside the checkout (skips when absent)."""

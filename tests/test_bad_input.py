@@ -84,7 +84,7 @@ def test_an_unusable_db_is_one_line(tmp_path: Path, make: object, fragment: str)
 def test_a_read_only_db_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
-    import checkpoints.health as health
+    from swm.checkpoints import health
 
     db = tmp_path / "ro.db"
     sqlite3.connect(db).execute("create table t (x)").connection.close()

@@ -107,4 +107,4 @@ def test_the_readme_is_short_and_starts_with_the_two_commands() -> None:
     lines = (ROOT / "README.md").read_text().splitlines()
     assert len(lines) <= 200
     head = "\n".join(lines[:20])
-    assert "pip install -e '.[embedded" in head and "swm ask" in head and "python -m pytest" in head
+    assert "bash scripts/install" in head and "swm ask" in head and "python -m pytest" in head

@@ -40,3 +40,19 @@ def test_only_swm_is_a_top_level_package() -> None:
     for name in ("graphs", "nodes", "prompts", "checkpoints"):
         link = root / name
         assert link.is_symlink() and link.resolve() == (root / "swm" / name).resolve(), name
+
+
+def test_nothing_imports_the_checkouts_links() -> None:
+    """The top-level links exist for the layout only: importing through them would load a second copy of a module."""
+    import ast
+
+    root = Path(__file__).resolve().parents[1]
+    bad = []
+    for folder in ("swm", "bench", "tests", "examples", "scripts"):
+        for path in (root / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                    [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else [])
+                bad += [f"{path.relative_to(root)}: {n}" for n in names
+                        if n.split(".")[0] in ("graphs", "nodes", "prompts", "checkpoints")]
+    assert not bad, bad

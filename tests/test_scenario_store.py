@@ -9,12 +9,12 @@ import pytest
 from langchain_core.runnables import RunnableConfig
 from test_episode_scripts import Responder, scenario
 
-import nodes.env as env
 from bench.scenario_growth import big_scenario, measure_one
 from swm.checkpoints import ExperienceStore, sqlite_saver
 from swm.context import SWMContext
 from swm.errors import InputError
 from swm.graphs.episode import build
+from swm.nodes import env
 from swm.social.export import episode_row
 from swm.social.scenario_store import forget_cached, is_reference, put_scenario, reference, scenario_from
 from swm.social.store import get_episode

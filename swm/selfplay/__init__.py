@@ -1,6 +1,6 @@
 """Self-play RL (OMAR-style): one policy in every seat, per-role rewards, hierarchical or group advantages.
 
-Run it with ``graphs.selfplay.train(plan, db=...)`` or ``swm selfplay``; the torch parts
+Run it with ``swm.graphs.selfplay.train(plan, db=...)`` or ``swm selfplay``; the torch parts
 (`policy`, `ppo`) load only when a run needs them.
 """
 

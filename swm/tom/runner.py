@@ -15,7 +15,7 @@ In the S3AP modes the parse is cached per story (nodes/parse.py), so a story cos
 however many questions ask about it. To keep that true when items run concurrently, the first
 question of each story (its *leader*) is submitted before the others, which wait for it.
 
-The caller hands in the ask graph (``graphs.ask.build()``), so this package never imports the wiring.
+The caller hands in the ask graph (``swm.graphs.ask.build()``), so this package never imports the wiring.
 """
 
 from __future__ import annotations
