@@ -197,7 +197,11 @@ def test_cli_bench_tom_writes_tables_and_resumes(tmp_path: Path, scripted_server
     assert all(set(json.loads(r["variants"])) == {"swm-contains", "swm-strict", "exact"} for r in data["rows"])
     assert "| cot | swm-contains |" in result.output  # the named readings beside the headline
     assert "prompt protocol: paper" in result.output
-    assert "- prompt protocol: paper (the S3AP repository" in result.output
+    assert "- prompt protocol: paper (the paper's appendix wording, the S3AP repository's task" in result.output
+    assert f"- split: sample, not the paper's split: all 5 questions of {FIX / 'tomi_mini.txt'}" in result.output
+    assert data["header"]["split"].startswith("sample, not the paper's split")
+    runs = list(open_store(tmp_path / "cli.db").rows("select split from tom_runs where run = ?", ["cli-run"]))
+    assert runs[0]["split"] == data["header"]["split"]  # the run record names it too
     assert {r["prompt_protocol"] for r in data["rows"]} == {"paper"}
     assert {json.loads(r["prompts"])["qa"] for r in data["rows"]} == {"qa_paper_tomi@v1"}
 
@@ -222,6 +226,7 @@ def test_cli_bench_tom_paper_split_on_the_shared_hitom_sample(tmp_path: Path, sh
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     assert "paper split: hitom: matched by identifier, 52 of 100 records (PARTIAL" in result.output
+    assert "- split: paper split: hitom: matched by identifier" in result.output  # the report header
     assert "- prompt protocol: swm (swm's own wording)" in result.output and seen["ReasonedAnswer"] == 3
 
 
