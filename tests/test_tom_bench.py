@@ -214,6 +214,27 @@ def test_cli_bench_tom_writes_tables_and_resumes(tmp_path: Path, scripted_server
     assert sum(seen.values()) == 12 and (out / "tom_tomi.csv").read_text() == table
 
 
+def test_cli_bench_tom_sends_the_appendix_wording_by_default_and_the_repositorys_by_name(
+        tmp_path: Path, scripted_server: tuple[str, Counter[str]]) -> None:
+    """The user's path: the default run records the appendix parser prompt and manual; --prompts repo the older
+    ones; resuming a thread under the other protocol is refused."""
+    from swm.cli import main
+
+    spec, _ = scripted_server
+    sent = {}
+    for protocol in ("paper", "repo"):
+        args = [*_bench_args(spec, tmp_path, "p.db", protocol, protocol), "--modes", "s3ap", "--n", "2"]
+        result = CliRunner().invoke(main, [*args, *(["--prompts", protocol] if protocol == "repo" else [])])
+        assert result.exit_code == 0, result.output
+        rows = json.loads((tmp_path / protocol / "tom_tomi.json").read_text())["rows"]
+        sent[protocol] = {v for r in rows for k, v in json.loads(r["prompts"]).items() if k != "protocol"}
+    assert {"parse_paper@v2", "s3ap_manual@v2", "s3ap_context_schema@v1"} <= sent["paper"]
+    assert {"parse_paper@v1", "s3ap_manual@v1", "s3ap_schema@v1"} <= sent["repo"]
+    again = CliRunner().invoke(main, [*_bench_args(spec, tmp_path, "p.db", "repo", "repo"), "--modes", "s3ap", "--n",
+                                      "2"])
+    assert again.exit_code != 0 and "prompt_protocol=repo, not paper" in again.output
+
+
 def test_cli_bench_tom_paper_split_on_the_shared_hitom_sample(tmp_path: Path, shared_dir: Path,
                                                               scripted_server: tuple[str, Counter[str]]) -> None:
     from swm.cli import main
