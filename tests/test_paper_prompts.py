@@ -127,8 +127,8 @@ APPENDIX_CONFAIDE = ("For convenience, you can use <same_as_last_action /> in th
                      "state is the same as the last action.")
 # social_world_model/task_modules/mmtom.py at 1bf92947 (from 6a663868, 2025-04-10): the `repo` protocol's
 REPO_MMTOM = ("You are dissecting the MMTom scenarios. The assumptions are that the characters can perceive every "
-              "scene in their location but not scenes occurring elsewhere. If the agent leaves the location, they cannot "
-              "perceive the scene in that location anymore. In the agent's observation, remember to include the "
+              "scene in their location but not scenes occurring elsewhere. If the agent leaves the location, they "
+              "cannot perceive the scene in that location anymore. In the agent's observation, remember to include the "
               "objects' locations if the agents are in the same location as the object.")
 # social_world_model/database/database.py at 1bf92947, SocializedContext.create_context_manual (from 25d484cf)
 MANUAL_APPENDIX = ("#### Context Manual\nHere's how to interpret the above socialized context (i.e., the json schema): "
