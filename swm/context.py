@@ -31,8 +31,9 @@ if TYPE_CHECKING:
     from swm.checkpoints.store import StoreRecords
 
 ParseTask = Literal["generic", "tomi", "hitom", "fantom", "mmtom", "confaide"]  # whose parse rules and prompts apply
-# whose wording the parser and QA prompts use: the S3AP repository's task by task, or swm's own (swm/protocols.py)
-PromptProtocol = Literal["paper", "swm"]
+# whose wording the parser and QA prompts use: the paper's appendix (with the S3AP repository's task templates),
+# the repository's older wording, or swm's own (swm/protocols.py)
+PromptProtocol = Literal["paper", "repo", "swm"]
 ActOrder = Literal["sotopia", "prefix"]
 ACT_ORDERS: tuple[str, ...] = get_args(ActOrder)
 # the prompts a seat sends every turn that have a conversation-last variant (``<name>_prefix``) for act_order "prefix"

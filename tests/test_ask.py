@@ -29,8 +29,9 @@ def test_s3ap_mode_one_parse_one_qa_then_one_qa_for_a_second_question() -> None:
     qa_prompt = model.prompts[1][1]
     # the paper protocol: the S3AP as indented JSON, then its context manual (the schema and the task's rules)
     assert "## Extra Information" in qa_prompt and '"agents_names": [\n    "Sally",\n    "Anne"\n  ]' in qa_prompt
-    assert "Here's how to interpret the socialized context" in qa_prompt and "<same_as_state />" in qa_prompt
-    assert "You are dissecting the TOMI scenarios" in qa_prompt.split("interpret the socialized context")[1]
+    assert "#### Context Manual\nHere's how to interpret the above socialized context" in qa_prompt
+    assert "<same_as_state />" in qa_prompt  # the repository's SocializedContext schema explains the tags
+    assert "You are dissecting the TOMI scenarios" in qa_prompt.split("interpret the above socialized context")[1]
     assert STORY in qa_prompt, "the paper's setting gives the narrative and the S3AP"
     second = graph.invoke({"narrative": STORY, "question": "Where is the marble?"}, context=ctx)
     assert model.calls == 3
@@ -67,7 +68,7 @@ def test_the_swm_protocol_keeps_its_generic_prompt_and_compact_state() -> None:
     out = ask.build().compile().invoke({"narrative": STORY, "question": "Where?"},
                                        context=SWMContext(llm=model, task="tomi", prompt_protocol="swm"))
     parse_prompt, qa_prompt = model.prompts[0][1], model.prompts[1][1]
-    assert '"agents_names": ["Sally", "Anne"]' in qa_prompt and "interpret the socialized context" not in qa_prompt
+    assert '"agents_names": ["Sally", "Anne"]' in qa_prompt and "how to interpret the" not in qa_prompt
     assert out["prompts"]["qa"] == "qa_s3ap@v2" and out["prompts"]["parse"] == "parse@v3"
     assert out["prompts"]["protocol"] == "swm" and "Previous attempt" not in parse_prompt
 

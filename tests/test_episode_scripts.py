@@ -48,17 +48,22 @@ def evaluation(*, drop: tuple[str, ...] = (), **override: Any) -> BaseModel:
 
 
 def env_response(agents: int = 2, **override: Any) -> BaseModel:
-    """sotopia's one-call reply for every agent: ``agent_<i>_evaluation`` of {reasoning, score} per dimension.
+    """sotopia's one-call reply for every agent: ``agent_<i>_evaluation`` of [reasoning, score] per dimension.
 
     ``override`` maps ``agent_<i>_<dimension>`` (or ``<dimension>`` for every agent) to a score.
     """
     args: dict[str, Any] = {}
     for i in range(1, agents + 1):
         args[f"agent_{i}_evaluation"] = {
-            name: {"reasoning": f"why {name}",
-                   "score": override.get(f"agent_{i}_{name}", override.get(name, (low + high) // 2))}
+            name: [f"why {name}", override.get(f"agent_{i}_{name}", override.get(name, (low + high) // 2))]
             for name, (low, high) in DIMENSIONS.items()}
     return create_model("EnvResponse", __config__=ConfigDict(extra="allow"))(**args)
+
+
+def seats_of(prompt: str) -> list[str]:
+    """The participants of a sotopia judge prompt, in seat order (its "Participants: A and B" line)."""
+    found = re.search(r"^Participants: (.+)$", prompt, re.M)
+    return found.group(1).split(" and ") if found else []
 
 
 class Responder:
@@ -88,7 +93,7 @@ class Responder:
         if tool == "SotopiaEvaluation":
             return evaluation()
         if tool == "EnvResponse":
-            return env_response(len(re.findall(r"^agent_\d+_evaluation: ", prompt, re.M)))
+            return env_response(len(seats_of(prompt)))
         raise AssertionError(f"unexpected tool {tool}")
 
 

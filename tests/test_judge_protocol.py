@@ -15,11 +15,12 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from pydantic import BaseModel, ValidationError, field_validator
-from test_episode_scripts import env_response, model, scenario
+from test_episode_scripts import env_response, loose, model, scenario
 
 from swm.context import SWMContext
 from swm.nodes.judge import judge_all_agents
 from swm.social.judgement import DIMENSIONS
+from swm.social.models import Scenario
 from swm.social.sotopia_eval import OFFICIAL_RUBRIC, AgentEvaluation
 from swm.state import SocialStep
 from swm.testing import ScriptedChatModel
@@ -57,8 +58,60 @@ def test_the_default_prompt_carries_every_dimensions_full_rubric_and_no_end_reas
     assert "Based on previous interactions, evaluate how well participants achieve their goals." in prompt
     assert "did nothing" not in prompt and "Turn #1" in prompt and 'Bob said: "Fifty."' in prompt
     assert "ended because" not in prompt and "turn limit" not in prompt
-    assert "agent_1_evaluation: Ann" in prompt and "agent_2_evaluation: Bob" in prompt
+    assert "agent_1_evaluation: Ann" not in prompt and "Participants: Ann and Bob" in prompt  # no block of swm's
     assert set(judgements) == {"Ann", "Bob"} and {j["protocol"] for j in judgements.values()} == {"sotopia"}
+
+
+def reference_background(name: str, first: str, age: int, gender: str, occupation: str, pronoun: str, public: str,
+                         values: str, secret: str) -> str:
+    """sotopia/envs/parallel.py _agent_profile_to_friendabove_self, viewer tags removed (the environment's view);
+    ``name`` stands for its "{first_name} {last_name}", which is the participant's name there."""
+    adj = {"Man": "male", "Woman": "female", "Nonbinary": "nonbinary"}[gender] if gender else ""
+    return " ".join([f"{name} is a {age}-year-old {adj} {occupation.lower()}.", f"{pronoun} pronouns.",
+                     public, "Personality and values description:", values, f"{first}'s secrets:", secret])
+
+
+def test_the_default_judge_prompt_is_sotopias_template_with_its_backgrounds_and_tuple_format() -> None:
+    """ReachGoalLLMEvaluator's template after format_docstring, the ScriptBackground with sotopia's profile text,
+    and each dimension a [reasoning, score] pair (SotopiaDimensions' tuple[str, int])."""
+    seats = scenario().model_dump()
+    seats["agents"][0]["profile"].update(gender="Woman", gender_pronoun="She/her",
+                                         personality_and_values="Ann is frugal.")
+    llm = ScriptedChatModel(replies=[env_response(2)])
+    judge_all_agents(SWMContext(llm=llm), Scenario.model_validate(seats), steps(), key="ep")
+    prompt = llm.prompts[0][1]
+    body = prompt.split('<data name="history">\n', 1)[1]
+    history, rest = body.split("\n</data>", 1)
+    assert rest.startswith(",\nBased on previous interactions, evaluate how well participants achieve their goals.\n"
+                           "Please following the format:\n")  # "{history},", sotopia's wording, typo included
+    ann = reference_background("Ann", "Ann", 30, "Woman", "trader", "She/her", "Ann likes lamps.", "Ann is frugal.",
+                               "SECRET-ANN-x1 the lamp is broken")
+    assert history.splitlines()[:4] == ["Here is the context of this interaction:",
+                                        "Scenario: A lamp is for sale at a flea market.", "Participants: Ann and Bob",
+                                        f"Ann's background: {ann}"]
+    assert "Bob's secrets: SECRET-BOB-y2" in history and "Your secret" not in prompt
+    schema = json.loads(prompt.split("```", 2)[1].removeprefix("\n")) if "```" in prompt else None
+    assert schema is not None
+    goal = schema["$defs"]["EvaluationBySocialDimensions"]["properties"]["goal"]
+    assert goal["type"] == "array" and [p["type"] for p in goal["prefixItems"]] == ["string", "integer"]
+    assert goal["minItems"] == goal["maxItems"] == 2 and goal["description"] == OFFICIAL_RUBRIC["goal"]
+    judgements, _ = judge(env_response(2, agent_1_goal=8))
+    assert judgements["Ann"]["goal"] == 8 and judgements["Ann"]["reasoning"]["goal"] == "why goal"
+
+
+def test_the_earlier_judge_prompt_still_renders_when_pinned() -> None:
+    """judge_sotopia_eval@v1 (a block naming the seats, "Please follow") stays loadable for recorded runs."""
+    llm = ScriptedChatModel(replies=[env_response(2)])
+    judge_all_agents(SWMContext(llm=llm, prompt_versions={"judge_sotopia_eval": "v1"}), scenario(), steps(), key="e")
+    assert "agent_1_evaluation: Ann\nagent_2_evaluation: Bob" in llm.prompts[0][1]
+
+
+def test_a_reply_in_swms_earlier_object_form_is_not_sotopias_format() -> None:
+    """{reasoning, score} objects do not validate as [reasoning, score]: reformatted once, then scored."""
+    old = env_response(2).model_dump()
+    old["agent_1_evaluation"] = {d: {"reasoning": r, "score": v} for d, (r, v) in old["agent_1_evaluation"].items()}
+    judgements, llm = judge(loose(**old), env_response(2, agent_1_goal=6))
+    assert llm.calls == 2 and judgements["Ann"]["goal"] == 6
 
 
 def test_one_call_judges_both_agents_in_seat_order() -> None:
@@ -72,7 +125,8 @@ def test_an_out_of_range_reply_is_reformatted_once_then_scored() -> None:
     judgements, llm = judge(env_response(2, agent_1_goal=11), env_response(2, agent_1_goal=10))
     assert llm.calls == 2
     tool, second = llm.prompts[1]
-    assert "reformat it to a string that can be parsed by json parser" in second and '"score": 11' in second
+    assert "reformat it to a string that can be parsed by json parser" in second
+    assert '"goal": ["why goal", 11]' in second  # sotopia's [reasoning, score]
     assert judgements["Ann"]["goal"] == 10 and judgements["Ann"]["rejected"] == []
 
 
@@ -107,8 +161,8 @@ def test_scores_are_accepted_exactly_when_sotopia_accepts_them(name: str, score:
         expected = True
     except ValidationError:
         expected = False
-    args = {d: {"reasoning": "r", "score": (lo + hi) // 2} for d, (lo, hi) in DIMENSIONS.items()}
-    args[name] = {"reasoning": "r", "score": score}
+    args = {d: ["r", (lo + hi) // 2] for d, (lo, hi) in DIMENSIONS.items()}
+    args[name] = ["r", score]
     try:
         AgentEvaluation(**args)
         accepted = True

@@ -1,6 +1,7 @@
-"""Snapshot: the default (paper) parser and QA prompts against the S3AP repository's own wording.
+"""Snapshot: the default (paper) and repo parser and QA prompts against their sources' own wording.
 
-The expected texts are the templates of ``XuhuiZhou/social-world-model`` (read through the code
+The expected texts are the paper's appendix A.4.1 (the parser prompt and task instructions of the
+``paper`` protocol), the templates of ``XuhuiZhou/social-world-model`` (read through the code
 index; the commit of each file is named beside it) and of ConfAIde's official ``eval.py``
 (``skywalker023/confaide``). A rendered swm prompt, with its injection fences taken off, must equal
 the repository's template filled with the same values, after the substitutions in `DIFFERENCES`,
@@ -104,9 +105,41 @@ FANTOM = ("\nYou are analyzing a social conversation and need to answer a questi
           "reasoning within the <reasoning></reasoning>tag. For the answer, use <answer>(put your answer here)"
           "</answer>.\n\n## Context\n{context}\n## Extra Information\n(to help you better understand and answer the "
           "question)\n{extra_info}\n## Question\n{question}\n")
-# social_world_model/social_world_model.py at fbf59a1e3c82f91d3e856848d9ffaf3c11e99b3a, socialize_context
+# social_world_model/social_world_model.py at 0332906dcb94a1c91f744ed463c0c3b33bcd6623 (as at fbf59a1e),
+# socialize_context: the repository's older wording, the `repo` protocol
 PARSE = ("Please analyze the following narrative.\n\nContext: {context}\n\n"
          "Task specific instructions: {task_specific_instructions}\n\nExample analysis: {example_analysis}\n\n")
+# the paper's appendix A.4.1, as the repository spells it from 25d484cfaa4b919d0b9d58574d1024778c3ea243 (2025-04-08)
+# to 1bf9294714d7468614bf8aac0bc34b5b6d8d8a62 (the appendix prints the same words without the blank lines): `paper`
+PARSE_APPENDIX = ("Please analyze the following narrative/context.\n\n#### Context: {context}\n\n"
+                  "#### Task specific instructions: {task_specific_instructions}\n\n"
+                  "Example analysis: {example_analysis}\n\n")
+# the appendix's task instructions where the repository's differ (A.4.1; "’" printed for "'")
+APPENDIX_MMTOM = ("You are dissecting the MMToM scenarios. The assumptions are that agents can perceive objects and "
+                  "events only in their current location. When an agent moves to a new location, they can no longer "
+                  "perceive what happens in previous locations. Importantly, agents should not have knowledge about "
+                  "the contents of containers (like fridges, cabinets, etc.) until they directly observe inside them, "
+                  "unless explicitly stated in their prior knowledge. In mental states, clearly represent the agent's "
+                  "goals, beliefs about object locations, and how these beliefs are updated through observations. In "
+                  "the agent's observation, include objects' locations when the agent is in the same location as the "
+                  "objects, but only after the agent has actually observed them.")
+APPENDIX_CONFAIDE = ("For convenience, you can use <same_as_last_action /> in the state field to indicate that the "
+                     "state is the same as the last action.")
+# social_world_model/task_modules/mmtom.py at 1bf92947 (from 6a663868, 2025-04-10): the `repo` protocol's
+REPO_MMTOM = ("You are dissecting the MMTom scenarios. The assumptions are that the characters can perceive every "
+              "scene in their location but not scenes occurring elsewhere. If the agent leaves the location, they "
+              "cannot perceive the scene in that location anymore. In the agent's observation, remember to include the "
+              "objects' locations if the agents are in the same location as the object.")
+# social_world_model/database/database.py at 1bf92947, SocializedContext.create_context_manual (from 25d484cf)
+MANUAL_APPENDIX = ("#### Context Manual\nHere's how to interpret the above socialized context (i.e., the json schema): "
+                   "\n{schema}\n#### Here's the domain specific instuctions when generating the socialized context "
+                   "(should help you better understand the socialized context):\n{task}")
+# social_world_model/social_world_model.py at 0332906d, socialize_context's context_manual
+MANUAL_REPO = "Here's how to interpret the socialized context: \n{schema}\nTask specific instructions:{task}"
+# database.py at 1bf92947, SocializedStructure.observations: the description the v2 manual's schema carries
+CONTEXT_OBSERVATIONS = ("The observations for each agent in the social world at this timestep. Note that the different "
+                        "agents may have different observations.  1. The special tag '<same_as_state />' indicates "
+                        "the observation covers the current state.")
 PARSE_FEEDBACK = ("Previous attempt had these issues. Please fix them based on the previous attempt and feedback "
                   "below:\n{feedback}\n\n")
 PARSE_END = "Follow these format instructions:\n{format_instructions}"
@@ -165,14 +198,42 @@ def test_vanilla_tomi_and_fantom_drop_only_the_reasoning_request() -> None:
         assert with_reasoning.replace("Provide your reasoning in the reasoning field. ", "") == direct
 
 
-def test_the_parser_prompt_matches_the_repository_and_sends_feedback_only_after_a_failure() -> None:
+@pytest.mark.parametrize(("protocol", "head"), [("paper", PARSE_APPENDIX), ("repo", PARSE)])
+def test_the_parser_prompt_matches_its_source_and_sends_feedback_only_after_a_failure(protocol: str,
+                                                                                       head: str) -> None:
     values = {"context": STORY, "task_specific_instructions": "T", "example_analysis": "E", "format_instructions": "F"}
-    first = unfenced(render("parse_paper", feedback="", **values))
-    assert first == (PARSE + PARSE_END).format(**values)
+    ctx = SWMContext(prompt_protocol=protocol)  # type: ignore[arg-type]
+    parse = protocols.load(ctx, protocols.parse_prompt_names(ctx, "tomi")["parse"])
+    first = unfenced(parse.render(feedback="", **values))
+    assert first == (head + PARSE_END).format(**values)
     block = prompts.load("parse_feedback").render(feedback="B")
     assert block == PARSE_FEEDBACK.format(feedback="B")
-    assert unfenced(render("parse_paper", feedback=block, **values)) == (PARSE + PARSE_FEEDBACK + PARSE_END).format(
+    assert unfenced(parse.render(feedback=block, **values)) == (head + PARSE_FEEDBACK + PARSE_END).format(
         feedback="B", **values)
+
+
+def test_the_default_task_instructions_are_the_appendix_and_repo_keeps_the_repositorys() -> None:
+    paper, repo = SWMContext(), SWMContext(prompt_protocol="repo")
+    assert protocols.load(paper, "task_mmtom").render().strip() == APPENDIX_MMTOM
+    assert protocols.load(repo, "task_mmtom").render().strip() == REPO_MMTOM
+    for ctx in (paper, repo):  # the repository's ConfAIde rule equals the appendix's from 2025-04-02 on
+        assert protocols.load(ctx, "task_confaide").render().strip() == APPENDIX_CONFAIDE
+    for task in ("tomi", "hitom", "fantom"):  # one wording in the appendix and the repository
+        assert protocols.load(paper, f"task_{task}").id == protocols.load(repo, f"task_{task}").id
+
+
+def test_versions_an_earlier_run_recorded_still_load() -> None:
+    """What `--prompts paper` sent before it followed the appendix; `repo` sends all of it but ConfAIde's rule."""
+    recorded = ["parse_paper@v1", "s3ap_manual@v1", "s3ap_schema@v1", "task_mmtom@v2", "task_confaide@v2",
+                "qa_paper_tomi@v1", "qa_paper_hitom@v1", "qa_paper_mmtom@v1", "qa_paper_fantom@v1"]
+    for pid in recorded:
+        name, version = pid.split("@")
+        assert prompts.load(name, version).id == pid
+    assert "You are analyzing a meeting transcript." in prompts.load("task_confaide", "v2").text
+    sent = set(protocols.prompt_set(SWMContext(prompt_protocol="repo"), "mmtom").split(","))
+    assert {"parse_paper@v1", "s3ap_manual@v1", "s3ap_schema@v1", "task_mmtom@v2"} <= sent
+    now = set(protocols.prompt_set(SWMContext(), "mmtom").split(","))
+    assert {"parse_paper@v2", "s3ap_manual@v2", "s3ap_context_schema@v1", "task_mmtom@v1"} <= now
 
 
 def test_the_format_instructions_are_the_repository_json_schema() -> None:
@@ -189,18 +250,30 @@ def test_the_format_instructions_are_the_repository_json_schema() -> None:
     assert "0-based" not in text
 
 
-def test_the_qa_model_gets_indented_s3ap_with_its_context_manual() -> None:
+@pytest.mark.parametrize(("protocol", "manual", "schema_name"), [("paper", MANUAL_APPENDIX, "s3ap_context_schema"),
+                                                                   ("repo", MANUAL_REPO, "s3ap_schema")])
+def test_the_qa_model_gets_indented_s3ap_with_its_context_manual(protocol: str, manual: str, schema_name: str) -> None:
     world = SocialWorld.from_s3ap(good_parse().model_dump())
-    ctx = SWMContext(task="tomi")
+    ctx = SWMContext(task="tomi", prompt_protocol=protocol)  # type: ignore[arg-type]
     rendered = extra_info({"world": world, "task": "tomi"}, ctx)
-    schema = json.dumps(json.loads(prompts.load("s3ap_schema").render()), indent=2)
+    schema = json.dumps(json.loads(prompts.load(schema_name).render()), indent=2)
     task = prompts.load("task_tomi").render().strip()
-    # database.py SocializedContext.to_natural_language, with the context manual socialize_context writes
+    # database.py SocializedContext.to_natural_language, with the context manual of the protocol's source
     expected = ("### Socialized Context (the analysis of the original context)\n"
-                + json.dumps(world.to_s3ap(), indent=2) + "\n\n"
-                + f"Here's how to interpret the socialized context: \n{schema}\nTask specific instructions:{task}")
+                + json.dumps(world.to_s3ap(), indent=2) + "\n\n" + manual.format(schema=schema, task=task))
     assert rendered == expected
     assert extra_info({"world": world}, SWMContext(prompt_protocol="swm")) == world.to_text()
+
+
+def test_the_appendix_manual_explains_the_repositorys_socialized_context_schema() -> None:
+    text = prompts.load("s3ap_context_schema").render()
+    schema = json.loads(text)
+    assert text == json.dumps(schema, indent=2), "json.dumps(SocializedContext.model_json_schema(), indent=2)"
+    assert schema["title"] == "SocializedContext" and schema["required"] == ["agents_names", "socialized_context",
+                                                                             "context_manual"]
+    step = schema["$defs"]["SocializedStructure"]["properties"]
+    assert step["observations"]["description"].startswith(CONTEXT_OBSERVATIONS)
+    assert step["observations"]["additionalProperties"] == {"type": "string"}
 
 
 def test_confaide_follows_the_official_input_layout_with_its_answer_cue() -> None:
@@ -235,7 +308,8 @@ def test_every_paper_task_has_its_prompts_and_the_swm_variant_stays_selectable()
         for mode in ("vanilla", "cot", "s3ap", "s3ap_only"):
             assert protocols.qa_prompt_name(paper, mode, task).startswith("qa_paper")
             assert not protocols.qa_prompt_name(swm, mode, task).startswith("qa_paper")
-    assert protocols.load(paper, "task_mmtom").version == "v2" and protocols.load(swm, "task_mmtom").version == "v1"
+    assert protocols.load(paper, "task_mmtom").version == "v1" and protocols.load(swm, "task_mmtom").version == "v1"
+    assert protocols.load(SWMContext(prompt_protocol="repo"), "task_mmtom").version == "v2"
     assert "(to help you better understand the meeting)" not in "".join(
         prompts.load(protocols.qa_prompt_name(paper, "s3ap", t)).text for t in protocols.PAPER_QA_TASKS)
     assert set(NOT_SENT) and all(why for *_, why in DIFFERENCES)

@@ -85,10 +85,57 @@ def test_a_run_keeps_the_prompt_protocol_it_was_started_with(tmp_path: Path) -> 
     from swm.tom.runner import record_run
 
     store = open_store(tmp_path / "runs.db")
-    meta = {"benchmark": "tomi", "data": "d", "seed": 0, "n": None, "prompt_protocol": "paper"}
+    meta = {"benchmark": "tomi", "data": "d", "seed": 0, "n": None, "prompt_protocol": "paper",
+            "prompt_set": "parse_paper@v2,task_tomi@v1"}
     record_run(store, "r", meta)
     record_run(store, "r", meta)  # the same settings resume
     with pytest.raises(InputError, match="prompt_protocol=paper, not swm"):
         record_run(store, "r", {**meta, "prompt_protocol": "swm"})
-    record_run(store, "old", {k: v for k, v in meta.items() if k != "prompt_protocol"})
+    with pytest.raises(InputError, match="prompt_set=parse_paper@v2"):  # the protocol's wording changed since
+        record_run(store, "r", {**meta, "prompt_set": "parse_paper@v3,task_tomi@v1"})
+    record_run(store, "old", {k: v for k, v in meta.items() if k not in ("prompt_protocol", "prompt_set")})
     record_run(store, "old", meta)  # a run recorded before protocols were has none to compare
+
+
+def test_a_run_recorded_as_paper_before_the_appendix_wording_resumes_as_repo(tmp_path: Path) -> None:
+    from swm.checkpoints import open_store
+    from swm.tom.runner import record_run
+
+    store = open_store(tmp_path / "runs.db")
+    before = {"benchmark": "tomi", "data": "d", "seed": 0, "n": None, "prompt_protocol": "paper"}
+    record_run(store, "r", before)
+    with pytest.raises(InputError, match="prompt_protocol=repo, not paper") as refused:
+        record_run(store, "r", {**before, "prompt_set": "parse_paper@v2"})
+    assert "--prompts repo" in str(refused.value.hint)
+    record_run(store, "r", {**before, "prompt_protocol": "repo", "prompt_set": "parse_paper@v1"})
+
+
+def test_every_run_names_its_split_with_the_benchmarks_caveat(shared_dir: Path) -> None:
+    tomi = shared_dir / "benchmarks" / "tomi" / "tomi_test_sample300.jsonl"
+    items, _, line = _load_items("tomi", tomi, 1, "short", 5, 0, paper_split=False)
+    assert len(items) == 5
+    assert line.startswith(f"sample, not the paper's split: 5 of 300 questions drawn with seed 0 of {tomi}")
+    assert "802,151 B, 9109505e" in line and "e13bfed0" in line  # the public Percept-ToMi.csv is not the paper's
+    mmtom = shared_dir / "benchmarks" / "mmtom" / "mmtom_text_sample300.jsonl"
+    _, _, line = _load_items("mmtom", mmtom, 1, "short", None, 0, paper_split=False)
+    assert line.startswith("sample, not the paper's split: all 300 questions")
+    assert "300/302-question subset that cannot be recovered" in line and "600 candidates" in line
+    hitom = shared_dir / "benchmarks" / "hitom" / "hitom_cotp_sample300.jsonl"
+    _, _, line = _load_items("hitom", hitom, 1, "short", 4, 0, paper_split=True)
+    assert line.startswith("paper split: hitom: matched by identifier, 52 of 100") and "run: 4 of 52 questions" in line
+    _, _, line = _load_items("sim", None, 1, "short", 2, 0, paper_split=False)
+    assert line.startswith("simulated stories, no benchmark split")
+
+
+def test_a_run_keeps_the_split_it_was_started_with(tmp_path: Path) -> None:
+    from swm.checkpoints import open_store
+    from swm.tom.runner import record_run
+
+    store = open_store(tmp_path / "runs.db")
+    meta = {"benchmark": "hitom", "data": "d", "seed": 0, "n": None, "prompt_protocol": "paper",
+            "prompt_set": "parse_paper@v2", "split": "paper split: hitom: matched by identifier, 52 of 100 records"}
+    record_run(store, "r", meta)
+    with pytest.raises(InputError, match="split=paper split"):
+        record_run(store, "r", {**meta, "split": "sample, not the paper's split: all 300 questions of d"})
+    record_run(store, "old", {k: v for k, v in meta.items() if k != "split"})
+    record_run(store, "old", meta)  # recorded before splits were named: nothing to compare

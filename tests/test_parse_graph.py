@@ -25,7 +25,7 @@ def test_good_parse_costs_one_call_and_is_counted() -> None:
     assert out["usage"]["parse"]["calls"] == 1
     assert out["usage"]["parse"]["prompt_tokens"] == len(model.prompts[0][1]) // 4
     assert out["usage"]["parse"]["completion_tokens"] > 0
-    assert out["prompts"]["parse"] == "parse_paper@v1" and out["prompts"]["protocol"] == "paper"
+    assert out["prompts"]["parse"] == "parse_paper@v2" and out["prompts"]["protocol"] == "paper"
     assert model.prompts[0][0] == "S3APParse"
 
 

@@ -41,7 +41,7 @@ SWM_AUTHORED = {
     "instruction": "game_act: the code moderator's request; qa_*_confaide: ConfAIde's fixed privacy instruction, "
                    "chosen by swm's loader per question type (qa_paper_*confaide: with its 'Meeting:'/'Scenario:' "
                    "label)",
-    "schema": "s3ap_manual: the parser's own JSON schema (s3ap_schema)",
+    "schema": "s3ap_manual: a JSON schema of swm's own files (s3ap_schema, s3ap_context_schema)",
     # decision_*: one-move prompts filled only from swm's task generator (its name lists, items, prices,
     # slots and facts), kept short for small models; no user or participant writes any of them
     **{slot: "decision_*: a value drawn by swm's task generator" for slot in (

@@ -177,16 +177,14 @@ def test_bench_sotopia_tests_both_seats_and_splits_by_side_and_setting(tmp_path:
     """Four shipped scenarios (bike sale: competitive; late project, noisy neighbour: mixed; mutual friend:
     cooperative), each played with each side tested, judged by a separate model; per-side and per-setting
     goal means checked by hand from GOAL_BY_AGENT."""
-    import re
-
-    from test_episode_scripts import env_response
+    from test_episode_scripts import env_response, seats_of
 
     from swm.testing import ScriptedChatModel
 
     def judge(prompt: str, tool: str | None) -> Any:  # sotopia's protocol: one call rates both agents
-        seats = re.findall(r"^agent_(\d)_evaluation: (.+)$", prompt, re.M)
+        seats = seats_of(prompt)  # sotopia's "Participants: A and B", in the order of the evaluations
         assert tool == "EnvResponse" and len(seats) == 2
-        return env_response(2, **{f"agent_{i}_goal": GOAL_BY_AGENT[name] for i, name in seats})
+        return env_response(2, **{f"agent_{i}_goal": GOAL_BY_AGENT[name] for i, name in enumerate(seats, 1)})
 
     llm, judge_llm = model(), ScriptedChatModel(respond=judge)
     out = tmp_path / "out"

@@ -197,7 +197,11 @@ def test_cli_bench_tom_writes_tables_and_resumes(tmp_path: Path, scripted_server
     assert all(set(json.loads(r["variants"])) == {"swm-contains", "swm-strict", "exact"} for r in data["rows"])
     assert "| cot | swm-contains |" in result.output  # the named readings beside the headline
     assert "prompt protocol: paper" in result.output
-    assert "- prompt protocol: paper (the S3AP repository" in result.output
+    assert "- prompt protocol: paper (the paper's appendix wording, the S3AP repository's task" in result.output
+    assert f"- split: sample, not the paper's split: all 5 questions of {FIX / 'tomi_mini.txt'}" in result.output
+    assert data["header"]["split"].startswith("sample, not the paper's split")
+    runs = list(open_store(tmp_path / "cli.db").rows("select split from tom_runs where run = ?", ["cli-run"]))
+    assert runs[0]["split"] == data["header"]["split"]  # the run record names it too
     assert {r["prompt_protocol"] for r in data["rows"]} == {"paper"}
     assert {json.loads(r["prompts"])["qa"] for r in data["rows"]} == {"qa_paper_tomi@v1"}
 
@@ -208,6 +212,27 @@ def test_cli_bench_tom_writes_tables_and_resumes(tmp_path: Path, scripted_server
     report = CliRunner().invoke(main, [*args, "--report-only"])
     assert report.exit_code == 0 and "10 of 10 answers finished" in report.output
     assert sum(seen.values()) == 12 and (out / "tom_tomi.csv").read_text() == table
+
+
+def test_cli_bench_tom_sends_the_appendix_wording_by_default_and_the_repositorys_by_name(
+        tmp_path: Path, scripted_server: tuple[str, Counter[str]]) -> None:
+    """The user's path: the default run records the appendix parser prompt and manual; --prompts repo the older
+    ones; resuming a thread under the other protocol is refused."""
+    from swm.cli import main
+
+    spec, _ = scripted_server
+    sent = {}
+    for protocol in ("paper", "repo"):
+        args = [*_bench_args(spec, tmp_path, "p.db", protocol, protocol), "--modes", "s3ap", "--n", "2"]
+        result = CliRunner().invoke(main, [*args, *(["--prompts", protocol] if protocol == "repo" else [])])
+        assert result.exit_code == 0, result.output
+        rows = json.loads((tmp_path / protocol / "tom_tomi.json").read_text())["rows"]
+        sent[protocol] = {v for r in rows for k, v in json.loads(r["prompts"]).items() if k != "protocol"}
+    assert {"parse_paper@v2", "s3ap_manual@v2", "s3ap_context_schema@v1"} <= sent["paper"]
+    assert {"parse_paper@v1", "s3ap_manual@v1", "s3ap_schema@v1"} <= sent["repo"]
+    again = CliRunner().invoke(main, [*_bench_args(spec, tmp_path, "p.db", "repo", "repo"), "--modes", "s3ap", "--n",
+                                      "2"])
+    assert again.exit_code != 0 and "prompt_protocol=repo, not paper" in again.output
 
 
 def test_cli_bench_tom_paper_split_on_the_shared_hitom_sample(tmp_path: Path, shared_dir: Path,
@@ -222,6 +247,7 @@ def test_cli_bench_tom_paper_split_on_the_shared_hitom_sample(tmp_path: Path, sh
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     assert "paper split: hitom: matched by identifier, 52 of 100 records (PARTIAL" in result.output
+    assert "- split: paper split: hitom: matched by identifier" in result.output  # the report header
     assert "- prompt protocol: swm (swm's own wording)" in result.output and seen["ReasonedAnswer"] == 3
 
 

@@ -21,15 +21,25 @@ from swm.tom.scoring import score_answer
 
 
 # ---- FANToM: skywalker023/fantom eval_fantom.py @ 9b41d616cf7403ba64408e5c1d79bbaff119db03 --------------
+def reference_parse_response(response: str) -> str:
+    """parse_response, run on every reply before any rule: keep what follows the last "Answer:" (or, with none,
+    the last "Choose an answer from above:"), stripped; a reply with neither is kept as it is."""
+    for marker in ("Answer:", "Choose an answer from above:"):
+        head, found, tail = response.rpartition(marker)
+        if found:
+            return tail.strip()
+    return response
+
+
 def reference_fantom_mc(response: str, gold: str) -> bool:
     """evaluate_mc_belief_q: the letter opens the reply in one of five forms, is all of it, or is bracketed anywhere."""
-    r = response.lower()
+    r = reference_parse_response(response).lower()
     return bool(re.match(rf"\({gold}\)|{gold}[).:,]", r)) or r.find(f"({gold})") >= 0 or r == gold
 
 
 def reference_fantom_yes_no(response: str) -> int:
     """map_binary_answer_to_int: lower, quotes stripped, then yes-markers before no-markers; else -1."""
-    a = response.lower().strip("'").strip('"')
+    a = reference_parse_response(response).lower().strip("'").strip('"')
     if re.match(r"(yes|true)", a) or re.search(r" yes[,. ]| knows ", a):
         return 1
     if re.match(r"(no|false)", a) or re.search(r" no[,. ]| does not know | doesn't know ", a):
@@ -40,7 +50,9 @@ def reference_fantom_yes_no(response: str) -> int:
 MC_ANSWERS = ["(a)", "(b)", "a", "b", "A", "B", "a)", "b.", "b:", "b,", "(a), not (b)", "(b), not (a)", "Option b",
               "b Ana thinks the cupcake is inside the fridge", "Ana thinks the cupcake is inside the fridge",
               "Ana thinks the cupcake is not inside the fridge", "", "  (b)", "The answer is (b).", "B) the fridge",
-              "bob", "a cupcake", "Answer: (a)", "(A) not inside", "neither"]
+              "bob", "a cupcake", "Answer: (a)", "(A) not inside", "neither", "Answer: b", "Answer: a. not inside",
+              "Reasoning: Ana left. Answer: b", "Answer: a\nAnswer: b", "Choose an answer from above: b",
+              "Choose an answer from above: (a) Answer: b", "answer: b"]
 OPTIONS = {"a": "Ana thinks the cupcake is not inside the fridge", "b": "Ana thinks the cupcake is inside the fridge"}
 
 
@@ -66,7 +78,9 @@ def test_fantom_belief_choice_pinned_cases() -> None:
 
 YES_NO = ["yes", "Yes.", "yes, he does", "no", "No.", "no, she doesn't", "The answer is yes", "He knows",
           "He knows it", "  yes", "'yes'", '"no"', "True", "false", "I think no.", "Kai does not know about it",
-          "Kai doesn't know that", "maybe", "", "nobody knows", "none", "Answer: yes", "it is unknown"]
+          "Kai doesn't know that", "maybe", "", "nobody knows", "none", "Answer: yes", "it is unknown",
+          "Answer: no", "Answer:  yes.", "He left early. Answer: No", "Answer: yes Answer: no", "Choose an answer "
+          "from above: yes", "The answer is: yes"]
 
 
 @pytest.mark.parametrize("gold", ["yes", "no", "no:long"])
@@ -85,6 +99,28 @@ def test_fantom_yes_no_pinned_cases() -> None:
     verdicts = {a: (score_answer(item, a)["value"], score_answer(item, a)["variants"]["swm-lenient"])
                 for a in ("The answer is yes", "He knows", "  yes", "yes")}
     assert verdicts == {"The answer is yes": (0.0, 1), "He knows": (0.0, 1), "  yes": (0.0, 1), "yes": (1.0, 1)}
+
+
+def test_fantom_reads_only_the_text_after_the_last_answer_marker() -> None:
+    """eval_fantom.py's parse_response: "Answer: b" picks b, "Answer: yes" reads as yes (both wrong or unparsable
+    on the whole reply); lists and facts read the same text."""
+    mc = TomItem(id="m", story="", question="q", answer=OPTIONS["b"], qtype="mc", benchmark="fantom",
+                 kind="fantom_belief_mc", options=OPTIONS, answer_letter="b")
+    assert score_answer(mc, "Answer: b")["value"] == 1.0 and score_answer(mc, "Answer: a")["value"] == 0.0
+    assert score_answer(mc, "Choose an answer from above: b")["value"] == 1.0
+    assert score_answer(mc, "Answer: (a)\nWait. Answer: b")["value"] == 1.0  # the last marker wins
+    yes = TomItem(id="y", story="", question="q", answer="yes", qtype="b", benchmark="fantom", kind="fantom_binary")
+    assert (score_answer(yes, "Answer: yes")["value"], score_answer(yes, "Answer: yes")["chosen"]) == (1.0, "1")
+    assert score_answer(yes, "Answer: no")["chosen"] == "0"
+    names = TomItem(id="l", story="", question="q", answer=["Kai"], qtype="tom:answerability:list",
+                    benchmark="fantom", kind="fantom_list", wrong_answer=["Answer"])
+    assert score_answer(names, "Answer: Kai")["value"] == 1.0  # the marker itself is not read
+    fact = TomItem(id="f", story="", question="q", answer="a red car", qtype="fact", benchmark="fantom",
+                   kind="fantom_fact")
+    assert score_answer(fact, "Answer: a red car")["value"] == pytest.approx(1.0)
+    rows = [{"group_id": "s", "kind": "fantom_binary", "qtype": "tom:answerability:binary", "access": "inaccessible",
+             "gold": "yes", "answer": "Answer: yes", "correct": 1}]
+    assert fantom_scores(rows)["answerability_binary_f1"]["value"] == pytest.approx(1.0)
 
 
 def test_fantom_binary_f1_reads_answers_as_eval_fantom() -> None:

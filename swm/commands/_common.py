@@ -42,10 +42,12 @@ def model_options(*roles: str) -> Callable[[F], F]:
 
 def prompts_option(f: F) -> F:
     """Add ``--prompts``: the S3AP repository's prompts task by task (default) or swm's own wording."""
-    return click.option("--prompts", "prompt_protocol", type=click.Choice(["paper", "swm"]), default="paper",
+    return click.option("--prompts", "prompt_protocol", type=click.Choice(["paper", "repo", "swm"]), default="paper",
                         show_default=True,
-                        help="Prompt protocol: 'paper' sends the S3AP repository's parser and QA prompts task by task "
-                             "(docs/protocols.md); 'swm' sends swm's own task-generic wording.")(f)
+                        help="Prompt protocol: 'paper' sends the wording the paper's appendix prints (parser prompt, "
+                             "task instructions) with the S3AP repository's QA prompts task by task; 'repo' the "
+                             "repository's older wording (parser prompt and context manual at 0332906d, MMToM-QA's "
+                             "short rules); 'swm' swm's own task-generic wording (docs/protocols.md).")(f)
 
 
 def act_order_option(f: F) -> F:

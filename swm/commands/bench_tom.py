@@ -77,6 +77,7 @@ def tom_command(benchmark: str, data: Path | None, samples: int, fantom_context:
     the same --db and --thread-id, skipping finished items and giving the same table.
     """
     from swm.graphs import ask
+    from swm.protocols import prompt_set
     from swm.tom.loaders import BENCHMARKS
     from swm.tom.paper import prompt_protocol_line
     from swm.tom.report import summarise, write_reports
@@ -94,15 +95,15 @@ def tom_command(benchmark: str, data: Path | None, samples: int, fantom_context:
     out_dir = writable_out(out_dir or Path("swm-results") / file_name(run_id))
     scorer = rule_line("tomi" if benchmark == "sim" else benchmark)
     click.echo(f"scorer rule: {scorer}", err=True)
-    click.echo(f"prompt protocol: {ctx.prompt_protocol} (--prompts paper|swm; docs/protocols.md)", err=True)
-    if split:
-        click.echo(f"paper split: {split}", err=True)
+    click.echo(f"prompt protocol: {ctx.prompt_protocol} (--prompts paper|repo|swm; docs/protocols.md)", err=True)
+    click.echo(f"split: {split}", err=True)
     if not report_only:
         click.echo(f"run {run_id}: {len(items)} questions × {len(mode_list)} modes (rerun with --thread-id {run_id} "
                    f"--db {db_path(db)} to resume if interrupted)", err=True)
     meta = {"benchmark": label, "data": str(data) if data else "simulator", "seed": seed, "n": n,
             "modes": ",".join(mode_list), "scorer": scorer, "prompt_protocol": ctx.prompt_protocol,
-            **({"paper_split": split} if split else {}),
+            "prompt_set": prompt_set(ctx, BENCHMARKS.get(benchmark, {"task": "tomi"})["task"]),
+            "split": split,
             **({"samples": samples} if benchmark == "confaide" else {}),
             **({"fantom_context": fantom_context} if benchmark == "fantom" else {})}
     result: dict[str, Any]
@@ -123,7 +124,7 @@ def tom_command(benchmark: str, data: Path | None, samples: int, fantom_context:
     header = {"data": meta["data"], "questions": len(items), "seed": seed, "run": run_id,
               "scorer rule": meta["scorer"], **({"FANToM context": fantom_context} if benchmark == "fantom" else {}),
               "models": f"parser={ctx.spec_for('parser')}, qa={ctx.spec_for('qa')}",
-              "prompt protocol": prompt_protocol_line(ctx, rows), **({"paper split": split} if split else {}),
+              "prompt protocol": prompt_protocol_line(ctx, rows), "split": split,
               "wall time (this invocation)": f"{result['wall_seconds']:.1f} s",
               "items skipped as already finished": result["skipped"]}
     if "engine_startup_seconds" in result:
@@ -142,14 +143,16 @@ def tom_command(benchmark: str, data: Path | None, samples: int, fantom_context:
 
 def _load_items(benchmark: str, data: Path | None, samples: int, fantom_context: str, n: int | None, seed: int,
                 paper_split: bool) -> tuple[list[Any], str, str]:
-    """Load the benchmark's items (the paper's split when asked), drawn with --n/--seed; say how the split matched."""
+    """Load the benchmark's items (the paper's split when asked), drawn with --n/--seed; say which split they are
+    (`swm.tom.splits.split_line`: the paper's, how it matched, or a sample; with the benchmark's caveat)."""
     from swm.tom.loaders import load_benchmark, select
     from swm.tom.simulator import generate_stories, story_items
 
     if benchmark == "sim":
         if paper_split:
             raise InputError("the simulator has no paper split", "drop --paper-split, or pass a benchmark file")
-        return story_items(generate_stories(n or 20, seed)), "tomi-sim", ""
+        return (story_items(generate_stories(n or 20, seed)), "tomi-sim",
+                f"simulated stories, no benchmark split: {n or 20} stories generated with seed {seed}")
     if data is None:
         raise InputError(f"--data is required for {benchmark}",
                          "pass the data file (see `swm bench tom --help` for the formats)")
@@ -159,14 +162,14 @@ def _load_items(benchmark: str, data: Path | None, samples: int, fantom_context:
         from swm.tom.splits import split_spec
 
         split_spec(benchmark)  # before loading: a benchmark with no manifest is refused at once
-    items = load_benchmark(benchmark, data, samples=samples, context=fantom_context)
-    split = ""
-    if paper_split:
-        from swm.tom.splits import select_paper_split
+    from swm.tom.splits import SplitMatch, select_paper_split, split_line
 
+    items = load_benchmark(benchmark, data, samples=samples, context=fantom_context)
+    match: SplitMatch | None = None
+    if paper_split:
         items, match = select_paper_split(benchmark, data, items)
-        split = match.line()
-    return select(items, n, seed), benchmark, split
+    chosen = select(items, n, seed)
+    return chosen, benchmark, split_line(benchmark, str(data), len(items), len(chosen), n, seed, match)
 
 
 def _say_failed(rows: list[dict[str, Any]], run_id: str, db: str | None) -> None:

@@ -139,8 +139,10 @@ def judge_all_agents(ctx: SWMContext, scenario: Scenario, steps: list[SocialStep
     prompt = prompts.load("judge_sotopia_eval", ctx.prompt_version("judge_sotopia_eval"))
     schema = episode_schema(len(scenario.names))
     instructions = format_instructions(schema)
-    text = prompt.render(history=history_text(scenario, steps), format_instructions=instructions,
-                         participants="\n".join(f"agent_{i + 1}_evaluation: {n}" for i, n in enumerate(scenario.names)))
+    values = {"history": history_text(scenario, steps), "format_instructions": instructions}
+    if "participants" in prompt.placeholders:  # judge_sotopia_eval@v1 named the seats in a block of its own
+        values["participants"] = "\n".join(f"agent_{i + 1}_evaluation: {n}" for i, n in enumerate(scenario.names))
+    text = prompt.render(**values)
     model = ctx.model_for("judge")
     reply = call_model(model, text, schema)
     ctx.record_failed_reply("judge", "judge", reply, key=key)

@@ -20,19 +20,20 @@ FULL_TEXT_TASKS = ("confaide",)
 def extra_info(state: SocialWorldState, ctx: SWMContext | None = None) -> str:
     """Render the parsed social state for the QA prompt, or say why there is none.
 
-    Under the paper protocol it is the repository's rendering (indented S3AP JSON, then the
-    context manual: the schema that explains the tags and the task instructions); under swm's,
-    the compact S3AP JSON.
+    Under the paper and repo protocols it is the repository's rendering (indented S3AP JSON, then
+    the context manual: the schema that explains the tags and the task instructions, in the
+    protocol's wording); under swm's, the compact S3AP JSON.
     """
     world = state.get("world")
     if world is None:
         problems = "; ".join(state.get("parse_problems") or []) or "unknown"
         return f"(no social state could be parsed: {problems})"
-    if ctx is None or ctx.prompt_protocol != "paper":
+    if ctx is None or not protocols.from_repository(ctx.prompt_protocol):
         return str(world.to_text())
     task = state.get("task") or ctx.task
+    manual, schema = protocols.manual_prompts(ctx)
     return protocols.paper_social_state(world.to_s3ap(), protocols.load(ctx, f"task_{task}").render().strip(),
-                                        protocols.load(ctx, "s3ap_manual"), protocols.load(ctx, "s3ap_schema"))
+                                        manual, schema)
 
 
 def _values(prompt: prompts.Prompt, state: SocialWorldState, ctx: SWMContext, mode: str,
@@ -51,9 +52,11 @@ def _values(prompt: prompts.Prompt, state: SocialWorldState, ctx: SWMContext, mo
 
 
 def _manual_ids(ctx: SWMContext, prompt: prompts.Prompt, mode: str) -> dict[str, str]:
-    if ctx.prompt_protocol != "paper" or mode not in ("s3ap", "s3ap_only") or not prompt.name.startswith("qa_paper"):
+    if (not protocols.from_repository(ctx.prompt_protocol) or mode not in ("s3ap", "s3ap_only")
+            or not prompt.name.startswith("qa_paper")):
         return {}
-    return {"qa_manual": protocols.load(ctx, "s3ap_manual").id, "qa_schema": protocols.load(ctx, "s3ap_schema").id}
+    manual, schema = protocols.manual_prompts(ctx)
+    return {"qa_manual": manual.id, "qa_schema": schema.id}
 
 
 def answer(state: SocialWorldState, runtime: Runtime[SWMContext]) -> dict[str, Any]:

@@ -8,24 +8,26 @@ the ICLR 2024 dimensions, and ``ReachGoalLLMEvaluator``) and ``sotopia/generatio
   background and goal) and every turn, with the turns that say "did nothing" filtered out; it is
   not told why the episode ended;
 * one call rates every agent (``agent_1_evaluation``, ``agent_2_evaluation``) on the seven
-  dimensions, each a reasoning and an integer score, under the full rubric below (it is the
-  field descriptions of the schema, shown as format instructions);
+  dimensions, each ``[reasoning, score]`` (sotopia's ``tuple[str, int]``), under the full rubric
+  below (it is the field descriptions of the schema, shown as format instructions); the
+  backgrounds are sotopia's ("<First>'s secrets: …") and the prompt is sotopia's template
+  (``"{history},\nBased on previous interactions, … Please following the format:"``);
 * a reply that does not parse or validate (a missing field, a score out of its range) is sent once
   more, with the format instructions, to be reformatted; if that fails too the episode has no
   scores. Nothing is clamped or rounded.
 
-Two differences, both recorded in docs/protocols.md: the reformatting call goes to the judge
-role's model (sotopia uses gpt-4o-mini), and the data fences against injection stay.
+The differences that remain are listed in docs/protocols.md (the reformatting model, the data
+fences, the JSON-schema dialect of the format instructions, 6.6 not truncated).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from swm.social.judgement import DIMENSIONS, Judgement
-from swm.social.models import Scenario
+from swm.social.models import AgentProfile, Scenario
 from swm.state import SocialStep
 
 SOURCE = "sotopia-lab/sotopia sotopia/envs/evaluators.py @ 850d4417a5ff7e50181bd192157fc051b6d3b850"
@@ -86,15 +88,13 @@ OFFICIAL_RUBRIC: dict[str, str] = {
 }
 
 
-def _dimension(name: str) -> type[BaseModel]:
-    """One dimension's ``{reasoning, score}``: an integer in range, validated as sotopia's ``tuple[str, int]``
-    with its range validator (so "7" and 7.0 pass, 6.6 and 11 do not); the enum is for grammar decoding."""
+def _dimension(name: str) -> Any:
+    """One dimension as sotopia types it: ``tuple[str, int]``, ``[reasoning, score]``, the score in the
+    dimension's range (sotopia's range validators; "7" and 7.0 pass, 11 does not; 6.6 does not either,
+    where sotopia's pydantic 1 would truncate it to 6: docs/protocols.md); the enum is for grammar decoding."""
     low, high = DIMENSIONS[name]
-    title = "".join(part.title() for part in name.split("_"))
-    score = (int, Field(ge=low, le=high, description=f"Integer score from {low} to {high}.",
-                        json_schema_extra={"enum": list(range(low, high + 1))}))
-    return create_model(title, __config__=ConfigDict(extra="forbid"),
-                        reasoning=(str, Field(description="The reasoning.")), score=score)
+    score = Annotated[int, Field(ge=low, le=high, json_schema_extra={"enum": list(range(low, high + 1))})]
+    return tuple[str, score]  # type: ignore[valid-type]
 
 
 _AGENT_FIELDS: dict[str, Any] = {name: (_dimension(name), Field(description=OFFICIAL_RUBRIC[name]))
@@ -107,7 +107,7 @@ def episode_schema(agents: int) -> type[BaseModel]:
     """Return sotopia's ``EnvResponse`` for ``agents`` participants: ``agent_<i>_evaluation`` each."""
     fields: dict[str, Any] = {f"agent_{i + 1}_evaluation": (AgentEvaluation, ...) for i in range(agents)}
     model = create_model("EnvResponse", __config__=ConfigDict(extra="forbid"), **fields)
-    model.__doc__ = "SOTOPIA-EVAL of every participant: a reasoning and an integer score per dimension."
+    model.__doc__ = "SOTOPIA-EVAL of every participant: [reasoning, integer score] per dimension."
     return model
 
 
@@ -121,12 +121,27 @@ def format_instructions(schema: type[BaseModel]) -> str:
     return PydanticOutputParser(pydantic_object=schema).get_format_instructions()
 
 
+_GENDER_ADJ = {"man": "male", "woman": "female", "nonbinary": "nonbinary"}
+
+
+def sotopia_background(name: str, profile: AgentProfile) -> str:
+    """Render a participant's background as sotopia's environment shows it to the evaluator
+    (``sotopia/envs/parallel.py`` ``_agent_profile_to_*_self``, viewer tags removed): "<Name> is a
+    <age>-year-old <male|female|nonbinary> <occupation>. <pronouns> pronouns. <public info>
+    Personality and values description: <…> <First>'s secrets: <secret>"."""
+    first = profile.first_name or name.split()[0]
+    gender = _GENDER_ADJ.get(profile.gender.lower(), profile.gender.lower())
+    return (f"{name} is a {profile.age or 0}-year-old {gender} "
+            f"{profile.occupation.lower()}. {profile.gender_pronoun} pronouns. {profile.public_info} Personality and "
+            f"values description: {profile.personality_and_values} {first}'s secrets: {profile.secret}")
+
+
 def history_text(scenario: Scenario, steps: list[SocialStep]) -> str:
     """Render what sotopia's evaluator reads: the omniscient context, then the turns, "did nothing" left out."""
     names = scenario.names
     lines = ["Here is the context of this interaction:", f"Scenario: {scenario.scenario}",
              f"Participants: {' and '.join(names)}"]
-    lines += [f"{a.name}'s background: {a.profile.private_text(a.name)}" for a in scenario.agents]
+    lines += [f"{a.name}'s background: {sotopia_background(a.name, a.profile)}" for a in scenario.agents]
     lines += [f"{a.name}'s goal: {a.goal}" for a in scenario.agents]
     for step in steps:
         said = [text for text in step.actions.values() if "did nothing" not in text]
@@ -139,8 +154,8 @@ def judgements_from(value: Any, names: list[str], protocol: str) -> dict[str, Ju
     out = {}
     for i, name in enumerate(names):
         evaluation = getattr(value, f"agent_{i + 1}_evaluation")
-        scores = {d: getattr(evaluation, d).score for d in DIMENSIONS}
-        reasons = {d: getattr(evaluation, d).reasoning for d in DIMENSIONS}
+        scores = {d: getattr(evaluation, d)[1] for d in DIMENSIONS}  # sotopia: [reasoning, score]
+        reasons = {d: getattr(evaluation, d)[0] for d in DIMENSIONS}
         out[name] = Judgement(agent=name, **scores, reasoning=reasons, protocol=protocol)
     return out
 

@@ -43,6 +43,8 @@ def minimal_instance(schema: dict[str, Any], defs: dict[str, Any] | None = None)
     if kind == "object" or (kind is None and "properties" in schema):
         props = schema.get("properties", {})
         return {name: minimal_instance(props[name], defs) for name in schema.get("required", []) if name in props}
+    if kind == "array" and "prefixItems" in schema:  # a tuple: one value per position
+        return [minimal_instance(part, defs) for part in schema["prefixItems"]]
     if kind == "array":
         items = schema.get("items", {})
         out = [minimal_instance(items, defs) for _ in range(int(schema.get("minItems", 0)))]

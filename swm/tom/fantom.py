@@ -30,7 +30,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from swm.stats import wilson_interval
-from swm.tom.rules import fantom_yes_no_official
+from swm.tom.rules import fantom_response, fantom_yes_no_official
 from swm.tom.scoring import binary_answer
 
 ALL_KINDS = ("fantom_belief_mc", "fantom_list", "fantom_binary")
@@ -80,9 +80,11 @@ def _accuracy(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _binary_f1(rows: list[dict[str, Any]], reading: str) -> dict[str, Any]:
-    read = binary_answer if reading == "swm-lenient" else fantom_yes_no_official
     references = [_YES_NO.get(str(r.get("gold")), -1) for r in rows]
-    predictions = [read(r.get("answer")) for r in rows]
+    if reading == "swm-lenient":
+        predictions = [binary_answer(r.get("answer")) for r in rows]
+    else:  # eval_fantom.py: parse_response, then map_binary_answer_to_int
+        predictions = [fantom_yes_no_official(fantom_response(r.get("answer"))) for r in rows]
     return {"value": weighted_f1(references, predictions), "n": len(rows)}
 
 

@@ -1,6 +1,6 @@
 """What a benchmark item becomes under each prompt protocol: the ask graph's inputs.
 
-Under ``paper`` the question reads as the S3AP repository builds it (``XuhuiZhou/social-world-model``,
+Under ``paper`` and ``repo`` the question reads as the S3AP repository builds it (``XuhuiZhou/social-world-model``,
 ``social_world_model/task_modules/``): ToMi's ends with ``Possible answers: <candidates>``
 (``tomi.py`` at 0332906d), Hi-ToM's is the question, a newline and the raw ``A. x, B. y`` choices
 (``hitom.py`` at 1bf92947); ConfAIde's follows the official ``eval.py`` (skywalker023/confaide at
@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from swm.protocols import from_repository
 from swm.tom.items import TomItem
 
 _HITOM_LISTED = "\nChoose one of: "
@@ -42,7 +43,8 @@ def prompt_protocol_line(ctx: Any, rows: list[dict[str, Any]]) -> str:
         if isinstance(recorded, str):
             recorded = json.loads(recorded or "{}")
         ids.update(str(v) for k, v in recorded.items() if k != "protocol")
-    named = {"paper": "the S3AP repository's prompts", "swm": "swm's own wording"}
+    named = {"paper": "the paper's appendix wording, the S3AP repository's task templates",
+             "repo": "the S3AP repository's older wording", "swm": "swm's own wording"}
     head = ", ".join(f"{p} ({named.get(p, 'recorded before protocols were')})" for p in protocols)
     return head + (f"; prompts {', '.join(sorted(ids))}" if ids else "")
 
@@ -51,7 +53,7 @@ def item_inputs(item: TomItem, mode: str, protocol: str) -> dict[str, Any]:
     """Return the ask graph's inputs for one item in one mode under a prompt protocol."""
     meta = item.meta or {}
     inputs: dict[str, Any] = {"narrative": item.story, "question": item.question, "mode": mode, "task": item.task}
-    if protocol == "paper":
+    if from_repository(protocol):
         inputs["question"] = paper_question(item)
         if item.benchmark == "confaide":
             lead = f"{meta['instruction']}\n\n" if meta.get("instruction") else ""

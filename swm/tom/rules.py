@@ -6,8 +6,10 @@ S3AP authors' repository that produced the paper's numbers. swm's own readings s
 named **variants**, scored on the same answers and reported beside the headline. Sources (read,
 not copied; the tests in ``tests/test_tom_rules.py`` check the same verdicts on the same answers):
 
-* FANToM: ``skywalker023/fantom`` ``eval_fantom.py`` @ 9b41d616 (``evaluate_mc_belief_q``,
-  ``map_binary_answer_to_int``, ``setup_fantom``'s full-context relabelling).
+* FANToM: ``skywalker023/fantom`` ``eval_fantom.py`` @ 9b41d616 (``parse_response``: the text after
+  the last ``Answer:``, else after ``Choose an answer from above:``, stripped, before any rule;
+  ``evaluate_mc_belief_q``, ``map_binary_answer_to_int``, ``evaluate_list_q``, ``compute_f1``,
+  ``setup_fantom``'s full-context relabelling).
 * ConfAIde: ``skywalker023/confaide`` ``eval.py`` @ dfe977e9 (``parse_response`` for tiers 3 and
   4: the text after the last ``Answer:``; ``run_evaluator``'s substring flags).
 * The S3AP repository: ``XuhuiZhou/social-world-model``, ``social_world_model/task_modules/``
@@ -29,7 +31,8 @@ HEADLINE: dict[str, tuple[str, str]] = {
                            "is the gold, as XuhuiZhou/social-world-model hitom.py scores it"),
     "mmtom": ("s3ap-repo", "the answer, tags stripped, equals the gold letter (case-insensitive), as "
                            "XuhuiZhou/social-world-model mmtom.py scores it"),
-    "fantom": ("fantom-official", "FANToM's eval_fantom.py: belief choice through the option letter only, "
+    "fantom": ("fantom-official", "FANToM's eval_fantom.py: the text after the last 'Answer:' (else after 'Choose "
+                                  "an answer from above:'), then belief choice through the option letter only, "
                                   "yes/no by its keyword rule (anything else unparsable), lists and facts as there"),
     "confaide": ("confaide-official", "ConfAIde's eval.py: the text after the last 'Answer:' (tiers 3 and 4), "
                                       "case-insensitive substring flags"),
@@ -39,8 +42,9 @@ VARIANTS: dict[str, dict[str, str]] = {
              "candidate location of the story named (no hedges)", "exact": "normalised exact match"},
     "hitom": {"swm-choice": "swm's lenient option reading: the letter in any form, or exactly one option's text"},
     "mmtom": {"swm-choice": "as Hi-ToM's swm-choice"},
-    "fantom": {"swm-lenient": "swm's reading: an option's text, 'Option b', 'b <text>' count; hedges naming "
-                              "two options do not; yes/no read after trimming spaces and by whole words"},
+    "fantom": {"swm-lenient": "swm's reading of the whole reply: an option's text, 'Option b', 'b <text>' count; "
+                              "hedges naming two options do not; yes/no read after trimming spaces and by whole "
+                              "words"},
     "confaide": {"whole-text": "the flags read on the whole response"},
 }
 VARIANTS["paratomi"] = VARIANTS["tomi"]
@@ -55,6 +59,17 @@ def rule_line(benchmark: str) -> str:
 
 
 # ---- FANToM (eval_fantom.py) ---------------------------------------------------------------------------
+def fantom_response(answer: Any) -> str:
+    """Return what FANToM's evaluator reads of a reply (``parse_response``): the text after its last
+    ``Answer:``, else after its last ``Choose an answer from above:``, stripped; the reply unchanged
+    (not stripped) when it has neither. Every official FANToM rule reads this text."""
+    text = str(answer or "")
+    for marker in ("Answer:", "Choose an answer from above:"):
+        if marker in text:
+            return text.split(marker)[-1].strip()
+    return text
+
+
 def fantom_choice_official(answer: Any, letter: str | None) -> bool:
     """FANToM's multiple-choice rule: the gold letter opens the answer as ``(x)``, ``x)``, ``x.``, ``x:``,
     ``x,``, is the whole answer, or appears anywhere as ``(x)``.

@@ -122,14 +122,20 @@ def record_run(store: StoreRecords, run_id: str, meta: dict[str, Any]) -> None:
     if store.has_table(RUNS_TABLE):
         rows = list(store.rows(f"select * from {RUNS_TABLE} where run = ?", [run_id]))
         if rows:
-            old = rows[0]
+            old = dict(rows[0])
+            if old.get("prompt_protocol") == "paper" and old.get("prompt_set") is None:
+                # recorded before "paper" meant the appendix's wording: it sent what "repo" sends now
+                old["prompt_protocol"] = "repo"
             # runs started before a setting was recorded have none to compare
-            for key in ("benchmark", "data", "seed", "n", "fantom_context", "prompt_protocol"):
-                if key in ("fantom_context", "prompt_protocol") and old.get(key) is None:
+            for key in ("benchmark", "data", "seed", "n", "fantom_context", "prompt_protocol", "prompt_set", "split"):
+                if key in ("fantom_context", "prompt_protocol", "prompt_set", "split") and old.get(key) is None:
                     continue
                 if str(old.get(key)) != str(meta.get(key)):
-                    raise InputError(f"run {run_id} was started with {key}={old.get(key)}, not {meta.get(key)}",
-                                     "rerun with the same settings to resume, or use a new --thread-id")
+                    hint = ("rerun with the same settings to resume (--prompts repo: the run was recorded as 'paper' "
+                            "before that name meant the appendix's wording), or use a new --thread-id"
+                            if key == "prompt_protocol" and rows[0].get("prompt_protocol") != old.get(key)
+                            else "rerun with the same settings to resume, or use a new --thread-id")
+                    raise InputError(f"run {run_id} was started with {key}={old.get(key)}, not {meta.get(key)}", hint)
             return
     store.insert(RUNS_TABLE, {"run": run_id, **{k: str(v) for k, v in meta.items()}, "started": time.time()},
                  pk="run", ignore=True)

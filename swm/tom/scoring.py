@@ -5,7 +5,9 @@ Every rule is deterministic and documented, so a number in a report can be recom
 ``rule``: ToMi/ParaToMi the S3AP repository's "gold in answer" (a raw substring); Hi-ToM and
 MMToM-QA its option-letter readers; FANToM and ConfAIde their official evaluators. ``exact`` and
 ``loose`` are swm's normalised exact match and its whole-word "gold in answer" (for options: swm's
-lenient option reading); ``strict`` (ToMi/ParaToMi) is ``loose`` without hedges: the answer
+lenient option reading); FANToM's official rules read only the text after the reply's last
+``Answer:`` (`swm.tom.rules.fantom_response`), its ``swm-lenient`` reading the whole reply;
+``strict`` (ToMi/ParaToMi) is ``loose`` without hedges: the answer
 names the gold location and no other candidate location of the story ("Not the basket, the box"
 is loose-right, strict-wrong for gold "basket"); for other rules it equals the headline verdict.
 ``variants`` holds each named reading's verdict (`swm.tom.rules.VARIANTS`).
@@ -163,24 +165,26 @@ def score_answer(item: TomItem, answer: Any) -> dict[str, Any]:
         return {"exact": right, "loose": lenient, "strict": right, "value": float(right), "chosen": chosen,
                 "rule": rules.HEADLINE.get(item.benchmark, ("s3ap-repo", ""))[0],
                 "variants": {"swm-choice": int(lenient)}}
+    read = rules.fantom_response(answer)  # FANToM's parse_response: every official FANToM rule reads this
     if item.kind == "fantom_belief_mc":
         chosen = choose_option(answer, item.options)
         lenient = chosen is not None and chosen == item.answer_letter
-        right = rules.fantom_choice_official(answer, item.answer_letter)
+        right = rules.fantom_choice_official(read, item.answer_letter)
         return {"exact": right, "loose": lenient, "strict": right, "value": float(right), "chosen": chosen,
                 "rule": "fantom-official", "variants": {"swm-lenient": int(lenient)}}
     if item.kind == "fantom_list":
-        ok = list_answer_ok(answer, list(item.answer or []), list(item.wrong_answer or []))
-        return {"exact": ok, "loose": ok, "strict": ok, "value": float(ok), "chosen": None,
-                "rule": "fantom-official", "variants": {"swm-lenient": int(ok)}}
+        ok = list_answer_ok(read, list(item.answer or []), list(item.wrong_answer or []))
+        whole = list_answer_ok(answer, list(item.answer or []), list(item.wrong_answer or []))
+        return {"exact": ok, "loose": whole, "strict": ok, "value": float(ok), "chosen": None,
+                "rule": "fantom-official", "variants": {"swm-lenient": int(whole)}}
     if item.kind == "fantom_binary":
         gold = {"yes": 1, "no": 0, "no:long": 0}.get(str(item.answer), -1)
-        said, lenient = rules.fantom_yes_no_official(answer), binary_answer(answer) == gold
+        said, lenient = rules.fantom_yes_no_official(read), binary_answer(answer) == gold
         ok = said == gold
         return {"exact": ok, "loose": lenient, "strict": ok, "value": float(ok), "chosen": str(said),
                 "rule": "fantom-official", "variants": {"swm-lenient": int(lenient)}}
     if item.kind == "fantom_fact":
-        f1 = token_f1(answer, item.answer)
-        return {"exact": exact_match(answer, item.answer), "loose": f1 >= 0.5, "strict": f1 >= 0.5, "value": f1,
+        f1 = token_f1(read, item.answer)
+        return {"exact": exact_match(read, item.answer), "loose": f1 >= 0.5, "strict": f1 >= 0.5, "value": f1,
                 "chosen": None, "rule": "fantom-official", "variants": {"swm-lenient": int(f1 >= 0.5)}}
     raise ValueError(f"no scoring rule for item kind {item.kind!r}")

@@ -75,6 +75,34 @@ class SplitMatch:
                 f"{self.hashes_verified} record hashes verified" + "".join(f"; {n}" for n in self.notes))
 
 
+# what a reader must know about a benchmark's split beyond how the file matched (docs/protocols.md)
+CAVEATS: dict[str, str] = {
+    "tomi": ("the paper's input is Percept-ToMi.csv with SHA-256 e13bfed0… (802,159 B); the public "
+             "chanijung/PercepToM dataset/Percept-ToMi.csv (802,151 B, 9109505e…, at 39e502a3) is not that file, so "
+             "the paper's ToMi split cannot be run from public data"),
+    "paratomi": "the paper's rephrased_tomi_test_600.csv is access-controlled; no public file matches it",
+    "mmtom": ("the paper reports a 300/302-question subset that cannot be recovered from the public questions.json: "
+              "its identifiers and seed were not kept, so the split here is the 600 candidates"),
+    "confaide": "the S3AP repository publishes no split manifest for ConfAIde",
+}
+
+
+def split_line(benchmark: str, data: str, total: int, chosen: int, n: int | None, seed: int,
+               match: SplitMatch | None = None) -> str:
+    """Say which split a run scores, for every report header and run record.
+
+    ``total`` is the number of questions loaded (the paper's split's, with ``match``), ``chosen``
+    how many the run draws from them (``--n`` with ``seed``); the benchmark's caveat follows.
+    """
+    drawn = (f"{chosen} of {total} questions drawn with seed {seed}" if n is not None and chosen < total
+             else f"all {total} questions")
+    if match is not None:  # only MMToM-QA's caveat still holds for the paper's own file
+        caveat = f" [{CAVEATS[benchmark]}]" if benchmark == "mmtom" else ""
+        return f"paper split: {match.line()}; run: {drawn}{caveat}"
+    caveat = f" [{CAVEATS[benchmark]}]" if benchmark in CAVEATS else ""
+    return f"sample, not the paper's split: {drawn} of {data}{caveat}"
+
+
 def split_spec(benchmark: str, manifest: dict[str, Any] | None = None) -> dict[str, Any]:
     """Return one benchmark's manifest, or say that the repository publishes none for it."""
     spec = (manifest if manifest is not None else manifests()["benchmarks"]).get(benchmark)
@@ -157,4 +185,4 @@ def _fantom_records(path: Path) -> list[dict[str, Any]]:
     return [r for r in data if isinstance(r, dict)]
 
 
-__all__ = ["SplitMatch", "canonical_hash", "manifests", "select_paper_split", "split_spec"]
+__all__ = ["CAVEATS", "SplitMatch", "canonical_hash", "manifests", "select_paper_split", "split_line", "split_spec"]
