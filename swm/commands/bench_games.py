@@ -20,6 +20,7 @@ from swm.commands._common import (
     finish_bench,
     make_context,
     model_options,
+    record_run,
     resolve_concurrency,
     run_options,
     serving_record,
@@ -169,6 +170,7 @@ def games_command(game: str, n: int, n_players: int, policies: str, side: str, o
     ctx = make_context(db, **models)
     inject_test_models(ctx)
     run_id = thread_id or f"games-{uuid.uuid4().hex[:10]}"
+    record_run(ctx.experience_store(), run_id, "games", "game")
     folder = writable_out(out_dir or Path("swm-results") / file_name(run_id))
     jobs = [(gid, game_inputs(game, gid, i, n_players, p, side, opponent, options))
             for p in chosen for i in range(n) if (gid := game_id_for(run_id, p, i, side, opponent))]
