@@ -204,7 +204,7 @@ def test_cells_never_show_python_dict_text() -> None:
 
     assert cell({"village": {"mean": 0.5, "ci95": 0.25, "n": 4}}) == "village: 0.500 ± 0.250 (n=4)"
     assert cell([1.23456, "a"], 2) == "1.23, a"
-    assert when(1_790_000_000.0) == "2026-09-21 13:33:20"
+    assert when(1_790_000_000.0) == "2026-09-21 14:13:20"
     assert cell('{"a": 1}') == "a: 1"
 
 
@@ -488,17 +488,22 @@ def test_datasette_opens_the_store_with_the_metadata_and_every_canned_query_runs
     datasette_app = pytest.importorskip("datasette.app")
     import asyncio
 
-    import yaml  # type: ignore[import-untyped]
+    import json as js
+    import subprocess
+    import sys
 
     db, ids = filled
-    path = ROOT / "swm" / "ui" / "datasette.yml"
-    metadata = yaml.safe_load(path.read_text())
-    queries = metadata["databases"]["*"]["queries"]
-    ds = datasette_app.Datasette(immutables=[db], metadata=metadata)
+    made = subprocess.run([sys.executable, "-m", "swm.ui.datasette", db], capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    metadata = js.loads(made.stdout)
     name = Path(db).stem
+    queries = metadata["databases"][name]["queries"]
+    ds = datasette_app.Datasette(files=[db], metadata=metadata)  # read-only (mode=ro), WAL included
 
     async def fetch() -> dict[str, Any]:
-        out = {"tables": (await ds.client.get(f"/{name}.json")).json()}
+        tables = await ds.client.get(f"/{name}/swm_runs.json")
+        assert tables.status_code == 200
+        out: dict[str, Any] = {}
         for query in queries:
             response = await ds.client.get(f"/{name}/{query}.json?_shape=objects")
             assert response.status_code == 200, (query, response.text[:500])

@@ -249,7 +249,7 @@ def record_run(store: Any, thread_id: str, kind: str, graph: str,
     click_ctx = click.get_current_context(silent=True)
     params = dict(options if options is not None else (click_ctx.params if click_ctx else {}))
     row = {"thread_id": thread_id, "kind": kind, "graph": graph,
-           "command": click_ctx.command_path if click_ctx else "",
+           "command": " ".join(["swm", *click_ctx.command_path.split()[1:]]) if click_ctx else "",
            "options": redact_text(json.dumps(to_jsonable(params), default=str, sort_keys=True)),
            "started": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
     store.insert(RUNS_TABLE, row, pk="thread_id", ignore=True)
