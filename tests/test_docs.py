@@ -65,7 +65,8 @@ def test_every_graph_in_langgraph_json_has_an_api_page() -> None:
 
     for name, target in graphs.items():
         module = graph_module(target)
-        assert f"::: {module}" in text, f"graph {name} ({module}) has no page"
+        assert f"::: {module}\n" in text or f"::: {module.removeprefix('swm.')}\n" in text, \
+            f"graph {name} ({module}) has no page"
 
 
 RUNNABLE = re.compile(r"<!-- runnable -->\s*```python\n(.*?)```", re.S)
@@ -113,10 +114,28 @@ def test_the_readme_is_short_and_starts_with_the_two_commands() -> None:
 
 
 # ---- every `swm` command line in the documents' code blocks --------------------------------------
-FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)
+SHELLS = ("", "bash", "sh", "shell", "console")
 SHELL_STOP = {"|", "||", "&&", ";", ">", ">>", "2>", "&"}
 # commands cheap enough to run against the loopback test double (the others are parsed only)
 RUN = {("ask",), ("parse",)}
+
+
+def shell_blocks(text: str) -> list[str]:
+    """Return the fenced code blocks of a Markdown text that are shell (or untagged), opening and closing
+    fences told apart by reading the lines in order."""
+    blocks, current, info = [], list[str](), None
+    for line in text.splitlines():
+        fence = line.strip()
+        if fence.startswith("```"):
+            if info is None:
+                info, current = fence[3:].strip(), []
+            else:
+                if info in SHELLS:
+                    blocks.append("\n".join(current))
+                info = None
+        elif info is not None:
+            current.append(line)
+    return blocks
 
 
 def cli_examples() -> list[tuple[str, list[str]]]:
@@ -125,12 +144,12 @@ def cli_examples() -> list[tuple[str, list[str]]]:
 
     found = []
     for doc in DOCUMENTS:
-        for block in FENCE.findall(doc.read_text()):
+        for block in shell_blocks(doc.read_text()):
             text = block.replace("\\\n", " ")
             for line in text.splitlines():
                 line = line.strip().removeprefix("$ ")
-                if not line.startswith("swm "):
-                    continue
+                if not line.startswith("swm ") or " — " in line.split("#")[0]:
+                    continue  # a command line, not a program's output quoted in the block
                 words = shlex.split(line, comments=True)
                 cut = next((i for i, w in enumerate(words) if w in SHELL_STOP), len(words))
                 argv = [w for w in words[1:cut] if w not in ("...", "…", "[same", "options]")]

@@ -27,8 +27,23 @@ def on_config(config: Any) -> Any:
         return config
     from swm.cli import main
 
+    def fix(param: click.Parameter) -> None:
+        if isinstance(param, click.Option) and param.default is UNSET:
+            param.default = False if param.is_flag and not param.secondary_opts else None
+
+    def help_option(command: click.Command) -> Any:
+        made = type(command).get_help_option
+
+        def get_help_option(ctx: click.Context) -> click.Option | None:
+            option = made(command, ctx)  # made anew for each context, so fixed as it is made
+            if option is not None:
+                fix(option)
+            return option
+
+        return get_help_option
+
     for command in _commands(main):
         for param in command.params:
-            if isinstance(param, click.Option) and param.default is UNSET:
-                param.default = False if param.is_flag and not param.secondary_opts else None
+            fix(param)
+        command.get_help_option = help_option(command)  # type: ignore[method-assign]
     return config
