@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 from helpers import STORY, good_parse
 
 from swm.cli import main
@@ -19,7 +19,7 @@ from swm.testing import FakeOpenAIServer, ScriptedChatModel
 UNUSABLE = {"agents_names": "not a list", "socialized_context": 3}  # fails the S3AP schema on every attempt
 
 
-def _ask(tmp_path: Path, server: FakeOpenAIServer, *extra: str) -> object:
+def _ask(tmp_path: Path, server: FakeOpenAIServer, *extra: str) -> Result:
     story = tmp_path / "story.txt"
     story.write_text(STORY)
     return CliRunner().invoke(main, ["ask", "--story", str(story), "--question", "Where will Sally look?",

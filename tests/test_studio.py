@@ -269,8 +269,8 @@ def test_the_server_refuses_an_unknown_context_key_and_starts_no_model(studio) -
 
 def test_unknown_context_keys_are_named_with_the_closest_valid_one() -> None:
     from swm.errors import InputError
-    from swm.graphs.served import context_keys, refuse_unknown_keys
     from swm.graphs import ask
+    from swm.graphs.served import context_keys, refuse_unknown_keys
 
     keys = context_keys(ask.graph)
     assert "model" in keys and "llm" not in keys

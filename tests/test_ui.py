@@ -158,7 +158,7 @@ def test_a_sotopia_run_shows_dimension_means_per_policy_and_sortable_episodes(
     overall = [js.loads(e["judgements"])[e["tested_agent"]].get("overall") for e in eps]
     mean, _, n = mean_ci(overall)
     row = next(p for p in policies if p["policy"] == "plain")
-    assert int(row["overall n"]) == n and abs(float(row["overall"]) - mean) < 1e-9
+    assert mean is not None and int(row["overall n"]) == n and abs(float(row["overall"]) - mean) < 1e-9
     assert len(_csv_rows(c, f"/runs/{ids['sotopia']}", "episodes")) == 2
 
 
@@ -487,7 +487,6 @@ def test_datasette_opens_the_store_with_the_metadata_and_every_canned_query_runs
         filled: tuple[str, dict[str, str]]) -> None:
     datasette_app = pytest.importorskip("datasette.app")
     import asyncio
-
     import json as js
     import subprocess
     import sys

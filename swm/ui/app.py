@@ -95,7 +95,8 @@ def cell(value: Any, digits: int = 3) -> str:
         if "mean" in value and ("ci95" in value or "n" in value):
             half = value.get("ci95")
             m = value.get("mean")
-            text = "—" if m is None else f"{m:.{digits}f}" + (f" ± {half:.{digits}f}" if isinstance(half, float) else "")
+            spread = f" ± {half:.{digits}f}" if isinstance(half, float) else ""
+            text = "—" if m is None else f"{m:.{digits}f}{spread}"
             return text + (f" (n={value['n']})" if value.get("n") is not None else "")
         return "; ".join(f"{k}: {cell(v, digits)}" for k, v in value.items())
     if isinstance(value, list):
@@ -156,9 +157,9 @@ class Browser:
         common = {"thread_id": thread_id, "kind": kind, "summary": summary, "info": info}
         if kind == "tom":
             data = summaries.tom(self.store, thread_id)
-            items = self.store.select("tom_results", "run = ?", [thread_id], order="key")
+            answers = self.store.select("tom_results", "run = ?", [thread_id], order="key")
             return self.page(request, "tom.html", {"accuracy": data["cells"], "differences": data["differences"],
-                                                   "items": items}, items=items, **data, **common)
+                                                   "items": answers}, items=answers, **data, **common)
         if kind in ("play", "sotopia"):
             data = summaries.sotopia(self.store, thread_id)
             return self.page(request, "sotopia.html", {"policies": _flat(data["policies"]),
@@ -168,9 +169,9 @@ class Browser:
             return self.page(request, "games.html", {"settings": _flat(data["settings"]), "roles": data["roles"]},
                              **data, **common)
         if kind == "ask":
-            data = summaries.ask(self.store, thread_id)
-            if data is not None:
-                return self.page(request, "ask.html", {"parses": data["parses"]}, **data, **common)
+            asked = summaries.ask(self.store, thread_id)
+            if asked is not None:
+                return self.page(request, "ask.html", {"parses": asked["parses"]}, **asked, **common)
         items: list[dict[str, Any]] = []
         link, key = "", ""
         if kind in ("ask", "parse"):
@@ -252,8 +253,9 @@ class Browser:
                                      limit=PAGE, offset=page * PAGE)
         tables = {"policies": data["policies"], "deploys": data["deploys"], "gate": data["gate"], "kept": data["kept"],
                   "matrix": data["matrix"], "metrics": data["metrics"], "pairs": pairs, "episodes": episodes}
-        return self.page(request, "learn.html", tables, pairs=pairs, episodes=episodes, page=page, info=self._info(run_id),
-                         cycle=cycle or "", more=len(pairs) == PAGE or len(episodes) == PAGE, **data)
+        return self.page(request, "learn.html", tables, pairs=pairs, episodes=episodes, page=page,
+                         info=self._info(run_id), cycle=cycle or "", more=len(pairs) == PAGE or len(episodes) == PAGE,
+                         **data)
 
     async def pair(self, request: Request) -> Response:
         p = request.path_params
