@@ -250,6 +250,7 @@ def test_an_episode_shows_goals_turns_predictions_and_the_judge(filled: tuple[st
     page = r.text
     assert "Private goals" in page and "Sell the bike for at least $450" in page
     assert page.count('class="turn"') == 3
+    assert page.count('class="state-cells"') == 3  # each turn beside the social state recorded after it
     assert "world model predicted" in page and ("hit" in page or "miss" in page)
     assert all(d in page for d in ("believability", "financial_and_material_benefits", "goal"))
     turns = list(csv.DictReader(io.StringIO(client(db).get(f"/episodes/{ids['play']}?csv=turns").text)))
@@ -326,9 +327,9 @@ def test_ten_thousand_runs_are_paged(tmp_path: Path) -> None:
     conn.close()
     c = client(str(db))
     first = c.get("/runs").text
-    assert first.count('href="/runs/play-x-') == 50 and "play-x-09999" in first and "older" in first
+    assert first.count('href="/runs/play-x-') == 50 and "play-x-09999" in first and "older →" in first
     last = c.get("/runs?page=199").text
-    assert "play-x-00000" in last and "older" not in last
+    assert "play-x-00000" in last and "older →" not in last
 
 
 def test_postgres_store_is_browsed_read_only(pg_url: str) -> None:

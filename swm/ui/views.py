@@ -48,6 +48,7 @@ def episode(store: ReadOnlyStore, episode_id: str) -> dict[str, Any] | None:
     turns = store.select("turns", "episode_id = ?", [episode_id], order="turn",
                          json_columns=["action", "intended", "prediction", "candidates", "step", "notes"])
     for i, t in enumerate(turns):
+        t["state_cells"] = step_cells(t.get("step"))
         t["said"] = _action_text(t["action"])
         t["intended_text"] = _action_text(t["intended"]) if t.get("intended") else ""
         t["refined"] = bool(t["intended_text"]) and t["intended_text"] != t["said"]
@@ -67,6 +68,17 @@ def episode(store: ReadOnlyStore, episode_id: str) -> dict[str, Any] | None:
     failed = store.select("failed_replies", "key = ?", [episode_id], order="created")
     return {"episode": ep, "scenario": ep.get("scenario") or {}, "turns": turns, "scores": scores,
             "dimensions": DIMENSIONS, "failed": failed}
+
+
+def step_cells(step: Any) -> list[dict[str, str]]:
+    """Return a turn's recorded social state, one row per agent: what it observed and its mental state."""
+    if not isinstance(step, dict):
+        return []
+    observations = step.get("observations") or {}
+    minds = step.get("mental_states") or {}
+    agents = list(dict.fromkeys([*observations, *minds])) if isinstance(observations, dict) else list(minds)
+    return [{"agent": a, "observation": str(observations.get(a, "")) if isinstance(observations, dict) else "",
+             "mental": str(minds.get(a, ""))} for a in agents]
 
 
 def social_state(world: SocialWorld, agent: str = "") -> dict[str, Any]:
