@@ -58,7 +58,7 @@ def fill(db: str, spec: str) -> dict[str, str]:
     tag = uuid.uuid4().hex[:6]
     ids = {"ask": f"sally-question-{tag}", "play": f"bike-{tag}", "learn": f"curriculum-{tag}",
            "games": f"village-{tag}", "tom": f"first-look-{tag}", "tom2": f"second-look-{tag}",
-           "sotopia": f"hard-pairs-{tag}", "blind": f"unparsed-question-{tag}"}
+           "sotopia": f"hard-pairs-{tag}", "blind": f"unparsed-question-{tag}", "games2": f"random-village-{tag}"}
     story = str(ROOT / "examples" / "sally_anne.txt")
     _cli("ask", "--story", story, "--question", "Where will Sally look?",
          "--mode", "s3ap", "--task", "tomi", "--model", spec, "--db", db, "--thread-id", ids["ask"])
@@ -68,6 +68,8 @@ def fill(db: str, spec: str) -> dict[str, str]:
          "--thread-id", ids["learn"], "--out", str(Path(db).parent / "learn-out"), "--no-progress")
     _cli("bench", "games", "--n", "2", "--policies", "plain,random", "--model", spec, "--db", db, "--thread-id",
          ids["games"], "--out", str(Path(db).parent / "games-out"), "--no-progress")
+    _cli("bench", "games", "--n", "1", "--policies", "random", "--model", spec, "--db", db, "--thread-id",
+         ids["games2"], "--out", str(Path(db).parent / "games2-out"), "--no-progress")
     for key, n in (("tom", "4"), ("tom2", "4")):
         _cli("bench", "tom", "--benchmark", "sim", "--n", n, "--modes", "vanilla,cot", "--model", spec, "--db", db,
              "--thread-id", ids[key], "--out", str(Path(db).parent / f"{key}-out"), "--no-progress")
@@ -140,6 +142,19 @@ def test_two_tom_runs_compare_side_by_side_with_tests(filled: tuple[str, dict[st
     assert {t["comparison"] for t in tests} == {f"{ids['tom2']} − {ids['tom']}"}
     assert c.get(f"/compare?runs={ids['tom']}&runs={ids['play']}").status_code == 400  # two kinds
     assert c.get(f"/compare?runs={ids['tom']}").status_code == 400
+
+
+def test_games_and_sotopia_runs_compare_side_by_side_with_tests(filled: tuple[str, dict[str, str]]) -> None:
+    db, ids = filled
+    c = client(db)
+    url = f"/compare?runs={ids['games']}&runs={ids['games2']}"
+    table = list(csv.DictReader(io.StringIO(c.get(url + "&csv=table").text)))
+    assert {r["setting"] for r in table} == {"plain", "random"}
+    tests = list(csv.DictReader(io.StringIO(c.get(url + "&csv=tests").text)))
+    assert tests and {t["benchmark"] for t in tests} == {"random"}  # only settings both runs played are tested
+    assert all(0.0 <= float(t["p"]) <= 1.0 for t in tests)
+    episodes = c.get(f"/compare?runs={ids['sotopia']}&runs={ids['play']}")
+    assert episodes.status_code == 200 and "95% Welch interval" in episodes.text
 
 
 def test_a_sotopia_run_shows_dimension_means_per_policy_and_sortable_episodes(
@@ -226,8 +241,8 @@ def test_the_runs_page_lists_every_run_with_kind_status_and_cost(filled: tuple[s
     assert page.count(f'href="/runs/{ids["games"]}-plain-') == 2  # each game of the bench is a thread of its own
     rows = list(csv.DictReader(io.StringIO(c.get("/runs?csv=runs").text)))
     by_id = {r["thread_id"]: r for r in rows}
-    for key in ("ask", "play", "learn", "tom", "tom2"):
-        assert by_id[ids[key]]["kind"] == key.rstrip("2"), key  # from the store, whatever the thread id
+    for key in ("ask", "blind", "play", "learn", "tom", "tom2"):
+        assert by_id[ids[key]]["kind"] == {"blind": "ask"}.get(key, key.rstrip("2")), key  # from the store
     assert by_id[ids["play"]]["graph"] == "episode" and by_id[ids["tom"]]["graph"] == "ask"
     assert by_id[ids["play"]]["kind"] == "play" and by_id[ids["play"]]["status"] == "finished"
     assert float(by_id[ids["play"]]["cost"].split('"calls": ')[1].split(",")[0]) > 0
@@ -515,4 +530,4 @@ def test_datasette_opens_the_store_with_the_metadata_and_every_canned_query_runs
     assert {r["run"] for r in got["tom_accuracy"]} == {ids["tom"], ids["tom2"]}
     assert [r["thread_id"] for r in got["asks_without_state"]] == [ids["blind"]]
     assert {r["bench_run"] for r in got["sotopia_overall"]} == {ids["sotopia"]}
-    assert len(got["game_outcomes"]) == 4
+    assert len(got["game_outcomes"]) == 5

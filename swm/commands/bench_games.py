@@ -170,7 +170,6 @@ def games_command(game: str, n: int, n_players: int, policies: str, side: str, o
     ctx = make_context(db, **models)
     inject_test_models(ctx)
     run_id = thread_id or f"games-{uuid.uuid4().hex[:10]}"
-    record_run(ctx.experience_store(), run_id, "games", "game")
     folder = writable_out(out_dir or Path("swm-results") / file_name(run_id))
     jobs = [(gid, game_inputs(game, gid, i, n_players, p, side, opponent, options))
             for p in chosen for i in range(n) if (gid := game_id_for(run_id, p, i, side, opponent))]
@@ -178,6 +177,7 @@ def games_command(game: str, n: int, n_players: int, policies: str, side: str, o
         spec.deal(default_players(n_players), 0, options)  # bad --players or --max-rounds fail here, not per game
     except ValueError as exc:
         raise InputError(str(exc)) from exc
+    record_run(ctx.experience_store(), run_id, "games", "game")
     click.echo(f"run {run_id}: {n} {game} games × {len(chosen)} policies, {n_players} players "
                f"(rerun with --thread-id {run_id} --db {db_path(db)} to resume if interrupted)", err=True)
     in_flight = workers if workers > 0 else resolve_concurrency(ctx, concurrency)

@@ -195,8 +195,10 @@ class Browser:
             data = summaries.compare_tom(self.store, runs)
         elif kind == "sotopia":
             data = summaries.compare_sotopia(self.store, runs)
+        elif kind == "games":
+            data = summaries.compare_games(self.store, runs)
         else:
-            raise HTTPException(400, f"comparing {kind} runs is not supported yet (tom, play and sotopia runs are)")
+            raise HTTPException(400, f"comparing {kind} runs is not supported yet (tom, play, sotopia and games are)")
         return self.page(request, "compare.html", {"table": _flat(data["table"]), "tests": data["tests"]},
                          kind=kind, **data)
 

@@ -234,3 +234,21 @@ def compare_sotopia(store: ReadOnlyStore, runs: list[str]) -> dict[str, Any]:
                 tests.append({"comparison": f"{other} − {runs[0]}", "policy": policy, "dimension": d,
                               **welch(a, b), "n_first": len(a), "n_second": len(b)})
     return {"runs": runs, "table": table, "tests": tests}
+
+
+def compare_games(store: ReadOnlyStore, runs: list[str]) -> dict[str, Any]:
+    """Set games runs side by side (each setting's win rates, draws and legal-move rate) and test each later
+    run against the first, rate by rate (pooled two-proportion z-test)."""
+    summaries = {run: {s["setting"]: s for s in games(store, run)["settings"]} for run in runs}
+    keys = list(dict.fromkeys((setting, column) for per in summaries.values() for setting, s in per.items()
+                              for column, v in s.items() if isinstance(v, dict) and "rate" in v))
+    table, tests = [], []
+    for setting, column in keys:
+        cells = {run: (summaries[run].get(setting) or {}).get(column) for run in runs}
+        table.append({"setting": setting, "rate": column, **cells})
+        base = cells[runs[0]]
+        for other in runs[1:]:
+            cell = cells[other]
+            if base and cell and base["n"] and cell["n"]:
+                tests.append({**difference(f"{other} − {runs[0]}", setting, column, base, cell)})
+    return {"runs": runs, "table": table, "tests": tests}
