@@ -58,10 +58,13 @@ def fill(db: str, spec: str) -> dict[str, str]:
     tag = uuid.uuid4().hex[:6]
     ids = {"ask": f"sally-question-{tag}", "play": f"bike-{tag}", "learn": f"curriculum-{tag}",
            "games": f"village-{tag}", "tom": f"first-look-{tag}", "tom2": f"second-look-{tag}",
-           "sotopia": f"hard-pairs-{tag}", "blind": f"unparsed-question-{tag}", "games2": f"random-village-{tag}"}
+           "sotopia": f"hard-pairs-{tag}", "blind": f"unparsed-question-{tag}", "games2": f"random-village-{tag}",
+           "parse": f"sally-state-{tag}"}
     story = str(ROOT / "examples" / "sally_anne.txt")
     _cli("ask", "--story", story, "--question", "Where will Sally look?",
          "--mode", "s3ap", "--task", "tomi", "--model", spec, "--db", db, "--thread-id", ids["ask"])
+    _cli("parse", str(ROOT / "examples" / "sally_anne.txt"), "--task", "tomi", "--model", spec, "--db", db,
+         "--thread-id", ids["parse"])
     _cli("play", "--model", spec, "--db", db, "--max-turns", "3", "--thread-id", ids["play"])
     _cli("learn", "--model", spec, "--db", db, "--cycles", "1", "--levels", "easy", "--families", "mutual_friend",
          "--episodes-per-level", "1", "--max-turns", "2", "--heldout-per-cell", "1", "--dev-per-cell", "1",
@@ -241,7 +244,7 @@ def test_the_runs_page_lists_every_run_with_kind_status_and_cost(filled: tuple[s
     assert page.count(f'href="/runs/{ids["games"]}-plain-') == 2  # each game of the bench is a thread of its own
     rows = list(csv.DictReader(io.StringIO(c.get("/runs?csv=runs").text)))
     by_id = {r["thread_id"]: r for r in rows}
-    for key in ("ask", "blind", "play", "learn", "tom", "tom2"):
+    for key in ("ask", "blind", "parse", "play", "learn", "tom", "tom2"):
         assert by_id[ids[key]]["kind"] == {"blind": "ask"}.get(key, key.rstrip("2")), key  # from the store
     assert by_id[ids["play"]]["graph"] == "episode" and by_id[ids["tom"]]["graph"] == "ask"
     assert by_id[ids["play"]]["kind"] == "play" and by_id[ids["play"]]["status"] == "finished"
@@ -457,13 +460,15 @@ def test_a_real_browser_reads_summaries_sorts_filters_and_compares(
     """Every summary page made by runs with their own thread ids, in Chromium: ToM accuracy (sorted by a
     click), the comparison picked by ticking two runs, SOTOPIA scores, game win rates and an ask."""
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
 
     base, ids = served
+    wait = WebDriverWait(browser, 30)
     browser.get(f"{base}/runs?kind=tom")
     for key in ("tom", "tom2"):
         browser.find_element(By.CSS_SELECTOR, f'input[name="runs"][value="{ids[key]}"]').click()
     browser.find_element(By.ID, "compare-button").click()
-    assert "/compare?" in browser.current_url
+    wait.until(lambda b: "/compare?" in b.current_url and b.find_elements(By.CSS_SELECTOR, "#t-tests"))
     assert browser.find_element(By.TAG_NAME, "h1").text == "Compare 2 tom runs"
     assert browser.find_elements(By.CSS_SELECTOR, "#t-tests tbody tr")
     _shot(browser, "compare", tmp_path)
@@ -492,10 +497,13 @@ def test_a_real_browser_reads_summaries_sorts_filters_and_compares(
     assert browser.find_element(By.ID, "question").text == "Where will Sally look?"
     assert browser.find_element(By.ID, "answer").text and "used" in browser.find_element(By.ID, "social-state").text
     _shot(browser, "ask", tmp_path)
+    browser.get(f"{base}/runs/{ids['parse']}")
+    parses = browser.find_elements(By.CSS_SELECTOR, '#t-items a[href^="/state/parse/"]')
+    assert len(parses) == 1  # the parse of this run's story only
+    parses[0].click()
+    wait.until(lambda b: "Social state" in b.find_element(By.TAG_NAME, "h1").text)
     browser.get(f"{base}/learn/{ids['learn']}")
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    WebDriverWait(browser, 30).until(lambda b: b.find_elements(By.CSS_SELECTOR, "#heat-1 .main-svg"))
+    wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#heat-1 .main-svg"))
     _shot(browser, "learning", tmp_path)
 
 

@@ -14,6 +14,7 @@ from langgraph.graph import StateGraph
 
 from swm.context import ACT_ORDERS, SWMContext
 from swm.errors import InputError, ItemsFailed
+from swm.graph_state import story_hash
 from swm.llm import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, EMBEDDED_TIMEOUT, ROLES
 
 F = Callable[..., Any]
@@ -210,7 +211,8 @@ def run_graph(builder: StateGraph[Any, Any, Any, Any], inputs: Mapping[str, Any]
 
     thread = thread_id or f"{prefix}-{uuid.uuid4().hex[:12]}"
     config: RunnableConfig = {"configurable": {"thread_id": thread}}
-    record_run(ctx.experience_store(), thread, prefix, prefix if prefix != "play" else "episode")
+    story = {"story_hash": story_hash(str(inputs["narrative"]))} if inputs.get("narrative") else {}
+    record_run(ctx.experience_store(), thread, prefix, prefix if prefix != "play" else "episode", **story)
 
     def announce(status: str, snapshot: Any) -> None:
         changed = differences(snapshot.values, inputs) if status != "started" else []
@@ -235,12 +237,12 @@ RUNS_TABLE = "swm_runs"
 
 
 def record_run(store: Any, thread_id: str, kind: str, graph: str,
-               options: Mapping[str, Any] | None = None) -> None:
+               options: Mapping[str, Any] | None = None, **columns: Any) -> None:
     """Record a run's kind, graph, command and options in the store (kept from its first invocation).
 
     The results browser reads a run's kind from here, so a run given its own ``--thread-id`` shows
     as what it is. ``options`` defaults to the invoking command's parameters; key-like text in them
-    (an endpoint URL's key) is redacted.
+    (an endpoint URL's key) is redacted. ``columns``: more of the run's keys (a story's hash).
     """
     import datetime as dt
 
@@ -251,7 +253,7 @@ def record_run(store: Any, thread_id: str, kind: str, graph: str,
     row = {"thread_id": thread_id, "kind": kind, "graph": graph,
            "command": " ".join(["swm", *click_ctx.command_path.split()[1:]]) if click_ctx else "",
            "options": redact_text(json.dumps(to_jsonable(params), default=str, sort_keys=True)),
-           "started": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+           "started": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), **columns}
     store.insert(RUNS_TABLE, row, pk="thread_id", ignore=True)
 
 

@@ -174,8 +174,10 @@ class Browser:
                 return self.page(request, "ask.html", {"parses": asked["parses"]}, **asked, **common)
         items: list[dict[str, Any]] = []
         link, key = "", ""
-        if kind in ("ask", "parse"):
-            items = self.store.select("parses", order="created desc", limit=PAGE)
+        if kind in ("ask", "parse"):  # the parses of the run's story (of every story for a run not recorded)
+            story = (info or {}).get("story_hash")
+            items = self.store.select("parses", "story_hash = ?" if story else "1 = 1", [story] if story else [],
+                                      order="created desc", limit=PAGE)
             link, key = "/state/parse/", "key"
         columns = [c for c in (items[0].keys() if items else []) if c not in {"scenario", "briefing", "record",
                                                                              "prompt", "s3ap", "report", "step"}]
