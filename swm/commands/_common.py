@@ -211,8 +211,8 @@ def run_graph(builder: StateGraph[Any, Any, Any, Any], inputs: Mapping[str, Any]
 
     thread = thread_id or f"{prefix}-{uuid.uuid4().hex[:12]}"
     config: RunnableConfig = {"configurable": {"thread_id": thread}}
-    story = {"story_hash": story_hash(str(inputs["narrative"]))} if inputs.get("narrative") else {}
-    record_run(ctx.experience_store(), thread, prefix, prefix if prefix != "play" else "episode", **story)
+    story: dict[str, Any] = {"story_hash": story_hash(str(inputs["narrative"]))} if inputs.get("narrative") else {}
+    record_run(ctx.experience_store(), thread, prefix, prefix if prefix != "play" else "episode", None, **story)
 
     def announce(status: str, snapshot: Any) -> None:
         changed = differences(snapshot.values, inputs) if status != "started" else []
