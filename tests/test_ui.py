@@ -353,7 +353,7 @@ def test_ten_thousand_runs_are_paged(tmp_path: Path) -> None:
 def test_postgres_store_is_browsed_read_only(pg_url: str) -> None:
     psycopg = pytest.importorskip("psycopg")
     url = pg_url
-    thread = f"play-swm-bike-sale-{uuid.uuid4().hex[:8]}"
+    thread = f"pg-bike-{uuid.uuid4().hex[:8]}"  # a thread id of its own: the kind comes from swm_runs
     with FakeOpenAIServer() as server:
         _cli("play", "--model", server.model_spec, "--db", url, "--max-turns", "2", "--thread-id", thread)
     c = client(url)
