@@ -72,6 +72,9 @@ class SWMContext:
     max_narrative_chars: int = 60_000
     prompt_versions: dict[str, str] = field(default_factory=dict)
     prompt_protocol: PromptProtocol = "paper"
+    # an S3AP mode whose story could not be parsed: answer from the story alone (True; the output's
+    # ``social_state`` says "none") or give no answer at all (False, `swm ask`'s default)
+    allow_without_state: bool = True
     # the acting prompt's order: "sotopia" (SOTOPIA's: the conversation, then the turn, action types and
     # format) or "prefix" (the same text with the conversation last, so a seat's next prompt extends its
     # last one and a server's prefix cache serves all but the new turns; Foresee-and-Act's predict and

@@ -90,6 +90,15 @@ class ModelOutputError(SWMError):
     exit_code = 4
 
 
+class NoSocialState(ModelOutputError):
+    """An S3AP-mode question was not answered: the story's social state could not be parsed, and the
+    caller did not allow an answer from the story alone (``swm ask --allow-without-state``). Exit 6,
+    so a script tells it from an answer that stood on no state.
+    """
+
+    exit_code = 6
+
+
 class EnvironmentFault(SWMError):
     """What the run stands on failed: its database file (deleted, replaced, full, read-only), the database
     server (connection lost, statement timeout) or its workers (a dead Ray node).

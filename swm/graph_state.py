@@ -27,6 +27,9 @@ from swm.state import SocialWorld, ValidationReport
 from swm.usage import CallStats, merge_usage
 
 Mode = Literal["vanilla", "cot", "s3ap", "s3ap_only"]
+# what an answer stood on: a parse made by this run, one from the cache, none (the parse failed),
+# or no parse at all (a mode that does not use one)
+SocialStateUse = Literal["parsed", "cached", "none", "not used"]
 Usage = Annotated[dict[str, CallStats], merge_usage]
 
 
@@ -64,6 +67,7 @@ class SocialWorldState(TypedDict, total=False):
     answer: str
     reasoning: str
     answer_error: str | None
+    social_state: SocialStateUse
     # provenance and cost
     prompts: Annotated[dict[str, str], merge_dict]
     models: Annotated[dict[str, str], merge_dict]
@@ -112,6 +116,7 @@ class AskOutput(ParseOutput, total=False):
     answer: str
     reasoning: str
     answer_error: str | None
+    social_state: SocialStateUse
 
 
 def check_input(schema: type[Any], state: Mapping[str, Any]) -> None:

@@ -61,9 +61,12 @@ def test_the_cli_reference_names_every_command_and_option(site: Path) -> None:
 def test_every_graph_in_langgraph_json_has_an_api_page() -> None:
     graphs = json.loads((ROOT / "langgraph.json").read_text())["graphs"]
     text = "\n".join(p.read_text() for p in PAGES)
+    from swm.graphs.served import graph_module
+
     for name, target in graphs.items():
-        module = target.split(":")[0]
-        assert f"::: {module}" in text, f"graph {name} ({module}) has no page"
+        module = graph_module(target)
+        assert f"::: {module}\n" in text or f"::: {module.removeprefix('swm.')}\n" in text, \
+            f"graph {name} ({module}) has no page"
 
 
 RUNNABLE = re.compile(r"<!-- runnable -->\s*```python\n(.*?)```", re.S)
@@ -108,3 +111,110 @@ def test_the_readme_is_short_and_starts_with_the_two_commands() -> None:
     assert len(lines) <= 200
     head = "\n".join(lines[:20])
     assert "bash scripts/install" in head and "swm ask" in head and "python -m pytest" in head
+
+
+# ---- every `swm` command line in the documents' code blocks --------------------------------------
+SHELLS = ("", "bash", "sh", "shell", "console")
+SHELL_STOP = {"|", "||", "&&", ";", ">", ">>", "2>", "&"}
+# commands cheap enough to run against the loopback test double (the others are parsed only)
+RUN = {("ask",), ("parse",)}
+
+
+def shell_blocks(text: str) -> list[str]:
+    """Return the fenced code blocks of a Markdown text that are shell (or untagged), opening and closing
+    fences told apart by reading the lines in order."""
+    blocks, current, info = [], list[str](), None
+    for line in text.splitlines():
+        fence = line.strip()
+        if fence.startswith("```"):
+            if info is None:
+                info, current = fence[3:].strip(), []
+            else:
+                if info in SHELLS:
+                    blocks.append("\n".join(current))
+                info = None
+        elif info is not None:
+            current.append(line)
+    return blocks
+
+
+def cli_examples() -> list[tuple[str, list[str]]]:
+    """Return (where, argv) for every line of a fenced block that runs ``swm``, comments and shell syntax cut."""
+    import shlex
+
+    found = []
+    for doc in DOCUMENTS:
+        for block in shell_blocks(doc.read_text()):
+            text = block.replace("\\\n", " ")
+            for line in text.splitlines():
+                line = line.strip().removeprefix("$ ")
+                if not line.startswith("swm ") or " — " in line.split("#")[0]:
+                    continue  # a command line, not a program's output quoted in the block
+                words = shlex.split(line, comments=True)
+                cut = next((i for i, w in enumerate(words) if w in SHELL_STOP), len(words))
+                argv = [w for w in words[1:cut] if w not in ("...", "…", "[same", "options]")]
+                found.append((f"{doc.relative_to(ROOT)}: {line[:70]}", argv))
+    return found
+
+
+def _resolve(argv: list[str]) -> tuple[list[str], click.Command, list[str]]:
+    command: click.Command = main
+    path: list[str] = []
+    rest = list(argv)
+    while isinstance(command, click.Group) and rest and rest[0] in command.commands:
+        path.append(rest[0])
+        command = command.commands[rest.pop(0)]
+    return path, command, rest
+
+
+def test_the_documents_show_swm_command_lines() -> None:
+    assert len(cli_examples()) >= 25
+
+
+@pytest.mark.parametrize(("where", "argv"), cli_examples(), ids=[w for w, _ in cli_examples()])
+def test_every_cli_example_in_the_docs_parses(where: str, argv: list[str]) -> None:
+    """Each documented command line names a real command, real options and valid values (parsed by click
+    itself, callbacks included); a file the example names as the user's own may be missing here."""
+    path, command, rest = _resolve(argv)
+    assert path, f"{where}: no such swm command"
+    ctx = click.Context(main, info_name="swm")
+    try:
+        command.make_context(path[-1], rest, parent=ctx)
+    except click.BadParameter as exc:
+        if "does not exist" not in exc.format_message():
+            raise AssertionError(f"{where}: {exc.format_message()}") from exc
+    except click.UsageError as exc:
+        raise AssertionError(f"{where}: {exc.format_message()}") from exc
+    except click.exceptions.Exit:
+        pass
+
+
+def _runnable() -> list[tuple[str, list[str]]]:
+    out = []
+    for where, argv in cli_examples():
+        path, _, rest = _resolve(argv)
+        files = [a for a in rest if a.endswith(".txt")]
+        if tuple(path) in RUN and "--model" not in rest and all((ROOT / f).is_file() for f in files):
+            out.append((where, argv))
+    return out
+
+
+@pytest.mark.parametrize(("where", "argv"), _runnable(), ids=[w for w, _ in _runnable()])
+def test_the_cheap_cli_examples_run_against_the_loopback_test_double(where: str, argv: list[str],
+                                                                       tmp_path: Path) -> None:
+    from helpers import good_parse
+
+    from swm.testing import FakeOpenAIServer
+
+    with FakeOpenAIServer(scripts={"S3APParse": good_parse().model_dump()}) as server:
+        env = {**os.environ, "SWM_MODEL": server.model_spec, "SWM_DB": str(tmp_path / "swm.db"),
+               "PYTHONPATH": str(ROOT)}
+        done = subprocess.run([sys.executable, "-m", "swm", *argv], cwd=ROOT, capture_output=True, text=True,
+                              timeout=300, env=env)
+        assert done.returncode == 0, f"{where}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+        assert server.requests > 0
+
+
+def test_the_cli_reference_shows_real_defaults(site: Path) -> None:
+    page = (site / "cli" / "index.html").read_text()
+    assert "Sentinel" not in page and "UNSET" not in page

@@ -125,9 +125,10 @@ def test_lifelong_runs_on_the_server_and_streams_progress(studio) -> None:  # ty
 def test_every_graph_declares_input_output_and_a_json_context_schema() -> None:
     import importlib
 
+    from swm.graphs.served import graph_module
+
     for name, target in json.loads((ROOT / "langgraph.json").read_text())["graphs"].items():
-        module, attr = target.split(":")
-        graph = getattr(importlib.import_module(module), attr)
+        graph = importlib.import_module(graph_module(target)).graph
         inp, out, ctx = graph.get_input_jsonschema(), graph.get_output_jsonschema(), graph.get_context_jsonschema()
         assert inp["properties"] and out["properties"], name
         objects = {"llm", "chat_models", "store"} & set(ctx["properties"])
@@ -244,3 +245,35 @@ def test_a_new_thread_is_a_new_lifelong_run_not_the_last_one_replayed(studio) ->
     for thread_id, calls, state in runs:
         assert calls == 5 * 2, "each run played its own five episodes on its own model"
         assert state["plan"]["run_id"] == thread_id and state["phase"] == "done"
+
+
+def test_the_server_refuses_an_unknown_context_key_and_starts_no_model(studio) -> None:  # type: ignore[no-untyped-def]
+    """A misspelt context key fails the run with one line naming it, before any node: the server does not
+    fall back to the embedded model, so no llama.cpp child is started."""
+    psutil = pytest.importorskip("psutil")
+    from langgraph_sdk import get_sync_client
+
+    url, _ = studio
+    client = get_sync_client(url=url)
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    parts = list(client.runs.stream(client.threads.create()["thread_id"], "ask", context={"modle": "gpt-4o"},
+                                    input={"narrative": "Sally leaves.", "question": "Where?", "mode": "cot"}))
+    errors = [p.data for p in parts if p.event == "error"]
+    assert errors and errors[0]["error"] == "InputError", parts
+    assert "unknown context key 'modle' (did you mean 'model'?)" in errors[0]["message"]
+    assert "\n" not in errors[0]["message"]
+    assert {p.pid for p in psutil.Process().children(recursive=True)} <= before, "no process was started"
+    good = client.assistants.search(graph_id="ask", limit=1)[0]
+    assert client.assistants.get_schemas(good["assistant_id"])["context_schema"]["properties"]["model"]
+
+
+def test_unknown_context_keys_are_named_with_the_closest_valid_one() -> None:
+    from swm.errors import InputError
+    from swm.graphs import ask
+    from swm.graphs.served import context_keys, refuse_unknown_keys
+
+    keys = context_keys(ask.graph)
+    assert "model" in keys and "llm" not in keys
+    refuse_unknown_keys({"model": "x", "task": "tomi"}, keys)
+    with pytest.raises(InputError, match=r"unknown context keys 'modle' \(did you mean 'model'\?\), 'zzz'"):
+        refuse_unknown_keys({"modle": "x", "zzz": 1}, keys)

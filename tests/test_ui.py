@@ -53,21 +53,41 @@ def _cli(*args: str) -> None:
 
 
 def fill(db: str, spec: str) -> dict[str, str]:
-    """Fill a store with one run of each kind; return the thread ids."""
-    ids = {"ask": f"ask-{uuid.uuid4().hex[:8]}", "play": f"play-swm-bike-sale-{uuid.uuid4().hex[:8]}",
-           "learn": f"learn-{uuid.uuid4().hex[:8]}", "games": f"games-{uuid.uuid4().hex[:8]}",
-           "tom": f"tom-sim-{uuid.uuid4().hex[:8]}"}
-    _cli("ask", "--story", str(ROOT / "examples" / "sally_anne.txt"), "--question", "Where will Sally look?",
+    """Fill a store with runs of each kind, every one under a thread id of its own (none starts with its
+    kind, as ``--thread-id ep1`` in the docs does not); return the thread ids."""
+    tag = uuid.uuid4().hex[:6]
+    ids = {"ask": f"sally-question-{tag}", "play": f"bike-{tag}", "learn": f"curriculum-{tag}",
+           "games": f"village-{tag}", "tom": f"first-look-{tag}", "tom2": f"second-look-{tag}",
+           "sotopia": f"hard-pairs-{tag}", "blind": f"unparsed-question-{tag}", "games2": f"random-village-{tag}",
+           "parse": f"sally-state-{tag}"}
+    story = str(ROOT / "examples" / "sally_anne.txt")
+    _cli("ask", "--story", story, "--question", "Where will Sally look?",
          "--mode", "s3ap", "--task", "tomi", "--model", spec, "--db", db, "--thread-id", ids["ask"])
+    _cli("parse", str(ROOT / "examples" / "sally_anne.txt"), "--task", "tomi", "--model", spec, "--db", db,
+         "--thread-id", ids["parse"])
     _cli("play", "--model", spec, "--db", db, "--max-turns", "3", "--thread-id", ids["play"])
     _cli("learn", "--model", spec, "--db", db, "--cycles", "1", "--levels", "easy", "--families", "mutual_friend",
          "--episodes-per-level", "1", "--max-turns", "2", "--heldout-per-cell", "1", "--dev-per-cell", "1",
-         "--thread-id", ids["learn"], "--out", str(Path(db).parent / "learn-out"))
-    _cli("bench", "games", "--n", "1", "--policies", "plain", "--model", spec, "--db", db, "--thread-id",
+         "--thread-id", ids["learn"], "--out", str(Path(db).parent / "learn-out"), "--no-progress")
+    _cli("bench", "games", "--n", "2", "--policies", "plain,random", "--model", spec, "--db", db, "--thread-id",
          ids["games"], "--out", str(Path(db).parent / "games-out"), "--no-progress")
-    _cli("bench", "tom", "--benchmark", "sim", "--n", "2", "--modes", "cot", "--model", spec, "--db", db,
-         "--thread-id", ids["tom"], "--out", str(Path(db).parent / "tom-out"), "--no-progress")
+    _cli("bench", "games", "--n", "1", "--policies", "random", "--model", spec, "--db", db, "--thread-id",
+         ids["games2"], "--out", str(Path(db).parent / "games2-out"), "--no-progress")
+    for key, n in (("tom", "4"), ("tom2", "4")):
+        _cli("bench", "tom", "--benchmark", "sim", "--n", n, "--modes", "vanilla,cot", "--model", spec, "--db", db,
+             "--thread-id", ids[key], "--out", str(Path(db).parent / f"{key}-out"), "--no-progress")
+    _cli("bench", "sotopia", "--data", "shipped", "--n", "1", "--policies", "plain", "--max-turns", "2", "--seats",
+         "both", "--model", spec, "--db", db, "--thread-id", ids["sotopia"], "--out",
+         str(Path(db).parent / "sotopia-out"), "--no-progress", "--concurrency", "1")
     return ids
+
+
+def fill_blind_ask(db: str, thread: str) -> None:
+    """An S3AP question whose story could not be parsed, answered only because it was allowed."""
+    with FakeOpenAIServer(scripts={"S3APParse": {"agents_names": "none", "socialized_context": 3}}) as server:
+        _cli("ask", "--story", str(ROOT / "examples" / "sally_anne.txt"), "--question", "Where will Sally look?",
+             "--mode", "s3ap", "--model", server.model_spec, "--db", db, "--thread-id", thread,
+             "--allow-without-state", "--max-attempts", "1")
 
 
 @pytest.fixture(scope="module")
@@ -76,11 +96,134 @@ def filled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict
     db = str(folder / "runs.db")
     with FakeOpenAIServer(scripts={"S3APParse": SALLY_ANNE}) as server:
         ids = fill(db, server.model_spec)
+    fill_blind_ask(db, ids["blind"])
     yield db, ids
 
 
 def client(db: str) -> TestClient:
     return TestClient(create_app(db))
+
+
+def _csv_rows(c: TestClient, path: str, table: str) -> list[dict[str, str]]:
+    r = c.get(f"{path}?csv={table}")
+    assert r.status_code == 200, r.text
+    return list(csv.DictReader(io.StringIO(r.text)))
+
+
+def test_a_tom_run_shows_accuracy_by_benchmark_type_and_mode_with_intervals(
+        filled: tuple[str, dict[str, str]]) -> None:
+    from swm.stats import wilson_interval
+
+    db, ids = filled
+    c = client(db)
+    page = c.get(f"/runs/{ids['tom']}").text
+    assert "Accuracy by benchmark × question type × mode" in page and "scorer rule" in page
+    assert "prompt protocol" in page and "simulator" in page  # where the questions came from
+    cells = _csv_rows(c, f"/runs/{ids['tom']}", "accuracy")
+    stored = ReadOnlyStore(db).rows("select mode, qtype, correct, status from tom_results where run = ?", [ids["tom"]])
+    for mode in ("vanilla", "cot"):
+        mine = [r for r in stored if r["mode"] == mode and r["status"] != "failed"]
+        row = next(r for r in cells if r["mode"] == mode and r["qtype"] == "all")
+        right = sum(int(r["correct"]) for r in mine)
+        assert int(row["n"]) == len(mine) and int(row["successes"]) == right
+        low, high = wilson_interval(right, len(mine))
+        assert abs(float(row["low"]) - low) < 1e-9 and abs(float(row["high"]) - high) < 1e-9
+        types = {r["qtype"] for r in mine}
+        assert {r["qtype"] for r in cells if r["mode"] == mode} == types | {"all"}
+    assert "cot − vanilla" in page  # the modes tested against each other
+    assert "{&#39;" not in page and "{'" not in page  # no Python dict text
+
+
+def test_two_tom_runs_compare_side_by_side_with_tests(filled: tuple[str, dict[str, str]]) -> None:
+    db, ids = filled
+    c = client(db)
+    url = f"/compare?runs={ids['tom']}&runs={ids['tom2']}"
+    page = c.get(url).text
+    assert "Compare 2 tom runs" in page and ids["tom"] in page and ids["tom2"] in page
+    tests = list(csv.DictReader(io.StringIO(c.get(url + "&csv=tests").text)))
+    assert tests and all(0.0 <= float(t["p"]) <= 1.0 for t in tests)
+    assert {t["comparison"] for t in tests} == {f"{ids['tom2']} − {ids['tom']}"}
+    assert c.get(f"/compare?runs={ids['tom']}&runs={ids['play']}").status_code == 400  # two kinds
+    assert c.get(f"/compare?runs={ids['tom']}").status_code == 400
+
+
+def test_games_and_sotopia_runs_compare_side_by_side_with_tests(filled: tuple[str, dict[str, str]]) -> None:
+    db, ids = filled
+    c = client(db)
+    url = f"/compare?runs={ids['games']}&runs={ids['games2']}"
+    table = list(csv.DictReader(io.StringIO(c.get(url + "&csv=table").text)))
+    assert {r["setting"] for r in table} == {"plain", "random"}
+    tests = list(csv.DictReader(io.StringIO(c.get(url + "&csv=tests").text)))
+    assert tests and {t["benchmark"] for t in tests} == {"random"}  # only settings both runs played are tested
+    assert all(0.0 <= float(t["p"]) <= 1.0 for t in tests)
+    episodes = c.get(f"/compare?runs={ids['sotopia']}&runs={ids['play']}")
+    assert episodes.status_code == 200 and "95% Welch interval" in episodes.text
+
+
+def test_a_sotopia_run_shows_dimension_means_per_policy_and_sortable_episodes(
+        filled: tuple[str, dict[str, str]]) -> None:
+    import json as js
+
+    from swm.stats import mean_ci
+
+    db, ids = filled
+    c = client(db)
+    r = c.get(f"/runs/{ids['sotopia']}")
+    assert r.status_code == 200 and "Scores per policy" in r.text and 'class="sortable"' in r.text
+    policies = _csv_rows(c, f"/runs/{ids['sotopia']}", "policies")
+    eps = ReadOnlyStore(db).rows("select tested_agent, judgements from episodes where bench_run = ?", [ids["sotopia"]])
+    assert len(eps) == 2  # one scenario, both seats
+    overall = [js.loads(e["judgements"])[e["tested_agent"]].get("overall") for e in eps]
+    mean, _, n = mean_ci(overall)
+    row = next(p for p in policies if p["policy"] == "plain")
+    assert mean is not None and int(row["overall n"]) == n and abs(float(row["overall"]) - mean) < 1e-9
+    assert len(_csv_rows(c, f"/runs/{ids['sotopia']}", "episodes")) == 2
+
+
+def test_a_games_run_shows_win_rates_per_side_and_role_and_legal_moves(filled: tuple[str, dict[str, str]]) -> None:
+    db, ids = filled
+    c = client(db)
+    page = c.get(f"/runs/{ids['games']}").text
+    assert "Win rate per role" in page and "legal moves" in page
+    settings = {r["setting"]: r for r in _csv_rows(c, f"/runs/{ids['games']}", "settings")}
+    assert set(settings) == {"plain", "random"}
+    games = ReadOnlyStore(db).rows("select game_id, winner from games where game_id like ?", [f"{ids['games']}-%"])
+    for setting, row in settings.items():
+        mine = [g for g in games if g["game_id"].startswith(f"{ids['games']}-{setting}-")]
+        assert int(row["games"]) == len(mine) == 2
+        assert int(row["village wins n"]) == 2
+        assert abs(float(row["village wins"]) - sum(g["winner"] == "village" for g in mine) / 2) < 1e-9
+    assert float(settings["random"]["legal moves n"] or 0) == 0  # the random baseline decides no move by model
+    roles = _csv_rows(c, f"/runs/{ids['games']}", "roles")
+    assert {"werewolf", "villager"} <= {r["role"] for r in roles}
+
+
+def test_an_ask_shows_question_answer_and_the_state_it_stood_on(filled: tuple[str, dict[str, str]]) -> None:
+    db, ids = filled
+    c = client(db)
+    used = c.get(f"/runs/{ids['ask']}").text
+    assert "Where will Sally look?" in used and "used: parsed by this run" in used
+    assert re.search(r'href="/state/parse/[^"]+"', used)
+    blind = c.get(f"/runs/{ids['blind']}").text
+    assert "none: no usable parse; the answer stands on the story alone" in blind
+    assert 'href="/state/parse/' not in blind
+
+
+def test_the_learning_page_draws_the_matrix_as_a_heat_map_with_intervals(filled: tuple[str, dict[str, str]]) -> None:
+    db, ids = filled
+    page = client(db).get(f"/learn/{ids['learn']}").text
+    assert "type:'heatmap'" in page and "error_y" in page
+    assert "Pairs kept of those sampled, per cycle" in page
+    assert "swm learn" in page and "--no-progress" in page  # the command and options it was started with
+
+
+def test_cells_never_show_python_dict_text() -> None:
+    from swm.ui.app import cell, when
+
+    assert cell({"village": {"mean": 0.5, "ci95": 0.25, "n": 4}}) == "village: 0.500 ± 0.250 (n=4)"
+    assert cell([1.23456, "a"], 2) == "1.23, a"
+    assert when(1_790_000_000.0) == "2026-09-21 14:13:20"
+    assert cell('{"a": 1}') == "a: 1"
 
 
 def test_uuid6_times_round_trip() -> None:
@@ -97,11 +240,13 @@ def test_the_runs_page_lists_every_run_with_kind_status_and_cost(filled: tuple[s
     c = client(db)
     page = c.get("/runs").text
     for kind, thread in ids.items():
-        if kind != "games":
-            assert f'href="/runs/{thread}"' in page, kind
-    assert page.count(f'href="/runs/{ids["games"]}-plain-') == 1  # each game of the bench is a thread of its own
+        assert f'href="/runs/{thread}"' in page, kind  # the benchmark runs of games and episodes too
+    assert page.count(f'href="/runs/{ids["games"]}-plain-') == 2  # each game of the bench is a thread of its own
     rows = list(csv.DictReader(io.StringIO(c.get("/runs?csv=runs").text)))
     by_id = {r["thread_id"]: r for r in rows}
+    for key in ("ask", "blind", "parse", "play", "learn", "tom", "tom2"):
+        assert by_id[ids[key]]["kind"] == {"blind": "ask"}.get(key, key.rstrip("2")), key  # from the store
+    assert by_id[ids["play"]]["graph"] == "episode" and by_id[ids["tom"]]["graph"] == "ask"
     assert by_id[ids["play"]]["kind"] == "play" and by_id[ids["play"]]["status"] == "finished"
     assert float(by_id[ids["play"]]["cost"].split('"calls": ')[1].split(",")[0]) > 0
     tom = by_id[ids["tom"]]
@@ -109,6 +254,8 @@ def test_the_runs_page_lists_every_run_with_kind_status_and_cost(filled: tuple[s
     assert tom["kind"] == "tom" and int(tom["threads"]) == answered > 1 and tom["protocol"]
     only_learn = c.get("/runs?kind=learn").text
     assert ids["learn"] in only_learn and ids["play"] not in only_learn
+    only_tom = c.get("/runs?kind=tom").text
+    assert ids["tom"] in only_tom and ids["tom2"] in only_tom and ids["ask"] not in only_tom
     assert ids["play"] not in c.get("/runs?until=2001-01-01").text
     assert ids["play"] in c.get("/runs?since=2001-01-01").text
     assert c.get("/runs?since=yesterday").status_code == 400
@@ -121,6 +268,7 @@ def test_an_episode_shows_goals_turns_predictions_and_the_judge(filled: tuple[st
     page = r.text
     assert "Private goals" in page and "Sell the bike for at least $450" in page
     assert page.count('class="turn"') == 3
+    assert page.count('class="state-cells"') == 3  # each turn beside the social state recorded after it
     assert "world model predicted" in page and ("hit" in page or "miss" in page)
     assert all(d in page for d in ("believability", "financial_and_material_benefits", "goal"))
     turns = list(csv.DictReader(io.StringIO(client(db).get(f"/episodes/{ids['play']}?csv=turns").text)))
@@ -197,15 +345,15 @@ def test_ten_thousand_runs_are_paged(tmp_path: Path) -> None:
     conn.close()
     c = client(str(db))
     first = c.get("/runs").text
-    assert first.count('href="/runs/play-x-') == 50 and "play-x-09999" in first and "older" in first
+    assert first.count('href="/runs/play-x-') == 50 and "play-x-09999" in first and "older →" in first
     last = c.get("/runs?page=199").text
-    assert "play-x-00000" in last and "older" not in last
+    assert "play-x-00000" in last and "older →" not in last
 
 
 def test_postgres_store_is_browsed_read_only(pg_url: str) -> None:
     psycopg = pytest.importorskip("psycopg")
     url = pg_url
-    thread = f"play-swm-bike-sale-{uuid.uuid4().hex[:8]}"
+    thread = f"pg-bike-{uuid.uuid4().hex[:8]}"  # a thread id of its own: the kind comes from swm_runs
     with FakeOpenAIServer() as server:
         _cli("play", "--model", server.model_spec, "--db", url, "--max-turns", "2", "--thread-id", thread)
     c = client(url)
@@ -302,6 +450,92 @@ def test_a_real_browser_opens_a_run_an_episode_a_perspective_and_a_pair(
         assert browser.find_element(By.ID, "chosen").text and browser.find_element(By.ID, "rejected").text
         _shot(browser, "pair", tmp_path)
     browser.get(f"{base}/runs?kind=games")
-    browser.find_element(By.CSS_SELECTOR, 'a[href^="/runs/games-"]').click()
+    browser.find_element(By.CSS_SELECTOR, f'#t-runs a[href^="/runs/{ids["games"]}-"]').click()
     assert "night_wolves" in browser.find_element(By.TAG_NAME, "main").text
     _shot(browser, "game", tmp_path)
+
+
+def test_a_real_browser_reads_summaries_sorts_filters_and_compares(
+        served: tuple[str, dict[str, str]], browser: Any, tmp_path: Path) -> None:
+    """Every summary page made by runs with their own thread ids, in Chromium: ToM accuracy (sorted by a
+    click), the comparison picked by ticking two runs, SOTOPIA scores, game win rates and an ask."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    base, ids = served
+    wait = WebDriverWait(browser, 30)
+    browser.get(f"{base}/runs?kind=tom")
+    for key in ("tom", "tom2"):
+        browser.find_element(By.CSS_SELECTOR, f'input[name="runs"][value="{ids[key]}"]').click()
+    browser.find_element(By.ID, "compare-button").click()
+    wait.until(lambda b: "/compare?" in b.current_url and b.find_elements(By.CSS_SELECTOR, "#t-tests"))
+    assert browser.find_element(By.TAG_NAME, "h1").text == "Compare 2 tom runs"
+    assert browser.find_elements(By.CSS_SELECTOR, "#t-tests tbody tr")
+    _shot(browser, "compare", tmp_path)
+    browser.get(f"{base}/runs/{ids['tom']}")
+    assert "Accuracy by benchmark" in browser.find_element(By.TAG_NAME, "main").text
+    _shot(browser, "tom", tmp_path)
+    rows = lambda: [r.find_elements(By.TAG_NAME, "td")[1].text  # noqa: E731
+                    for r in browser.find_elements(By.CSS_SELECTOR, "#t-items tbody tr")]
+    browser.find_elements(By.CSS_SELECTOR, "#t-items thead th")[1].click()  # sort by mode
+    first = rows()
+    assert first == sorted(first, reverse=True)
+    browser.find_elements(By.CSS_SELECTOR, "#t-items thead th")[1].click()
+    assert rows() == sorted(first)
+    box = browser.find_element(By.CSS_SELECTOR, 'input.filterbox[data-table="t-items"]')
+    box.send_keys("vanilla")
+    shown = [r for r in browser.find_elements(By.CSS_SELECTOR, "#t-items tbody tr") if r.is_displayed()]
+    assert shown and all("vanilla" in r.text for r in shown) and len(shown) < len(first)
+    browser.get(f"{base}/runs/{ids['sotopia']}")
+    assert browser.find_elements(By.CSS_SELECTOR, "#t-policies tbody tr")
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#t-episodes tbody tr")) == 2
+    _shot(browser, "sotopia", tmp_path)
+    browser.get(f"{base}/runs/{ids['games']}")
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#t-settings tbody tr")) == 2
+    _shot(browser, "games", tmp_path)
+    browser.get(f"{base}/runs/{ids['ask']}")
+    assert browser.find_element(By.ID, "question").text == "Where will Sally look?"
+    assert browser.find_element(By.ID, "answer").text and "used" in browser.find_element(By.ID, "social-state").text
+    _shot(browser, "ask", tmp_path)
+    browser.get(f"{base}/runs/{ids['parse']}")
+    parses = browser.find_elements(By.CSS_SELECTOR, '#t-items a[href^="/state/parse/"]')
+    assert len(parses) == 1  # the parse of this run's story only
+    parses[0].click()
+    wait.until(lambda b: "Social state" in b.find_element(By.TAG_NAME, "h1").text)
+    browser.get(f"{base}/learn/{ids['learn']}")
+    wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#heat-1 .main-svg"))
+    _shot(browser, "learning", tmp_path)
+
+
+def test_datasette_opens_the_store_with_the_metadata_and_every_canned_query_runs(
+        filled: tuple[str, dict[str, str]]) -> None:
+    datasette_app = pytest.importorskip("datasette.app")
+    import asyncio
+    import json as js
+    import subprocess
+    import sys
+
+    db, ids = filled
+    made = subprocess.run([sys.executable, "-m", "swm.ui.datasette", db], capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    metadata = js.loads(made.stdout)
+    name = Path(db).stem
+    queries = metadata["databases"][name]["queries"]
+    ds = datasette_app.Datasette(files=[db], metadata=metadata)  # read-only (mode=ro), WAL included
+
+    async def fetch() -> dict[str, Any]:
+        tables = await ds.client.get(f"/{name}/swm_runs.json")
+        assert tables.status_code == 200
+        out: dict[str, Any] = {}
+        for query in queries:
+            response = await ds.client.get(f"/{name}/{query}.json?_shape=objects")
+            assert response.status_code == 200, (query, response.text[:500])
+            out[query] = response.json()["rows"]
+        return out
+
+    got = asyncio.run(fetch())
+    assert {r["thread_id"] for r in got["runs_by_kind"]} >= {ids["ask"], ids["play"], ids["tom"]}
+    assert {r["run"] for r in got["tom_accuracy"]} == {ids["tom"], ids["tom2"]}
+    assert [r["thread_id"] for r in got["asks_without_state"]] == [ids["blind"]]
+    assert {r["bench_run"] for r in got["sotopia_overall"]} == {ids["sotopia"]}
+    assert len(got["game_outcomes"]) == 5

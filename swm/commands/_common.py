@@ -14,6 +14,7 @@ from langgraph.graph import StateGraph
 
 from swm.context import ACT_ORDERS, SWMContext
 from swm.errors import InputError, ItemsFailed
+from swm.graph_state import story_hash
 from swm.llm import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, EMBEDDED_TIMEOUT, ROLES
 
 F = Callable[..., Any]
@@ -38,6 +39,35 @@ def model_options(*roles: str) -> Callable[[F], F]:
                                  "name@base_url or provider:name (anthropic:…, ollama:…).")(f)
 
     return decorate
+
+
+class AliasedCommand(click.Command):
+    """A command that still takes old option names (``aliases``: old → new), hidden from help and the reference.
+
+    Options are named the same across commands (``--train-lr``, ``--train-rank``, ``--concurrency``);
+    the names a command had before keep working, and say once on stderr which name to use.
+    """
+
+    aliases: dict[str, str] = {}
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        renamed: list[str] = []
+        for i, arg in enumerate(args):
+            if arg == "--":
+                renamed.extend(args[i:])
+                break
+            name, eq, value = arg.partition("=")
+            if name in self.aliases:
+                click.echo(f"note: {name} is now {self.aliases[name]}", err=True)
+                arg = self.aliases[name] + eq + value
+            renamed.append(arg)
+        return super().parse_args(ctx, renamed)
+
+
+def aliased(**aliases: str) -> type[AliasedCommand]:
+    """Return an `AliasedCommand` class taking ``old_name="--new-name"`` aliases (``old_name`` with _ for -)."""
+    table = {"--" + old.replace("_", "-"): new for old, new in aliases.items()}
+    return type("Aliased", (AliasedCommand,), {"aliases": table})
 
 
 def prompts_option(f: F) -> F:
@@ -183,6 +213,8 @@ def run_graph(builder: StateGraph[Any, Any, Any, Any], inputs: Mapping[str, Any]
 
     thread = thread_id or f"{prefix}-{uuid.uuid4().hex[:12]}"
     config: RunnableConfig = {"configurable": {"thread_id": thread}}
+    story: dict[str, Any] = {"story_hash": story_hash(str(inputs["narrative"]))} if inputs.get("narrative") else {}
+    record_run(ctx.experience_store(), thread, prefix, prefix if prefix != "play" else "episode", None, **story)
 
     def announce(status: str, snapshot: Any) -> None:
         changed = differences(snapshot.values, inputs) if status != "started" else []
@@ -201,6 +233,30 @@ def run_graph(builder: StateGraph[Any, Any, Any, Any], inputs: Mapping[str, Any]
     with hold_lease(db_path(db), thread), open_saver(db_path(db)) as saver:
         out, _ = run_thread(builder.compile(checkpointer=saver), inputs, config, ctx, announce, on_event)
     return out, thread
+
+
+RUNS_TABLE = "swm_runs"
+
+
+def record_run(store: Any, thread_id: str, kind: str, graph: str,
+               options: Mapping[str, Any] | None = None, **columns: Any) -> None:
+    """Record a run's kind, graph, command and options in the store (kept from its first invocation).
+
+    The results browser reads a run's kind from here, so a run given its own ``--thread-id`` shows
+    as what it is. ``options`` defaults to the invoking command's parameters; key-like text in them
+    (an endpoint URL's key) is redacted. ``columns``: more of the run's keys (a story's hash).
+    """
+    import datetime as dt
+
+    from swm.credentials import redact_text
+
+    click_ctx = click.get_current_context(silent=True)
+    params = dict(options if options is not None else (click_ctx.params if click_ctx else {}))
+    row = {"thread_id": thread_id, "kind": kind, "graph": graph,
+           "command": " ".join(["swm", *click_ctx.command_path.split()[1:]]) if click_ctx else "",
+           "options": redact_text(json.dumps(to_jsonable(params), default=str, sort_keys=True)),
+           "started": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), **columns}
+    store.insert(RUNS_TABLE, row, pk="thread_id", ignore=True)
 
 
 def writable_out(folder: str | Path) -> Path:

@@ -20,6 +20,7 @@ from swm.commands._common import (
     finish_bench,
     make_context,
     model_options,
+    record_run,
     resolve_concurrency,
     run_options,
     serving_record,
@@ -176,6 +177,7 @@ def games_command(game: str, n: int, n_players: int, policies: str, side: str, o
         spec.deal(default_players(n_players), 0, options)  # bad --players or --max-rounds fail here, not per game
     except ValueError as exc:
         raise InputError(str(exc)) from exc
+    record_run(ctx.experience_store(), run_id, "games", "game")
     click.echo(f"run {run_id}: {n} {game} games × {len(chosen)} policies, {n_players} players "
                f"(rerun with --thread-id {run_id} --db {db_path(db)} to resume if interrupted)", err=True)
     in_flight = workers if workers > 0 else resolve_concurrency(ctx, concurrency)

@@ -17,6 +17,7 @@ from swm.commands._common import (
     finish_bench,
     make_context,
     model_options,
+    record_run,
     resolve_concurrency,
     run_options,
     serving_record,
@@ -126,6 +127,7 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
     inject_test_models(ctx)
     in_flight = resolve_concurrency(ctx, concurrency)
     run_id = thread_id or f"sotopia-{uuid.uuid4().hex[:10]}"
+    record_run(ctx.experience_store(), run_id, "sotopia", "episode")
     folder = writable_out(out_dir or Path("swm-results") / file_name(run_id))
     seat_list = {"both": (0, 1), "first": (0,), "second": (1,)}[seats]
     self_judged = ctx.judge_is_agent()

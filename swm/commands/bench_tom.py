@@ -18,6 +18,7 @@ from swm.commands._common import (
     make_context,
     model_options,
     prompts_option,
+    record_run,
     resolve_concurrency,
     run_options,
     writable_out,
@@ -92,6 +93,7 @@ def tom_command(benchmark: str, data: Path | None, samples: int, fantom_context:
                        **models)
     in_flight = 1 if report_only else resolve_concurrency(ctx, concurrency)
     run_id = thread_id or f"tom-{label}-{uuid.uuid4().hex[:10]}"
+    record_run(ctx.experience_store(), run_id, "tom", "ask")
     out_dir = writable_out(out_dir or Path("swm-results") / file_name(run_id))
     scorer = rule_line("tomi" if benchmark == "sim" else benchmark)
     click.echo(f"scorer rule: {scorer}", err=True)

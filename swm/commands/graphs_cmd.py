@@ -23,8 +23,11 @@ def registered_graphs() -> dict[str, str]:
 
 
 def _module_of(target: str) -> str:
-    """Return the module under ``graphs`` of a langgraph.json target (``graphs.x:graph`` or ``./graphs/x.py:graph``)."""
-    path = target.split(":")[0]
+    """Return the module under ``graphs`` of a langgraph.json target (``swm.graphs.served:x``, ``graphs.x:graph``
+    or ``./graphs/x.py:graph``)."""
+    from swm.graphs.served import graph_module
+
+    path = graph_module(target)
     return Path(path).stem if path.endswith(".py") else path.rsplit(".", 1)[-1]
 
 

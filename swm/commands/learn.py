@@ -24,6 +24,7 @@ from swm.commands._common import (
     echo_json,
     make_context,
     model_options,
+    record_run,
     resolve_concurrency,
     run_options,
     serving_record,
@@ -183,10 +184,12 @@ def _reconcile(thread: str, status: str, stored: dict[str, Any], given: dict[str
               help="Join a running Ray cluster ('auto', ray://head:10001); needs --db postgresql://….")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder for report.md, plots and exports [default: swm-learn-<thread>].")
+@click.option("--no-progress", is_flag=True, default=False, help="Hide the progress bar.")
 @model_options()
 @run_options
 def learn_command(temperature: float, concurrency: int | None, workers: int, ray_address: str | None,
-                  out_dir: Path | None, db: str | None, thread_id: str | None, as_json: bool, **options: Any) -> None:
+                  out_dir: Path | None, no_progress: bool, db: str | None, thread_id: str | None, as_json: bool,
+                  **options: Any) -> None:
     """Run the lifelong loop: verifiable tasks, self-play episodes, gated pairs, updates, retention metrics.
 
     Kill it at any point and rerun with the same --db and --thread-id: finished episodes are
@@ -203,13 +206,14 @@ def learn_command(temperature: float, concurrency: int | None, workers: int, ray
     config: RunnableConfig = {"configurable": {"thread_id": thread}, "max_concurrency": in_flight,
                               "recursion_limit": 10_000}
     start = time.perf_counter()
-    values = _run_thread(plan, ctx, config, db, workers, ray_address)
+    record_run(ctx.experience_store(), thread, "learn", "lifelong")
+    values = _run_thread(plan, ctx, config, db, workers, ray_address, progress=not no_progress)
     summary = {**_summary(ctx, thread, values, time.perf_counter() - start), "serving": serving_record(ctx, in_flight)}
     _print_summary(summary, values, as_json)
 
 
 def _run_thread(plan: dict[str, Any], ctx: SWMContext, config: RunnableConfig, db: str | None, workers: int,
-                ray_address: str | None) -> dict[str, Any]:
+                ray_address: str | None, progress: bool = True) -> dict[str, Any]:
     """Start, resume, extend or re-report the thread under its lease; return the graph's final values."""
     from swm.checkpoints import hold_lease, open_saver, thread_status
     from swm.graphs import lifelong
@@ -247,7 +251,7 @@ def _run_thread(plan: dict[str, Any], ctx: SWMContext, config: RunnableConfig, d
                                                      agent_spec=ctx.spec_for("agent")))
             return values
         _announce(graph, snapshot, status, config, ctx)
-        return _stream(graph, inputs, config, ctx, plan, dict(snapshot.values or {}))
+        return _stream(graph, inputs, config, ctx, plan, dict(snapshot.values or {}), progress)
 
 
 def _announce(graph: Any, snapshot: Any, status: str, config: RunnableConfig, ctx: SWMContext) -> None:
@@ -268,15 +272,15 @@ def _announce(graph: Any, snapshot: Any, status: str, config: RunnableConfig, ct
 
 
 def _stream(graph: Any, inputs: Any, config: RunnableConfig, ctx: SWMContext, plan: dict[str, Any],
-            seen: dict[str, Any]) -> dict[str, Any]:
-    """Run the graph with a progress bar of finished episodes; return its final values."""
+            seen: dict[str, Any], progress: bool = True) -> dict[str, Any]:
+    """Run the graph with a progress bar of finished episodes (none when not ``progress``); return its final values."""
     from tqdm import tqdm  # type: ignore[import-untyped]
 
     from swm.lifelong import store as ls
 
     store, thread = ctx.experience_store(), plan["run_id"]
     bar = tqdm(total=_expected_episodes(plan), initial=ls.count_episodes(store, thread), unit="episode",
-               desc="episodes", file=sys.stderr, dynamic_ncols=True)
+               desc="episodes", file=sys.stderr, dynamic_ncols=True, disable=not progress)
     # sync: each finished episode branch is on disk before the run goes on, so a kill loses
     # no finished work (and none of its usage)
     for chunk in graph.stream(inputs, config, context=ctx, stream_mode="updates", durability="sync",

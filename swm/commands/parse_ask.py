@@ -18,7 +18,7 @@ from swm.commands._common import (
     run_options,
 )
 from swm.commands.progress import printer, quiet_option
-from swm.errors import InputError, ModelOutputError
+from swm.errors import InputError, ModelOutputError, NoSocialState
 from swm.nodes.parse import MODES, TASKS
 from swm.usage import total_usage
 
@@ -94,32 +94,63 @@ def unusable_parse(out: dict[str, Any]) -> str:
 @click.option("--task", type=click.Choice(TASKS), default="generic", show_default=True)
 @click.option("--max-attempts", default=3, show_default=True, help="Parse → check → repair attempts.")
 @click.option("--max-chars", default=60_000, show_default=True, help="Refuse narratives longer than this.")
+@click.option("--allow-without-state", is_flag=True, default=False,
+              help="In an S3AP mode, answer from the story alone when no social state could be parsed "
+                   "(the output says so). Without it such a question gets no answer and exit code 6.")
 @encoding_option
 @prompts_option
 @model_options("parser", "qa")
 @run_options
 @quiet_option
-def ask_command(story: str, question: str, mode: str, task: str, max_attempts: int, max_chars: int, encoding: str,
-                db: str | None, thread_id: str | None, as_json: bool, quiet: bool, **models: Any) -> None:
+def ask_command(story: str, question: str, mode: str, task: str, max_attempts: int, max_chars: int,
+                allow_without_state: bool, encoding: str, db: str | None, thread_id: str | None, as_json: bool,
+                quiet: bool, **models: Any) -> None:
     """Answer a theory-of-mind question about a story; S3AP modes parse it first (cached per story).
 
-    Each step is shown on stderr as it starts (--quiet: none).
+    Each step is shown on stderr as it starts (--quiet: none). In s3ap and s3ap_only modes the answer
+    stands on the parsed social state; when none could be parsed, nothing is answered (exit 6) unless
+    --allow-without-state, and the output says which (``social_state`` in --json).
     """
     from swm.graphs import ask
 
-    ctx = make_context(db, task=task, max_parse_attempts=max_attempts, max_narrative_chars=max_chars, **models)
+    ctx = make_context(db, task=task, max_parse_attempts=max_attempts, max_narrative_chars=max_chars,
+                       allow_without_state=allow_without_state, **models)
     inputs = {"narrative": read_text(story, encoding), "question": question, "mode": mode}
-    out, _ = run_graph(ask.build(), inputs, ctx, db, thread_id, "ask", printer(quiet))
+    out, thread = run_graph(ask.build(), inputs, ctx, db, thread_id, "ask", printer(quiet))
+    used = out.get("social_state") or ("not used" if mode not in ("s3ap", "s3ap_only") else
+                                       "none" if out.get("world") is None else
+                                       "cached" if out.get("parse_cached") else "parsed")
+    record_ask(ctx, thread, question, mode, out, used)
     if as_json:
-        echo_json({k: out.get(k) for k in ("answer", "reasoning", "answer_error", "mode", "world",
-                                           "parse_problems", "parse_cached", "prompts", "models", "usage")})
+        echo_json({**{k: out.get(k) for k in ("answer", "reasoning", "answer_error", "mode", "world",
+                                              "parse_problems", "parse_cached", "prompts", "models", "usage")},
+                   "social_state": used, "story_hash": out.get("story_hash"), "thread_id": thread})
     elif out.get("answer"):
         click.echo(out["answer"])
-        click.echo(("parse from cache; " if out.get("parse_cached") else "") + _usage_line(out), err=True)
+        note = {"parsed": "", "cached": "parse from cache; ", "not used": "",
+                "none": "answered WITHOUT a social state (no parse was usable); "}[used]
+        click.echo(note + _usage_line(out), err=True)
+    if used == "none" and not out.get("answer"):
+        raise NoSocialState(f"no answer: {unusable_parse(out)}",
+                            "rerun with --allow-without-state to answer from the story alone, or try another "
+                            "--parser-model or more --max-attempts")
     if not out.get("answer"):
         reason = out.get("answer_error") or "the answer was empty"
         raise ModelOutputError(f"no usable answer: {' '.join(str(reason).split())[:300]}",
                                "its raw reply is in the store's failed_replies table; try another --qa-model")
+
+
+ASKS_TABLE = "swm_asks"
+
+
+def record_ask(ctx: Any, thread: str, question: str, mode: str, out: dict[str, Any], used: str) -> None:
+    """Keep an ask's question, answer and the social state it stood on, for the results browser."""
+    ctx.experience_store().insert(ASKS_TABLE, {
+        "thread_id": thread, "question": question, "mode": mode, "answer": out.get("answer") or "",
+        "reasoning": out.get("reasoning") or "", "answer_error": out.get("answer_error") or "",
+        "social_state": used, "story_hash": out.get("story_hash") or "", "task": out.get("task") or "",
+        "parse_problems": out.get("parse_problems") or [], "models": out.get("models") or {},
+        "usage": total_usage(out.get("usage"))}, pk="thread_id", replace=True)
 
 
 def register(main: click.Group, bench: click.Group) -> None:

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import click
 
-from swm.commands._common import db_path, echo_json, endpoint_options, run_options
+from swm.commands._common import aliased, db_path, echo_json, endpoint_options, record_run, run_options
 from swm.commands.progress import iteration_line, printer, quiet_option
 from swm.errors import InputError
 from swm.tasks.families import FAMILIES, LEVELS
 
 
-@click.command("selfplay")
+@click.command("selfplay", cls=aliased(lr="--train-lr", lora_r="--train-rank", max_concurrency="--concurrency"))
 @click.option("--iterations", default=2, show_default=True, help="Rollout → update iterations.")
 @click.option("--family", type=click.Choice(FAMILIES), default="negotiation", show_default=True,
               help="The verifiable task family (its code checker gives the rewards).")
@@ -56,15 +56,15 @@ from swm.tasks.families import FAMILIES, LEVELS
 @click.option("--max-new-tokens", default=32, show_default=True)
 @click.option("--temperature", default=0.7, show_default=True, type=click.FloatRange(min=0, min_open=True),
               help="Sampling temperature of the rollouts (0.7 suits small models).")
-@click.option("--lr", default=1e-4, show_default=True)
+@click.option("--train-lr", "lr", default=1e-4, show_default=True, help="Learning rate of the LoRA adapter.")
 @click.option("--micro-batch", default=None, type=click.IntRange(1, None),
               help="Rows per forward/backward inside a PPO minibatch, gradients accumulated (less memory, "
                    "same update).")
 @click.option("--kl-coef", default=0.05, show_default=True)
-@click.option("--lora-r", default=8, show_default=True)
+@click.option("--train-rank", "lora_r", default=8, show_default=True, help="LoRA rank of a new adapter.")
 @click.option("--threads", default=None, type=int, help="torch threads (default: torch's choice).")
 @click.option("--seed", default=0, show_default=True)
-@click.option("--max-concurrency", default=None, type=click.IntRange(1),
+@click.option("--concurrency", "max_concurrency", default=None, type=click.IntRange(1),
               help="Rollouts played at once [default: the embedded server's slots when served, 1 in torch].")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("swm-selfplay"),
               show_default=True, help="Run folder: checkpoints/iter-NNNN (adapter, value head, optimiser).")
@@ -118,6 +118,11 @@ def selfplay_command(iterations: int, family: str, level: str, game: str | None,
         raise InputError(f"swm selfplay needs the train extra ({err.name} is missing)",
                          "pip install torch==2.13.0 && pip install -e '.[train]'") from err
     click.echo(f"thread: {thread} (rerun with --thread-id {thread} to resume if interrupted)", err=True)
+    from swm.checkpoints import open_store
+
+    runs = open_store(db_path(db))
+    record_run(runs, thread, "selfplay", "selfplay")
+    runs.close()
     context = None
     if judge_weight > 0:
         from swm.commands._common import make_context

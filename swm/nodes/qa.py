@@ -59,6 +59,15 @@ def _manual_ids(ctx: SWMContext, prompt: prompts.Prompt, mode: str) -> dict[str,
     return {"qa_manual": manual.id, "qa_schema": schema.id}
 
 
+def state_use(state: SocialWorldState, mode: str) -> str:
+    """Say what the answer stands on: ``parsed``, ``cached``, ``none`` (the parse failed) or ``not used``."""
+    if mode not in ("s3ap", "s3ap_only"):
+        return "not used"
+    if state.get("world") is None:
+        return "none"
+    return "cached" if state.get("parse_cached") else "parsed"
+
+
 def answer(state: SocialWorldState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
     """Answer the question in the state's mode (one call).
 
@@ -66,6 +75,10 @@ def answer(state: SocialWorldState, runtime: Runtime[SWMContext]) -> dict[str, A
     repository's per benchmark, under ``swm`` a task's own (``qa_<mode>_<task>``, e.g. ConfAIde's)
     or the generic one. The state's ``instruction`` (the benchmark's own instruction) stands outside
     the data fences; a full-text task answers with a response schema instead of a short answer.
+
+    An S3AP mode whose story could not be parsed answers from the story alone only when the context
+    allows it (``allow_without_state``); otherwise no call is made and the answer stays empty. The
+    output's ``social_state`` says which (`state_use`).
     """
     ctx = runtime.context
     # kept as given: a benchmark's answer cue ends the question, trailing space included (ConfAIde's "Summary: ")
@@ -73,6 +86,11 @@ def answer(state: SocialWorldState, runtime: Runtime[SWMContext]) -> dict[str, A
     if not question.strip():
         raise InputError("the question is empty", "pass the question to answer")
     mode = state.get("mode") or "s3ap"
+    used = state_use(state, mode)
+    if used == "none" and not ctx.allow_without_state:
+        problems = "; ".join(state.get("parse_problems") or []) or "no reply could be read"
+        return {"answer": "", "reasoning": "", "social_state": used,
+                "answer_error": f"not answered: no social state could be parsed ({problems})"}
     task = state.get("task") or ctx.task
     prompt = protocols.load(ctx, protocols.qa_prompt_name(ctx, mode, task))
     values = _values(prompt, state, ctx, mode, question)
@@ -88,6 +106,7 @@ def answer(state: SocialWorldState, runtime: Runtime[SWMContext]) -> dict[str, A
         "answer": (value.answer.strip() if value is not None else ""),
         "reasoning": getattr(value, "reasoning", "") if value is not None else "",
         "answer_error": reply.error,
+        "social_state": used,
         "usage": {"answer": reply.stats},
         "prompts": {"qa": prompt.id, "protocol": ctx.prompt_protocol, **_manual_ids(ctx, prompt, mode)},
         "models": {"qa": ctx.spec_for("qa")},

@@ -27,8 +27,8 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from swm.ui import runs as run_list
-from swm.ui import views
-from swm.ui.store import PAGE, ReadOnlyStore
+from swm.ui import summaries, views
+from swm.ui.store import PAGE, ReadOnlyStore, decode
 
 HERE = Path(__file__).parent
 
@@ -58,6 +58,52 @@ def _csv(rows: list[dict[str, Any]], name: str) -> Response:
                     headers={"Content-Disposition": f'attachment; filename="{name}.csv"'})
 
 
+def _flat(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Flatten each row's interval cells (``{"rate"|"mean", "low", "high", "n"}``) into columns for a CSV."""
+    out = []
+    for r in rows:
+        flat: dict[str, Any] = {}
+        for k, v in r.items():
+            if isinstance(v, dict) and ("rate" in v or "mean" in v):
+                value = v.get("rate", v.get("mean"))
+                flat.update({k: value, f"{k} low": v.get("low"), f"{k} high": v.get("high"), f"{k} n": v.get("n")})
+            else:
+                flat[k] = v
+        out.append(flat)
+    return out
+
+
+def when(value: Any) -> str:
+    """Format a Unix time (seconds) as ``YYYY-MM-DD HH:MM:SS`` UTC; other values as they are."""
+    import datetime as dt
+
+    if isinstance(value, int | float) and 1e9 < value < 1e10:
+        return dt.datetime.fromtimestamp(value, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return "" if value is None else str(value)
+
+
+def cell(value: Any, digits: int = 3) -> str:
+    """Render a table cell: numbers rounded, a mean with its interval as ``m ± h (n=…)``, a dict as
+    ``key: value`` pairs, a list joined, a Unix time as a date; never Python's dict text.
+    """
+    value = decode(value)
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return when(value) if 1e9 < value < 1e10 else f"{value:.{digits}f}"
+    if isinstance(value, dict):
+        if "mean" in value and ("ci95" in value or "n" in value):
+            half = value.get("ci95")
+            m = value.get("mean")
+            spread = f" ± {half:.{digits}f}" if isinstance(half, float) else ""
+            text = "—" if m is None else f"{m:.{digits}f}{spread}"
+            return text + (f" (n={value['n']})" if value.get("n") is not None else "")
+        return "; ".join(f"{k}: {cell(v, digits)}" for k, v in value.items())
+    if isinstance(value, list):
+        return ", ".join(cell(v, digits) for v in value)
+    return "" if value is None else str(value)
+
+
 class Browser:
     """The routes of one store's browser."""
 
@@ -65,6 +111,8 @@ class Browser:
         self.store = store
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
         self.templates.env.filters["q"] = url
+        self.templates.env.filters["cell"] = cell
+        self.templates.env.filters["when"] = when
         self.templates.env.filters["num"] = lambda v, d=3: "" if v is None else (f"{v:.{d}f}" if isinstance(
             v, float) else str(v))
 
@@ -78,6 +126,10 @@ class Browser:
             return _csv(tables[wanted], wanted)
         return self.templates.TemplateResponse(request, template, {"store": self.store.label, **context})
 
+    def _info(self, thread_id: str) -> dict[str, Any] | None:
+        """Return what the command that started a run recorded (kind, graph, command, options), if any."""
+        return run_list.recorded(self.store, [thread_id]).get(thread_id)
+
     # ---- runs ------------------------------------------------------------------------------
     async def runs(self, request: Request) -> Response:
         q = request.query_params
@@ -87,28 +139,70 @@ class Browser:
                                       until=q.get("until", ""), page=page)
         except ValueError as exc:
             raise HTTPException(400, f"bad filter: {exc}") from exc
-        return self.page(request, "runs.html", {"runs": rows}, runs=rows, kinds=run_list.KINDS, q=q, page=page,
-                         more=more)
+        benches = run_list.bench_runs(self.store, q.get("kind", "")) if page == 0 else []
+        return self.page(request, "runs.html", {"runs": rows, "benchmarks": benches}, runs=rows, kinds=run_list.KINDS,
+                         q=q, page=page, more=more, benches=benches)
 
     async def run(self, request: Request) -> Response:
         thread_id = request.path_params["thread_id"]
-        kind = run_list.kind_of(thread_id)
-        view = {"play": "/episodes/", "sotopia": "/episodes/", "games": "/games/", "learn": "/learn/",
-                "selfplay": "/selfplay/"}.get(kind)
-        if view:
-            return RedirectResponse(view + url(thread_id), status_code=303)
+        kind = run_list.kind_of(self.store, thread_id)
+        info = run_list.recorded(self.store, [thread_id]).get(thread_id)
+        if kind in ("play", "sotopia") and self.store.select("episodes", "episode_id = ?", [thread_id]):
+            return RedirectResponse("/episodes/" + url(thread_id), status_code=303)
+        if kind == "games" and self.store.select("games", "game_id = ?", [thread_id]):
+            return RedirectResponse("/games/" + url(thread_id), status_code=303)
+        if kind in ("learn", "selfplay"):
+            return RedirectResponse(f"/{kind}/" + url(thread_id), status_code=303)
+        summary = run_list.summarise(self.store, thread_id, kind)
+        common = {"thread_id": thread_id, "kind": kind, "summary": summary, "info": info}
+        if kind == "tom":
+            data = summaries.tom(self.store, thread_id)
+            answers = self.store.select("tom_results", "run = ?", [thread_id], order="key")
+            return self.page(request, "tom.html", {"accuracy": data["cells"], "differences": data["differences"],
+                                                   "items": answers}, items=answers, **data, **common)
+        if kind in ("play", "sotopia"):
+            data = summaries.sotopia(self.store, thread_id)
+            return self.page(request, "sotopia.html", {"policies": _flat(data["policies"]),
+                                                       "episodes": data["episodes"]}, **data, **common)
+        if kind == "games":
+            data = summaries.games(self.store, thread_id)
+            return self.page(request, "games.html", {"settings": _flat(data["settings"]), "roles": data["roles"]},
+                             **data, **common)
+        if kind == "ask":
+            asked = summaries.ask(self.store, thread_id)
+            if asked is not None:
+                return self.page(request, "ask.html", {"parses": asked["parses"]}, **asked, **common)
         items: list[dict[str, Any]] = []
         link, key = "", ""
-        if kind == "tom":
-            items = self.store.select("tom_results", "run = ?", [thread_id], order="key")
-        elif kind in ("ask", "parse"):
-            items = self.store.select("parses", order="created desc", limit=PAGE)
+        if kind in ("ask", "parse"):  # the parses of the run's story (of every story for a run not recorded)
+            story = (info or {}).get("story_hash")
+            items = self.store.select("parses", "story_hash = ?" if story else "1 = 1", [story] if story else [],
+                                      order="created desc", limit=PAGE)
             link, key = "/state/parse/", "key"
-        summary = run_list.summarise(self.store, thread_id, kind)
         columns = [c for c in (items[0].keys() if items else []) if c not in {"scenario", "briefing", "record",
                                                                              "prompt", "s3ap", "report", "step"}]
-        return self.page(request, "run.html", {"items": items}, thread_id=thread_id, kind=kind, summary=summary,
-                         items=items, columns=columns[:16], key=key, link=link)
+        return self.page(request, "run.html", {"items": items}, items=items, columns=columns[:16], key=key, link=link,
+                         **common)
+
+    async def compare(self, request: Request) -> Response:
+        runs = [r for r in request.query_params.getlist("runs") if r]
+        if len(runs) < 2:
+            raise HTTPException(400, "pick two or more runs to compare (?runs=A&runs=B)")
+        kinds = run_list.kinds_of(self.store, runs)
+        normal = {"sotopia" if k in ("play", "sotopia") else k for k in kinds.values()}
+        kind = normal.pop()
+        if normal:
+            raise HTTPException(400, "runs of different kinds: " + ", ".join(f"{r} ({k})" for r, k in kinds.items()))
+        if kind == "tom":
+            data = summaries.compare_tom(self.store, runs)
+        elif kind == "sotopia":
+            data = summaries.compare_sotopia(self.store, runs)
+        elif kind == "games":
+            data = summaries.compare_games(self.store, runs)
+        else:
+            raise HTTPException(400, f"comparing {kind} runs is not supported yet (tom, play, sotopia and games are)")
+        return self.page(request, "compare.html", {"table": _flat(data["table"]), "tests": data["tests"]},
+                         kind=kind, **data)
 
     # ---- an episode and a social state ------------------------------------------------------
     async def episode(self, request: Request) -> Response:
@@ -116,7 +210,8 @@ class Browser:
         if data is None:
             raise HTTPException(404, "no such episode")
         return self.page(request, "episode.html", {"turns": data["turns"], "scores": data["scores"],
-                                                   "failed": data["failed"]}, **data)
+                                                   "failed": data["failed"]}, **data,
+                         info=self._info(request.path_params["episode_id"]))
 
     async def episode_state(self, request: Request) -> Response:
         data = views.episode(self.store, request.path_params["episode_id"])
@@ -148,7 +243,8 @@ class Browser:
         if data is None:
             raise HTTPException(404, "no such game")
         moves = [m for ph in data["phases"] for m in ph["moves"]]
-        return self.page(request, "game.html", {"moves": moves, "votes": data["votes"]}, **data)
+        return self.page(request, "game.html", {"moves": moves, "votes": data["votes"]}, **data,
+                         info=self._info(request.path_params["game_id"]))
 
     # ---- learning ----------------------------------------------------------------------------
     async def learn(self, request: Request) -> Response:
@@ -159,10 +255,11 @@ class Browser:
         pairs = views.pairs(self.store, run_id, int(cycle) if cycle not in (None, "") else None, page)
         episodes = self.store.select("lifelong_episodes", "run_id = ?", [run_id], order="cycle, episode_id",
                                      limit=PAGE, offset=page * PAGE)
-        tables = {"policies": data["policies"], "deploys": data["deploys"], "gate": data["gate"],
+        tables = {"policies": data["policies"], "deploys": data["deploys"], "gate": data["gate"], "kept": data["kept"],
                   "matrix": data["matrix"], "metrics": data["metrics"], "pairs": pairs, "episodes": episodes}
         return self.page(request, "learn.html", tables, pairs=pairs, episodes=episodes, page=page,
-                         cycle=cycle or "", more=len(pairs) == PAGE or len(episodes) == PAGE, **data)
+                         info=self._info(run_id), cycle=cycle or "", more=len(pairs) == PAGE or len(episodes) == PAGE,
+                         **data)
 
     async def pair(self, request: Request) -> Response:
         p = request.path_params
@@ -173,7 +270,8 @@ class Browser:
 
     async def selfplay(self, request: Request) -> Response:
         data = views.selfplay(self.store, request.path_params["run_id"])
-        return self.page(request, "selfplay.html", {"iterations": data["iterations"]}, **data)
+        return self.page(request, "selfplay.html", {"iterations": data["iterations"]}, **data,
+                         info=self._info(request.path_params["run_id"]))
 
 
 def create_app(db: str | Path) -> Starlette:
@@ -182,7 +280,7 @@ def create_app(db: str | Path) -> Starlette:
     b = Browser(store)
     routes = [
         Route("/", lambda r: RedirectResponse("/runs", status_code=303)),
-        Route("/runs", b.runs), Route("/runs/{thread_id:path}", b.run),
+        Route("/runs", b.runs), Route("/runs/{thread_id:path}", b.run), Route("/compare", b.compare),
         Route("/episodes/{episode_id:path}", b.episode),
         Route("/state/episode/{episode_id:path}", b.episode_state), Route("/state/parse/{key:path}", b.parse_state),
         Route("/games/{game_id:path}", b.game),

@@ -1,7 +1,10 @@
 """The runs a store holds: one per checkpoint thread, with its kind, models, status and cost.
 
-A thread's kind comes from the id the command gave it (``ask-…``, ``play-…``, ``learn-…``); a
-thread named by hand is recognised by the domain tables that name it. Dates come from the
+A run's kind, graph, command and options come from the ``swm_runs`` row the command wrote when it
+started, whatever its thread id; a run no command recorded (one made before that table, or over
+the server) is recognised by the domain tables that name its thread (``episodes``, ``games``,
+``tom_results``, ``lifelong_policies``, ``selfplay_runs``, ``swm_asks``), and only then by the
+start of its id (``ask-…``, ``play-…``). Dates come from the
 checkpoint ids, which are time-ordered UUIDv6 strings, so a date filter is a string comparison
 the database can answer from its index, and a page of runs never reads the whole store.
 """
@@ -39,9 +42,57 @@ def uuid6_floor(when: dt.datetime) -> str:
     return f"{high:08x}-{mid:04x}-6{low:03x}-8000-000000000000"
 
 
-def kind_of(thread_id: str) -> str:
+RUNS = "swm_runs"
+# tables that name a thread of a kind: (table, column, kind)
+DOMAIN = (("swm_asks", "thread_id", "ask"), ("episodes", "episode_id", "play"), ("games", "game_id", "games"),
+          ("tom_results", "run", "tom"), ("lifelong_policies", "run_id", "learn"),
+          ("selfplay_runs", "run_id", "selfplay"), ("selfplay_iterations", "run_id", "selfplay"))
+
+
+def prefix_kind(thread_id: str) -> str:
+    """Return the kind the start of a thread id names (``other`` when none)."""
     head = thread_id.split("-", 1)[0]
     return head if head in KINDS else "other"
+
+
+def recorded(store: ReadOnlyStore, thread_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """Return the ``swm_runs`` rows of these threads (kind, graph, command, options decoded, started)."""
+    if not thread_ids or not store.has(RUNS):
+        return {}
+    marks = ", ".join("?" for _ in thread_ids)
+    return {r["thread_id"]: r for r in store.select(RUNS, f"thread_id in ({marks})", thread_ids,
+                                                    json_columns=["options"])}
+
+
+def kinds_of(store: ReadOnlyStore, thread_ids: list[str]) -> dict[str, str]:
+    """Return each thread's kind: as recorded, else from the domain tables naming it, else from its id."""
+    kinds = {t: r["kind"] for t, r in recorded(store, thread_ids).items()}
+    rest = [t for t in thread_ids if t not in kinds]
+    for table, column, kind in DOMAIN:
+        if not rest or not store.has(table):
+            continue
+        marks = ", ".join("?" for _ in rest)
+        for row in store.rows(f'select distinct "{column}" as t from "{table}" where "{column}" in ({marks})', rest):
+            kinds.setdefault(row["t"], "sotopia" if kind == "play" and prefix_kind(row["t"]) == "sotopia" else kind)
+        rest = [t for t in rest if t not in kinds]
+    return {t: kinds.get(t) or prefix_kind(t) for t in thread_ids}
+
+
+def kind_of(store: ReadOnlyStore, thread_id: str) -> str:
+    """Return one thread's kind (see `kinds_of`)."""
+    return kinds_of(store, [thread_id])[thread_id]
+
+
+def kind_filter(store: ReadOnlyStore, kind: str, key: str) -> tuple[str, list[Any]]:
+    """Return a SQL condition on a thread id expression ``key`` that holds for the runs of ``kind``."""
+    guessed, params = [f"{key} like ?"], list[Any]([f"{kind}-%"])
+    for table, column, k in DOMAIN:
+        if k == kind and store.has(table):
+            guessed.append(f'{key} in (select "{column}" from "{table}")')
+    if not store.has(RUNS):
+        return "(" + " or ".join(guessed) + ")", params
+    return (f"({key} in (select thread_id from {RUNS} where kind = ?) or ({key} not in (select thread_id from {RUNS})"
+            f" and ({' or '.join(guessed)})))", [kind, *params])
 
 
 def _usage_total(usages: Iterable[Any]) -> dict[str, float]:
@@ -114,31 +165,47 @@ def list_runs(store: ReadOnlyStore, *, kind: str = "", since: str = "", until: s
     if not store.has("checkpoints"):
         return [], False
     where, params = ["checkpoint_ns = ?"], [""]
+    # threads of one run (bench tom's ``<run>/<mode>/<item>``) are listed as their run
+    key = ("split_part(thread_id, '/', 1)" if store.postgres else "case when instr(thread_id, '/') > 0 "
+           "then substr(thread_id, 1, instr(thread_id, '/') - 1) else thread_id end")
+    having, hparams = [], list[Any]()
     if kind and kind in KINDS:
-        where.append("thread_id like ?")
-        params.append(f"{kind}-%")
-    having, hparams = [], []
+        condition, more = kind_filter(store, kind, key)
+        having.append(condition)
+        hparams.extend(more)
     if since:
         having.append("max(checkpoint_id) >= ?")
         hparams.append(uuid6_floor(dt.datetime.fromisoformat(since).replace(tzinfo=dt.UTC)))
     if until:
         having.append("min(checkpoint_id) < ?")
         hparams.append(uuid6_floor(dt.datetime.fromisoformat(until).replace(tzinfo=dt.UTC) + dt.timedelta(days=1)))
-    # threads of one run (bench tom's ``<run>/<mode>/<item>``) are listed as their run
-    key = ("split_part(thread_id, '/', 1)" if store.postgres else "case when instr(thread_id, '/') > 0 "
-           "then substr(thread_id, 1, instr(thread_id, '/') - 1) else thread_id end")
     sql = (f"select {key} as thread_id, count(distinct thread_id) as threads, count(*) as checkpoints, "
            f"min(checkpoint_id) as first, max(checkpoint_id) as last from checkpoints where {' and '.join(where)} "
            f"group by {key}" + (f" having {' and '.join(having)}" if having else "")
            + f" order by last desc limit {PAGE + 1} offset {int(page) * PAGE}")
     runs = []
     found = store.rows(sql, params + hparams)
+    ids = [r["thread_id"] for r in found[:PAGE]]
+    kinds, records = kinds_of(store, ids), recorded(store, ids)
     for row in found[:PAGE]:
-        k = kind_of(row["thread_id"])
+        k = kinds[row["thread_id"]]
         started, updated = uuid6_time(row["first"]), uuid6_time(row["last"])
         runs.append({"thread_id": row["thread_id"], "kind": k, "checkpoints": row["checkpoints"],
-                     "threads": row["threads"],
+                     "threads": row["threads"], "graph": (records.get(row["thread_id"]) or {}).get("graph", ""),
                      "started": started.strftime("%Y-%m-%d %H:%M:%S") if started else "",
                      "updated": updated.strftime("%Y-%m-%d %H:%M:%S") if updated else "",
                      **summarise(store, row["thread_id"], k)})
     return runs, len(found) > PAGE
+
+
+def bench_runs(store: ReadOnlyStore, kind: str = "") -> list[dict[str, Any]]:
+    """Return the recorded benchmark runs whose items are threads of their own (``bench sotopia``, ``bench games``),
+    newest first: the run id names no thread, so the thread list alone would show only its items.
+    """
+    if not store.has(RUNS):
+        return []
+    kinds = [k for k in ("sotopia", "games") if not kind or kind == k or (kind == "play" and k == "sotopia")]
+    if not kinds:
+        return []
+    marks = ", ".join("?" for _ in kinds)
+    return store.select(RUNS, f"kind in ({marks})", kinds, order="started desc", limit=PAGE, json_columns=["options"])

@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from swm.checkpoints.postgres import is_postgres, redact
+from swm.checkpoints.store import StoreRecords
 from swm.errors import InputError
 
 PAGE = 50
@@ -101,3 +102,25 @@ class ReadOnlyStore:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+
+class RecordsView(StoreRecords):
+    """A `ReadOnlyStore` seen as the domain packages' `StoreRecords` (reads only), so the browser's
+    summaries are the very functions the commands' reports use (`swm.games.metrics`, ...).
+    """
+
+    def __init__(self, store: ReadOnlyStore) -> None:
+        self.store = store
+        self.path = store.label
+
+    def rows(self, sql: str, params: Iterable[Any] | Mapping[str, Any] = ()) -> Iterator[dict[str, Any]]:
+        return iter(self.store.rows(sql, list(params) if not isinstance(params, Mapping) else []))
+
+    def has_table(self, table: str) -> bool:
+        return self.store.has(table)
+
+    def count(self, table: str, where: str | None = None, params: Iterable[Any] = ()) -> int:
+        if not self.store.has(table):
+            return 0
+        sql = f'select count(*) as n from "{table}"' + (f" where {where}" if where else "")
+        return int(self.store.rows(sql, list(params))[0]["n"])

@@ -11,7 +11,7 @@ from typing import Any
 from swm.s3ap import is_none
 from swm.social.scenario_store import is_reference, scenario_json
 from swm.state import SocialWorld
-from swm.stats import token_f1
+from swm.stats import token_f1, wilson_interval
 from swm.ui.store import ReadOnlyStore, decode
 
 DIMENSIONS = ("believability", "relationship", "knowledge", "secret", "social_rules",
@@ -48,6 +48,7 @@ def episode(store: ReadOnlyStore, episode_id: str) -> dict[str, Any] | None:
     turns = store.select("turns", "episode_id = ?", [episode_id], order="turn",
                          json_columns=["action", "intended", "prediction", "candidates", "step", "notes"])
     for i, t in enumerate(turns):
+        t["state_cells"] = step_cells(t.get("step"))
         t["said"] = _action_text(t["action"])
         t["intended_text"] = _action_text(t["intended"]) if t.get("intended") else ""
         t["refined"] = bool(t["intended_text"]) and t["intended_text"] != t["said"]
@@ -67,6 +68,17 @@ def episode(store: ReadOnlyStore, episode_id: str) -> dict[str, Any] | None:
     failed = store.select("failed_replies", "key = ?", [episode_id], order="created")
     return {"episode": ep, "scenario": ep.get("scenario") or {}, "turns": turns, "scores": scores,
             "dimensions": DIMENSIONS, "failed": failed}
+
+
+def step_cells(step: Any) -> list[dict[str, str]]:
+    """Return a turn's recorded social state, one row per agent: what it observed and its mental state."""
+    if not isinstance(step, dict):
+        return []
+    observations = step.get("observations") or {}
+    minds = step.get("mental_states") or {}
+    agents = list(dict.fromkeys([*observations, *minds])) if isinstance(observations, dict) else list(minds)
+    return [{"agent": a, "observation": str(observations.get(a, "")) if isinstance(observations, dict) else "",
+             "mental": str(minds.get(a, ""))} for a in agents]
 
 
 def social_state(world: SocialWorld, agent: str = "") -> dict[str, Any]:
@@ -142,9 +154,42 @@ def learning(store: ReadOnlyStore, run_id: str) -> dict[str, Any]:
     metrics = store.select("lifelong_metrics", "run_id = ?", [run_id], order="curve, metric, name")
     cycles = sorted({r["cycle"] for r in store.select("lifelong_pairs", "run_id = ?", [run_id])} |
                     {p["cycle"] for p in policies})
+    kept = store.rows("select cycle, count(*) as sampled, sum(case when kept then 1 else 0 end) as kept "
+                      "from lifelong_pairs where run_id = ? group by cycle order by cycle", [run_id]) \
+        if store.has("lifelong_pairs") else []
     return {"run_id": run_id, "policies": policies, "deploys": deploys, "gate": gate, "matrix": matrix,
-            "metrics": metrics, "cycles": cycles, "curves": learning_curves(matrix),
-            "losses": loss_curves(policies)}
+            "metrics": metrics, "cycles": cycles, "curves": learning_curves(matrix), "heatmaps": heatmaps(matrix),
+            "losses": loss_curves(policies), "kept": [{"cycle": r["cycle"], "sampled": int(r["sampled"] or 0),
+                                                      "kept": int(r["kept"] or 0)} for r in kept]}
+
+
+def heatmaps(matrix: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Return one heat map per (curve, metric): R[cycle, level] as success rates, n and the interval per cell."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for cell in matrix:
+        h = out.setdefault((cell["curve"], cell["metric"]), {"name": f"{cell['curve']} · {cell['metric']}",
+                                                             "cells": {}, "levels": [], "cycles": []})
+        if cell["level"] not in h["levels"]:
+            h["levels"].append(cell["level"])
+        if cell["cycle"] not in h["cycles"]:
+            h["cycles"].append(cell["cycle"])
+        h["cells"][(cell["cycle"], cell["level"])] = cell
+    maps = []
+    for h in out.values():
+        z, text = [], []
+        for c in sorted(h["cycles"]):
+            zr, tr = [], []
+            for level in h["levels"]:
+                cell = h["cells"].get((c, level))
+                n = int(cell["n"] or 0) if cell else 0
+                wins = float(cell["successes"] or 0) if cell else 0.0
+                low, high = wilson_interval(wins, n)
+                zr.append(wins / n if n else None)
+                tr.append(f"n = {n}, 95% [{low:.2f}, {high:.2f}]" if n else "no task")
+            z.append(zr)
+            text.append(tr)
+        maps.append({"name": h["name"], "x": h["levels"], "y": sorted(h["cycles"]), "z": z, "text": text})
+    return maps
 
 
 def loss_curves(policies: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -161,15 +206,20 @@ def loss_curves(policies: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def learning_curves(matrix: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Return one plot series per (curve, metric, level): success rate by cycle, with n on every point."""
+    """Return one plot series per (curve, metric, level): success rate by cycle, with n and the 95% Wilson
+    interval on every point."""
     series: dict[tuple[str, str, str], dict[str, Any]] = {}
     for cell in matrix:
         key = (cell["curve"], cell["metric"], cell["level"])
-        s = series.setdefault(key, {"name": f"{key[0]} · {key[1]} · {key[2]}", "x": [], "y": [], "n": []})
+        s = series.setdefault(key, {"name": f"{key[0]} · {key[1]} · {key[2]}", "x": [], "y": [], "n": [], "low": [],
+                                    "high": []})
         n = int(cell["n"] or 0)
+        low, high = wilson_interval(float(cell["successes"] or 0), n)
         s["x"].append(cell["cycle"])
         s["y"].append((cell["successes"] or 0) / n if n else None)
         s["n"].append(n)
+        s["low"].append(low if n else None)
+        s["high"].append(high if n else None)
     return list(series.values())
 
 
