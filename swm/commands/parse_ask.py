@@ -109,7 +109,10 @@ def ask_command(story: str, question: str, mode: str, task: str, max_attempts: i
 
     ctx = make_context(db, task=task, max_parse_attempts=max_attempts, max_narrative_chars=max_chars, **models)
     inputs = {"narrative": read_text(story, encoding), "question": question, "mode": mode}
-    out, _ = run_graph(ask.build(), inputs, ctx, db, thread_id, "ask", printer(quiet))
+    # a thread that ended with no usable answer (one bad reply) asks again on a rerun: after ``prepare``, whose
+    # route skips a parse already made, so only the answer call is made again
+    out, _ = run_graph(ask.build(), inputs, ctx, db, thread_id, "ask", printer(quiet),
+                       redo=lambda values: None if values.get("answer") else "prepare")
     if as_json:
         echo_json({k: out.get(k) for k in ("answer", "reasoning", "answer_error", "mode", "world",
                                            "parse_problems", "parse_cached", "prompts", "models", "usage")})

@@ -47,6 +47,16 @@ def plotly_js() -> Path | None:
     return path if path.is_file() else None
 
 
+def whole_number(request: Request, name: str, default: int | None = 0) -> int | None:
+    """Return query parameter ``name`` as a whole number ≥ 0 (``default`` when absent or empty); HTTP 400 if it is not one."""
+    text = request.query_params.get(name, "").strip()
+    if not text:
+        return default
+    if not text.isdigit():  # isdigit: no sign, so a page or cycle is never negative
+        raise HTTPException(400, f"{name} must be a whole number ≥ 0, not {text[:40]!r}")
+    return int(text)
+
+
 def _csv(rows: list[dict[str, Any]], name: str) -> Response:
     out = io.StringIO()
     columns = list(dict.fromkeys(k for r in rows for k in r))
@@ -81,7 +91,7 @@ class Browser:
     # ---- runs ------------------------------------------------------------------------------
     async def runs(self, request: Request) -> Response:
         q = request.query_params
-        page = max(0, int(q.get("page", "0") or 0))
+        page = whole_number(request, "page") or 0
         try:
             rows, more = run_list.list_runs(self.store, kind=q.get("kind", ""), since=q.get("since", ""),
                                       until=q.get("until", ""), page=page)
@@ -154,15 +164,15 @@ class Browser:
     async def learn(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
         data = views.learning(self.store, run_id)
-        page = max(0, int(request.query_params.get("page", "0") or 0))
-        cycle = request.query_params.get("cycle")
-        pairs = views.pairs(self.store, run_id, int(cycle) if cycle not in (None, "") else None, page)
+        page = whole_number(request, "page") or 0
+        cycle = whole_number(request, "cycle", None)
+        pairs = views.pairs(self.store, run_id, cycle, page)
         episodes = self.store.select("lifelong_episodes", "run_id = ?", [run_id], order="cycle, episode_id",
                                      limit=PAGE, offset=page * PAGE)
         tables = {"policies": data["policies"], "deploys": data["deploys"], "gate": data["gate"],
                   "matrix": data["matrix"], "metrics": data["metrics"], "pairs": pairs, "episodes": episodes}
         return self.page(request, "learn.html", tables, pairs=pairs, episodes=episodes, page=page,
-                         cycle=cycle or "", more=len(pairs) == PAGE or len(episodes) == PAGE, **data)
+                         cycle="" if cycle is None else str(cycle), more=len(pairs) == PAGE or len(episodes) == PAGE, **data)
 
     async def pair(self, request: Request) -> Response:
         p = request.path_params
