@@ -230,25 +230,3 @@ def test_training_options_are_refused_before_the_first_call(tmp_path: Path, opti
     last = result.output.strip().splitlines()[-1]
     assert last.startswith(f"error: {option[0]} {option[1]} cannot train with ") and refused in last, last
     assert "Traceback" not in result.output
-
-
-# ---- one resume rule for run options -----------------------------------------------------------------
-
-
-def test_bench_sotopia_resumed_without_act_order_goes_on_with_the_recorded_one(tmp_path: Path) -> None:
-    db = tmp_path / "s.db"
-    args = ["bench", "sotopia", "--data", "shipped", "--policies", "plain", "--n", "1", "--max-turns", "1",
-            "--seats", "first", "--concurrency", "1", "--no-progress", "--db", str(db), "--thread-id", "S",
-            "--out", str(tmp_path / "out")]
-    with FakeOpenAIServer(scripts={"AgentActionForModel": ACT}) as fake:
-        model = ["--model", fake.model_spec]
-        first = CliRunner().invoke(main, [*args, *model, "--act-order", "prefix"])
-        assert first.exit_code == 0, first.output
-        calls = fake.requests
-        resumed = CliRunner().invoke(main, [*args, *model])
-        assert resumed.exit_code == 0, resumed.output
-        assert "run S goes on with its recorded act_order prefix" in resumed.output
-        assert "acting prompt order: prefix" in resumed.output and fake.requests == calls, "nothing played again"
-        contradicted = CliRunner().invoke(main, [*args, *model, "--act-order", "sotopia"])
-    assert contradicted.exit_code == 2
-    assert "run S was started with other options (act_order: 'prefix' → 'sotopia')" in contradicted.output

@@ -48,13 +48,17 @@ def plotly_js() -> Path | None:
 
 
 def whole_number(request: Request, name: str, default: int | None = 0) -> int | None:
-    """Return query parameter ``name`` as a whole number ≥ 0 (``default`` when absent or empty); HTTP 400 if it is not one."""
+    """Return query parameter ``name`` as a whole number, at least 0 (``default`` when absent or empty).
+
+    Anything else (``?page=abc``) is the client's mistake: HTTP 400 saying so, never a server error.
+    """
     text = request.query_params.get(name, "").strip()
     if not text:
         return default
-    if not text.isdigit():  # isdigit: no sign, so a page or cycle is never negative
-        raise HTTPException(400, f"{name} must be a whole number ≥ 0, not {text[:40]!r}")
-    return int(text)
+    try:
+        return max(0, int(text))
+    except ValueError:
+        raise HTTPException(400, f"{name} must be a whole number, not {text[:40]!r}") from None
 
 
 def _csv(rows: list[dict[str, Any]], name: str) -> Response:
