@@ -22,4 +22,5 @@ from swm.checkpoints.store import ExperienceStore
 
 __all__ = ["ExperienceStore", "LeaseHeld", "LeaseLost", "PostgresExperienceStore", "Target", "async_sqlite_saver",
            "connect", "default_db_path", "differences", "hold_lease", "is_postgres", "open_async_saver", "open_saver",
-           "open_store", "pending_nodes", "pin_run_options", "run_options_for", "run_thread", "sqlite_saver", "thread_status"]
+           "open_store", "pending_nodes", "pin_run_options", "run_options_for", "run_thread", "sqlite_saver",
+           "thread_status"]

@@ -82,7 +82,7 @@ def run_options(f: F) -> F:
 
 
 def given_options(*names: str) -> set[str]:
-    """Return which of the current command's options ``names`` were given (command line or environment), not defaulted."""
+    """Return which of the current command's options ``names`` were given (command line or environment)."""
     from click.core import ParameterSource
 
     ctx = click.get_current_context()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import click
 
@@ -24,7 +24,7 @@ from swm.commands._common import (
     writable_out,
 )
 from swm.commands.play import EPISODE_ROLES, inject_test_models
-from swm.context import SWMContext
+from swm.context import ActOrder, SWMContext
 from swm.errors import InputError
 from swm.filenames import file_name
 from swm.nodes.env import POLICIES
@@ -141,7 +141,7 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
         partner_policy, max_turns, judge_protocol = kept["partner_policy"], kept["max_turns"], kept["judge_protocol"]
         width, depth, act_order = kept["width"], kept["depth"], kept["act_order"]
         ctx.rollout_width, ctx.rollout_depth = width, depth
-        ctx = ctx.with_act_order(act_order)
+        ctx = ctx.with_act_order(cast(ActOrder, act_order))
     folder = writable_out(out_dir or Path("swm-results") / file_name(run_id))
     seat_list = {"both": (0, 1), "first": (0,), "second": (1,)}[seats]
     self_judged = ctx.judge_is_agent()

@@ -81,7 +81,8 @@ def choices_of(reply: Any, n: int, spec: str) -> list[tuple[str, Any] | ModelCal
     A choice the server left out, or sent with no text, fails its own sample only (a `ModelCallFailed`
     in its place): the other samples of the request keep theirs.
     """
-    by_index = {c.index: c for c in (getattr(reply, "choices", None) or []) if isinstance(getattr(c, "index", None), int)}
+    listed = getattr(reply, "choices", None) or []
+    by_index = {c.index: c for c in listed if isinstance(getattr(c, "index", None), int)}
     out: list[tuple[str, Any] | ModelCallFailed] = []
     for i in range(n):
         choice = by_index.get(i)

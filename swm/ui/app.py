@@ -176,7 +176,8 @@ class Browser:
         tables = {"policies": data["policies"], "deploys": data["deploys"], "gate": data["gate"],
                   "matrix": data["matrix"], "metrics": data["metrics"], "pairs": pairs, "episodes": episodes}
         return self.page(request, "learn.html", tables, pairs=pairs, episodes=episodes, page=page,
-                         cycle="" if cycle is None else str(cycle), more=len(pairs) == PAGE or len(episodes) == PAGE, **data)
+                         cycle="" if cycle is None else str(cycle),
+                         more=len(pairs) == PAGE or len(episodes) == PAGE, **data)
 
     async def pair(self, request: Request) -> Response:
         p = request.path_params
