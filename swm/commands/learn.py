@@ -265,7 +265,8 @@ def check_training(plan: dict[str, Any]) -> None:
     refused = refused_settings(method, TrainSettings(**(plan.get("train") or {})))
     if refused:
         raise InputError(f"--update {plan['update']} cannot train with {'; '.join(refused)}",
-                         "change those options (see swm learn --help)")
+                         "change those options (see swm learn --help); a thread started with them needs a new "
+                         "--thread-id")
 
 
 def _announce(graph: Any, snapshot: Any, status: str, config: RunnableConfig, ctx: SWMContext) -> None:

@@ -244,8 +244,8 @@ def refused_settings(method: str, settings: TrainSettings) -> list[str]:
     if settings.batch_size < 1:
         refused.append(f"--train-batch-size {settings.batch_size}: a batch holds at least 1 row")
     elif method == "kto" and settings.batch_size < 2:
-        refused.append("--train-batch-size 1 with --update kto: TRL's KTO needs at least 2 rows a batch (its KL "
-                       "term pairs each row with another of the batch)")
+        refused.append("--train-batch-size 1: TRL's KTO needs at least 2 rows a batch (its KL term pairs each "
+                       "row with another of the batch)")
     if settings.rank < 1:
         refused.append(f"--train-rank {settings.rank}: a LoRA rank is at least 1")
     if settings.learning_rate < 0:
