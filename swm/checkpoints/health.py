@@ -115,11 +115,44 @@ def stamp_file(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
 
-def _file_id(path: Path) -> int:
-    """Return the id `stamp_file` wrote in the header on disk (0: none yet, or not a SQLite file)."""
+_sqlite_fds: dict[str, int] = {}  # a database file's path -> a descriptor SQLite holds open on it in this process
+
+
+def _points_to(fd: int, path: str) -> bool:
     try:
-        with path.open("rb") as handle:
-            header = handle.read(64)
+        return os.readlink(f"/proc/self/fd/{fd}") == path
+    except OSError:
+        return False
+
+
+def _open_descriptor(path: str) -> int | None:
+    """Return a descriptor this process's SQLite holds on ``path`` (Linux ``/proc``; None elsewhere or if none)."""
+    fd = _sqlite_fds.get(path)
+    if fd is not None and _points_to(fd, path):
+        return fd
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        return None
+    for name in names:
+        if name.isdigit() and _points_to(int(name), path):
+            _sqlite_fds[path] = int(name)
+            return int(name)
+    return None
+
+
+def _file_id(path: Path) -> int:
+    """Return the id `stamp_file` wrote in the header on disk (0: none yet, not a SQLite file, or unknown here).
+
+    Read through a descriptor SQLite already holds, never by opening the file: closing a descriptor of
+    the file drops every POSIX lock this process holds on it, SQLite's included, and another process
+    (a Ray worker) could then write beside it and damage the file.
+    """
+    fd = _open_descriptor(os.path.realpath(path))
+    if fd is None:
+        return 0
+    try:
+        header = os.pread(fd, 64, 0)
     except OSError:
         return 0
     return int.from_bytes(header[60:64], "big") if header.startswith(SQLITE_HEADER) and len(header) == 64 else 0
