@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
