@@ -33,8 +33,9 @@ from bench.extra_graphs import SCRIPTS
 from swm.testing import FakeOpenAIServer
 
 FAULT_KINDS = ["500", "429", "drop", "hang", "invalid_json"]
-# HTTP 200 answers that are not chat completions, and a reply dripped over 6 s (longer than the timeout)
-REPLY_KINDS = ["html", "sse", "double_json", "drip"]
+# HTTP 200 answers that are not chat completions, a reply dripped over 6 s (longer than the timeout), and
+# answers with a choice left out or with no text
+REPLY_KINDS = ["html", "sse", "double_json", "drip", "missing_choice", "null_choice"]
 # tiny backoff: the server says retry-after-ms 5; a hang outlives the 2 s timeout
 FAULT_SETTINGS = {"retry_after_ms": 5, "retry_after": 1, "hang": 4.0, "drip_bytes": 60, "drip_interval": 0.1}
 CLIENT = ["--max-retries", "2", "--timeout", "2"]

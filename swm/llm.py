@@ -459,6 +459,8 @@ def _not_a_completion(exc: BaseException, model: BaseChatModel) -> str | None:
         return f"{kind}: {body[:60]!r}"
     if isinstance(exc, ValueError | KeyError | TypeError) and not isinstance(exc, openai.OpenAIError):
         return f"{type(exc).__name__}: {first}"
+    if isinstance(exc, IndexError):  # LangChain takes the first generation of a reply whose choices are empty
+        return f"no choice in the reply ({type(exc).__name__}: {first})"
     return None
 
 

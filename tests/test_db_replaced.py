@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +29,19 @@ def _replace(db: Path) -> None:
     os.replace(fresh, db)
 
 
+def _overwrite(db: Path) -> None:
+    """``cp other.db run.db``: another database's bytes written over the file in place (same inode)."""
+    other = db.with_name("other.db")
+    with sqlite3.connect(other) as conn:
+        conn.execute("create table other_run (episode text)")
+        conn.executemany("insert into other_run values (?)", [(f"e{i}",) for i in range(6)])
+    conn.close()
+    shutil.copyfile(other, db)
+
+
+WHAT = {_delete: "deleted", _replace: "replaced by another file", _overwrite: "overwritten in place by another file"}
+
+
 def _at_call(n: int, act: Callable[[], None], respond: Any) -> Any:
     calls: list[int] = []
 
@@ -40,7 +54,7 @@ def _at_call(n: int, act: Callable[[], None], respond: Any) -> Any:
     return wrapped
 
 
-@pytest.mark.parametrize("fault", [_delete, _replace], ids=["deleted", "replaced"])
+@pytest.mark.parametrize("fault", [_delete, _replace, _overwrite], ids=["deleted", "replaced", "overwritten"])
 def test_bench_sotopia_stops_when_its_file_goes(tmp_path: Path, fault: Callable[[Path], None]) -> None:
     db = tmp_path / "run.db"
     llm = ScriptedChatModel(respond=_at_call(3, lambda: fault(db), Responder()))
@@ -49,9 +63,13 @@ def test_bench_sotopia_stops_when_its_file_goes(tmp_path: Path, fault: Callable[
             "--out", str(tmp_path / "out")]
     result = CliRunner().invoke(main, args, obj={"llm": llm})
     assert result.exit_code == 2, result.output
-    assert f"error: the database {db} was {'deleted' if fault is _delete else 'replaced by another file'} " \
-           "while this run was writing to it" in result.output
+    assert f"error: the database {db} was {WHAT[fault]} while this run was writing to it" in result.output
     assert "Traceback" not in result.output and not (tmp_path / "out" / "sotopia.md").exists()
+    if fault is _overwrite:  # the file that came in is kept whole, its rows with it
+        aside = list(tmp_path.glob("run.db.arrived-*"))
+        assert len(aside) == 1 and str(aside[0]) in result.output
+        with sqlite3.connect(aside[0]) as conn:
+            assert conn.execute("select count(*) from other_run").fetchone()[0] == 6
 
 
 def test_learn_stops_when_its_file_is_deleted(tmp_path: Path) -> None:

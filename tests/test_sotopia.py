@@ -146,9 +146,13 @@ def test_bench_sotopia_acts_in_the_order_asked_records_it_and_keeps_it_on_resume
     assert json.loads((out / "sotopia.json").read_text())["meta"]["act_order"] == "prefix"
     assert "acting prompt order: prefix" in (out / "sotopia.md").read_text()
     calls = llm.calls
-    again = CliRunner().invoke(main, args, obj={"llm": llm})  # the default order: not the run's
-    assert again.exit_code == 2 and llm.calls == calls
-    assert "act_order: 'prefix' → 'sotopia'" in again.output, again.output
+    again = CliRunner().invoke(main, args, obj={"llm": llm})  # left at its default: the run's recorded order
+    assert again.exit_code == 0 and llm.calls == calls, again.output
+    assert "run P goes on with its recorded act_order prefix" in again.output
+    assert "acting prompt order: prefix" in again.output
+    other = CliRunner().invoke(main, [*args, "--act-order", "sotopia"], obj={"llm": llm})  # a contradiction
+    assert other.exit_code == 2 and llm.calls == calls
+    assert "act_order: 'prefix' → 'sotopia'" in other.output, other.output
 
 
 def test_bench_sotopia_reports_a_failed_episode_and_finishes_it_on_rerun(tmp_path: Path) -> None:

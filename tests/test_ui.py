@@ -350,6 +350,15 @@ def test_ten_thousand_runs_are_paged(tmp_path: Path) -> None:
     assert "play-x-00000" in last and "older →" not in last
 
 
+@pytest.mark.parametrize("query", ["/runs?page=abc", "/learn/L?page=2.5", "/learn/L?cycle=abc"])
+def test_a_page_or_cycle_that_is_not_a_whole_number_is_a_bad_request(tmp_path: Path, query: str) -> None:
+    db = tmp_path / "empty.db"
+    sqlite3.connect(db).close()
+    reply = client(str(db)).get(query)
+    assert reply.status_code == 400, reply.text
+    assert "must be a whole number" in reply.text
+
+
 def test_postgres_store_is_browsed_read_only(pg_url: str) -> None:
     psycopg = pytest.importorskip("psycopg")
     url = pg_url

@@ -126,3 +126,22 @@ def test_learn_plays_its_episodes_on_ray_workers_with_the_calls_of_one_process(t
     assert calls == reference.calls
     assert {i.removeprefix("w/") for i in ids} == {i.removeprefix("ref/")
                                                      for i in episode_ids(tmp_path / "ref.db", "ref")}
+
+
+def test_sigterm_to_learn_on_ray_workers_drains_and_a_rerun_finishes(tmp_path: Path) -> None:
+    """ray.init puts its own SIGTERM handler (sys.exit) in place of swm's drain: it must be put back."""
+    from bench.interrupts import episode_ids, finished, learn_command, start, wait_for_requests
+    from swm.testing import FakeOpenAIServer
+
+    with FakeOpenAIServer(latency=0.2) as server:
+        command = [*learn_command(server.model_spec, tmp_path / "t.db", "t", tmp_path / "t"), "--workers", "2"]
+        proc = start(command)
+        wait_for_requests(server, 4, proc)
+        proc.send_signal(signal.SIGTERM)
+        rc, _, err = finished(proc)
+        assert rc == 143, err[-3000:]
+        assert "SIGTERM: stopping at the next step" in err and "Traceback" not in err
+        rc, _, err = finished(start(command))
+        assert rc == 0, err[-3000:]
+    ids = episode_ids(tmp_path / "t.db", "t")
+    assert len(ids) == len(set(ids)) >= 10

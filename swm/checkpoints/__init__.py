@@ -9,10 +9,18 @@ graph state so a killed run resumes at the last finished node; the experience st
 from swm.checkpoints.backends import Target, open_async_saver, open_saver, open_store
 from swm.checkpoints.lease import LeaseHeld, LeaseLost, hold_lease
 from swm.checkpoints.postgres import PostgresExperienceStore, is_postgres
-from swm.checkpoints.runs import differences, pending_nodes, pin_run_options, run_thread, thread_status
+from swm.checkpoints.runs import (
+    differences,
+    pending_nodes,
+    pin_run_options,
+    run_options_for,
+    run_thread,
+    thread_status,
+)
 from swm.checkpoints.savers import async_sqlite_saver, connect, default_db_path, sqlite_saver
 from swm.checkpoints.store import ExperienceStore
 
 __all__ = ["ExperienceStore", "LeaseHeld", "LeaseLost", "PostgresExperienceStore", "Target", "async_sqlite_saver",
            "connect", "default_db_path", "differences", "hold_lease", "is_postgres", "open_async_saver", "open_saver",
-           "open_store", "pending_nodes", "pin_run_options", "run_thread", "sqlite_saver", "thread_status"]
+           "open_store", "pending_nodes", "pin_run_options", "run_options_for", "run_thread", "sqlite_saver",
+           "thread_status"]

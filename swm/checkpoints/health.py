@@ -9,8 +9,11 @@ offers the same function for its own URL (PostgreSQL: connect and check the sche
 from __future__ import annotations
 
 import os
+import secrets
+import shutil
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
 from swm.errors import EnvironmentFault, InputError
@@ -91,30 +94,120 @@ def absolute(path: str | Path) -> str | Path:
     return path if str(path) == ":memory:" else Path(path).expanduser().absolute()
 
 
-def file_identity(path: str | Path) -> tuple[int, int] | None:
-    """Return the (device, inode) of the database file, None for ``:memory:`` or a file that is gone."""
-    if str(path) == ":memory:":
-        return None
+def stamp_file(conn: sqlite3.Connection) -> None:
+    """Give the database file a random id of its own, once, in SQLite's header on disk (``user_version``).
+
+    Copying another file over it in place (``cp other.db run.db``) keeps its inode, so only the
+    content tells that it is another file: `ensure_same_file` compares this id on disk with the one
+    the file had when it was opened. A checkpoint puts the header on disk; when readers hold it
+    back the id stays unknown on disk for now, and only the inode is compared.
+    """
+    if conn.execute("PRAGMA user_version").fetchone()[0]:
+        return
+    conn.execute("BEGIN IMMEDIATE")  # one id even when two connections open a new file at once
     try:
-        stat = os.stat(Path(path).expanduser())
+        if not conn.execute("PRAGMA user_version").fetchone()[0]:
+            conn.execute(f"PRAGMA user_version = {secrets.randbelow(2**31 - 2) + 1}")
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
+    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+
+_sqlite_fds: dict[str, int] = {}  # a database file's path -> a descriptor SQLite holds open on it in this process
+
+
+def _points_to(fd: int, path: str) -> bool:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}") == path
+    except OSError:
+        return False
+
+
+def _open_descriptor(path: str) -> int | None:
+    """Return a descriptor this process's SQLite holds on ``path`` (Linux ``/proc``; None elsewhere or if none)."""
+    fd = _sqlite_fds.get(path)
+    if fd is not None and _points_to(fd, path):
+        return fd
+    try:
+        names = os.listdir("/proc/self/fd")
     except OSError:
         return None
-    return stat.st_dev, stat.st_ino
+    for name in names:
+        if name.isdigit() and _points_to(int(name), path):
+            _sqlite_fds[path] = int(name)
+            return int(name)
+    return None
 
 
-def ensure_same_file(path: str | Path, identity: tuple[int, int] | None) -> None:
+def _file_id(path: Path) -> int:
+    """Return the id `stamp_file` wrote in the header on disk (0: none yet, not a SQLite file, or unknown here).
+
+    Read through a descriptor SQLite already holds, never by opening the file: closing a descriptor of
+    the file drops every POSIX lock this process holds on it, SQLite's included, and another process
+    (a Ray worker) could then write beside it and damage the file.
+    """
+    fd = _open_descriptor(os.path.realpath(path))
+    if fd is None:
+        return 0
+    try:
+        header = os.pread(fd, 64, 0)
+    except OSError:
+        return 0
+    return int.from_bytes(header[60:64], "big") if header.startswith(SQLITE_HEADER) and len(header) == 64 else 0
+
+
+def file_identity(path: str | Path) -> tuple[int, int, int] | None:
+    """Return the (device, inode, id on disk) of the database file, None for ``:memory:`` or a file that is gone."""
+    if str(path) == ":memory:":
+        return None
+    file = Path(path).expanduser()
+    try:
+        stat = os.stat(file)
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino, _file_id(file)
+
+
+def ensure_same_file(path: str | Path, identity: tuple[int, int, int] | None) -> None:
     """Refuse to write when the file at ``path`` is no longer the one opened (deleted, or another in its place).
 
     An open SQLite connection goes on writing to a deleted file's inode, which vanishes at close:
     a run would report success with nothing on disk, or split its checkpoints and store across
-    two files. One ``stat`` per write batch is the price of knowing.
+    two files. Another file copied over it in place keeps the inode but not the id `stamp_file`
+    gave it; the file that came in is then copied aside first, since closing this run's
+    connections writes its last pages into it. One ``stat`` and one 64-byte read per write batch
+    is the price of knowing.
     """
     if identity is None:
         return
     now = file_identity(path)
-    if now == identity:
+    if now is not None and now[:2] == identity[:2] and (not identity[2] or now[2] == identity[2]):
         return
-    what = "deleted" if now is None else "replaced by another file"
+    if now is None:
+        what, kept = "deleted", ""
+    elif now[:2] != identity[:2]:
+        what, kept = "replaced by another file", ""
+    else:
+        what, kept = "overwritten in place by another file", _keep_aside(Path(path))
     raise DatabaseReplaced(f"the database {path} was {what} while this run was writing to it; the run stopped",
-                           "nothing more was written; restore the file (its steps resume from it) or start over "
-                           "with a new --thread-id")
+                           kept or "nothing more was written; restore the file (its steps resume from it) or start "
+                           "over with a new --thread-id")
+
+
+_kept_aside: dict[str, str] = {}
+
+
+def _keep_aside(path: Path) -> str:
+    """Copy the file that was copied over the database aside, once; return the hint that says where it is."""
+    with _lock:
+        if str(path) not in _kept_aside:
+            aside = path.with_name(f"{path.name}.arrived-{int(time.time())}")
+            try:
+                shutil.copyfile(path, aside)
+                _kept_aside[str(path)] = f"the file that arrived is kept, as it came, in {aside}"
+            except OSError as exc:
+                _kept_aside[str(path)] = f"the file that arrived could not be copied aside ({exc.strerror})"
+        return (f"{_kept_aside[str(path)]}; this run's own last steps are written into {path} as it closes, so "
+                "restore its copy from there or start over with a new --thread-id")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, Literal
 
 from langchain_core.runnables import RunnableConfig
@@ -45,6 +45,24 @@ def differences(stored: Mapping[str, Any], given: Mapping[str, Any], keys: Any =
 RUN_OPTIONS_TABLE = "swm_run_options"
 
 
+def run_options_for(store: StoreRecords, run_id: str, options: Mapping[str, Any], given: Collection[str],
+                    added: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Return the options a run goes on with: the ones it recorded, except those ``given`` on the command line.
+
+    The rule `swm learn` follows too: an option left at its default means "as the run was started",
+    so a rerun need not repeat them; one given with another value is a contradiction, which
+    `pin_run_options` then refuses. A new run takes ``options`` as they are.
+    """
+    import json
+
+    rows = list(store.rows(f"select options from {RUN_OPTIONS_TABLE} where run_id = ?", [run_id])) \
+        if store.has_table(RUN_OPTIONS_TABLE) else []
+    if not rows:
+        return dict(options)
+    stored = {**(added or {}), **json.loads(rows[0]["options"])}
+    return {key: stored[key] if key in stored and key not in given else value for key, value in options.items()}
+
+
 def pin_run_options(store: StoreRecords, run_id: str, options: Mapping[str, Any],
                     added: Mapping[str, Any] | None = None) -> list[str]:
     """Record a run's options on its first invocation; refuse a rerun whose options differ.
@@ -72,10 +90,27 @@ def pin_run_options(store: StoreRecords, run_id: str, options: Mapping[str, Any]
     return list(stored)
 
 
+def reopen(graph: Any, config: RunnableConfig, after: str) -> StateSnapshot:
+    """Make a finished thread go on from the routes out of node ``after``, with its state as it is.
+
+    A new checkpoint (the old ones stay in the history) written as if ``after`` had returned nothing:
+    its edges are taken again, so the node they lead to runs on the rerun and its result replaces
+    the unusable one. Resuming an older checkpoint would not do: the task it held already has its
+    writes, and LangGraph would reuse them instead of running it.
+    """
+    graph.update_state(config, None, as_node=after)
+    return graph.get_state(config)
+
+
 def run_thread(graph: Any, inputs: Mapping[str, Any], config: RunnableConfig, context: Any,
                announce: Callable[[Status, StateSnapshot], None] | None = None,
-               on_event: Callable[[str, Any], None] | None = None) -> tuple[dict[str, Any], Status]:
+               on_event: Callable[[str, Any], None] | None = None,
+               redo: Callable[[Mapping[str, Any]], str | None] | None = None) -> tuple[dict[str, Any], Status]:
     """Start the thread, resume it at the node where it stopped, or return its finished state.
+
+    ``redo(values)``: for a finished thread whose result is unusable (a failed reply), the node
+    after which to go on again, as if it had just finished (`reopen`); the steps before it are
+    not run again. None: the result stands.
 
     A finished thread costs no model call. Checkpoints are written with ``durability="sync"``:
     each finished node is on disk before the next starts, so a killed process loses at most the
@@ -89,6 +124,8 @@ def run_thread(graph: Any, inputs: Mapping[str, Any], config: RunnableConfig, co
     """
     snapshot = graph.get_state(config)
     status = thread_status(snapshot)
+    if status == "finished" and redo is not None and (after := redo(snapshot.values)) is not None:
+        snapshot, status = reopen(graph, config, after), "resumed"
     if announce is not None:
         announce(status, snapshot)
     if status == "finished":

@@ -13,7 +13,14 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from swm.checkpoints.health import DatabaseRefused, absolute, check_database, ensure_same_file, file_identity
+from swm.checkpoints.health import (
+    DatabaseRefused,
+    absolute,
+    check_database,
+    ensure_same_file,
+    file_identity,
+    stamp_file,
+)
 
 # Graph state holds swm's pydantic models; allow exactly these modules to be revived.
 SERDE = JsonPlusSerializer(allowed_msgpack_modules=[
@@ -44,6 +51,8 @@ def connect(path: str | Path) -> sqlite3.Connection:
             conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA busy_timeout=60000")
         conn.execute("PRAGMA synchronous=NORMAL")
+        if not memory:
+            stamp_file(conn)
     except sqlite3.DatabaseError as exc:
         if conn is not None:
             conn.close()

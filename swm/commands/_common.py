@@ -111,6 +111,15 @@ def run_options(f: F) -> F:
     return f
 
 
+def given_options(*names: str) -> set[str]:
+    """Return which of the current command's options ``names`` were given (command line or environment)."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+    return {name for name in names
+            if ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)}
+
+
 def comma_list(value: str, allowed: Sequence[str], what: str, *, allow_empty: bool = False) -> list[str]:
     """Split a ``--x a,b`` option and check every item, with a one-line error naming the choices."""
     items = [v.strip() for v in value.split(",") if v.strip()]
@@ -202,10 +211,12 @@ def encoding_option(f: F) -> F:
 
 def run_graph(builder: StateGraph[Any, Any, Any, Any], inputs: Mapping[str, Any], ctx: SWMContext,
               db: str | Path | None, thread_id: str | None, prefix: str,
-              on_event: Callable[[str, Any], None] | None = None) -> tuple[dict[str, Any], str]:
+              on_event: Callable[[str, Any], None] | None = None,
+              redo: Callable[[Mapping[str, Any]], str | None] | None = None) -> tuple[dict[str, Any], str]:
     """Run a graph on the SQLite checkpointer, resuming the thread if it stopped part-way.
 
-    ``on_event`` gets the run's progress as it goes (see `checkpoints.run_thread`).
+    ``on_event`` gets the run's progress as it goes, ``redo`` says where a finished thread with an
+    unusable result goes on again (see `checkpoints.run_thread`).
     A thread that finished on the same input returns its stored result (no model calls); one
     that stopped part-way continues from its last finished node (see `checkpoints.run_thread`).
     """
@@ -231,7 +242,7 @@ def run_graph(builder: StateGraph[Any, Any, Any, Any], inputs: Mapping[str, Any]
             click.echo(f"thread: {thread} (rerun with --thread-id {thread} to resume if interrupted)", err=True)
 
     with hold_lease(db_path(db), thread), open_saver(db_path(db)) as saver:
-        out, _ = run_thread(builder.compile(checkpointer=saver), inputs, config, ctx, announce, on_event)
+        out, _ = run_thread(builder.compile(checkpointer=saver), inputs, config, ctx, announce, on_event, redo)
     return out, thread
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import click
 
@@ -15,6 +15,7 @@ from swm.commands._common import (
     concurrency_option,
     db_path,
     finish_bench,
+    given_options,
     make_context,
     model_options,
     record_run,
@@ -24,10 +25,12 @@ from swm.commands._common import (
     writable_out,
 )
 from swm.commands.play import EPISODE_ROLES, inject_test_models
-from swm.context import SWMContext
+from swm.context import ActOrder, SWMContext
 from swm.errors import InputError
 from swm.filenames import file_name
 from swm.nodes.env import POLICIES
+
+ACT_ORDER_BEFORE = {"act_order": "sotopia"}  # a run begun before --act-order acted in SOTOPIA's order
 
 
 def episode_player(ctx: SWMContext, db: str | Path) -> Callable[[str, dict[str, Any]], dict[str, Any]]:
@@ -127,6 +130,19 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
     inject_test_models(ctx)
     in_flight = resolve_concurrency(ctx, concurrency)
     run_id = thread_id or f"sotopia-{uuid.uuid4().hex[:10]}"
+    # a rerun goes on with what the run recorded for the options it leaves at their defaults (`run_options_for`)
+    from swm.checkpoints import run_options_for
+
+    options = {"partner_policy": partner_policy, "max_turns": max_turns, "width": width, "depth": depth,
+               "judge_protocol": judge_protocol, "act_order": act_order}
+    kept = run_options_for(ctx.experience_store(), run_id, options, given_options(*options), added=ACT_ORDER_BEFORE)
+    if kept != options:
+        click.echo(f"run {run_id} goes on with its recorded "
+                   f"{', '.join(f'{k} {kept[k]}' for k in options if kept[k] != options[k])}", err=True)
+        partner_policy, max_turns, judge_protocol = kept["partner_policy"], kept["max_turns"], kept["judge_protocol"]
+        width, depth, act_order = kept["width"], kept["depth"], kept["act_order"]
+        ctx.rollout_width, ctx.rollout_depth = width, depth
+        ctx = ctx.with_act_order(cast(ActOrder, act_order))
     record_run(ctx.experience_store(), run_id, "sotopia", "episode")
     folder = writable_out(out_dir or Path("swm-results") / file_name(run_id))
     seat_list = {"both": (0, 1), "first": (0,), "second": (1,)}[seats]
@@ -158,7 +174,7 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
             "partner_policy": partner_policy, "max_turns": max_turns, "width": width, "depth": depth,
             "judge_protocol": judge_protocol, "act_order": act_order,
             **{f"{role}_model": ctx.spec_for(role) for role in EPISODE_ROLES}},
-            added={"act_order": "sotopia"})  # a run begun before --act-order acted in SOTOPIA's order
+            added=ACT_ORDER_BEFORE)
         result = run_bench(scenarios, chosen, ctx, play, run_id,
                            partner_policy=partner_policy, max_turns=max_turns, concurrency=in_flight,
                            seats=seat_list, on_done=lambda: bar.update(1), judge_protocol=judge_protocol)

@@ -13,6 +13,7 @@ from typing import Any, Literal, Union, cast, get_args, get_origin
 
 import click
 from langchain_core.runnables import RunnableConfig
+from langgraph.types import Command
 from pydantic import ValidationError
 
 from swm import drain
@@ -239,10 +240,13 @@ def _run_thread(plan: dict[str, Any], ctx: SWMContext, config: RunnableConfig, d
             plan = {**plan, "out_dir": ctx.out_dir}
             inputs = None
             if extend:
-                graph.update_state(config, {"plan": {**snapshot.values["plan"], "cycles": plan["cycles"]}},
-                                   as_node="deploy")
+                # as if the last deploy had routed on to the next cycle (deploy routes itself: `deploy_node`)
+                graph.update_state(config, Command(goto="synthesize", update={
+                    "plan": {**snapshot.values["plan"], "cycles": plan["cycles"]}}), as_node="deploy")
                 status = "resumed"
                 click.echo(f"extending finished thread {thread} from {extend} to {plan['cycles']} cycles", err=True)
+        if status != "finished":
+            check_training(plan)
         if status == "finished":
             click.echo(f"thread {thread} already finished; rewriting its report in {ctx.out_dir} (no model calls)",
                        err=True)
@@ -252,6 +256,21 @@ def _run_thread(plan: dict[str, Any], ctx: SWMContext, config: RunnableConfig, d
             return values
         _announce(graph, snapshot, status, config, ctx)
         return _stream(graph, inputs, config, ctx, plan, dict(snapshot.values or {}), progress)
+
+
+def check_training(plan: dict[str, Any]) -> None:
+    """Refuse, before the first model call, training settings the plan's update method would refuse after collection."""
+    if plan["update"] == "memory":
+        return
+    from swm.lifelong.exports import trainer_of
+    from swm.training.trl_update import TrainSettings, refused_settings
+
+    method = "ppo" if plan["update"] == "ppo" else trainer_of(plan["update"])
+    refused = refused_settings(method, TrainSettings(**(plan.get("train") or {})))
+    if refused:
+        raise InputError(f"--update {plan['update']} cannot train with {'; '.join(refused)}",
+                         "change those options (see swm learn --help); a thread started with them needs a new "
+                         "--thread-id")
 
 
 def _announce(graph: Any, snapshot: Any, status: str, config: RunnableConfig, ctx: SWMContext) -> None:
@@ -283,14 +302,16 @@ def _stream(graph: Any, inputs: Any, config: RunnableConfig, ctx: SWMContext, pl
                desc="episodes", file=sys.stderr, dynamic_ncols=True, disable=not progress)
     # sync: each finished episode branch is on disk before the run goes on, so a kill loses
     # no finished work (and none of its usage)
-    for chunk in graph.stream(inputs, config, context=ctx, stream_mode="updates", durability="sync",
-                              control=drain.control()):
-        for update in chunk.values():
-            if isinstance(update, dict):
-                seen.update({k: v for k, v in update.items() if k in ("cycle", "phase")})
-        bar.n = ls.count_episodes(store, thread)
-        bar.set_postfix_str(_progress_line(store, plan, seen), refresh=True)
-    bar.close()
+    try:
+        for chunk in graph.stream(inputs, config, context=ctx, stream_mode="updates", durability="sync",
+                                  control=drain.control()):
+            for update in chunk.values():
+                if isinstance(update, dict):
+                    seen.update({k: v for k, v in update.items() if k in ("cycle", "phase")})
+            bar.n = ls.count_episodes(store, thread)
+            bar.set_postfix_str(_progress_line(store, plan, seen), refresh=True)
+    finally:  # on an error too: the bar's line is ended, so the `error:` line starts a line of its own
+        bar.close()
     return dict(graph.get_state(config).values)
 
 

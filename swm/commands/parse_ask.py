@@ -116,7 +116,10 @@ def ask_command(story: str, question: str, mode: str, task: str, max_attempts: i
     ctx = make_context(db, task=task, max_parse_attempts=max_attempts, max_narrative_chars=max_chars,
                        allow_without_state=allow_without_state, **models)
     inputs = {"narrative": read_text(story, encoding), "question": question, "mode": mode}
-    out, thread = run_graph(ask.build(), inputs, ctx, db, thread_id, "ask", printer(quiet))
+    # a thread that ended with no usable answer (one bad reply) asks again on a rerun: after ``prepare``, whose
+    # route skips a parse already made, so only the answer call is made again
+    out, thread = run_graph(ask.build(), inputs, ctx, db, thread_id, "ask", printer(quiet),
+                            redo=lambda values: None if values.get("answer") else "prepare")
     used = out.get("social_state") or ("not used" if mode not in ("s3ap", "s3ap_only") else
                                        "none" if out.get("world") is None else
                                        "cached" if out.get("parse_cached") else "parsed")

@@ -20,7 +20,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -164,6 +166,10 @@ def ray_cluster(workers: int, address: str | None, db: str | Path) -> Iterator[A
         return
     env = {k: os.environ[k] for k in ("PYTHONPATH", "SWM_WORKER_TRACE", "OPENAI_BASE_URL", "LANGSMITH_TRACING")
            if k in os.environ}
+    # ray.init replaces the SIGTERM handler with sys.exit: the run would die mid-step, with Ray's threads in
+    # flight (SIGABRT and a C++ stack dump), instead of draining (`swm.drain`); the handler in place is put back
+    main_thread = threading.current_thread() is threading.main_thread()
+    on_sigterm = signal.getsignal(signal.SIGTERM) if main_thread else None
     try:
         ray.init(address=None if local else address, num_cpus=workers if local else None, include_dashboard=False,
                  log_to_driver=False, runtime_env={"env_vars": env} if env else None)
@@ -171,6 +177,9 @@ def ray_cluster(workers: int, address: str | None, db: str | Path) -> Iterator[A
         if local:
             raise
         raise _join_failed(str(address), exc) from exc
+    finally:
+        if on_sigterm is not None:
+            signal.signal(signal.SIGTERM, on_sigterm)
     try:
         yield ray
     finally:

@@ -29,7 +29,6 @@ from swm.nodes.convert import convert
 from swm.nodes.gate import gate
 from swm.nodes.lifelong import (
     Runner,
-    after_deploy,
     after_synthesize,
     after_update,
     deploy_node,
@@ -60,21 +59,21 @@ def build(runner: Runner | None = None) -> StateGraph[LifelongState, SWMContext,
     g.add_node("synthesize", checks_input(LifelongInput)(synthesize_node), retry_policy=STORE_RETRY)
     # Send targets: they take an episode job, not the graph state.
     g.add_node("collect", play, retry_policy=STORE_RETRY)  # type: ignore[arg-type,call-overload]
-    # convert and deploy send a phase's failed episodes again on a rerun (`nodes.lifelong.resend`)
-    g.add_node("convert", convert, retry_policy=STORE_RETRY, destinations=("collect",))
+    # convert and deploy route with a Command and have no static edge out: on a rerun they send a phase's
+    # failed episodes again (`nodes.lifelong.resend`) *instead of* going on, never beside it (a static
+    # edge would run gate, or the next cycle, in the super-step that replays the episodes they read)
+    g.add_node("convert", convert, retry_policy=STORE_RETRY, destinations=("collect", "gate"))
     g.add_node("gate", gate, retry_policy=STORE_RETRY)
     g.add_node("update", update, retry_policy=STORE_RETRY)
     g.add_node("evaluate", play, retry_policy=STORE_RETRY)  # type: ignore[arg-type,call-overload]
-    g.add_node("deploy", deploy_node, retry_policy=STORE_RETRY, destinations=("evaluate",))
+    g.add_node("deploy", deploy_node, retry_policy=STORE_RETRY, destinations=("evaluate", "synthesize", "report"))
     g.add_node("report", report_node, retry_policy=STORE_RETRY)
     g.add_edge(START, "synthesize")
     g.add_conditional_edges("synthesize", after_synthesize, ["collect", "convert", "evaluate", "deploy"])
     g.add_edge("collect", "convert")
-    g.add_edge("convert", "gate")
     g.add_edge("gate", "update")
     g.add_conditional_edges("update", after_update, ["evaluate", "deploy"])
     g.add_edge("evaluate", "deploy")
-    g.add_conditional_edges("deploy", after_deploy, ["synthesize", "report"])
     g.add_edge("report", END)
     return g
 

@@ -75,8 +75,28 @@ def sampling_seed(task_id: str, sample: int) -> int:
     return int(digest(task_id, size=8), 16) % 2**31 + sample
 
 
+def choices_of(reply: Any, n: int, spec: str) -> list[tuple[str, Any] | ModelCallFailed]:
+    """Return a reply's ``n`` choices in seed order, each with the request's usage.
+
+    A choice the server left out, or sent with no text, fails its own sample only (a `ModelCallFailed`
+    in its place): the other samples of the request keep theirs.
+    """
+    listed = getattr(reply, "choices", None) or []
+    by_index = {c.index: c for c in listed if isinstance(getattr(c, "index", None), int)}
+    out: list[tuple[str, Any] | ModelCallFailed] = []
+    for i in range(n):
+        choice = by_index.get(i)
+        if choice is None or not isinstance(choice.text, str):
+            what = "left out choice" if choice is None else "sent no text for choice"
+            out.append(ModelCallFailed(f"the decision call to {spec} {what} {i + 1} of {n}",
+                                       "rerun with the same --db and --thread-id to play it again"))
+        else:
+            out.append((choice.text, reply.usage))
+    return out
+
+
 def _complete(spec: str, shown: DecisionPrompt, temperature: float, seed: int, timeout: float,
-              siblings: int = 1) -> tuple[str, CallStats]:
+              siblings: int = 1, max_retries: int = 0) -> tuple[str, CallStats]:
     from openai import OpenAI, OpenAIError
 
     from swm.serving.embedded import ensure_server, gguf_path, parse_spec
@@ -87,10 +107,11 @@ def _complete(spec: str, shown: DecisionPrompt, temperature: float, seed: int, t
     gguf = Path(base) if base is not None else gguf_path()
     rendered = _chat_formatter(gguf)(messages=[{"role": "user", "content": shown.text}])
     prompt, stop = rendered.prompt + shown.prefill, [*(rendered.stop or []), "\n"]
-    client = OpenAI(base_url=server.base_url, api_key="sk-no-key-needed", timeout=timeout, max_retries=0)
+    # the client retries a 5xx, a 429 or a dropped connection (--max-retries), as `swm.llm.call_model` does
+    client = OpenAI(base_url=server.base_url, api_key="sk-no-key-needed", timeout=timeout, max_retries=max_retries)
     start = time.perf_counter()
 
-    def send(first: int, n: int) -> list[tuple[str, Any]]:
+    def send(first: int, n: int) -> list[tuple[str, Any] | ModelCallFailed]:
         resent = 0
         while True:
             try:
@@ -106,13 +127,16 @@ def _complete(spec: str, shown: DecisionPrompt, temperature: float, seed: int, t
                     continue
                 raise ModelCallFailed(f"the decision call to {spec} failed: {' '.join(str(exc).split())[:200]}",
                                       "rerun with the same --db and --thread-id to play it again") from exc
-        return [(choice.text, reply.usage) for choice in sorted(reply.choices, key=lambda c: c.index)]
+        return choices_of(reply, n, spec)
 
     if server.engine == ENGINE and choices.enabled():  # llama-server takes ``n``, its seeds following each other
         key = (server.base_url, repr(server.fields), prompt, temperature, shown.max_tokens, tuple(stop))
         (text, usage), place, _ = _gathered.call(key, seed, siblings, server.slots, send)
     else:
-        (text, usage), place = send(seed, 1)[0], 0
+        alone = send(seed, 1)[0]
+        if isinstance(alone, ModelCallFailed):
+            raise alone
+        (text, usage), place = alone, 0
     stats = empty_stats()
     stats["seconds"] = round(time.perf_counter() - start, 6)
     if place == 0:  # the request's first choice carries the request: its prompt, its own tokens (``usage``)
@@ -135,7 +159,7 @@ def sample_move(ctx: SWMContext, shown: DecisionPrompt, *, temperature: float, s
     """
     spec = ctx.spec_for("agent")
     if is_embedded(ModelSpec.parse(spec).name) and not spec.startswith("<injected"):
-        return _complete(spec, shown, temperature, seed, ctx.timeout or EMBEDDED_TIMEOUT, siblings)
+        return _complete(spec, shown, temperature, seed, ctx.timeout or EMBEDDED_TIMEOUT, siblings, ctx.max_retries)
     reply = call_model(ctx.model_for("agent"), shown.text)
     return str(reply.value or ""), reply.stats
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
 
 from langgraph.runtime import Runtime
 from langgraph.types import Command
@@ -17,8 +16,12 @@ from swm.lifelong.state import LifelongState
 from swm.nodes.lifelong import resend
 
 
-def convert(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[str, Any] | Command[str]:
-    """Build action and perception pairs from this cycle's episodes; they wait, ungated, for ``gate``."""
+def convert(state: LifelongState, runtime: Runtime[SWMContext]) -> Command[str]:
+    """Build action and perception pairs from this cycle's episodes; they wait, ungated, for ``gate``.
+
+    On a rerun after failed episodes it sends only those again (`resend`) and does not go on to
+    ``gate``: the staged pairs are written, and gated, only once every episode of the cycle is in.
+    """
     if (again := resend(state, runtime)) is not None:
         return again
     store = runtime.context.experience_store()
@@ -31,4 +34,4 @@ def convert(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[str, Any
     store.insert("lifelong_staged", {"run_id": plan["run_id"], "cycle": cycle,
                                      "pairs": [p.model_dump(mode="json") for p in built]},
                  pk=("run_id", "cycle"), replace=True)
-    return {"phase": "gate"}
+    return Command(goto="gate", update={"phase": "gate"})

@@ -113,7 +113,7 @@ def resend(state: LifelongState, runtime: Runtime[SWMContext]) -> Command[str] |
     ctx = runtime.context
     if not ctx.resend_failed or not failed_now(state, ctx.experience_store()):
         return None
-    ctx.resend_failed = False
+    ctx.resend_failed = False  # once: if they fail again, the node refuses them (`refuse_failed`) and the run stops
     evaluating = state.get("cycle", 0) == 0 or state.get("phase") in ("evaluate", "deploy")
     route = after_update if evaluating and state.get("cycle", 0) > 0 else after_synthesize
     sends = route(state, runtime)
@@ -126,8 +126,12 @@ def _fan_out(runtime: Runtime[SWMContext], state: LifelongState, node: str, jobs
     return [Send(node, j) for j in jobs]
 
 
-def deploy_node(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[str, Any] | Command[str]:
-    """Apply the deploy gate and write the R rows (`deploy_cycle`), announce the choice, and advance the cycle."""
+def deploy_node(state: LifelongState, runtime: Runtime[SWMContext]) -> Command[str]:
+    """Apply the deploy gate and write the R rows (`deploy_cycle`), announce the choice, and advance the cycle.
+
+    It routes itself (the next cycle's ``synthesize``, or ``report``), so that on a rerun the failed
+    evaluations it sends again (`resend`) are the only branches of the next super-step.
+    """
     if (again := resend(state, runtime)) is not None:
         return again
     store = runtime.context.experience_store()
@@ -137,11 +141,9 @@ def deploy_node(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[str,
     serving, explain = deploy_cycle(store, plan, cycle, incumbent, candidate)
     runtime.stream_writer({"event": "deploy", "cycle": cycle, "serving": serving, "candidate": candidate,
                            "decision": explain})
-    return {"incumbent": serving, "cycle": cycle + 1, "phase": "synthesize", "decisions": {str(cycle): explain}}
-
-
-def after_deploy(state: LifelongState) -> str:
-    return "synthesize" if state["cycle"] <= plan_of(state)["cycles"] else "report"
+    return Command(goto="synthesize" if cycle + 1 <= plan["cycles"] else "report",
+                   update={"incumbent": serving, "cycle": cycle + 1, "phase": "synthesize",
+                           "decisions": {str(cycle): explain}})
 
 
 def report_node(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[str, Any]:

@@ -72,15 +72,19 @@ class Gather(Generic[T]):
         self._lock = threading.Lock()
 
     def call(self, key: Hashable, seed: int, expected: int, limit: int,
-             send: Callable[[int, int], list[T]]) -> tuple[T, int, int]:
+             send: Callable[[int, int], Sequence[T | BaseException]]) -> tuple[T, int, int]:
         """Return this call's choice, its place in the request that carried it, and that request's choices.
 
         ``send(seed, n)`` sends one request for ``n`` choices drawn from ``seed`` on and returns
-        them in order; ``expected`` is how many calls of this key to wait for (1: send at once),
-        ``limit`` the most choices one request may ask for.
+        them in order, an exception in the place of a choice that failed (raised to its call only; a
+        failed request fails every call of it); ``expected`` is how many calls of this key to wait for
+        (1: send at once), ``limit`` the most choices one request may ask for.
         """
         if expected <= 1 or limit <= 1:
-            return send(seed, 1)[0], 0, 1
+            alone = send(seed, 1)[0]
+            if isinstance(alone, BaseException):
+                raise alone
+            return alone, 0, 1
         me: _Member[T] = _Member(seed)
         with self._lock:
             group = self._open.get(key)
@@ -126,13 +130,16 @@ class Gather(Generic[T]):
         return me.result
 
     @staticmethod
-    def _send(run: list[_Member[T]], send: Callable[[int, int], list[T]]) -> None:
+    def _send(run: list[_Member[T]], send: Callable[[int, int], Sequence[T | BaseException]]) -> None:
         try:
             choices = send(run[0].seed, len(run))
             if len(choices) != len(run):
                 raise ValueError(f"asked for {len(run)} choices, the server answered {len(choices)}")
             for place, (member, choice) in enumerate(zip(run, choices, strict=True)):
-                member.result = (choice, place, len(run))
+                if isinstance(choice, BaseException):
+                    member.error = choice
+                else:
+                    member.result = (choice, place, len(run))
         except BaseException as exc:  # noqa: BLE001 - every member of the run gets the request's failure
             for member in run:
                 member.error = exc

@@ -18,7 +18,8 @@ from swm.testing.schema_instance import minimal_instance, s3ap_parse_for
 Script = Callable[[str, dict[str, Any]], Any]  # (prompt text, request body) -> arguments dict | str
 DEFAULT_SCRIPTS: dict[str, Script] = {"S3APParse": lambda prompt, body: s3ap_parse_for(prompt)}
 DEFAULT_TEXT = "speak: I think we can agree on that."
-FAULTS = ("500", "429", "hang", "drop", "invalid_json", "huge", "html", "sse", "double_json", "drip")
+FAULTS = ("500", "429", "hang", "drop", "invalid_json", "huge", "html", "sse", "double_json", "drip", "missing_choice",
+          "null_choice")
 FAULT_SETTINGS = ("retry_after", "retry_after_ms", "hang", "huge_chars", "fault_rate", "usage", "drip_interval",
                   "drip_bytes")
 USAGE = {"real": None, "missing": "leave the usage field out",
@@ -161,6 +162,35 @@ class _State:
                 self.slept.append(time.perf_counter() - received)
         return payload
 
+    def completion(self, body: dict[str, Any], received: float) -> dict[str, Any]:
+        """Answer ``POST /v1/completions`` (a raw prompt, ``n`` choices), as llama-server and vLLM do.
+
+        Choice ``i`` is the ``"<completion>"`` script's text (or the default) for seed ``seed + i``, the
+        seeds a server gives the choices of one request; ``usage`` counts the prompt once.
+        """
+        prompt, n, seed = str(body.get("prompt", "")), max(1, int(body.get("n") or 1)), int(body.get("seed") or 0)
+        script = self.scripts.get("<completion>")
+        with self.lock:
+            self.requests += 1
+            self.by_tool["<completion>"] += 1
+            self.by_model[str(body.get("model", ""))] += 1
+            if self.record:
+                self.bodies.append(body)
+        texts = [str(script(prompt, {**body, "seed": seed + i})) if callable(script) else str(script or self.text)
+                 for i in range(n)]
+        remaining = self.draw_latency() - (time.perf_counter() - received)
+        if remaining > 0:
+            time.sleep(remaining)
+        with self.lock:
+            self.slept.append(time.perf_counter() - received)
+        prompt_tokens, completion_tokens = max(1, len(prompt) // 4), sum(max(1, len(t) // 4) for t in texts)
+        return {"id": f"cmpl-{uuid.uuid4().hex[:12]}", "object": "text_completion", "created": int(time.time()),
+                "model": body.get("model", "fake"),
+                "choices": [{"index": i, "text": t, "finish_reason": "stop", "logprobs": None}
+                            for i, t in enumerate(texts)],
+                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                          "total_tokens": prompt_tokens + completion_tokens}}
+
     def _payload(self, body: dict[str, Any], prompt: str, tool: dict[str, Any] | None, name: str) -> dict[str, Any]:
         script = self.scripts.get(name)
         if tool is None:
@@ -237,10 +267,18 @@ class _Handler(BaseHTTPRequestHandler):
                                        "total_tokens": 1 + self.state.huge_chars // 4}})
         elif fault in ("html", "sse", "double_json", "drip"):
             self._not_a_completion(fault, body)
+        elif fault in ("missing_choice", "null_choice"):
+            self._send(200, broken_choices(fault, self._answer(body)))
         else:  # hang, then drop; drop: close the connection with no answer
             if fault == "hang":
                 self.state.release.wait(self.state.hang)
             self.close_connection = True
+
+    def _answer(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Return the normal answer to a chat or a text completion request."""
+        if self.path.rstrip("/").endswith("/chat/completions"):
+            return self.state.reply(body, time.perf_counter())
+        return self.state.completion(body, time.perf_counter())
 
     def _not_a_completion(self, fault: str, body: dict[str, Any]) -> None:
         """HTTP 200 with what a proxy, a misconfigured or a slow server sends instead of a chat completion.
@@ -304,6 +342,30 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send(404, {"error": {"message": f"no route {self.path}"}})
 
+    def _completions(self, body: dict[str, Any], received: float) -> None:
+        """Answer a chat or text completion request: the fault queued for it, a refusal, or the answer."""
+        with self.state.lock:
+            self.state.by_auth[str(self.headers.get("Authorization") or "")] += 1
+            failing = 0 <= self.state.fail_at <= self.state.requests
+        if failing:
+            self._send(400, {"error": {"message": "fake server: fail_at reached",
+                                       "type": "invalid_request_error"}})
+            return
+        fault = self.state.next_fault()
+        if fault is not None:
+            self._fault(fault, body)
+            return
+        if body.get("stream"):
+            self._send(400, {"error": {"message": "the fake server does not stream"}})
+            return
+        model = str(body.get("model", ""))
+        if self.state.lora and model != "fake" and model not in self.state.adapters:
+            self._send(404, {"error": {"message": f"The model `{model}` does not exist.",
+                                       "type": "NotFoundError"}})
+            return
+        chat = self.path.rstrip("/").endswith("/chat/completions")
+        self._send(200, self.state.reply(body, received) if chat else self.state.completion(body, received))
+
     def do_POST(self) -> None:  # noqa: N802
         received = time.perf_counter()
         try:
@@ -312,27 +374,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, {"error": {"message": f"bad JSON: {exc}"}})
             return
         path = self.path.rstrip("/")
-        if path.endswith("/chat/completions"):
-            with self.state.lock:
-                self.state.by_auth[str(self.headers.get("Authorization") or "")] += 1
-                failing = 0 <= self.state.fail_at <= self.state.requests
-            if failing:
-                self._send(400, {"error": {"message": "fake server: fail_at reached",
-                                           "type": "invalid_request_error"}})
-                return
-            fault = self.state.next_fault()
-            if fault is not None:
-                self._fault(fault, body)
-                return
-            if body.get("stream"):
-                self._send(400, {"error": {"message": "the fake server does not stream"}})
-                return
-            model = str(body.get("model", ""))
-            if self.state.lora and model != "fake" and model not in self.state.adapters:
-                self._send(404, {"error": {"message": f"The model `{model}` does not exist.",
-                                           "type": "NotFoundError"}})
-                return
-            self._send(200, self.state.reply(body, received))
+        if path.endswith("/completions"):  # chat, or a raw prompt's text completion
+            self._completions(body, received)
         elif path.endswith("/load_lora_adapter") and self.state.lora:
             name, where = str(body.get("lora_name", "")), str(body.get("lora_path", ""))
             with self.state.lock:
@@ -357,6 +400,19 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, {"ok": True})
         else:
             self._send(404, {"error": {"message": f"no route {self.path}"}})
+
+
+def broken_choices(fault: str, reply: dict[str, Any]) -> dict[str, Any]:
+    """Spoil a good answer as servers were seen to: ``missing_choice`` drops its last choice, ``null_choice``
+    nulls the text of its first (a chat message's content and tool calls)."""
+    choices = reply["choices"]
+    if fault == "missing_choice":
+        del choices[-1]
+    elif "text" in choices[0]:
+        choices[0]["text"] = None
+    else:
+        choices[0]["message"] = {"role": "assistant", "content": None}
+    return reply
 
 
 def _handler(state: _State) -> type[BaseHTTPRequestHandler]:

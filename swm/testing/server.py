@@ -16,6 +16,9 @@ With ``lora=True`` it also stands in for vLLM's runtime LoRA loading: ``POST
 model that is neither ``fake`` nor a loaded adapter answers 404, as vLLM does; without it that
 route answers 404 like a server started without ``--enable-lora``.
 
+``POST /v1/completions`` (a raw prompt, as llama-server's and vLLM's) answers ``n`` choices, each the
+``"<completion>"`` script's text (a function gets the choice's seed in the body) or the default text.
+
 ``GET /stats`` returns the counters as JSON, ``POST /reset`` clears them and ``POST /config``
 changes the latency, so the server also runs as a separate process (``process=True``, or
 ``python -m swm.testing.server``) and then costs the measured process no CPU or GIL time.
@@ -28,8 +31,9 @@ connection closes with no answer), ``invalid_json`` (HTTP 200 with a truncated b
 (HTTP 200 with ``huge_chars`` characters of junk instead of the answer), ``html`` (HTTP 200 with a
 proxy's login page), ``sse`` (HTTP 200 with an event stream nobody asked for), ``double_json`` (tool
 arguments that are a JSON string of the JSON text), ``drip`` (the reply after ``drip_bytes`` bytes
-of padding, one per ``drip_interval`` seconds: a read timeout never fires). The last three are
-generated answers, so they count in ``requests`` too. ``retry_after_ms`` adds
+of padding, one per ``drip_interval`` seconds: a read timeout never fires), ``missing_choice`` (the
+answer with its last choice left out) and ``null_choice`` (its first choice with no text). The last
+five are generated answers, so they count in ``requests`` too. ``retry_after_ms`` adds
 that header to 500s and 429s, so tests back off in milliseconds. ``attempts`` counts every chat
 request, faulted or not; ``requests`` only the ones answered normally; ``injected`` the faults.
 """

@@ -230,3 +230,37 @@ def finish_adapter(partial: Path, out_dir: Path, stats: TrainStats, settings: di
     if out_dir.exists():
         shutil.rmtree(out_dir)
     os.replace(partial, out_dir)
+
+
+def refused_settings(method: str, settings: TrainSettings) -> list[str]:
+    """Return what training ``method`` (sft, dpo, kto; or ``ppo``, swm's own) would refuse in ``settings``.
+
+    Checked before a run's first model call, so an option the trainer refuses never costs a collection
+    phase: the settings PyTorch, PEFT and every trainer refuse (a batch size or rank below 1, a negative
+    learning rate or seed, no step at all), KTO's batch of one (its KL term needs other rows of the batch
+    to pair with), then whatever TRL's own config refuses when it is built.
+    """
+    refused = []
+    if settings.batch_size < 1:
+        refused.append(f"--train-batch-size {settings.batch_size}: a batch holds at least 1 row")
+    elif method == "kto" and settings.batch_size < 2:
+        refused.append("--train-batch-size 1: TRL's KTO needs at least 2 rows a batch (its KL term pairs each "
+                       "row with another of the batch)")
+    if settings.rank < 1:
+        refused.append(f"--train-rank {settings.rank}: a LoRA rank is at least 1")
+    if settings.learning_rate < 0:
+        refused.append(f"--train-lr {settings.learning_rate:g}: a learning rate is not negative")
+    if settings.max_length < 1:
+        refused.append(f"--train-max-length {settings.max_length}: at least 1 token")
+    if settings.max_steps <= 0 and settings.epochs <= 0:
+        refused.append(f"--train-steps {settings.max_steps} with --train-epochs {settings.epochs:g}: no training step")
+    if settings.seed < 0:
+        refused.append(f"--train-seed {settings.seed}: a seed is not negative")
+    if refused or method not in TRAIN_METHODS:
+        return refused
+    _, _, _, trl = imports()
+    try:
+        _config(method, trl, Path("swm-train-check"), settings, use_cpu=True)
+    except (ValueError, TypeError) as exc:  # TRL's and transformers' own checks of the config
+        refused.append(f"TRL refuses the {method} settings: {' '.join(str(exc).split())[:200]}")
+    return refused

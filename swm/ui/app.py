@@ -47,6 +47,20 @@ def plotly_js() -> Path | None:
     return path if path.is_file() else None
 
 
+def whole_number(request: Request, name: str, default: int | None = 0) -> int | None:
+    """Return query parameter ``name`` as a whole number, at least 0 (``default`` when absent or empty).
+
+    Anything else (``?page=abc``) is the client's mistake: HTTP 400 saying so, never a server error.
+    """
+    text = request.query_params.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        return max(0, int(text))
+    except ValueError:
+        raise HTTPException(400, f"{name} must be a whole number, not {text[:40]!r}") from None
+
+
 def _csv(rows: list[dict[str, Any]], name: str) -> Response:
     out = io.StringIO()
     columns = list(dict.fromkeys(k for r in rows for k in r))
@@ -133,7 +147,7 @@ class Browser:
     # ---- runs ------------------------------------------------------------------------------
     async def runs(self, request: Request) -> Response:
         q = request.query_params
-        page = max(0, int(q.get("page", "0") or 0))
+        page = whole_number(request, "page") or 0
         try:
             rows, more = run_list.list_runs(self.store, kind=q.get("kind", ""), since=q.get("since", ""),
                                       until=q.get("until", ""), page=page)
@@ -250,16 +264,16 @@ class Browser:
     async def learn(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
         data = views.learning(self.store, run_id)
-        page = max(0, int(request.query_params.get("page", "0") or 0))
-        cycle = request.query_params.get("cycle")
-        pairs = views.pairs(self.store, run_id, int(cycle) if cycle not in (None, "") else None, page)
+        page = whole_number(request, "page") or 0
+        cycle = whole_number(request, "cycle", None)
+        pairs = views.pairs(self.store, run_id, cycle, page)
         episodes = self.store.select("lifelong_episodes", "run_id = ?", [run_id], order="cycle, episode_id",
                                      limit=PAGE, offset=page * PAGE)
         tables = {"policies": data["policies"], "deploys": data["deploys"], "gate": data["gate"], "kept": data["kept"],
                   "matrix": data["matrix"], "metrics": data["metrics"], "pairs": pairs, "episodes": episodes}
         return self.page(request, "learn.html", tables, pairs=pairs, episodes=episodes, page=page,
-                         info=self._info(run_id), cycle=cycle or "", more=len(pairs) == PAGE or len(episodes) == PAGE,
-                         **data)
+                         info=self._info(run_id), cycle="" if cycle is None else str(cycle),
+                         more=len(pairs) == PAGE or len(episodes) == PAGE, **data)
 
     async def pair(self, request: Request) -> Response:
         p = request.path_params
