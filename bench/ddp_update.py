@@ -16,7 +16,8 @@ token mean, and the gradients differ only by float rounding.
     python -m bench.ddp_update compare /tmp/ddp/one /tmp/ddp/two
 
 ``--multi_gpu`` is accelerate's torchrun launcher; on a machine without a GPU its processes join over
-gloo on the CPU (``accelerate launch --cpu`` starts a single process). ``compare`` prints the relative difference ``‖Δ₁ − Δ₂‖ / ‖Δ₁‖`` of the two updates (Δ: adapter
+gloo on the CPU (``accelerate launch --cpu`` starts a single process). ``compare`` prints the relative
+difference ``‖Δ₁ − Δ₂‖ / ‖Δ₁‖`` of the two updates (Δ: adapter
 after − before) and the largest absolute one, and exits 1 when the relative one is above ``--tol``.
 """
 

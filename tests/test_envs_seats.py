@@ -91,7 +91,7 @@ def seat_rewards(task: Task, episode: Episode) -> dict[str, float]:
         for seat in seats}
 
 
-def check_episode(task: Task, episode: Episode, replies: list[str]) -> None:
+def check_episode(task: Task, episode: Episode, replies: list[str], judge: float = 0.0) -> None:
     assert episode.failed is None, episode.failed
     acted = [m for m in episode.moves if m.reward is not None]
     assert len(acted) == len(replies), "one server call per seat move"
@@ -102,7 +102,10 @@ def check_episode(task: Task, episode: Episode, replies: list[str]) -> None:
             assert reply.strip() in move.text
     verdict = check(task, episode.utterances)
     assert episode.verdict == verdict.model_dump()
-    assert episode.rewards == pytest.approx(seat_rewards(task, episode))
+    expected = seat_rewards(task, episode)
+    for seat in expected:  # the judge's term, on every turn the seat took
+        expected[seat] += judge * sum(1 for m in episode.moves if m.seat == seat and m.reward is not None)
+    assert episode.rewards == pytest.approx(expected)
 
 
 def play_all(server: FakeOpenAIServer, policy: ScriptedPolicy, env: SocialEnv,
@@ -133,6 +136,22 @@ def test_episode_rewards_are_the_checkers(served: tuple[FakeOpenAIServer, Script
     env = SocialEnv(DECISION_FAMILIES, ["easy"], reward=REWARD, max_turns=6)
     episodes = play_all(server, policy, env, env.tasks(range(3)))
     assert all(len({m.seat for m in e.moves}) >= 2 for e in episodes), "every seat plays"
+
+
+def test_the_judge_is_mixed_in_as_self_play_mixes_it() -> None:
+    """An episode judged by a model (scripted to rate every turn 7/10): each turn earns weight × 0.7 on top."""
+    from swm.llm import make_chat_model
+
+    policy = ScriptedPolicy(seed=3)
+    with FakeOpenAIServer(scripts={"<text>": policy, "TurnScore": {"reasoning": "fine", "score": 7}}) as server:
+        judged = RewardConfig(quality_filter=False, judge_weight=0.5)
+        env = SocialEnv(["negotiation", "persuasion"], ["easy"], reward=judged, max_turns=4,
+                        judge=make_chat_model(server.model_spec))
+        for task in env.tasks(range(2)):
+            start = len(policy.replies)
+            episode = env.run(task, ChatSampler(server.base_url, "fake"))
+            check_episode(task, episode, policy.replies[start:], judge=0.5 * 0.7)
+            assert all(m.judge == pytest.approx(0.7) for m in episode.moves)
 
 
 def test_werewolf_rewards_are_the_moderators(served: tuple[FakeOpenAIServer, ScriptedPolicy]) -> None:
