@@ -100,8 +100,8 @@ def seat_reward(task: Task, move: str, config: RewardConfig = REWARD) -> float:
 
 
 def checker_reward(completions: Sequence[Any], family: Sequence[str], level: Sequence[str], seed: Sequence[int],
-                   split: Sequence[str], prefill: Sequence[str], **_: Any) -> list[float]:
-    """TRL reward function: swm's checker reward of each completion, read as its row's move."""
+                   split: Sequence[str], prefill: Sequence[str], **_: Any) -> list[float | None]:
+    """TRL reward function: swm's checker reward of each completion, read as its row's move (never None)."""
     return [seat_reward(task_of(f, lv, int(s), sp), move_text(p, c))
             for c, f, lv, s, sp, p in zip(completions, family, level, seed, split, prefill, strict=True)]
 
