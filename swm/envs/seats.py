@@ -223,7 +223,9 @@ class ChatSampler:
     Token ids and log-probabilities come from the server when it returns them (``logprobs``; vLLM
     with ``return_tokens_as_token_ids`` gives ``token_id:N`` tokens), else the ids come from
     ``tokenizer`` (the text re-tokenised, as swm's served sampler does) and each log-probability is
-    NaN: unknown. Engines recompute both under their own trainer; swm's PPO never reads these.
+    NaN: unknown. With neither, a reply records one placeholder id 0 (the rollout loop wants at least one
+    token per turn). Engines recompute tokens and log-probabilities under their own trainer; swm's PPO
+    never trains on a `ChatSampler` rollout.
     """
 
     def __init__(self, base_url: str, model: str, *, tokenizer: Any = None, api_key: str = "sk-no-key-needed",
