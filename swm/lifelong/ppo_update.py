@@ -106,6 +106,7 @@ def train_ppo(samples: Sequence[Sample], base: str | None, out_dir: Path, *, par
     A finished adapter already in ``out_dir`` is reused (see `swm.training.trl_update.train_adapter`).
     """
     from swm.training.base import load_base, shipped_gguf
+    from swm.training.device import choose_placement
     from swm.training.trl_update import attach_adapter, finish_adapter, finished_stats
 
     out_dir = Path(out_dir)
@@ -130,13 +131,13 @@ def train_ppo(samples: Sequence[Sample], base: str | None, out_dir: Path, *, par
     partial = out_dir.with_name(out_dir.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     torch.manual_seed(settings.seed)
-    model, tokenizer = load_base(base)
+    model, tokenizer = load_base(base, choose_placement(settings.device, settings.dtype))
     meta = base_meta(model.config, str(base or shipped_gguf()))
     model = attach_adapter(model, parent_adapter, settings)
     head = torch.nn.Linear(model.config.hidden_size, 1)
     inherited = Path(parent_adapter) / VALUE_HEAD if parent_adapter else None
     if inherited is not None and inherited.is_file():
-        head.load_state_dict(torch.load(inherited, weights_only=True))
+        head.load_state_dict(torch.load(inherited, weights_only=True, map_location="cpu"))
     else:
         torch.nn.init.zeros_(head.weight)
         torch.nn.init.zeros_(head.bias)

@@ -2,7 +2,8 @@
 
 ``None``/``"embedded"`` is the SmolLM2 GGUF of the ``[embedded]`` extra (transformers dequantises it), a
 ``.gguf`` path any GGUF transformers can dequantise, a directory a local Hugging Face checkpoint.
-The model comes back in float32 (a GGUF's dequantised weights, a checkpoint saved in half precision).
+The model comes back in float32 on the CPU (a GGUF's dequantised weights, a checkpoint saved in half
+precision), or, given a `swm.training.device.Placement` (what the trainers pass), in its dtype on its device.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from swm.errors import InputError
+from swm.training.device import Placement, place
 
 INSTALL_HINT = "pip install torch==2.13.0 first, then pip install -e '.[train]'"
 
@@ -43,8 +45,8 @@ def imports() -> Any:
     return torch, transformers, peft, trl
 
 
-def load_base(base: str | None) -> tuple[Any, Any]:
-    """Load a base model (float32) and its tokenizer with no download (see the module docstring)."""
+def load_base(base: str | None, placement: Placement | None = None) -> tuple[Any, Any]:
+    """Load a base model and its tokenizer with no download: float32 on the CPU, or as ``placement`` says."""
     torch, transformers, _, _ = imports()
     where, gguf_file = resolve_base(base)
     kwargs: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file else {}
@@ -58,6 +60,8 @@ def load_base(base: str | None) -> tuple[Any, Any]:
         tokenizer.pad_token = tokenizer.eos_token
     if gguf_file:
         dequantised(model)
+    if placement is not None:
+        return place(model, placement), tokenizer
     if any(p.dtype != torch.float32 for p in model.parameters()):
         model = model.to(torch.float32)
     return model, tokenizer

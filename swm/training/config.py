@@ -26,6 +26,9 @@ class PolicyConfig(BaseModel):
                                "log-probs PPO scores); 0.7 for small models, whose samples at 1.0 are mostly noise")
     max_new_tokens: int = 32
     threads: int | None = Field(None, description="torch intra-op threads (None: torch's default)")
+    device: str | None = Field(None, description="cpu, cuda, cuda:N (None: SWM_DEVICE, else cuda when present)")
+    dtype: str | None = Field(None, description="float32, bfloat16 or float16 of the base's weights (None: SWM_DTYPE, "
+                              "else bfloat16 on a GPU that supports it, float32 otherwise)")
 
 
 class PPOConfig(BaseModel):

@@ -2,7 +2,9 @@
 
 The base comes from `swm.training.base.load_base`, the one loader every trainer uses (a local
 model directory, a ``.gguf`` file, or ``embedded``, the SmolLM2 GGUF that the embedded server
-serves, dequantised by transformers), in float32.
+serves, dequantised by transformers), on the device and in the dtype `swm.training.device` chooses
+(cuda and bfloat16 when present, the CPU and float32 otherwise; ``PolicyConfig.device``/``dtype``
+override it). The value head, every batch and the optimiser's state follow the model's device.
 
 Rollouts are sampled by llama.cpp serving the checkpoint's adapter (`swm.selfplay.served`) or,
 with ``sampler="torch"``, here: `LoraValueModel.generate` samples a reply under the current adapter.
@@ -26,6 +28,7 @@ import torch
 
 from swm.training.base import load_base
 from swm.training.config import PolicyConfig
+from swm.training.device import choose_placement, model_device
 from swm.training.trajectory import Generation
 
 
@@ -40,6 +43,12 @@ class Batch:
     @property
     def targets(self) -> torch.Tensor:
         return self.input_ids[:, 1:]
+
+    def to(self, device: torch.device | str) -> Batch:
+        """The same batch on ``device`` (itself when it is there already)."""
+        if self.input_ids.device == torch.device(device):
+            return self
+        return Batch(self.input_ids.to(device), self.attention.to(device), self.mask.to(device))
 
 
 def collate(prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]], pad_id: int) -> Batch:
@@ -63,21 +72,22 @@ def spread(rows: Sequence[Sequence[float]], batch: Batch) -> torch.Tensor:
         where = batch.mask[i].nonzero().flatten()
         if len(where) != len(row):
             raise ValueError(f"row {i}: {len(row)} values for {len(where)} generated tokens")
-        out[i, where] = torch.tensor(list(row), dtype=out.dtype)
+        out[i, where] = torch.tensor(list(row), dtype=out.dtype, device=out.device)
     return out
 
 
 def gather(tensor: torch.Tensor, batch: Batch) -> list[list[float]]:
     """Read per-generated-token values back from a [B, L-1] tensor, one list per row."""
-    return [tensor[i, batch.mask[i].bool()].tolist() for i in range(tensor.shape[0])]
+    mask = batch.mask.to(tensor.device).bool()
+    return [tensor[i, mask[i]].tolist() for i in range(tensor.shape[0])]
 
 
 def _generated_positions(batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
     """Each row's masked positions [B, N] (padded by repeating its last one) and which are real [B, N]."""
     rows = [row.nonzero().flatten() for row in batch.mask]
     width = max((len(r) for r in rows), default=0) or 1
-    positions = torch.zeros((len(rows), width), dtype=torch.long)
-    valid = torch.zeros((len(rows), width), dtype=torch.float32)
+    positions = torch.zeros((len(rows), width), dtype=torch.long, device=batch.mask.device)
+    valid = torch.zeros((len(rows), width), dtype=torch.float32, device=batch.mask.device)
     for i, row in enumerate(rows):
         if len(row):
             positions[i, : len(row)] = row
@@ -92,8 +102,13 @@ class LoraValueModel:
     def __init__(self, model: Any, tokenizer: Any, value_head: torch.nn.Linear, config: PolicyConfig) -> None:
         self.model = model
         self.tokenizer = tokenizer
-        self.value_head = value_head
+        self.value_head = value_head.to(model_device(model))  # float32 on the model's device
         self.config = config
+
+    @property
+    def device(self) -> torch.device:
+        """The model's device: where batches, the value head and the optimiser's state live."""
+        return model_device(self.model)
 
     @classmethod
     def create(cls, config: PolicyConfig, adapter: Path | None = None,
@@ -103,12 +118,13 @@ class LoraValueModel:
 
         if config.threads:
             torch.set_num_threads(config.threads)
-        model, tok = base if base is not None else load_base(config.base)
+        model, tok = base if base is not None else load_base(config.base, choose_placement(config.device,
+                                                                                          config.dtype))
         hidden = model.config.hidden_size
         head = torch.nn.Linear(hidden, 1)
         if adapter is not None:
             model = PeftModel.from_pretrained(model, str(adapter / "adapter"), is_trainable=True)
-            head.load_state_dict(torch.load(adapter / "value_head.pt", weights_only=True))
+            head.load_state_dict(torch.load(adapter / "value_head.pt", weights_only=True, map_location="cpu"))
         else:
             torch.nn.init.zeros_(head.weight)
             torch.nn.init.zeros_(head.bias)
@@ -135,7 +151,8 @@ class LoraValueModel:
         from safetensors.torch import load_file
 
         set_peft_model_state_dict(self.model, load_file(str(directory / "adapter" / "adapter_model.safetensors")))
-        self.value_head.load_state_dict(torch.load(directory / "value_head.pt", weights_only=True))
+        self.value_head.load_state_dict(torch.load(directory / "value_head.pt", weights_only=True,
+                                                   map_location=self.device))
 
     def parameters(self) -> list[torch.nn.Parameter]:
         """The trainable parameters: the LoRA matrices and the value head."""
@@ -157,8 +174,9 @@ class LoraValueModel:
         torch.manual_seed(generator_seed)
         prompt_ids = self.prompt_ids(prompt)
         self.model.eval()
-        out = self.model.generate(input_ids=torch.tensor([prompt_ids]), attention_mask=torch.ones(1, len(prompt_ids),
-                                  dtype=torch.long), do_sample=True, temperature=self.config.temperature,
+        out = self.model.generate(input_ids=torch.tensor([prompt_ids], device=self.device),
+                                  attention_mask=torch.ones(1, len(prompt_ids), dtype=torch.long, device=self.device),
+                                  do_sample=True, temperature=self.config.temperature,
                                   top_k=0, top_p=1.0, max_new_tokens=self.config.max_new_tokens,
                                   pad_token_id=self.tokenizer.pad_token_id)
         tokens = [int(t) for t in out[0, len(prompt_ids):]]
@@ -178,6 +196,7 @@ class LoraValueModel:
         prompt — a 1,000-token Werewolf prompt would otherwise hold B × 1,000 × 49,152 logits
         (and their gradients) for a few dozen that count. Values are computed everywhere.
         """
+        batch = batch.to(self.device)
         positions, valid = _generated_positions(batch)
         kwargs = {"input_ids": batch.input_ids, "attention_mask": batch.attention, "output_hidden_states": True,
                   "logits_to_keep": positions}

@@ -96,7 +96,7 @@ def ppo_update(policy: LoraValueModel, optimizer: torch.optim.Optimizer, samples
             loss_value, stats = 0.0, dict[str, float]()
             for first in range(0, len(chunk), rows):  # gradients accumulate over the micro-batches
                 part = chunk[first:first + rows]
-                batch = collate([s.prompt_ids for s in part], [s.token_ids for s in part], pad)
+                batch = collate([s.prompt_ids for s in part], [s.token_ids for s in part], pad).to(policy.device)
                 old = spread([s.old_logprobs for s in part], batch)
                 adv = spread([s.advantages for s in part], batch)
                 ret = spread([s.returns for s in part], batch)

@@ -1,5 +1,8 @@
 """Train a policy's LoRA adapter with TRL (SFT, DPO, KTO) from the incumbent's adapter, on CPU or GPU.
 
+Device and precision are `swm.training.device`'s one choice (cuda and bf16 when present, the CPU and
+float32 otherwise; ``TrainSettings.device``/``dtype`` or ``SWM_DEVICE``/``SWM_DTYPE`` override it).
+
 The public pieces, reused by the lifelong loop and by self-play RL:
 
 * `load_base` — a base model and tokenizer with no download: ``None``/``"embedded"`` loads the
@@ -33,6 +36,7 @@ from typing import Any
 from swm.errors import InputError
 from swm.serving.gguf_lora import ADAPTER_META, base_meta
 from swm.training.base import imports, load_base, shipped_gguf
+from swm.training.device import Placement, choose_placement
 from swm.training.stats import TrainStats, reporter_missing
 
 TRAIN_METHODS = ("sft", "dpo", "kto")
@@ -57,6 +61,8 @@ class TrainSettings:
     report_to: str = "none"  # none | tensorboard | wandb | mlflow (swm.lifelong.plan.REPORTERS)
     logging_dir: str | None = None  # where TensorBoard writes its event files [default: <output dir>/runs]
     run_name: str | None = None  # the run's name in wandb / mlflow
+    device: str | None = None  # cpu | cuda | cuda:N [default: $SWM_DEVICE, else cuda when present]
+    dtype: str | None = None  # float32 | bfloat16 | float16 [default: $SWM_DTYPE, else bfloat16 on a GPU, float32]
 
 
 def attach_adapter(model: Any, adapter: str | Path | None, settings: TrainSettings | None = None) -> Any:
@@ -119,9 +125,10 @@ def rows_seen(rows: int, batches: int, batch_size: int) -> int:
     return full * rows + min(rest * batch_size, rows)
 
 
-def _config(method: str, trl: Any, out: Path, settings: TrainSettings, **extra: Any) -> Any:
+def _config(method: str, trl: Any, out: Path, settings: TrainSettings, placement: Placement, **extra: Any) -> Any:
     reporting = [] if settings.report_to == "none" else [settings.report_to]
-    common = {"output_dir": str(out), "bf16": False, "gradient_checkpointing": False, "report_to": reporting,
+    common = {"output_dir": str(out), **placement.trainer_args(), "gradient_checkpointing": False,
+              "report_to": reporting,
               "run_name": settings.run_name,
               "num_train_epochs": settings.epochs, "max_steps": settings.max_steps,
               "per_device_train_batch_size": settings.batch_size, "learning_rate": settings.learning_rate,
@@ -182,14 +189,15 @@ def train_adapter(method: str, rows: list[dict[str, Any]], base: str | None, out
     partial = out_dir.with_name(out_dir.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)  # a run killed mid-training left this; train again
     transformers.set_seed(settings.seed)
-    model, tokenizer = load_base(base)
+    placement = choose_placement(settings.device, settings.dtype)
+    model, tokenizer = load_base(base, placement)
     meta = base_meta(model.config, str(base or shipped_gguf()))
     model = attach_adapter(model, parent_adapter, settings)
     data = Dataset.from_list([{k: v for k, v in row.items() if k in ("prompt", "completion", "chosen", "rejected",
                                                                       "label")} for row in rows])
     per_row = sum(_tokens(tokenizer, row, method) for row in rows) / len(rows)
     trainer_cls = {"sft": trl.SFTTrainer, "dpo": trl.DPOTrainer, "kto": trl.KTOTrainer}[method]
-    args = _config(method, trl, partial, settings, use_cpu=not torch.cuda.is_available())
+    args = _config(method, trl, partial, settings, placement)
     start = time.perf_counter()
     try:
         with _tensorboard_dir(settings.logging_dir):

@@ -1,0 +1,86 @@
+"""Where and in what precision every trainer runs: one choice, made here, for PPO and the TRL updates.
+
+`choose_placement` picks ``cuda`` with ``bfloat16`` when a GPU that supports it is present, ``cuda``
+with ``float32`` on an older GPU, and ``cpu`` with ``float32`` otherwise. An explicit argument wins,
+then the environment (``SWM_DEVICE``, ``SWM_DTYPE``), then that default — so a researcher can pin
+``SWM_DEVICE=cuda:1`` or ``SWM_DTYPE=float32`` for every trainer at once.
+
+The base model is loaded in the placement's dtype and moved to its device (`swm.training.base.load_base`);
+everything else follows the *model*, not a global: the PPO policy's value head (kept in float32, a
+scalar regression), each batch, the reference pass (the same model with its adapter disabled) and
+the optimiser's state (created by torch beside each parameter). TRL's trainers get the matching
+``bf16``/``fp16``/``use_cpu`` arguments (`Placement.trainer_args`) and place the model themselves, one
+device per process under ``accelerate launch``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from swm.errors import InputError
+
+DTYPES = ("float32", "bfloat16", "float16")
+DEVICE_ENV, DTYPE_ENV = "SWM_DEVICE", "SWM_DTYPE"
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A device (``cpu``, ``cuda``, ``cuda:1``, ``mps``) and the dtype the base model's weights use there."""
+
+    device: str
+    dtype: str
+
+    @property
+    def on_cpu(self) -> bool:
+        return self.device == "cpu"
+
+    def torch_dtype(self) -> Any:
+        """The dtype as a ``torch.dtype``."""
+        import torch
+
+        return getattr(torch, self.dtype)
+
+    def trainer_args(self) -> dict[str, bool]:
+        """The mixed-precision and device arguments of a transformers/TRL ``TrainingArguments``."""
+        return {"bf16": self.dtype == "bfloat16", "fp16": self.dtype == "float16", "use_cpu": self.on_cpu}
+
+
+def _cuda() -> tuple[bool, bool]:
+    """(a CUDA device is present, it computes in bfloat16)."""
+    import torch
+
+    present = torch.cuda.is_available()
+    return present, present and bool(torch.cuda.is_bf16_supported())
+
+
+def choose_placement(device: str | None = None, dtype: str | None = None) -> Placement:
+    """Choose the trainers' device and dtype: the arguments, else ``SWM_DEVICE``/``SWM_DTYPE``, else the hardware.
+
+    Fails with a one-line error for an unknown dtype, a CUDA device on a machine without one, or
+    float16 on the CPU (which no trainer runs).
+    """
+    cuda, bf16 = _cuda()
+    device = (device or os.environ.get(DEVICE_ENV) or ("cuda" if cuda else "cpu")).strip()
+    dtype = (dtype or os.environ.get(DTYPE_ENV) or "").strip()
+    if device.startswith("cuda") and not cuda:
+        raise InputError(f"device {device} asked for, but torch sees no CUDA device",
+                         f"unset {DEVICE_ENV} (or pass cpu), or install a CUDA build of torch")
+    if not dtype:
+        dtype = "bfloat16" if device.startswith("cuda") and bf16 else "float32"
+    if dtype not in DTYPES:
+        raise InputError(f"unknown dtype {dtype!r}", f"use one of {', '.join(DTYPES)} (or unset {DTYPE_ENV})")
+    if dtype == "float16" and device == "cpu":
+        raise InputError("float16 training on the CPU is not supported", "use float32 or bfloat16 on the CPU")
+    return Placement(device=device, dtype=dtype)
+
+
+def model_device(model: Any) -> Any:
+    """The ``torch.device`` of a model's first parameter: where its inputs must go."""
+    return next(iter(model.parameters())).device
+
+
+def place(model: Any, placement: Placement) -> Any:
+    """Cast a model's floating-point weights to the placement's dtype and move it to its device."""
+    return model.to(device=placement.device, dtype=placement.torch_dtype())

@@ -1,0 +1,170 @@
+"""The multi-seat environment (`swm.envs.seats.SocialEnv`) against the loopback fake server: its rewards are swm's.
+
+One policy plays every seat through `ChatSampler` over `swm.testing.FakeOpenAIServer`, whose replies
+are scripted from the prompt alone (a seeded mix of well-aimed and random moves, so verdicts pass, fail
+and break rules). For every decision family, every two-turn shape, an easy episode of every family and
+Werewolf games, each episode is checked item for item against swm's own code, recomputed here:
+
+* the transcript holds what the server said, in order (a choice: the option the reply named);
+* ``check(task, episode.utterances)`` gives back the episode's verdict, field for field;
+* each seat's reward is swm self-play's rule applied to that verdict (quality filter off, so the rule
+  is exact): completion 1 plus −0.5 per own turn among a broken rule's turns (at most 2); in Werewolf
+  ±1 for the seat's side winning or losing (0 on a draw) plus −0.5 per own illegal move.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from swm.envs.seats import ChatSampler, Episode, SocialEnv
+from swm.games import get_game
+from swm.games.base import DRAW
+from swm.selfplay.rewards import RewardConfig
+from swm.tasks import Task, check, synthesize
+from swm.tasks.checkers import is_attempt
+from swm.tasks.families import DECISION, DECISION_FAMILIES, TWO_TURN
+from swm.testing import FakeOpenAIServer
+
+REWARD = RewardConfig(quality_filter=False)
+_NAME = re.compile(r"\b[A-Z][a-z]+ [A-Z][a-z]+\b")
+_SLOT = re.compile(r"\b(?:Mon|Tue|Wed|Thu|Fri) \d\d:\d\d\b")
+
+
+class ScriptedPolicy:
+    """Replies from the prompt only: half the time a move aimed at what the prompt shows, else any move."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.replies: list[str] = []
+
+    def __call__(self, prompt: str, body: dict[str, Any]) -> str:
+        rng = self.rng
+        names = _NAME.findall(prompt)
+        twice = sorted({n for n in names if names.count(n) > 1}) or sorted(set(names)) or ["Nobody Here"]
+        slots = _SLOT.findall(prompt)
+        shared = sorted({s for s in slots if slots.count(s) > 1}) or sorted(set(slots)) or ["Mon 09:00"]
+        prices = re.findall(r"\$\d+", prompt) or ["$1"]
+        words = re.findall(r"[A-Za-z]+", prompt)
+        firsts = sorted({w for w in words if w[:1].isupper()})
+        asks = re.findall(r"agree to ([^.\n]+)\.", prompt)
+        worry = re.findall(r"I'm not sure\. ([^\"]+)", prompt)
+        aimed = [f"ANSWER: {rng.choice(twice)}" for _ in names[:1]] + [f"SLOT: {rng.choice(shared)}" for _ in slots[:1]]
+        aimed += [rng.choice(["ACCEPT", f"COUNTER {rng.choice(prices)}"]) for _ in prices[:1] if "$" in prompt]
+        aimed += [f"Nothing much. Could you {a}?" for a in asks] + [f"About that: {w}" for w in worry]
+        anything = [f"ANSWER: {rng.choice(twice)}", f"SLOT: {rng.choice(shared)}", "ACCEPT",
+                    f"COUNTER {rng.choice(prices)}", " ".join(rng.sample(words, min(5, len(words)))),
+                    f"I choose {rng.choice(firsts or ['none'])}.", "none"]
+        reply = rng.choice(aimed if aimed and rng.random() < 0.5 else anything)
+        self.replies.append(reply)
+        return reply
+
+
+@pytest.fixture()
+def served() -> Iterator[tuple[FakeOpenAIServer, ScriptedPolicy]]:
+    policy = ScriptedPolicy(seed=7)
+    with FakeOpenAIServer(scripts={"<text>": policy}) as server:
+        yield server, policy
+
+
+def seat_rewards(task: Task, episode: Episode) -> dict[str, float]:
+    """Each seat's reward by swm's rule, from the checker's verdict on the episode's transcript."""
+    verdict = check(task, episode.utterances)
+    seats = {str(task.truth["learner"])} if task.level in (DECISION, TWO_TURN) else set(task.names)
+    broken = set(verdict.violation_turns) if any(not is_attempt(v) for v in verdict.violations) else set()
+    if task.family == "werewolf":
+        game = get_game(task.truth["game"])
+        state = game.deal(list(task.truth["players"]), int(task.truth["deal_seed"]), dict(task.truth["options"]))
+        winner = verdict.detail["winner"]
+        out = {}
+        for seat in seats:
+            own = sum(1 for i, u in enumerate(episode.utterances) if u.agent == seat and i in verdict.violation_turns)
+            won = 0.0 if winner in (None, DRAW) else (1.0 if game.side_of(state, seat) == winner else -1.0)
+            out[seat] = won - 0.5 * own
+        return out
+    return {seat: float(verdict.completion) - 0.5 * min(
+        len(broken & {i for i, u in enumerate(episode.utterances) if u.agent == seat}), REWARD.max_violations)
+        for seat in seats}
+
+
+def check_episode(task: Task, episode: Episode, replies: list[str], judge: float = 0.0) -> None:
+    assert episode.failed is None, episode.failed
+    acted = [m for m in episode.moves if m.reward is not None]
+    assert len(acted) == len(replies), "one server call per seat move"
+    for move, reply in zip(acted, replies, strict=True):
+        if move.action_type.endswith("choose"):
+            assert not move.text or move.text.split()[0].casefold() in reply.casefold() or "none" in reply
+        else:
+            assert reply.strip() in move.text
+    verdict = check(task, episode.utterances)
+    assert episode.verdict == verdict.model_dump()
+    expected = seat_rewards(task, episode)
+    for seat in expected:  # the judge's term, on every turn the seat took
+        expected[seat] += judge * sum(1 for m in episode.moves if m.seat == seat and m.reward is not None)
+    assert episode.rewards == pytest.approx(expected)
+
+
+def play_all(server: FakeOpenAIServer, policy: ScriptedPolicy, env: SocialEnv,
+             tasks: list[Task]) -> list[Episode]:
+    sampler = ChatSampler(server.base_url, "fake")
+    episodes = []
+    for task in tasks:
+        start = len(policy.replies)
+        episode = env.run(task, sampler)
+        check_episode(task, episode, policy.replies[start:])
+        episodes.append(episode)
+    return episodes
+
+
+def test_decisions_and_two_turn_rewards_are_the_checkers(served: tuple[FakeOpenAIServer, ScriptedPolicy]) -> None:
+    server, policy = served
+    env = SocialEnv(DECISION_FAMILIES, [DECISION, TWO_TURN], reward=REWARD)
+    episodes = play_all(server, policy, env, env.tasks(range(12)))
+    for family in DECISION_FAMILIES:  # every family reached both a pass and a fail
+        verdicts = [e.verdict["completion"] for e in episodes if e.family == family and e.level == DECISION]
+        assert any(verdicts) and not all(verdicts), family
+    assert any(e.verdict["violations"] for e in episodes)
+    assert {e.level for e in episodes} == {DECISION, TWO_TURN}
+
+
+def test_episode_rewards_are_the_checkers(served: tuple[FakeOpenAIServer, ScriptedPolicy]) -> None:
+    server, policy = served
+    env = SocialEnv(DECISION_FAMILIES, ["easy"], reward=REWARD, max_turns=6)
+    episodes = play_all(server, policy, env, env.tasks(range(3)))
+    assert all(len({m.seat for m in e.moves}) >= 2 for e in episodes), "every seat plays"
+
+
+def test_the_judge_is_mixed_in_as_self_play_mixes_it() -> None:
+    """An episode judged by a model (scripted to rate every turn 7/10): each turn earns weight × 0.7 on top."""
+    from swm.llm import make_chat_model
+
+    policy = ScriptedPolicy(seed=3)
+    with FakeOpenAIServer(scripts={"<text>": policy, "TurnScore": {"reasoning": "fine", "score": 7}}) as server:
+        judged = RewardConfig(quality_filter=False, judge_weight=0.5)
+        env = SocialEnv(["negotiation", "persuasion"], ["easy"], reward=judged, max_turns=4,
+                        judge=make_chat_model(server.model_spec))
+        for task in env.tasks(range(2)):
+            start = len(policy.replies)
+            episode = env.run(task, ChatSampler(server.base_url, "fake"))
+            check_episode(task, episode, policy.replies[start:], judge=0.5 * 0.7)
+            assert all(m.judge == pytest.approx(0.7) for m in episode.moves)
+
+
+def test_werewolf_rewards_are_the_moderators(served: tuple[FakeOpenAIServer, ScriptedPolicy]) -> None:
+    server, policy = served
+    env = SocialEnv(["werewolf"], ["easy"], reward=REWARD)
+    tasks = env.tasks(range(3))
+    episodes = play_all(server, policy, env, tasks)
+    for task, episode in zip(tasks, episodes, strict=True):
+        assert {m.seat for m in episode.moves} <= set(task.truth["players"]) == set(episode.rewards)
+        assert episode.verdict["detail"]["reason"] != "unfinished"
+    assert any(e.verdict["violations"] for e in episodes), "some scripted choices were illegal"
+
+
+def test_a_scripted_task_is_the_generators() -> None:
+    env = SocialEnv(["secret"], [DECISION])
+    assert env.tasks([3], split="dev") == [synthesize("secret", DECISION, 3, "dev")]
