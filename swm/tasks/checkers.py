@@ -88,19 +88,24 @@ def prices_in(text: str) -> list[float]:
 
 def slots_in(text: str) -> set[str]:
     """Return every slot a text names, normalised."""
-    return {s for s in (parse_slot(" ".join(m)) for m in _SLOT_RE.findall(text)) if s}
+    return {_slot(*m) for m in _SLOT_RE.findall(text)}
 
 
-def parse_slot(text: str) -> str | None:
-    """Return the last slot in a text, normalised to ``Mon 14:00`` (``2pm`` reads as 14:00)."""
-    found = _SLOT_RE.findall(text)
-    if not found:
-        return None
-    day, hour, minute, half = found[-1]
+def _slot(day: str, hour: str, minute: str, half: str) -> str:
+    """Normalise one slot match to ``Mon 14:00``: ``2pm`` is 14:00, ``12pm`` noon, ``12am`` 00:00."""
     h = int(hour)
     if half.lower() == "pm" and h < 12:
         h += 12
+    elif half.lower() == "am" and h == 12:
+        h = 0
     return f"{day[:3].title()} {h:02d}:{minute or '00'}"
+
+
+def parse_slot(text: str) -> str | None:
+    """Return the last slot in a text, normalised to ``Mon 14:00`` (``2pm`` reads as 14:00, ``12pm`` as
+    noon, ``12am`` as 00:00)."""
+    found = _SLOT_RE.findall(text)
+    return _slot(*found[-1]) if found else None
 
 
 @dataclass
