@@ -35,7 +35,7 @@ class LifelongPlan(BaseModel):
         "cycles", "levels", "families", "episodes_per_level", "samples_per_task", "max_turns", "policy",
         "eval_policy", "self_play", "judge", "judge_threshold", "gating", "min_margin", "update", "keep", "replay",
         "epsilon", "gate_alpha", "heldout_per_cell", "dev_per_cell", "hf_model", "eval_families", "base_gguf",
-        "lora_server", "train", "estimator", "ppo_groups", "act_order")
+        "lora_server", "train", "estimator", "ppo_groups", "ppo_iterations", "ppo_group", "act_order")
 
     run_id: str = "learn"
     cycles: int = Field(3, ge=1, description="Training cycles (after the baseline evaluation).")
@@ -72,9 +72,13 @@ class LifelongPlan(BaseModel):
         "policy's adapter (rs-sft/sft: checker-passing samples and kept trajectories; dpo/kto: passing against "
         "failing samples of the same decision, and kept pairs; ppo: PPO on decision samples, the checker's verdict "
         "as the reward, with --estimator's advantages)."))
-    estimator: Literal["hierarchical", "group"] = Field("hierarchical", description=(
-        "ppo: the advantage estimator, as swm selfplay's: hierarchical (a value head, turn- then token-level GAE) "
-        "or group (critic-free, normalised over a task's samples)."))
+    estimator: Literal["hierarchical", "group", "role"] = Field("hierarchical", description=(
+        "ppo: the advantage estimator, as swm selfplay's: hierarchical (a value head, turn- then token-level GAE), "
+        "group (critic-free, normalised over a task's samples) or role (a running baseline per family and role)."))
+    ppo_iterations: int = Field(1, ge=1, description=(
+        "ppo: sampling rounds per cycle, each a fresh π_old: the cycle's samples, then fresh samples of its decision "
+        "tasks drawn in torch from the adapter being trained (--ppo-group a task), checked and updated on."))
+    ppo_group: int = Field(8, ge=2, description="ppo: samples a task in each later round (G).")
     ppo_groups: Literal["mixed", "all"] = Field("mixed", description=(
         "ppo: train on the tasks whose samples both pass and fail (DPO's and KTO's tasks), or on every sample."))
     keep: Literal["passed", "wrong"] = Field("passed", description=(

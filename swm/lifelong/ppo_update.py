@@ -27,6 +27,12 @@ to the base model (the adapter disabled). Choices, each recorded with the policy
   the rows until that many steps are taken; ``-1``: ``--train-epochs`` epochs), at
   ``--train-lr``; the LoRA is the other methods' (rank, targets), continued from the incumbent's.
 
+* **rounds** (``--ppo-iterations N``, default 1): after that update, N − 1 more sampling rounds, each
+  with a fresh π_old: ``--ppo-group`` moves of every decision task among the cycle's samples, drawn in
+  torch from the adapter as it now is (the decision's prompt and prefill, ending at a newline),
+  checked, and one PPO epoch on them. Methods then compare on equal sampled rollouts: a cycle of N
+  rounds samples ``samples-per-task + (N − 1) · G`` moves a task.
+
 The adapter is written like `swm.training.trl_update.train_adapter`'s (same files, one rename), plus
 ``value_head.pt``, which the next cycle continues; GGUF conversion and serving are unchanged.
 """
@@ -63,7 +69,8 @@ def rollouts_of(samples: Sequence[Sample], groups: Groups = "mixed") -> list[Any
         for s in group:
             turn = SeatTurn(turn=0, prompt=s.prompt, text=s.completion, prompt_ids=[], token_ids=[], logprobs=[],
                             reward=1.0 if s.passed else 0.0)
-            out.append(Rollout(rollout_id=s.episode_id, task_id=key, iteration=s.cycle, sample=s.sample,
+            out.append(Rollout(rollout_id=s.episode_id, task_id=key, family=s.family, iteration=s.cycle,
+                               sample=s.sample,
                                seats=[SeatTrajectory(seat="learner", role="learner", turns=[turn],
                                                      outcome=turn.reward)]))
     return out
@@ -98,12 +105,56 @@ def epochs_for(steps: int, rows: int, batch: int, epochs: float) -> int:
     return max(1, math.ceil(steps / max(1, math.ceil(rows / batch))))
 
 
+def decision_tasks(samples: Sequence[Sample]) -> list[Any]:
+    """The distinct decision tasks of the samples, regenerated from their ids (``split:family:level:seed``)."""
+    from swm.tasks.families import DECISION, synthesize
+
+    out, seen = [], set()
+    for s in samples:
+        parts = s.task_id.split(":")
+        if s.level != DECISION or len(parts) != 4 or s.task_id in seen:
+            continue
+        seen.add(s.task_id)
+        out.append(synthesize(parts[1], parts[2], int(parts[3]), split=parts[0]))
+    return out
+
+
+def fresh_rollouts(policy: Any, tasks: Sequence[Any], group: int, round_: int, seed: int) -> list[Any]:
+    """Sample ``group`` moves of each decision task from ``policy`` (torch, seeded) and check them: one round.
+
+    A move is drawn as a decision's is served (`swm.lifelong.decision_play`): the decision's prompt,
+    its prefill as the reply's forced start (context, not a generated token), ending at a newline.
+    """
+    from swm.tasks import check
+    from swm.tasks.checkers import Utterance
+    from swm.tasks.decisions import decision_prompt
+    from swm.training.trajectory import Rollout, SeatTrajectory, SeatTurn
+
+    out = []
+    for n, task in enumerate(tasks):
+        shown = decision_prompt(task)
+        for g in range(group):
+            gen = policy.generate(shown.text, seed=f"{seed}/ppo/{round_}/{task.task_id}/{g}", prefill=shown.prefill,
+                                  stop="\n", max_tokens=shown.max_tokens)
+            passed = check(task, [Utterance(agent=task.truth.get("learner", "learner"), text=gen.text)]).passed
+            turn = SeatTurn(turn=0, prompt=shown.text, text=gen.text, prompt_ids=gen.prompt_ids,
+                            token_ids=gen.token_ids, logprobs=gen.logprobs, reward=1.0 if passed else 0.0)
+            out.append(Rollout(rollout_id=f"r{round_}/{task.task_id}/{g}", task_id=f"{task.task_id}#r{round_}#{n}",
+                               family=task.family, iteration=round_, sample=g,
+                               seats=[SeatTrajectory(seat="learner", role="learner", turns=[turn],
+                                                     outcome=turn.reward)]))
+    return out
+
+
 def train_ppo(samples: Sequence[Sample], base: str | None, out_dir: Path, *, parent_adapter: str | None,
-              settings: Any, estimator: Literal["hierarchical", "group"] = "hierarchical",
-              temperature: float = 0.7, groups: Groups = "mixed") -> TrainStats:
+              settings: Any, estimator: Literal["hierarchical", "group", "role"] = "hierarchical",
+              temperature: float = 0.7, groups: Groups = "mixed", iterations: int = 1, group: int = 8) -> TrainStats:
     """Train one LoRA adapter (and value head) by PPO on the samples into ``out_dir``; return its stats.
 
-    A finished adapter already in ``out_dir`` is reused (see `swm.training.trl_update.train_adapter`).
+    ``iterations`` > 1 adds sampling rounds: after the update on the cycle's samples, each round
+    draws ``group`` fresh moves of every decision task among the samples from the adapter as it now
+    is (a fresh π_old), checks them, and runs the same update on them. A finished adapter already in
+    ``out_dir`` is reused (see `swm.training.trl_update.train_adapter`).
     """
     from swm.training.base import load_base, shipped_gguf
     from swm.training.device import choose_placement
@@ -150,18 +201,43 @@ def train_ppo(samples: Sequence[Sample], base: str | None, out_dir: Path, *, par
     start = time.perf_counter()
     _tokenise(policy, rollouts, settings.max_length)
     _score(policy, rollouts, values=estimator == "hierarchical")
-    assign_advantages(rollouts, advantage)
+    baselines: dict[str, float] = {}
+    assign_advantages(rollouts, advantage, baselines)
     batch = training_samples(rollouts)
     order = torch.randperm(len(batch), generator=torch.Generator().manual_seed(settings.seed)).tolist()
     batch = [batch[i] for i in order]
     optimizer = make_optimizer(policy, ppo)
+    tasks = decision_tasks(samples) if iterations > 1 else []
+    rounds: list[dict[str, float]] = []
+    tokens = 0
+    steps = 0
     try:
         parts = ppo_update(policy, optimizer, batch, ppo)
+        tokens += epochs * sum(len(s.prompt_ids) + len(s.token_ids) for s in batch)
+        steps += int(parts.pop("steps", 0))
+        for round_ in range(1, iterations if tasks else 1):
+            fresh = fresh_rollouts(policy, tasks, group, round_, settings.seed)
+            passed = sum(r.seats[0].outcome for r in fresh) / len(fresh)
+            if groups == "mixed":
+                by_group: dict[str, list[Any]] = {}
+                for r in fresh:
+                    by_group.setdefault(r.task_id, []).append(r)
+                fresh = [r for g in by_group.values() if len({x.seats[0].outcome for x in g}) > 1 for r in g]
+            rounds.append({"round": float(round_), "pass_rate": round(passed, 4), "rows": float(len(fresh))})
+            if not fresh:
+                continue
+            if estimator == "hierarchical":
+                _score(policy, fresh, values=True)  # values for GAE; log-probs re-read under π_old (this round's)
+            else:
+                _score(policy, fresh, values=False)
+            assign_advantages(fresh, advantage, baselines)
+            more = training_samples(fresh)
+            parts = ppo_update(policy, optimizer, more, ppo.model_copy(update={"epochs": 1}))
+            tokens += sum(len(s.prompt_ids) + len(s.token_ids) for s in more)
+            steps += int(parts.pop("steps", 0))
     except Diverged as exc:
         raise InputError(f"the ppo update diverged ({exc})", "lower --train-lr and rerun the same --thread-id") from exc
     seconds = time.perf_counter() - start
-    steps = int(parts.pop("steps", 0))
-    tokens = epochs * sum(len(s.prompt_ids) + len(s.token_ids) for s in batch)
     model.save_pretrained(str(partial), selected_adapters=["default"])
     torch.save(head.state_dict(), partial / VALUE_HEAD)
     (partial / ADAPTER_META).write_text(json.dumps(meta))
@@ -172,6 +248,7 @@ def train_ppo(samples: Sequence[Sample], base: str | None, out_dir: Path, *, par
                        from_adapter=str(parent_adapter) if parent_adapter else None)
     finish_adapter(partial, out_dir, stats, {**asdict(settings), "estimator": estimator, "groups": groups,
                                              "temperature": temperature, "ppo": ppo.model_dump(),
-                                             "advantage": advantage.model_dump(),
+                                             "advantage": advantage.model_dump(), "iterations": iterations,
+                                             "group": group, "rounds": rounds,
                                              "update": {k: round(v, 6) for k, v in parts.items()}})
     return stats

@@ -116,7 +116,8 @@ def train_policy(store: StoreRecords, plan: dict[str, Any], method: str, parent:
         stats = train_ppo(load_samples(store, plan["run_id"], cycles), plan.get("hf_model"), adapter_dir,
                           parent_adapter=parent_adapter, settings=settings,
                           estimator=plan.get("estimator", "hierarchical"), temperature=temperature,
-                          groups=plan.get("ppo_groups", "mixed"))
+                          groups=plan.get("ppo_groups", "mixed"), iterations=plan.get("ppo_iterations", 1),
+                          group=plan.get("ppo_group", 8))
     else:
         stats = train_adapter(trainer, trained_on, plan.get("hf_model"), adapter_dir,
                               parent_adapter=parent_adapter, settings=settings)

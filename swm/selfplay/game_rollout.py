@@ -45,7 +45,7 @@ def play_game_rollout(game: str, sampler: Sampler, *, seed: int, players: int, o
     """Play one game with ``sampler`` in every seat; return the rollout (``failed`` on an error or, with
     ``illegal="drop"``, an illegal move)."""
     turns: dict[int, tuple[str, SeatTurn]] = {}
-    rollout = Rollout(rollout_id=rollout_id, task_id=task_id, iteration=iteration, sample=sample)
+    rollout = Rollout(rollout_id=rollout_id, task_id=task_id, family=game, iteration=iteration, sample=sample)
     start = time.perf_counter()
 
     def decide(turn: Turn) -> Decision:

@@ -11,6 +11,8 @@ without the train extra.
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 import time
 from collections import defaultdict
@@ -80,8 +82,10 @@ class SeededSampler:
         self.seed_key = seed_key
         self.calls = 0
 
-    def generate(self, prompt: str) -> Generation:
-        gen = self.policy.generate(prompt, seed=f"{self.seed_key}/{self.calls}")
+    def generate(self, prompt: str, prefill: str = "", stop: str | None = None,
+                 max_tokens: int | None = None) -> Generation:
+        gen = self.policy.generate(prompt, seed=f"{self.seed_key}/{self.calls}", prefill=prefill, stop=stop,
+                                   max_tokens=max_tokens)
         self.calls += 1
         return gen
 
@@ -220,6 +224,21 @@ def role_rewards(rollouts: list[Rollout]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def shuffle_rewards(rollouts: list[Rollout], seed: int) -> None:
+    """The shuffled-reward control: permute the rollouts' rewards among them (one seeded permutation for every role,
+    so a joint reward stays joint), each seat's last-turn reward and outcome moving together; the verdicts stay."""
+    import random
+
+    order = sorted(range(len(rollouts)), key=lambda i: rollouts[i].rollout_id)
+    perm = order[:]
+    random.Random(seed).shuffle(perm)
+    last = {(i, s.role): (s.turns[-1].reward, s.outcome) for i, r in enumerate(rollouts) for s in r.seats if s.turns}
+    for i, j in zip(order, perm, strict=True):
+        for seat in rollouts[i].seats:
+            if seat.turns and (j, seat.role) in last:
+                seat.turns[-1].reward, seat.outcome = last[(j, seat.role)]
+
+
 def score_rollouts(plan: SelfPlayPlan, store: StoreRecords, iteration: int, phase: str,
                    judge_model: Any = None) -> dict[str, Any]:
     """Score every stored rollout of the iteration and phase; failed ones are counted and left out.
@@ -244,6 +263,10 @@ def score_rollouts(plan: SelfPlayPlan, store: StoreRecords, iteration: int, phas
             _, verdict = score(r, task, plan.reward, scores)
             passed += int(verdict.passed)
         sps.put_rollout(store, plan.run_id, phase, r)
+    if plan.shuffle_rewards and phase == "train":
+        shuffle_rewards(good, plan.seed * 7919 + iteration)
+        for r in good:
+            sps.put_rollout(store, plan.run_id, phase, r)
     counts = filtered_counts(good)
     pass_rate = passed / len(good) if good and not plan.game else None
     filtered = sum(v for k, v in counts.items() if k != "turns")
@@ -257,6 +280,26 @@ def score_rollouts(plan: SelfPlayPlan, store: StoreRecords, iteration: int, phas
             "seconds": time.perf_counter() - start}
 
 
+def _baselines_file(run_dir: Path, iteration: int) -> Path:
+    return run_dir / "baselines" / f"iter-{iteration:04d}.json"
+
+
+def role_baselines(run_dir: Path, iteration: int) -> dict[str, float]:
+    """The role-conditioned baselines after ``iteration`` (``family/role`` → b); none before the first."""
+    path = _baselines_file(run_dir, iteration)
+    return {str(k): float(v) for k, v in json.loads(path.read_text()).items()} if path.is_file() else {}
+
+
+def save_role_baselines(run_dir: Path, iteration: int, baselines: dict[str, float]) -> None:
+    """Write the baselines after ``iteration`` atomically: iteration N's are a function of N − 1's and N's rollouts,
+    so an interrupted advantages step recomputes the same file."""
+    path = _baselines_file(run_dir, iteration)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(baselines, sort_keys=True))
+    os.replace(tmp, path)
+
+
 def estimate_advantages(plan: SelfPlayPlan, store: StoreRecords, iteration: int) -> dict[str, Any]:
     """Compute token advantages and returns of the iteration's scored rollouts, normalised per role."""
     start = time.perf_counter()
@@ -267,10 +310,14 @@ def estimate_advantages(plan: SelfPlayPlan, store: StoreRecords, iteration: int)
             from swm.training.ppo import token_values
 
             token_values(POOL.get(plan.policy, checkpoint_dir(plan.run_dir, iteration)), rollouts)
-    raw = adv.assign_advantages(rollouts, cfg)
+    baselines = role_baselines(plan.run_dir, iteration - 1) if cfg.estimator == "role" else None
+    raw = adv.assign_advantages(rollouts, cfg, baselines)
     for r in rollouts:
         sps.put_rollout(store, plan.run_id, "train", r)
+    if baselines is not None:
+        save_role_baselines(plan.run_dir, iteration, baselines)
     return {"estimator": cfg.estimator, "turns": sum(len(s.turns) for r in rollouts for s in r.seats),
+            "baselines": baselines,
             "raw_mean": sum(raw) / len(raw) if raw else None,
             "raw_abs_max": max((abs(a) for a in raw), default=None), "seconds": time.perf_counter() - start}
 
@@ -350,4 +397,6 @@ def summarise(plan: SelfPlayPlan, current: dict[str, Any]) -> dict[str, Any]:
             "loss": up.get("loss"), "clipped": up.get("clipped"), "filtered_rate": sc.get("filtered_rate"),
             "filtered": sc.get("filtered"), "rollouts": sc.get("rollouts"), "failed": sc.get("failed"),
             "tokens": sc.get("tokens"), "tokens_per_s": sc.get("tokens_per_s"),
+            "sampling_seconds": float(sc.get("rollout_seconds") or 0.0),
+            "update_seconds": float(up.get("seconds") or 0.0), "evaluate_seconds": float(ev.get("seconds") or 0.0),
             "seconds": float(sc.get("rollout_seconds") or 0.0) + step_seconds + float(ev.get("seconds") or 0.0)}

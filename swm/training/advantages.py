@@ -23,6 +23,14 @@ that predicts advantages, not returns).
 group (the G rollouts of one task) and a role, ``(R − mean) / (std + ε)`` (``group_scale="std"``;
 ``"none"`` keeps ``R − mean``, as Dr. GRPO), the same value for every token the seat generated.
 
+**Role-conditioned** (``estimator="role"``, SPIRAL's RAE, arXiv 2506.24119): one running baseline
+per (family, role), moved by one EMA step of decay α (``baseline_decay``) per seat of that key in the
+batch — ``b ← αⁿ·b + (1 − αⁿ)·mean(R)`` for n seats, SPIRAL's per-trajectory update with the batch
+mean — then ``A = R − b`` with the updated baseline, the same for every token the seat
+generated. A group of self-play rollouts is not a set of exchangeable attempts by one agent (the
+other seat changes too), so the baseline is the role's expected return over time, not the group's
+mean; the baselines persist across iterations with the run (`RoleBaselines`).
+
 `normalise_per_role` whitens token advantages per role over a batch before the PPO update.
 """
 
@@ -44,13 +52,14 @@ class AdvantageConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    estimator: Literal["hierarchical", "group"] = "hierarchical"
+    estimator: Literal["hierarchical", "group", "role"] = "hierarchical"
     gamma: float = Field(1.0, ge=0, le=1, description="turn-level discount γ")
     lam: float = Field(0.95, ge=0, le=1, description="turn-level GAE λ")
     gamma_tok: float = Field(1.0, ge=0, le=1, description="token-level discount γ_tok")
     lam_tok: float = Field(0.95, ge=0, le=1, description="token-level GAE λ_tok")
     turn_signal: Literal["return", "advantage"] = "return"
     group_scale: Literal["std", "none"] = "std"
+    baseline_decay: float = Field(0.95, ge=0, lt=1, description="α of the role-conditioned running baseline")
     eps: float = Field(1e-6, gt=0)
 
 
@@ -135,17 +144,47 @@ def group_normalised(returns: Sequence[float], keys: Sequence[Hashable], config:
     return out
 
 
+RoleKey = tuple[str, str]  # (family, role)
+
+
+def role_key(key: RoleKey) -> str:
+    """The JSON-safe name of a (family, role) key: ``family/role``."""
+    return f"{key[0]}/{key[1]}"
+
+
+def role_conditioned(returns: Sequence[float], keys: Sequence[RoleKey], baselines: dict[str, float],
+                     config: AdvantageConfig) -> list[float]:
+    """SPIRAL's RAE: update each (family, role) running baseline with the batch, return ``R − b``.
+
+    ``baselines`` (``family/role`` → b) is updated in place; a key seen for the first time starts
+    at its batch mean, so its first advantages are the batch's centred returns.
+    """
+    if len(returns) != len(keys):
+        raise ValueError(f"{len(returns)} returns but {len(keys)} keys")
+    members: dict[str, list[int]] = defaultdict(list)
+    for i, key in enumerate(keys):
+        members[role_key(key)].append(i)
+    for name, idx in members.items():
+        mean = sum(returns[i] for i in idx) / len(idx)
+        old = baselines.get(name)
+        decay = config.baseline_decay ** len(idx)  # one EMA step per seat, as SPIRAL's per-trajectory update
+        baselines[name] = mean if old is None else decay * old + (1 - decay) * mean
+    return [returns[i] - baselines[role_key(key)] for i, key in enumerate(keys)]
+
+
 def broadcast(advantage: float, token_counts: Sequence[int]) -> list[list[float]]:
     """Give every generated token of every turn the seat's one advantage."""
     return [[advantage] * n for n in token_counts]
 
 
 def normalise_per_role(advantages: Sequence[Sequence[float]], roles: Sequence[str],
-                       eps: float = 1e-6) -> list[list[float]]:
+                       eps: float = 1e-6, centre: bool = True) -> list[list[float]]:
     """Whiten token advantages per role over a batch: each role's tokens get mean 0, std 1.
 
     ``advantages[i]`` are the token advantages of sequence i (one turn), ``roles[i]`` its role.
-    A role whose tokens all share one advantage is only centred (to 0).
+    A role whose tokens all share one advantage is only centred (to 0). ``centre=False`` only
+    scales (by the std about the mean): the role-conditioned estimator's baseline is kept, not
+    replaced by the batch mean.
     """
     if len(advantages) != len(roles):
         raise ValueError(f"{len(advantages)} sequences but {len(roles)} roles")
@@ -157,15 +196,21 @@ def normalise_per_role(advantages: Sequence[Sequence[float]], roles: Sequence[st
         mean = sum(values) / len(values) if values else 0.0
         std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values)) if values else 0.0
         stats[role] = (mean, std)
+    if not centre:
+        return [[a / (stats[role][1] + eps) if stats[role][1] > eps else a for a in adv]
+                for adv, role in zip(advantages, roles, strict=True)]
     return [[(a - stats[role][0]) / (stats[role][1] + eps) if stats[role][1] > eps else a - stats[role][0]
              for a in adv] for adv, role in zip(advantages, roles, strict=True)]
 
 
-def assign_advantages(rollouts: list[Rollout], cfg: AdvantageConfig) -> list[float]:
+def assign_advantages(rollouts: list[Rollout], cfg: AdvantageConfig,
+                      baselines: dict[str, float] | None = None) -> list[float]:
     """Set every turn's token advantages and returns from its reward, whitened per role; return the raw ones.
 
     The hierarchical estimator reads each turn's ``values`` (`token_values` fills them); the group
-    estimator groups seats by (task, role).
+    estimator groups seats by (task, role); the role-conditioned one updates ``baselines``
+    (``family/role`` → running baseline, in place; the run keeps them between iterations) and is
+    only scaled per role, not centred, so its baseline stays the one subtracted.
     """
     if cfg.estimator == "hierarchical":
         for r in rollouts:
@@ -178,13 +223,18 @@ def assign_advantages(rollouts: list[Rollout], cfg: AdvantageConfig) -> list[flo
     else:
         seats = [(r, s) for r in rollouts for s in r.seats if s.turns]
         returns = [discounted_return([t.reward for t in s.turns], cfg.gamma) for _, s in seats]
-        normalised = group_normalised(returns, [(r.task_id, s.role) for r, s in seats], cfg)
+        if cfg.estimator == "role":
+            normalised = role_conditioned(returns, [(r.family or "task", s.role) for r, s in seats],
+                                          {} if baselines is None else baselines, cfg)
+        else:
+            normalised = group_normalised(returns, [(r.task_id, s.role) for r, s in seats], cfg)
         for (_, seat), seat_adv, seat_ret in zip(seats, normalised, returns, strict=True):
             rows = broadcast(seat_adv, [len(t.token_ids) for t in seat.turns])
             for turn, row in zip(seat.turns, rows, strict=True):
                 turn.advantages, turn.returns = row, [seat_ret] * len(row)
     turns = [(s.role, t) for r in rollouts for s in r.seats for t in s.turns]
-    whitened = normalise_per_role([t.advantages for _, t in turns], [role for role, _ in turns], cfg.eps)
+    whitened = normalise_per_role([t.advantages for _, t in turns], [role for role, _ in turns], cfg.eps,
+                                  centre=cfg.estimator != "role")
     raw = [a for _, t in turns for a in t.advantages]
     for (_, turn), row in zip(turns, whitened, strict=True):
         turn.advantages = row

@@ -18,6 +18,8 @@ class PolicyConfig(BaseModel):
         "torch: sample in torch; auto: served when llama-cpp-python and a base GGUF are there")
     base_gguf: str | None = Field(None, description="the GGUF llama.cpp serves for a directory base "
                                   "(an 'embedded' or .gguf base is its own)")
+    init_adapter: str | None = Field(None, description="a PEFT adapter folder the policy starts from (warm start, "
+                                     "e.g. a `swm learn` adapter); its rank and targets replace lora_r/target_modules")
     lora_r: int = 8
     lora_alpha: int = 16
     lora_dropout: float = 0.0
@@ -38,7 +40,8 @@ class PPOConfig(BaseModel):
 
     lr: float = 1e-4
     clip: float = 0.2
-    kl_coef: float = 0.05
+    kl_coef: float = Field(0.05, ge=0, description="KL penalty to the base model; 0 turns it (and the reference "
+                           "forward pass) off")
     kl_estimator: Literal["k3", "k1"] = "k3"
     value_coef: float = Field(0.5, description="0 for the critic-free estimator, which trains no value head")
     epochs: int = 1

@@ -55,28 +55,34 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor, count: float | None = None)
     return torch.where(mask.bool(), x, torch.zeros_like(x)).sum() / total
 
 
-def ppo_loss(policy: LoraValueModel, batch: Batch, old: torch.Tensor, ref: torch.Tensor, adv: torch.Tensor,
+def ppo_loss(policy: LoraValueModel, batch: Batch, old: torch.Tensor, ref: torch.Tensor | None, adv: torch.Tensor,
              ret: torch.Tensor, config: PPOConfig, count: float | None = None) -> tuple[torch.Tensor, dict[str, float]]:
-    """Return the PPO loss of one minibatch (or, with ``count``, a micro-batch's share of it) and its parts."""
+    """Return the PPO loss of one minibatch (or, with ``count``, a micro-batch's share of it) and its parts.
+
+    ``ref`` None (``kl_coef`` 0): no KL term and no reference forward pass; the parts then have no ``kl``.
+    """
     m = batch.mask
     mean = functools.partial(masked_mean, mask=m, count=count)
     keep = m.bool()
     # Inputs outside the generated tokens (prompt, padding) are zeroed, so they can reach neither
     # the loss nor, through exp(), the gradient.
-    old, ref, adv, ret = (torch.where(keep, t, torch.zeros_like(t)) for t in (old, ref, adv, ret))
+    old, adv, ret = (torch.where(keep, t, torch.zeros_like(t)) for t in (old, adv, ret))
     logp, values = policy.score(batch)
     ratio = torch.exp(logp - old)
     clipped = torch.clamp(ratio, 1 - config.clip, 1 + config.clip)
     pg = -torch.minimum(ratio * adv, clipped * adv)
-    if config.kl_estimator == "k3":
-        kl = torch.exp(ref - logp) - (ref - logp) - 1
-    else:
-        kl = logp - ref
     vloss = 0.5 * (values - ret) ** 2
-    loss = mean(pg) + config.kl_coef * mean(kl) + config.value_coef * mean(vloss)
+    loss = mean(pg) + config.value_coef * mean(vloss)
+    kl = None
+    if ref is not None:
+        ref = torch.where(keep, ref, torch.zeros_like(ref))
+        kl = torch.exp(ref - logp) - (ref - logp) - 1 if config.kl_estimator == "k3" else logp - ref
+        loss = loss + config.kl_coef * mean(kl)
     with torch.no_grad():
-        stats = {"policy": float(mean(pg)), "kl": float(mean(kl)), "value": float(mean(vloss)),
+        stats = {"policy": float(mean(pg)), "value": float(mean(vloss)),
                  "clipped": float(mean(((ratio - 1).abs() > config.clip).float()))}
+        if kl is not None:
+            stats["kl"] = float(mean(kl))
     return loss, stats
 
 
@@ -100,8 +106,10 @@ def ppo_update(policy: LoraValueModel, optimizer: torch.optim.Optimizer, samples
                 old = spread([s.old_logprobs for s in part], batch)
                 adv = spread([s.advantages for s in part], batch)
                 ret = spread([s.returns for s in part], batch)
-                with torch.no_grad():
-                    ref, _ = policy.score(batch, reference=True)
+                ref = None
+                if config.kl_coef > 0:
+                    with torch.no_grad():
+                        ref, _ = policy.score(batch, reference=True)
                 loss, part_stats = ppo_loss(policy, batch, old, ref, adv, ret, config, count)
                 if not math.isfinite(float(loss.detach())):
                     optimizer.zero_grad()

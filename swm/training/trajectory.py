@@ -62,6 +62,7 @@ class Rollout(BaseModel):
 
     rollout_id: str
     task_id: str
+    family: str = Field("", description="the task family or game (the role-conditioned baseline's key)")
     iteration: int
     sample: int
     seats: list[SeatTrajectory] = Field(default_factory=list)
