@@ -10,14 +10,16 @@ import click
 from swm.commands._common import aliased, db_path, echo_json, endpoint_options, record_run, run_options
 from swm.commands.progress import iteration_line, printer, quiet_option
 from swm.errors import InputError
-from swm.tasks.families import FAMILIES, LEVELS
+from swm.tasks.families import FAMILIES, LEVELS, TWO_SEAT
 
 
 @click.command("selfplay", cls=aliased(lr="--train-lr", lora_r="--train-rank", max_concurrency="--concurrency"))
 @click.option("--iterations", default=2, show_default=True, help="Rollout → update iterations.")
 @click.option("--family", type=click.Choice(FAMILIES), default="negotiation", show_default=True,
               help="The verifiable task family (its code checker gives the rewards).")
-@click.option("--level", type=click.Choice(LEVELS), default="easy", show_default=True)
+@click.option("--level", type=click.Choice([*LEVELS, TWO_SEAT]), default="easy", show_default=True,
+              help="An episode level, or two-seat: one model plays both seats of a short exchange "
+                   "(mutual_friend: A tells its friends, B names the shared one).")
 @click.option("--game", type=click.Choice(["werewolf"]), default=None,
               help="Play a hidden-role game instead of the task family (--tasks = deals per iteration).")
 @click.option("--players", default=5, show_default=True, help="Seats of the game.")
@@ -30,10 +32,14 @@ from swm.tasks.families import FAMILIES, LEVELS
 @click.option("--tasks", "tasks_per_iteration", default=2, show_default=True, help="Training tasks per iteration.")
 @click.option("--group", "group_size", default=8, show_default=True, help="G: rollouts per task (a group).")
 @click.option("--max-turns", default=4, show_default=True)
-@click.option("--eval-tasks", default=2, show_default=True, type=click.IntRange(0, 4),
-              help="Frozen held-out tasks played after each update.")
-@click.option("--estimator", type=click.Choice(["hierarchical", "group"]), default="hierarchical",
-              show_default=True, help="Turn- then token-level GAE with a value head, or critic-free group returns.")
+@click.option("--eval-tasks", default=2, show_default=True, type=click.IntRange(0),
+              help="Held-out tasks played after each update (an episode level's frozen file has 4 a family; "
+                   "two-seat tasks are generated, any number).")
+@click.option("--eval-split", type=click.Choice(["dev", "test"]), default="test", show_default=True,
+              help="The held-out split evaluated after each update.")
+@click.option("--estimator", type=click.Choice(["hierarchical", "group", "role"]), default="hierarchical",
+              show_default=True, help="Turn- then token-level GAE with a value head, critic-free group returns, or "
+                                      "role: one running baseline per (family, role) (SPIRAL's RAE).")
 @click.option("--gamma", default=1.0, show_default=True, help="Turn-level discount γ.")
 @click.option("--lam", default=0.95, show_default=True, help="Turn-level GAE λ.")
 @click.option("--gamma-tok", default=1.0, show_default=True, help="Token-level discount γ_tok.")
@@ -62,6 +68,9 @@ from swm.tasks.families import FAMILIES, LEVELS
                    "same update).")
 @click.option("--kl-coef", default=0.05, show_default=True)
 @click.option("--train-rank", "lora_r", default=8, show_default=True, help="LoRA rank of a new adapter.")
+@click.option("--from", "warm_start", default=None, metavar="PATH",
+              help="Start from a trained adapter instead of a fresh one: a swm learn adapter folder (or its --out "
+                   "with one adapter), a self-play checkpoint or run folder.")
 @click.option("--threads", default=None, type=int, help="torch threads (default: torch's choice).")
 @click.option("--seed", default=0, show_default=True)
 @click.option("--concurrency", "max_concurrency", default=None, type=click.IntRange(1),
@@ -77,7 +86,7 @@ def selfplay_command(iterations: int, family: str, level: str, game: str | None,
                      lam_tok: float, turn_signal: str, judge_weight: float, judge_model: str | None,
                      no_filter: bool, base: str, sampler: str, base_gguf: str | None,
                      max_new_tokens: int, temperature: float, lr: float, micro_batch: int | None, kl_coef: float,
-                     lora_r: int,
+                     lora_r: int, warm_start: str | None, eval_split: str,
                      threads: int | None, seed: int, max_concurrency: int | None,
                      out_dir: Path, timeout: float | None, max_retries: int, db: Path | None, thread_id: str | None,
                      as_json: bool, quiet: bool) -> None:
@@ -91,17 +100,19 @@ def selfplay_command(iterations: int, family: str, level: str, game: str | None,
     from pydantic import ValidationError
 
     from swm.graphs.selfplay import train
+    from swm.selfplay.checkpoint import warm_start_adapter
     from swm.selfplay.plan import SelfPlayPlan
 
     thread = thread_id or f"selfplay-{uuid.uuid4().hex[:10]}"
+    init_adapter = str(warm_start_adapter(warm_start).resolve()) if warm_start else None
     try:
         plan = SelfPlayPlan.model_validate({
             "run_id": thread, "iterations": iterations, "family": family, "level": level, "game": game,
             "players": players, "game_options": {"max_rounds": max_rounds}, "illegal": illegal,
             "tasks_per_iteration": tasks_per_iteration, "group_size": group_size, "max_turns": max_turns,
-            "eval_tasks": eval_tasks, "seed": seed, "out_dir": str(out_dir),
+            "eval_tasks": eval_tasks, "eval_split": eval_split, "seed": seed, "out_dir": str(out_dir),
             "policy": {"base": base, "sampler": sampler, "base_gguf": base_gguf, "max_new_tokens": max_new_tokens,
-                       "temperature": temperature,
+                       "temperature": temperature, "init_adapter": init_adapter,
                        "lora_r": lora_r, "lora_alpha": 2 * lora_r,
                        "threads": threads},
             "ppo": {"lr": lr, "kl_coef": kl_coef, "micro_batch": micro_batch},

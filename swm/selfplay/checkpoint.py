@@ -53,3 +53,31 @@ def save_atomic(run_dir: Path, iteration: int, write: Callable[[Path], None]) ->
     marker_tmp.write_text(str(iteration))
     os.replace(marker_tmp, marker)
     return final
+
+
+def warm_start_adapter(path: str | Path) -> Path:
+    """Return the PEFT adapter folder a run starts from, given an adapter, a checkpoint or a run folder.
+
+    Accepted: a PEFT adapter folder (``adapter_config.json``; what ``swm learn`` trains, e.g.
+    ``<learn --out>/adapters/<version>``), a self-play checkpoint (``…/iter-NNNN``, its ``adapter/``),
+    a self-play run folder (its latest checkpoint), or a ``swm learn`` output folder holding exactly
+    one adapter under ``adapters/``. Anything else is refused in one line naming what was found.
+    """
+    from swm.errors import InputError
+
+    folder = Path(path).expanduser()
+    if (folder / "adapter_config.json").is_file():
+        return folder
+    if (folder / "adapter" / "adapter_config.json").is_file():
+        return folder / "adapter"
+    last = latest(folder)
+    if last is not None:
+        return checkpoint_dir(folder, last) / "adapter"
+    found = sorted(p for p in (folder / "adapters").glob("*") if (p / "adapter_config.json").is_file())
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise InputError(f"{folder} holds {len(found)} adapters", "name one: --from "
+                         + " or --from ".join(str(p) for p in found[:3]))
+    raise InputError(f"no adapter at {folder}", "pass a PEFT adapter folder (adapter_config.json), a self-play "
+                     "checkpoint or run folder, or a swm learn --out folder with one adapter")

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from swm.selfplay.rewards import RewardConfig
 from swm.tasks.families import Task, synthesize
-from swm.tasks.splits import heldout
+from swm.tasks.splits import split_tasks
 from swm.training.advantages import AdvantageConfig
 from swm.training.config import PolicyConfig, PPOConfig
 
@@ -32,7 +32,13 @@ class SelfPlayPlan(BaseModel):
     group_size: int = Field(8, ge=1, description="G: rollouts per task (a group); 8 by default, since with a "
                             "5% success rate a group of 2 carries any signal only 9.5% of the time, one of 8 34%")
     max_turns: int = Field(4, ge=1)
-    eval_tasks: int = Field(2, ge=0, le=4, description="frozen held-out tasks evaluated after each update")
+    eval_tasks: int = Field(2, ge=0, description="held-out tasks evaluated after each update: an episode level's "
+                            "frozen file holds 4 a family; a two-seat level is generated (pinned by digest), "
+                            "any number")
+    eval_split: Literal["dev", "test"] = Field("test", description="the held-out split evaluated: dev chooses, test "
+                                               "reports")
+    shuffle_rewards: bool = Field(False, description="the control arm: each iteration's training rewards are "
+                                  "permuted among its rollouts (seeded) before the advantages, same budget, no signal")
     seed: int = 0
     out_dir: str = "swm-selfplay"
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
@@ -52,8 +58,8 @@ class SelfPlayPlan(BaseModel):
                 for i in range(self.tasks_per_iteration)]
 
     def evaluation_tasks(self) -> list[Task]:
-        """The frozen held-out tasks of the family and level (never trained on)."""
-        return heldout([self.level], [self.family], self.eval_tasks) if self.eval_tasks else []
+        """The held-out tasks of the family and level (never trained on), from ``eval_split``."""
+        return split_tasks(self.eval_split, [self.level], [self.family], self.eval_tasks) if self.eval_tasks else []
 
     def units(self, phase: str, iteration: int = 0) -> dict[str, dict[str, Any]]:
         """What one phase plays, by id: tasks (``{"task": ...}``) or game seeds (``{"game_seed": n}``).

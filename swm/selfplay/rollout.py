@@ -20,7 +20,8 @@ from typing import Protocol
 from swm import prompts
 from swm.lifelong.bridge import to_scenario
 from swm.tasks.checkers import Utterance
-from swm.tasks.families import Task
+from swm.tasks.families import TWO_SEAT, Task
+from swm.tasks.two_seat import ends_at_newline, seat_prompt
 from swm.tasks.verify import check
 from swm.training.trajectory import Generation, Rollout, SeatTrajectory, SeatTurn
 
@@ -28,9 +29,14 @@ PROMPT = "selfplay_turn"
 
 
 class Sampler(Protocol):
-    """The policy that plays every seat: one reply per prompt, with token ids and log-probabilities."""
+    """The policy that plays every seat: one reply per prompt, with token ids and log-probabilities.
 
-    def generate(self, prompt: str) -> Generation: ...
+    ``prefill`` forces the reply's start (context, not generated), ``stop`` ends it, ``max_tokens``
+    caps it (default: the policy's ``max_new_tokens``); two-seat tasks use them.
+    """
+
+    def generate(self, prompt: str, prefill: str = "", stop: str | None = None,
+                 max_tokens: int | None = None) -> Generation: ...
 
 
 def history(said: list[tuple[str, str]]) -> str:
@@ -45,15 +51,22 @@ def play(task: Task, sampler: Sampler, *, rollout_id: str, iteration: int, sampl
     template = prompts.load(PROMPT)
     roles = {brief.name: brief.role for brief in task.agents}
     seats = {name: SeatTrajectory(seat=name, role=roles[name]) for name in scenario.names}
-    rollout = Rollout(rollout_id=rollout_id, task_id=task.task_id, iteration=iteration, sample=sample)
+    rollout = Rollout(rollout_id=rollout_id, task_id=task.task_id, family=task.family, iteration=iteration,
+                      sample=sample)
     said: list[tuple[str, str]] = []
     start = time.perf_counter()
     for turn in range(max_turns):
         speaker = scenario.names[turn % len(scenario.names)]
-        prompt = template.render(agent=speaker, background=scenario.background_for(speaker), history=history(said),
-                                 turn=turn)
         try:
-            gen = sampler.generate(prompt)
+            if task.level == TWO_SEAT:
+                shown = seat_prompt(task, speaker, said)
+                prompt = shown.text
+                gen = sampler.generate(prompt, prefill=shown.prefill, stop="\n" if ends_at_newline(shown) else None,
+                                       max_tokens=shown.max_tokens)
+            else:
+                prompt = template.render(agent=speaker, background=scenario.background_for(speaker),
+                                         history=history(said), turn=turn)
+                gen = sampler.generate(prompt)
         except Exception as err:  # noqa: BLE001 - any model error fails the rollout, recorded with its reason
             rollout.failed = f"turn {turn}: {type(err).__name__}: {err}"[:500]
             break
@@ -65,8 +78,12 @@ def play(task: Task, sampler: Sampler, *, rollout_id: str, iteration: int, sampl
                                              token_ids=gen.token_ids, logprobs=gen.logprobs))
         rollout.tokens += len(gen.token_ids)
         said.append((speaker, text))
-        if check(task, [Utterance(agent=a, text=t) for a, t in said]).resolved_at is not None:
+        verdict = check(task, [Utterance(agent=a, text=t) for a, t in said])
+        if verdict.resolved_at is not None:
             rollout.end_reason = "settled"
+            break
+        if task.level == TWO_SEAT and verdict.detail.get("answered"):  # the finder's first answer decides
+            rollout.end_reason = "answered"
             break
     else:
         rollout.end_reason = "max_turns"

@@ -106,22 +106,27 @@ class ServedSampler:
         # the OpenAI client's retry layer, as for every endpoint (swm.llm): a dropped connection is re-sent
         self.client = OpenAI(base_url=base_url, api_key="sk-no-key-needed", timeout=timeout, max_retries=2)
 
-    def generate(self, prompt: str) -> Generation:
+    def generate(self, prompt: str, prefill: str = "", stop: str | None = None,
+                 max_tokens: int | None = None) -> Generation:
+        """Sample one reply from the server (``prefill`` appended to the prompt, ``stop`` ending it) and score it."""
         from swm.training.policy import collate, gather
 
         cfg = self.policy.config
         tok = self.policy.tokenizer
         messages = [{"role": "user", "content": prompt}]
-        text_prompt = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        text_prompt = str(tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)) + prefill
         prompt_ids = self.policy.prompt_ids(prompt)
+        if prefill:
+            prompt_ids += [int(i) for i in tok(prefill, add_special_tokens=False)["input_ids"]]
         seed = seed_of(f"{self.seed_key}/{self.calls}")
         self.calls += 1
-        reply = self._complete(text_prompt, cfg.max_new_tokens, cfg.temperature, seed)
+        reply = self._complete(text_prompt, max_tokens or cfg.max_new_tokens, cfg.temperature, seed, stop)
         choice = reply.choices[0]
         text = choice.text or ""
         tokens = [int(t) for t in tok.encode(text, add_special_tokens=False)]
         if choice.finish_reason == "stop" and tok.eos_token_id is not None:
-            tokens.append(int(tok.eos_token_id))
+            # the end of the turn: the model's end token, or the stop string it sampled
+            tokens += [int(t) for t in tok.encode(stop, add_special_tokens=False)] if stop else [int(tok.eos_token_id)]
         if not tokens:
             raise ValueError(f"the server returned no tokens (finish_reason {choice.finish_reason!r})")
         batch = collate([prompt_ids], [tokens], tok.pad_token_id)
@@ -135,10 +140,10 @@ class ServedSampler:
             # comparable only where the server's tokens are the retokenised ones (same pieces, same count)
             if "".join(pieces) == text and len(values) == len(tokens) - (tokens[-1] == tok.eos_token_id):
                 served = [float(v) for v in values]
-        return Generation(text=text, prompt_ids=prompt_ids, token_ids=tokens, logprobs=gather(logprobs, batch)[0],
-                          served_logprobs=served)
+        return Generation(text=prefill + text, prompt_ids=prompt_ids, token_ids=tokens,
+                          logprobs=gather(logprobs, batch)[0], served_logprobs=served)
 
-    def _complete(self, prompt: str, max_tokens: int, temperature: float, seed: int) -> Any:
+    def _complete(self, prompt: str, max_tokens: int, temperature: float, seed: int, stop: str | None = None) -> Any:
         """Send one completion; a request in flight when the server went down is sent again once it is back."""
         import openai
 
@@ -148,7 +153,7 @@ class ServedSampler:
             try:
                 return self.client.completions.create(
                     model="embedded", prompt=prompt, max_tokens=max_tokens, temperature=temperature, top_p=1.0,
-                    seed=seed, logprobs=1 if self.server_logprobs else None,
+                    seed=seed, logprobs=1 if self.server_logprobs else None, **({"stop": [stop]} if stop else {}),
                     extra_body={"top_k": 0, "min_p": 0.0, "repeat_penalty": 1.0, **self.fields})
             except openai.APIConnectionError as exc:
                 if resend == 3 or isinstance(exc, openai.APITimeoutError) or not revive(self.base_url):

@@ -38,6 +38,9 @@ LEVELS = ("easy", "medium", "hard")
 # code partner (swm.tasks.two_turn) below the episode levels
 DECISION = "decision"
 TWO_TURN = "two-turn"
+# one model plays every seat of a short exchange, checked by code (swm.tasks.two_seat; swm selfplay only)
+TWO_SEAT = "two-seat"
+TWO_SEAT_FAMILIES = ("mutual_friend",)
 SAMPLED_LEVELS = (DECISION, TWO_TURN)  # played move by move, outside the episode graph; kept in the sample table
 CURRICULUM_LEVELS = (*SAMPLED_LEVELS, *LEVELS)
 DECISION_FAMILIES = ("negotiation", "mutual_friend", "secret", "scheduling", "persuasion")
@@ -325,10 +328,33 @@ def decision_task(family: str, seed: int, split: str = "train", level: str = DEC
                 split=split, scenario=parts["scenario"], agents=parts["agents"], truth=truth)
 
 
+def two_seat_task(family: str, seed: int, split: str = "train") -> Task:
+    """Generate one two-seat task: the family's ``easy`` state, seat A (``speaker``) and seat B (``finder``).
+
+    Mutual friend: each seat holds one friend list (four names, one shared); A speaks first, B must
+    name the shared friend. Only self-play plays it (`swm.tasks.two_seat`).
+    """
+    if family not in TWO_SEAT_FAMILIES:
+        raise ValueError(f"no {TWO_SEAT} shape for family {family!r}; its families are {', '.join(TWO_SEAT_FAMILIES)}")
+    rng = random.Random(f"{GENERATOR_VERSION}|{split}|{family}|{TWO_SEAT}|{seed}")
+    parts = GENERATORS[family](rng, "easy")
+    (a, b), lists = [x.name for x in parts["agents"]], parts["truth"]["lists"]
+    goals = {"speaker": f"Tell {b} your friends so that {b} can find the one you share.",
+             "finder": f"Find the one friend you share with {a} and announce it as 'ANSWER: First Last'."}
+    agents = [AgentBrief(name=name, role=role, goal=goals[role], private="Your friends: " + ", ".join(friends) + ".",
+                         key_facts=friends[:3])
+              for name, role, friends in zip((a, b), ("speaker", "finder"), lists, strict=True)]
+    return Task(task_id=task_id(family, TWO_SEAT, seed, split), family=family, level=TWO_SEAT, seed=seed, split=split,
+                scenario=parts["scenario"], agents=agents,
+                truth={**parts["truth"], "speaker": a, "finder": b})
+
+
 def synthesize(family: str, level: str, seed: int, split: str = "train") -> Task:
     """Generate one task; the same arguments always give the same task."""
     if family not in GENERATORS:
         raise ValueError(f"unknown task family {family!r}; families are {', '.join(TASK_FAMILIES)}")
+    if level == TWO_SEAT:
+        return two_seat_task(family, seed, split)
     if level in SAMPLED_LEVELS:
         return decision_task(family, seed, split, level)
     if level not in _LEVEL:

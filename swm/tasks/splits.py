@@ -24,7 +24,7 @@ from functools import cache
 from pathlib import Path
 
 from swm.inputs import refuse_duplicate_ids
-from swm.tasks.families import DECISION, FAMILIES, GAME_FAMILIES, LEVELS, SAMPLED_LEVELS, Task, synthesize
+from swm.tasks.families import DECISION, FAMILIES, GAME_FAMILIES, LEVELS, SAMPLED_LEVELS, TWO_SEAT, Task, synthesize
 
 PER_CELL = 4
 DATA = Path(__file__).resolve().parent / "data"
@@ -65,14 +65,14 @@ def split_tasks(split: str, levels: Sequence[str], families: Sequence[str] = FAM
 
     Episode levels read the frozen files, which hold `PER_CELL` tasks a cell (a larger
     ``per_cell`` gets those); decisions, two-turn tasks and games are generated, as many as
-    asked, and decisions and two-turn tasks are pinned by `decision_digest`.
+    asked, and decisions, two-turn and two-seat tasks are pinned by `decision_digest`.
     """
     if per_cell < 1:
         raise ValueError("per_cell must be at least 1")
     out: list[Task] = []
     for level in levels:
         for family in families:
-            if family in GAME_FAMILIES or level in SAMPLED_LEVELS:  # a game is a seeded deal: generated, not frozen
+            if family in GAME_FAMILIES or level in SAMPLED_LEVELS or level == TWO_SEAT:  # generated, not frozen
                 out.extend(synthesize(family, level, seed, split=_GENERATOR_SPLIT[split]) for seed in range(per_cell))
                 continue
             cell = [t for t in frozen(split) if t.level == level and t.family == family]
@@ -81,7 +81,7 @@ def split_tasks(split: str, levels: Sequence[str], families: Sequence[str] = FAM
 
 
 def decision_digest(split: str, family: str, n: int, level: str = DECISION) -> str:
-    """Return the digest of a split's first ``n`` decision (or two-turn) tasks of a family (a test pins it)."""
+    """Return the digest of a split's first ``n`` decision (two-turn, two-seat) tasks of a family (a test pins it)."""
     _check(split)
     tasks = [synthesize(family, level, seed, split=_GENERATOR_SPLIT[split]).model_dump(mode="json")
              for seed in range(n)]

@@ -9,14 +9,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from swm.tasks.checkers import CHECKERS, DECISION_CHECKERS, Utterance, Verdict
-from swm.tasks.families import DECISION, TWO_TURN, Task
+from swm.tasks.families import DECISION, TWO_SEAT, TWO_TURN, Task
+from swm.tasks.two_seat import check_two_seat
 from swm.tasks.two_turn import check_two_turn
 
 
 def check(task: Task, turns: Sequence[Utterance]) -> Verdict:
-    """Run the task's checker on a transcript (the decision checker for a decision, two-turn's for two-turn)."""
+    """Run the task's checker on a transcript (the decision checker for a decision, two-turn's or two-seat's)."""
     if task.level == TWO_TURN:
         return check_two_turn(task, turns)
+    if task.level == TWO_SEAT:
+        return check_two_seat(task, turns)
     if task.level == DECISION:
         return DECISION_CHECKERS[task.family](task, turns)
     return CHECKERS[task.family](task, turns)

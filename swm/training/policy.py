@@ -125,6 +125,10 @@ class LoraValueModel:
         if adapter is not None:
             model = PeftModel.from_pretrained(model, str(adapter / "adapter"), is_trainable=True)
             head.load_state_dict(torch.load(adapter / "value_head.pt", weights_only=True, map_location="cpu"))
+        elif config.init_adapter:  # warm start: the adapter's own shape, a zero value head
+            model = PeftModel.from_pretrained(model, config.init_adapter, is_trainable=True)
+            torch.nn.init.zeros_(head.weight)
+            torch.nn.init.zeros_(head.bias)
         else:
             torch.nn.init.zeros_(head.weight)
             torch.nn.init.zeros_(head.bias)
@@ -134,9 +138,20 @@ class LoraValueModel:
         return cls(model, tok, head, config)
 
     def reset_adapter(self, seed: int) -> None:
-        """Re-initialise the LoRA matrices (seeded; B = 0, so the policy equals the base) and zero the value head."""
-        from peft.tuners.lora import LoraLayer
+        """Re-initialise the LoRA matrices (seeded; B = 0, so the policy equals the base) and zero the value head.
 
+        With a warm start (``config.init_adapter``) the matrices are that adapter's instead.
+        """
+        from peft import set_peft_model_state_dict
+        from peft.tuners.lora import LoraLayer
+        from safetensors.torch import load_file
+
+        if self.config.init_adapter:
+            set_peft_model_state_dict(self.model, load_file(str(Path(self.config.init_adapter) /
+                                                                 "adapter_model.safetensors")))
+            torch.nn.init.zeros_(self.value_head.weight)
+            torch.nn.init.zeros_(self.value_head.bias)
+            return
         torch.manual_seed(seed)
         for module in self.model.modules():
             if isinstance(module, LoraLayer):
@@ -167,23 +182,35 @@ class LoraValueModel:
         return [int(i) for i in ids]
 
     @torch.no_grad()
-    def generate(self, prompt: str, seed: str | int = 0) -> Generation:
-        """Sample a reply (seeded, so a replayed rollout samples the same) and score its tokens."""
+    def generate(self, prompt: str, seed: str | int = 0, prefill: str = "", stop: str | None = None,
+                 max_tokens: int | None = None) -> Generation:
+        """Sample a reply (seeded, so a replayed rollout samples the same) and score its tokens.
+
+        ``prefill`` is the reply's forced start: part of the context (``prompt_ids``), never a
+        generated token, and the start of ``text``. ``stop`` ends the reply at the first generated
+        token holding it (that token is kept as the turn's end, its text dropped).
+        """
         digest = hashlib.sha256(str(seed).encode()).digest()
         generator_seed = int.from_bytes(digest[:8], "little")
         torch.manual_seed(generator_seed)
         prompt_ids = self.prompt_ids(prompt)
+        if prefill:
+            prompt_ids += [int(i) for i in self.tokenizer(prefill, add_special_tokens=False)["input_ids"]]
         self.model.eval()
         out = self.model.generate(input_ids=torch.tensor([prompt_ids], device=self.device),
                                   attention_mask=torch.ones(1, len(prompt_ids), dtype=torch.long, device=self.device),
                                   do_sample=True, temperature=self.config.temperature,
-                                  top_k=0, top_p=1.0, max_new_tokens=self.config.max_new_tokens,
+                                  top_k=0, top_p=1.0, max_new_tokens=max_tokens or self.config.max_new_tokens,
                                   pad_token_id=self.tokenizer.pad_token_id)
         tokens = [int(t) for t in out[0, len(prompt_ids):]]
         eos = self.tokenizer.eos_token_id
         if eos in tokens:
             tokens = tokens[: tokens.index(eos) + 1]
+        if stop is not None:
+            cut = next((i for i in range(len(tokens)) if stop in self.tokenizer.decode(tokens[i:i + 1])), None)
+            tokens = tokens if cut is None else tokens[: cut + 1]
         text = self.tokenizer.decode([t for t in tokens if t != eos], skip_special_tokens=True)
+        text = prefill + (text.split(stop)[0] if stop is not None else text)
         batch = collate([prompt_ids], [tokens], self.tokenizer.pad_token_id)
         logprobs, _ = self.score(batch)
         return Generation(text=text, prompt_ids=prompt_ids, token_ids=tokens, logprobs=gather(logprobs, batch)[0])

@@ -1,0 +1,77 @@
+"""Two-seat tasks: one model plays both seats of a short exchange, and code checks the joint outcome.
+
+Mutual friend (`swm.tasks.families.two_seat_task`): seat A (role ``speaker``) and seat B (role
+``finder``) each hold one friend list of four names, exactly one shared. A speaks first and
+should tell B its friends; B sees its own list and what A said, and must name the shared
+friend (``ANSWER: First Last``). Neither can win alone: B cannot know A's list unless A says it,
+and A cannot name the friend without B's list. The reward is joint (both seats get it); the
+turn-level estimators give each seat its own credit.
+
+Each seat's turn is a `DecisionPrompt` (prompt text, forced reply start, length limit, whether a
+newline ends the reply), the same shape as a decision's, so a policy trained on the decision
+curriculum (`swm learn`) meets prompts like its own: B's prompt is the mutual-friend decision's
+with A's words in place of the partner's list. Seats alternate A, B, A, B…; B's reply starts with
+``ANSWER:``, so the first exchange settles the task (``max_turns`` caps it in any case).
+
+`check_two_seat` reads only the finder's answers (the speaker cannot know the friend: an answer
+of A's is not the task's), with `swm.tasks.checkers.check_mutual_friend`'s rules (the first answer
+decides; naming two or more candidates is a hedge). ``detail["speaker_listed"]`` is the share of
+A's list A said (the speaker's own signal).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from swm import prompts
+from swm.tasks.checkers import Utterance, Verdict, check_mutual_friend, mentions
+from swm.tasks.decisions import DecisionPrompt, _bullets
+from swm.tasks.families import TWO_SEAT, Task
+
+SPEAKER, FINDER = "speaker", "finder"
+SPEAK_PREFILL = "My friends:"
+FIND_PREFILL = "ANSWER:"
+
+
+def _require(task: Task) -> None:
+    if task.level != TWO_SEAT:
+        raise ValueError(f"task {task.task_id} is not a two-seat task")
+
+
+def seat_of(task: Task, agent: str) -> str:
+    """Return the seat's role (``speaker`` or ``finder``)."""
+    return task.agent(agent).role
+
+
+def seat_prompt(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> DecisionPrompt:
+    """Render ``agent``'s next turn from what was said so far (``(speaker, text)`` per turn)."""
+    _require(task)
+    truth = task.truth
+    role = seat_of(task, agent)
+    mine = truth["lists"][0 if role == SPEAKER else 1]
+    partner = truth["finder"] if role == SPEAKER else truth["speaker"]
+    if role == SPEAKER:
+        text = prompts.load("two_seat_mutual_friend_speak").render(mine=_bullets(mine), partner=partner)
+        return DecisionPrompt(name="two_seat_mutual_friend_speak", text=text, prefill=SPEAK_PREFILL, max_tokens=48)
+    heard = "\n".join(t for who, t in said if who == partner) or "(nothing yet)"
+    template = prompts.load("two_seat_mutual_friend_find")
+    text = template.render(mine=_bullets(mine), partner=partner, said=heard)
+    return DecisionPrompt(name=template.id, text=text, prefill=FIND_PREFILL, max_tokens=12)
+
+
+def ends_at_newline(prompt: DecisionPrompt) -> bool:
+    """Whether a newline ends the reply (the finder's one-line answer; the speaker's list spans lines)."""
+    return prompt.prefill == FIND_PREFILL
+
+
+def check_two_seat(task: Task, turns: Sequence[Utterance]) -> Verdict:
+    """Complete when the finder's first ``ANSWER:`` names the shared friend and no other candidate."""
+    _require(task)
+    finder, speaker = task.truth["finder"], task.truth["speaker"]
+    theirs = [t if t.agent == finder else Utterance(agent=t.agent, text="") for t in turns]
+    verdict = check_mutual_friend(task, theirs)
+    spoken = " ".join(t.text for t in turns if t.agent == speaker)
+    own = task.truth["lists"][0]
+    listed = sum(mentions(spoken, name) for name in own) / len(own)
+    return verdict.model_copy(update={"detail": {**verdict.detail, "speaker_listed": listed,
+                                                 "friend_said": mentions(spoken, task.truth["friend"])}})
