@@ -1,0 +1,174 @@
+"""``python -m bench.two_seat``: self-play on the two-seat mutual-friend task, against its warm start and a control.
+
+Not a timed test. One policy plays both seats (A tells its friends, B names the shared one; the
+joint reward is the code checker's). Two arms run the same budget from the same warm-start
+adapter and seed (``--from``, an adapter ``swm learn`` trained; none: a fresh adapter):
+
+* ``selfplay`` — `graphs.selfplay` with the chosen estimator (``--estimator``, default ``role``);
+* ``shuffled`` — the same, with each iteration's joint rewards permuted among its rollouts
+  (`SelfPlayPlan.shuffle_rewards`): equal sampling rounds and sampled rollouts, no signal.
+
+Per iteration (from the run's summaries): the training rollouts' joint success (fresh training
+tasks every iteration, so an on-policy estimate) with a Wilson interval, per-role reward, and the
+time split into sampling, update and the rest. At the end the warm start (checkpoint 0) and each
+arm's last checkpoint play the same ``--eval-tasks`` tasks of the test split (one seeded rollout
+each): joint success with Wilson intervals and exact McNemar p-values (paired, same tasks) of
+each arm against the warm start and of self-play against the control. Every part is kept in
+``<out>/two-seat.json`` as it finishes, so a killed run picks up where it stopped (the arms
+themselves resume on their SQLite thread); ``<out>/two-seat.md`` is the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from swm.stats import wilson_interval
+from swm.tasks.families import TWO_SEAT
+
+ARMS = ("selfplay", "shuffled")
+
+
+def mcnemar(a: list[bool], b: list[bool]) -> tuple[int, int, float]:
+    """Exact two-sided McNemar test of paired outcomes: (a only, b only, p)."""
+    only_a = sum(x and not y for x, y in zip(a, b, strict=True))
+    only_b = sum(y and not x for x, y in zip(a, b, strict=True))
+    n = only_a + only_b
+    if n == 0:
+        return only_a, only_b, 1.0
+    tail = sum(math.comb(n, k) for k in range(min(only_a, only_b) + 1)) / 2**n
+    return only_a, only_b, min(1.0, 2 * tail)
+
+
+def plan_of(args: argparse.Namespace, arm: str) -> dict[str, Any]:
+    """The arm's `SelfPlayPlan`: same everything, the control's rewards shuffled."""
+    return {"run_id": f"two-seat-{arm}", "iterations": args.iterations, "family": "mutual_friend", "level": TWO_SEAT,
+            "tasks_per_iteration": args.tasks, "group_size": args.group, "max_turns": 4, "eval_tasks": 0,
+            "seed": args.seed, "out_dir": str(args.out / "runs"), "shuffle_rewards": arm == "shuffled",
+            "policy": {"base": args.base, "sampler": "torch", "temperature": args.temperature,
+                       "init_adapter": args.warm, "threads": args.threads, "lora_r": 8, "lora_alpha": 16},
+            "ppo": {"lr": args.lr, "kl_coef": args.kl_coef, "minibatch": args.minibatch, "epochs": args.epochs},
+            "advantage": {"estimator": args.estimator}}
+
+
+def evaluate(plan: dict[str, Any], iteration: int, n: int) -> list[dict[str, Any]]:
+    """Play the first ``n`` test-split tasks under checkpoint ``iteration`` (one seeded rollout each), checked."""
+    from swm.selfplay.checkpoint import checkpoint_dir
+    from swm.selfplay.loop import POOL, SeededSampler
+    from swm.selfplay.plan import SelfPlayPlan
+    from swm.selfplay.rollout import play
+    from swm.tasks.checkers import Utterance
+    from swm.tasks.splits import split_tasks
+    from swm.tasks.verify import check
+
+    sp = SelfPlayPlan.model_validate(plan)
+    out = []
+    with POOL.lock:
+        policy = POOL.get(sp.policy, checkpoint_dir(sp.run_dir, iteration))
+        for task in split_tasks("test", [TWO_SEAT], ["mutual_friend"], n):
+            rollout = play(task, SeededSampler(policy, f"eval/{task.task_id}"), rollout_id=task.task_id,
+                           iteration=iteration, sample=0, max_turns=sp.max_turns)
+            verdict = check(task, [Utterance(agent=a, text=t) for a, t in rollout.transcript()])
+            out.append({"task": task.task_id, "passed": verdict.passed, "listed": verdict.detail.get("speaker_listed"),
+                        "transcript": rollout.transcript()})
+    return out
+
+
+def _wilson(k: int, n: int) -> str:
+    low, high = wilson_interval(k, n)
+    return f"{k}/{n} = {k / n:.3f} [{low:.3f}, {high:.3f}]" if n else "-"
+
+
+def report(results: dict[str, Any]) -> str:
+    """The results page's tables."""
+    lines = ["| arm | iter | train joint success (Wilson 95%) | reward speaker | reward finder | sampling s | "
+             "update s | other s |", "|---|---|---|---|---|---|---|---|"]
+    for arm in ARMS:
+        for i, s in sorted((results.get("curves", {}).get(arm) or {}).items(), key=lambda kv: int(kv[0])):
+            n = int(s.get("rollouts") or 0) - int(s.get("failed") or 0)
+            k = round(float(s.get("pass_rate") or 0.0) * n)
+            rew = s.get("reward") or {}
+            lines.append(f"| {arm} | {i} | {_wilson(k, n)} | {(rew.get('speaker') or {}).get('mean', 0):.3f} | "
+                         f"{(rew.get('finder') or {}).get('mean', 0):.3f} | {s.get('sampling_s', 0):.0f} | "
+                         f"{s.get('update_s', 0):.0f} | {s.get('other_s', 0):.0f} |")
+    evals = results.get("eval") or {}
+    if evals:
+        lines += ["", "| policy | held-out joint success (Wilson 95%) | speaker listed (mean share) |", "|---|---|---|"]
+        for name, rows in evals.items():
+            k = sum(r["passed"] for r in rows)
+            listed = sum(float(r["listed"] or 0) for r in rows) / max(len(rows), 1)
+            lines.append(f"| {name} | {_wilson(k, len(rows))} | {listed:.2f} |")
+        lines += ["", "| comparison | only first | only second | exact McNemar p |", "|---|---|---|---|"]
+        for first, second in (("warm", "selfplay"), ("warm", "shuffled"), ("shuffled", "selfplay")):
+            if first in evals and second in evals:
+                a, b, p = mcnemar([r["passed"] for r in evals[first]], [r["passed"] for r in evals[second]])
+                lines.append(f"| {first} → {second} | {a} | {b} | {p:.3g} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    ap.add_argument("--from", dest="warm", default=None, help="warm-start adapter (swm selfplay --from accepts "
+                    "the same); none: a fresh adapter")
+    ap.add_argument("--base", default="embedded")
+    ap.add_argument("--iterations", type=int, default=8)
+    ap.add_argument("--tasks", type=int, default=4, help="training tasks per iteration")
+    ap.add_argument("--group", type=int, default=8, help="G: rollouts per task")
+    ap.add_argument("--eval-tasks", type=int, default=200)
+    ap.add_argument("--estimator", default="role", choices=["hierarchical", "group", "role"])
+    ap.add_argument("--lr", type=float, default=1e-4)
+    ap.add_argument("--kl-coef", type=float, default=0.0)
+    ap.add_argument("--minibatch", type=int, default=8)
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--temperature", type=float, default=0.7)
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--arms", default=",".join(ARMS))
+    ap.add_argument("--out", type=Path, default=Path("bench-out/two-seat"))
+    args = ap.parse_args()
+    if args.warm:
+        from swm.selfplay.checkpoint import warm_start_adapter
+
+        args.warm = str(warm_start_adapter(args.warm).resolve())
+    from swm.graphs.selfplay import train
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / "two-seat.json"
+    results: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    results["meta"] = {"args": {k: str(v) for k, v in vars(args).items()}, "commit": commit,
+                       "machine": f"{platform.machine()}, {os.cpu_count()} cores", "date": time.strftime("%Y-%m-%d")}
+
+    def save() -> None:
+        path.write_text(json.dumps(results, indent=1))
+        (args.out / "two-seat.md").write_text(report(results))
+
+    for arm in args.arms.split(","):
+        start = time.perf_counter()
+        out = train(plan_of(args, arm), db=args.out / "bench.sqlite", thread_id=f"two-seat-{arm}")
+        curves = {}
+        for i, s in (out.get("summaries") or {}).items():
+            sampling, update = float(s.get("sampling_seconds") or 0.0), float(s.get("update_seconds") or 0.0)
+            curves[i] = s | {"sampling_s": sampling, "update_s": update,
+                             "other_s": max(0.0, float(s.get("seconds") or 0.0) - sampling - update)}
+        results.setdefault("curves", {})[arm] = curves
+        results.setdefault("seconds", {})[arm] = time.perf_counter() - start
+        save()
+    evals = results.setdefault("eval", {})
+    for name, arm, iteration in [("warm", ARMS[0], 0)] + [(a, a, args.iterations) for a in args.arms.split(",")]:
+        if name not in evals:
+            evals[name] = evaluate(plan_of(args, arm), iteration, args.eval_tasks)
+            save()
+    save()
+    print(report(results))
+
+
+if __name__ == "__main__":
+    main()
