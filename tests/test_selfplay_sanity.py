@@ -4,7 +4,7 @@ The task and the model are `toy_two_seat`'s: seat A is told a colour and says on
 hears only that word and must name the colour; the joint reward (1 when B names it) goes to both
 seats. It is measured exactly (`toy_two_seat.joint_reward`), before and after a bounded number of
 self-play iterations, each with fresh rollouts from the current policy (a fresh π_old), G
-rollouts per colour, and the loop's own advantage code (`swm.selfplay.loop.assign_advantages`)
+rollouts per colour, and the loop's own advantage code (`swm.training.advantages.assign_advantages`)
 with the estimator under test:
 
 * hierarchical — value head, turn- then token-level GAE per seat (OMAR);
