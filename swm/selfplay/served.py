@@ -153,7 +153,7 @@ class ServedSampler:
             try:
                 return self.client.completions.create(
                     model="embedded", prompt=prompt, max_tokens=max_tokens, temperature=temperature, top_p=1.0,
-                    seed=seed, logprobs=1 if self.server_logprobs else None, **({"stop": [stop]} if stop else {}),
+                    seed=seed, logprobs=1 if self.server_logprobs else None, stop=[stop] if stop else openai.omit,
                     extra_body={"top_k": 0, "min_p": 0.0, "repeat_penalty": 1.0, **self.fields})
             except openai.APIConnectionError as exc:
                 if resend == 3 or isinstance(exc, openai.APITimeoutError) or not revive(self.base_url):
