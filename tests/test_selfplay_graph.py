@@ -102,9 +102,9 @@ def count_generations(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     calls: list[str] = []
     real_generate = LoraValueModel.generate
 
-    def counting(self: LoraValueModel, prompt: str, seed: str | int = 0) -> Any:
+    def counting(self: LoraValueModel, prompt: str, seed: str | int = 0, **turn: Any) -> Any:
         calls.append(str(seed))
-        return real_generate(self, prompt, seed)
+        return real_generate(self, prompt, seed, **turn)
 
     monkeypatch.setattr(LoraValueModel, "generate", counting)
     return calls
@@ -214,10 +214,10 @@ KILLED_IN_ROLLOUT = textwrap.dedent("""
 
     real_generate = LoraValueModel.generate
 
-    def generate(self, prompt, seed=0):
+    def generate(self, prompt, seed=0, **turn):
         if "/i1/train/" in str(seed) and str(seed).endswith("/g1/1"):  # the second turn of iteration 1's g1
             os.kill(os.getpid(), signal.SIGKILL)
-        return real_generate(self, prompt, seed)
+        return real_generate(self, prompt, seed, **turn)
 
     LoraValueModel.generate = generate
     run({db!r}, {{"plan": {plan!r}}})
