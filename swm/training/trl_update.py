@@ -268,7 +268,7 @@ def refused_settings(method: str, settings: TrainSettings) -> list[str]:
         return refused
     _, _, _, trl = imports()
     try:
-        _config(method, trl, Path("swm-train-check"), settings, use_cpu=True)
+        _config(method, trl, Path("swm-train-check"), settings, Placement(device="cpu", dtype="float32"))
     except (ValueError, TypeError) as exc:  # TRL's and transformers' own checks of the config
         refused.append(f"TRL refuses the {method} settings: {' '.join(str(exc).split())[:200]}")
     return refused
