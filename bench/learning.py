@@ -19,6 +19,9 @@ kept samples, training tokens/s, sampling tokens/s and seconds per cycle::
     python -m bench.learning --arms rs-sft,control --levels decision --families mutual_friend \
         --tasks 200 --samples 2 --test-per-cell 200 --dev-per-cell 100 --out bench-learning --parallel
 
+Every arm draws with ``SWM_EMBEDDED_DRAW=alone`` unless told otherwise (`swm.serving.draws`): the same
+seed gives the same move in every arm, whatever else its server has evaluated or is decoding.
+
 Resumable: rerunning the same command continues each arm's thread. Not a timed test.
 """
 
@@ -202,6 +205,18 @@ def family_rows(arm: str, args: argparse.Namespace) -> list[str]:
     return out
 
 
+def serving_line(arm: str, args: argparse.Namespace) -> str:
+    """Say which embedded engine an arm sampled on and how it drew seeded moves (its `swm learn --json` summary)."""
+    try:
+        serving = json.loads((args.out / f"{arm}.json").read_text()).get("serving") or {}
+    except (OSError, ValueError):
+        serving = {}
+    if not serving:
+        return f"{arm}: engine not recorded"
+    return (f"{arm}: {serving.get('engine')}, {serving.get('slots')} slot(s), {serving.get('concurrency')} in flight, "
+            f"draw mode {serving.get('draw') or 'cached (before draw modes)'}")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.learning", description=__doc__.splitlines()[0])
     parser.add_argument("--arms", default="rs-sft,control")
@@ -227,6 +242,9 @@ def main(argv: list[str] | None = None) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("SWM_EMBEDDED_THREADS", "1")  # the machine is shared: one thread each for
     os.environ.setdefault("SWM_TRAIN_THREADS", "1")  # sampling and training, arms side by side
+    # every arm draws the same moves from the same seeds: no prompt cache and one draw at a time, since on
+    # llama-server the other sequences of a batch change a draw's logits (bench.draws measures it)
+    os.environ.setdefault("SWM_EMBEDDED_DRAW", "alone")
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
     walls = run_arms(arms, args)
     level = args.levels.split(",")[0]
@@ -246,6 +264,7 @@ def main(argv: list[str] | None = None) -> None:
                   "|---|---|---|---|---|---|---|"]
         for arm in ordered:
             lines += family_rows(arm, args)
+    lines += ["", *(serving_line(arm, args) for arm in ordered)]
     text = "\n".join(lines) + "\n\nwall: " + ", ".join(f"{a} {w / 60:.1f} min" for a, w in walls.items()) + "\n"
     (args.out / "table.md").write_text(text)
     print(text)

@@ -8,7 +8,9 @@ prefill, so the sampled text is exactly the completion an SFT row trains on. Any
 read as the move. Sampling seeds are a function of the task and the sample index, so every
 policy of a run (and every arm of a benchmark) draws with the same seeds; a task's samples have
 seeds that follow each other, so on llama-server the samples of one decision played at once go out
-as one request with ``n`` choices and its prompt is evaluated once (`swm.serving.choices`).
+as one request with ``n`` choices and its prompt is evaluated once (`swm.serving.choices`). A seeded
+draw evaluates its whole prompt (no prompt cache), so the same prompt, seed and adapter give the same
+move whatever the server evaluated before; `swm.serving.draws` has the modes (``SWM_EMBEDDED_DRAW``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from swm.context import SWMContext
 from swm.errors import ModelCallFailed
 from swm.lifelong.records import ActedTurn, EpisodeRecord, digest
 from swm.llm import EMBEDDED_RESENDS, EMBEDDED_TIMEOUT, ModelSpec, call_model, embedded_revived, is_embedded
-from swm.serving import choices
+from swm.serving import choices, draws
 from swm.tasks import Task, check
 from swm.tasks.decisions import DecisionPrompt, decision_prompt
 from swm.usage import CallStats, empty_stats
@@ -111,13 +113,17 @@ def _complete(spec: str, shown: DecisionPrompt, temperature: float, seed: int, t
     client = OpenAI(base_url=server.base_url, api_key="sk-no-key-needed", timeout=timeout, max_retries=max_retries)
     start = time.perf_counter()
 
+    draw = draws.mode()  # how a seeded draw is sent: no prompt cache unless "cached" (`swm.serving.draws`)
+    body = {**DECISION_SAMPLING, **(draws.fields(draw) if server.engine == ENGINE else {}), **server.fields}
+
     def send(first: int, n: int) -> list[tuple[str, Any] | ModelCallFailed]:
         resent = 0
         while True:
             try:
-                reply = client.completions.create(model="embedded", prompt=prompt, temperature=temperature,
-                                                  seed=first, max_tokens=shown.max_tokens, stop=stop, n=n,
-                                                  extra_body={**DECISION_SAMPLING, **server.fields})
+                with draws.one_at_a_time(server.base_url, draw):
+                    reply = client.completions.create(model="embedded", prompt=prompt, temperature=temperature,
+                                                      seed=first, max_tokens=shown.max_tokens, stop=stop, n=n,
+                                                      extra_body=body)
                 break
             except OpenAIError as exc:
                 # the server died or was restarted (a new adapter) with this call in flight: once it is up
@@ -129,7 +135,7 @@ def _complete(spec: str, shown: DecisionPrompt, temperature: float, seed: int, t
                                       "rerun with the same --db and --thread-id to play it again") from exc
         return choices_of(reply, n, spec)
 
-    if server.engine == ENGINE and choices.enabled():  # llama-server takes ``n``, its seeds following each other
+    if server.engine == ENGINE and choices.enabled() and draws.shares_requests(draw):  # ``n``: seeds s, s + 1, ...
         key = (server.base_url, repr(server.fields), prompt, temperature, shown.max_tokens, tuple(stop))
         (text, usage), place, _ = _gathered.call(key, seed, siblings, server.slots, send)
     else:
@@ -149,6 +155,12 @@ def _complete(spec: str, shown: DecisionPrompt, temperature: float, seed: int, t
     return shown.prefill + text, stats
 
 
+def draw_mode(ctx: SWMContext) -> str | None:
+    """Return how the context's ``agent`` model draws a seeded move: the embedded engine's mode, else None."""
+    spec = ctx.spec_for("agent")
+    return draws.mode() if is_embedded(ModelSpec.parse(spec).name) and not spec.startswith("<injected") else None
+
+
 def sample_move(ctx: SWMContext, shown: DecisionPrompt, *, temperature: float, seed: int,
                 siblings: int = 1) -> tuple[str, CallStats]:
     """Sample the learner's move for a rendered decision; return (the move's text, the call's usage).
@@ -158,7 +170,7 @@ def sample_move(ctx: SWMContext, shown: DecisionPrompt, *, temperature: float, s
     request with ``n`` choices (`swm.serving.choices`).
     """
     spec = ctx.spec_for("agent")
-    if is_embedded(ModelSpec.parse(spec).name) and not spec.startswith("<injected"):
+    if draw_mode(ctx) is not None:
         return _complete(spec, shown, temperature, seed, ctx.timeout or EMBEDDED_TIMEOUT, siblings, ctx.max_retries)
     reply = call_model(ctx.model_for("agent"), shown.text)
     return str(reply.value or ""), reply.stats
@@ -179,5 +191,5 @@ def play_decision(task: Task, ctx: SWMContext, *, episode_id: str, sample: int, 
     verdict = check(task, [turn])
     record = EpisodeRecord(task_id=task.task_id, family=task.family, level=task.level, turns=[turn], verdict=verdict,
                            episode_id=episode_id, source_episode=episode_id, models={"agent": ctx.spec_for("agent")},
-                           prompts={"decision": shown.name}, **provenance)
+                           prompts={"decision": shown.name}, draw=draw_mode(ctx), **provenance)
     return record, {"decision": stats}

@@ -71,6 +71,7 @@ class EpisodeRecord(BaseModel):
     policy_version: str = "p0"
     models: dict[str, str] = Field(default_factory=dict)
     prompts: dict[str, str] = Field(default_factory=dict)
+    draw: str | None = None  # how the embedded engine drew its seeded moves (`swm.serving.draws`); None: no such draw
     source_episode: str | None = None  # the episode graph's own id, when it has one
     turns: list[ActedTurn] = Field(default_factory=list)
     verdict: Verdict

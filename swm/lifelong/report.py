@@ -18,6 +18,7 @@ from swm.lifelong import store as ls
 from swm.lifelong.gate import RULES
 from swm.lifelong.metrics import Cell, Estimate, curriculum_for, summary, wilson
 from swm.lifelong.plots import plot
+from swm.serving import draws
 from swm.usage import add_stats, empty_stats, total_usage
 
 METRICS = ("completion", "pass")
@@ -203,7 +204,9 @@ def write_report(store: StoreRecords, plan: Mapping[str, Any], usage: Mapping[st
     sections += ["", *_cost_section(store, run, plan, usage)]
     if serving:
         sections += [f"Sampled on the embedded engine {serving.get('engine')} with {serving.get('slots')} slot(s) "
-                     f"and {serving.get('concurrency')} episode(s) in flight.", ""]
+                     f"and {serving.get('concurrency')} episode(s) in flight"
+                     + (f"; seeded moves drawn {draws.describe(serving['draw'])}" if serving.get("draw") else "")
+                     + " (`swm.serving.draws`).", ""]
     try:
         paths = plot(r_by_metric, levels, forgetting, out_dir)
         sections += ["## Plots", ""] + [f"![{p.stem}]({p.name})" for p in paths]

@@ -3,7 +3,8 @@
 * ``lifelong_tasks`` — every synthesised task with its hidden truth (pk ``task_id``);
 * ``lifelong_episodes`` — one row per finished episode (pk ``episode_id``, deterministic from run,
   cycle, phase, policy, task, sample and seat), with provenance (cycle, task, level, seed, seat,
-  models, prompt versions, policy version), the checker's verdict and the whole `EpisodeRecord`;
+  models, prompt versions, policy version, the embedded engine's draw mode), the checker's verdict
+  and the whole `EpisodeRecord`;
   the episode graph's own ``episodes``/``turns`` rows hold the social states and predictions;
 * ``lifelong_pairs`` — every pair built, kept or not (duplicates too), with its gate reasons
   (pk ``run_id, cycle, row``; ``pair_id`` names the pair's content);
@@ -59,7 +60,7 @@ def put_episode(store: StoreRecords, record: EpisodeRecord, passed: bool, usage:
         "episode_id": record.episode_id, "run_id": record.run_id, "cycle": record.cycle, "phase": record.phase,
         "task_id": record.task_id, "family": record.family, "level": record.level, "seed": record.seed,
         "seat": record.seat, "policy_version": record.policy_version, "models": record.models,
-        "prompts": record.prompts, "completion": int(v.completion), "violations": v.violations,
+        "prompts": record.prompts, "draw": record.draw, "completion": int(v.completion), "violations": v.violations,
         "passed": int(passed), "judge_goal": record.judge_goal, "turns": len(record.turns), "error": record.error,
         "record": record.model_dump(mode="json"), "created": time.time()}, pk="episode_id", ignore=True)
     if store not in _INDEXED:  # load_episodes and the rate queries select by run, cycle and phase

