@@ -97,7 +97,9 @@ def _server_for(name: str, draw: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SWM_EMBEDDED_THREADS", "1")
     monkeypatch.setenv("SWM_EMBEDDED_DRAW", draw)
     server = embedded.ensure_server()
-    assert server.engine == name and embedded.engine_info()["draw"] == draw
+    assert server.engine == {"python": embedded.PYTHON}.get(name, name) and embedded.engine_info()["draw"] == draw
+    if name == "python":
+        assert draws.PYTHON_SERVER_PATCH in " ".join(server.command), "started with the seeded-draw patch"
 
 
 @pytest.mark.embedded
