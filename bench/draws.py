@@ -9,7 +9,9 @@ for the mode. Each mode plays them twice, the second time in the reverse order (
 other batch partners). Every draw is compared with the reference: the same draw made alone on an
 idle server with no prompt cache, one request at a time. Reported per engine and mode: the share of
 draws equal to the reference in each pass, and generated tokens/s of the pass (side by side, one
-run). Not a timed test; see bench/README.md, "Same seed, same draw".
+run). ``--crowded N``: each mode's draws (temperature 1) made alone, then sent again N times beside
+draws of the same prompts at other seeds, each its own request: how many repeats equal the first
+draw. Not a timed test; see bench/README.md, "Same seed, same draw".
 """
 
 from __future__ import annotations
@@ -90,6 +92,39 @@ def measure(engine: str, tasks: list[Any], in_flight: int, modes: tuple[str, ...
     return rows
 
 
+def crowded(engine: str, tasks: list[Any], rounds: int, modes: tuple[str, ...],
+            echo: Any = print) -> list[dict[str, Any]]:
+    """Each draw made alone, then sent again ``rounds`` times beside draws of the same prompts at other seeds
+    (twice as many requests as tasks at once, each its own request): how many repeats differ, per mode."""
+    from swm.lifelong.decision_play import _complete, sampling_seed
+    from swm.serving import embedded
+    from swm.tasks.decisions import decision_prompt
+
+    shown = [decision_prompt(t) for t in tasks]
+    seeds = [sampling_seed(t.task_id, 0) for t in tasks]
+
+    def draw(i: int, seed: int) -> str:
+        return _complete("embedded", shown[i], 1.0, seed, 600.0)[0]
+
+    rows = []
+    for mode in modes:
+        _restart(engine, mode)
+        first = [draw(i, seeds[i]) for i in range(len(tasks))]
+        same, start = 0, time.perf_counter()
+        for r in range(rounds):
+            with ThreadPoolExecutor(2 * len(tasks)) as pool:
+                others = [pool.submit(draw, i, seeds[i] + 200 + r) for i in range(len(tasks))]
+                again = list(pool.map(lambda i: draw(i, seeds[i]), range(len(tasks))))
+                for other in others:
+                    other.result()
+            same += sum(a == b for a, b in zip(first, again, strict=True))
+        rows.append({"engine": engine, "mode": mode, "pass": "crowded", "draws": rounds * len(tasks), "same": same,
+                     "seconds": round(time.perf_counter() - start, 1), "tokens_per_s": 0.0})
+        echo(f"{engine} {mode} crowded: {same}/{rounds * len(tasks)} repeats equal the first draw")
+    embedded.stop_server()
+    return rows
+
+
 def table(rows: list[dict[str, Any]]) -> list[str]:
     """A markdown table: per engine, mode and pass, draws equal to the reference and generated tokens/s."""
     lines = ["| engine | draw mode | pass | equal to the reference | seconds | generated tok/s | vs fresh |",
@@ -97,9 +132,9 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
     fresh = {(r["engine"], r["pass"]): r["tokens_per_s"] for r in rows if r["mode"] == "fresh"}
     for r in rows:
         base = fresh.get((r["engine"], r["pass"]))
-        ratio = f"{r['tokens_per_s'] / base:.2f}x" if base and r["mode"] != "reference" else "-"
+        ratio = f"{r['tokens_per_s'] / base:.2f}x" if base and r["tokens_per_s"] and r["mode"] != "reference" else "-"
         lines.append(f"| {r['engine']} | {r['mode']} | {r['pass'] or '-'} | {r['same']}/{r['draws']} | "
-                     f"{r['seconds']} | {r['tokens_per_s']} | {ratio} |")
+                     f"{r['seconds']} | {r['tokens_per_s'] or '-'} | {ratio} |")
     return lines
 
 
@@ -109,6 +144,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--modes", default=",".join(MODES), help="draw modes to measure")
     parser.add_argument("--tasks", type=int, default=12, help="mutual-friend decisions (two samples each)")
     parser.add_argument("--in-flight", type=int, default=4, help="decisions played at once (the server's slots)")
+    parser.add_argument("--crowded", type=int, default=0, help="rounds of the crowded check (temperature 1, "
+                        "each draw again beside draws of the same prompts at other seeds); 0: none")
+    parser.add_argument("--crowded-only", action="store_true", help="run only the crowded check")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows to this JSON file")
     args = parser.parse_args(argv)
     os.environ.setdefault("SWM_EMBEDDED_SLOTS", str(args.in_flight))
@@ -117,7 +155,11 @@ def main(argv: list[str] | None = None) -> None:
     modes = tuple(m for m in args.modes.split(",") if m)
     rows: list[dict[str, Any]] = []
     for engine in (e for e in args.engines.split(",") if e):
-        rows += measure(engine, tasks, args.in_flight, modes, echo=lambda s: print(s, file=sys.stderr, flush=True))
+        echo = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
+        if not args.crowded_only:
+            rows += measure(engine, tasks, args.in_flight, modes, echo=echo)
+        if args.crowded:
+            rows += crowded(engine, tasks[:args.in_flight], args.crowded, modes, echo=echo)
     print("\n".join(table(rows)))
     for r in rows:
         for line in r.get("differ") or []:
