@@ -2,7 +2,7 @@
 
 A case's floor is the minimal number of model calls its algorithm needs for one run on that
 input (S3AP ask: one parse per story not yet cached plus one QA call; parse: one). Graphs other
-engineers build (foresee_act, rollout, episode, lifelong) join when their modules exist; a
+engineers build (foresee_act, lookahead, episode, lifelong) join when their modules exist; a
 missing one is reported as a gap, never silently skipped.
 """
 

@@ -80,9 +80,9 @@ class SWMContext:
     # last one and a server's prefix cache serves all but the new turns; Foresee-and-Act's predict and
     # refine prompts likewise: `ordered_prompt`)
     act_order: ActOrder = "sotopia"
-    # Foresee-and-Act / rollouts
-    rollout_width: int = 1
-    rollout_depth: int = 1
+    # Foresee-and-Act / look-ahead
+    lookahead_width: int = 1
+    lookahead_depth: int = 1
     # the experience store (parse cache, episodes, pairs); an in-memory one when None
     store: SkipJsonSchema[Any] = None
     # where this invocation writes reports and exports (the lifelong plan's out_dir when None): a

@@ -79,7 +79,7 @@ def _scenarios(hard: bool, data: Path | None, n: int | None) -> list[Any]:
               help="Scenario JSONL [default: ../shared/benchmarks/sotopia/sotopia_scenarios.jsonl]; "
                    "'shipped' for the package's own scenarios.")
 @click.option("--policies", default="plain,foresee", show_default=True,
-              help="Comma list of the tested agent's policies to compare (plain, foresee, rollout).")
+              help="Comma list of the tested agent's policies to compare (plain, foresee, lookahead).")
 @click.option("--partner-policy", type=click.Choice(POLICIES), default="plain", show_default=True)
 @click.option("--n", "n", type=int, default=None,
               help="Scenarios per policy, spread over environments (each env's first pairing first) [default: all]; "
@@ -126,7 +126,7 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
 
     chosen = comma_list(policies, POLICIES, "policy")
     scenarios = _scenarios(hard, data, n)
-    ctx = make_context(db, rollout_width=width, rollout_depth=depth, act_order=act_order, **models)
+    ctx = make_context(db, lookahead_width=width, lookahead_depth=depth, act_order=act_order, **models)
     inject_test_models(ctx)
     in_flight = resolve_concurrency(ctx, concurrency)
     run_id = thread_id or f"sotopia-{uuid.uuid4().hex[:10]}"
