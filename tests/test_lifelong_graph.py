@@ -94,7 +94,7 @@ def run(tmp_path: Path, agents: Agents, plan: dict[str, Any], thread: str = "t1"
 
 
 def test_a_run_builds_gated_pairs_on_both_tracks_and_injects_memory(tmp_path: Path) -> None:
-    out, store, llm = run(tmp_path, Agents(), {**PLAN, "policy": "foresee"})
+    out, store, llm = run(tmp_path, Agents(), {**PLAN, "act_strategy": "foresee"})
     assert ls.count_episodes(store, "t1") == TOTAL
     assert store.count("lifelong_episodes", "phase = 'collect'") == 4
     kept = {r["track"]: r["n"] for r in store.rows(

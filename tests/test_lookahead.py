@@ -46,7 +46,8 @@ def test_width_one_depth_one_is_exactly_foresee_and_act(tmp_path: Path) -> None:
     prompts = {}
     for policy in ("foresee", "lookahead"):
         llm = model()
-        ctx = SWMContext(llm=llm, lookahead_width=1, lookahead_depth=1, store=ExperienceStore(tmp_path / f"{policy}.db"))
+        ctx = SWMContext(llm=llm, lookahead_width=1, lookahead_depth=1,
+                         store=ExperienceStore(tmp_path / f"{policy}.db"))
         run(tmp_path, ctx, policy, turns=3)
         prompts[policy] = llm.prompts
         assert [r.calls for r in load_turns(ctx.store, policy)] == [3, 1, 3]

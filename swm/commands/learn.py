@@ -81,10 +81,10 @@ def _comparable(plan: dict[str, Any]) -> dict[str, Any]:
 
 # the plan fields `swm learn` takes as options, in --help order; everything else about each comes from LifelongPlan
 CLI_PLAN = ("cycles", "levels", "families", "eval_families", "episodes_per_level", "samples_per_task", "max_turns",
-            "act_order", "policy", "eval_policy", "self_play", "judge", "judge_threshold", "gating", "min_margin",
-            "update", "estimator", "ppo_groups", "ppo_iterations", "ppo_group", "keep", "replay", "epsilon",
-            "gate_alpha", "heldout_per_cell",
-            "dev_per_cell", "hf_model", "base_gguf", "lora_server", "verify_served", "report_to")
+            "act_order", "act_strategy", "eval_act_strategy", "self_play", "judge", "judge_threshold", "gating",
+            "min_margin", "update", "estimator", "ppo_groups", "ppo_iterations", "ppo_group", "keep", "replay",
+            "epsilon", "gate_alpha", "heldout_per_cell", "dev_per_cell", "hf_model", "base_gguf", "lora_server",
+            "verify_served", "report_to")
 _SPELLING = {"self_play": "--self-play/--fixed-partner"}  # flags whose off form is not --no-X
 _ON_OFF = ("gating",)  # booleans written --x on|off
 _METAVAR = {"hf_model": "PATH", "base_gguf": "FILE", "lora_server": "URL"}

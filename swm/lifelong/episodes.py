@@ -98,7 +98,7 @@ def play_job(job: EpisodeJob, ctx: SWMContext, episode_graph: Any, game_graph: A
     memory = {name: notes for name in learners} if notes else {}
     provenance = {"run_id": plan["run_id"], "cycle": job["cycle"], "phase": job["phase"], "seed": job["sample"],
                   "seat": job["seat"], "policy_version": job["policy_version"]}
-    policy_kind = plan["policy"] if job["phase"] == "collect" else plan["eval_policy"]
+    strategy = plan["act_strategy"] if job["phase"] == "collect" else plan["eval_act_strategy"]
     played = learner_context(ctx, policy, plan["self_play"], plan)  # the learner seats play the policy's model
     # a collected task's samples are fanned out side by side: on llama-server they share one request
     siblings = min(plan["samples_per_task"], in_flight) if job["phase"] == "collect" else 1
@@ -116,7 +116,7 @@ def play_job(job: EpisodeJob, ctx: SWMContext, episode_graph: Any, game_graph: A
                                      tested_agent=None if plan["self_play"] else job["tested_agent"], **provenance)
         else:
             record, usage = run_episode(episode_graph, task, played, episode_id=job["episode_id"], memory=memory,
-                                        policy=policy_kind, max_turns=plan["max_turns"], judge=plan["judge"],
+                                        policy=strategy, max_turns=plan["max_turns"], judge=plan["judge"],
                                         tested_agent=job["tested_agent"], **provenance)
     except ModelCallFailed as exc:  # recorded and counted; the other episodes go on
         spent = {f"{job['phase']}/failed": add_stats(cut_short, ls.take_attempt_usage(store, job["episode_id"]))}

@@ -153,8 +153,9 @@ def write_report(store: StoreRecords, plan: Mapping[str, Any], usage: Mapping[st
                 f"Cycles {plan['cycles']}, levels {', '.join(levels)} (curriculum: "
                 f"{', '.join(f'{i + 1}:{lv}' for i, lv in enumerate(curriculum))}), families "
                 f"{', '.join(plan['families'])}; {plan['episodes_per_level']} training episodes per cycle "
-                f"({plan['samples_per_task']} samples per task); collection policy `{plan['policy']}`, evaluation "
-                f"policy `{plan['eval_policy']}`, {'self-play' if plan['self_play'] else 'fixed partners'}, update "
+                f"({plan['samples_per_task']} samples per task); acting strategy `{plan['act_strategy']}` in "
+                f"training, `{plan['eval_act_strategy']}` in evaluations, "
+                f"{'self-play' if plan['self_play'] else 'fixed partners'}, update "
                 f"`{plan['update']}`, gating {'on' if plan['gating'] else 'OFF (ablation)'}, replay "
                 f"{'on' if plan['replay'] else 'off'}, ε = {plan['epsilon']}, max turns {plan['max_turns']}.", "",
                 "## Evaluation protocol", "",
