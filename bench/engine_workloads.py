@@ -231,14 +231,15 @@ def lifelong_cycle(model: str, n: int, episodes_per_cycle: int, update: str, tra
     from swm.context import SWMContext
     from swm.graphs import lifelong
     from swm.lifelong import store as ls
+    from swm.lifelong.plan import LifelongPlan
 
-    plan: dict[str, Any] = {
-            "run_id": "bench-engine", "cycles": 1, "levels": ["decision"], "families": ["mutual_friend"],
-            "episodes_per_level": episodes_per_cycle, "samples_per_task": 2, "heldout_per_cell": eval_per_cell,
-            "dev_per_cell": eval_per_cell, "update": update, "out_dir": str(folder / "learn"),
-            "train": {"max_steps": train_steps, "batch_size": 2, "progress": False}}
+    plan = LifelongPlan.model_validate({
+        "run_id": "bench-engine", "cycles": 1, "levels": ["decision"], "families": ["mutual_friend"],
+        "episodes_per_level": episodes_per_cycle, "samples_per_task": 2, "heldout_per_cell": eval_per_cell,
+        "dev_per_cell": eval_per_cell, "update": update, "out_dir": str(folder / "learn"),
+        "train": {"max_steps": train_steps, "batch_size": 2, "progress": False}})
     ctx = SWMContext(model=model, temperature=0.7, store=_store(folder))
-    ctx.out_dir = plan["out_dir"]
+    ctx.out_dir = plan.out_dir
     phases = Phases("synthesize", 2, "convert")
     config: Any = {"configurable": {"thread_id": "bench-engine"}, "max_concurrency": n, "recursion_limit": 10_000}
     with open_saver(folder / "bench.db") as saver:

@@ -26,6 +26,7 @@ from swm.checkpoints.health import (
 SERDE = JsonPlusSerializer(allowed_msgpack_modules=[
     ("swm.state", "SocialWorld"), ("swm.state", "SocialStep"), ("swm.state", "Issue"),
     ("swm.state", "ValidationReport"), ("swm.state", "PerspectiveEntry"),
+    ("swm.lifelong.plan", "LifelongPlan"), ("swm.selfplay.plan", "SelfPlayPlan"),
 ])
 
 

@@ -141,7 +141,7 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
                    f"{', '.join(f'{k} {kept[k]}' for k in options if kept[k] != options[k])}", err=True)
         partner_policy, max_turns, judge_protocol = kept["partner_policy"], kept["max_turns"], kept["judge_protocol"]
         width, depth, act_order = kept["width"], kept["depth"], kept["act_order"]
-        ctx.rollout_width, ctx.rollout_depth = width, depth
+        ctx.lookahead_width, ctx.lookahead_depth = width, depth
         ctx = ctx.with_act_order(cast(ActOrder, act_order))
     record_run(ctx.experience_store(), run_id, "sotopia", "episode")
     folder = writable_out(out_dir or Path("swm-results") / file_name(run_id))

@@ -62,8 +62,9 @@ def build_plain() -> StateGraph[Any, SWMContext, Any, Any]:
 
 
 POLICY_BUILDERS = {"plain": build_plain, "foresee": foresee_act.build, "lookahead": lookahead.build}
+# a checkpoint from before a rename routes its strategy's earlier name to the strategy
 ROUTES: dict[Hashable, str] = {"plain": "plain", "foresee": "foresee", "lookahead": "lookahead", "judge": "judge",
-                              **RENAMED_STRATEGIES}  # a checkpoint from before a rename
+                              **{old: str(new) for old, new in RENAMED_STRATEGIES.items()}}
 
 
 def build(policy_checkpointer: bool | None = None) -> StateGraph[Any, SWMContext, Any, Any]:

@@ -88,6 +88,6 @@ def train(plan: SelfPlayPlan | dict[str, Any], *, db: str | Path, thread_id: str
     config: RunnableConfig = {"configurable": {"thread_id": thread}, "max_concurrency": concurrency,
                               "recursion_limit": 20 + 10 * plan.iterations}
     with open_saver(db) as saver:
-        out, _ = run_thread(build().compile(checkpointer=saver), {"plan": plan.model_dump(mode="json")}, config, ctx,
+        out, _ = run_thread(build().compile(checkpointer=saver), {"plan": plan}, config, ctx,
                             on_event=on_event)
     return out | {"thread_id": thread}

@@ -3,7 +3,9 @@
 `LifelongPlan` is the single definition: the graph's input schema (Studio's form) takes it,
 unknown keys and out-of-range values are refused before any call, `DEFAULT_PLAN` is its
 defaults, and ``swm learn`` derives its plan options (names, defaults, help, choices) from it
-(`swm.commands.learn`). In the graph state the plan is its JSON dump.
+(`swm.commands.learn`). The graph state holds the model itself
+(checkpointed as LangGraph serialises pydantic values; `jobs.plan_of` also reads the JSON dump that older
+checkpoints hold).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ RENAMED_KEYS = {"policy": "act_strategy", "eval_policy": "eval_act_strategy"}
 class LifelongPlan(BaseModel):
     """What a lifelong run plays, learns and keeps: tasks, episodes, gating, the update, the deploy gate."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     # the options that define what a run computes: changing one on an existing thread is refused
     # (more cycles extend a finished one); the others may differ on a rerun. The training settings
