@@ -28,6 +28,7 @@ from typing import Any
 
 from bench.engine_workloads import WORKLOADS, Row
 from bench.engine_workloads import run as run_workloads
+from bench.results import results_page
 
 # each serving path's settings: the embedded engine, and whether a decision's samples may share a request
 PATHS = {"old": {"SWM_EMBEDDED_ENGINE": "python"},
@@ -231,6 +232,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="measure this OpenAI-compatible server instead of the embedded paths")
     parser.add_argument("--json", type=Path, default=None, help="also write every measurement to this file")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--no-page", action="store_true", help="do not write the run's dated page under docs/results/")
     args = parser.parse_args(argv)
     unknown = {w for w in args.workloads.split(",") if w} - set(WORKLOADS)
     if unknown:
@@ -249,6 +251,13 @@ def main(argv: list[str] | None = None) -> None:
     if args.child:
         child(args)
         return
+    with results_page("engine", "Sampling at the engine's speed", "bench.engine", argv,
+                      enabled=not (args.quick or args.no_page)):
+        measure_paths(args)
+
+
+def measure_paths(args: argparse.Namespace) -> None:
+    """Measure the engine's limit and each serving path's workloads; print the table."""
     started = time.perf_counter()
     load = os.getloadavg()[0]
     print(f"python -m bench.engine — load average at start {load:.1f}", file=sys.stderr)

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.extra_graphs import SCRIPTS
+from bench.results import results_page
 from swm.testing import FakeOpenAIServer
 
 FAULT_KINDS = ["500", "429", "drop", "hang", "invalid_json"]
@@ -226,12 +227,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--kinds", default=",".join(FAULT_KINDS),
                         help=f"fault kinds to draw from (transport: {','.join(FAULT_KINDS)}; replies that are not "
                              f"chat completions: {','.join(REPLY_KINDS)})")
+    parser.add_argument("--no-page", action="store_true", help="do not write the run's dated page under docs/results/")
     args = parser.parse_args(argv)
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
-    outcomes = [run_case(k.strip(), args.rate, args.seed, args.reruns, kinds)
-                for k in args.cases.split(",") if k.strip()]
-    kill = run_learn_kill(args.kills, args.seed) if args.kills else None
-    print(markdown(outcomes, kill, args.rate, args.seed, kinds))
+    with results_page("faults", "Endpoint faults", "bench.faults", argv, enabled=not args.no_page, markdown=True):
+        outcomes = [run_case(k.strip(), args.rate, args.seed, args.reruns, kinds)
+                    for k in args.cases.split(",") if k.strip()]
+        kill = run_learn_kill(args.kills, args.seed) if args.kills else None
+        print(markdown(outcomes, kill, args.rate, args.seed, kinds))
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.results import results_page
 from swm.testing import FakeOpenAIServer
 
 PLAN = ["--cycles", "2", "--levels", "easy", "--families", "negotiation,secret", "--episodes-per-level", "2",
@@ -285,7 +286,14 @@ def main() -> None:
                         "processes) and out (--out deleted under a trained run; needs the [train] extra)")
     parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/test",
                         help="PostgreSQL server for the out case's second backend ('' to skip it)")
+    parser.add_argument("--no-page", action="store_true", help="do not write the run's dated page under docs/results/")
     args = parser.parse_args()
+    with results_page("interrupts", "Interrupts", "bench.interrupts", enabled=not args.no_page):
+        measure_interrupts(args)
+
+
+def measure_interrupts(args: argparse.Namespace) -> None:
+    """Interrupt ``swm learn`` runs as the cases ask, rerun each, and print what was lost, duplicated, paid twice."""
     args.dir = args.dir.resolve()
     args.dir.mkdir(parents=True, exist_ok=True)
     cases = {c.strip() for c in args.cases.split(",")}

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from bench.results import machine
 
 SECTIONS = ("overhead", "concurrency", "resume", "store", "embedded")
 
@@ -34,19 +35,6 @@ class Settings:
     def quick(cls) -> Settings:
         return cls(latency=0.05, runs=1, sizes=(1, 4, 16), resume_sizes=(10, 100), store_sizes=(100, 500),
                    scenario_mb=1.0, embedded_calls=1, repeats=1)
-
-
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    system = f"{platform.system()} {platform.release()}"
-    return f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}, {system}"
 
 
 def run(sections: tuple[str, ...] = SECTIONS, settings: Settings | None = None,

@@ -203,7 +203,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--before", type=Path, default=None,
                         help="another checkout (e.g. a `git worktree` of an older commit): measure it too, inline only")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON (used by --before)")
+    parser.add_argument("--no-page", action="store_true", help="do not write the run's dated page under docs/results/")
     args = parser.parse_args(argv)
+    if args.json:  # run as a script against another checkout (--before), which may have no bench.results
+        measure_growth(args)
+        return
+    from bench.results import results_page  # for the same reason, not at the top
+
+    with results_page("scenario-growth", "A large scenario's growth", "bench.scenario_growth", argv,
+                      enabled=not args.no_page):
+        measure_growth(args)
+
+
+def measure_growth(args: argparse.Namespace) -> None:
+    """Measure the database's growth (and, with ``--before``, the other checkout's); print the tables or JSON."""
     where = tuple(w for w in args.where.split(",") if w)
     if args.before is not None:
         # this file runs as a script there, so swm, graphs and checkpoints are the other checkout's
