@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.results import results_page
+from swm.checkpoints import open_store
 from swm.testing import FakeOpenAIServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,8 +67,6 @@ def _tom(spec: str, db: str, out: Path) -> list[str]:
 
 
 def _rows(db: str) -> list[str]:
-    from swm.checkpoints import open_store
-
     store = open_store(db)
     try:
         return [r["key"] for r in store.rows("select key from tom_results where status = 'done'")] \

@@ -12,6 +12,7 @@ from typing import Any
 
 from bench import lifelong_case
 from bench.graph_case import GraphCase, NotMeasurable
+from swm.scenarios import shipped
 
 SCRIPTS: dict[str, Any] = {
     "AgentActionForModel": {"action_type": "speak", "argument": "I could do 45 if you take two.", "to": []},
@@ -21,8 +22,6 @@ ROLLOUT_WIDTH, ROLLOUT_DEPTH = 3, 2
 
 
 def _scenario() -> Any:
-    from swm.scenarios import shipped
-
     return shipped()[0]
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import re
 import signal
 import subprocess
@@ -31,6 +32,8 @@ from typing import Any
 
 from bench.extra_graphs import SCRIPTS
 from bench.results import results_page
+from swm.checkpoints import ExperienceStore
+from swm.lifelong import store as ls
 from swm.testing import FakeOpenAIServer
 
 FAULT_KINDS = ["500", "429", "drop", "hang", "invalid_json"]
@@ -79,7 +82,6 @@ class Case:
 
 def _read(db: Path, read: Callable[[Any], Any]) -> Any:
     """Open the run's store, read from it, close it (the next invocation is another process)."""
-    from swm.checkpoints import ExperienceStore
 
     store = ExperienceStore(db)
     try:
@@ -107,8 +109,6 @@ _learn_rows = _keys("lifelong_episodes", "select episode_id from lifelong_episod
 
 
 def _learn_failed(db: Path) -> int:
-    from swm.lifelong import store as ls
-
     return len(_read(db, lambda store: ls.failures(store, "F")))
 
 
@@ -168,7 +168,6 @@ def _swm(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
 
 def run_learn_kill(kills: int, seed: int) -> dict[str, Any]:
     """SIGKILL ``swm learn`` ``kills`` times mid-run, resume it, and compare the report's calls with the server's."""
-    import random
 
     rng = random.Random(seed)
     env = _env()

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic.json_schema import SkipJsonSchema
 
+from swm.checkpoints.store import ExperienceStore, served_store
 from swm.credentials import redact_spec
 from swm.errors import ModelSpecError
 from swm.faults import DEFAULT_LIMIT, FailureStreak
@@ -184,8 +185,6 @@ class SWMContext:
     def experience_store(self) -> StoreRecords:
         """Return the experience store: the one given, the server's, else an in-memory one opened on first use."""
         if self.store is None:
-            from swm.checkpoints.store import ExperienceStore, served_store
-
             with self._lock:
                 if self.store is None:
                     self.store = served_store() or ExperienceStore(":memory:")

@@ -26,9 +26,17 @@ from swm.lifelong.plan import LifelongPlan
 from swm.lifelong.records import digest
 from swm.lifelong.update import PolicyVersion
 from swm.llm import ModelSpec, is_embedded
+from swm.serving import embedded
 from swm.serving.adapters import require_base_gguf, serve_adapter
 from swm.serving.runtime_lora import ensure_lora_loaded
-from swm.serving.verify import ServedMismatch
+from swm.serving.verify import (
+    ServedMismatch,
+    adapter_sha256,
+    check_embedded_identity,
+    check_probe,
+    check_runtime_identity,
+    greedy_probe,
+)
 
 LORA_SERVER_HINT = "serve adapters on a runtime-LoRA server with --lora-server URL"
 
@@ -68,8 +76,6 @@ def policy_spec(policy: PolicyVersion | None, ctx: SWMContext | None = None,
     if ctx is not None and policy.adapter and policy.adapter_sha256:
         local = local_adapter(ctx.experience_store(), policy, ctx.out_dir or (plan.out_dir if plan else "."))
         if is_embedded(spec.name):
-            from swm.serving.verify import check_embedded_identity
-
             base = require_base_gguf(plan.hf_model if plan else None, plan.base_gguf if plan else None,
                                      LORA_SERVER_HINT)
             served, gguf = serve_adapter(local, base_gguf=base)
@@ -91,14 +97,6 @@ def verify_deploy(spec: str, adapter_dir: Path, base: str | None, prompt: list[d
     sampled (a decision ends at its first newline), so the probe compares the replies the policy plays.
     Raises `ServedMismatch` (one line) on a mismatch.
     """
-    from swm.serving import embedded
-    from swm.serving.verify import (
-        adapter_sha256,
-        check_embedded_identity,
-        check_probe,
-        check_runtime_identity,
-        greedy_probe,
-    )
 
     sha = adapter_sha256(adapter_dir)
     parsed = embedded.parse_spec(spec)

@@ -35,8 +35,10 @@ from swm.lifelong.jobs import (
     training_tasks,
 )
 from swm.lifelong.plan import LifelongPlan
+from swm.lifelong.report import write_report
 from swm.lifelong.state import EpisodeJob, LifelongState
 from swm.lifelong.update import PolicyVersion
+from swm.serving.embedded import engine_info
 from swm.tasks.splits import HELDOUT_VERSION, SPLITS
 
 
@@ -151,15 +153,10 @@ def deploy_node(state: LifelongState, runtime: Runtime[SWMContext]) -> Command[s
 
 def report_node(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
     """Compute ACC/BWT/FWT/F_k, store them, and write the report and plots."""
-    from swm.lifelong.report import write_report
 
     ctx = runtime.context
     serving = None
     if ctx.uses_embedded():
-        from langgraph.config import get_config
-
-        from swm.serving.embedded import engine_info
-
         serving = {**engine_info(), "concurrency": get_config().get("max_concurrency")}
     path = write_report(ctx.experience_store(), plan_of(state, ctx), usage=state.get("usage"),
                         agent_spec=ctx.spec_for("agent"), serving=serving)

@@ -16,6 +16,7 @@ from langgraph.types import Send
 from swm.context import SWMContext
 from swm.graph_state import thread_run_id
 from swm.selfplay import loop
+from swm.selfplay.checkpoint import checkpoint_dir, latest
 from swm.selfplay.plan import SelfPlayPlan
 from swm.selfplay.state import RolloutJob, SelfPlayState
 from swm.selfplay.store import put_iteration, put_run
@@ -102,7 +103,6 @@ def after_evaluate(state: SelfPlayState) -> str:
 
 def finish(state: SelfPlayState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
     """End the run: the latest good checkpoint is the result."""
-    from swm.selfplay.checkpoint import checkpoint_dir, latest
 
     plan = plan_of(state)
     last = latest(plan.run_dir)

@@ -23,11 +23,14 @@ from swm.checkpoints.store import StoreRecords
 from swm.context import SWMContext
 from swm.errors import InputError
 from swm.lifelong import store as ls
+from swm.lifelong.artifacts import keep_adapter, local_adapter
 from swm.lifelong.episodes import passed_of
 from swm.lifelong.exports import trainer_of, write_exports
 from swm.lifelong.jobs import plan_of
 from swm.lifelong.plan import LifelongPlan
+from swm.lifelong.ppo_update import train_ppo
 from swm.lifelong.samples import load_samples, put_samples, sample_rows, samples_of
+from swm.lifelong.serve import LORA_SERVER_HINT, lora_name, verify_deploy
 from swm.lifelong.state import LifelongState
 from swm.lifelong.update import (
     METHODS,
@@ -38,13 +41,13 @@ from swm.lifelong.update import (
     sft_rows,
     training_rows,
 )
-from swm.serving import require_base_gguf
+from swm.serving import require_base_gguf, serve_adapter
 from swm.tasks.families import SAMPLED_LEVELS
+from swm.training.trl_update import TrainSettings, train_adapter
 
 
 def _base_gguf(plan: LifelongPlan) -> Path | None:
     """Return the GGUF llama.cpp serves adapters over (None: a runtime-LoRA server serves them)."""
-    from swm.lifelong.serve import LORA_SERVER_HINT
 
     if plan.lora_server:
         return None
@@ -84,10 +87,6 @@ def train_policy(store: StoreRecords, plan: LifelongPlan, method: str, parent: P
     was trained or, when that folder is gone (deleted, or another machine), from the run's store
     (`local_adapter`); the new adapter is stored there under its content hash before it is served.
     """
-    from swm.lifelong.artifacts import keep_adapter, local_adapter
-    from swm.lifelong.serve import lora_name, verify_deploy
-    from swm.serving import serve_adapter
-    from swm.training.trl_update import TrainSettings, train_adapter
 
     out_dir = Path(plan.out_dir).expanduser()
     on_policy = method == "ppo"  # PPO trains on this cycle's samples alone (swm.lifelong.ppo_update)
@@ -112,8 +111,6 @@ def train_policy(store: StoreRecords, plan: LifelongPlan, method: str, parent: P
     trained_on = training_rows(trainer, rows)
     parent_adapter = str(local_adapter(store, parent, out_dir)) if parent.adapter else None
     if on_policy:
-        from swm.lifelong.ppo_update import train_ppo
-
         stats = train_ppo(load_samples(store, plan.run_id, cycles), plan.hf_model, adapter_dir,
                           parent_adapter=parent_adapter, settings=settings,
                           estimator=plan.estimator, temperature=temperature,
