@@ -34,7 +34,7 @@ def start(state: SelfPlayState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
     iteration = state.get("iteration", 0)
     if iteration == 0:
         plan = plan.model_copy(update={"run_id": thread_run_id(plan.run_id, SelfPlayPlan().run_id)})
-        put_run(runtime.context.experience_store(), plan.run_id, plan.model_dump(mode="json"))
+        put_run(runtime.context.experience_store(), plan.run_id, plan)
         loop.ensure_initial_checkpoint(plan)
     return {"plan": plan, "iteration": iteration, "current": {"iteration": iteration},
             "stopped": None}
