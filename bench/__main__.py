@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from bench.results import results_page
 from bench.runner import SECTIONS, Settings, run
 
 
@@ -17,6 +18,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--latency", type=float, default=None, help="fake model latency in seconds (default 0.2)")
     parser.add_argument("--runs", type=int, default=None, help="timed runs per graph and checkpointer")
     parser.add_argument("--json", type=Path, default=None, help="also write every measurement to this JSON file")
+    parser.add_argument("--no-page", action="store_true",
+                        help="do not write the run's dated page under docs/results/ (a --quick run writes none)")
     args = parser.parse_args(argv)
     sections = tuple(s.strip() for s in args.only.split(",") if s.strip())
     unknown = set(sections) - set(SECTIONS)
@@ -27,7 +30,10 @@ def main(argv: list[str] | None = None) -> None:
         settings.latency = args.latency
     if args.runs is not None:
         settings.runs = args.runs
-    run(sections, settings, json_path=args.json)
+    name = "suite" if set(sections) == set(SECTIONS) else "suite-" + "-".join(sections)
+    with results_page(name, f"Performance suite: {', '.join(sections)}", "bench", argv,
+                      enabled=not (args.quick or args.no_page)):
+        run(sections, settings, json_path=args.json)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 A case's floor is the minimal number of model calls its algorithm needs for one run on that
 input (S3AP ask: one parse per story not yet cached plus one QA call; parse: one). Graphs other
-engineers build (foresee_act, rollout, episode, lifelong) join when their modules exist; a
+engineers build (foresee_act, lookahead, episode, lifelong) join when their modules exist; a
 missing one is reported as a gap, never silently skipped.
 """
 
@@ -11,7 +11,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from bench import extra_graphs
 from bench.graph_case import GraphCase, NotMeasurable
+from swm.graphs import ask, parse
 
 __all__ = ["NAMES", "GraphCase", "NotMeasurable", "core_cases", "extra_cases", "story"]
 
@@ -36,7 +38,6 @@ def _module(name: str) -> Any | None:
 
 def core_cases() -> list[GraphCase]:
     """Return the parse and ask cases (the core's graphs)."""
-    from swm.graphs import ask, parse
 
     question = "Where will {a} look for the apple?"
     return [
@@ -58,7 +59,6 @@ def core_cases() -> list[GraphCase]:
 
 def extra_cases() -> tuple[list[GraphCase], list[str]]:
     """Return the cases of the other graphs that exist now, and the names of those that do not."""
-    from bench import extra_graphs
 
     found: list[GraphCase] = []
     gaps: list[str] = []

@@ -18,6 +18,8 @@ from typing import Any
 import httpx
 
 from bench.cases import GraphCase
+from bench.extra_graphs import SCRIPTS
+from swm.context import SWMContext
 from swm.testing import FakeOpenAIServer
 
 
@@ -56,8 +58,6 @@ async def _replay(base_url: str, bodies: list[dict[str, Any]], n: int) -> tuple[
 def measure(case: GraphCase, latency: float, sizes: tuple[int, ...], serial_runs: int = 3,
             repeats: int = 2) -> list[ConcurrencyRow]:
     """Measure swm's batch path and the raw reference for each N, side by side."""
-    from bench.extra_graphs import SCRIPTS
-    from swm.context import SWMContext
 
     rows: list[ConcurrencyRow] = []
     with FakeOpenAIServer(latency=latency, scripts=SCRIPTS, process=True) as server:

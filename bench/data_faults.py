@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.results import results_page
+from swm.checkpoints import open_store
 from swm.testing import FakeOpenAIServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,8 +67,6 @@ def _tom(spec: str, db: str, out: Path) -> list[str]:
 
 
 def _rows(db: str) -> list[str]:
-    from swm.checkpoints import open_store
-
     store = open_store(db)
     try:
         return [r["key"] for r in store.rows("select key from tom_results where status = 'done'")] \
@@ -180,8 +180,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.data_faults", description=__doc__.splitlines()[0])
     parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/test",
                         help="PostgreSQL server for the backend cases ('' to skip them)")
+    parser.add_argument("--no-page", action="store_true", help="do not write the run's dated page under docs/results/")
     args = parser.parse_args(argv)
-    print(markdown(run(args.pg or None)))
+    with results_page("data-faults", "Data and ground faults", "bench.data_faults", argv, enabled=not args.no_page,
+                      markdown=True):
+        print(markdown(run(args.pg or None)))
 
 
 if __name__ == "__main__":

@@ -25,21 +25,22 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from swm.lifelong.decision_play import _complete, sampling_seed
+from swm.serving import embedded
 from swm.serving.draws import MODES
+from swm.tasks.decisions import decision_prompt, decision_task
 
 ENGINES = ("llama-server", "python")
 TEMPERATURE = 0.7  # the learning benchmark's
 
 
 def _tasks(n: int) -> list[Any]:
-    from swm.tasks.decisions import decision_task
 
     return [decision_task("mutual_friend", i) for i in range(n)]
 
 
 def _restart(engine: str, mode: str) -> None:
     """Stop this process's embedded server and start one for ``engine`` whose seeded draws use ``mode``."""
-    from swm.serving import embedded
 
     embedded.stop_server()
     os.environ["SWM_EMBEDDED_ENGINE"] = engine
@@ -50,8 +51,6 @@ def _restart(engine: str, mode: str) -> None:
 def _play(tasks: list[Any], in_flight: int, siblings: int) -> tuple[dict[tuple[str, int], str], float, int]:
     """Play each task's two samples (``siblings`` asked for together), ``in_flight`` at once; return the moves
     by (task, sample), the wall seconds and the completion tokens generated."""
-    from swm.lifelong.decision_play import _complete, sampling_seed
-    from swm.tasks.decisions import decision_prompt
 
     jobs = [(task, sample) for task in tasks for sample in (0, 1)]
 
@@ -86,7 +85,6 @@ def measure(engine: str, tasks: list[Any], in_flight: int, modes: tuple[str, ...
                          "differ": [f"{k[0]}#{k[1]}: {reference[k]!r} / {moves[k]!r}"
                                     for k in reference if moves[k] != reference[k]][:3]})
             echo(f"{engine} {mode} pass {pass_}: {same}/{len(moves)} equal the reference, {tokens / wall:.1f} tok/s")
-    from swm.serving import embedded
 
     embedded.stop_server()
     return rows
@@ -96,9 +94,6 @@ def crowded(engine: str, tasks: list[Any], rounds: int, modes: tuple[str, ...],
             echo: Any = print) -> list[dict[str, Any]]:
     """Each draw made alone, then sent again ``rounds`` times beside draws of the same prompts at other seeds
     (twice as many requests as tasks at once, each its own request): how many repeats differ, per mode."""
-    from swm.lifelong.decision_play import _complete, sampling_seed
-    from swm.serving import embedded
-    from swm.tasks.decisions import decision_prompt
 
     shown = [decision_prompt(t) for t in tasks]
     seeds = [sampling_seed(t.task_id, 0) for t in tasks]

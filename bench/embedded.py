@@ -9,8 +9,13 @@ llama.cpp, which costs extra per token; the ratio structured / free text says ho
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
+
+from swm.llm import call_model, make_chat_model
+from swm.schemas import ReasonedAnswer
+from swm.serving.embedded import describe, ensure_server
 
 PROMPT = ("Two neighbours, Ana and Ben, argue about a fence between their gardens. Ana wants it higher; "
           "Ben wants to keep the view. Write what Ana says next, then explain briefly why.")
@@ -35,9 +40,6 @@ def measure(calls: int = 3, max_tokens: int = 64, budget_s: float = 30.0) -> tup
     Each kind makes up to ``calls`` calls but stops after ``budget_s`` seconds (at least one call),
     so a machine busy with other work cannot push the suite past its ten minutes.
     """
-    from swm.llm import call_model, make_chat_model
-    from swm.schemas import ReasonedAnswer
-    from swm.serving.embedded import describe, ensure_server
 
     ensure_server()
     model = make_chat_model("embedded", max_tokens=max_tokens)
@@ -58,8 +60,6 @@ def measure(calls: int = 3, max_tokens: int = 64, budget_s: float = 30.0) -> tup
 
 
 def format_rows(rows: list[EmbeddedRow], model: str) -> list[str]:
-    import os
-
     lines = [f"Embedded model: {model}, {os.cpu_count()} cores (completion tokens / client wall second)",
              f"  {'output':<28} {'calls':>5} {'tokens':>7} {'tokens/s':>9} {'vs free text':>13}"]
     base = rows[0].tokens_per_second if rows else float("nan")

@@ -26,8 +26,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from bench import meter
+from bench.engine_limit import measure
 from bench.engine_workloads import WORKLOADS, Row
 from bench.engine_workloads import run as run_workloads
+from bench.results import results_page
+from swm.context import ACT_ORDERS
+from swm.serving.embedded import ensure_server, gguf_path
 
 # each serving path's settings: the embedded engine, and whether a decision's samples may share a request
 PATHS = {"old": {"SWM_EMBEDDED_ENGINE": "python"},
@@ -57,14 +62,11 @@ def sizes(quick: bool, in_flight: int, turns: int | None = None,
 
 def child(args: argparse.Namespace) -> None:
     """Run the workloads on one path (this process's embedded engine, or ``--endpoint``); write rows as JSON."""
-    from bench import meter
 
     if args.endpoint:
         name, _, url = args.endpoint.partition("@")
         model = f"{name}@{meter.METERS.for_server(url, None).proxied(url)}"
     else:
-        from swm.serving.embedded import ensure_server
-
         meter.wrap_embedded()
         ensure_server()  # from this thread, which outlives every pool (a server dies with the thread that started it)
         model = "embedded"
@@ -231,11 +233,11 @@ def main(argv: list[str] | None = None) -> None:
                         help="measure this OpenAI-compatible server instead of the embedded paths")
     parser.add_argument("--json", type=Path, default=None, help="also write every measurement to this file")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--no-page", action="store_true", help="do not write the run's dated page under docs/results/")
     args = parser.parse_args(argv)
     unknown = {w for w in args.workloads.split(",") if w} - set(WORKLOADS)
     if unknown:
         parser.error(f"unknown workload(s) {', '.join(sorted(unknown))}; choose from {', '.join(WORKLOADS)}")
-    from swm.context import ACT_ORDERS
 
     orders = {o for o in args.act_orders.split(",") if o}
     if not orders or orders - set(ACT_ORDERS):
@@ -249,14 +251,18 @@ def main(argv: list[str] | None = None) -> None:
     if args.child:
         child(args)
         return
+    with results_page("engine", "Sampling at the engine's speed", "bench.engine", argv,
+                      enabled=not (args.quick or args.no_page)):
+        measure_paths(args)
+
+
+def measure_paths(args: argparse.Namespace) -> None:
+    """Measure the engine's limit and each serving path's workloads; print the table."""
     started = time.perf_counter()
     load = os.getloadavg()[0]
     print(f"python -m bench.engine — load average at start {load:.1f}", file=sys.stderr)
     limit = None
     if not args.no_limit and not args.endpoint:
-        from bench.engine_limit import measure
-        from swm.serving.embedded import gguf_path
-
         limit = measure(gguf_path())
     results: dict[str, list[dict[str, Any]]] = {}
     folder = Path(tempfile.gettempdir())

@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from swm.serving.embedded import _repack_weights
+
 
 def _decode_limit(model_path: str, threads: int, parallel: list[int], prompt: int, context: int, steps: int,
                   repack: bool) -> dict[str, Any]:
@@ -92,7 +94,6 @@ def _decode_limit(model_path: str, threads: int, parallel: list[int], prompt: in
 def measure(model_path: Path, threads: int | None = None, parallel: tuple[int, ...] = (1, 4, 8), prompt: int = 512,
             context: int = 256, steps: int = 32, timeout: float = 300.0) -> dict[str, Any]:
     """Return the engine's prompt tokens/s and generated tokens/s per number of sequences decoded together."""
-    from swm.serving.embedded import _repack_weights
 
     threads = threads or int(os.environ.get("SWM_EMBEDDED_THREADS") or os.cpu_count() or 2)
     args = [str(model_path), str(threads), ",".join(map(str, parallel)), str(prompt), str(context), str(steps),

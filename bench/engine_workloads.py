@@ -18,6 +18,20 @@ from pathlib import Path
 from typing import Any
 
 from bench.meter import METERS, Call, by_tokens, sent_size, shared_prefixes
+from swm.checkpoints import open_saver, open_store, run_thread
+from swm.context import SWMContext
+from swm.graphs import episode, game, lifelong
+from swm.graphs.selfplay import train
+from swm.lifelong import store as ls
+from swm.lifelong.plan import LifelongPlan
+from swm.lifelong.samples import Sample, sample_rows
+from swm.lifelong.update import training_rows
+from swm.scenarios import shipped
+from swm.selfplay import store as sps
+from swm.selfplay.served import default_concurrency
+from swm.tasks.decisions import decision_prompt, decision_task
+from swm.training.config import PolicyConfig
+from swm.training.trl_update import TrainSettings, train_adapter
 
 WORKLOADS = ("plain", "foresee", "lifelong", "selfplay", "werewolf")
 
@@ -191,8 +205,6 @@ def whole(row: Row, cycle: Window, training: float) -> Row:
 
 
 def _store(folder: Path) -> Any:
-    from swm.checkpoints import open_store
-
     return open_store(folder / "bench.db")
 
 
@@ -201,9 +213,6 @@ def episodes(model: str, policy: str, n: int, turns: int, folder: Path, act_orde
 
     ``act_order``: the acting prompt's order (`SWMContext.act_order`).
     """
-    from swm.context import SWMContext
-    from swm.graphs import episode
-    from swm.scenarios import shipped
 
     graph = episode.build().compile()
     scenarios = shipped()
@@ -227,18 +236,14 @@ def lifelong_cycle(model: str, n: int, episodes_per_cycle: int, update: str, tra
 
     ``eval_per_cell``: test and dev tasks of the baseline's and the candidate's evaluations.
     """
-    from swm.checkpoints import open_saver, run_thread
-    from swm.context import SWMContext
-    from swm.graphs import lifelong
-    from swm.lifelong import store as ls
 
-    plan: dict[str, Any] = {
-            "run_id": "bench-engine", "cycles": 1, "levels": ["decision"], "families": ["mutual_friend"],
-            "episodes_per_level": episodes_per_cycle, "samples_per_task": 2, "heldout_per_cell": eval_per_cell,
-            "dev_per_cell": eval_per_cell, "update": update, "out_dir": str(folder / "learn"),
-            "train": {"max_steps": train_steps, "batch_size": 2, "progress": False}}
+    plan = LifelongPlan.model_validate({
+        "run_id": "bench-engine", "cycles": 1, "levels": ["decision"], "families": ["mutual_friend"],
+        "episodes_per_level": episodes_per_cycle, "samples_per_task": 2, "heldout_per_cell": eval_per_cell,
+        "dev_per_cell": eval_per_cell, "update": update, "out_dir": str(folder / "learn"),
+        "train": {"max_steps": train_steps, "batch_size": 2, "progress": False}})
     ctx = SWMContext(model=model, temperature=0.7, store=_store(folder))
-    ctx.out_dir = plan["out_dir"]
+    ctx.out_dir = plan.out_dir
     phases = Phases("synthesize", 2, "convert")
     config: Any = {"configurable": {"thread_id": "bench-engine"}, "max_concurrency": n, "recursion_limit": 10_000}
     with open_saver(folder / "bench.db") as saver:
@@ -260,10 +265,6 @@ def lifelong_cycle(model: str, n: int, episodes_per_cycle: int, update: str, tra
 
 def trainer_rate(rows: int, steps: int, folder: Path) -> tuple[int, float]:
     """Train the rs-sft LoRA as a cycle does, on gold answers to ``rows`` decision prompts; (tokens, seconds)."""
-    from swm.lifelong.samples import Sample, sample_rows
-    from swm.lifelong.update import training_rows
-    from swm.tasks.decisions import decision_prompt, decision_task
-    from swm.training.trl_update import TrainSettings, train_adapter
 
     samples = []
     for i in range(rows):
@@ -282,10 +283,6 @@ def selfplay_iteration(n: int | None, tasks: int, group: int, turns: int, new_to
 
     ``n`` None: as many rollouts at once as `swm selfplay` plays by default (the server's slots).
     """
-    from swm.graphs.selfplay import train
-    from swm.selfplay import store as sps
-    from swm.selfplay.served import default_concurrency
-    from swm.training.config import PolicyConfig
     from swm.training.ppo import training_samples
 
     plan = {"run_id": "bench-engine", "iterations": 1, "family": "negotiation", "level": "easy",
@@ -299,7 +296,6 @@ def selfplay_iteration(n: int | None, tasks: int, group: int, turns: int, new_to
     row = fill(Row(f"self-play iteration: rollouts ({tasks * group} x {turns} turns)", in_flight), phases.window)
     whole(row, phases.cycle, phases.span("update"))
     update = (out.get("current") or {}).get("update") or {}
-    from swm.checkpoints import open_store
 
     rollouts = [r for r in sps.load_rollouts(open_store(folder / "selfplay.db"), "bench-engine", 0, "train")
                 if not r.failed]
@@ -312,8 +308,6 @@ def selfplay_iteration(n: int | None, tasks: int, group: int, turns: int, new_to
 
 def werewolf(model: str, games: int, players: int, rounds: int, folder: Path) -> Row:
     """``games`` Werewolf games at once (one move at a time within a game), every seat the model."""
-    from swm.context import SWMContext
-    from swm.graphs import game
 
     graph = game.build().compile()
     ctx = SWMContext(model=model, temperature=0.7, store=_store(folder))

@@ -1,4 +1,4 @@
-"""Cases for the social graphs: foresee_act, rollout, episode and one lifelong cycle.
+"""Cases for the social graphs: foresee_act, lookahead, episode and one lifelong cycle.
 
 Each maker receives the imported ``graphs.<name>`` module and returns its cases. The fake
 server needs one script for these graphs: agents ``speak`` (the minimal valid action is
@@ -12,6 +12,7 @@ from typing import Any
 
 from bench import lifelong_case
 from bench.graph_case import GraphCase, NotMeasurable
+from swm.scenarios import shipped
 
 SCRIPTS: dict[str, Any] = {
     "AgentActionForModel": {"action_type": "speak", "argument": "I could do 45 if you take two.", "to": []},
@@ -21,8 +22,6 @@ ROLLOUT_WIDTH, ROLLOUT_DEPTH = 3, 2
 
 
 def _scenario() -> Any:
-    from swm.scenarios import shipped
-
     return shipped()[0]
 
 
@@ -38,13 +37,13 @@ def foresee_act_cases(module: Any) -> list[GraphCase]:
                       note="sample + predict + refine = 3 calls/turn")]
 
 
-def rollout_cases(module: Any) -> list[GraphCase]:
+def lookahead_cases(module: Any) -> list[GraphCase]:
     formula = getattr(module, "calls_per_turn", None)
     if formula is None:
-        raise NotMeasurable("graphs/rollout.py has no calls_per_turn(width, depth)")
+        raise NotMeasurable("graphs/lookahead.py has no calls_per_turn(width, depth)")
     n, k = ROLLOUT_WIDTH, ROLLOUT_DEPTH
-    return [GraphCase(f"rollout N={n} k={k}", module.build, _policy_input, lambda inp: int(formula(n, k)),
-                      context={"rollout_width": n, "rollout_depth": k},
+    return [GraphCase(f"lookahead N={n} k={k}", module.build, _policy_input, lambda inp: int(formula(n, k)),
+                      context={"lookahead_width": n, "lookahead_depth": k},
                       critical=lambda inp: 1 + k + (1 if n > 1 else 0) + 1,
                       note=f"N + N*k + N + 1 = {formula(n, k)} calls; critical path 1 + k + 1 + 1 "
                            "(samples, simulations and scores run as parallel Send branches)")]
@@ -68,7 +67,7 @@ def episode_cases(module: Any) -> list[GraphCase]:
 
 MAKERS: dict[str, Callable[[Any], list[GraphCase]]] = {
     "foresee_act": foresee_act_cases,
-    "rollout": rollout_cases,
+    "lookahead": lookahead_cases,
     "episode": episode_cases,
     "lifelong": lifelong_case.cases,
 }

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import re
 import signal
 import subprocess
@@ -30,6 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.extra_graphs import SCRIPTS
+from bench.results import results_page
+from swm.checkpoints import ExperienceStore
+from swm.lifelong import store as ls
 from swm.testing import FakeOpenAIServer
 
 FAULT_KINDS = ["500", "429", "drop", "hang", "invalid_json"]
@@ -78,7 +82,6 @@ class Case:
 
 def _read(db: Path, read: Callable[[Any], Any]) -> Any:
     """Open the run's store, read from it, close it (the next invocation is another process)."""
-    from swm.checkpoints import ExperienceStore
 
     store = ExperienceStore(db)
     try:
@@ -106,8 +109,6 @@ _learn_rows = _keys("lifelong_episodes", "select episode_id from lifelong_episod
 
 
 def _learn_failed(db: Path) -> int:
-    from swm.lifelong import store as ls
-
     return len(_read(db, lambda store: ls.failures(store, "F")))
 
 
@@ -167,7 +168,6 @@ def _swm(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
 
 def run_learn_kill(kills: int, seed: int) -> dict[str, Any]:
     """SIGKILL ``swm learn`` ``kills`` times mid-run, resume it, and compare the report's calls with the server's."""
-    import random
 
     rng = random.Random(seed)
     env = _env()
@@ -226,12 +226,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--kinds", default=",".join(FAULT_KINDS),
                         help=f"fault kinds to draw from (transport: {','.join(FAULT_KINDS)}; replies that are not "
                              f"chat completions: {','.join(REPLY_KINDS)})")
+    parser.add_argument("--no-page", action="store_true", help="do not write the run's dated page under docs/results/")
     args = parser.parse_args(argv)
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
-    outcomes = [run_case(k.strip(), args.rate, args.seed, args.reruns, kinds)
-                for k in args.cases.split(",") if k.strip()]
-    kill = run_learn_kill(args.kills, args.seed) if args.kills else None
-    print(markdown(outcomes, kill, args.rate, args.seed, kinds))
+    with results_page("faults", "Endpoint faults", "bench.faults", argv, enabled=not args.no_page, markdown=True):
+        outcomes = [run_case(k.strip(), args.rate, args.seed, args.reruns, kinds)
+                    for k in args.cases.split(",") if k.strip()]
+        kill = run_learn_kill(args.kills, args.seed) if args.kills else None
+        print(markdown(outcomes, kill, args.rate, args.seed, kinds))
 
 
 if __name__ == "__main__":

@@ -35,7 +35,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.data_faults import _schema
+from bench.results import results_page
+from swm.checkpoints import open_store
 from swm.testing import FakeOpenAIServer
+from swm.testing.tiny_llama import make_tiny_llama
 
 PLAN = ["--cycles", "2", "--levels", "easy", "--families", "negotiation,secret", "--episodes-per-level", "2",
         "--samples-per-task", "2", "--max-turns", "2", "--concurrency", "2"]
@@ -226,7 +230,6 @@ def out_folder_lost(folder: Path, db: str, backend: str, latency: float) -> Outc
     Cycle 2 plays under p1, whose adapter existed only in the deleted folder before adapters were
     kept in the run's store; on PostgreSQL the rerun's folder stands in for another machine.
     """
-    from swm.testing.tiny_llama import make_tiny_llama
 
     model = folder / "tiny-llama"
     if not (model / "config.json").is_file():
@@ -265,7 +268,6 @@ def out_folder_lost(folder: Path, db: str, backend: str, latency: float) -> Outc
 
 def store_episode_ids(db: str, thread: str, where: str = "1 = 1") -> list[str]:
     """Return the thread's stored episode ids on either backend (those matching ``where``)."""
-    from swm.checkpoints import open_store
 
     store = open_store(db)
     try:
@@ -285,13 +287,18 @@ def main() -> None:
                         "processes) and out (--out deleted under a trained run; needs the [train] extra)")
     parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/test",
                         help="PostgreSQL server for the out case's second backend ('' to skip it)")
+    parser.add_argument("--no-page", action="store_true", help="do not write the run's dated page under docs/results/")
     args = parser.parse_args()
+    with results_page("interrupts", "Interrupts", "bench.interrupts", enabled=not args.no_page):
+        measure_interrupts(args)
+
+
+def measure_interrupts(args: argparse.Namespace) -> None:
+    """Interrupt ``swm learn`` runs as the cases ask, rerun each, and print what was lost, duplicated, paid twice."""
     args.dir = args.dir.resolve()
     args.dir.mkdir(parents=True, exist_ok=True)
     cases = {c.strip() for c in args.cases.split(",")}
     if "out" in cases:
-        from bench.data_faults import _schema
-
         lost = [out_folder_lost(args.dir, str(args.dir / f"lost-{uuid.uuid4().hex[:8]}.db"), "SQLite", args.latency)]
         if args.pg:
             with _schema(args.pg) as url:

@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.results import results_page
 from swm.checkpoints import ExperienceStore
 from swm.lifelong import store as ls
 from swm.lifelong.metrics import Cell
@@ -238,7 +239,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--concurrency", type=int, default=2, help="episodes in flight per arm")
     parser.add_argument("--prefix", default="learning")
     parser.add_argument("--out", type=Path, default=Path("bench-learning"))
+    parser.add_argument("--no-page", action="store_true", help="do not write the run's dated page under docs/results/")
     args = parser.parse_args(argv)
+    with results_page("learning", "Learning: does `swm learn` raise the embedded model's held-out success?",
+                      "bench.learning", argv, enabled=not args.no_page, markdown=True):
+        measure_arms(args)
+
+
+def measure_arms(args: argparse.Namespace) -> None:
+    """Run (or resume) every arm, then print the table of held-out success per arm and cycle."""
     args.out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("SWM_EMBEDDED_THREADS", "1")  # the machine is shared: one thread each for
     os.environ.setdefault("SWM_TRAIN_THREADS", "1")  # sampling and training, arms side by side

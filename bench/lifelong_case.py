@@ -22,7 +22,7 @@ HELDOUT = 1  # one level × one family × one task per cell, in each of the dev 
 def plan(i: int) -> dict[str, Any]:
     return {"run_id": f"bench-{i}", "cycles": 1, "levels": ["easy"], "families": ["negotiation"],
             "episodes_per_level": COLLECTED, "samples_per_task": 1, "max_turns": TURNS,
-            "heldout_per_cell": HELDOUT, "dev_per_cell": HELDOUT, "policy": "plain", "eval_policy": "plain",
+            "heldout_per_cell": HELDOUT, "dev_per_cell": HELDOUT, "act_strategy": "plain", "eval_act_strategy": "plain",
             "judge": False,
             "out_dir": tempfile.mkdtemp(prefix="swm-bench-lifelong-")}
 

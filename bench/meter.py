@@ -14,6 +14,8 @@ graphs under measurement run exactly as they do without it.
 
 from __future__ import annotations
 
+import bisect
+import dataclasses
 import http.client
 import json
 import re
@@ -24,6 +26,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+from swm.serving import embedded
 
 _HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "host"}
 
@@ -247,7 +251,6 @@ def shared_prefixes(calls: list[Call]) -> list[int]:
     call's are known (llama-server), else in characters of the text sent (tools, then messages: the
     order a template renders them in may differ).
     """
-    import bisect
 
     tokens = by_tokens(calls)
     sent = [c.tokens if tokens else c.text for c in calls]
@@ -330,15 +333,12 @@ METERS = Meters()
 
 def wrap_embedded() -> None:
     """Route every embedded server this process starts through a metering proxy (idempotent)."""
-    from swm.serving import embedded
 
     if getattr(embedded.ensure_server, "_metered", False):
         return
     real = embedded.ensure_server
 
     def ensure_server(*args: Any, **kwargs: Any) -> Any:
-        import dataclasses
-
         server = real(*args, **kwargs)
         meter = METERS.for_server(server.base_url, getattr(server, "log_path", None),
                                   tokenize=getattr(server, "engine", None) == embedded.ENGINE)  # llama-server

@@ -20,7 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.cases import GraphCase
+from bench.extra_graphs import SCRIPTS
+from swm.checkpoints import ExperienceStore, sqlite_saver
+from swm.context import SWMContext
 from swm.testing import FakeOpenAIServer
+from swm.usage import total_usage
 
 
 @dataclass
@@ -64,16 +68,12 @@ class OverheadRow:
 
 
 def _total_seconds(out: dict[str, Any]) -> float:
-    from swm.usage import total_usage
-
     return float(total_usage(out.get("usage"))["seconds"])
 
 
 def measure_case(case: GraphCase, server: FakeOpenAIServer, *, runs: int, checkpointer: bool,
                  workdir: Path) -> OverheadRow:
     """Run a case ``runs`` times after one warm-up and sum wall time, slept time and calls."""
-    from swm.checkpoints import ExperienceStore, sqlite_saver
-    from swm.context import SWMContext
 
     with ExitStack() as stack:
         db = workdir / f"{uuid.uuid4().hex[:8]}.db"
@@ -116,7 +116,6 @@ def measure_case(case: GraphCase, server: FakeOpenAIServer, *, runs: int, checkp
 
 def measure(cases: list[GraphCase], latency: float, runs: int) -> list[OverheadRow]:
     """Measure every case without and with the SQLite checkpointer, side by side."""
-    from bench.extra_graphs import SCRIPTS
 
     rows: list[OverheadRow] = []
     with tempfile.TemporaryDirectory(prefix="swm-bench-") as tmp, \

@@ -21,6 +21,14 @@ from typing import Annotated, Any, TypedDict
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
+from bench.extra_graphs import SCRIPTS
+from swm.checkpoints import ExperienceStore, sqlite_saver
+from swm.context import SWMContext
+from swm.graphs import episode
+from swm.nodes.env import MAX_TURNS_LIMIT
+from swm.scenarios import shipped
+from swm.testing import FakeOpenAIServer
+
 
 class LoopState(TypedDict, total=False):
     step: int
@@ -93,7 +101,6 @@ def _timed_resume(graph: Any, config: dict[str, Any], step: int, grow: bool) -> 
 
 def measure(sizes: tuple[int, ...] = (10, 100, 1000), repeats: int = 15) -> list[ResumeRow]:
     """Build each run to N finished steps, kill it, and time the resume (best of ``repeats``)."""
-    from swm.checkpoints import sqlite_saver
 
     rows: list[ResumeRow] = []
     with tempfile.TemporaryDirectory(prefix="swm-resume-") as tmp:
@@ -152,13 +159,6 @@ def measure_episode(sizes: tuple[int, ...] = (10, 100), repeats: int = 3) -> lis
     The fake model answers at once; the kill is an HTTP 400 on the (N+1)-th call. The episode
     graph allows at most 100 turns, so larger N are capped there.
     """
-    from bench.extra_graphs import SCRIPTS
-    from swm.checkpoints import ExperienceStore, sqlite_saver
-    from swm.context import SWMContext
-    from swm.graphs import episode
-    from swm.nodes.env import MAX_TURNS_LIMIT
-    from swm.scenarios import shipped
-    from swm.testing import FakeOpenAIServer
 
     scenario = shipped()[0]
     rows: list[ResumeRow] = []

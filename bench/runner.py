@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from bench import cases as bench_cases
+from bench import concurrency, embedded, overhead, resume, scenario_growth, store_growth
+from bench.results import machine
 
 SECTIONS = ("overhead", "concurrency", "resume", "store", "embedded")
 
@@ -36,19 +39,6 @@ class Settings:
                    scenario_mb=1.0, embedded_calls=1, repeats=1)
 
 
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    system = f"{platform.system()} {platform.release()}"
-    return f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}, {system}"
-
-
 def run(sections: tuple[str, ...] = SECTIONS, settings: Settings | None = None,
         echo: Callable[[str], None] = print, json_path: Path | None = None) -> dict[str, Any]:
     """Run the chosen sections, printing each as it finishes; return every measurement."""
@@ -60,7 +50,6 @@ def run(sections: tuple[str, ...] = SECTIONS, settings: Settings | None = None,
     echo(f"swm performance suite — {results['machine']}; load average at start {load:.1f}")
     echo(f"fake model: loopback OpenAI-compatible server in its own process, {settings.latency * 1000:.0f} ms "
          "per call; every figure below is a ratio measured in this run")
-    from bench import cases as bench_cases
 
     core = bench_cases.core_cases()
     extra, gaps = bench_cases.extra_cases()
@@ -68,15 +57,11 @@ def run(sections: tuple[str, ...] = SECTIONS, settings: Settings | None = None,
     for gap in gaps:
         echo(f"gap: {gap}")
     if "overhead" in sections:
-        from bench import overhead
-
         rows = overhead.measure(core + extra, settings.latency, settings.runs)
         _section(echo, overhead.format_rows(rows, settings.latency))
         results["overhead"] = [{**asdict(r), "overhead": r.overhead, "wall_over_usage": r.between_calls,
                                 "calls_over_floor": r.floor_ratio} for r in rows]
     if "concurrency" in sections:
-        from bench import concurrency
-
         rows_c = []
         targets = [c for c in core if c.name.startswith("ask (s3ap, new")]
         targets += [c for c in extra if c.name.startswith("episode (foresee")]
@@ -85,28 +70,21 @@ def run(sections: tuple[str, ...] = SECTIONS, settings: Settings | None = None,
         _section(echo, concurrency.format_rows(rows_c, settings.latency))
         results["concurrency"] = [{**asdict(r), "efficiency": r.efficiency} for r in rows_c]
     if "resume" in sections:
-        from bench import resume
-
         rows_r = resume.measure(settings.resume_sizes)
         extra_rows = resume.measure_episode(settings.resume_sizes) if any(c.name.startswith("episode") for c in extra) \
             else []
         _section(echo, resume.format_rows(rows_r + extra_rows))
         results["resume"] = [asdict(r) for r in rows_r + extra_rows]
     if "store" in sections:
-        from bench import store_growth
-
         rows_s, source, indexed = store_growth.measure(settings.store_sizes)
         _section(echo, store_growth.format_rows(rows_s, source, indexed))
         results["store"] = {"rows": [asdict(r) for r in rows_s], "source": source, "indexed": indexed}
-        from bench import scenario_growth
 
         rows_g = scenario_growth.measure(int(settings.scenario_mb * scenario_growth.MB),
                                          pg=scenario_growth.pg_server())
         _section(echo, scenario_growth.format_rows(rows_g))
         results["store"]["scenario_growth"] = [{**asdict(r), "copies": r.copies} for r in rows_g]
     if "embedded" in sections:
-        from bench import embedded
-
         try:
             rows_e, model = embedded.measure(settings.embedded_calls)
         except Exception as exc:  # noqa: BLE001 - an absent embedded model is reported, not fatal

@@ -20,6 +20,7 @@ import base64
 import json
 import os
 import random
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -29,6 +30,13 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from bench.results import results_page
+from swm.checkpoints import open_saver, open_store
+from swm.context import SWMContext
+from swm.graphs.episode import build
+from swm.social.models import AgentActionForModel, AgentProfile, Scenario, ScenarioAgent
+from swm.testing import ScriptedChatModel
 
 MB = 1_000_000
 PG_DEFAULT = "postgresql://postgres@127.0.0.1:5432/test"
@@ -55,7 +63,6 @@ def bulk_text(chars: int, seed: int = 0) -> str:
 
 def big_scenario(chars: int, where: str = "scenario") -> Any:
     """Return a two-seat scenario whose shared text (or Ann's personality notes) is ``chars`` long."""
-    from swm.social.models import AgentProfile, Scenario, ScenarioAgent
 
     text = bulk_text(chars)
     return Scenario(
@@ -66,9 +73,6 @@ def big_scenario(chars: int, where: str = "scenario") -> Any:
 
 
 def scripted_model() -> Any:
-    from swm.social.models import AgentActionForModel
-    from swm.testing import ScriptedChatModel
-
     return ScriptedChatModel(respond=lambda prompt, tool: AgentActionForModel(action_type="speak", argument="hi"))
 
 
@@ -119,7 +123,6 @@ def db_bytes(target: str | Path) -> int:
                                "join pg_namespace n on n.oid = c.relnamespace "
                                "where n.nspname = current_schema() and c.relkind = 'r'").fetchone()
         return int(row[0]) if row else 0
-    import sqlite3
 
     lite = sqlite3.connect(str(target))
     try:
@@ -131,9 +134,6 @@ def db_bytes(target: str | Path) -> int:
 
 def measure_one(target: str | Path, scenario: Any, variant: str, where: str, backend: str) -> GrowthRow:
     """Play two turns of ``scenario`` on ``target``, measuring the database after each step that matters."""
-    from swm.checkpoints import open_saver, open_store
-    from swm.context import SWMContext
-    from swm.graphs.episode import build
 
     store = open_store(target)
     try:
@@ -203,7 +203,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--before", type=Path, default=None,
                         help="another checkout (e.g. a `git worktree` of an older commit): measure it too, inline only")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON (used by --before)")
+    parser.add_argument("--no-page", action="store_true", help="do not write the run's dated page under docs/results/")
     args = parser.parse_args(argv)
+    if args.json:  # run as a script against another checkout (--before), which may have no bench.results
+        measure_growth(args)
+        return
+
+    with results_page("scenario-growth", "A large scenario's growth", "bench.scenario_growth", argv,
+                      enabled=not args.no_page):
+        measure_growth(args)
+
+
+def measure_growth(args: argparse.Namespace) -> None:
+    """Measure the database's growth (and, with ``--before``, the other checkout's); print the tables or JSON."""
     where = tuple(w for w in args.where.split(",") if w)
     if args.before is not None:
         # this file runs as a script there, so swm, graphs and checkpoints are the other checkout's

@@ -16,12 +16,23 @@ import argparse
 import json
 import os
 import platform
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from bench.learning import run_method
+from swm import prompts
+from swm.checkpoints import ExperienceStore
 from swm.graphs.selfplay import train
+from swm.lifelong import store as ls
+from swm.lifelong.bridge import to_scenario
+from swm.selfplay import loop
+from swm.selfplay.checkpoint import checkpoint_dir
 from swm.selfplay.plan import SelfPlayPlan
+from swm.selfplay.rollout import history
+from swm.tasks.families import synthesize
 
 ESTIMATORS = ("hierarchical", "group")
 
@@ -143,8 +154,6 @@ print(json.dumps({"mode": mode, "peak_mb": after / 1024, "model_mb": before / 10
 
 def scoring_memory(args: argparse.Namespace) -> dict[str, Any]:
     """Peak RSS of one minibatch's forward + backward, generated positions only vs the full projection."""
-    import subprocess
-    import sys
 
     out: dict[str, Any] = {"prompt_tokens": args.memory, "new_tokens": args.max_new_tokens, "rows": 4}
     for mode in ("positions", "full"):
@@ -170,12 +179,6 @@ def compare_samplers(args: argparse.Namespace) -> dict[str, Any]:
     retokenised text gives back the server's tokens (their share is reported too). Needs
     ``--temperature 1``, where llama.cpp's log-probs (of the raw logits) are the sampling ones.
     """
-    from swm import prompts
-    from swm.lifelong.bridge import to_scenario
-    from swm.selfplay import loop
-    from swm.selfplay.checkpoint import checkpoint_dir
-    from swm.selfplay.rollout import history
-    from swm.tasks.families import synthesize
 
     if args.temperature != 1.0:
         raise SystemExit("--samplers compares log-probs at --temperature 1 only")
@@ -270,9 +273,6 @@ def dpo_loop(args: argparse.Namespace, label: str) -> dict[str, Any]:
     task), the same turns and temperature. Its episodes are the episode graph's (JSON actions),
     its update DPO on gated preference pairs (a LoRA trained by TRL, served by llama.cpp).
     """
-    from bench.learning import run_method
-    from swm.checkpoints import ExperienceStore
-    from swm.lifelong import store as ls
 
     if args.game:
         raise SystemExit("--dpo compares on a task family; Werewolf's lifelong family is not a self-play game run")

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from swm.checkpoints import ExperienceStore
 from swm.checkpoints.store import StoreRecords
 
 TURNS = 10
@@ -102,7 +103,6 @@ def _time_queries(store: StoreRecords, n: int, runs: int, repeats: int = 10, rou
 def measure(sizes: tuple[int, ...] = (100, 1000, 10_000),
             runs: int = 4) -> tuple[list[GrowthRow], str, tuple[float, float]]:
     """Grow one store to each size in turn; return rows, the writer used, and query times after indexing."""
-    from swm.checkpoints import ExperienceStore
 
     write_turn, write_episode, source = _writers()
     rows: list[GrowthRow] = []

@@ -30,8 +30,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from swm.graphs.selfplay import train
+from swm.selfplay.checkpoint import checkpoint_dir, warm_start_adapter
+from swm.selfplay.loop import POOL, SeededSampler
+from swm.selfplay.plan import SelfPlayPlan
+from swm.selfplay.rollout import play
 from swm.stats import wilson_interval
+from swm.tasks.checkers import Utterance
 from swm.tasks.families import TWO_SEAT
+from swm.tasks.splits import split_tasks
+from swm.tasks.verify import check
 
 ARMS = ("selfplay", "shuffled")
 
@@ -60,13 +68,6 @@ def plan_of(args: argparse.Namespace, arm: str) -> dict[str, Any]:
 
 def evaluate(plan: dict[str, Any], iteration: int, n: int) -> list[dict[str, Any]]:
     """Play the first ``n`` test-split tasks under checkpoint ``iteration`` (one seeded rollout each), checked."""
-    from swm.selfplay.checkpoint import checkpoint_dir
-    from swm.selfplay.loop import POOL, SeededSampler
-    from swm.selfplay.plan import SelfPlayPlan
-    from swm.selfplay.rollout import play
-    from swm.tasks.checkers import Utterance
-    from swm.tasks.splits import split_tasks
-    from swm.tasks.verify import check
 
     sp = SelfPlayPlan.model_validate(plan)
     out = []
@@ -134,10 +135,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("bench-out/two-seat"))
     args = ap.parse_args()
     if args.warm:
-        from swm.selfplay.checkpoint import warm_start_adapter
-
         args.warm = str(warm_start_adapter(args.warm).resolve())
-    from swm.graphs.selfplay import train
 
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "two-seat.json"

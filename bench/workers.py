@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from bench.results import results_page
 from swm.testing import FakeOpenAIServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,7 +45,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--stories", type=int, default=16)
     parser.add_argument("--latency", type=float, default=1.0)
     parser.add_argument("--workers", default="1,2,4")
+    parser.add_argument("--no-page", action="store_true", help="do not write the run's dated page under docs/results/")
     args = parser.parse_args(argv)
+    with results_page("workers", "Many workers", "bench.workers", argv, enabled=not args.no_page, markdown=True):
+        measure_workers(args)
+
+
+def measure_workers(args: argparse.Namespace) -> None:
+    """Run the ToM bench in process and on 1, 2, 4 Ray workers against one fake server; print the table."""
     counts = [int(w) for w in args.workers.split(",")]
     with FakeOpenAIServer(latency=args.latency, process=True) as server:
         spec = f"fake@{server.base_url}"

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic.json_schema import SkipJsonSchema
 
+from swm.checkpoints.store import ExperienceStore, served_store
 from swm.credentials import redact_spec
 from swm.errors import ModelSpecError
 from swm.faults import DEFAULT_LIMIT, FailureStreak
@@ -80,9 +81,9 @@ class SWMContext:
     # last one and a server's prefix cache serves all but the new turns; Foresee-and-Act's predict and
     # refine prompts likewise: `ordered_prompt`)
     act_order: ActOrder = "sotopia"
-    # Foresee-and-Act / rollouts
-    rollout_width: int = 1
-    rollout_depth: int = 1
+    # Foresee-and-Act / look-ahead
+    lookahead_width: int = 1
+    lookahead_depth: int = 1
     # the experience store (parse cache, episodes, pairs); an in-memory one when None
     store: SkipJsonSchema[Any] = None
     # where this invocation writes reports and exports (the lifelong plan's out_dir when None): a
@@ -184,8 +185,6 @@ class SWMContext:
     def experience_store(self) -> StoreRecords:
         """Return the experience store: the one given, the server's, else an in-memory one opened on first use."""
         if self.store is None:
-            from swm.checkpoints.store import ExperienceStore, served_store
-
             with self._lock:
                 if self.store is None:
                     self.store = served_store() or ExperienceStore(":memory:")

@@ -12,13 +12,16 @@ from ``typing_extensions``: pydantic (which builds the JSON schemas) refuses ``t
 
 from __future__ import annotations
 
+import difflib
 import functools
 import hashlib
+import typing
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Literal, Required, TypeVar
 
+from langgraph.config import get_config
 from langgraph.graph import StateGraph
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
 from swm.context import ParseTask, SWMContext
@@ -133,9 +136,7 @@ def check_input(schema: type[Any], state: Mapping[str, Any]) -> None:
 
 def _fields_of(kind: Any) -> dict[str, Any]:
     """Return a TypedDict's or pydantic model's fields with their types ({} for anything else)."""
-    import typing
 
-    from pydantic import BaseModel
 
     while typing.get_origin(kind) in (Annotated, typing.Union) or type(kind).__name__ == "UnionType":
         options = [a for a in typing.get_args(kind) if a is not type(None)]
@@ -151,7 +152,6 @@ def _fields_of(kind: Any) -> dict[str, Any]:
 
 def _closest(schema: type[Any], error: Mapping[str, Any]) -> str:
     """For an unknown key, name the closest valid key at the same place (`` (did you mean 'x'?)``)."""
-    import difflib
 
     if error.get("type") != "extra_forbidden" or not error.get("loc"):
         return ""
@@ -198,7 +198,6 @@ def thread_run_id(run_id: str, default: str) -> str:
     """
     if run_id != default:
         return run_id
-    from langgraph.config import get_config
 
     try:
         thread = (get_config().get("configurable") or {}).get("thread_id")

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from langchain_core.messages import AIMessage
+
 from swm.errors import InputError
 
 NUL = "\x00"
@@ -112,7 +114,6 @@ def message_without_nul(message: Any) -> tuple[Any, int]:
     A model can emit ``\\u0000``; PostgreSQL refuses it in text and JSONB, and a thread whose
     checkpoint holds it could never be written (every resume replays the refused write).
     """
-    from langchain_core.messages import AIMessage
 
     if not isinstance(message, AIMessage):
         return message, 0

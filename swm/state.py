@@ -15,6 +15,7 @@ actions, is written as an extra ``dialogue`` key so that nothing is lost on a ro
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -264,7 +265,6 @@ class SocialWorld(BaseModel):
 
     def to_text(self) -> str:
         """Render the world as the compact S3AP JSON the QA prompt takes as extra information."""
-        import json
 
         return json.dumps(self.to_s3ap(), ensure_ascii=False)
 
@@ -272,8 +272,6 @@ class SocialWorld(BaseModel):
 def unwrap_s3ap(obj: Any) -> tuple[list[str], list[Any]]:
     """Return (agent names, raw steps) from a wrapped S3AP object, a bare list or a JSON string."""
     if isinstance(obj, str | bytes):
-        import json
-
         obj = json.loads(obj)
     if isinstance(obj, SocialWorld):
         return list(obj.agents), obj.to_s3ap()["socialized_context"]

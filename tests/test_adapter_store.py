@@ -27,6 +27,7 @@ from swm.context import SWMContext
 from swm.graphs import lifelong
 from swm.lifelong import store as ls
 from swm.lifelong.artifacts import content_hash, local_adapter
+from swm.lifelong.plan import LifelongPlan
 from swm.social.models import AgentActionForModel
 from swm.testing import FakeOpenAIServer
 
@@ -142,7 +143,7 @@ def test_an_embedded_adapter_is_restored_and_served_from_a_gguf_of_the_recorded_
                            adapter_sha256=keep_adapter(store, trained))
     shutil.rmtree(tmp_path / "gone")
     ctx = SWMContext(model="fake@http://127.0.0.1:9/v1", store=store, out_dir=str(tmp_path / "here"))
-    plan = {"hf_model": str(tiny_gguf_llama), "base_gguf": str(base)}
+    plan = LifelongPlan(hf_model=str(tiny_gguf_llama), base_gguf=str(base))
     served = policy_spec(policy, ctx, plan)
     restored = tmp_path / "here" / "adapters" / "p1"
     assert served == embedded.embedded_spec(lora=restored.with_suffix(".gguf"), base=base) != spec

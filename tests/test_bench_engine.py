@@ -46,7 +46,7 @@ def test_the_prefix_order_is_measured_beside_sotopias(tmp_path: Path, capsys: An
     out = tmp_path / "engine.json"
     with FakeOpenAIServer(latency=0.01, scripts=SCRIPTS) as server:
         engine.main(["--endpoint", server.model_spec, "--workloads", "plain", "--in-flight", "2", "--turns", "6",
-                     "--act-orders", "sotopia,prefix", "--json", str(out)])
+                     "--act-orders", "sotopia,prefix", "--json", str(out), "--no-page"])
     rows = [Row(**r) for r in json.loads(out.read_text())["paths"]["endpoint"]]
     assert [r.workload for r in rows] == ["plain episodes (2 x 6 turns)", "plain episodes (2 x 6 turns, prefix order)"]
     sotopia, prefix = rows

@@ -79,11 +79,11 @@ def test_env_rules_directly() -> None:
     assert end_reason(20, 20, ["A", "B"], 0) == "turn limit (20)"
 
 
-@pytest.mark.parametrize("policy", ["plain", "foresee", "rollout"])
+@pytest.mark.parametrize("policy", ["plain", "foresee", "lookahead"])
 def test_privacy_no_prompt_holds_another_agents_goal_or_secret(tmp_path: Path, policy: str) -> None:
     """Scan every prompt made on an agent's behalf (act, predict, score, refine) for the others' goals and secrets."""
     models = {role: model() for role in ("agent", "partner", "world_model", "judge")}
-    ctx = store_ctx(tmp_path, chat_models=models, rollout_width=2, rollout_depth=2)
+    ctx = store_ctx(tmp_path, chat_models=models, lookahead_width=2, lookahead_depth=2)
     play(tmp_path, ctx, scenario=scenario(3).model_dump(), max_turns=6,
          policies={"Ann": policy, "Bob": policy, "Cy": "plain"}, judge=False)
     checked = 0

@@ -19,8 +19,8 @@ def _episodes(tmp_path: Path) -> tuple[ExperienceStore, list[str]]:
     ids = []
     with sqlite_saver(tmp_path / "cp.db") as saver:
         graph = build().compile(checkpointer=saver)
-        for i, (n, policy, turns) in enumerate([(2, "foresee", 3), (3, "plain", 4), (2, "rollout", 2)]):
-            ctx = SWMContext(llm=model(), store=store, rollout_width=2, rollout_depth=1)
+        for i, (n, policy, turns) in enumerate([(2, "foresee", 3), (3, "plain", 4), (2, "lookahead", 2)]):
+            ctx = SWMContext(llm=model(), store=store, lookahead_width=2, lookahead_depth=1)
             out = graph.invoke({"scenario": scenario(n, sid=f"s{i}").model_dump(), "episode_id": f"e{i}",
                                 "policies": {"Ann": policy}, "max_turns": turns},
                                {"configurable": {"thread_id": f"e{i}"}}, context=ctx)
@@ -53,7 +53,7 @@ def test_transcript_is_readable(tmp_path: Path) -> None:
     assert "predicted mental state of Bob: wary" in text and "Judge — Ann: believability 5" in text
     assert "Ended: turn limit (3) after 3 turns." in text
     row = episode_row(store, ids[2])
-    assert row["rollout_width"] == 2 and row["turns"][0]["candidates"] is not None
+    assert row["lookahead_width"] == 2 and row["turns"][0]["candidates"] is not None
 
 
 def test_swm_play_exports_and_prints_json(tmp_path: Path) -> None:
@@ -63,12 +63,12 @@ def test_swm_play_exports_and_prints_json(tmp_path: Path) -> None:
 
     llm = model()
     path = tmp_path / "one.jsonl"
-    result = CliRunner().invoke(main, ["play", "--scenario", "swm-flat-chores", "--policy", "rollout", "--width", "2",
+    result = CliRunner().invoke(main, ["play", "--scenario", "swm-flat-chores", "--policy", "lookahead", "--width", "2",
                                        "--max-turns", "3", "--db", str(tmp_path / "p.db"), "--export", str(path),
                                        "--json"], obj={"llm": llm})
     assert result.exit_code == 0, result.output
     row = json.loads(path.read_text())
     assert row["scenario_id"] == "swm-flat-chores" and len(row["agents"]) == 3 and row["num_turns"] == 3
-    # turn 0 is the rollout seat (2 + 2 + 2 + 1 calls), then two plain turns, then 1 judge call for all three.
+    # turn 0 is the look-ahead seat (2 + 2 + 2 + 1 calls), then two plain turns, then 1 judge call for all three.
     assert [t["calls"] for t in row["turns"]] == [7, 1, 1] and llm.calls == 7 + 2 + 1
     assert '"episode_id"' in result.output

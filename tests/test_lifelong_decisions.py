@@ -151,10 +151,10 @@ def test_persuasion_answers_the_stated_worry() -> None:
 
 def test_evaluated_only_families_join_the_splits_not_the_collection() -> None:
     from swm.lifelong.jobs import eval_split, training_tasks
-    from swm.lifelong.plan import DEFAULT_PLAN
+    from swm.lifelong.plan import LifelongPlan
 
-    plan = {**DEFAULT_PLAN, "levels": [DECISION], "families": ["mutual_friend"], "cycles": 1,
-            "eval_families": ["mutual_friend", "scheduling"], "heldout_per_cell": 3, "dev_per_cell": 2}
+    plan = LifelongPlan(levels=[DECISION], families=["mutual_friend"], cycles=1,
+                        eval_families=["mutual_friend", "scheduling"], heldout_per_cell=3, dev_per_cell=2)
     test, dev = eval_split(plan, "test"), eval_split(plan, "dev")
     assert [t.family for t in test] == ["mutual_friend"] * 3 + ["scheduling"] * 3 and len(dev) == 4
     assert {t.family for t in training_tasks(plan, 1)} == {"mutual_friend"}

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 from collections import Counter
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import pytest
+from langgraph.types import Send
 
 from swm.checkpoints import ExperienceStore, open_saver, open_store
+from swm.checkpoints.savers import SERDE
 from swm.context import SWMContext
 from swm.graphs import lifelong
 from swm.lifelong import store as ls
+from swm.lifelong.plan import LifelongPlan
 from swm.lifelong.update import StrategyNotes
 from swm.social.models import AgentActionForModel
 from swm.social.schemas import Foresight, PredictedMind, PredictedReaction
@@ -94,7 +99,7 @@ def run(tmp_path: Path, agents: Agents, plan: dict[str, Any], thread: str = "t1"
 
 
 def test_a_run_builds_gated_pairs_on_both_tracks_and_injects_memory(tmp_path: Path) -> None:
-    out, store, llm = run(tmp_path, Agents(), {**PLAN, "policy": "foresee"})
+    out, store, llm = run(tmp_path, Agents(), {**PLAN, "act_strategy": "foresee"})
     assert ls.count_episodes(store, "t1") == TOTAL
     assert store.count("lifelong_episodes", "phase = 'collect'") == 4
     kept = {r["track"]: r["n"] for r in store.rows(
@@ -233,3 +238,57 @@ def test_the_plans_acting_order_reaches_the_episodes_and_the_rows_they_train_on(
     assert rows and all("episode_act_prefix@v1" in r["prompts"] for r in rows)
     recorded = [t["prompt"] for r in rows for t in json.loads(r["record"])["turns"]]
     assert recorded and set(recorded) <= shown
+
+
+def _as_before_the_typed_plan(db: Path) -> int:
+    """Rewrite a thread's stored checkpoints and writes as code before the typed plan stored them: the plan
+    as its JSON dump, under the earlier key names (``policy``, ``eval_policy``). Return the plans rewritten."""
+    rewritten = 0
+
+    def old(value: Any) -> Any:
+        nonlocal rewritten
+        if isinstance(value, LifelongPlan):
+            rewritten += 1
+            dump = value.model_dump(mode="json")
+            return {RENAMED.get(k, k): v for k, v in dump.items()}
+        if isinstance(value, Send):
+            return Send(value.node, old(value.arg))
+        if isinstance(value, dict):
+            return {k: old(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return type(value)(old(v) for v in value)
+        return value
+
+    with closing(sqlite3.connect(db)) as con, con:
+        for table, column in (("checkpoints", "checkpoint"), ("writes", "value")):
+            for rowid, kind, blob in con.execute(f"select rowid, type, {column} from {table}").fetchall():
+                before = rewritten
+                value = old(SERDE.loads_typed((kind, blob)))
+                if rewritten > before:
+                    con.execute(f"update {table} set type = ?, {column} = ? where rowid = ?",
+                                (*SERDE.dumps_typed(value), rowid))
+    return rewritten
+
+
+RENAMED = {"act_strategy": "policy", "eval_act_strategy": "eval_policy"}
+
+
+def test_a_thread_checkpointed_before_the_typed_plan_resumes_and_plays_nothing_twice(tmp_path: Path) -> None:
+    """A checkpoint written before the state held a `LifelongPlan` holds its JSON dump (in the state and in the
+    pending episode jobs) under the earlier key names: the thread resumes from it, loses and repeats nothing,
+    and from the next cycle on its state holds the model."""
+    baseline_acts = 2 * EVAL_EPISODES * PLAN["max_turns"]
+    with pytest.raises(RuntimeError, match="scripted crash"):
+        run(tmp_path, Agents(fail_after=baseline_acts + 3), PLAN)
+    db = tmp_path / "run.db"
+    assert _as_before_the_typed_plan(db) > 0
+    with open_saver(db) as saver:
+        stored = lifelong.build().compile(checkpointer=saver).get_state({"configurable": {"thread_id": "t1"}})
+    assert isinstance(stored.values["plan"], dict) and "policy" in stored.values["plan"]  # the old form
+    done = ls.count_episodes(open_store(db), "t1")
+    healthy = Agents()
+    out, store, _ = run(tmp_path, healthy, PLAN, resume=True)
+    ids = [r["episode_id"] for r in store.rows("select episode_id from lifelong_episodes")]
+    assert len(ids) == len(set(ids)) == TOTAL
+    assert healthy.acts == (TOTAL - done) * PLAN["max_turns"]  # only the episodes not yet played
+    assert isinstance(out["plan"], LifelongPlan) and out["plan"].act_strategy == "plain"

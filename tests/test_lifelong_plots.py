@@ -27,7 +27,7 @@ def _labels(ax: Any) -> list[str]:
 
 
 def test_each_plot_of_a_small_run_shows_every_series_distinctly(tmp_path: Path) -> None:
-    out, store, _ = run(tmp_path, Agents(), {**PLAN, "policy": "plain"})
+    out, store, _ = run(tmp_path, Agents(), {**PLAN, "act_strategy": "plain"})
     levels = sorted({lv for _, lv in ls.matrix(store, "t1", "pass")})
     curriculum = curriculum_for(levels, max(c for c, _ in ls.matrix(store, "t1", "pass")))
     forgetting: dict[str, dict[str, Any]] = {}

@@ -8,7 +8,7 @@ from lifelong_helpers import negotiation_task, record
 
 from swm.checkpoints import ExperienceStore
 from swm.lifelong import store as ls
-from swm.lifelong.plan import DEFAULT_PLAN
+from swm.lifelong.plan import LifelongPlan
 from swm.lifelong.report import policy_listing, write_report
 from swm.lifelong.update import PolicyVersion, TrainStats
 
@@ -34,7 +34,7 @@ def test_each_policy_names_the_spec_it_was_served_as_and_its_adapter(tmp_path: P
     assert (listed["p1"]["kind"], listed["p1"]["adapter"], listed["p1"]["adapter_gguf"]) == (
         "dpo", "/runs/r/p1-adapter", "/runs/r/p1.gguf")
     assert listed["p1"]["train"]["steps"] == 6 and listed["p0"]["adapter"] is None
-    plan = {**DEFAULT_PLAN, "run_id": "r", "cycles": 2, "out_dir": str(tmp_path)}
+    plan = LifelongPlan(run_id="r", cycles=2, out_dir=str(tmp_path))
     report = write_report(store, plan, agent_spec="the-run's-model").read_text()
     row = next(line for line in report.splitlines() if line.startswith("| p1 |"))
     assert "`embedded:lora=/runs/r/p1.gguf`" in row and "/runs/r/p1-adapter" in row

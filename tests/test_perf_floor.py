@@ -2,7 +2,7 @@
 
 The floor is the minimal number of model calls a graph's algorithm needs: one parse per
 distinct story plus one QA call per question (a cached parse costs nothing), three calls per
-Foresee-and-Act turn, the rollout formula, per-turn policy calls plus judge calls per episode,
+Foresee-and-Act turn, the look-ahead formula, per-turn policy calls plus judge calls per episode,
 and episodes × turns for one lifelong cycle. The cases are the ones ``python -m bench``
 measures (``bench.cases``), so the suite and the tests agree on every floor.
 """
@@ -96,12 +96,12 @@ def test_the_scripted_parse_is_valid_on_the_first_attempt() -> None:
     assert model.calls == 1
 
 
-def test_rollout_formula_matches_its_calls() -> None:
-    rollout = pytest.importorskip("swm.graphs.rollout")
+def test_lookahead_formula_matches_its_calls() -> None:
+    lookahead = pytest.importorskip("swm.graphs.lookahead")
     from bench.extra_graphs import _policy_input
 
     for width, depth in ((1, 1), (2, 1), (2, 3)):
         model = ScriptedChatModel(respond=responder)
-        ctx = SWMContext(llm=model, rollout_width=width, rollout_depth=depth)
-        rollout.build().compile().invoke(_policy_input(0), context=ctx)
-        assert model.calls == rollout.calls_per_turn(width, depth), (width, depth)
+        ctx = SWMContext(llm=model, lookahead_width=width, lookahead_depth=depth)
+        lookahead.build().compile().invoke(_policy_input(0), context=ctx)
+        assert model.calls == lookahead.calls_per_turn(width, depth), (width, depth)

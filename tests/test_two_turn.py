@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from swm import prompts
 from swm.checkpoints import open_store
 from swm.cli import main
-from swm.lifelong.plan import DEFAULT_PLAN
+from swm.lifelong.plan import LifelongPlan
 from swm.lifelong.records import ActedTurn, EpisodeRecord
 from swm.lifelong.samples import load_samples, sample_rows, samples_of
 from swm.nodes.update import export_cycle
@@ -194,7 +194,7 @@ def test_learn_climbs_from_decisions_to_two_turn_and_keeps_two_turn_samples(tmp_
     evaluated = {r["level"] for r in store.rows("select level from lifelong_episodes where phase != 'collect'")}
     assert evaluated == {DECISION, TWO_TURN}
     # the rows rs-sft, dpo and kto read: the update node's export writes the kept-sample table
-    rows, used = export_cycle(store, {**DEFAULT_PLAN, "run_id": "climb"}, "rs-sft", [1, 2])
+    rows, used = export_cycle(store, LifelongPlan(run_id="climb"), "rs-sft", [1, 2])
     samples = load_samples(store, "climb", [1, 2])
     two_turn = [s for s in samples if s.level == TWO_TURN]
     assert len(two_turn) == 4 and all(s.passed for s in two_turn)  # 2 episodes x 2 learner moves

@@ -14,6 +14,7 @@ from typing import Any
 
 from swm.checkpoints.postgres import async_postgres_saver, is_postgres, postgres_saver
 from swm.checkpoints.savers import async_sqlite_saver, sqlite_saver
+from swm.checkpoints.store import ExperienceStore
 
 Target = str | Path
 
@@ -24,7 +25,6 @@ def open_store(target: Target) -> Any:
         from swm.checkpoints.postgres import PostgresExperienceStore
 
         return PostgresExperienceStore(str(target))
-    from swm.checkpoints.store import ExperienceStore
 
     return ExperienceStore(target)
 

@@ -35,6 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from swm.checkpoints.postgres import advisory_lock, is_postgres
 from swm.checkpoints.savers import connect
 from swm.errors import SWMError
 
@@ -149,8 +150,6 @@ class _PostgresLeaseConnection:
 
 
 def _open(path: str | Path, setup: bool = True) -> Any:
-    from swm.checkpoints.postgres import advisory_lock, is_postgres
-
     if is_postgres(path):
         pg = _PostgresLeaseConnection(str(path))
         if setup:

@@ -16,15 +16,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 import threading
+import time
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
+from swm.checkpoints.savers import SERDE
 from swm.checkpoints.store import StoreRecords
 from swm.errors import InputError
+from swm.inputs import without_nul
 
 SCHEMES = ("postgresql://", "postgres://")
 
@@ -65,14 +69,12 @@ def _text_safe(checkpoint: Any, metadata: Any) -> tuple[Any, Any]:
     writes on every resume, so one NUL would stop the thread for good. Model replies and input
     files lose their NULs at the boundary (`swm.inputs.without_nul`); this catches any other path.
     """
-    from swm.inputs import without_nul
 
     inline = {k: v for k, v in checkpoint["channel_values"].items() if isinstance(v, str)}
     clean_inline, removed = without_nul(inline)
     clean_meta, removed_meta = without_nul(metadata)
     if not removed + removed_meta:
         return checkpoint, metadata
-    import logging
 
     logging.getLogger("swm").warning("removed %d NUL character(s) from a checkpoint (PostgreSQL stores none)",
                                      removed + removed_meta)
@@ -98,7 +100,6 @@ def postgres_saver(url: str) -> Iterator[Any]:
     """Yield a Postgres checkpointer on ``url`` (tables set up on first use) and close it afterwards."""
     from langgraph.checkpoint.postgres import PostgresSaver
 
-    from swm.checkpoints.savers import SERDE
 
     pool = _pool(url)
     try:
@@ -117,7 +118,6 @@ async def async_postgres_saver(url: str) -> Any:
     from psycopg.rows import dict_row
     from psycopg_pool import AsyncConnectionPool
 
-    from swm.checkpoints.savers import SERDE
 
     async with AsyncConnectionPool(url, min_size=1, max_size=8, open=False,
                                    check=AsyncConnectionPool.check_connection,
@@ -156,7 +156,6 @@ def advisory_lock(conn: Any, name: str) -> Iterator[None]:
     open statement in the database to end, and a statement waiting for the lock never would — a
     deadlock PostgreSQL does not detect (seen with several test schemas migrating at once).
     """
-    import time
 
     def taken() -> bool:
         row = conn.execute("select pg_try_advisory_lock(%s) as ok", [_lock_id(name)]).fetchone()

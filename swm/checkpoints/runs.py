@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, Literal
 
@@ -10,6 +11,7 @@ from langgraph.types import StateSnapshot
 
 from swm import drain
 from swm.checkpoints.store import StoreRecords
+from swm.errors import InputError
 
 Status = Literal["started", "resumed", "finished"]
 
@@ -53,7 +55,6 @@ def run_options_for(store: StoreRecords, run_id: str, options: Mapping[str, Any]
     so a rerun need not repeat them; one given with another value is a contradiction, which
     `pin_run_options` then refuses. A new run takes ``options`` as they are.
     """
-    import json
 
     rows = list(store.rows(f"select options from {RUN_OPTIONS_TABLE} where run_id = ?", [run_id])) \
         if store.has_table(RUN_OPTIONS_TABLE) else []
@@ -72,9 +73,7 @@ def pin_run_options(store: StoreRecords, run_id: str, options: Mapping[str, Any]
     raises `InputError` listing every difference. ``added``: options that came after some runs were
     started, with the value such a run had (it resumes when given that value).
     """
-    import json
 
-    from swm.errors import InputError
 
     given = json.loads(json.dumps(dict(options), default=str))
     rows = list(store.rows(f"select options from {RUN_OPTIONS_TABLE} where run_id = ?", [run_id])) \

@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
+import aiosqlite
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
@@ -26,6 +27,7 @@ from swm.checkpoints.health import (
 SERDE = JsonPlusSerializer(allowed_msgpack_modules=[
     ("swm.state", "SocialWorld"), ("swm.state", "SocialStep"), ("swm.state", "Issue"),
     ("swm.state", "ValidationReport"), ("swm.state", "PerspectiveEntry"),
+    ("swm.lifelong.plan", "LifelongPlan"), ("swm.selfplay.plan", "SelfPlayPlan"),
 ])
 
 
@@ -93,7 +95,6 @@ def sqlite_saver(path: str | Path) -> Iterator[SqliteSaver]:
 @asynccontextmanager
 async def async_sqlite_saver(path: str | Path) -> AsyncIterator[AsyncSqliteSaver]:
     """Yield an async SQLite checkpointer on ``path``."""
-    import aiosqlite
 
     check_database(path)
     async with aiosqlite.connect(str(path), timeout=60) as conn:

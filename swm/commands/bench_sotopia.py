@@ -79,7 +79,7 @@ def _scenarios(hard: bool, data: Path | None, n: int | None) -> list[Any]:
               help="Scenario JSONL [default: ../shared/benchmarks/sotopia/sotopia_scenarios.jsonl]; "
                    "'shipped' for the package's own scenarios.")
 @click.option("--policies", default="plain,foresee", show_default=True,
-              help="Comma list of the tested agent's policies to compare (plain, foresee, rollout).")
+              help="Comma list of the tested agent's policies to compare (plain, foresee, lookahead).")
 @click.option("--partner-policy", type=click.Choice(POLICIES), default="plain", show_default=True)
 @click.option("--n", "n", type=int, default=None,
               help="Scenarios per policy, spread over environments (each env's first pairing first) [default: all]; "
@@ -126,7 +126,7 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
 
     chosen = comma_list(policies, POLICIES, "policy")
     scenarios = _scenarios(hard, data, n)
-    ctx = make_context(db, rollout_width=width, rollout_depth=depth, act_order=act_order, **models)
+    ctx = make_context(db, lookahead_width=width, lookahead_depth=depth, act_order=act_order, **models)
     inject_test_models(ctx)
     in_flight = resolve_concurrency(ctx, concurrency)
     run_id = thread_id or f"sotopia-{uuid.uuid4().hex[:10]}"
@@ -141,7 +141,7 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
                    f"{', '.join(f'{k} {kept[k]}' for k in options if kept[k] != options[k])}", err=True)
         partner_policy, max_turns, judge_protocol = kept["partner_policy"], kept["max_turns"], kept["judge_protocol"]
         width, depth, act_order = kept["width"], kept["depth"], kept["act_order"]
-        ctx.rollout_width, ctx.rollout_depth = width, depth
+        ctx.lookahead_width, ctx.lookahead_depth = width, depth
         ctx = ctx.with_act_order(cast(ActOrder, act_order))
     record_run(ctx.experience_store(), run_id, "sotopia", "episode")
     folder = writable_out(out_dir or Path("swm-results") / file_name(run_id))

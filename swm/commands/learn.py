@@ -36,25 +36,26 @@ from swm.context import SWMContext
 from swm.credentials import remember
 from swm.errors import InputError, ItemsFailed
 from swm.filenames import file_name
+from swm.lifelong.jobs import plan_of
 from swm.lifelong.plan import LifelongPlan
 from swm.lifelong.state import LifelongState
 from swm.usage import total_usage
 
 
-def _expected_episodes(plan: dict[str, Any]) -> int:
+def _expected_episodes(plan: LifelongPlan) -> int:
     # each policy (p0 and one candidate per cycle) plays every dev and test task once
-    cells = len(plan["levels"]) * len(plan.get("eval_families") or plan["families"])
-    evaluations = cells * (plan["heldout_per_cell"] + plan.get("dev_per_cell", 1))
-    return (plan["cycles"] + 1) * evaluations + plan["cycles"] * plan["episodes_per_level"]
+    cells = len(plan.levels) * len(plan.eval_families or plan.families)
+    evaluations = cells * (plan.heldout_per_cell + plan.dev_per_cell)
+    return (plan.cycles + 1) * evaluations + plan.cycles * plan.episodes_per_level
 
 
-def _progress_line(store: StoreRecords, plan: dict[str, Any], values: dict[str, Any]) -> str:
+def _progress_line(store: StoreRecords, plan: LifelongPlan, values: dict[str, Any]) -> str:
     from swm.lifelong import store as ls
 
-    counts = ls.gate_counts(store, plan["run_id"])
+    counts = ls.gate_counts(store, plan.run_id)
     rejected = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()) if not k.startswith("_") and v)
-    cycle = min(int(values.get("cycle", 0)), plan["cycles"])
-    return (f"cycle {cycle}/{plan['cycles']} {values.get('phase', 'start')}; pairs kept "
+    cycle = min(int(values.get("cycle", 0)), plan.cycles)
+    return (f"cycle {cycle}/{plan.cycles} {values.get('phase', 'start')}; pairs kept "
             f"{counts.get('_kept', 0)}, rejected: {rejected or 'none'}")
 
 
@@ -74,17 +75,17 @@ def _given_options() -> list[str]:
         f"train.{field}" for option, field in CLI_TRAIN.items() if given(option)]
 
 
-def _comparable(plan: dict[str, Any]) -> dict[str, Any]:
-    """Return the plan with each training setting also as its own key, ``train.<field>``, to compare one by one."""
-    return {**plan, **{f"train.{field}": value for field, value in (plan.get("train") or {}).items()}}
+def _comparable(plan: LifelongPlan) -> dict[str, Any]:
+    """Return the plan's values with each training setting also as its own key, ``train.<field>``, to compare."""
+    return {**plan.model_dump(mode="json"), **{f"train.{field}": value for field, value in plan.train.items()}}
 
 
 # the plan fields `swm learn` takes as options, in --help order; everything else about each comes from LifelongPlan
 CLI_PLAN = ("cycles", "levels", "families", "eval_families", "episodes_per_level", "samples_per_task", "max_turns",
-            "act_order", "policy", "eval_policy", "self_play", "judge", "judge_threshold", "gating", "min_margin",
-            "update", "estimator", "ppo_groups", "ppo_iterations", "ppo_group", "keep", "replay", "epsilon",
-            "gate_alpha", "heldout_per_cell",
-            "dev_per_cell", "hf_model", "base_gguf", "lora_server", "verify_served", "report_to")
+            "act_order", "act_strategy", "eval_act_strategy", "self_play", "judge", "judge_threshold", "gating",
+            "min_margin", "update", "estimator", "ppo_groups", "ppo_iterations", "ppo_group", "keep", "replay",
+            "epsilon", "gate_alpha", "heldout_per_cell", "dev_per_cell", "hf_model", "base_gguf", "lora_server",
+            "verify_served", "report_to")
 _SPELLING = {"self_play": "--self-play/--fixed-partner"}  # flags whose off form is not --no-X
 _ON_OFF = ("gating",)  # booleans written --x on|off
 _METAVAR = {"hf_model": "PATH", "base_gguf": "FILE", "lora_server": "URL"}
@@ -138,7 +139,7 @@ def plan_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
-def build_plan(thread: str, folder: str, options: dict[str, Any]) -> dict[str, Any]:
+def build_plan(thread: str, folder: str, options: dict[str, Any]) -> LifelongPlan:
     """Return the run's plan from the command's options, checked by `LifelongPlan` (a one-line error if not)."""
     train = {key: options.pop(option) for option, key in CLI_TRAIN.items()}
     train["alpha"] = 2 * train["rank"]
@@ -149,11 +150,11 @@ def build_plan(thread: str, folder: str, options: dict[str, Any]) -> dict[str, A
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
         raise InputError(f"invalid plan: {problems}", "see swm learn --help") from None
-    return plan.model_dump(mode="json")
+    return plan
 
 
-def _reconcile(thread: str, status: str, stored: dict[str, Any], given: dict[str, Any],
-               keys: list[str]) -> tuple[dict[str, Any], int | None]:
+def _reconcile(thread: str, status: str, stored: LifelongPlan, given: LifelongPlan,
+               keys: list[str]) -> tuple[LifelongPlan, int | None]:
     """Return the plan to go on with, and the old cycle count when a finished run is to be extended.
 
     Options left at their defaults mean "as the thread was started"; an option given with another
@@ -164,9 +165,10 @@ def _reconcile(thread: str, status: str, stored: dict[str, Any], given: dict[str
     from swm.checkpoints import differences
 
     changed = differences(_comparable(stored), _comparable(given), keys)
-    more_cycles = "cycles" in keys and given["cycles"] > stored["cycles"]
-    if changed == differences(stored, given, ["cycles"]) and more_cycles and status == "finished":
-        return {**stored, "cycles": given["cycles"]}, int(stored["cycles"])
+    more_cycles = "cycles" in keys and given.cycles > stored.cycles
+    if changed == differences(_comparable(stored), _comparable(given), ["cycles"]) and more_cycles \
+            and status == "finished":
+        return stored.model_copy(update={"cycles": given.cycles}), stored.cycles
     if changed:
         hint = ("let it finish first (rerun without changed options), then rerun with more --cycles to extend it"
                 if more_cycles and status != "finished" else "rerun without the changed options to go on with "
@@ -214,7 +216,7 @@ def learn_command(temperature: float, concurrency: int | None, workers: int, ray
     _print_summary(summary, values, as_json)
 
 
-def _run_thread(plan: dict[str, Any], ctx: SWMContext, config: RunnableConfig, db: str | None, workers: int,
+def _run_thread(plan: LifelongPlan, ctx: SWMContext, config: RunnableConfig, db: str | None, workers: int,
                 ray_address: str | None, progress: bool = True) -> dict[str, Any]:
     """Start, resume, extend or re-report the thread under its lease; return the graph's final values."""
     from swm.checkpoints import hold_lease, open_saver, thread_status
@@ -237,15 +239,16 @@ def _run_thread(plan: dict[str, Any], ctx: SWMContext, config: RunnableConfig, d
         status = thread_status(snapshot)
         inputs: Any = {"plan": plan}
         if status != "started":
-            plan, extend = _reconcile(thread, status, dict(snapshot.values["plan"]), plan, _given_options())
-            plan = {**plan, "out_dir": ctx.out_dir}
+            stored = plan_of(cast(LifelongState, snapshot.values))
+            plan, extend = _reconcile(thread, status, stored, plan, _given_options())
+            plan = plan.model_copy(update={"out_dir": ctx.out_dir})
             inputs = None
             if extend:
                 # as if the last deploy had routed on to the next cycle (deploy routes itself: `deploy_node`)
                 graph.update_state(config, Command(goto="synthesize", update={
-                    "plan": {**snapshot.values["plan"], "cycles": plan["cycles"]}}), as_node="deploy")
+                    "plan": stored.model_copy(update={"cycles": plan.cycles})}), as_node="deploy")
                 status = "resumed"
-                click.echo(f"extending finished thread {thread} from {extend} to {plan['cycles']} cycles", err=True)
+                click.echo(f"extending finished thread {thread} from {extend} to {plan.cycles} cycles", err=True)
         if status != "finished":
             check_training(plan)
         if status == "finished":
@@ -259,17 +262,17 @@ def _run_thread(plan: dict[str, Any], ctx: SWMContext, config: RunnableConfig, d
         return _stream(graph, inputs, config, ctx, plan, dict(snapshot.values or {}), progress)
 
 
-def check_training(plan: dict[str, Any]) -> None:
+def check_training(plan: LifelongPlan) -> None:
     """Refuse, before the first model call, training settings the plan's update method would refuse after collection."""
-    if plan["update"] == "memory":
+    if plan.update == "memory":
         return
     from swm.lifelong.exports import trainer_of
     from swm.training.trl_update import TrainSettings, refused_settings
 
-    method = "ppo" if plan["update"] == "ppo" else trainer_of(plan["update"])
-    refused = refused_settings(method, TrainSettings(**(plan.get("train") or {})))
+    method = "ppo" if plan.update == "ppo" else trainer_of(plan.update)
+    refused = refused_settings(method, TrainSettings(**(plan.train or {})))
     if refused:
-        raise InputError(f"--update {plan['update']} cannot train with {'; '.join(refused)}",
+        raise InputError(f"--update {plan.update} cannot train with {'; '.join(refused)}",
                          "change those options (see swm learn --help); a thread started with them needs a new "
                          "--thread-id")
 
@@ -291,14 +294,14 @@ def _announce(graph: Any, snapshot: Any, status: str, config: RunnableConfig, ct
         click.echo(f"playing again the {len(failed)} episode(s) that failed", err=True)
 
 
-def _stream(graph: Any, inputs: Any, config: RunnableConfig, ctx: SWMContext, plan: dict[str, Any],
+def _stream(graph: Any, inputs: Any, config: RunnableConfig, ctx: SWMContext, plan: LifelongPlan,
             seen: dict[str, Any], progress: bool = True) -> dict[str, Any]:
     """Run the graph with a progress bar of finished episodes (none when not ``progress``); return its final values."""
     from tqdm import tqdm  # type: ignore[import-untyped]
 
     from swm.lifelong import store as ls
 
-    store, thread = ctx.experience_store(), plan["run_id"]
+    store, thread = ctx.experience_store(), plan.run_id
     bar = tqdm(total=_expected_episodes(plan), initial=ls.count_episodes(store, thread), unit="episode",
                desc="episodes", file=sys.stderr, dynamic_ncols=True, disable=not progress)
     # sync: each finished episode branch is on disk before the run goes on, so a kill loses

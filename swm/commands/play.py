@@ -39,14 +39,14 @@ def inject_test_models(ctx: SWMContext) -> None:
                    "swm-mutual-friend, swm-flat-chores), a SOTOPIA id / env id / codename from "
                    "../shared/benchmarks/sotopia, or a .jsonl/.json scenario file (first row).")
 @click.option("--policy", type=click.Choice(POLICIES), default="foresee", show_default=True,
-              help="Policy of the tested agent (role 'agent'): plain (1 call/turn), foresee (3), rollout "
+              help="Policy of the tested agent (role 'agent'): plain (1 call/turn), foresee (3), lookahead "
                    "(N + N·k + N·[N>1] + 1).")
 @click.option("--partner-policy", type=click.Choice(POLICIES), default="plain", show_default=True,
               help="Policy of every other seat (role 'partner').")
 @click.option("--agent", "tested", default=None, metavar="NAME", help="The tested seat [default: the first].")
 @click.option("--max-turns", type=int, default=20, show_default=True, help="Turn limit (SOTOPIA: 20).")
-@click.option("--width", type=int, default=1, show_default=True, help="Rollout candidates N (policy rollout).")
-@click.option("--depth", type=int, default=1, show_default=True, help="Rollout steps k (policy rollout).")
+@click.option("--width", type=int, default=1, show_default=True, help="Look-ahead candidates N (policy lookahead).")
+@click.option("--depth", type=int, default=1, show_default=True, help="Look-ahead steps k (policy lookahead).")
 @click.option("--no-judge", is_flag=True, help="Skip the SOTOPIA-EVAL judge.")
 @click.option("--judge-protocol", type=click.Choice(["sotopia", "swm"]), default="sotopia", show_default=True,
               help="sotopia: sotopia's own evaluator (one call for all agents, its full rubric); swm: one call "
@@ -75,7 +75,7 @@ def play_command(scenario_ref: str, policy: str, partner_policy: str, tested: st
 
     scenario = resolve(scenario_ref)
     seat = tested or scenario.names[0]
-    ctx = make_context(db, rollout_width=width, rollout_depth=depth, act_order=act_order, **models)
+    ctx = make_context(db, lookahead_width=width, lookahead_depth=depth, act_order=act_order, **models)
     inject_test_models(ctx)
     if not no_judge and ctx.judge_is_agent():
         click.echo(f"warning: the judge is the tested agent's own model ({ctx.spec_for('judge')}); pass "

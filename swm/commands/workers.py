@@ -35,7 +35,7 @@ from swm.errors import InputError
 # Fields of the runtime context that travel to workers: plain settings only (no models, no store).
 _PLAIN = ("model", "models", "temperature", "max_tokens", "timeout", "max_retries", "max_failures_in_a_row", "task",
           "max_parse_attempts", "max_narrative_chars", "prompt_versions", "prompt_protocol", "act_order",
-          "rollout_width", "rollout_depth", "out_dir")
+          "lookahead_width", "lookahead_depth", "out_dir")
 
 
 def context_settings(ctx: SWMContext) -> dict[str, Any]:

@@ -29,6 +29,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from openai import OpenAI
 from pydantic import BaseModel, ConfigDict, Field
 
 from swm.envs.grpo import move_text
@@ -230,8 +231,6 @@ class ChatSampler:
 
     def __init__(self, base_url: str, model: str, *, tokenizer: Any = None, api_key: str = "sk-no-key-needed",
                  temperature: float = 1.0, max_tokens: int = 64, timeout: float = 120.0) -> None:
-        from openai import OpenAI
-
         self.client = OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=2)
         self.model, self.tokenizer = model, tokenizer
         self.temperature, self.max_tokens = temperature, max_tokens

@@ -17,11 +17,14 @@ and the `SocialStep` of what each agent observed: the privacy of the game is exa
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+import swm.games
 from swm.errors import InputError
 from swm.state import SocialStep
 
@@ -181,10 +184,7 @@ def get_game(name: str) -> HiddenRoleGame:
 
 def _discover() -> None:
     """Import every module of this package, so a shipped game module registers itself (as the CLI finds commands)."""
-    import importlib
-    import pkgutil
 
-    import swm.games
 
     for module in pkgutil.iter_modules(swm.games.__path__):
         if not module.name.startswith("_"):

@@ -1,6 +1,6 @@
 """A SOTOPIA-style social episode: agents act in turn, each through its own policy, then a judge.
 
-    START → setup → (plain | foresee | rollout) → commit → … → judge → finish → END
+    START → setup → (plain | foresee | lookahead) → commit → … → judge → finish → END
 
 Public API (used by the lifelong loop and the benchmarks):
 
@@ -9,7 +9,7 @@ Public API (used by the lifelong loop and the benchmarks):
 * Input: ``scenario`` (``Scenario.model_dump()``, or the reference that
   `swm.social.scenario_store.put_scenario` returns; ``setup`` stores an inline one and keeps only
   its reference), optional ``episode_id`` (default: scenario id + random suffix), ``policies``
-  ({agent: "plain" | "foresee" | "rollout"}, default plain), ``tested_agent`` (the seat whose
+  ({agent: "plain" | "foresee" | "lookahead"}, default plain), ``tested_agent`` (the seat whose
   model role is ``agent``; every other seat uses ``partner``; default the first), ``max_turns``
   (default 20), ``judge`` (default True).
 * Output: ``episode_id``, ``world`` (the `SocialWorld`, one step per turn: observations of what
@@ -20,7 +20,7 @@ Public API (used by the lifelong loop and the benchmarks):
   action, prediction, candidates, fallback, the step, calls/tokens, prompt ids, models) and one
   ``episodes`` row (status running → done, judgements, usage, provenance). Read them with
   `swm.social.store.load_turns` / ``get_episode``; export with `swm.social.export`.
-* Calls per turn: plain 1, foresee 3, rollout N + N·k + (N if N > 1) + 1; the judge 1 per agent
+* Calls per turn: plain 1, foresee 3, lookahead N + N·k + (N if N > 1) + 1; the judge 1 per agent
   (+1 repair call for an agent whose reply lacked dimensions).
 
 Each policy is a compiled subgraph over the same state (`PolicyInput` in, `PolicyOutput` out),
@@ -37,11 +37,19 @@ from langgraph.graph import END, START, StateGraph
 
 from swm.context import SWMContext
 from swm.graph_state import checks_input
-from swm.graphs import foresee_act, rollout
+from swm.graphs import foresee_act, lookahead
 from swm.nodes.act import act
 from swm.nodes.env import commit, finish, route, setup
 from swm.nodes.judge import judge_episode
-from swm.social.graph_state import EpisodeInput, EpisodeOutput, EpisodeState, PolicyInput, PolicyOutput, PolicyState
+from swm.social.graph_state import (
+    RENAMED_STRATEGIES,
+    EpisodeInput,
+    EpisodeOutput,
+    EpisodeState,
+    PolicyInput,
+    PolicyOutput,
+    PolicyState,
+)
 
 
 def build_plain() -> StateGraph[Any, SWMContext, Any, Any]:
@@ -53,8 +61,10 @@ def build_plain() -> StateGraph[Any, SWMContext, Any, Any]:
     return g
 
 
-POLICY_BUILDERS = {"plain": build_plain, "foresee": foresee_act.build, "rollout": rollout.build}
-ROUTES: dict[Hashable, str] = {"plain": "plain", "foresee": "foresee", "rollout": "rollout", "judge": "judge"}
+POLICY_BUILDERS = {"plain": build_plain, "foresee": foresee_act.build, "lookahead": lookahead.build}
+# a checkpoint from before a rename routes its strategy's earlier name to the strategy
+ROUTES: dict[Hashable, str] = {"plain": "plain", "foresee": "foresee", "lookahead": "lookahead", "judge": "judge",
+                              **{old: str(new) for old, new in RENAMED_STRATEGIES.items()}}
 
 
 def build(policy_checkpointer: bool | None = None) -> StateGraph[Any, SWMContext, Any, Any]:

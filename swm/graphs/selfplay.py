@@ -38,6 +38,7 @@ from swm.nodes.selfplay import (
     update,
 )
 from swm.selfplay.plan import SelfPlayPlan
+from swm.selfplay.served import default_concurrency
 from swm.selfplay.state import SelfPlayInput, SelfPlayState
 
 # The checkpointer and the experience store share one SQLite file (see graphs/lifelong.py).
@@ -79,7 +80,6 @@ def train(plan: SelfPlayPlan | dict[str, Any], *, db: str | Path, thread_id: str
     ``max_concurrency`` rollouts play at once (default: the embedded server's slots when served,
     1 in torch); each is seeded by its own id, so results do not depend on completion order.
     """
-    from swm.selfplay.served import default_concurrency
 
     plan = plan if isinstance(plan, SelfPlayPlan) else SelfPlayPlan.model_validate(plan)
     thread = thread_id or f"selfplay-{uuid.uuid4().hex[:10]}"
@@ -88,6 +88,6 @@ def train(plan: SelfPlayPlan | dict[str, Any], *, db: str | Path, thread_id: str
     config: RunnableConfig = {"configurable": {"thread_id": thread}, "max_concurrency": concurrency,
                               "recursion_limit": 20 + 10 * plan.iterations}
     with open_saver(db) as saver:
-        out, _ = run_thread(build().compile(checkpointer=saver), {"plan": plan.model_dump(mode="json")}, config, ctx,
+        out, _ = run_thread(build().compile(checkpointer=saver), {"plan": plan}, config, ctx,
                             on_event=on_event)
     return out | {"thread_id": thread}

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from langgraph_sdk.runtime import ServerRuntime
 
 # the graph each server id serves: its module (whose ``graph`` is the compiled graph)
-GRAPHS = {name: f"swm.graphs.{name}" for name in ("parse", "ask", "episode", "foresee_act", "rollout", "lifelong",
+GRAPHS = {name: f"swm.graphs.{name}" for name in ("parse", "ask", "episode", "foresee_act", "lookahead", "lifelong",
                                                  "game", "selfplay")}
 
 
@@ -68,7 +68,7 @@ parse = _factory("parse")
 ask = _factory("ask")
 episode = _factory("episode")
 foresee_act = _factory("foresee_act")
-rollout = _factory("rollout")
+lookahead = _factory("lookahead")
 lifelong = _factory("lifelong")
 game = _factory("game")
 selfplay = _factory("selfplay")

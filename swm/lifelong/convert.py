@@ -20,7 +20,7 @@ Pairs of two candidates at the same state come from
   policy and history — the first turn of every sample of a task, and any later turn where two
   samples still agree) and different texts; chosen = the higher r_t;
 * ``alternative``: the executed action vs a candidate sampled at the same turn but not executed
-  (rollout candidates, Foresee-and-Act's intended action before refinement); the unexecuted one
+  (look-ahead candidates, Foresee-and-Act's intended action before refinement); the unexecuted one
   has no verified outcome and is scored 0, so the executed one is chosen when r_t > 0 and
   rejected when r_t < 0 (r_t = 0 gives margin 0, which the gate rejects).
 

@@ -20,11 +20,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from openai import OpenAI, OpenAIError
+
 from swm.context import SWMContext
 from swm.errors import ModelCallFailed
 from swm.lifelong.records import ActedTurn, EpisodeRecord, digest
 from swm.llm import EMBEDDED_RESENDS, EMBEDDED_TIMEOUT, ModelSpec, call_model, embedded_revived, is_embedded
 from swm.serving import choices, draws
+from swm.serving.embedded import ensure_server, gguf_path, parse_spec
+from swm.serving.llama_server import ENGINE
 from swm.tasks import Task, check
 from swm.tasks.decisions import DecisionPrompt, decision_prompt
 from swm.usage import CallStats, empty_stats
@@ -99,11 +103,6 @@ def choices_of(reply: Any, n: int, spec: str) -> list[tuple[str, Any] | ModelCal
 
 def _complete(spec: str, shown: DecisionPrompt, temperature: float, seed: int, timeout: float,
               siblings: int = 1, max_retries: int = 0) -> tuple[str, CallStats]:
-    from openai import OpenAI, OpenAIError
-
-    from swm.serving.embedded import ensure_server, gguf_path, parse_spec
-    from swm.serving.llama_server import ENGINE
-
     base, lora = parse_spec(ModelSpec.parse(spec).name) or (None, None)
     server = ensure_server(base=base, lora=lora)
     gguf = Path(base) if base is not None else gguf_path()

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from swm.checkpoints.store import StoreRecords
 from swm.lifelong import store as ls
 from swm.lifelong.metrics import Cell, curriculum_for
+from swm.lifelong.plan import LifelongPlan
 from swm.stats import two_proportion_test
 
 
@@ -61,7 +61,7 @@ def decide(incumbent: Mapping[str, Cell], candidate: Mapping[str, Cell], earlier
     return DeployDecision(deploy=not reasons, reasons=reasons, deltas=deltas)
 
 
-def deploy_cycle(store: StoreRecords, plan: dict[str, Any], cycle: int, incumbent: str, candidate: str) -> tuple[str,
+def deploy_cycle(store: StoreRecords, plan: LifelongPlan, cycle: int, incumbent: str, candidate: str) -> tuple[str,
                  str]:
     """Choose on the dev split and write both curves' R[cycle, ·] from the test split; return (serving, why).
 
@@ -69,17 +69,17 @@ def deploy_cycle(store: StoreRecords, plan: dict[str, Any], cycle: int, incumben
     candidate curve's row is the test result of the policy trained this cycle, deployed or not.
     Both are that policy's own episodes (the store names them), never another policy's row.
     """
-    run = plan["run_id"]
+    run = plan.run_id
     if cycle == 0:
         serving, explain = "p0", "baseline: the initial policy p0"
         ls.put_deploy(store, run, 0, "p0", "p0", True, [], {})
     else:
-        metric = "completion" if plan["deploy_metric"] == "completion" else "pass"
-        curriculum = curriculum_for(plan["levels"], plan["cycles"])
+        metric = "completion" if plan.deploy_metric == "completion" else "pass"
+        curriculum = curriculum_for(plan.levels, plan.cycles)
         decision = decide(ls.eval_cells(store, run, incumbent, metric, "dev"),
                           ls.eval_cells(store, run, candidate, metric, "dev"),
-                          earlier=curriculum[: cycle - 1], current=curriculum[cycle - 1], epsilon=plan["epsilon"],
-                          alpha=plan.get("gate_alpha", 0.05))
+                          earlier=curriculum[: cycle - 1], current=curriculum[cycle - 1], epsilon=plan.epsilon,
+                          alpha=plan.gate_alpha)
         serving = candidate if decision.deploy else incumbent
         explain = decision.explain()
         ls.put_deploy(store, run, cycle, candidate, incumbent, decision.deploy, decision.reasons, decision.deltas)

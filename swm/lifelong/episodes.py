@@ -21,7 +21,8 @@ from swm.lifelong import store as ls
 from swm.lifelong.bridge import episode_inputs, to_record, to_scenario
 from swm.lifelong.decision_play import play_decision
 from swm.lifelong.game_bridge import game_inputs, game_to_record
-from swm.lifelong.jobs import task_from_id
+from swm.lifelong.jobs import job_plan, task_from_id
+from swm.lifelong.plan import LifelongPlan
 from swm.lifelong.records import EpisodeRecord
 from swm.lifelong.serve import policy_spec
 from swm.lifelong.state import EpisodeJob
@@ -90,18 +91,18 @@ def play_job(job: EpisodeJob, ctx: SWMContext, episode_graph: Any, game_graph: A
     if ls.episode_done(store, job["episode_id"]):
         return {phase_key: 1, "usage": ls.episode_usage(store, job["episode_id"])}
     cut_short = ls.take_attempt_usage(store, job["episode_id"])  # an attempt a kill interrupted
-    plan = job["plan"]
+    plan = job_plan(job)
     task = task_from_id(job["task_id"])
-    policy = ls.get_policy(store, plan["run_id"], job["policy_version"])
+    policy = ls.get_policy(store, plan.run_id, job["policy_version"])
     notes = memory_text(policy, task.family, task.level)
-    learners = task.names if plan["self_play"] else [job["tested_agent"]]
+    learners = task.names if plan.self_play else [job["tested_agent"]]
     memory = {name: notes for name in learners} if notes else {}
-    provenance = {"run_id": plan["run_id"], "cycle": job["cycle"], "phase": job["phase"], "seed": job["sample"],
+    provenance = {"run_id": plan.run_id, "cycle": job["cycle"], "phase": job["phase"], "seed": job["sample"],
                   "seat": job["seat"], "policy_version": job["policy_version"]}
-    policy_kind = plan["policy"] if job["phase"] == "collect" else plan["eval_policy"]
-    played = learner_context(ctx, policy, plan["self_play"], plan)  # the learner seats play the policy's model
+    strategy = plan.act_strategy if job["phase"] == "collect" else plan.eval_act_strategy
+    played = learner_context(ctx, policy, plan.self_play, plan)  # the learner seats play the policy's model
     # a collected task's samples are fanned out side by side: on llama-server they share one request
-    siblings = min(plan["samples_per_task"], in_flight) if job["phase"] == "collect" else 1
+    siblings = min(plan.samples_per_task, in_flight) if job["phase"] == "collect" else 1
     try:
         if task.level == DECISION:
             record, usage = play_decision(task, played, episode_id=job["episode_id"], sample=job["sample"],
@@ -113,14 +114,14 @@ def play_job(job: EpisodeJob, ctx: SWMContext, episode_graph: Any, game_graph: A
             if game_graph is None:
                 raise ValueError(f"task family {task.family!r} needs the game graph; none was given to episode_player")
             record, usage = run_game(game_graph, task, played, episode_id=job["episode_id"],
-                                     tested_agent=None if plan["self_play"] else job["tested_agent"], **provenance)
+                                     tested_agent=None if plan.self_play else job["tested_agent"], **provenance)
         else:
             record, usage = run_episode(episode_graph, task, played, episode_id=job["episode_id"], memory=memory,
-                                        policy=policy_kind, max_turns=plan["max_turns"], judge=plan["judge"],
+                                        policy=strategy, max_turns=plan.max_turns, judge=plan.judge,
                                         tested_agent=job["tested_agent"], **provenance)
     except ModelCallFailed as exc:  # recorded and counted; the other episodes go on
         spent = {f"{job['phase']}/failed": add_stats(cut_short, ls.take_attempt_usage(store, job["episode_id"]))}
-        ls.put_failure(store, job["episode_id"], plan["run_id"], job["cycle"], job["phase"], exc.one_line(), spent)
+        ls.put_failure(store, job["episode_id"], plan.run_id, job["cycle"], job["phase"], exc.one_line(), spent)
         ctx.failures.failure(exc.one_line())
         return {"usage": spent}
     ctx.failures.success()
@@ -132,7 +133,7 @@ def play_job(job: EpisodeJob, ctx: SWMContext, episode_graph: Any, game_graph: A
 
 
 def learner_context(ctx: SWMContext, policy: PolicyVersion | None, self_play: bool,
-                    plan: dict[str, Any] | None = None) -> SWMContext:
+                    plan: LifelongPlan | None = None) -> SWMContext:
     """Return the context an episode under ``policy`` runs with: the learner seats play its served model.
 
     The tested seat is the ``agent`` role, the other seats ``partner``; in self-play every seat
@@ -140,16 +141,16 @@ def learner_context(ctx: SWMContext, policy: PolicyVersion | None, self_play: bo
     served model (p0, memory) keeps the run's models. A trained
     policy's adapter is found (or restored from the run's store) and checked first (`policy_spec`).
     """
-    ctx = ctx.with_act_order((plan or {}).get("act_order") or "sotopia")  # a plan from before the option: sotopia
+    ctx = ctx.with_act_order(plan.act_order if plan is not None else "sotopia")
     spec = policy_spec(policy, ctx, plan)
     if spec is None:
         return ctx
     return ctx.with_models({"agent": spec, "partner": spec} if self_play else {"agent": spec})
 
 
-def passed_of(record: EpisodeRecord, plan: dict[str, Any]) -> bool:
+def passed_of(record: EpisodeRecord, plan: LifelongPlan) -> bool:
     """Completion with no violation (and, when the judge ran, judge goal at least the threshold)."""
     ok = record.verdict.passed and record.error is None
-    if plan.get("judge") and record.family not in GAME_FAMILIES:  # games are not judged: the code decides
-        ok = ok and record.judge_goal is not None and record.judge_goal >= plan["judge_threshold"]
+    if plan.judge and record.family not in GAME_FAMILIES:  # games are not judged: the code decides
+        ok = ok and record.judge_goal is not None and record.judge_goal >= plan.judge_threshold
     return ok

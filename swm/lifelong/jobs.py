@@ -18,24 +18,33 @@ from swm.context import SWMContext
 from swm.errors import ModelCallFailed
 from swm.lifelong import store as ls
 from swm.lifelong.metrics import curriculum_for
-from swm.lifelong.plan import DEFAULT_PLAN
+from swm.lifelong.plan import LifelongPlan
 from swm.lifelong.state import EpisodeJob, LifelongState
 from swm.tasks.families import Task, synthesize
 from swm.tasks.splits import SPLITS, split_tasks
 
 
-def plan_of(state: LifelongState, ctx: SWMContext | None = None) -> dict[str, Any]:
-    """Return the run's plan, defaults filled; with ``ctx``, its ``out_dir`` is this invocation's."""
-    plan = {**DEFAULT_PLAN, **(state.get("plan") or {})}
+def plan_of(state: LifelongState, ctx: SWMContext | None = None) -> LifelongPlan:
+    """Return the run's plan; with ``ctx``, its ``out_dir`` is this invocation's.
+
+    The state holds the `LifelongPlan` itself; a checkpoint written before it did holds its JSON
+    dump, validated here (earlier key names included) into the model.
+    """
+    plan = LifelongPlan.model_validate(state.get("plan") or {})
     if ctx is not None and ctx.out_dir:
-        plan["out_dir"] = ctx.out_dir
+        plan = plan.model_copy(update={"out_dir": ctx.out_dir})
     return plan
 
 
 
-def level_of(plan: dict[str, Any], cycle: int) -> str:
+def job_plan(job: EpisodeJob) -> LifelongPlan:
+    """Return an episode job's plan (a Send pending in a checkpoint from before the typed plan holds its dump)."""
+    return LifelongPlan.model_validate(job["plan"])
+
+
+def level_of(plan: LifelongPlan, cycle: int) -> str:
     """Return the level cycle ``cycle`` (from 1) trains on."""
-    return curriculum_for(plan["levels"], plan["cycles"])[cycle - 1]
+    return curriculum_for(plan.levels, plan.cycles)[cycle - 1]
 
 
 
@@ -45,24 +54,24 @@ def task_from_id(task_id: str) -> Task:
 
 
 
-def training_tasks(plan: dict[str, Any], cycle: int) -> list[Task]:
+def training_tasks(plan: LifelongPlan, cycle: int) -> list[Task]:
     """Return the cycle's tasks: families in turn, enough for ``episodes_per_level`` episodes."""
     level = level_of(plan, cycle)
-    n_tasks = math.ceil(plan["episodes_per_level"] / plan["samples_per_task"])
-    families = plan["families"]
+    n_tasks = math.ceil(plan.episodes_per_level / plan.samples_per_task)
+    families = plan.families
     return [synthesize(families[i % len(families)], level, cycle * 1000 + i) for i in range(n_tasks)]
 
 
 
-def _job(plan: dict[str, Any], task: Task, cycle: int, phase: str, sample: int, policy: str) -> EpisodeJob:
-    if plan["self_play"]:
+def _job(plan: LifelongPlan, task: Task, cycle: int, phase: str, sample: int, policy: str) -> EpisodeJob:
+    if plan.self_play:
         seat, tested = "all", task.names[0]
     else:
         tested = task.names[sample % len(task.names)]
         seat = tested
     # An evaluation's result depends on the policy and the task, not on the cycle that asks for it.
     when = "" if phase in SPLITS else f"c{cycle}/"
-    episode_id = f"{plan['run_id']}/{when}{phase}/{policy}/{task.task_id}/s{sample}/{seat}"
+    episode_id = f"{plan.run_id}/{when}{phase}/{policy}/{task.task_id}/s{sample}/{seat}"
     return EpisodeJob(episode_id=episode_id, task_id=task.task_id, cycle=cycle, phase=phase, sample=sample,
                       seat=seat, tested_agent=tested, policy_version=policy, plan=plan)
 
@@ -72,21 +81,21 @@ def collect_jobs(state: LifelongState) -> list[EpisodeJob]:
     plan, cycle = plan_of(state), state["cycle"]
     jobs = []
     for i, task in enumerate(training_tasks(plan, cycle)):
-        for s in range(plan["samples_per_task"]):
-            if i * plan["samples_per_task"] + s < plan["episodes_per_level"]:
+        for s in range(plan.samples_per_task):
+            if i * plan.samples_per_task + s < plan.episodes_per_level:
                 jobs.append(_job(plan, task, cycle, "collect", s, state["incumbent"]))
     return jobs
 
 
 
-def eval_split(plan: dict[str, Any], split: str) -> list[Task]:
+def eval_split(plan: LifelongPlan, split: str) -> list[Task]:
     """Return the run's tasks of one evaluation split (``dev`` chooses, ``test`` reports).
 
     ``eval_families`` (default: the trained ``families``) may add families that are evaluated but
     never collected: transfer to them, and forgetting, is then measured on the same split.
     """
-    per_cell = plan["dev_per_cell"] if split == "dev" else plan["heldout_per_cell"]
-    return split_tasks(split, plan["levels"], plan.get("eval_families") or plan["families"], per_cell)
+    per_cell = plan.dev_per_cell if split == "dev" else plan.heldout_per_cell
+    return split_tasks(split, plan.levels, plan.eval_families or plan.families, per_cell)
 
 
 
@@ -108,13 +117,13 @@ def pending_evaluations(state: LifelongState, store: StoreRecords) -> list[Episo
 
 
 
-def refuse_failed(store: StoreRecords, plan: dict[str, Any], cycle: int, phases: tuple[str, ...]) -> None:
+def refuse_failed(store: StoreRecords, plan: LifelongPlan, cycle: int, phases: tuple[str, ...]) -> None:
     """Stop before a fan-out's episodes are used while some of them failed after their retries.
 
     The other episodes of the fan-out finished and are kept; on the rerun `nodes.lifelong.resend`
     sends only the failed ones again (`failed_now`).
     """
-    failed = [r for r in ls.failures(store, plan["run_id"]) if r["cycle"] == cycle and r["phase"] in phases]
+    failed = [r for r in ls.failures(store, plan.run_id) if r["cycle"] == cycle and r["phase"] in phases]
     if failed:
         raise ModelCallFailed(f"{len(failed)} episode(s) of cycle {cycle} ({'/'.join(phases)}) failed after their "
                               f"retries (first: {failed[0]['error']})",
@@ -127,4 +136,4 @@ def failed_now(state: LifelongState, store: StoreRecords) -> list[dict[str, Any]
     plan, cycle = plan_of(state), state.get("cycle", 0)
     evaluating = cycle == 0 or state.get("phase") in ("evaluate", "deploy")
     phases = SPLITS if evaluating else ("collect",)
-    return [r for r in ls.failures(store, plan["run_id"]) if r["cycle"] == cycle and r["phase"] in phases]
+    return [r for r in ls.failures(store, plan.run_id) if r["cycle"] == cycle and r["phase"] in phases]

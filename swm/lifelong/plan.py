@@ -3,17 +3,19 @@
 `LifelongPlan` is the single definition: the graph's input schema (Studio's form) takes it,
 unknown keys and out-of-range values are refused before any call, `DEFAULT_PLAN` is its
 defaults, and ``swm learn`` derives its plan options (names, defaults, help, choices) from it
-(`swm.commands.learn`). In the graph state the plan is its JSON dump.
+(`swm.commands.learn`). The graph state holds the model itself
+(checkpointed as LangGraph serialises pydantic values; `jobs.plan_of` also reads the JSON dump that older
+checkpoints hold).
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from swm.context import ActOrder
-from swm.social.graph_state import ActStrategy
+from swm.social.graph_state import RENAMED_STRATEGIES, ActStrategy
 from swm.training.stats import reporter_missing
 
 Level = Literal["decision", "two-turn", "easy", "medium", "hard"]  # swm.tasks.families.CURRICULUM_LEVELS
@@ -21,21 +23,24 @@ Family = Literal["negotiation", "mutual_friend", "secret", "scheduling", "persua
                  "werewolf"]
 UpdateMethod = Literal["memory", "sft", "rs-sft", "dpo", "kto", "ppo"]  # swm.lifelong.update.METHODS
 Reporter = Literal["none", "tensorboard", "wandb", "mlflow"]
-# what each of transformers' reporting integrations imports (either module will do), and what to install
+# the keys' earlier names, as plans stored before a rename hold them
+RENAMED_KEYS = {"policy": "act_strategy", "eval_policy": "eval_act_strategy"}
+
+
 class LifelongPlan(BaseModel):
     """What a lifelong run plays, learns and keeps: tasks, episodes, gating, the update, the deploy gate."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     # the options that define what a run computes: changing one on an existing thread is refused
     # (more cycles extend a finished one); the others may differ on a rerun. The training settings
     # (``train``) are compared field by field, and where adapters are served (``lora_server``,
     # ``base_gguf``) too: a resumed run must not keep the stored ones while the command says others
     DEFINING: ClassVar[tuple[str, ...]] = (
-        "cycles", "levels", "families", "episodes_per_level", "samples_per_task", "max_turns", "policy",
-        "eval_policy", "self_play", "judge", "judge_threshold", "gating", "min_margin", "update", "keep", "replay",
-        "epsilon", "gate_alpha", "heldout_per_cell", "dev_per_cell", "hf_model", "eval_families", "base_gguf",
-        "lora_server", "train", "estimator", "ppo_groups", "ppo_iterations", "ppo_group", "act_order")
+        "cycles", "levels", "families", "episodes_per_level", "samples_per_task", "max_turns", "act_strategy",
+        "eval_act_strategy", "self_play", "judge", "judge_threshold", "gating", "min_margin", "update", "keep",
+        "replay", "epsilon", "gate_alpha", "heldout_per_cell", "dev_per_cell", "hf_model", "eval_families",
+        "base_gguf", "lora_server", "train", "estimator", "ppo_groups", "ppo_iterations", "ppo_group", "act_order")
 
     run_id: str = "learn"
     cycles: int = Field(3, ge=1, description="Training cycles (after the baseline evaluation).")
@@ -56,9 +61,10 @@ class LifelongPlan(BaseModel):
         "Order of the acting prompt in episodes: 'sotopia' (the conversation, then the turn, action types and "
         "format) or 'prefix' (the conversation last, in Foresee-and-Act's predict and refine prompts too: a "
         "prefix cache serves all but the new turns); the trained rows hold the prompt each turn was shown."))
-    policy: ActStrategy = Field("plain", description=(
-        "Collection policy (foresee/rollout add world-model predictions: the perception track)."))
-    eval_policy: ActStrategy = Field("plain", description="Policy for the held-out evaluations.")
+    act_strategy: ActStrategy = Field("plain", description=(
+        "How the learner acts in training episodes: plain (one call a turn), or foresee/lookahead (world-model "
+        "predictions too: the perception track)."))
+    eval_act_strategy: ActStrategy = Field("plain", description="How the learner acts in the held-out evaluations.")
     self_play: bool = Field(True, description=(
         "One model in every seat, or the partner role's model in the other seats."))
     judge: bool = Field(False, description=(
@@ -112,6 +118,19 @@ class LifelongPlan(BaseModel):
         "mlflow run named <thread>-<policy>, set up by their own environment variables)."))
     train: dict[str, Any] = Field(default_factory=dict, description=(
         "swm.training.trl_update.TrainSettings fields (max_steps, epochs, learning_rate, rank, ...)."))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _earlier_names(cls, data: Any) -> Any:
+        """Read a plan stored under the earlier names: ``policy``/``eval_policy``, strategy ``rollout``."""
+        if not isinstance(data, dict):
+            return data
+        data = {RENAMED_KEYS[k] if k in RENAMED_KEYS and RENAMED_KEYS[k] not in data else k: v
+                for k, v in data.items()}
+        for key in ("act_strategy", "eval_act_strategy"):
+            if isinstance(data.get(key), str):
+                data[key] = RENAMED_STRATEGIES.get(data[key], data[key])
+        return data
 
     @field_validator("report_to")
     @classmethod

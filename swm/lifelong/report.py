@@ -17,6 +17,7 @@ from swm.checkpoints.store import StoreRecords
 from swm.lifelong import store as ls
 from swm.lifelong.gate import RULES
 from swm.lifelong.metrics import Cell, Estimate, curriculum_for, summary, wilson
+from swm.lifelong.plan import LifelongPlan
 from swm.lifelong.plots import plot
 from swm.serving import draws
 from swm.usage import add_stats, empty_stats, total_usage
@@ -101,7 +102,7 @@ def _played_section(store: StoreRecords, run: str, agent_spec: str) -> list[str]
     return [*rows, ""]
 
 
-def _cost_section(store: StoreRecords, run: str, plan: Mapping[str, Any], usage: Mapping[str, Any] | None) -> list[str]:
+def _cost_section(store: StoreRecords, run: str, plan: LifelongPlan, usage: Mapping[str, Any] | None) -> list[str]:
     played = ls.episodes_played(store, run)
     splits = ls.split_ids(store, run)
     n_dev, n_test = len(splits.get("dev", [])), len(splits.get("test", []))
@@ -110,7 +111,7 @@ def _cost_section(store: StoreRecords, run: str, plan: Mapping[str, Any], usage:
             f"{n_dev} dev + {n_test} test episodes (without the cache, incumbent and candidate on both splits: "
             f"{2 * (n_dev + n_test)}). Episodes (model calls) per cycle:", "",
             "| cycle | collect | dev played | test played | evaluations reused | calls |", "|---|---|---|---|---|---|"]
-    for c in range(plan["cycles"] + 1):
+    for c in range(plan.cycles + 1):
         counts = [played.get((c, ph), (0, 0)) for ph in ("collect", "dev", "test")]
         if not sum(n for n, _ in counts):
             continue
@@ -138,30 +139,31 @@ def _cost_section(store: StoreRecords, run: str, plan: Mapping[str, Any], usage:
     return rows
 
 
-def write_report(store: StoreRecords, plan: Mapping[str, Any], usage: Mapping[str, Any] | None = None,
+def write_report(store: StoreRecords, plan: LifelongPlan, usage: Mapping[str, Any] | None = None,
                  agent_spec: str = "?", serving: Mapping[str, Any] | None = None) -> Path:
     """Compute and store both curves' metrics, then write ``report.md`` (and plots) under ``plan.out_dir``.
 
     ``agent_spec`` names the agent model when neither a policy nor its episodes record one;
     ``serving`` describes the embedded engine the run sampled on (engine, slots, concurrency).
     """
-    run, levels = plan["run_id"], list(plan["levels"])
-    curriculum = curriculum_for(levels, plan["cycles"])
-    out_dir = Path(plan["out_dir"]).expanduser()
+    run, levels = plan.run_id, list(plan.levels)
+    curriculum = curriculum_for(levels, plan.cycles)
+    out_dir = Path(plan.out_dir).expanduser()
     out_dir.mkdir(parents=True, exist_ok=True)
     splits = ls.split_ids(store, run)
     sections = [f"# Lifelong run `{run}`", "",
-                f"Cycles {plan['cycles']}, levels {', '.join(levels)} (curriculum: "
+                f"Cycles {plan.cycles}, levels {', '.join(levels)} (curriculum: "
                 f"{', '.join(f'{i + 1}:{lv}' for i, lv in enumerate(curriculum))}), families "
-                f"{', '.join(plan['families'])}; {plan['episodes_per_level']} training episodes per cycle "
-                f"({plan['samples_per_task']} samples per task); collection policy `{plan['policy']}`, evaluation "
-                f"policy `{plan['eval_policy']}`, {'self-play' if plan['self_play'] else 'fixed partners'}, update "
-                f"`{plan['update']}`, gating {'on' if plan['gating'] else 'OFF (ablation)'}, replay "
-                f"{'on' if plan['replay'] else 'off'}, ε = {plan['epsilon']}, max turns {plan['max_turns']}.", "",
+                f"{', '.join(plan.families)}; {plan.episodes_per_level} training episodes per cycle "
+                f"({plan.samples_per_task} samples per task); acting strategy `{plan.act_strategy}` in "
+                f"training, `{plan.eval_act_strategy}` in evaluations, "
+                f"{'self-play' if plan.self_play else 'fixed partners'}, update "
+                f"`{plan.update}`, gating {'on' if plan.gating else 'OFF (ablation)'}, replay "
+                f"{'on' if plan.replay else 'off'}, ε = {plan.epsilon}, max turns {plan.max_turns}.", "",
                 "## Evaluation protocol", "",
                 f"The deploy gate chooses on the **dev** split ({len(splits.get('dev', []))} tasks, "
-                f"{plan.get('dev_per_cell', 1)} per family and level); R is filled from the **test** split "
-                f"({len(splits.get('test', []))} tasks, {plan['heldout_per_cell']} per family and level), which "
+                f"{plan.dev_per_cell} per family and level); R is filled from the **test** split "
+                f"({len(splits.get('test', []))} tasks, {plan.heldout_per_cell} per family and level), which "
                 "chooses nothing. Every candidate, deployed or refused, is evaluated on both. The *deployed* curve "
                 "is the policy in service after each cycle; the *candidate* curve is the policy each cycle "
                 "trained. Each row counts its own policy's test episodes (the policy column names them), so a "

@@ -15,19 +15,28 @@ the run's store, whose content hash must be the one recorded when it was trained
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from swm.context import SWMContext
 from swm.errors import ModelUnavailable
 from swm.lifelong.artifacts import local_adapter
+from swm.lifelong.plan import LifelongPlan
 from swm.lifelong.records import digest
 from swm.lifelong.update import PolicyVersion
 from swm.llm import ModelSpec, is_embedded
+from swm.serving import embedded
 from swm.serving.adapters import require_base_gguf, serve_adapter
 from swm.serving.runtime_lora import ensure_lora_loaded
-from swm.serving.verify import ServedMismatch
+from swm.serving.verify import (
+    ServedMismatch,
+    adapter_sha256,
+    check_embedded_identity,
+    check_probe,
+    check_runtime_identity,
+    greedy_probe,
+)
 
 LORA_SERVER_HINT = "serve adapters on a runtime-LoRA server with --lora-server URL"
 
@@ -50,7 +59,7 @@ def runtime_lora_spec(policy: PolicyVersion, base_url: str, run_id: str = "") ->
 
 
 def policy_spec(policy: PolicyVersion | None, ctx: SWMContext | None = None,
-                plan: Mapping[str, Any] | None = None) -> str | None:
+                plan: LifelongPlan | None = None) -> str | None:
     """Return the model spec that plays ``policy`` (serving it first), or None for the run's own models.
 
     A policy served by a runtime-LoRA server (``served_as`` = ``name@url``) is loaded there again
@@ -65,12 +74,10 @@ def policy_spec(policy: PolicyVersion | None, ctx: SWMContext | None = None,
     spec = ModelSpec.parse(policy.served_as)
     adapter = policy.adapter
     if ctx is not None and policy.adapter and policy.adapter_sha256:
-        plan = plan or {}
-        local = local_adapter(ctx.experience_store(), policy, ctx.out_dir or plan.get("out_dir") or ".")
+        local = local_adapter(ctx.experience_store(), policy, ctx.out_dir or (plan.out_dir if plan else "."))
         if is_embedded(spec.name):
-            from swm.serving.verify import check_embedded_identity
-
-            base = require_base_gguf(plan.get("hf_model"), plan.get("base_gguf"), LORA_SERVER_HINT)
+            base = require_base_gguf(plan.hf_model if plan else None, plan.base_gguf if plan else None,
+                                     LORA_SERVER_HINT)
             served, gguf = serve_adapter(local, base_gguf=base)
             if gguf is not None:
                 check_embedded_identity(gguf, gguf, policy.adapter_sha256)
@@ -90,14 +97,6 @@ def verify_deploy(spec: str, adapter_dir: Path, base: str | None, prompt: list[d
     sampled (a decision ends at its first newline), so the probe compares the replies the policy plays.
     Raises `ServedMismatch` (one line) on a mismatch.
     """
-    from swm.serving import embedded
-    from swm.serving.verify import (
-        adapter_sha256,
-        check_embedded_identity,
-        check_probe,
-        check_runtime_identity,
-        greedy_probe,
-    )
 
     sha = adapter_sha256(adapter_dir)
     parsed = embedded.parse_spec(spec)

@@ -7,7 +7,7 @@ holds only ids and numbers that do not grow with the run, so a checkpoint stays 
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any
+from typing import Annotated
 
 from typing_extensions import TypedDict
 
@@ -24,7 +24,7 @@ class LifelongInput(TypedDict, total=False):
 class LifelongOutput(Provenance, total=False):
     """What the ``lifelong`` graph returns: where the report is, and what each cycle deployed."""
 
-    plan: dict[str, Any]
+    plan: LifelongPlan
     cycle: int
     phase: str
     incumbent: str
@@ -48,11 +48,11 @@ class EpisodeJob(TypedDict):
     seat: str
     tested_agent: str
     policy_version: str
-    plan: dict[str, Any]
+    plan: LifelongPlan
 
 
 class LifelongState(SocialWorldState, total=False):
-    plan: dict[str, Any]  # a LifelongPlan's JSON dump
+    plan: LifelongPlan  # a checkpoint from before the typed plan holds its JSON dump (`jobs.plan_of` reads both)
     cycle: int
     phase: str
     incumbent: str  # the deployed policy version

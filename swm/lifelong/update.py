@@ -23,12 +23,15 @@ from functools import cache
 from pathlib import Path
 from typing import Annotated, Any
 
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from swm import prompts
 from swm.errors import InputError
 from swm.lifelong.records import EpisodeRecord, PreferencePair
 from swm.llm import call_model
+from swm.social.models import action_schema_for
+from swm.tasks.families import GAME_FAMILIES, SAMPLED_LEVELS, synthesize
 from swm.training.stats import TrainStats
 from swm.usage import CallStats, add_stats, empty_stats
 
@@ -200,11 +203,6 @@ def act_tools(task_id: str, agent: str) -> str:
 
 @cache
 def _act_tools(task_id: str, agent: str) -> str:
-    from langchain_core.utils.function_calling import convert_to_openai_tool
-
-    from swm.social.models import action_schema_for
-    from swm.tasks.families import GAME_FAMILIES, SAMPLED_LEVELS, synthesize
-
     split, family, level, seed = task_id.split(":")
     if level in SAMPLED_LEVELS or family in GAME_FAMILIES:
         return "null"

@@ -1,7 +1,7 @@
 """Acting nodes: what an agent sees (its own goal and what reached it) and the call that acts.
 
 `act` is the whole `plain` policy (one call). `sample` is the first node of Foresee-and-Act and
-of rollouts: the same call, kept as the *intended* action for the world model to foresee.
+of look-aheads: the same call, kept as the *intended* action for the world model to foresee.
 An agent's prompt holds its own background, goal and secret, the others' public profiles, and
 the observations that reached it — never another agent's goal, secret or predicted mind.
 """

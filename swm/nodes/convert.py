@@ -28,10 +28,10 @@ def convert(state: LifelongState, runtime: Runtime[SWMContext]) -> Command[str]:
     plan, cycle = plan_of(state), state["cycle"]
     refuse_failed(store, plan, cycle, ("collect",))
     by_task: dict[str, list[EpisodeRecord]] = defaultdict(list)
-    for record in ls.load_episodes(store, plan["run_id"], cycle, "collect"):
+    for record in ls.load_episodes(store, plan.run_id, cycle, "collect"):
         by_task[record.task_id].append(record)
     built = [p for task_id, eps in sorted(by_task.items()) for p in build_pairs(task_from_id(task_id), eps, cycle)]
-    store.insert("lifelong_staged", {"run_id": plan["run_id"], "cycle": cycle,
+    store.insert("lifelong_staged", {"run_id": plan.run_id, "cycle": cycle,
                                      "pairs": [p.model_dump(mode="json") for p in built]},
                  pk=("run_id", "cycle"), replace=True)
     return Command(goto="gate", update={"phase": "gate"})

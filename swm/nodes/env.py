@@ -19,14 +19,14 @@ from langgraph.runtime import Runtime
 from swm.context import SWMContext
 from swm.errors import InputError
 from swm.nodes.act import scenario_of
-from swm.social.graph_state import EpisodeState
+from swm.social.graph_state import RENAMED_STRATEGIES, EpisodeState
 from swm.social.models import AgentAction, Scenario, TurnRecord
 from swm.social.scenario_store import is_durable, put_scenario, reference, scenario_from
 from swm.social.store import get_episode, load_world, write_episode, write_turn
 from swm.state import NONE, SocialStep, split_mental_state
 from swm.usage import add_stats, empty_stats, total_usage
 
-POLICIES = ("plain", "foresee", "rollout")
+POLICIES = ("plain", "foresee", "lookahead")
 MAX_TURNS_LIMIT = 100
 MAX_IDLE = 2  # the episode ends when the idle streak exceeds this
 SCENE_CHARS = 4_000  # SOTOPIA's scenario texts are a few hundred characters
@@ -86,7 +86,8 @@ def setup(state: EpisodeState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
     tested = state.get("tested_agent") or names[0]
     if tested not in names:
         raise InputError(f"tested agent {tested!r} is not in the scenario", f"use one of {', '.join(names)}")
-    policies = {name: "plain" for name in names} | dict(state.get("policies") or {})
+    given = {name: RENAMED_STRATEGIES.get(p, p) for name, p in (state.get("policies") or {}).items()}
+    policies = {name: "plain" for name in names} | given
     for name, policy in policies.items():
         if policy not in POLICIES:
             raise InputError(f"unknown policy {policy!r} for {name}", f"use one of {', '.join(POLICIES)}")
@@ -102,7 +103,7 @@ def setup(state: EpisodeState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
     write_episode(store, {
         "episode_id": episode_id, "scenario_id": scenario.id, "scenario": ref,
         "agents": names, "tested_agent": tested, "policies": policies, "max_turns": max_turns,
-        "rollout_width": ctx.rollout_width, "rollout_depth": ctx.rollout_depth,
+        "lookahead_width": ctx.lookahead_width, "lookahead_depth": ctx.lookahead_depth,
         "status": "running", "started": time.time()})
     return {"scenario": carried, "episode_id": episode_id, "tested_agent": tested,
             "policies": policies, "max_turns": max_turns, "turn": 0, "actor": names[0], "active": list(names),
@@ -177,7 +178,7 @@ def finish(state: EpisodeState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
         **row,
         "episode_id": state["episode_id"], "scenario_id": scenario.id, "scenario": put_scenario(store, scenario),
         "agents": scenario.names, "tested_agent": state["tested_agent"], "policies": state["policies"],
-        "max_turns": state["max_turns"], "rollout_width": ctx.rollout_width, "rollout_depth": ctx.rollout_depth,
+        "max_turns": state["max_turns"], "lookahead_width": ctx.lookahead_width, "lookahead_depth": ctx.lookahead_depth,
         "status": "done", "turns": state["turn"], "end_reason": state.get("end_reason", ""),
         "judgements": state.get("judgements") or {}, "judge_protocol": state.get("judge_protocol"),
         "usage": dict(state.get("usage") or {}),

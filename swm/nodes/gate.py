@@ -20,14 +20,14 @@ def gate(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
     store = runtime.context.experience_store()
     plan, cycle = plan_of(state), state["cycle"]
     rows = list(store.rows("select pairs from lifelong_staged where run_id = ? and cycle = ?",
-                           [plan["run_id"], cycle]))
+                           [plan.run_id, cycle]))
     staged = [PreferencePair.model_validate(p) for p in json.loads(rows[0]["pairs"])] if rows else []
-    settings = GateSettings(enabled=bool(plan["gating"]), min_margin=float(plan["min_margin"]))
-    results = gate_pairs(staged, settings, seen=ls.pair_ids(store, plan["run_id"], cycle))
-    ls.put_pairs(store, plan["run_id"], cycle, results, settings.enabled)
+    settings = GateSettings(enabled=bool(plan.gating), min_margin=float(plan.min_margin))
+    results = gate_pairs(staged, settings, seen=ls.pair_ids(store, plan.run_id, cycle))
+    ls.put_pairs(store, plan.run_id, cycle, results, settings.enabled)
     for track in TRACKS:
         mine = [r for r in results if r.pair.track == track]
-        ls.put_gate_counts(store, plan["run_id"], cycle, track, sum(r.kept for r in mine), len(mine),
+        ls.put_gate_counts(store, plan.run_id, cycle, track, sum(r.kept for r in mine), len(mine),
                            reject_counts(mine))
     kept = sum(r.kept for r in results)
     return {"phase": "update", "kept": kept, "rejected": len(results) - kept}

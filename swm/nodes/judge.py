@@ -1,6 +1,6 @@
 """Judging: a simulated future against the acting agent's goal, and a finished episode (SOTOPIA-EVAL).
 
-`score` (rollouts, role ``judge``) rates one candidate's simulated future 0..10 for the acting
+`score` (look-ahead, role ``judge``) rates one candidate's simulated future 0..10 for the acting
 agent's goal; it sees only that agent's view (its reply is read leniently: clamped, rounded).
 `judge_episode` rates every agent of a finished episode on SOTOPIA-EVAL's seven dimensions, with
 full knowledge of goals and secrets, by the state's ``judge_protocol``:

@@ -28,14 +28,17 @@ from swm.lifelong.jobs import (
     collect_jobs,
     eval_split,
     failed_now,
+    job_plan,
     pending_evaluations,
     plan_of,
     refuse_failed,
     training_tasks,
 )
-from swm.lifelong.plan import DEFAULT_PLAN
+from swm.lifelong.plan import LifelongPlan
+from swm.lifelong.report import write_report
 from swm.lifelong.state import EpisodeJob, LifelongState
 from swm.lifelong.update import PolicyVersion
+from swm.serving.embedded import engine_info
 from swm.tasks.splits import HELDOUT_VERSION, SPLITS
 
 
@@ -45,16 +48,17 @@ def synthesize_node(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[
     plan = plan_of(state)
     cycle = state.get("cycle", 0)
     if cycle == 0:
-        plan["run_id"] = thread_run_id(plan["run_id"], DEFAULT_PLAN["run_id"])
+        plan = plan.model_copy(update={"run_id": thread_run_id(plan.run_id, LifelongPlan().run_id)})
         splits = {split: eval_split(plan, split) for split in SPLITS}
         for task in (t for tasks in splits.values() for t in tasks):
             ls.put_task(store, task)
-        ls.put_splits(store, plan["run_id"], splits, HELDOUT_VERSION)
-        ls.put_policy(store, plan["run_id"], PolicyVersion(version="p0", kind="base"))
+        ls.put_splits(store, plan.run_id, splits, HELDOUT_VERSION)
+        ls.put_policy(store, plan.run_id, PolicyVersion(version="p0", kind="base"))
         return {"plan": plan, "cycle": 0, "phase": "evaluate", "incumbent": "p0", "candidate_policy": "p0"}
     for task in training_tasks(plan, cycle):
         ls.put_task(store, task)
-    return {"phase": "collect"}
+    # a thread begun before the state held the model holds the plan's dump: put the model in its place
+    return {"phase": "collect"} if isinstance(state.get("plan"), LifelongPlan) else {"phase": "collect", "plan": plan}
 
 
 EpisodeNode = Callable[[EpisodeJob, Runtime[SWMContext]], dict[str, Any]]
@@ -79,11 +83,12 @@ def episode_player(episode_graph: Any, game_graph: Any = None, runner: Runner | 
             in_flight = int(get_config().get("max_concurrency") or 1)
             out = play_job(job, runtime.context, episode_graph, game_graph, in_flight=in_flight)
         # per-episode progress for `stream_mode="custom"` (Studio, the SDK), as the CLI's bar counts them
-        runtime.stream_writer({"event": "episode", "run_id": job["plan"]["run_id"], "cycle": job["cycle"],
+        run_id = job_plan(job).run_id
+        runtime.stream_writer({"event": "episode", "run_id": run_id, "cycle": job["cycle"],
                                "phase": job["phase"], "episode_id": job["episode_id"],
                                "failed": not (out.get("collected") or out.get("evaluated")),
                                "episodes_done": ls.count_episodes(runtime.context.experience_store(),
-                                                                  job["plan"]["run_id"])})
+                                                                  run_id)})
         return out
 
     return play
@@ -141,22 +146,17 @@ def deploy_node(state: LifelongState, runtime: Runtime[SWMContext]) -> Command[s
     serving, explain = deploy_cycle(store, plan, cycle, incumbent, candidate)
     runtime.stream_writer({"event": "deploy", "cycle": cycle, "serving": serving, "candidate": candidate,
                            "decision": explain})
-    return Command(goto="synthesize" if cycle + 1 <= plan["cycles"] else "report",
+    return Command(goto="synthesize" if cycle + 1 <= plan.cycles else "report",
                    update={"incumbent": serving, "cycle": cycle + 1, "phase": "synthesize",
                            "decisions": {str(cycle): explain}})
 
 
 def report_node(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
     """Compute ACC/BWT/FWT/F_k, store them, and write the report and plots."""
-    from swm.lifelong.report import write_report
 
     ctx = runtime.context
     serving = None
     if ctx.uses_embedded():
-        from langgraph.config import get_config
-
-        from swm.serving.embedded import engine_info
-
         serving = {**engine_info(), "concurrency": get_config().get("max_concurrency")}
     path = write_report(ctx.experience_store(), plan_of(state, ctx), usage=state.get("usage"),
                         agent_spec=ctx.spec_for("agent"), serving=serving)

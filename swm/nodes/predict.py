@@ -1,6 +1,6 @@
 """World-model nodes: foresee what follows an intended action, one or k steps ahead.
 
-`predict` (Foresee-and-Act) and `simulate` (one rollout candidate) share `simulate_future`: each
+`predict` (Foresee-and-Act) and `simulate` (one look-ahead candidate) share `simulate_future`: each
 simulated step is ONE world-model call that predicts the others' mental states, their
 reactions and the resulting state, given the agent's view, the candidate action and the steps
 simulated so far. The world model sees only what the acting agent knows (its own goal and
@@ -86,10 +86,10 @@ def predict(state: PolicyState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
 
 
 def simulate(state: PolicyState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
-    """Simulate one rollout candidate ``rollout_depth`` steps ahead (k world-model calls)."""
+    """Simulate one look-ahead candidate ``lookahead_depth`` steps ahead (k world-model calls)."""
     ctx = runtime.context
     key = str(state["index"])
     action = AgentAction.model_validate(state["candidates"][key]["action"])
-    future, stats, prompt_id = simulate_future(ctx, state, action, max(1, ctx.rollout_depth))
+    future, stats, prompt_id = simulate_future(ctx, state, action, max(1, ctx.lookahead_depth))
     return {"futures": {key: future}, "usage": {"simulate": stats}, "prompts": {"predict": prompt_id},
             "models": {"world_model": ctx.spec_for("world_model")}}

@@ -16,12 +16,15 @@ from langgraph.types import Send
 from swm.context import SWMContext
 from swm.graph_state import thread_run_id
 from swm.selfplay import loop
+from swm.selfplay.checkpoint import checkpoint_dir, latest
 from swm.selfplay.plan import SelfPlayPlan
 from swm.selfplay.state import RolloutJob, SelfPlayState
 from swm.selfplay.store import put_iteration, put_run
 
 
-def plan_of(state: SelfPlayState) -> SelfPlayPlan:
+def plan_of(state: SelfPlayState | RolloutJob) -> SelfPlayPlan:
+    """Return the run's plan: the model the state holds, validated once by ``start`` (an older checkpoint's dump
+    is validated here)."""
     return SelfPlayPlan.model_validate(state.get("plan") or {})
 
 
@@ -31,9 +34,9 @@ def start(state: SelfPlayState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
     iteration = state.get("iteration", 0)
     if iteration == 0:
         plan = plan.model_copy(update={"run_id": thread_run_id(plan.run_id, SelfPlayPlan().run_id)})
-        put_run(runtime.context.experience_store(), plan.run_id, plan.model_dump(mode="json"))
+        put_run(runtime.context.experience_store(), plan.run_id, plan)
         loop.ensure_initial_checkpoint(plan)
-    return {"plan": plan.model_dump(mode="json"), "iteration": iteration, "current": {"iteration": iteration},
+    return {"plan": plan, "iteration": iteration, "current": {"iteration": iteration},
             "stopped": None}
 
 
@@ -48,8 +51,8 @@ def fan_out(state: SelfPlayState, runtime: Runtime[SWMContext]) -> list[Send] | 
 
 def rollout(job: RolloutJob, runtime: Runtime[SWMContext]) -> dict[str, Any]:
     """Play one rollout under the iteration's adapter and store it (a failed one too, with its reason)."""
-    plan = SelfPlayPlan.model_validate(job["plan"])
-    loop.run_rollout(plan, runtime.context.experience_store(), dict(job), job["iteration"])
+    plan = plan_of(job)
+    loop.run_rollout(plan, runtime.context.experience_store(), job, job["iteration"])
     runtime.stream_writer({"event": "rollout", "iteration": job["iteration"], "rollout_id": job["rollout_id"]})
     return {"rolled": 1}
 
@@ -100,7 +103,6 @@ def after_evaluate(state: SelfPlayState) -> str:
 
 def finish(state: SelfPlayState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
     """End the run: the latest good checkpoint is the result."""
-    from swm.selfplay.checkpoint import checkpoint_dir, latest
 
     plan = plan_of(state)
     last = latest(plan.run_dir)

@@ -23,10 +23,14 @@ from swm.checkpoints.store import StoreRecords
 from swm.context import SWMContext
 from swm.errors import InputError
 from swm.lifelong import store as ls
+from swm.lifelong.artifacts import keep_adapter, local_adapter
 from swm.lifelong.episodes import passed_of
 from swm.lifelong.exports import trainer_of, write_exports
 from swm.lifelong.jobs import plan_of
+from swm.lifelong.plan import LifelongPlan
+from swm.lifelong.ppo_update import train_ppo
 from swm.lifelong.samples import load_samples, put_samples, sample_rows, samples_of
+from swm.lifelong.serve import LORA_SERVER_HINT, lora_name, verify_deploy
 from swm.lifelong.state import LifelongState
 from swm.lifelong.update import (
     METHODS,
@@ -37,34 +41,34 @@ from swm.lifelong.update import (
     sft_rows,
     training_rows,
 )
-from swm.serving import require_base_gguf
+from swm.serving import require_base_gguf, serve_adapter
 from swm.tasks.families import SAMPLED_LEVELS
+from swm.training.trl_update import TrainSettings, train_adapter
 
 
-def _base_gguf(plan: dict[str, Any]) -> Path | None:
+def _base_gguf(plan: LifelongPlan) -> Path | None:
     """Return the GGUF llama.cpp serves adapters over (None: a runtime-LoRA server serves them)."""
-    from swm.lifelong.serve import LORA_SERVER_HINT
 
-    if plan.get("lora_server"):
+    if plan.lora_server:
         return None
-    return require_base_gguf(plan.get("hf_model"), plan.get("base_gguf"), LORA_SERVER_HINT)
+    return require_base_gguf(plan.hf_model, plan.base_gguf, LORA_SERVER_HINT)
 
 
-def export_cycle(store: StoreRecords, plan: dict[str, Any], method: str,
+def export_cycle(store: StoreRecords, plan: LifelongPlan, method: str,
                  cycles: list[int]) -> tuple[list[dict[str, Any]], int]:
     """Return the export rows of the replay window and how many kept samples, trajectories or pairs are behind them.
 
     Decisions and two-turn tasks go through the kept-sample table (`swm.lifelong.samples`), written
     here once per collected sample; episodes give kept trajectories (sft, rs-sft) or the gate's kept pairs.
     """
-    run = plan["run_id"]
+    run = plan.run_id
     episodes = [e for c in cycles for e in ls.load_episodes(store, run, c, "collect")]
     decisions = [e for e in episodes if e.level in SAMPLED_LEVELS]
     rows: list[dict[str, Any]] = []
     if decisions:
         put_samples(store, samples_of(decisions, {e.episode_id: passed_of(e, plan) for e in decisions}))
-        rows += sample_rows(method, load_samples(store, run, cycles), plan.get("keep", "passed"),
-                            plan.get("ppo_groups", "mixed"))
+        rows += sample_rows(method, load_samples(store, run, cycles), plan.keep,
+                            plan.ppo_groups)
     used = len(rows)
     if method in ("sft", "rs-sft"):
         kept = [e for e in episodes if e.level not in SAMPLED_LEVELS and passed_of(e, plan)]
@@ -75,7 +79,7 @@ def export_cycle(store: StoreRecords, plan: dict[str, Any], method: str,
     return rows + (dpo_rows(pairs) if method == "dpo" else kto_rows(pairs)), used + len(pairs)
 
 
-def train_policy(store: StoreRecords, plan: dict[str, Any], method: str, parent: PolicyVersion, version: str,
+def train_policy(store: StoreRecords, plan: LifelongPlan, method: str, parent: PolicyVersion, version: str,
                  cycle: int, cycles: list[int], temperature: float = 0.7) -> tuple[PolicyVersion, list[str]]:
     """Export, train from the parent's adapter, keep it in the store, serve; return the new policy.
 
@@ -83,17 +87,13 @@ def train_policy(store: StoreRecords, plan: dict[str, Any], method: str, parent:
     was trained or, when that folder is gone (deleted, or another machine), from the run's store
     (`local_adapter`); the new adapter is stored there under its content hash before it is served.
     """
-    from swm.lifelong.artifacts import keep_adapter, local_adapter
-    from swm.lifelong.serve import lora_name, verify_deploy
-    from swm.serving import serve_adapter
-    from swm.training.trl_update import TrainSettings, train_adapter
 
-    out_dir = Path(plan["out_dir"]).expanduser()
+    out_dir = Path(plan.out_dir).expanduser()
     on_policy = method == "ppo"  # PPO trains on this cycle's samples alone (swm.lifelong.ppo_update)
     if on_policy:
         cycles = [cycle]
     rows, used = export_cycle(store, plan, method, cycles)
-    dataset = write_exports(out_dir, method, cycle=cycle, replay=bool(plan["replay"]) and not on_policy, rows=rows)
+    dataset = write_exports(out_dir, method, cycle=cycle, replay=bool(plan.replay) and not on_policy, rows=rows)
     inherited = {"notes": parent.notes, "exemplars": parent.exemplars, "base_model": parent.base_model,
                  "adapter": parent.adapter, "adapter_sha256": parent.adapter_sha256,
                  "adapter_gguf": parent.adapter_gguf, "served_as": parent.served_as}
@@ -104,33 +104,30 @@ def train_policy(store: StoreRecords, plan: dict[str, Any], method: str, parent:
         return PolicyVersion(**common, **inherited), [kept]
     base_gguf = _base_gguf(plan)
     adapter_dir = (out_dir / "adapters" / version).resolve()
-    settings = TrainSettings(**{**(plan.get("train") or {}), "report_to": plan.get("report_to", "none"),
+    settings = TrainSettings(**{**(plan.train or {}), "report_to": plan.report_to,
                                 "logging_dir": str((out_dir / "runs" / version).resolve()),
-                                "run_name": f"{plan['run_id']}-{version}"})
+                                "run_name": f"{plan.run_id}-{version}"})
     trainer = trainer_of(method)
     trained_on = training_rows(trainer, rows)
     parent_adapter = str(local_adapter(store, parent, out_dir)) if parent.adapter else None
     if on_policy:
-        from swm.lifelong.ppo_update import train_ppo
-
-        stats = train_ppo(load_samples(store, plan["run_id"], cycles), plan.get("hf_model"), adapter_dir,
+        stats = train_ppo(load_samples(store, plan.run_id, cycles), plan.hf_model, adapter_dir,
                           parent_adapter=parent_adapter, settings=settings,
-                          estimator=plan.get("estimator", "hierarchical"), temperature=temperature,
-                          groups=plan.get("ppo_groups", "mixed"), iterations=plan.get("ppo_iterations", 1),
-                          group=plan.get("ppo_group", 8))
+                          estimator=plan.estimator, temperature=temperature,
+                          groups=plan.ppo_groups, iterations=plan.ppo_iterations, group=plan.ppo_group)
     else:
-        stats = train_adapter(trainer, trained_on, plan.get("hf_model"), adapter_dir,
+        stats = train_adapter(trainer, trained_on, plan.hf_model, adapter_dir,
                               parent_adapter=parent_adapter, settings=settings)
     stats = stats.model_copy(update={"pairs_used": used})
     sha = keep_adapter(store, adapter_dir)
     draft = PolicyVersion(**common, **{**inherited, "adapter": str(adapter_dir), "adapter_sha256": sha})
-    spec, gguf = serve_adapter(adapter_dir, name=lora_name(draft, plan["run_id"]), base_gguf=base_gguf,
-                               lora_server=plan.get("lora_server"))
+    spec, gguf = serve_adapter(adapter_dir, name=lora_name(draft, plan.run_id), base_gguf=base_gguf,
+                               lora_server=plan.lora_server)
     # a decision's reply ends at its first newline (swm.lifelong.decision_play): so does the probe's
     stop = ("\n",) if rows[0].get("source") == "decision" else ()
-    checked = verify_deploy(spec, adapter_dir, plan.get("hf_model"), trained_on[0]["prompt"],
-                            plan.get("verify_served", "full"), stop=stop)  # a mismatch stops the cycle here
-    return draft.model_copy(update={"base_model": str(plan.get("hf_model") or "embedded"), "served_as": spec,
+    checked = verify_deploy(spec, adapter_dir, plan.hf_model, trained_on[0]["prompt"],
+                            plan.verify_served, stop=stop)  # a mismatch stops the cycle here
+    return draft.model_copy(update={"base_model": str(plan.hf_model or "embedded"), "served_as": spec,
                                     "adapter_gguf": str(gguf) if gguf else None, "train": stats,
                                     "served_check": checked}), []
 
@@ -140,11 +137,11 @@ def update(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[str, Any]
     ctx = runtime.context
     store = ctx.experience_store()
     plan, cycle = plan_of(state, ctx), state["cycle"]
-    method = plan["update"]
+    method = plan.update
     if method not in METHODS:
         raise InputError(f"unknown update method {method!r}", f"use one of {', '.join(METHODS)}")
-    run = plan["run_id"]
-    cycles = list(range(1, cycle + 1)) if plan["replay"] else [cycle]
+    run = plan.run_id
+    cycles = list(range(1, cycle + 1)) if plan.replay else [cycle]
     parent = ls.get_policy(store, run, state.get("incumbent", "p0")) or PolicyVersion(version="p0")
     version = f"p{cycle}"
     update_out: dict[str, Any] = {"phase": "evaluate", "candidate_policy": version}

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from swm.errors import InputError
+
 
 def checkpoint_dir(run_dir: Path, iteration: int) -> Path:
     return run_dir / "checkpoints" / f"iter-{iteration:04d}"
@@ -63,7 +65,6 @@ def warm_start_adapter(path: str | Path) -> Path:
     a self-play run folder (its latest checkpoint), or a ``swm learn`` output folder holding exactly
     one adapter under ``adapters/``. Anything else is refused in one line naming what was found.
     """
-    from swm.errors import InputError
 
     folder = Path(path).expanduser()
     if (folder / "adapter_config.json").is_file():

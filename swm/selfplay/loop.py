@@ -28,6 +28,7 @@ from swm.selfplay.plan import SelfPlayPlan
 from swm.selfplay.rewards import filtered_counts, score, score_game
 from swm.selfplay.rollout import Sampler, play
 from swm.selfplay.served import SERVERS, ServedSampler, resolve_sampler, served_base
+from swm.selfplay.state import RolloutJob
 from swm.stats import mean_ci
 from swm.tasks.families import Task
 from swm.training import advantages as adv
@@ -105,24 +106,26 @@ def ensure_initial_checkpoint(plan: SelfPlayPlan) -> None:
         POOL.forget(plan.policy)
 
 
-def rollout_jobs(plan: SelfPlayPlan, store: StoreRecords, iteration: int) -> list[dict[str, Any]]:
+def rollout_jobs(plan: SelfPlayPlan, store: StoreRecords, iteration: int) -> list[RolloutJob]:
     """Return the iteration's training rollouts that are not yet in the store (the G samples of each task)."""
     jobs = []
     for unit_id, unit in plan.units("train", iteration).items():
         for g in range(plan.group_size):
             rollout_id = f"{plan.run_id}/i{iteration}/train/{unit_id}/g{g}"
             if not sps.rollout_done(store, rollout_id):
-                jobs.append({"rollout_id": rollout_id, "unit_id": unit_id, "unit": unit, "iteration": iteration,
-                             "sample": g, "phase": "train", "plan": plan.model_dump(mode="json")})
+                jobs.append(RolloutJob(rollout_id=rollout_id, unit_id=unit_id, unit=unit, iteration=iteration,
+                                       sample=g, phase="train", plan=plan))
     return jobs
 
 
-def _play(plan: SelfPlayPlan, job: dict[str, Any], sampler: Sampler) -> Rollout:
-    common = {"rollout_id": job["rollout_id"], "iteration": job["iteration"], "sample": job["sample"]}
+def _play(plan: SelfPlayPlan, job: RolloutJob, sampler: Sampler) -> Rollout:
+    rollout_id, iteration, sample = job["rollout_id"], job["iteration"], job["sample"]
     if "task" in job["unit"]:
-        return play(Task.model_validate(job["unit"]["task"]), sampler, max_turns=plan.max_turns, **common)
+        return play(Task.model_validate(job["unit"]["task"]), sampler, max_turns=plan.max_turns,
+                    rollout_id=rollout_id, iteration=iteration, sample=sample)
     return play_game_rollout(str(plan.game), sampler, seed=job["unit"]["game_seed"], players=plan.players,
-                             options=plan.game_options, task_id=job["unit_id"], illegal=plan.illegal, **common)
+                             options=plan.game_options, task_id=job["unit_id"], illegal=plan.illegal,
+                             rollout_id=rollout_id, iteration=iteration, sample=sample)
 
 
 def _served_sampler(plan: SelfPlayPlan, checkpoint: Path, seed_key: str,
@@ -190,7 +193,7 @@ def verify_checkpoint(plan: SelfPlayPlan, checkpoint: Path, lora: Path, server: 
     _verified.add(key)
 
 
-def run_rollout(plan: SelfPlayPlan, store: StoreRecords, job: dict[str, Any], checkpoint_iteration: int) -> Rollout:
+def run_rollout(plan: SelfPlayPlan, store: StoreRecords, job: RolloutJob, checkpoint_iteration: int) -> Rollout:
     """Play one rollout under the checkpoint of ``checkpoint_iteration`` and store it (failed or not).
 
     The plan's sampler decides how: served by llama.cpp (the checkpoint's adapter as a GGUF LoRA)
@@ -366,9 +369,9 @@ def evaluate_policy(plan: SelfPlayPlan, store: StoreRecords, iteration: int, con
     from concurrent.futures import ThreadPoolExecutor
 
     start = time.perf_counter()
-    jobs: list[dict[str, Any]] = [
-        {"rollout_id": f"{plan.run_id}/i{iteration}/eval/{unit_id}/g0", "unit_id": unit_id, "unit": unit,
-         "iteration": iteration, "sample": 0, "phase": "eval"} for unit_id, unit in plan.units("eval").items()]
+    jobs = [RolloutJob(rollout_id=f"{plan.run_id}/i{iteration}/eval/{unit_id}/g0", unit_id=unit_id, unit=unit,
+                       iteration=iteration, sample=0, phase="eval", plan=plan)
+            for unit_id, unit in plan.units("eval").items()]
     jobs = [job for job in jobs if not sps.rollout_done(store, job["rollout_id"])]
     if concurrency <= 1 or len(jobs) <= 1:
         for job in jobs:

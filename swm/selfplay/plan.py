@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from swm.filenames import file_name
 from swm.selfplay.rewards import RewardConfig
 from swm.tasks.families import Task, synthesize
 from swm.tasks.splits import split_tasks
@@ -48,8 +49,6 @@ class SelfPlayPlan(BaseModel):
 
     @property
     def run_dir(self) -> Path:
-        from swm.filenames import file_name
-
         return Path(self.out_dir) / file_name(self.run_id)
 
     def training_tasks(self, iteration: int) -> list[Task]:

@@ -26,8 +26,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import openai
+from openai import OpenAI
+
 from swm.errors import ModelUnavailable
 from swm.serving.adapters import ServerSlots, find_base_gguf, require_base_gguf
+from swm.serving.embedded import revive, slots
 from swm.training.config import PolicyConfig
 from swm.training.trajectory import Generation
 
@@ -74,7 +78,6 @@ def default_concurrency(config: PolicyConfig) -> int:
     """Rollouts in flight by default: the embedded server's slots when served; 1 in torch (one model, one lock)."""
     if resolve_sampler(config) != "served":
         return 1
-    from swm.serving.embedded import slots
 
     return max(1, slots())
 
@@ -94,8 +97,6 @@ class ServedSampler:
 
     def __init__(self, policy: LoraValueModel, base_url: str, seed_key: str, score: Callable[[Batch], Any],
                  timeout: float = 600.0, server_logprobs: bool = False, fields: dict[str, Any] | None = None) -> None:
-        from openai import OpenAI
-
         self.policy = policy
         self.base_url = base_url
         self.fields = fields or {}  # llama-server: the request body field that picks this checkpoint's adapter
@@ -145,9 +146,7 @@ class ServedSampler:
 
     def _complete(self, prompt: str, max_tokens: int, temperature: float, seed: int, stop: str | None = None) -> Any:
         """Send one completion; a request in flight when the server went down is sent again once it is back."""
-        import openai
 
-        from swm.serving.embedded import revive
 
         for resend in range(4):
             try:

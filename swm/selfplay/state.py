@@ -24,7 +24,7 @@ class RolloutJob(TypedDict):
     iteration: int
     sample: int
     phase: str
-    plan: dict[str, Any]
+    plan: SelfPlayPlan
 
 
 class SelfPlayInput(TypedDict, total=False):
@@ -34,7 +34,7 @@ class SelfPlayInput(TypedDict, total=False):
 
 
 class SelfPlayState(TypedDict, total=False):
-    plan: dict[str, Any]
+    plan: SelfPlayPlan  # validated once, by the ``start`` node
     iteration: int  # the iteration in progress (its rollouts use checkpoint ``iteration``)
     rolled: Annotated[int, operator.add]  # rollouts played by this thread (a resumed run does not replay them)
     current: Annotated[dict[str, Any], merge_dict]  # this iteration's step statistics

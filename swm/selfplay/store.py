@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from swm.checkpoints.store import StoreRecords
+from swm.selfplay.plan import SelfPlayPlan
 from swm.training.trajectory import Rollout
 
 ROLLOUTS = "selfplay_rollouts"
@@ -45,6 +46,7 @@ def put_iteration(store: StoreRecords, run_id: str, iteration: int, summary: dic
                                          **summary, "created": time.time()}, pk="key", replace=True)
 
 
-def put_run(store: StoreRecords, run_id: str, plan: dict[str, Any]) -> None:
-    store.insert("selfplay_runs", {"run_id": run_id, "plan": plan, "created": time.time()}, pk="run_id",
-                 replace=True)
+def put_run(store: StoreRecords, run_id: str, plan: SelfPlayPlan) -> None:
+    """Record the run's plan (its JSON dump) under its id."""
+    store.insert("selfplay_runs", {"run_id": run_id, "plan": plan.model_dump(mode="json"), "created": time.time()},
+                 pk="run_id", replace=True)

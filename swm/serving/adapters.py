@@ -20,6 +20,10 @@ from typing import Any
 
 from swm.credentials import remember
 from swm.errors import InputError
+from swm.serving import embedded
+from swm.serving.embedded import embedded_spec, gguf_path
+from swm.serving.gguf_lora import adapter_to_gguf
+from swm.serving.runtime_lora import ensure_lora_loaded
 
 _converting = threading.Lock()  # parallel rollouts may ask for the same adapter's GGUF at once
 
@@ -33,8 +37,6 @@ def find_base_gguf(base: str | None, base_gguf: str | Path | None = None) -> Pat
     if base_gguf:
         return Path(base_gguf).expanduser()
     if base is None or base == "embedded":
-        from swm.serving.embedded import gguf_path
-
         return gguf_path()
     if str(base).endswith(".gguf"):
         return Path(base).expanduser()
@@ -56,8 +58,6 @@ def adapter_gguf(adapter_dir: Path, meta: dict[str, Any] | None = None) -> Path:
     out = adapter_dir.with_suffix(".gguf")
     with _converting:
         if not out.is_file():
-            from swm.serving.gguf_lora import adapter_to_gguf
-
             adapter_to_gguf(adapter_dir, out, meta)
     return out
 
@@ -71,11 +71,8 @@ def serve_adapter(adapter_dir: Path, *, base_gguf: Path | None = None, name: str
     over ``base_gguf`` (None: the shipped GGUF).
     """
     if lora_server:
-        from swm.serving.runtime_lora import ensure_lora_loaded
-
         ensure_lora_loaded(lora_server, name, str(adapter_dir))
         return f"{name}@{remember(lora_server).rstrip('/')}", None  # the key stays in this process
-    from swm.serving.embedded import embedded_spec, gguf_path
 
     out = adapter_gguf(adapter_dir, meta)
     default = base_gguf is None or Path(base_gguf).resolve() == gguf_path().resolve()
@@ -95,7 +92,6 @@ class ServerSlots:
 
     def serve(self, slot: str, lora: Path, base: Path) -> Any:
         """Return the embedded server view that plays (``base``, ``lora``), serving it in ``slot`` if it is not."""
-        from swm.serving import embedded
 
         with self.lock:
             current = self._current.get(slot)

@@ -35,6 +35,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Literal
 
+from swm.errors import InputError
+
 DrawMode = Literal["fresh", "alone", "cached"]
 MODES: tuple[DrawMode, ...] = ("fresh", "alone", "cached")
 DEFAULT: DrawMode = "fresh"
@@ -57,8 +59,6 @@ def mode() -> DrawMode:
     """Return the draw mode (``SWM_EMBEDDED_DRAW``: fresh, alone or cached; default fresh)."""
     chosen = (os.environ.get("SWM_EMBEDDED_DRAW") or DEFAULT).strip().lower()
     if chosen not in MODES:
-        from swm.errors import InputError
-
         raise InputError(f"SWM_EMBEDDED_DRAW={chosen} is not a draw mode", f"choose one of {', '.join(MODES)}")
     return chosen  # type: ignore[return-value]
 

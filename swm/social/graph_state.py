@@ -7,7 +7,7 @@ themselves are rows in the experience store (`swm.social.store`); the whole `Soc
 in ``world`` once, when the episode finishes. A checkpoint thus stays the same size from the
 first turn to the last.
 
-A policy subgraph (`plain`, `foresee`, `rollout`) reads `PolicyInput` and returns
+A policy subgraph (`plain`, `foresee`, `lookahead`) reads `PolicyInput` and returns
 `PolicyOutput`: a ``decision`` plus its own ``usage``/``prompts``/``models``. Its working keys
 (candidates, futures, scores) live only inside the subgraph and start empty every turn.
 """
@@ -22,11 +22,13 @@ from swm.graph_state import Provenance, SocialWorldState, merge_dict
 from swm.state import SocialWorld
 from swm.usage import CallStats, merge_usage
 
-ActStrategy = Literal["plain", "foresee", "rollout"]
+ActStrategy = Literal["plain", "foresee", "lookahead"]
+# the strategies' earlier names, as stored plans, episode rows and checkpoints may hold them
+RENAMED_STRATEGIES: dict[str, ActStrategy] = {"rollout": "lookahead"}
 
 
 class PolicyInput(TypedDict, total=False):
-    """One turn of one agent: what a policy subgraph (``foresee_act``, ``rollout``) reads."""
+    """One turn of one agent: what a policy subgraph (``foresee_act``, ``lookahead``) reads."""
 
     scenario: Required[dict[str, Any]]  # a reference {"id", "ref"} (swm.social.scenario_store), or inline
     episode_id: Required[str]

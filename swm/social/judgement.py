@@ -5,7 +5,7 @@ protocol, sotopia's own evaluator, is `swm.social.sotopia_eval`. The judge model
 range twice: in the prompt and in `SotopiaEvaluation`, the tool schema it fills
 (``minimum``/``maximum`` and the enum of allowed integers, see `score_field`). What comes back is
 read by `read_scores`: for the episode judge strictly (a score out of its range, or not an
-integer, is refused as sotopia refuses it), leniently for a rollout's own score (clamped or
+integer, is refused as sotopia refuses it), leniently for a look-ahead's own score (clamped or
 rounded, the repair recorded). A refused or missing score is asked for again once by the judge
 node and, if still not valid, recorded as rejected. Nothing is silently dropped, so
 `Judgement.overall` (the mean of the seven) is None whenever a dimension was rejected.
@@ -130,7 +130,7 @@ def read_scores(args: dict[str, Any] | None, strict: bool = False
     """Read raw judge arguments: (scores, reasoning, repairs, missing dimensions).
 
     Accepts ``{"goal": 7, "goal_reasoning": "..."}`` and ``{"goal": {"score": 7, "reasoning": ...}}``.
-    Leniently (a rollout's own score) non-integers are rounded and out-of-range scores clamped, each
+    Leniently (a look-ahead's own score) non-integers are rounded and out-of-range scores clamped, each
     repair recorded; ``strict`` (the SOTOPIA-EVAL judge, as sotopia refuses such replies) counts a
     non-integer or out-of-range score as missing instead, with the reason in the repairs.
     """

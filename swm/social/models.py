@@ -231,7 +231,7 @@ class TurnRecord(BaseModel):
     action: AgentAction
     intended: AgentAction | None = None
     prediction: str | None = None  # the world model's predicted S3AP step, as JSON text
-    candidates: str | None = None  # rollout candidates with their scores, as JSON text
+    candidates: str | None = None  # look-ahead candidates with their scores, as JSON text
     fallback: str | None = None  # why the agent acted on its intended action (or salvaged text)
     notes: str | None = None  # recorded problems that did not change the action (a failed sample, ...)
     step: str  # the SocialStep appended this turn, as JSON text

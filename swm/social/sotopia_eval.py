@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+from langchain_core.output_parsers import PydanticOutputParser
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from swm.social.judgement import DIMENSIONS, Judgement
@@ -116,7 +117,6 @@ EnvResponse = episode_schema(2)  # the two-agent form, as sotopia's own class (k
 
 def format_instructions(schema: type[BaseModel]) -> str:
     """Render the schema as sotopia's output parser does (langchain's ``PydanticOutputParser``)."""
-    from langchain_core.output_parsers import PydanticOutputParser
 
     return PydanticOutputParser(pydantic_object=schema).get_format_instructions()
 

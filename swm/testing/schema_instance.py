@@ -12,8 +12,12 @@ the parse graph's floor (one call) is reachable against the fake server as again
 
 from __future__ import annotations
 
+import importlib
 import re
 from typing import Any
+
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import BaseModel
 
 FILL = "ok"
 
@@ -126,9 +130,7 @@ SCHEMA_MODULES = ("swm.schemas", "swm.social.schemas", "swm.social.models", "swm
 
 def known_schemas() -> dict[str, Any]:
     """Return swm's pydantic tool schemas by class name, from the modules that define them."""
-    import importlib
 
-    from pydantic import BaseModel
 
     found: dict[str, Any] = {}
     for name in SCHEMA_MODULES:
@@ -144,7 +146,6 @@ def known_schemas() -> dict[str, Any]:
 
 def scripted_arguments(tool: str, prompt: str, scripts: dict[str, Any] | None = None) -> Any:
     """Return the arguments the fake server would send for ``tool``: scripted, else minimal."""
-    from langchain_core.utils.function_calling import convert_to_openai_tool
 
     script = (scripts or {}).get(tool)
     if script is not None:

@@ -45,6 +45,7 @@ import json
 import subprocess
 import sys
 import threading
+import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
@@ -124,8 +125,6 @@ class FakeOpenAIServer:
         return f"fake@{self.base_url}"
 
     def _call(self, method: str, path: str, payload: Any = None) -> Any:
-        import urllib.request
-
         data = None if payload is None else json.dumps(payload).encode()
         request = urllib.request.Request(f"{self.base_url}{path}", data=data, method=method,
                                          headers={"Content-Type": "application/json"})

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from swm.serving.embedded import gguf_path
+from swm.serving.gguf_lora import write_base_gguf
+
 
 def make_tiny_llama(out: Path, seed: int = 0) -> Path:
     """Write the tiny model into ``out`` (``config.json``, weights, tokenizer, ``base.gguf``)."""
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from swm.serving.embedded import gguf_path
-    from swm.serving.gguf_lora import write_base_gguf
 
     shipped = gguf_path()
     tokenizer = AutoTokenizer.from_pretrained(str(shipped.parent), gguf_file=shipped.name)

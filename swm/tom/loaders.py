@@ -31,6 +31,7 @@ from typing import Any
 
 from swm.errors import InputError
 from swm.inputs import jsonl_rows, read_text_file, refuse_duplicate_ids
+from swm.tom.confaide import load_confaide
 from swm.tom.items import BENCHMARKS, GROUPED, TomItem
 
 __all__ = ["BENCHMARKS", "GROUPED", "TomItem", "load_benchmark", "select"]
@@ -333,8 +334,6 @@ def load_benchmark(benchmark: str, path: str | Path, samples: int = 1, context: 
     if not path.is_file() and not (benchmark == "confaide" and path.is_dir()):
         raise InputError(f"no such file: {path}", "pass the benchmark's data file with --data")
     if benchmark == "confaide":
-        from swm.tom.confaide import load_confaide
-
         items = load_confaide(path, samples=samples)
     elif path.suffix == ".jsonl" and benchmark != "mmtom":
         items = load_jsonl(path, benchmark)

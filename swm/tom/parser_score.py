@@ -28,12 +28,15 @@
 from __future__ import annotations
 
 import json
+import random
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from swm import prompts
+from swm.llm import call_model
 from swm.schemas import Reasoning
 from swm.state import SocialWorld, is_none
 from swm.tom.scoring import normalise
@@ -160,7 +163,6 @@ def corrupt(story: SimStory, how: str, seed: int = 0) -> dict[str, Any] | None:
     left); ``blind``: a witness observes ``none``; ``merge``: two consecutive steps are fused
     (the second's actions lost); ``drop_actions``: one step loses its ``actions`` field.
     """
-    import random
 
     rng = random.Random(seed)
     raw = json.loads(json.dumps(story.gold_s3ap()))
@@ -207,8 +209,6 @@ def judge_observation(ctx: Any, story: str, generated: Any, reference: Any = Non
     one it rates the parse against the story alone. A reply that does not fit the schema gives
     ``score`` None and the error, never a silent zero.
     """
-    from swm import prompts
-    from swm.llm import call_model
 
     prompt = prompts.load("parse_judge", ctx.prompt_version("parse_judge"))
     text = prompt.render(story=story, question=question or "(none given)",

@@ -11,6 +11,8 @@ from typing import Any
 
 from swm.stats import mean_interval, wilson_interval
 from swm.tom import fantom
+from swm.tom.confaide import confaide_scores as score_confaide_rows
+from swm.tom.confaide import markdown_rows as confaide_rows
 
 # The paper's Table 1, GPT-4o, CoT -> S3AP (o3 as parser): the reference a run is compared with.
 PAPER_TABLE1_GPT4O = {"tomi": (0.813, 0.927), "paratomi": (0.818, 0.905), "hitom": (0.660, 0.750),
@@ -81,8 +83,6 @@ def summarise(rows: list[dict[str, Any]], modes: Iterable[str]) -> dict[str, Any
             fantom_sets[f"{mode} (swm-lenient)"] = {t: fantom.fantom_scores(mode_rows, t, reading="swm-lenient")
                                                     for t in ("inaccessible", "accessible")}
         if any(r["kind"].startswith("confaide") for r in mode_rows):
-            from swm.tom.confaide import confaide_scores as score_confaide_rows
-
             confaide_scores[mode] = score_confaide_rows(mode_rows)
     return {"overall": overall, "by_type": by_type, "fantom_sets": fantom_sets, "confaide": confaide_scores,
             "readings": readings(rows, modes)}
@@ -126,8 +126,6 @@ def markdown(summary: dict[str, Any], benchmark: str, header: dict[str, Any]) ->
                       "under a sentence embedder swm does not ship), so it is n/a rather than a copy of All.", ""]
         lines += fantom.markdown_rows(summary["fantom_sets"])
     if summary.get("confaide"):
-        from swm.tom.confaide import markdown_rows as confaide_rows
-
         lines += [""] + confaide_rows(summary["confaide"])
     per_question = "Per question" + (" (a diagnostic, not the benchmark's own score)"
                                      if summary.get("fantom_sets") or summary.get("confaide") else "") + ":"

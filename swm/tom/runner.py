@@ -29,8 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
+from tqdm import tqdm
 
-from swm.checkpoints import run_thread
+from swm.checkpoints import open_saver, run_thread
 from swm.checkpoints.store import StoreRecords
 from swm.context import SWMContext
 from swm.errors import InputError, ModelCallFailed
@@ -255,9 +256,7 @@ def run_benchmark(items: list[TomItem], modes: list[str], ctx: SWMContext, db: s
                   ask_graph: Any) -> dict[str, Any]:
     """Run items in each mode through ``ask_graph`` (a `StateGraph`, compiled here on the SQLite
     checkpointer at ``db``); return the rows and timing."""
-    from tqdm import tqdm
 
-    from swm.checkpoints import open_saver
 
     store = ctx.experience_store()
     record_run(store, run_id, meta or {})

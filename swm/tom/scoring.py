@@ -23,6 +23,7 @@ from swm.stats import mean_interval as mean_interval  # re-exported: swm.tom.sco
 from swm.stats import token_f1 as _token_f1
 from swm.stats import wilson_interval as wilson_interval  # re-exported: swm.tom.wilson_interval
 from swm.tom import rules
+from swm.tom.confaide import score_confaide
 from swm.tom.items import TomItem
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -146,8 +147,6 @@ def score_answer(item: TomItem, answer: Any) -> dict[str, Any]:
     (each named reading's verdict, 0 or 1).
     """
     if item.kind.startswith("confaide"):
-        from swm.tom.confaide import score_confaide
-
         return score_confaide(item, answer)
     benchmark = item.benchmark if item.benchmark in rules.HEADLINE else "tomi"
     if item.kind == "location":

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from swm.state import SocialStep, SocialWorld
+from swm.tom.items import TomItem
 
 NAMES = ["Sally", "Anne", "Jack", "Mia", "Omar", "Lena", "Ravi", "Chloe", "Tom", "Yuki", "Amara", "Noah"]
 ROOMS = ["kitchen", "garden", "hallway", "attic", "office", "pantry", "bedroom", "garage", "porch"]
@@ -371,7 +372,6 @@ def generate_stories(n: int, seed: int = 0) -> list[SimStory]:
 
 def story_items(stories: list[SimStory]) -> list[Any]:
     """Turn simulated stories into benchmark items (benchmark ``tomi``, kind ``location``)."""
-    from swm.tom.items import TomItem
 
     return [TomItem(id=f"{s.id}-q{k}", story=s.text, question=q["question"], answer=q["answer"], qtype=q["qtype"],
                     benchmark="tomi", kind="location", meta={"story_type": s.story_type, "simulated": True})

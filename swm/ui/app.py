@@ -9,6 +9,7 @@ and reads through `ReadOnlyStore`, so browsing cannot change a run.
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import importlib.util
 import io
 import json
@@ -89,8 +90,6 @@ def _flat(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def when(value: Any) -> str:
     """Format a Unix time (seconds) as ``YYYY-MM-DD HH:MM:SS`` UTC; other values as they are."""
-    import datetime as dt
-
     if isinstance(value, int | float) and 1e9 < value < 1e10:
         return dt.datetime.fromtimestamp(value, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
     return "" if value is None else str(value)

@@ -1,6 +1,6 @@
-"""Multi-step rollouts: N candidate actions, each simulated k steps ahead, judged, best refined.
+"""Look-ahead: N candidate actions, each simulated k steps ahead, judged, best refined.
 
-With N = ``SWMContext.rollout_width`` and k = ``SWMContext.rollout_depth``, one turn makes
+With N = ``SWMContext.lookahead_width`` and k = ``SWMContext.lookahead_depth``, one turn makes
 
     calls = N (sample) + N·k (simulate) + (N if N > 1 else 0) (score) + 1 (refine)
 
@@ -34,12 +34,12 @@ MAX_DEPTH = 5
 
 
 def calls_per_turn(width: int, depth: int) -> int:
-    """Return the LLM calls of one rollout turn when every reply fits (the formula above)."""
+    """Return the LLM calls of one look-ahead turn when every reply fits (the formula above)."""
     return width + width * depth + (width if width > 1 else 0) + 1
 
 
 def _width(runtime: Runtime[SWMContext]) -> int:
-    return min(max(1, runtime.context.rollout_width), MAX_WIDTH)
+    return min(max(1, runtime.context.lookahead_width), MAX_WIDTH)
 
 
 def _branch(state: PolicyState, index: int) -> dict[str, Any]:
