@@ -118,9 +118,11 @@ def test_a_reporter_whose_package_is_missing_is_refused_in_one_line(reporter: st
 @pytest.mark.parametrize(("reporter", "expected"), [("none", []), ("tensorboard", ["tensorboard"])])
 def test_the_reporter_reaches_the_training_arguments(reporter: str, expected: list[str], tmp_path: Path) -> None:
     trl = pytest.importorskip("trl")
+    from swm.training.device import Placement
     from swm.training.trl_update import TrainSettings, _config
 
-    args = _config("dpo", trl, tmp_path, TrainSettings(report_to=reporter, run_name="t-p1"))
+    settings = TrainSettings(report_to=reporter, run_name="t-p1")
+    args = _config("dpo", trl, tmp_path, settings, Placement("cpu", "float32"))
     assert args.report_to == expected and args.run_name == "t-p1"
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from swm.testing import server
 from swm.testing.scripted import ScriptedChatModel, as_structured
 
 if TYPE_CHECKING:
@@ -24,5 +23,7 @@ __all__ = ["FAULTS", "FakeOpenAIServer", "ScriptedChatModel", "as_structured"]
 def __getattr__(name: str) -> Any:
     # Imported on first use, so ``python -m swm.testing.server`` does not find it imported already.
     if name in ("FakeOpenAIServer", "FAULTS"):
+        from swm.testing import server  # noqa: PLC0415 - see the comment above
+
         return getattr(server, name)
     raise AttributeError(f"module 'swm.testing' has no attribute {name!r}")
