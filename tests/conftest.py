@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,18 @@ def _under_load(request: pytest.FixtureRequest) -> object:
 
     with busy_cores() as procs:
         yield procs
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread() -> Iterator[None]:
+    """torch on one thread for a module of tiny models: too small to gain from two, and on a busy machine two
+    threads made such a module 50 times slower."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture

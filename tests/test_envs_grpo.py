@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,8 @@ import pytest
 torch = pytest.importorskip("torch")
 trl = pytest.importorskip("trl")
 
+from toy_task import tiny_llama  # noqa: E402
+
 from swm.envs.grpo import checker_reward, decision_dataset, decision_rows, grpo_args, move_text  # noqa: E402
 from swm.tasks.families import OBJECTIONS, WORRIES  # noqa: E402
 
@@ -38,37 +39,18 @@ STEPS = 40
 MARGIN = 0.4
 CONTROL_CEILING = 0.05
 SPECIALS = ["<unk>", "<pad>", "<s>", "</s>"]
-CHAT = "{% for m in messages %}{{ m['content'] }} {% endfor %}"
 
 
 @pytest.fixture(scope="module", autouse=True)
-def one_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+def one_thread(one_torch_thread: None) -> None:
+    """torch on one thread for the whole module (conftest.one_torch_thread)."""
 
 
 def make_policy(path: Path, seed: int = 0) -> Path:
     """Save a seeded random two-layer Llama whose vocabulary is the worries' and the objections' words."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
     words = {w for ws in OBJECTIONS.values() for w in ws}
     words |= {w for sentence in WORRIES.values() for w in re.findall(r"\w+|[^\w\s]+", sentence)}
-    vocab = SPECIALS + sorted(words)
-    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(vocab)}, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>", bos_token="<s>",
-                                   eos_token="</s>")
-    fast.chat_template = CHAT
-    config = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=256,
-                         pad_token_id=1, bos_token_id=2, eos_token_id=3, initializer_range=0.1)
-    torch.manual_seed(seed)
-    LlamaForCausalLM(config).save_pretrained(path)
-    fast.save_pretrained(path)
-    return path
+    return tiny_llama(path, SPECIALS + sorted(words), seed, whitespace_only=False, max_positions=256)
 
 
 @pytest.fixture(scope="module")

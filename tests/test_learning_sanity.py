@@ -34,7 +34,6 @@ keeps it so.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,11 +59,8 @@ CONTROL_CEILING = 0.05  # a control may drift, but never by this much
 
 
 @pytest.fixture(scope="module", autouse=True)
-def one_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+def one_thread(one_torch_thread: None) -> None:
+    """torch on one thread for the whole module (conftest.one_torch_thread)."""
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,6 @@ them. torch runs on one thread (see test_learning_sanity).
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -49,11 +48,8 @@ ESTIMATORS = ("hierarchical", "group", "role")
 
 
 @pytest.fixture(scope="module", autouse=True)
-def one_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+def one_thread(one_torch_thread: None) -> None:
+    """torch on one thread for the whole module (conftest.one_torch_thread)."""
 
 
 @pytest.fixture(scope="module")

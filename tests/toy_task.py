@@ -19,24 +19,34 @@ CHAT = "{% for m in messages %}{{ m['content'] }} {% endfor %}"  # the reply fol
 PROMPTS = {f"say {c}": c for c in COLOURS}
 
 
-def make_toy_model(path: Path, seed: int = 1) -> Path:
-    """Save a seeded random two-layer Llama with the task's word-level tokenizer into ``path``."""
+def tiny_llama(path: Path, vocab: list[str], seed: int = 1, whitespace_only: bool = True,
+               max_positions: int = 64) -> Path:
+    """Save a seeded random two-layer Llama with a word-level tokenizer over ``vocab`` into ``path``.
+
+    ``vocab`` starts with ``<unk> <pad> <s> </s>``; words are split at whitespace (``whitespace_only``)
+    or at whitespace and punctuation. The chat template writes each message's text followed by a space.
+    """
     import torch
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(vocab)}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit() if whitespace_only else pre_tokenizers.Whitespace()
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>", bos_token="<s>",
                                    eos_token="</s>")
     fast.chat_template = CHAT
-    config = LlamaConfig(vocab_size=len(WORDS), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64,
+    config = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=max_positions,
                          pad_token_id=1, bos_token_id=2, eos_token_id=3, initializer_range=0.1)
     torch.manual_seed(seed)
     LlamaForCausalLM(config).save_pretrained(path)
     fast.save_pretrained(path)
     return path
+
+
+def make_toy_model(path: Path, seed: int = 1) -> Path:
+    """Save a seeded random two-layer Llama with the task's word-level tokenizer into ``path``."""
+    return tiny_llama(path, list(WORDS), seed)
 
 
 def check(prompt: str, reply: str) -> float:

@@ -16,30 +16,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from toy_task import tiny_llama
+
 COLOURS = ("red", "green", "blue", "gold")
 WORDS = ("<unk> <pad> <s> </s> say heard " + " ".join(COLOURS)).split()
-CHAT = "{% for m in messages %}{{ m['content'] }} {% endfor %}"
 SPEAKER, LISTENER = "speaker", "listener"
 
 
 def make_model(path: Path, seed: int = 1) -> Path:
     """Save a seeded random two-layer Llama with the task's word-level tokenizer into ``path``."""
-    import torch
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>", bos_token="<s>",
-                                   eos_token="</s>")
-    fast.chat_template = CHAT
-    config = LlamaConfig(vocab_size=len(WORDS), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64,
-                         pad_token_id=1, bos_token_id=2, eos_token_id=3, initializer_range=0.1)
-    torch.manual_seed(seed)
-    LlamaForCausalLM(config).save_pretrained(path)
-    fast.save_pretrained(path)
-    return path
+    return tiny_llama(path, list(WORDS), seed)
 
 
 def speaker_prompt(colour: str) -> str:
