@@ -472,10 +472,17 @@ def _embedded_stopped(where: str) -> str | None:
 
 def embedded_revived(exc: BaseException, base_url: str) -> bool:
     """Tell whether a dropped connection was to the embedded server at ``base_url`` and it is up again
-    (started anew on its port if it died): the request in flight may then be sent again."""
+    (started anew on its port if it died): the request in flight may then be sent again.
+
+    A 503 counts too: a request that reaches a server started again while it still loads its model is
+    answered "503 Loading model" (on a busy machine the load takes seconds); it waits until the server
+    answers, as a dropped one does, and is sent again.
+    """
     import openai
 
-    if not isinstance(exc, openai.APIConnectionError) or isinstance(exc, openai.APITimeoutError):
+    loading = isinstance(exc, openai.APIStatusError) and exc.status_code == 503
+    dropped = isinstance(exc, openai.APIConnectionError) and not isinstance(exc, openai.APITimeoutError)
+    if not (loading or dropped):
         return False
     from swm.serving.embedded import revive
 

@@ -83,3 +83,21 @@ def test_every_embedded_request_carries_llama_cpp_pythons_repeat_penalty() -> No
 
     assert embedded.SAMPLING == {"repeat_penalty": 1.1}
     assert make_chat_model("embedded").extra_body["repeat_penalty"] == 1.1  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("status", "resent"), [(503, True), (500, False), (429, False)])
+def test_a_503_from_the_embedded_server_waits_for_it_and_is_sent_again(monkeypatch: pytest.MonkeyPatch, status: int,
+                                                                      resent: bool) -> None:
+    """A request that reaches a server started again while it still loads its model ("503 Loading model") is
+    treated as one in flight when it died: wait until the server answers, then send it again."""
+    import httpx
+    import openai
+
+    from swm import llm
+
+    asked: list[str] = []
+    monkeypatch.setattr(embedded, "revive", lambda url: asked.append(url) or True)
+    request = httpx.Request("POST", "http://127.0.0.1:1/v1/chat/completions")
+    exc = openai.APIStatusError("Loading model", response=httpx.Response(status, request=request), body=None)
+    assert llm.embedded_revived(exc, "http://127.0.0.1:1/v1") is resent
+    assert asked == (["http://127.0.0.1:1/v1"] if resent else [])
