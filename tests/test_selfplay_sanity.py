@@ -13,11 +13,11 @@ with the estimator under test:
 
 Each must raise the joint reward by its margin (`MARGINS`); the control shuffles the joint rewards
 among the iteration's rollouts (same budget, same estimator) and must stay under `CONTROL_CEILING`.
-Measured (10 iterations, G = 16 a colour), over the step size 3e-2, 3e-2 × (1 + 1e-5) and 2.9e-2 and
-MKL's AVX2 kernels, so that no margin rests on float rounding: group +0.21 to +0.31, role +0.10 to +0.13,
-hierarchical +0.09 to +0.17; shuffled −0.03 to +0.02. Group learns fastest here because its baseline is per colour (task);
-the role baseline pools the colours of a role by design (SPIRAL's), and the value head has to learn
-them. torch runs on one thread (see test_learning_sanity).
+Measured (10 iterations, G = 16 a colour), over the step sizes 3e-2, 3e-2 × (1 + 1e-5) and 2.9e-2
+and MKL's AVX2 kernels, so that no margin rests on float rounding: group +0.21 to +0.31, role +0.10
+to +0.13, hierarchical +0.09 to +0.17; shuffled −0.03 to +0.02. Group learns fastest here because its
+baseline is per colour (task); the role baseline pools the colours of a role by design (SPIRAL's),
+and the value head has to learn them. torch runs on one thread (see test_learning_sanity).
 """
 
 from __future__ import annotations
