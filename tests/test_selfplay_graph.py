@@ -178,6 +178,25 @@ def test_cli_runs_and_replays_a_finished_thread(base_dir: Path, tmp_path: Path) 
     assert bad.exit_code == 2 and "group_size" in bad.output
 
 
+def test_cli_runs_two_seat_scheduling(base_dir: Path, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from swm.cli import main
+
+    args = ["selfplay", "--base", str(base_dir), "--level", "two-seat", "--family", "scheduling", "--iterations", "1",
+            "--tasks", "1", "--group", "2", "--eval-tasks", "1", "--max-new-tokens", "3", "--lora-r", "4",
+            "--estimator", "role", "--sampler", "torch", "--out", str(tmp_path / "out"), "--db",
+            str(tmp_path / "cli.db"), "--thread-id", "sched", "--json"]
+    done = CliRunner().invoke(main, args)
+    assert done.exit_code == 0, done.output
+    summary = json.loads(done.stdout)["summaries"]["0"]
+    assert summary["rollouts"] == 2 and summary["failed"] == 0 and set(summary["reward"]) == {"speaker", "finder"}
+    assert summary["pass_rate"] is not None and summary["eval_pass_rate"] is not None
+    rollouts = load_rollouts(ExperienceStore(tmp_path / "cli.db"), "sched", 0, "train")
+    assert {r.task_id for r in rollouts} == {"train:scheduling:two-seat:0"}
+    assert all(r.seats[1].turns[0].text.startswith("SLOT:") for r in rollouts), "the finder's reply starts SLOT:"
+
+
 def test_werewolf_self_play_iteration(base_dir: Path, tmp_path: Path) -> None:
     p = plan(base_dir, tmp_path / "out", "group", run_id="sp-ww", iterations=1, game="werewolf", players=5,
              game_options={"max_rounds": 1}, illegal="filter")
@@ -185,6 +204,9 @@ def test_werewolf_self_play_iteration(base_dir: Path, tmp_path: Path) -> None:
     summary = out["summaries"]["0"]
     assert out["stopped"] is None and summary["rollouts"] == 2 and summary["failed"] == 0
     assert "werewolf" in summary["reward"] and summary["pass_rate"] is None
+    signals, held_out = summary["signals"], summary["eval_signals"]  # the moderator's per-role signals
+    assert signals["games"] == 2 and held_out["games"] == 1 and signals["legal"]["all"]["n"] > 0
+    assert {"village_votes", "seer_checks", "seer_reveals", "wolf_survived", "wolf_rounds"} <= set(signals)
     store = ExperienceStore(tmp_path / "run.db")
     rollouts = load_rollouts(store, "sp-ww", 0, "train")
     assert {r.task_id for r in rollouts} == {"werewolf:train:0"}, "one deal, G = 2 rollouts (a group)"

@@ -38,8 +38,11 @@ def stats_cell(stats: dict[str, Any] | None) -> str:
 def iteration_line(i: Any, s: dict[str, Any]) -> str:
     """Return the one-line summary of a self-play iteration."""
     kl = s.get("kl")
+    legal = ((s.get("signals") or {}).get("legal") or {}).get("all") or {}
+    game = (f"legal moves {legal['rate']:.2f} [{legal['ci95'][0]:.2f}, {legal['ci95'][1]:.2f}] (n={legal['n']}); "
+            if legal.get("rate") is not None else "")
     return (f"iteration {i} [{s['estimator']}, {s.get('sampler', 'torch')}]: reward {stats_cell(s.get('reward'))}; "
-            f"held-out {stats_cell(s.get('eval_reward'))}; KL {kl if kl is None else round(kl, 4)}; filtered "
+            f"held-out {stats_cell(s.get('eval_reward'))}; {game}KL {kl if kl is None else round(kl, 4)}; filtered "
             f"{s.get('filtered_rate')}; failed {s.get('failed')}; {s.get('tokens_per_s') or 0:.1f} tokens/s; "
             f"{s.get('seconds', 0):.0f} s")
 

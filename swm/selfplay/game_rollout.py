@@ -11,6 +11,10 @@ reward penalise it (`swm.selfplay.rewards`: ``illegal_move`` at its own turn), t
 legality signal a model too small to name a legal target reliably can learn from.
 ``illegal="drop"`` fails the whole rollout instead: recorded with the reason and dropped, never
 scored. A seat's role is its game role (werewolf, seer, doctor, villager).
+
+The rollout's verdict keeps the game's per-role signals (`swm.games.signals.game_signals`: legal
+moves, village votes on a werewolf, the seer's checks and reveals, werewolf survival), counted from
+the moderator's record of the game, which self-play summarises per iteration.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import time
 from typing import Literal
 
 from swm.games import Decision, Turn, play_game
+from swm.games.signals import game_signals
 from swm.selfplay.rollout import Sampler
 from swm.training.trajectory import Rollout, SeatTrajectory, SeatTurn
 
@@ -83,7 +88,8 @@ def play_game_rollout(game: str, sampler: Sampler, *, seed: int, players: int, o
         rollout.failed = f"illegal move at turn {first.turn} by {first.agent}: {first.violation}"
     outcome = record.outcome
     rollout.verdict = {"winner": outcome.winner if outcome else None, "reason": outcome.reason if outcome else None,
-                       "rewards": outcome.rewards() if outcome else {}, "violation_turns": broken}
+                       "rewards": outcome.rewards() if outcome else {}, "violation_turns": broken,
+                       "signals": game_signals(record)}
     rollout.order = [m.agent for m in record.moves]
     rollout.seats = list(seats.values())
     rollout.end_reason = outcome.reason if outcome else "no outcome"

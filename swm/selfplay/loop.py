@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from swm.checkpoints.store import StoreRecords
+from swm.games.signals import summarise_signals
 from swm.selfplay import store as sps
 from swm.selfplay.checkpoint import checkpoint_dir, has_checkpoint, meta, save_atomic
 from swm.selfplay.game_rollout import play_game_rollout
@@ -272,6 +273,9 @@ def score_rollouts(plan: SelfPlayPlan, store: StoreRecords, iteration: int, phas
             sps.put_rollout(store, plan.run_id, phase, r)
     counts = filtered_counts(good)
     pass_rate = passed / len(good) if good and not plan.game else None
+    # every game played to its end, a dropped one's too: a game's signals are the moderator's, not the reward's
+    games = [s for r in rollouts if isinstance(s := (r.verdict or {}).get("signals"), dict)]
+    signals = summarise_signals(games) if plan.game else None
     filtered = sum(v for k, v in counts.items() if k != "turns")
     tokens = sum(r.tokens for r in rollouts)
     seconds = sum(r.seconds for r in rollouts)
@@ -279,7 +283,7 @@ def score_rollouts(plan: SelfPlayPlan, store: StoreRecords, iteration: int, phas
             "failures": [r.failed for r in rollouts if r.failed][:5], "pass_rate": pass_rate,
             "reward": role_rewards(good), "filtered": counts, "filtered_rate": filtered / counts["turns"]
             if counts["turns"] else None, "tokens": tokens, "rollout_seconds": seconds,
-            "tokens_per_s": tokens / seconds if seconds else None, "judge": judged,
+            "tokens_per_s": tokens / seconds if seconds else None, "judge": judged, "signals": signals,
             "seconds": time.perf_counter() - start}
 
 
@@ -390,13 +394,15 @@ def evaluate_policy(plan: SelfPlayPlan, store: StoreRecords, iteration: int, con
 
 
 def summarise(plan: SelfPlayPlan, current: dict[str, Any]) -> dict[str, Any]:
-    """The iteration's numbers: per-role rewards (train, held-out) with 95% intervals, KL, filter, speed."""
+    """The iteration's numbers: per-role rewards (train, held-out) with 95% intervals, a game's per-role signals
+    (`swm.games.signals`, train and held-out), KL, filter, speed."""
     sc, up, ev = current.get("score", {}), current.get("update", {}), current.get("evaluate", {})
     step_seconds = sum(float(current.get(k, {}).get("seconds") or 0.0) for k in ("score", "advantages", "update"))
     return {"estimator": plan.advantage.estimator, "sampler": resolve_sampler(plan.policy),
             "group_size": plan.group_size, "temperature": plan.policy.temperature,
             "reward": sc.get("reward"), "pass_rate": sc.get("pass_rate"),
-            "eval_reward": ev.get("reward"), "eval_pass_rate": ev.get("pass_rate"), "kl": up.get("kl"),
+            "eval_reward": ev.get("reward"), "eval_pass_rate": ev.get("pass_rate"),
+            "signals": sc.get("signals"), "eval_signals": ev.get("signals"), "kl": up.get("kl"),
             "loss": up.get("loss"), "clipped": up.get("clipped"), "filtered_rate": sc.get("filtered_rate"),
             "filtered": sc.get("filtered"), "rollouts": sc.get("rollouts"), "failed": sc.get("failed"),
             "tokens": sc.get("tokens"), "tokens_per_s": sc.get("tokens_per_s"),

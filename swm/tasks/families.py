@@ -40,7 +40,7 @@ DECISION = "decision"
 TWO_TURN = "two-turn"
 # one model plays every seat of a short exchange, checked by code (swm.tasks.two_seat; swm selfplay only)
 TWO_SEAT = "two-seat"
-TWO_SEAT_FAMILIES = ("mutual_friend",)
+TWO_SEAT_FAMILIES = ("mutual_friend", "scheduling")
 SAMPLED_LEVELS = (DECISION, TWO_TURN)  # played move by move, outside the episode graph; kept in the sample table
 CURRICULUM_LEVELS = (*SAMPLED_LEVELS, *LEVELS)
 DECISION_FAMILIES = ("negotiation", "mutual_friend", "secret", "scheduling", "persuasion")
@@ -332,12 +332,15 @@ def two_seat_task(family: str, seed: int, split: str = "train") -> Task:
     """Generate one two-seat task: the family's ``easy`` state, seat A (``speaker``) and seat B (``finder``).
 
     Mutual friend: each seat holds one friend list (four names, one shared); A speaks first, B must
-    name the shared friend. Only self-play plays it (`swm.tasks.two_seat`).
+    name the shared friend. Scheduling: each seat holds four free slots, exactly one shared; A
+    speaks first, B must name the shared slot. Only self-play plays them (`swm.tasks.two_seat`).
     """
     if family not in TWO_SEAT_FAMILIES:
         raise ValueError(f"no {TWO_SEAT} shape for family {family!r}; its families are {', '.join(TWO_SEAT_FAMILIES)}")
     rng = random.Random(f"{GENERATOR_VERSION}|{split}|{family}|{TWO_SEAT}|{seed}")
     parts = GENERATORS[family](rng, "easy")
+    if family == "scheduling":
+        return _two_seat_scheduling(rng, parts, seed, split)
     (a, b), lists = [x.name for x in parts["agents"]], parts["truth"]["lists"]
     goals = {"speaker": f"Tell {b} your friends so that {b} can find the one you share.",
              "finder": f"Find the one friend you share with {a} and announce it as 'ANSWER: First Last'."}
@@ -347,6 +350,27 @@ def two_seat_task(family: str, seed: int, split: str = "train") -> Task:
     return Task(task_id=task_id(family, TWO_SEAT, seed, split), family=family, level=TWO_SEAT, seed=seed, split=split,
                 scenario=parts["scenario"], agents=agents,
                 truth={**parts["truth"], "speaker": a, "finder": b})
+
+
+def _two_seat_scheduling(rng: random.Random, parts: dict[str, Any], seed: int, split: str) -> Task:
+    """The scheduling generator's ``easy`` state cut to one shared slot: three of each seat's own slots and one of
+    the common ones, so each seat holds four slots in week order and exactly one is on both lists."""
+    (a, b), free, common = [x.name for x in parts["agents"]], parts["truth"]["free"], parts["truth"]["common"]
+    week = [_slot(d, h) for d in DAYS for h in HOURS]
+    slot = rng.choice(common)
+    lists = [sorted([*rng.sample([s for s in free[name] if s not in common], 3), slot], key=week.index)
+             for name in (a, b)]
+    goals = {"speaker": f"Tell {b} your free slots so that {b} can find the one you share.",
+             "finder": f"Find the one free slot you share with {a} and announce it as 'SLOT: Mon 14:00'."}
+    agents = [AgentBrief(name=name, role=role, goal=goals[role],
+                         private="You are free only at: " + ", ".join(slots) + ".", key_facts=slots[:3])
+              for name, role, slots in zip((a, b), ("speaker", "finder"), lists, strict=True)]
+    scenario = (f"{a} and {b} must schedule a one-hour meeting this week and share exactly one free slot. Each "
+                "knows only their own free slots. Announce the slot as 'SLOT: Mon 14:00'.")
+    return Task(task_id=task_id("scheduling", TWO_SEAT, seed, split), family="scheduling", level=TWO_SEAT, seed=seed,
+                split=split, scenario=scenario, agents=agents,
+                truth={"slot": slot, "lists": lists, "free": dict(zip((a, b), lists, strict=True)), "speaker": a,
+                       "finder": b})
 
 
 def synthesize(family: str, level: str, seed: int, split: str = "train") -> Task:

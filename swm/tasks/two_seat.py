@@ -17,20 +17,34 @@ with A's words in place of the partner's list. Seats alternate A, B, A, B…; B'
 of A's is not the task's), with `swm.tasks.checkers.check_mutual_friend`'s rules (the first answer
 decides; naming two or more candidates is a hedge). ``detail["speaker_listed"]`` is the share of
 A's list A said (the speaker's own signal).
+
+Scheduling, the same shape: each seat holds four free slots (``Mon 14:00``), exactly one shared.
+A tells its slots (prompt ``two_seat_scheduling_speak``, reply starting ``My free slots:``); B sees
+its own slots and A's words and names the shared one (``two_seat_scheduling_find``, the scheduling
+decision's prompt with A's words in place of the partner's list, reply starting ``SLOT:``). Only
+B's answers count and the first decides: an answer is a ``SLOT:`` with text after it on its line,
+read to the end of that line; it is right when it names exactly the shared slot, a hedge when it
+names two or more slots. Slots are read as `swm.tasks.checkers.slots_in` reads them (``Wed 1pm``
+is ``Wed 13:00``, ``12pm`` noon, ``12am`` midnight). ``detail["speaker_listed"]`` is the share of
+A's slots A said, however written.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from swm import prompts
-from swm.tasks.checkers import Utterance, Verdict, check_mutual_friend, mentions
+from swm.tasks.checkers import Utterance, Verdict, check_mutual_friend, mentions, slots_in
 from swm.tasks.decisions import DecisionPrompt, _bullets
 from swm.tasks.families import TWO_SEAT, Task
 
 SPEAKER, FINDER = "speaker", "finder"
 SPEAK_PREFILL = "My friends:"
 FIND_PREFILL = "ANSWER:"
+SLOTS_PREFILL = "My free slots:"
+SLOT_PREFILL = "SLOT:"
+_SLOT_ANSWER_RE = re.compile(r"SLOT:[ \t]*(\S[^\n]*)")
 
 
 def _require(task: Task) -> None:
@@ -50,6 +64,8 @@ def seat_prompt(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> Deci
     role = seat_of(task, agent)
     mine = truth["lists"][0 if role == SPEAKER else 1]
     partner = truth["finder"] if role == SPEAKER else truth["speaker"]
+    if task.family == "scheduling":
+        return _scheduling_prompt(role, mine, partner, said)
     if role == SPEAKER:
         text = prompts.load("two_seat_mutual_friend_speak").render(mine=_bullets(mine), partner=partner)
         return DecisionPrompt(name="two_seat_mutual_friend_speak", text=text, prefill=SPEAK_PREFILL, max_tokens=48)
@@ -59,14 +75,27 @@ def seat_prompt(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> Deci
     return DecisionPrompt(name=template.id, text=text, prefill=FIND_PREFILL, max_tokens=12)
 
 
+def _scheduling_prompt(role: str, mine: list[str], partner: str, said: Sequence[tuple[str, str]]) -> DecisionPrompt:
+    if role == SPEAKER:
+        template = prompts.load("two_seat_scheduling_speak")
+        return DecisionPrompt(name=template.id, text=template.render(mine=_bullets(mine), partner=partner),
+                              prefill=SLOTS_PREFILL, max_tokens=48)
+    heard = "\n".join(t for who, t in said if who == partner) or "(nothing yet)"
+    template = prompts.load("two_seat_scheduling_find")
+    return DecisionPrompt(name=template.id, text=template.render(mine=_bullets(mine), partner=partner, said=heard),
+                          prefill=SLOT_PREFILL, max_tokens=12)
+
+
 def ends_at_newline(prompt: DecisionPrompt) -> bool:
     """Whether a newline ends the reply (the finder's one-line answer; the speaker's list spans lines)."""
-    return prompt.prefill == FIND_PREFILL
+    return prompt.prefill in (FIND_PREFILL, SLOT_PREFILL)
 
 
 def check_two_seat(task: Task, turns: Sequence[Utterance]) -> Verdict:
-    """Complete when the finder's first ``ANSWER:`` names the shared friend and no other candidate."""
+    """Complete when the finder's first answer names the shared friend (slot) and no other candidate."""
     _require(task)
+    if task.family == "scheduling":
+        return check_two_seat_scheduling(task, turns)
     finder, speaker = task.truth["finder"], task.truth["speaker"]
     theirs = [t if t.agent == finder else Utterance(agent=t.agent, text="") for t in turns]
     verdict = check_mutual_friend(task, theirs)
@@ -75,3 +104,39 @@ def check_two_seat(task: Task, turns: Sequence[Utterance]) -> Verdict:
     listed = sum(mentions(spoken, name) for name in own) / len(own)
     return verdict.model_copy(update={"detail": {**verdict.detail, "speaker_listed": listed,
                                                  "friend_said": mentions(spoken, task.truth["friend"])}})
+
+
+def check_two_seat_scheduling(task: Task, turns: Sequence[Utterance]) -> Verdict:
+    """Complete when the finder's first ``SLOT:`` line names the shared slot and no other slot.
+
+    Each wrong or hedged answer of the finder's is a violation (a failed attempt, `is_attempt`);
+    the speaker's ``SLOT:`` lines are not answers. ``detail["formatted"]``: the first answer named
+    exactly one slot, right or wrong.
+    """
+    finder, speaker, shared = task.truth["finder"], task.truth["speaker"], task.truth["slot"]
+    first: bool | None = None
+    formatted = False
+    named: list[str] = []
+    evidence: list[int] = []
+    wrong: list[int] = []
+    codes: list[str] = []
+    for i, turn in enumerate(turns):
+        if turn.agent != finder:
+            continue
+        for match in _SLOT_ANSWER_RE.finditer(turn.text):
+            slots = slots_in(match.group(1))
+            right = slots == {shared}
+            if first is None:
+                first, formatted, named = right, len(slots) == 1, sorted(slots)
+                evidence.append(i)
+            if not right:
+                wrong.append(i)
+                code = "hedged_answer" if len(slots) > 1 else "wrong_answer"
+                if code not in codes:
+                    codes.append(code)
+    spoken = slots_in(" ".join(t.text for t in turns if t.agent == speaker))
+    own = task.truth["lists"][0]
+    return Verdict(completion=bool(first), violations=codes, evidence=evidence, violation_turns=sorted(set(wrong)),
+                   resolved_at=evidence[0] if first else None,
+                   detail={"answered": first is not None, "formatted": formatted, "slots": named,
+                           "speaker_listed": len(spoken & set(own)) / len(own), "slot_said": shared in spoken})
