@@ -4,7 +4,9 @@ Not a timed test: a few iterations of `graphs.selfplay` on one verifiable task f
 the hierarchical estimator (value head) and once with the critic-free group estimator, from the
 same seed (so iteration 0's rollouts are the same for both). Per iteration: mean reward per role
 with a 95% t-interval on the training rollouts and the frozen held-out tasks, pass rate, KL to
-the reference, filtered-turn rate, failed rollouts, tokens/s and seconds. Writes
+the reference, filtered-turn rate, failed rollouts, tokens/s and seconds; with ``--game werewolf`` also
+the game's per-role signals (`swm.games.signals`: legal moves per role, village votes on a werewolf
+against chance, the seer's checks and reveals, werewolf survival) with their intervals. Writes
 ``<out>/selfplay-<estimators>.json`` and the table of every such file in ``<out>`` as
 ``<out>/selfplay.md`` (so the estimators can run as two processes, side by side, and
 ``--report`` rebuilds the table).
@@ -25,6 +27,7 @@ from typing import Any
 from bench.learning import run_method
 from swm import prompts
 from swm.checkpoints import ExperienceStore
+from swm.games.signals import signals_table
 from swm.graphs.selfplay import train
 from swm.lifelong import store as ls
 from swm.lifelong.bridge import to_scenario
@@ -218,6 +221,14 @@ def compare_samplers(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def signals(results: dict[str, dict[str, Any]]) -> str:
+    """Werewolf's per-role signals of every iteration (training games, then held-out), or nothing for a task family."""
+    rows = [(f"{estimator} {i} {phase}", s[key]) for estimator, out in results.items()
+            for i, s in sorted((out.get("summaries") or {}).items(), key=lambda kv: int(kv[0]))
+            for phase, key in (("train", "signals"), ("held-out", "eval_signals")) if s.get(key)]
+    return signals_table(rows) + "\n\n" if rows else ""
+
+
 def report(out: Path) -> None:
     """Write ``selfplay.md``: one table over every ``selfplay-*.json`` in ``out``."""
     results: dict[str, dict[str, Any]] = {}
@@ -228,7 +239,7 @@ def report(out: Path) -> None:
         machines.append(f"{path.stem}: {data['machine']}")
     roles = sorted({r for res in results.values() for s in (res.get("summaries") or {}).values()
                     for r in (s.get("reward") or {})})
-    md = table(results, roles) + "\n\n" + "\n".join(machines) + "\n"
+    md = table(results, roles) + "\n\n" + signals(results) + "\n".join(machines) + "\n"
     (out / "selfplay.md").write_text(md)
     print(md)
 

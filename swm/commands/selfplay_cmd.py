@@ -19,9 +19,11 @@ from swm.tasks.families import FAMILIES, LEVELS, TWO_SEAT
               help="The verifiable task family (its code checker gives the rewards).")
 @click.option("--level", type=click.Choice([*LEVELS, TWO_SEAT]), default="easy", show_default=True,
               help="An episode level, or two-seat: one model plays both seats of a short exchange "
-                   "(mutual_friend: A tells its friends, B names the shared one).")
+                   "(mutual_friend: A tells its friends, B names the shared one; scheduling: A tells its free "
+                   "slots, B names the shared slot).")
 @click.option("--game", type=click.Choice(["werewolf"]), default=None,
-              help="Play a hidden-role game instead of the task family (--tasks = deals per iteration).")
+              help="Play a hidden-role game instead of the task family (--tasks deals per iteration, --group games "
+                   "of each; each iteration's summary pools the moderator's per-role signals over its games).")
 @click.option("--players", default=5, show_default=True, help="Seats of the game.")
 @click.option("--max-rounds", default=2, show_default=True, help="Game rounds before a draw.")
 @click.option("--illegal", type=click.Choice(["drop", "filter"]), default="filter", show_default=True,
