@@ -87,7 +87,8 @@ def test_one_games_signals_by_hand() -> None:
     assert s["moves"] == {"werewolf": 4, "seer": 2, "doctor": 0, "villager": 4}
     assert s["legal"] == {"werewolf": 3, "seer": 2, "doctor": 0, "villager": 3}
     # the village's cast votes: Ben → Ava (1 wolf of 3 options), Eli → Ben (1 of 3), Dev → Ava (1 of 2)
-    assert (s["votes"], s["vote_hits"]) == (3, 2)
+    # five village vote moves: Ben's, Dev's (illegal), Eli's, Dev's, Eli's (an abstention); three cast
+    assert (s["ballots"], s["votes"], s["vote_hits"]) == (5, 3, 2)
     assert s["vote_chance"] == pytest.approx(1 / 3 + 1 / 3 + 1 / 2)
     assert s["vote_chance_var"] == pytest.approx(2 * (1 / 3) * (2 / 3) + 1 / 4)
     assert (s["checks"], s["check_hits"], s["check_chance"]) == (1, 1, 0.25)
@@ -111,7 +112,7 @@ def test_pooled_signals_and_their_intervals_by_hand() -> None:
     assert legal["werewolf"]["ci95"] == pytest.approx([0.4365, 0.9699], abs=1e-3)
     assert legal["werewolf"]["half"] == pytest.approx(0.2667, abs=1e-3)
     votes = out["village_votes"]
-    assert (votes["hits"], votes["n"]) == (5, 6)
+    assert (votes["hits"], votes["n"]) == (5, 6) and (out["village_cast"]["hits"], out["village_cast"]["n"]) == (6, 8)
     assert votes["chance"] == pytest.approx((7 / 6 + 1) / 6)  # 13/36: the expected hits of uniform voters
     assert votes["z"] == pytest.approx((5 - 13 / 6) / math.sqrt(25 / 36 + 2 / 3))  # 17/7
     assert list(votes["ci95"]) == [round(x, 4) for x in wilson_interval(5, 6)]

@@ -9,8 +9,9 @@ games and gives each an interval:
 * **legal moves**, per role and over all: a seat's ``choose`` moves (a pick, a check, a
   protection, a vote) and how many the moderator accepted. A speech is left out: in self-play
   its text is the speech, so it cannot be illegal and would only inflate the rate.
-* **village votes**: the village side's legal day votes for a player (abstentions and illegal
-  votes left out) and how many named a werewolf, beside **chance**: the same votes' expected
+* **village votes**: the share of the village side's day votes cast for a player (an abstention,
+  or a reply naming nobody, is a legal vote for nobody; an illegal one is none either), and of
+  those cast how many named a werewolf, beside **chance**: the same votes' expected
   hits for a voter choosing uniformly among its options, Σ (werewolves among the voter's
   options) / (options). ``z`` is the hits against chance (a Poisson–binomial normal
   approximation, (hits − Σp) / √Σp(1 − p)).
@@ -58,7 +59,7 @@ def game_signals(record: GameRecord) -> dict[str, Any]:
     known: set[str] = set()  # werewolves the seer found
     moves = {role: 0 for role in ROLES}
     legal = {role: 0 for role in ROLES}
-    votes = vote_hits = checks = check_hits = speeches = reveals = 0
+    ballots = votes = vote_hits = checks = check_hits = speeches = reveals = 0
     vote_chance: list[float] = []
     check_chance: list[float] = []
     died: dict[str, int] = {}
@@ -67,6 +68,8 @@ def game_signals(record: GameRecord) -> dict[str, Any]:
         if m.kind == "choose":
             moves[role] = moves.get(role, 0) + 1
             legal[role] = legal.get(role, 0) + (m.violation is None)
+        if m.phase == "day_vote" and record.sides[m.agent] == VILLAGE:
+            ballots += 1
         if m.phase == "day_vote" and record.sides[m.agent] == VILLAGE and m.target is not None:
             votes += 1
             vote_hits += m.target in wolves
@@ -86,7 +89,7 @@ def game_signals(record: GameRecord) -> dict[str, Any]:
                 alive.discard(gone)
                 died[gone] = m.round
     last = record.outcome.round if record.outcome else max((m.round for m in record.moves), default=1)
-    return {"moves": moves, "legal": legal, "votes": votes, "vote_hits": vote_hits,
+    return {"moves": moves, "legal": legal, "ballots": ballots, "votes": votes, "vote_hits": vote_hits,
             "vote_chance": sum(vote_chance), "vote_chance_var": sum(p * (1 - p) for p in vote_chance),
             "checks": checks, "check_hits": check_hits, "check_chance": sum(check_chance),
             "seer_speeches": speeches, "seer_reveals": reveals,
@@ -132,6 +135,9 @@ def summarise_signals(games: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         "draws": rate(winners.count(DRAW), n),
         "legal": {"all": rate(sum(legal.values()), sum(moves.values())),
                   **{role: rate(legal[role], moves[role]) for role in ROLES if moves[role]}},
+        # counts kept before ballots were counted have none: the cast share is over the games that have them
+        "village_cast": rate(sum(g["votes"] for g in counts if "ballots" in g),
+                             sum(g.get("ballots", 0) for g in counts)),
         "village_votes": {**rate(hits, votes), "chance": expected / votes if votes else None,
                           "z": (hits - expected) / math.sqrt(var) if var > 0 else None},
         "seer_checks": {**rate(check_hits, checks), "chance": sum(g["check_chance"] for g in counts) / checks
@@ -162,9 +168,9 @@ def _cell(entry: Mapping[str, Any] | None) -> str:
 
 def signals_table(rows: Iterable[tuple[str, Mapping[str, Any]]]) -> str:
     """Render ``(setting, summarise_signals(...))`` rows as a Markdown table: rates [95% CI] (hits/n)."""
-    head = ["setting", "games", "legal moves", *[f"legal: {r}" for r in ROLES], "village votes on a werewolf "
-            "(chance; z)", "seer checks of a werewolf (chance)", "seer reveals", "werewolf alive at the end",
-            "werewolf rounds survived", "village wins", "draws"]
+    head = ["setting", "games", "legal moves", *[f"legal: {r}" for r in ROLES], "village votes cast",
+            "village votes on a werewolf (chance; z)", "seer checks of a werewolf (chance)", "seer reveals",
+            "werewolf alive at the end", "werewolf rounds survived", "village wins", "draws"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for setting, s in rows:
         votes, checks, rounds = s["village_votes"], s["seer_checks"], s["wolf_rounds"]
@@ -174,7 +180,7 @@ def signals_table(rows: Iterable[tuple[str, Mapping[str, Any]]]) -> str:
         survived = "-" if rounds["mean"] is None else f"{rounds['mean']:.2f}" + (
             f" ± {rounds['ci95']:.2f}" if rounds["ci95"] is not None else "") + f" (n={rounds['n']})"
         cells = [setting, str(s["games"]), _cell(s["legal"]["all"]), *[_cell(s["legal"].get(r)) for r in ROLES],
-                 _cell(votes) + extra, _cell(checks) + seen, _cell(s["seer_reveals"]), _cell(s["wolf_survived"]),
-                 survived, _cell(s["wins"]["village"]), _cell(s["draws"])]
+                 _cell(s["village_cast"]), _cell(votes) + extra, _cell(checks) + seen, _cell(s["seer_reveals"]),
+                 _cell(s["wolf_survived"]), survived, _cell(s["wins"]["village"]), _cell(s["draws"])]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
