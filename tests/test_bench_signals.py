@@ -8,6 +8,7 @@ from test_game_signals import drawn_game, village_game
 
 from bench.selfplay import signals
 from bench.werewolf_signals import report
+from swm.commands.progress import iteration_line
 from swm.games.signals import game_signals, summarise_signals
 
 
@@ -30,3 +31,10 @@ def test_self_plays_benchmark_tables_the_signals_of_each_iteration() -> None:
     lines = rows.strip().splitlines()
     assert [line.split(" | ")[0] for line in lines[2:]] == ["| group 0 train", "| group 0 held-out", "| group 1 train"]
     assert signals({"group": {"summaries": {"0": {"signals": None}}}}) == ""
+
+
+def test_the_progress_line_of_a_game_iteration_shows_its_legal_move_rate() -> None:
+    s = summarise_signals([game_signals(drawn_game())])
+    line = iteration_line(0, {"estimator": "group", "signals": s})
+    assert "; legal moves 0.80 [0.49, 0.94] (n=10); KL" in line
+    assert "legal moves" not in iteration_line(0, {"estimator": "group", "signals": None})
