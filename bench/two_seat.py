@@ -27,14 +27,16 @@ import os
 import platform
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from swm.graphs.selfplay import train
 from swm.selfplay.checkpoint import checkpoint_dir, warm_start_adapter
-from swm.selfplay.loop import POOL, SeededSampler
+from swm.selfplay.loop import POOL, SeededSampler, _served_sampler, ensure_initial_checkpoint
 from swm.selfplay.plan import SelfPlayPlan
 from swm.selfplay.rollout import play
+from swm.selfplay.served import ServedSampler, default_concurrency, resolve_sampler
 from swm.stats import wilson_interval
 from swm.tasks.checkers import Utterance
 from swm.tasks.families import TWO_SEAT
@@ -60,26 +62,51 @@ def plan_of(args: argparse.Namespace, arm: str) -> dict[str, Any]:
     return {"run_id": f"two-seat-{arm}", "iterations": args.iterations, "family": "mutual_friend", "level": TWO_SEAT,
             "tasks_per_iteration": args.tasks, "group_size": args.group, "max_turns": 4, "eval_tasks": 0,
             "seed": args.seed, "out_dir": str(args.out / "runs"), "shuffle_rewards": arm == "shuffled",
-            "policy": {"base": args.base, "sampler": "torch", "temperature": args.temperature,
+            "policy": {"base": args.base, "sampler": args.sampler, "temperature": args.temperature,
                        "init_adapter": args.warm, "threads": args.threads, "lora_r": 8, "lora_alpha": 16},
             "ppo": {"lr": args.lr, "kl_coef": args.kl_coef, "minibatch": args.minibatch, "epochs": args.epochs},
             "advantage": {"estimator": args.estimator}}
 
 
 def evaluate(plan: dict[str, Any], iteration: int, n: int) -> list[dict[str, Any]]:
-    """Play the first ``n`` test-split tasks under checkpoint ``iteration`` (one seeded rollout each), checked."""
+    """Play the first ``n`` test-split tasks under checkpoint ``iteration`` (one seeded rollout each), checked.
+
+    Served (the plan's sampler resolves to ``served``): llama.cpp plays the checkpoint's adapter, verified as
+    the training rollouts' is, rollouts in parallel over the server's slots, no torch scoring (an evaluation
+    needs no log-probabilities). In torch: one at a time under the pool's lock.
+    """
+    import torch
 
     sp = SelfPlayPlan.model_validate(plan)
-    out = []
+    tasks = split_tasks("test", [TWO_SEAT], ["mutual_friend"], n)
+    checkpoint = checkpoint_dir(sp.run_dir, iteration)
+    if iteration == 0:
+        ensure_initial_checkpoint(sp)  # the warm start, written as the run's checkpoint 0 (the arms then reuse it)
+
+    def one(task: Any, sampler: Any) -> dict[str, Any]:
+        rollout = play(task, sampler, rollout_id=task.task_id, iteration=iteration, sample=0, max_turns=sp.max_turns)
+        if rollout.failed:
+            raise RuntimeError(f"evaluation rollout {task.task_id} failed: {rollout.failed}")
+        verdict = check(task, [Utterance(agent=a, text=t) for a, t in rollout.transcript()])
+        return {"task": task.task_id, "passed": verdict.passed, "listed": verdict.detail.get("speaker_listed"),
+                "transcript": rollout.transcript()}
+
+    if resolve_sampler(sp.policy) == "served":
+        served, _ = _served_sampler(sp, checkpoint, "eval")
+
+        def unscored(batch: Any) -> Any:
+            return torch.zeros_like(batch.mask)
+
+        def job(task: Any) -> dict[str, Any]:
+            sampler = ServedSampler(served.policy, served.base_url, f"eval/{task.task_id}", unscored,
+                                    fields=served.fields)
+            return one(task, sampler)
+
+        with ThreadPoolExecutor(max_workers=default_concurrency(sp.policy)) as pool:
+            return list(pool.map(job, tasks))
     with POOL.lock:
-        policy = POOL.get(sp.policy, checkpoint_dir(sp.run_dir, iteration))
-        for task in split_tasks("test", [TWO_SEAT], ["mutual_friend"], n):
-            rollout = play(task, SeededSampler(policy, f"eval/{task.task_id}"), rollout_id=task.task_id,
-                           iteration=iteration, sample=0, max_turns=sp.max_turns)
-            verdict = check(task, [Utterance(agent=a, text=t) for a, t in rollout.transcript()])
-            out.append({"task": task.task_id, "passed": verdict.passed, "listed": verdict.detail.get("speaker_listed"),
-                        "transcript": rollout.transcript()})
-    return out
+        policy = POOL.get(sp.policy, checkpoint)
+        return [one(task, SeededSampler(policy, f"eval/{task.task_id}")) for task in tasks]
 
 
 def _wilson(k: int, n: int) -> str:
@@ -130,6 +157,9 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--temperature", type=float, default=0.7)
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--sampler", default="served", choices=["served", "torch", "auto"],
+                    help="served: llama.cpp samples every rollout (training and evaluation) from the iteration's "
+                    "adapter, verified; torch: sampled in torch (exactly on-policy, much slower)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--arms", default=",".join(ARMS))
     ap.add_argument("--out", type=Path, default=Path("bench-out/two-seat"))
@@ -148,7 +178,12 @@ def main() -> None:
         path.write_text(json.dumps(results, indent=1))
         (args.out / "two-seat.md").write_text(report(results))
 
-    for arm in args.arms.split(","):
+    evals = results.setdefault("eval", {})
+    arms = args.arms.split(",")
+    if "warm" not in evals:
+        evals["warm"] = evaluate(plan_of(args, arms[0]), 0, args.eval_tasks)
+        save()
+    for arm in arms:
         start = time.perf_counter()
         out = train(plan_of(args, arm), db=args.out / "bench.sqlite", thread_id=f"two-seat-{arm}")
         curves = {}
@@ -157,12 +192,10 @@ def main() -> None:
             curves[i] = s | {"sampling_s": sampling, "update_s": update,
                              "other_s": max(0.0, float(s.get("seconds") or 0.0) - sampling - update)}
         results.setdefault("curves", {})[arm] = curves
-        results.setdefault("seconds", {})[arm] = time.perf_counter() - start
+        results.setdefault("seconds", {})[arm] = results.get("seconds", {}).get(arm, 0.0) + time.perf_counter() - start
         save()
-    evals = results.setdefault("eval", {})
-    for name, arm, iteration in [("warm", ARMS[0], 0)] + [(a, a, args.iterations) for a in args.arms.split(",")]:
-        if name not in evals:
-            evals[name] = evaluate(plan_of(args, arm), iteration, args.eval_tasks)
+        if arm not in evals:
+            evals[arm] = evaluate(plan_of(args, arm), args.iterations, args.eval_tasks)
             save()
     save()
     print(report(results))
