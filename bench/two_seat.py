@@ -75,7 +75,7 @@ def evaluate(plan: dict[str, Any], iteration: int, n: int) -> list[dict[str, Any
     the training rollouts' is, rollouts in parallel over the server's slots, no torch scoring (an evaluation
     needs no log-probabilities). In torch: one at a time under the pool's lock.
     """
-    import torch
+    import torch  # noqa: PLC0415 - the [train] extra, needed only here
 
     sp = SelfPlayPlan.model_validate(plan)
     tasks = split_tasks("test", [TWO_SEAT], ["mutual_friend"], n)
