@@ -40,8 +40,11 @@ def tiny_llama(path: Path) -> Path:
 
 
 @pytest.mark.parametrize("method", ["dpo", "kto"])
-def test_trl_trains_on_the_export(tmp_path: Path, method: str) -> None:
-    """The JSONL export, read back as TRL would, trains an adapter (extra metadata columns are ignored)."""
+def test_trl_trains_on_the_export(tmp_path: Path, method: str, capfd: pytest.CaptureFixture[str]) -> None:
+    """The JSONL export, read back as TRL would, trains an adapter (extra metadata columns are ignored).
+
+    Without a progress bar the trainer prints nothing on standard output: `swm learn --json` writes its
+    JSON there (transformers' PrinterCallback printed each step's log dict before it)."""
     import json
 
     model = tiny_llama(tmp_path / "tiny")
@@ -51,3 +54,4 @@ def test_trl_trains_on_the_export(tmp_path: Path, method: str) -> None:
     stats = train_adapter(method, rows, str(model), tmp_path / "out",
                           settings=TrainSettings(max_steps=1, batch_size=2, max_length=128, progress=False))
     assert stats.steps == 1 and (tmp_path / "out" / "adapter_model.safetensors").is_file()
+    assert "loss" not in capfd.readouterr().out

@@ -202,6 +202,9 @@ def train_adapter(method: str, rows: list[dict[str, Any]], base: str | None, out
     try:
         with _tensorboard_dir(settings.logging_dir):
             trainer = trainer_cls(model=model, args=args, train_dataset=data, processing_class=tokenizer)
+        # without a progress bar transformers prints every step's log dict on stdout, where `swm learn --json`
+        # writes its result; the losses are kept in the trainer's log history (TrainStats.loss)
+        trainer.remove_callback(transformers.PrinterCallback)
         result = trainer.train()
     except (RuntimeError, MemoryError) as exc:
         shutil.rmtree(partial, ignore_errors=True)
