@@ -9,6 +9,7 @@ import click
 
 from swm.commands._common import aliased, db_path, echo_json, endpoint_options, record_run, run_options
 from swm.commands.progress import iteration_line, printer, quiet_option
+from swm.credentials import remember
 from swm.errors import InputError
 from swm.tasks.families import FAMILIES, LEVELS, TWO_SEAT
 
@@ -57,8 +58,13 @@ from swm.tasks.families import FAMILIES, LEVELS, TWO_SEAT
 @click.option("--base", default="embedded", show_default=True,
               help="Base model: 'embedded' (SmolLM2 GGUF, dequantised), a .gguf file or a HF model directory.")
 @click.option("--sampler", type=click.Choice(["auto", "served", "torch"]), default="auto", show_default=True,
-              help="served: llama.cpp serves each iteration's adapter (GGUF LoRA) for the rollouts; torch: sample "
-                   "in torch; auto: served when llama-cpp-python and a base GGUF are there.")
+              help="served: a server plays each iteration's adapter for the rollouts (llama.cpp as a GGUF LoRA, or "
+                   "--lora-server); torch: sample in torch; auto: served with --lora-server, or when "
+                   "llama-cpp-python and a base GGUF are there.")
+@click.option("--lora-server", default=None, metavar="URL",
+              help="Serve each iteration's adapter on this OpenAI-compatible server by runtime LoRA loading (vLLM "
+                   "with --enable-lora and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True), which must read --out; the "
+                   "adapter is checked after every load (listed by name, its content, a greedy probe).")
 @click.option("--base-gguf", default=None, metavar="PATH",
               help="The GGUF llama.cpp serves for a HF-directory --base (same weights and vocabulary).")
 @click.option("--max-new-tokens", default=32, show_default=True)
@@ -86,7 +92,7 @@ def selfplay_command(iterations: int, family: str, level: str, game: str | None,
                      illegal: str, illegal_reward: float, tasks_per_iteration: int, group_size: int,
                      max_turns: int, eval_tasks: int, estimator: str, gamma: float, lam: float, gamma_tok: float,
                      lam_tok: float, turn_signal: str, judge_weight: float, judge_model: str | None,
-                     no_filter: bool, base: str, sampler: str, base_gguf: str | None,
+                     no_filter: bool, base: str, sampler: str, lora_server: str | None, base_gguf: str | None,
                      max_new_tokens: int, temperature: float, lr: float, micro_batch: int | None, kl_coef: float,
                      lora_r: int, warm_start: str | None, eval_split: str,
                      threads: int | None, seed: int, max_concurrency: int | None,
@@ -113,7 +119,9 @@ def selfplay_command(iterations: int, family: str, level: str, game: str | None,
             "players": players, "game_options": {"max_rounds": max_rounds}, "illegal": illegal,
             "tasks_per_iteration": tasks_per_iteration, "group_size": group_size, "max_turns": max_turns,
             "eval_tasks": eval_tasks, "eval_split": eval_split, "seed": seed, "out_dir": str(out_dir),
-            "policy": {"base": base, "sampler": sampler, "base_gguf": base_gguf, "max_new_tokens": max_new_tokens,
+            # the server's key stays in this process (swm.credentials): the plan records the URL with *** for it
+            "policy": {"base": base, "sampler": sampler, "lora_server": remember(lora_server) if lora_server else None,
+                       "base_gguf": base_gguf, "max_new_tokens": max_new_tokens,
                        "temperature": temperature, "init_adapter": init_adapter,
                        "lora_r": lora_r, "lora_alpha": 2 * lora_r,
                        "threads": threads},

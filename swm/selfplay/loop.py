@@ -11,15 +11,18 @@ without the train extra.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from swm.checkpoints.store import StoreRecords
+from swm.credentials import redact_url
 from swm.games.signals import summarise_signals
 from swm.selfplay import store as sps
 from swm.selfplay.checkpoint import checkpoint_dir, has_checkpoint, meta, save_atomic
@@ -28,12 +31,13 @@ from swm.selfplay.judge import judge_turns
 from swm.selfplay.plan import SelfPlayPlan
 from swm.selfplay.rewards import filtered_counts, score, score_game
 from swm.selfplay.rollout import Sampler, play
-from swm.selfplay.served import SERVERS, ServedSampler, resolve_sampler, served_base
+from swm.selfplay.served import LORA_SLOTS, SERVERS, VLLM_SAMPLING, ServedSampler, resolve_sampler, served_base
 from swm.selfplay.state import RolloutJob
 from swm.stats import mean_ci
 from swm.tasks.families import Task
 from swm.training import advantages as adv
 from swm.training.config import PolicyConfig
+from swm.serving.verify import adapter_sha256, check_probe, check_runtime_identity, greedy_probe
 from swm.training.trajectory import Generation, Rollout
 
 if TYPE_CHECKING:
@@ -134,9 +138,10 @@ def _served_sampler(plan: SelfPlayPlan, checkpoint: Path, seed_key: str,
     """A sampler on llama.cpp serving ``checkpoint``'s adapter, scored in torch; and the spec it was served as.
 
     ``server_logprobs`` also keeps llama.cpp's own log-probs of each turn (bench.selfplay --samplers).
+    With the plan's ``lora_server`` the adapter is served there instead (`_runtime_lora_sampler`).
     """
-    import torch
-
+    if plan.policy.lora_server:
+        return _runtime_lora_sampler(plan, checkpoint, seed_key, server_logprobs)
     from swm.serving.adapters import serve_adapter
     from swm.serving.gguf_lora import base_meta
 
@@ -149,14 +154,80 @@ def _served_sampler(plan: SelfPlayPlan, checkpoint: Path, seed_key: str,
         assert lora is not None  # embedded serving always writes the GGUF LoRA
         server = SERVERS.serve(str(plan.run_dir), lora, base)
         verify_checkpoint(plan, checkpoint, lora, server)
+    return ServedSampler(policy, server.base_url, seed_key, _scorer(plan, checkpoint), server_logprobs=server_logprobs,
+                         fields=server.fields), spec
+
+
+def _scorer(plan: SelfPlayPlan, checkpoint: Path) -> Callable[[Batch], Any]:
+    """Score a batch under ``checkpoint`` with the shared torch policy (its lock held)."""
+    import torch
 
     def score(batch: Batch) -> Any:
         with POOL.lock, torch.no_grad():
             logprobs, _ = POOL.get(plan.policy, checkpoint).score(batch)
         return logprobs
 
-    return ServedSampler(policy, server.base_url, seed_key, score, server_logprobs=server_logprobs,
-                         fields=server.fields), spec
+    return score
+
+
+def lora_name(plan: SelfPlayPlan, iteration: int, sha256: str) -> str:
+    """The name a runtime-LoRA server knows a checkpoint's adapter by: unique per run and content."""
+    digest = hashlib.sha256(f"{plan.run_id}/{sha256}".encode()).hexdigest()[:12]
+    return f"swm-selfplay-i{iteration}-{digest}"
+
+
+def _runtime_lora_sampler(plan: SelfPlayPlan, checkpoint: Path, seed_key: str,
+                          server_logprobs: bool = False) -> tuple[ServedSampler, str]:
+    """A sampler on the plan's runtime-LoRA server playing ``checkpoint``'s adapter by name, scored in torch.
+
+    The adapter directory is loaded under a name made from its content (`lora_name`), the run's
+    previous adapter unloaded, and the server checked to play it (`verify_runtime_checkpoint`) before
+    any rollout samples from it; the spec is ``name@url``.
+    """
+    url = str(plan.policy.lora_server)
+    adapter = (checkpoint / "adapter").resolve()
+    with POOL.lock:
+        policy = POOL.get(plan.policy, checkpoint)
+    with _SERVING:
+        sha = adapter_sha256(adapter)
+        name = lora_name(plan, _iteration_of(checkpoint), sha)
+        if LORA_SLOTS.serve(str(plan.run_dir), url, name, str(adapter)):
+            _verified.discard((url, name))  # loaded just now: checked again
+        try:
+            verify_runtime_checkpoint(plan, checkpoint, url, name, sha)
+        except Exception:
+            LORA_SLOTS.forget(str(plan.run_dir))
+            raise
+    return ServedSampler(policy, url, seed_key, _scorer(plan, checkpoint), server_logprobs=server_logprobs,
+                         model=name, sampling=VLLM_SAMPLING), f"{name}@{url.rstrip('/')}"
+
+
+def _iteration_of(checkpoint: Path) -> int:
+    """The iteration of a checkpoint folder (``iter-0003`` → 3)."""
+    return int(checkpoint.name.rsplit("-", 1)[-1])
+
+
+def verify_runtime_checkpoint(plan: SelfPlayPlan, checkpoint: Path, url: str, name: str, sha256: str) -> None:
+    """Check once per load that the runtime-LoRA server plays the checkpoint's adapter (`swm.serving.verify`).
+
+    Identity: the server lists ``name`` in ``/v1/models``, and where it says which directory it loaded
+    (vLLM's ``root``) and that directory is readable here, its content hash is the checkpoint's.
+    Probe: the fixed prompt decoded greedily by the server under ``name`` and by the torch policy
+    must give the same reply. What was verified is written beside the checkpoint (``served.json``).
+    """
+    key = (url, name)
+    if key in _verified:
+        return
+    check_runtime_identity(url, name, sha256)
+    with POOL.lock:
+        policy = POOL.get(plan.policy, checkpoint)
+        prompt = policy.tokenizer.apply_chat_template([{"role": "user", "content": PROBE}],
+                                                      add_generation_prompt=True, tokenize=False)
+        probe = greedy_probe(policy.model, policy.tokenizer, str(prompt))
+    check_probe(url, name, probe, policy.tokenizer)
+    (checkpoint / "served.json").write_text(json.dumps({"server": redact_url(url), "name": name, "sha256": sha256,
+                                                        "probe": probe.record()}))
+    _verified.add(key)
 
 
 PROBE = "Say hello to the other players in one short sentence."
@@ -174,10 +245,8 @@ def verify_checkpoint(plan: SelfPlayPlan, checkpoint: Path, lora: Path, server: 
     verified is written beside the checkpoint (``served.json``); a mismatch raises `ServedMismatch`
     and stops the iteration before a rollout samples the wrong policy.
     """
-    import json
-
     from swm.serving.embedded import served_lora
-    from swm.serving.verify import adapter_sha256, check_embedded_identity, check_probe, greedy_probe
+    from swm.serving.verify import check_embedded_identity
 
     key = (server.base_url, str(lora))
     if key in _verified:

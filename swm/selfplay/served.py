@@ -17,6 +17,12 @@ base (SmolLM2 ships Q4_1) while torch scores the dequantised one, and a text can
 differently from the tokens that produced it. Both make the rollouts slightly off-policy; the
 clipped ratio bounds their effect. `sampler="torch"` samples in torch instead (exactly
 on-policy, much slower on a CPU).
+
+With ``lora_server`` (a vLLM-class server with runtime LoRA loading) no GGUF is written: the
+checkpoint's PEFT adapter directory is loaded there by name (``/v1/load_lora_adapter``; the run's
+previous adapter is unloaded) and each request names it as its ``model``. The server samples the
+base in its own precision with the same tokenizer, so only the second approximation remains.
+Either way the adapter is verified before a rollout samples from it (`swm.selfplay.loop`).
 """
 
 from __future__ import annotations
@@ -29,9 +35,11 @@ from typing import TYPE_CHECKING, Any
 import openai
 from openai import OpenAI
 
+from swm.credentials import endpoint_key
 from swm.errors import ModelUnavailable
 from swm.serving.adapters import ServerSlots, find_base_gguf, require_base_gguf
 from swm.serving.embedded import revive, slots
+from swm.serving.runtime_lora import LoraSlots
 from swm.training.config import PolicyConfig
 from swm.training.trajectory import Generation
 
@@ -53,9 +61,11 @@ def served_base(config: PolicyConfig) -> Path:
 
 
 def resolve_sampler(config: PolicyConfig) -> str:
-    """Return ``"served"`` or ``"torch"``: ``auto`` serves when llama.cpp and a base GGUF are available."""
+    """Return ``"served"`` or ``"torch"``: ``auto`` serves on a ``lora_server``, or where llama.cpp and a base GGUF are."""
     if config.sampler == "torch":
         return "torch"
+    if config.lora_server:
+        return "served"
     try:
         import llama_cpp  # type: ignore[import-not-found]  # noqa: F401
 
@@ -72,13 +82,18 @@ def resolve_sampler(config: PolicyConfig) -> str:
 
 
 SERVERS = ServerSlots()  # one adapter per run: the checkpoint its rollouts sample from
+LORA_SLOTS = LoraSlots()  # the same on a runtime-LoRA server (``lora_server``)
+
+
+RUNTIME_LORA_CONCURRENCY = 8  # a vLLM-class server batches what it is sent; torch scores one turn at a time
 
 
 def default_concurrency(config: PolicyConfig) -> int:
-    """Rollouts in flight by default: the embedded server's slots when served; 1 in torch (one model, one lock)."""
+    """Rollouts in flight by default: the embedded server's slots (or 8 on a ``lora_server``) when served; 1 in torch."""
     if resolve_sampler(config) != "served":
         return 1
-
+    if config.lora_server:
+        return RUNTIME_LORA_CONCURRENCY
     return max(1, slots())
 
 
@@ -87,25 +102,36 @@ def seed_of(key: str) -> int:
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "little") & 0x7FFFFFFF
 
 
-class ServedSampler:
-    """Samples every turn from a llama.cpp server and scores it in torch under the same checkpoint.
+# pure temperature sampling, in each server's own words: llama.cpp's, and vLLM's (top_k -1: every token)
+LLAMA_CPP_SAMPLING = {"top_k": 0, "min_p": 0.0, "repeat_penalty": 1.0}
+VLLM_SAMPLING = {"top_k": -1, "min_p": 0.0, "repetition_penalty": 1.0}
 
-    ``score(batch)`` returns the log-probabilities under the sampling checkpoint; it takes the
-    shared torch policy's lock (rollouts run in parallel threads: the server queues their
-    requests, and torch scores one turn while llama.cpp samples another).
+
+class ServedSampler:
+    """Samples every turn from a server and scores it in torch under the same checkpoint.
+
+    The server is llama.cpp (``model`` ``embedded``, the adapter chosen by the server or by
+    ``fields``) or a runtime-LoRA server (``model``: the adapter's name, ``sampling``
+    `VLLM_SAMPLING`). ``score(batch)`` returns the log-probabilities under the sampling
+    checkpoint; it takes the shared torch policy's lock (rollouts run in parallel threads: the
+    server queues their requests, and torch scores one turn while the server samples another).
     """
 
     def __init__(self, policy: LoraValueModel, base_url: str, seed_key: str, score: Callable[[Batch], Any],
-                 timeout: float = 600.0, server_logprobs: bool = False, fields: dict[str, Any] | None = None) -> None:
+                 timeout: float = 600.0, server_logprobs: bool = False, fields: dict[str, Any] | None = None,
+                 model: str = "embedded", sampling: dict[str, Any] | None = None) -> None:
         self.policy = policy
         self.base_url = base_url
         self.fields = fields or {}  # llama-server: the request body field that picks this checkpoint's adapter
+        self.model = model
+        self.sampling = LLAMA_CPP_SAMPLING if sampling is None else sampling
         self.seed_key = seed_key
         self.calls = 0
         self.score = score
         self.server_logprobs = server_logprobs  # also keep llama.cpp's own log-probs (bench.selfplay --samplers)
+        url, key = endpoint_key(base_url)
         # the OpenAI client's retry layer, as for every endpoint (swm.llm): a dropped connection is re-sent
-        self.client = OpenAI(base_url=base_url, api_key="sk-no-key-needed", timeout=timeout, max_retries=2)
+        self.client = OpenAI(base_url=url, api_key=key or "sk-no-key-needed", timeout=timeout, max_retries=2)
 
     def generate(self, prompt: str, prefill: str = "", stop: str | None = None,
                  max_tokens: int | None = None) -> Generation:
@@ -151,9 +177,9 @@ class ServedSampler:
         for resend in range(4):
             try:
                 return self.client.completions.create(
-                    model="embedded", prompt=prompt, max_tokens=max_tokens, temperature=temperature, top_p=1.0,
+                    model=self.model, prompt=prompt, max_tokens=max_tokens, temperature=temperature, top_p=1.0,
                     seed=seed, logprobs=1 if self.server_logprobs else None, stop=[stop] if stop else openai.omit,
-                    extra_body={"top_k": 0, "min_p": 0.0, "repeat_penalty": 1.0, **self.fields})
+                    extra_body={**self.sampling, **self.fields})
             except openai.APIConnectionError as exc:
                 if resend == 3 or isinstance(exc, openai.APITimeoutError) or not revive(self.base_url):
                     raise

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from swm.credentials import endpoint_key, redact_url
 from swm.errors import SWMError
 
 SOURCE_KEY = "swm.adapter.sha256"  # the GGUF LoRA's record of the PEFT adapter it was converted from
@@ -118,6 +119,14 @@ def _cut(text: str, stop: Sequence[str]) -> int | None:
     return min(found) if found else None
 
 
+def _request(base_url: str, route: str, body: dict[str, Any] | None = None) -> urllib.request.Request:
+    """A GET (or, with ``body``, a JSON POST) to ``route`` of ``base_url``, with the endpoint's key (`swm.credentials`)."""
+    clean, key = endpoint_key(base_url)
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
+    return urllib.request.Request(clean.rstrip("/") + route, data=None if body is None else json.dumps(body).encode(),
+                                  method="GET" if body is None else "POST", headers=headers)
+
+
 def served_reply(base_url: str, model: str, prompt: str, max_tokens: int, timeout: float = 120.0,
                  fields: dict[str, Any] | None = None, stop: Sequence[str] = ()) -> str:
     """Ask an OpenAI-compatible server for a temperature-0 completion of a raw prompt (``fields`` added to the body)."""
@@ -125,13 +134,11 @@ def served_reply(base_url: str, model: str, prompt: str, max_tokens: int, timeou
     body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "top_k": 1,
             "repeat_penalty": 1.0,
             **({"stop": list(stop)} if stop else {}), **(fields or {})}
-    request = urllib.request.Request(base_url.rstrip("/") + "/completions", data=json.dumps(body).encode(),
-                                     method="POST", headers={"Content-Type": "application/json"})
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as reply:
+        with urllib.request.urlopen(_request(base_url, "/completions", body), timeout=timeout) as reply:
             return str(json.loads(reply.read())["choices"][0].get("text") or "")
     except (urllib.error.URLError, OSError, KeyError, ValueError) as exc:
-        raise ServedMismatch(f"the probe of {model} at {base_url} got no completion: {exc}") from exc
+        raise ServedMismatch(f"the probe of {model} at {redact_url(base_url)} got no completion: {exc}") from exc
 
 
 def probe_difference(probe: Probe, served: str, tokenizer: Any, tolerance: float = PROBE_TOLERANCE) -> str | None:
@@ -165,7 +172,8 @@ def check_probe(base_url: str, model: str, probe: Probe, tokenizer: Any, toleran
     served = served[:_cut(served, probe.stop)]  # a server that ignores ``stop`` is read as the sampler reads it
     why = probe_difference(probe, served, tokenizer, tolerance)
     if why is not None:
-        raise ServedMismatch(f"the server at {base_url} does not play the trained adapter ({model}): probe {why}",
+        raise ServedMismatch(f"the server at {redact_url(base_url)} does not play the trained adapter ({model}): "
+                             f"probe {why}",
                              "the adapter never reached the server; restart the run (a stale GGUF or server "
                              "is replaced) or check the server's LoRA settings")
 
@@ -184,16 +192,17 @@ def check_embedded_identity(lora_gguf: Path, served_lora: Path | None, sha256: s
 
 def check_runtime_identity(base_url: str, name: str, sha256: str, timeout: float = 30.0) -> None:
     """Raise `ServedMismatch` unless a runtime-LoRA server lists ``name`` (and its directory holds ``sha256``)."""
+    shown = redact_url(base_url)
     try:
-        with urllib.request.urlopen(base_url.rstrip("/") + "/models", timeout=timeout) as reply:
+        with urllib.request.urlopen(_request(base_url, "/models"), timeout=timeout) as reply:
             listed = json.loads(reply.read()).get("data") or []
     except (urllib.error.URLError, OSError, ValueError) as exc:
-        raise ServedMismatch(f"cannot list the models of {base_url} to check adapter {name}: {exc}") from exc
+        raise ServedMismatch(f"cannot list the models of {shown} to check adapter {name}: {exc}") from exc
     entry = next((m for m in listed if m.get("id") == name), None)
     if entry is None:
-        raise ServedMismatch(f"the server at {base_url} does not list adapter {name}",
+        raise ServedMismatch(f"the server at {shown} does not list adapter {name}",
                              "it was never loaded or the server restarted; rerun to load it again")
     root = entry.get("root")
     if root and Path(root).is_dir() and adapter_sha256(Path(root)) != sha256:
-        raise ServedMismatch(f"adapter {name} at {base_url} was loaded from {root}, whose content is not the "
+        raise ServedMismatch(f"adapter {name} at {shown} was loaded from {root}, whose content is not the "
                              f"trained adapter's ({sha256[:12]})", "load it again under a new name")

@@ -388,6 +388,14 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(400, {"error": {"message": f"The lora adapter '{name}' has already been loaded."}})
             else:
                 self._send(200, {"ok": True})
+        elif path.endswith("/unload_lora_adapter") and self.state.lora:
+            name = str(body.get("lora_name", ""))
+            with self.state.lock:
+                known = self.state.adapters.pop(name, None) is not None
+            if known:
+                self._send(200, {"ok": True})
+            else:  # as vLLM answers a name it does not hold
+                self._send(404, {"error": {"message": f"The lora adapter '{name}' cannot be found."}})
         elif path.endswith("/reset"):
             self.state.reset()
             self._send(200, {"ok": True})

@@ -12,9 +12,12 @@ benchmark against it measures swm, not a model; and integration tests get a real
         assert server.requests == 2
 
 With ``lora=True`` it also stands in for vLLM's runtime LoRA loading: ``POST
-/v1/load_lora_adapter`` (``lora_name``, ``lora_path``) records the adapter, and a request for a
-model that is neither ``fake`` nor a loaded adapter answers 404, as vLLM does; without it that
-route answers 404 like a server started without ``--enable-lora``.
+/v1/load_lora_adapter`` (``lora_name``, ``lora_path``) records the adapter, ``POST
+/v1/unload_lora_adapter`` (``lora_name``) lets it go, ``GET /v1/models`` lists each loaded adapter
+with its directory as ``root``, and a request for a model that is neither ``fake`` nor a loaded
+adapter answers 404, as vLLM does; without it those routes answer 404 like a server started
+without ``--enable-lora``. A ``"<completion>"`` script sees the adapter a request names in its
+body's ``model`` (`FakeOpenAIServer.adapters` maps names to directories).
 
 ``POST /v1/completions`` (a raw prompt, as llama-server's and vLLM's) answers ``n`` choices, each the
 ``"<completion>"`` script's text (a function gets the choice's seed in the body) or the default text.
@@ -144,6 +147,10 @@ class FakeOpenAIServer:
         """Seconds the server actually slept, summed over requests since the last reset."""
         return float(self.stats()["slept_total"])
 
+    def adapters(self) -> dict[str, str]:
+        """Return the runtime-LoRA adapters loaded now (``lora=True``): name → directory."""
+        return dict(self.stats()["adapters"])
+
     def bodies(self) -> list[dict[str, Any]]:
         """Return the recorded request bodies (``record=True``)."""
         if self.process_mode:
@@ -185,7 +192,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--jitter", type=float, default=0.0, help="standard deviation of the latency, seconds")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--record", action="store_true", help="keep request bodies (GET /bodies)")
-    parser.add_argument("--lora", action="store_true", help="serve POST /v1/load_lora_adapter as vLLM does")
+    parser.add_argument("--lora", action="store_true",
+                        help="serve POST /v1/load_lora_adapter and /v1/unload_lora_adapter as vLLM does")
     parser.add_argument("--scripts", default="{}", help="JSON: {tool name: arguments object | text}")
     parser.add_argument("--fault-rate", type=float, default=0.0, help="share of chat requests that get a fault")
     parser.add_argument("--fault-kinds", default=",".join(FAULTS), help=f"comma-separated, of {', '.join(FAULTS)}")

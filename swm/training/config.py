@@ -14,8 +14,13 @@ class PolicyConfig(BaseModel):
 
     base: str = Field("embedded", description="a HF model directory, a .gguf file, or 'embedded'")
     sampler: Literal["auto", "served", "torch"] = Field(
-        "auto", description="served: llama.cpp serves each iteration's adapter as a GGUF LoRA (swm.selfplay.served); "
-        "torch: sample in torch; auto: served when llama-cpp-python and a base GGUF are there")
+        "auto", description="served: a server plays each iteration's adapter (swm.selfplay.served): llama.cpp as a "
+        "GGUF LoRA, or the lora_server; torch: sample in torch; auto: served when lora_server is set or "
+        "llama-cpp-python and a base GGUF are there")
+    lora_server: str | None = Field(None, description="an OpenAI-compatible server with runtime LoRA loading (vLLM "
+                                    "with --enable-lora and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True): each iteration's "
+                                    "PEFT adapter is loaded there by name and the rollouts sample from it; the server "
+                                    "must read the run folder (stored with a key as ***)")
     base_gguf: str | None = Field(None, description="the GGUF llama.cpp serves for a directory base "
                                   "(an 'embedded' or .gguf base is its own)")
     init_adapter: str | None = Field(None, description="a PEFT adapter folder the policy starts from (warm start, "
