@@ -14,21 +14,24 @@ Werewolf games, each episode is checked item for item against swm's own code, re
 
 from __future__ import annotations
 
+import asyncio
 import random
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from typing import Any
 
 import pytest
+from openai import AsyncOpenAI
 
-from swm.envs.seats import ChatSampler, Episode, SocialEnv
+from swm.envs.seats import ChatSampler, Episode, SocialEnv, run_async
 from swm.games import get_game
 from swm.games.base import DRAW
 from swm.selfplay.rewards import RewardConfig
 from swm.tasks import Task, check, synthesize
 from swm.tasks.checkers import is_attempt
-from swm.tasks.families import DECISION, DECISION_FAMILIES, TWO_TURN
+from swm.tasks.families import DECISION, DECISION_FAMILIES, TWO_SEAT, TWO_TURN
 from swm.testing import FakeOpenAIServer
+from swm.training.trajectory import Generation
 
 REWARD = RewardConfig(quality_filter=False)
 _NAME = re.compile(r"\b[A-Z][a-z]+ [A-Z][a-z]+\b")
@@ -168,3 +171,70 @@ def test_werewolf_rewards_are_the_moderators(served: tuple[FakeOpenAIServer, Scr
 def test_a_scripted_task_is_the_generators() -> None:
     env = SocialEnv(["secret"], [DECISION])
     assert env.tasks([3], split="dev") == [synthesize("secret", DECISION, 3, "dev")]
+
+
+class SeatLog:
+    """One seat's own policy: a `ChatSampler` that keeps the prompts it was given."""
+
+    def __init__(self, sampler: ChatSampler) -> None:
+        self.sampler, self.prompts = sampler, []
+
+    def generate(self, prompt: str, prefill: str = "", stop: str | None = None,
+                 max_tokens: int | None = None) -> Generation:
+        self.prompts.append(prompt)
+        return self.sampler.generate(prompt, prefill, stop, max_tokens)
+
+
+MIXED = [("persuasion", DECISION), ("secret", TWO_TURN), ("negotiation", "easy"), ("mutual_friend", TWO_SEAT),
+         ("werewolf", "easy")]
+
+
+def test_each_seat_may_be_played_by_its_own_policy() -> None:
+    """A policy per seat (an engine's agent per seat) gives the one-policy episode; each sees only its prompts."""
+    tasks = [synthesize(f, lv, 2) for f, lv in MIXED]
+    env = SocialEnv([], [], reward=REWARD, max_turns=6)
+    for task in tasks:
+        episodes, logs = [], {}
+        for per_seat in (False, True):
+            policy = ScriptedPolicy(seed=11)
+            with FakeOpenAIServer(scripts={"<text>": policy}) as server:
+                sampler = ChatSampler(server.base_url, "fake")
+                logs = {seat: SeatLog(sampler) for seat in env.seats(task)}
+                episodes.append(env.run(task, logs if per_seat else sampler))
+                check_episode(task, episodes[-1], policy.replies)
+        one, seated = episodes
+        assert seated == one, f"{task.task_id}: the same episode either way"
+        for seat, log in logs.items():
+            assert log.prompts == [m.prompt for m in seated.moves if m.seat == seat and m.reward is not None]
+        assert set(seated.rewards) == set(env.seats(task))
+
+
+def test_an_async_engine_plays_each_seat_through_its_own_coroutine() -> None:
+    """`run_async`: the episode in a worker thread, each seat's move awaited on the engine's loop (verifiers' shape)."""
+    tasks = [synthesize(f, lv, 4) for f, lv in MIXED]
+    env = SocialEnv([], [], reward=REWARD, max_turns=6)
+    policy = ScriptedPolicy(seed=5)
+    with FakeOpenAIServer(scripts={"<text>": policy}) as server:
+        client = AsyncOpenAI(base_url=server.base_url, api_key="sk-no-key-needed")
+        asked: list[tuple[str, str]] = []
+
+        def seat(name: str) -> Callable[[str], Coroutine[Any, Any, str]]:
+            async def turn(prompt: str) -> str:
+                asked.append((name, prompt))
+                reply = await client.chat.completions.create(model="fake", messages=[{"role": "user",
+                                                                                       "content": prompt}])
+                return reply.choices[0].message.content or ""
+            return turn
+
+        async def play_all() -> list[Episode]:
+            return [await run_async(env, task, {s: seat(s) for s in env.seats(task)}) for task in tasks]
+
+        episodes = asyncio.run(play_all())
+    start = 0
+    for task, episode in zip(tasks, episodes, strict=True):
+        acted = [m for m in episode.moves if m.reward is not None]
+        check_episode(task, episode, policy.replies[start:start + len(acted)])
+        assert asked[start:start + len(acted)] == [(m.seat, m.prompt) for m in acted]
+        start += len(acted)
+    with pytest.raises(ValueError, match="no turn for seats"):
+        asyncio.run(run_async(env, tasks[2], {}))

@@ -25,15 +25,17 @@ client to a `Sampler` and ``Episode.rewards`` to its per-seat reward record; see
 
 from __future__ import annotations
 
+import asyncio
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any
 
-from openai import OpenAI
+from openai import OpenAI, omit
 from pydantic import BaseModel, ConfigDict, Field
 
 from swm.envs.grpo import move_text
 from swm.games import Decision, Turn, get_game, play_game
+from swm.lifelong.bridge import to_scenario
 from swm.lifelong.game_bridge import game_to_record
 from swm.selfplay.game_rollout import parse_choice
 from swm.selfplay.judge import judge_turns
@@ -96,14 +98,26 @@ class SocialEnv:
         seeds = list(seeds)
         return [synthesize(f, lv, s, split) for f in self.families for lv in self.levels for s in seeds]
 
-    def run(self, task: Task, policy: Sampler, *, sample: int = 0) -> Episode:
-        """Play ``task`` with ``policy`` in every seat; return the episode with per-seat rewards and the verdict."""
+    def seats(self, task: Task) -> list[str]:
+        """The seats a policy plays in ``task``: the learner of a decision or two-turn task (its partner is code),
+        every seat of an episode, every player of a game."""
+        if task.family in GAME_FAMILIES:
+            return [str(p) for p in task.truth["players"]]
+        if task.level in (DECISION, TWO_TURN):
+            return [str(task.truth["learner"])]
+        return list(to_scenario(task).names)
+
+    def run(self, task: Task, policy: Sampler | Mapping[str, Sampler], *, sample: int = 0) -> Episode:
+        """Play ``task`` with ``policy`` in every seat; return the episode with per-seat rewards and the verdict.
+
+        ``policy`` is one `Sampler` for every seat, or one per seat of `seats` (an engine's agent per seat).
+        """
         if task.family in GAME_FAMILIES:
             return self._game(task, policy)
         if task.level == DECISION:
-            return self._decision(task, policy)
+            return self._decision(task, _seat(policy, str(task.truth["learner"])))
         if task.level == TWO_TURN:
-            return self._two_turn(task, policy)
+            return self._two_turn(task, _seat(policy, str(task.truth["learner"])))
         rollout = play(task, policy, rollout_id=f"{task.task_id}/{sample}", iteration=0, sample=sample,
                        max_turns=self.max_turns)
         if rollout.failed:
@@ -159,12 +173,12 @@ class SocialEnv:
         _score_turns(rollout, task, self.reward, verdict.model_dump())
         return self._episode(task, rollout, {1: reply}, verdict.model_dump())
 
-    def _game(self, task: Task, policy: Sampler) -> Episode:
+    def _game(self, task: Task, policy: Sampler | Mapping[str, Sampler]) -> Episode:
         truth = task.truth
         seen: dict[int, tuple[str, Generation]] = {}
 
         def decide(turn: Turn) -> Decision:
-            gen = policy.generate(turn.prompt)
+            gen = _seat(policy, turn.request.agent).generate(turn.prompt)
             seen[turn.index] = (turn.prompt, gen)
             text = gen.text.strip()
             if turn.request.kind == "speak":
@@ -195,6 +209,11 @@ class SocialEnv:
                                    "rewards": outcome.rewards() if outcome else {}, "violation_turns": broken})
         score_game(rollout, self.reward)
         return self._episode(task, rollout, {}, checked.verdict.model_dump(), texts)
+
+
+def _seat(policy: Sampler | Mapping[str, Sampler], seat: str) -> Sampler:
+    """The sampler that plays ``seat``: the one policy, or the seat's own."""
+    return policy[seat] if isinstance(policy, Mapping) else policy
 
 
 def _one_seat(task: Task, seat: str, played: list[tuple[str, str, Generation]],
@@ -235,24 +254,69 @@ class ChatSampler:
         self.model, self.tokenizer = model, tokenizer
         self.temperature, self.max_tokens = temperature, max_tokens
 
-    def generate(self, prompt: str) -> Generation:
+    def generate(self, prompt: str, prefill: str = "", stop: str | None = None,
+                 max_tokens: int | None = None) -> Generation:
+        """One reply to ``prompt``; its text is the move as swm reads it (``prefill`` first: `reply_generation`)."""
         reply = self.client.chat.completions.create(model=self.model, messages=[{"role": "user", "content": prompt}],
-                                                    temperature=self.temperature, max_tokens=self.max_tokens,
-                                                    logprobs=True)
+                                                    temperature=self.temperature,
+                                                    max_tokens=max_tokens or self.max_tokens, logprobs=True,
+                                                    stop=[stop] if stop else omit)
         choice = reply.choices[0]
         text = choice.message.content or ""
         content = (choice.logprobs.content or []) if choice.logprobs is not None else []
         ids = [_token_id(c.token) for c in content]
         if content and all(i is not None for i in ids):
-            return Generation(text=text, prompt_ids=self._ids(prompt), token_ids=[int(i) for i in ids if i is not None],
+            return Generation(text=move_text(prefill, text), prompt_ids=_ids(self.tokenizer, prompt),
+                              token_ids=[int(i) for i in ids if i is not None],
                               logprobs=[float(c.logprob) for c in content])
-        tokens = self._ids(text) or [0]
-        return Generation(text=text, prompt_ids=self._ids(prompt), token_ids=tokens, logprobs=[math.nan] * len(tokens))
+        return reply_generation(prompt, text, prefill, stop, self.tokenizer)
 
-    def _ids(self, text: str) -> list[int]:
-        if self.tokenizer is None:
-            return []
-        return [int(i) for i in self.tokenizer(text, add_special_tokens=False)["input_ids"]]
+
+def reply_generation(prompt: str, reply: str, prefill: str = "", stop: str | None = None,
+                     tokenizer: Any = None) -> Generation:
+    """A chat reply as a `Generation`: the move as swm reads it (``prefill`` first, cut at ``stop``), token ids
+    from ``tokenizer`` (else one placeholder id 0) and unknown (NaN) log-probabilities."""
+    if stop and stop in reply:
+        reply = reply[:reply.index(stop)]
+    tokens = _ids(tokenizer, reply) or [0]
+    return Generation(text=move_text(prefill, reply), prompt_ids=_ids(tokenizer, prompt), token_ids=tokens,
+                      logprobs=[math.nan] * len(tokens))
+
+
+def _ids(tokenizer: Any, text: str) -> list[int]:
+    if tokenizer is None:
+        return []
+    return [int(i) for i in tokenizer(text, add_special_tokens=False)["input_ids"]]
+
+
+class AsyncSeat:
+    """A `Sampler` over one seat of an async engine: ``turn(prompt)`` (a coroutine giving the seat's reply) run on the
+    engine's event loop from the thread `run_async` plays in. Token ids and log-probabilities stay the engine's own
+    (it records them with its trace); the `Generation` holds the reply as swm reads it."""
+
+    def __init__(self, turn: Callable[[str], Coroutine[Any, Any, str]], loop: asyncio.AbstractEventLoop,
+                 tokenizer: Any = None) -> None:
+        self.turn, self.loop, self.tokenizer = turn, loop, tokenizer
+
+    def generate(self, prompt: str, prefill: str = "", stop: str | None = None,
+                 max_tokens: int | None = None) -> Generation:
+        reply = asyncio.run_coroutine_threadsafe(self.turn(prompt), self.loop).result()
+        return reply_generation(prompt, reply, prefill, stop, self.tokenizer)
+
+
+async def run_async(env: SocialEnv, task: Task, turns: Mapping[str, Callable[[str], Coroutine[Any, Any, str]]], *,
+                    sample: int = 0, tokenizer: Any = None) -> Episode:
+    """Play ``task`` with each seat's async ``turn`` (``turns`` by seat, every one of ``env.seats(task)``).
+
+    For engines whose agents are coroutines (verifiers' interactions): swm's episode runs in a worker thread and
+    each seat's move is awaited on this event loop, so the engine's own clients, traces and limits apply.
+    """
+    missing = set(env.seats(task)) - set(turns)
+    if missing:
+        raise ValueError(f"no turn for seats {sorted(missing)} of {task.task_id}")
+    loop = asyncio.get_running_loop()
+    seats = {seat: AsyncSeat(turn, loop, tokenizer) for seat, turn in turns.items()}
+    return await asyncio.to_thread(env.run, task, seats, sample=sample)
 
 
 def _token_id(token: str) -> int | None:

@@ -33,11 +33,11 @@ from swm.selfplay.rewards import filtered_counts, score, score_game
 from swm.selfplay.rollout import Sampler, play
 from swm.selfplay.served import LORA_SLOTS, SERVERS, VLLM_SAMPLING, ServedSampler, resolve_sampler, served_base
 from swm.selfplay.state import RolloutJob
+from swm.serving.verify import adapter_sha256, check_probe, check_runtime_identity, greedy_probe
 from swm.stats import mean_ci
 from swm.tasks.families import Task
 from swm.training import advantages as adv
 from swm.training.config import PolicyConfig
-from swm.serving.verify import adapter_sha256, check_probe, check_runtime_identity, greedy_probe
 from swm.training.trajectory import Generation, Rollout
 
 if TYPE_CHECKING:

@@ -15,6 +15,7 @@ its reason and dropped from the batch, never scored as zero.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Protocol
 
 from swm import prompts
@@ -45,8 +46,12 @@ def history(said: list[tuple[str, str]]) -> str:
         "(nothing yet: the conversation starts now)"
 
 
-def play(task: Task, sampler: Sampler, *, rollout_id: str, iteration: int, sample: int, max_turns: int) -> Rollout:
-    """Play ``task`` with ``sampler`` in every seat; return the rollout (``failed`` set on an error)."""
+def play(task: Task, sampler: Sampler | Mapping[str, Sampler], *, rollout_id: str, iteration: int, sample: int,
+         max_turns: int) -> Rollout:
+    """Play ``task`` with ``sampler`` in every seat; return the rollout (``failed`` set on an error).
+
+    A mapping gives each seat its own sampler, by seat name (an engine's agent per seat, `swm.envs.seats`).
+    """
     scenario = to_scenario(task)
     template = prompts.load(PROMPT)
     roles = {brief.name: brief.role for brief in task.agents}
@@ -57,16 +62,17 @@ def play(task: Task, sampler: Sampler, *, rollout_id: str, iteration: int, sampl
     start = time.perf_counter()
     for turn in range(max_turns):
         speaker = scenario.names[turn % len(scenario.names)]
+        seat_sampler = sampler[speaker] if isinstance(sampler, Mapping) else sampler
         try:
             if task.level == TWO_SEAT:
                 shown = seat_prompt(task, speaker, said)
                 prompt = shown.text
-                gen = sampler.generate(prompt, prefill=shown.prefill, stop="\n" if ends_at_newline(shown) else None,
-                                       max_tokens=shown.max_tokens)
+                gen = seat_sampler.generate(prompt, prefill=shown.prefill,
+                                            stop="\n" if ends_at_newline(shown) else None, max_tokens=shown.max_tokens)
             else:
                 prompt = template.render(agent=speaker, background=scenario.background_for(speaker),
                                          history=history(said), turn=turn)
-                gen = sampler.generate(prompt)
+                gen = seat_sampler.generate(prompt)
         except Exception as err:  # noqa: BLE001 - any model error fails the rollout, recorded with its reason
             rollout.failed = f"turn {turn}: {type(err).__name__}: {err}"[:500]
             break

@@ -61,7 +61,7 @@ def served_base(config: PolicyConfig) -> Path:
 
 
 def resolve_sampler(config: PolicyConfig) -> str:
-    """Return ``"served"`` or ``"torch"``: ``auto`` serves on a ``lora_server``, or where llama.cpp and a base GGUF are."""
+    """Return ``"served"`` or ``"torch"``: ``auto`` serves on a ``lora_server``, or where llama.cpp and a GGUF are."""
     if config.sampler == "torch":
         return "torch"
     if config.lora_server:
@@ -89,7 +89,7 @@ RUNTIME_LORA_CONCURRENCY = 8  # a vLLM-class server batches what it is sent; tor
 
 
 def default_concurrency(config: PolicyConfig) -> int:
-    """Rollouts in flight by default: the embedded server's slots (or 8 on a ``lora_server``) when served; 1 in torch."""
+    """Rollouts in flight by default: the embedded server's slots (8 on a ``lora_server``) when served; 1 in torch."""
     if resolve_sampler(config) != "served":
         return 1
     if config.lora_server:

@@ -120,7 +120,7 @@ def _cut(text: str, stop: Sequence[str]) -> int | None:
 
 
 def _request(base_url: str, route: str, body: dict[str, Any] | None = None) -> urllib.request.Request:
-    """A GET (or, with ``body``, a JSON POST) to ``route`` of ``base_url``, with the endpoint's key (`swm.credentials`)."""
+    """A GET (with ``body``: a JSON POST) to ``route`` of ``base_url``, with the endpoint's key (`swm.credentials`)."""
     clean, key = endpoint_key(base_url)
     headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
     return urllib.request.Request(clean.rstrip("/") + route, data=None if body is None else json.dumps(body).encode(),
