@@ -355,16 +355,35 @@ class _Handler(BaseHTTPRequestHandler):
         if fault is not None:
             self._fault(fault, body)
             return
-        if body.get("stream"):
-            self._send(400, {"error": {"message": "the fake server does not stream"}})
-            return
         model = str(body.get("model", ""))
         if self.state.lora and model != "fake" and model not in self.state.adapters:
             self._send(404, {"error": {"message": f"The model `{model}` does not exist.",
                                        "type": "NotFoundError"}})
             return
         chat = self.path.rstrip("/").endswith("/chat/completions")
+        if body.get("stream"):
+            if not chat:
+                self._send(400, {"error": {"message": "the fake server streams chat completions only"}})
+                return
+            self._stream(self.state.reply(body, received), bool((body.get("stream_options") or {}).get(
+                "include_usage")))
+            return
         self._send(200, self.state.reply(body, received) if chat else self.state.completion(body, received))
+
+    def _stream(self, reply: dict[str, Any], usage: bool) -> None:
+        """Send a chat answer as an event stream (``stream=True``, as agent harnesses ask): the message as one delta,
+        then the finish reason (and the usage, when asked for), then ``[DONE]``."""
+        choice = reply["choices"][0]
+        base = {k: reply[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+        message = {k: v for k, v in choice["message"].items() if v is not None}
+        if message.get("tool_calls"):  # a streamed tool call carries its position
+            message["tool_calls"] = [{**call, "index": i} for i, call in enumerate(message["tool_calls"])]
+        chunks = [{**base, "choices": [{"index": 0, "delta": message, "finish_reason": None}]},
+                  {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]}]
+        if usage:
+            chunks.append({**base, "choices": [], "usage": reply["usage"]})
+        events = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+        self._raw(200, "text/event-stream", events.encode())
 
     def do_POST(self) -> None:  # noqa: N802
         received = time.perf_counter()

@@ -19,6 +19,10 @@ adapter answers 404, as vLLM does; without it those routes answer 404 like a ser
 without ``--enable-lora``. A ``"<completion>"`` script sees the adapter a request names in its
 body's ``model`` (`FakeOpenAIServer.adapters` maps names to directories).
 
+A chat request with ``stream: true`` (as agent harnesses send, verifiers' among them) gets the same
+answer as an event stream: the message as one delta, the finish reason, the usage when
+``stream_options.include_usage`` asks for it, then ``[DONE]``.
+
 ``POST /v1/completions`` (a raw prompt, as llama-server's and vLLM's) answers ``n`` choices, each the
 ``"<completion>"`` script's text (a function gets the choice's seed in the body) or the default text.
 

@@ -1,0 +1,125 @@
+"""swm-social: swm's verifiable social tasks, SOTOPIA-style episodes and Werewolf as a verifiers environment.
+
+A thin adapter over `swm.envs.seats.SocialEnv` (verifiers 0.4's ``verifiers.v1`` API): the taskset
+yields swm's generated tasks (family, level, seed, split: the task is regenerated from them, its hidden
+truth never enters the row); the env opens one interaction per seat of the task on the one ``player``
+agent (one model in every seat, the run's own by default; each seat's trace stamped ``player``, its
+seat in ``trace.info["swm"]``) and lets swm play the episode (`swm.envs.seats.run_async`): each seat's
+move is one ``turn`` of its interaction, given the prompt swm's self-play gives that seat. Each seat's
+trace then records swm's reward for that seat (``swm``) and the checker's verdict. Nothing here
+restates a rule: tasks, prompts, checkers, the Werewolf moderator, the judge and rewards are swm's.
+
+A seat converses through one interaction, so from its second move on the model also sees its earlier
+prompts and replies (each swm prompt is complete in itself); a seat whose run ends early (a limit of
+the agent's) fails the episode, as a model error fails a swm rollout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Any
+
+import verifiers.v1 as vf
+from pydantic import Field
+
+from swm.envs.seats import SocialEnv, run_async
+from swm.llm import make_chat_model
+from swm.selfplay.rewards import RewardConfig
+from swm.tasks import Task as SwmTask
+from swm.tasks import synthesize
+
+DEFAULT_FAMILIES = ["negotiation", "mutual_friend", "secret", "scheduling", "persuasion"]
+DEFAULT_LEVELS = ["decision", "two-turn", "easy"]
+
+
+class SwmTaskData(vf.TaskData):
+    info: dict[str, Any]
+    """What regenerates the swm task: ``family``, ``level``, ``seed``, ``split`` (and its ``task_id``)."""
+
+
+class SwmSocialTask(vf.Task[SwmTaskData]):
+    @property
+    def key(self) -> str:
+        return str(self.data.info["task_id"])
+
+
+class SwmSocialTasksetConfig(vf.TasksetConfig):
+    families: list[str] = Field(default_factory=lambda: list(DEFAULT_FAMILIES))
+    """swm task families, and ``werewolf`` for the game."""
+    levels: list[str] = Field(default_factory=lambda: list(DEFAULT_LEVELS))
+    """decision, two-turn, two-seat (mutual_friend), easy, medium, hard (Werewolf: any one)."""
+    seeds: int = Field(100, ge=1)
+    """Tasks per (family, level): seeds ``first_seed`` … ``first_seed + seeds - 1``."""
+    first_seed: int = 0
+    split: str = "train"
+
+
+class SwmSocialTaskset(vf.Taskset[SwmSocialTask, SwmSocialTasksetConfig]):
+    def load(self) -> Iterator[SwmSocialTask]:
+        c = self.config
+        env = SocialEnv(c.families, c.levels)
+        for task in env.tasks(range(c.first_seed, c.first_seed + c.seeds), c.split):
+            info = {"family": task.family, "level": task.level, "seed": task.seed, "split": task.split,
+                    "task_id": task.task_id}
+            yield SwmSocialTask(SwmTaskData(id=task.task_id, name=task.task_id, prompt=None, info=info), c.task)
+
+
+class SwmSocialEnvConfig(vf.EnvConfig):
+    player: vf.AgentConfig = vf.AgentConfig(harness={"id": "null"}, runtime={"type": "subprocess"})
+    """Every seat: one interaction per seat, on the tool-less ``null`` harness (a chat loop that runs no code,
+    so a local subprocess rather than a sandbox)."""
+    max_turns: int = Field(8, ge=1)
+    """An episode's turns at most (swm's ``max_turns``; decisions, two-turn tasks and games end on their own)."""
+    quality_filter: bool = True
+    """swm self-play's quality filter on replies (an off-format reply earns its penalty)."""
+    judge_model: str | None = None
+    """A swm model spec (``name@url``, ``provider:model``) for the per-turn SOTOPIA-style judge of episodes."""
+    judge_weight: float = Field(0.0, ge=0.0, le=1.0)
+    """Weight of the judge's per-turn score in an episode's rewards (0: no judge; it never scores completion)."""
+
+
+def regenerate(task: vf.Task) -> SwmTask:
+    """The swm task a row stands for (the generator is deterministic in family, level, seed and split)."""
+    info = task.data.info
+    return synthesize(str(info["family"]), str(info["level"]), int(info["seed"]), str(info["split"]))
+
+
+class SwmSocialEnv(vf.Env[SwmSocialEnvConfig]):
+    def social_env(self) -> SocialEnv:
+        """swm's environment with this run's settings (its task set is the taskset's, so families and levels are
+        not repeated here)."""
+        c = self.config
+        judge = make_chat_model(c.judge_model) if c.judge_model and c.judge_weight > 0 else None
+        reward = RewardConfig(quality_filter=c.quality_filter, judge_weight=c.judge_weight)
+        return SocialEnv([], [], reward=reward, max_turns=c.max_turns, judge=judge)
+
+    async def run(self, task: vf.Task, agents: vf.Agents) -> None:
+        social, swm_task = self.social_env(), regenerate(task)
+        seats = social.seats(swm_task)
+        async with contextlib.AsyncExitStack() as stack:
+            talks = {seat: await stack.enter_async_context(agents.player.interaction(
+                vf.Task(vf.TaskData(idx=task.data.idx, name=f"{swm_task.task_id}/{seat}", prompt=None))))
+                for seat in seats}
+            episode = await run_async(social, swm_task, {seat: _turn(talk) for seat, talk in talks.items()})
+        if episode.failed:  # a model or game error fails the episode, never scores it as zero (swm's rule)
+            raise RuntimeError(f"{swm_task.task_id}: {episode.failed}")
+        roles = {m.seat: m.role for m in episode.moves}
+        for seat, talk in talks.items():
+            talk.trace.record_reward("swm", float(episode.rewards.get(seat, 0.0)))
+            talk.trace.info["swm"] = {"seat": seat, "role": roles.get(seat, ""), "task_id": swm_task.task_id,
+                                      "family": swm_task.family, "level": swm_task.level,
+                                      "verdict": episode.verdict, "failed": episode.failed,
+                                      "moves": [m.model_dump() for m in episode.moves]}
+
+
+def _turn(talk: vf.Interaction) -> Callable[[str], Coroutine[Any, Any, str]]:
+    """One seat's move: swm's prompt as the seat's next user turn, the reply as its move."""
+
+    async def turn(prompt: str) -> str:
+        segment = await talk.turn(prompt)
+        if segment.terminated:
+            raise RuntimeError("the seat's run ended before its move (a limit of the player agent)")
+        return segment.last_reply
+
+    return turn

@@ -1,0 +1,115 @@
+"""swm-social under verifiers: each seat's recorded reward is swm's, item for item, against the loopback fake server.
+
+Needs verifiers (0.4) installed beside swm, which swm's own environment cannot hold (openai<3; see
+../pyproject.toml), so swm's CI does not run this; run it where the package is installed:
+
+    pip install -e ../.. -e . pytest && python -m pytest tests    # from envs/verifiers
+
+verifiers plays every seat through its ``null`` harness: a chat program that ``uv`` prepares once (it
+fetches the program's packages from PyPI on the first run) and runs in a local subprocess, its model
+calls relayed by verifiers' interception server to `swm.testing.FakeOpenAIServer`, whose replies are
+scripted from the prompt (tests/test_envs_seats.py's `ScriptedPolicy`). For a decision of every family,
+two-turn tasks, an episode, a two-seat task, Werewolf and a judged episode, the episode's traces are
+checked against swm's own code on the same transcript: the seat's replies, read back from its trace,
+replayed through `swm.envs.seats.SocialEnv` give the reward each trace recorded and the checker's
+verdict, and that reward is swm's rule on the checker's verdict (`seat_rewards`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+vf = pytest.importorskip("verifiers.v1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests"))
+
+from swm_social.taskset import SwmSocialEnvConfig  # noqa: E402
+from test_envs_seats import ScriptedPolicy, seat_rewards  # noqa: E402
+
+from swm.envs.seats import SocialEnv, reply_generation  # noqa: E402
+from swm.llm import make_chat_model  # noqa: E402
+from swm.selfplay.rewards import RewardConfig  # noqa: E402
+from swm.tasks import check, synthesize  # noqa: E402
+from swm.testing import FakeOpenAIServer  # noqa: E402
+from swm.training.trajectory import Generation  # noqa: E402
+
+SHAPES = [("negotiation", "decision"), ("mutual_friend", "decision"), ("secret", "decision"),
+          ("scheduling", "decision"), ("persuasion", "decision"), ("secret", "two-turn"),
+          ("negotiation", "two-turn"), ("negotiation", "easy"), ("mutual_friend", "two-seat"), ("werewolf", "easy")]
+
+
+class Replay:
+    """One seat's replies, read back from its verifiers trace, given in order (a `Sampler`)."""
+
+    def __init__(self, replies: list[str]) -> None:
+        self.replies = deque(replies)
+
+    def generate(self, prompt: str, prefill: str = "", stop: str | None = None,
+                 max_tokens: int | None = None) -> Generation:
+        return reply_generation(prompt, self.replies.popleft(), prefill, stop)
+
+
+def play(server: FakeOpenAIServer, family: str, level: str, seed: int, **env: Any) -> list[Any]:
+    """One verifiers episode of swm's task (family, level, seed) against ``server``; its traces."""
+    config = SwmSocialEnvConfig(taskset={"id": "swm-social", "families": [family], "levels": [level], "seeds": 1,
+                                         "first_seed": seed}, quality_filter=False, **env)
+    environment = vf.load_environment(config)
+    (task,) = list(environment.taskset)
+    ctx = vf.ModelContext(model="fake", client=vf.EvalClientConfig(base_url=server.base_url, api_key_var="FAKE_KEY"))
+
+    async def run() -> Any:
+        async with environment.serving():
+            return await environment.run_episode(task, ctx)
+
+    episode = asyncio.run(run())
+    assert episode.ok, [e.message for e in episode.errors]
+    return list(episode.traces)
+
+
+def replies(trace: Any) -> list[str]:
+    return [(n.message.content or "").strip() for n in trace.nodes if n.sampled]
+
+
+def check_traces(family: str, level: str, seed: int, traces: list[Any], reward: RewardConfig,
+                 judge: Any = None, judged: float = 0.0) -> None:
+    task = synthesize(family, level, seed)
+    env = SocialEnv([], [], reward=reward, max_turns=8, judge=judge)
+    by_seat = {t.info["swm"]["seat"]: t for t in traces}
+    assert set(by_seat) == set(env.seats(task)) and {t.agent.name for t in traces} == {"player"}
+    episode = env.run(task, {seat: Replay(replies(t)) for seat, t in by_seat.items()})
+    assert episode.failed is None
+    verdict = check(task, episode.utterances).model_dump()
+    expected = seat_rewards(task, episode)
+    for seat, trace in by_seat.items():
+        assert trace.info["swm"]["verdict"] == episode.verdict == verdict
+        assert trace.rewards["swm"].score == pytest.approx(episode.rewards[seat])
+        turns = sum(1 for m in episode.moves if m.seat == seat and m.reward is not None)
+        assert trace.rewards["swm"].score == pytest.approx(expected[seat] + judged * turns)
+        assert len(replies(trace)) == turns, "one model call per move of the seat"
+
+
+@pytest.fixture(autouse=True)
+def _key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_KEY", "sk-no-key-needed")
+
+
+@pytest.mark.parametrize(("family", "level"), SHAPES)
+def test_each_seats_reward_is_swms(family: str, level: str) -> None:
+    policy = ScriptedPolicy(seed=7)
+    with FakeOpenAIServer(scripts={"<text>": policy}) as server:
+        for seed in (0, 1):
+            check_traces(family, level, seed, play(server, family, level, seed), RewardConfig(quality_filter=False))
+
+
+def test_an_episode_with_the_judge_is_scored_as_swm_scores_it() -> None:
+    policy = ScriptedPolicy(seed=3)
+    scripts = {"<text>": policy, "TurnScore": {"reasoning": "fine", "score": 7}}
+    with FakeOpenAIServer(scripts=scripts) as server:
+        traces = play(server, "persuasion", "easy", 0, judge_model=server.model_spec, judge_weight=0.5)
+        check_traces("persuasion", "easy", 0, traces, RewardConfig(quality_filter=False, judge_weight=0.5),
+                     judge=make_chat_model(server.model_spec), judged=0.5 * 0.7)
