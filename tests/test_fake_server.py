@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 import pytest
 from langchain_core.utils.function_calling import convert_to_openai_tool
+from openai import OpenAI
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from swm.context import SWMContext
@@ -135,3 +136,14 @@ def test_a_whole_graph_runs_against_it() -> None:
                                             "question": "Where is the cake?", "mode": "s3ap"}, context=ctx)
         assert out["answer"] and not out.get("parse_problems")
         assert server.stats()["by_tool"] == {"S3APParse": 1, "ReasonedAnswer": 1}
+
+
+def test_a_streamed_chat_answer_is_the_same_answer() -> None:
+    """Agent harnesses (verifiers' chat program among them) ask for a stream: they get the answer as events."""
+    with FakeOpenAIServer(scripts={"<text>": "hello there"}) as server:
+        client = OpenAI(base_url=server.base_url, api_key="sk-no-key-needed")
+        chunks = list(client.chat.completions.create(model="fake", messages=[{"role": "user", "content": "hi"}],
+                                                     stream=True, stream_options={"include_usage": True}))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "hello there"
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
