@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -10,8 +11,10 @@ from swm.context import SWMContext
 from swm.errors import ModelUnavailable
 from swm.graphs import episode
 from swm.lifelong.episodes import learner_context, run_episode
-from swm.lifelong.serve import policy_spec, runtime_lora_spec
+from swm.lifelong.serve import lora_name, policy_spec, runtime_lora_spec
 from swm.lifelong.update import PolicyVersion
+from swm.serving.runtime_lora import load_lora_adapter
+from swm.serving.verify import ServedMismatch, adapter_sha256
 from swm.tasks.families import synthesize
 from swm.testing import FakeOpenAIServer
 
@@ -51,6 +54,24 @@ def test_a_restarted_server_gets_the_adapter_again(tmp_path: Path) -> None:
         moved = served.model_copy(update={"served_as": served.served_as.split("@")[0] + "@" + second.base_url})
         assert policy_spec(moved) == moved.served_as
         assert second.stats()["adapters"] == {moved.served_as.split("@")[0]: policy.adapter}
+
+
+def test_a_name_loaded_again_must_hold_the_recorded_adapter(tmp_path: Path) -> None:
+    """A restarted server that already holds the policy's name with other weights is refused when it is loaded again."""
+    policy = _policy(tmp_path)
+    for name in ("adapter_config.json", "adapter_model.safetensors"):
+        (Path(str(policy.adapter)) / name).write_text(f"{name} of p1")
+    policy = policy.model_copy(update={"adapter_sha256": adapter_sha256(Path(str(policy.adapter)))})
+    other = tmp_path / "other"
+    shutil.copytree(str(policy.adapter), other)
+    (other / "adapter_config.json").write_text("another adapter")
+    name = lora_name(policy, "r4")
+    with FakeOpenAIServer(lora=True) as good:
+        assert policy_spec(policy.model_copy(update={"served_as": f"{name}@{good.base_url}"}))
+    with FakeOpenAIServer(lora=True) as stale:
+        load_lora_adapter(stale.base_url, name, str(other))
+        with pytest.raises(ServedMismatch, match="whose content is not the trained adapter's"):
+            policy_spec(policy.model_copy(update={"served_as": f"{name}@{stale.base_url}"}))
 
 
 def test_a_server_without_runtime_lora_gets_a_one_line_error(tmp_path: Path) -> None:

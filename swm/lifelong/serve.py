@@ -63,7 +63,8 @@ def policy_spec(policy: PolicyVersion | None, ctx: SWMContext | None = None,
     """Return the model spec that plays ``policy`` (serving it first), or None for the run's own models.
 
     A policy served by a runtime-LoRA server (``served_as`` = ``name@url``) is loaded there again
-    if this process has not yet done it (a restarted server forgets its adapters); an embedded
+    if this process has not yet done it (a restarted server forgets its adapters), and the server must
+    then list the name with the recorded content (`check_runtime_identity`); an embedded
     spec starts its llama.cpp server on first use. With the run's context (its store and
     ``--out``) and plan, a trained policy's adapter is first found or restored with its recorded
     content hash (`local_adapter`; a changed one stops the run in one line), and an embedded one
@@ -84,7 +85,9 @@ def policy_spec(policy: PolicyVersion | None, ctx: SWMContext | None = None,
             return served
         adapter = str(local)
     if spec.base_url is not None and not is_embedded(spec.name) and adapter:
-        ensure_lora_loaded(spec.base_url, spec.name, adapter)
+        if ensure_lora_loaded(spec.base_url, spec.name, adapter) and policy.adapter_sha256:
+            # loaded again (a restarted server, a resumed run): the name must hold the recorded content
+            check_runtime_identity(spec.base_url, spec.name, policy.adapter_sha256)
     return policy.served_as
 
 

@@ -62,13 +62,15 @@ def load_lora_adapter(base_url: str, name: str, path: str, timeout: float = 120.
                                "start the server or fix --lora-server") from exc
 
 
-def ensure_lora_loaded(base_url: str, name: str, path: str) -> None:
-    """Load an adapter on a runtime-LoRA server once per process (see `load_lora_adapter`)."""
+def ensure_lora_loaded(base_url: str, name: str, path: str) -> bool:
+    """Load an adapter on a runtime-LoRA server once per process (see `load_lora_adapter`); True if it loaded now."""
     key = (base_url.rstrip("/"), name)
     with _loaded_lock:
-        if key not in _loaded:
-            load_lora_adapter(base_url, name, path)
-            _loaded.add(key)
+        if key in _loaded:
+            return False
+        load_lora_adapter(base_url, name, path)
+        _loaded.add(key)
+        return True
 
 
 def unload_lora_adapter(base_url: str, name: str, timeout: float = 60.0) -> None:
