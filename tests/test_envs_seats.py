@@ -26,7 +26,11 @@ from openai import AsyncOpenAI
 from swm.envs.seats import ChatSampler, Episode, SocialEnv, run_async
 from swm.games import get_game
 from swm.games.base import DRAW
+from swm.llm import make_chat_model
+from swm.scenarios import shipped
 from swm.selfplay.rewards import RewardConfig
+from swm.selfplay.rollout import turn_prompt
+from swm.social.judgement import DIMENSIONS
 from swm.tasks import Task, check, synthesize
 from swm.tasks.checkers import is_attempt
 from swm.tasks.families import DECISION, DECISION_FAMILIES, TWO_SEAT, TWO_TURN
@@ -143,8 +147,6 @@ def test_episode_rewards_are_the_checkers(served: tuple[FakeOpenAIServer, Script
 
 def test_the_judge_is_mixed_in_as_self_play_mixes_it() -> None:
     """An episode judged by a model (scripted to rate every turn 7/10): each turn earns weight × 0.7 on top."""
-    from swm.llm import make_chat_model
-
     policy = ScriptedPolicy(seed=3)
     with FakeOpenAIServer(scripts={"<text>": policy, "TurnScore": {"reasoning": "fine", "score": 7}}) as server:
         judged = RewardConfig(quality_filter=False, judge_weight=0.5)
@@ -238,3 +240,42 @@ def test_an_async_engine_plays_each_seat_through_its_own_coroutine() -> None:
         start += len(acted)
     with pytest.raises(ValueError, match="no turn for seats"):
         asyncio.run(run_async(env, tasks[2], {}))
+
+
+def evaluation(goals: list[int]) -> dict[str, Any]:
+    """SOTOPIA's evaluator reply (``EnvResponse``): every dimension 0 but each agent's goal."""
+    return {f"agent_{i + 1}_evaluation": {d: ["scripted", goal if d == "goal" else 0] for d in DIMENSIONS}
+            for i, goal in enumerate(goals)}
+
+
+def test_a_sotopia_scenario_is_scored_by_sotopias_own_evaluator() -> None:
+    """Each seat plays with self-play's prompt; the reward is the goal score / 10 SOTOPIA-EVAL gave that seat."""
+    scenario = shipped()[0]
+    policy = ScriptedPolicy(seed=9)
+    scripts = {"<text>": policy, "EnvResponse": evaluation([7, 3])}
+    with FakeOpenAIServer(scripts=scripts, record=True) as server:
+        env = SocialEnv([], [], max_turns=4, judge=make_chat_model(server.model_spec))
+        seats = {seat: ChatSampler(server.base_url, "fake") for seat in env.seats(scenario)}
+        episode = env.run_scenario(scenario, seats)
+        judged = [b for b in server.bodies() if b.get("tools")]
+    names = scenario.names
+    assert episode.failed is None and episode.rewards == {names[0]: 0.7, names[1]: 0.3}
+    said: list[tuple[str, str]] = []
+    for turn, (move, reply) in enumerate(zip(episode.moves, policy.replies, strict=True)):
+        assert move.seat == names[turn % 2] and move.text == reply.strip()
+        assert move.prompt == turn_prompt(scenario, move.seat, said, turn), "self-play's prompt, rebuilt"
+        said.append((move.seat, move.text))
+    assert [m.reward for m in episode.moves] == [0.0, 0.0, 0.7, 0.3], "each seat's reward at its last move"
+    assert {n: j["goal"] for n, j in episode.verdict["judgements"].items()} == {names[0]: 7, names[1]: 3}
+    (request,) = judged  # one call rates every agent, having read the whole transcript
+    assert all(f'{m.seat} said: "{m.text}"' in str(request["messages"]) for m in episode.moves)
+
+
+def test_an_unscored_sotopia_episode_fails_rather_than_scoring_zero() -> None:
+    scenario = shipped()[1]
+    with FakeOpenAIServer(scripts={"EnvResponse": evaluation([11, 3])}) as server:  # 11: out of SOTOPIA's range
+        env = SocialEnv([], [], max_turns=2, judge=make_chat_model(server.model_spec))
+        episode = env.run_scenario(scenario, ChatSampler(server.base_url, "fake"))
+        assert episode.failed is not None and "unscored" in episode.failed and not episode.rewards
+        with pytest.raises(ValueError, match="scored by the judge"):
+            SocialEnv([], []).run_scenario(scenario, ChatSampler(server.base_url, "fake"))

@@ -33,14 +33,18 @@ from typing import Any
 from openai import OpenAI, omit
 from pydantic import BaseModel, ConfigDict, Field
 
+from swm.context import SWMContext
 from swm.envs.grpo import move_text
 from swm.games import Decision, Turn, get_game, play_game
 from swm.lifelong.bridge import to_scenario
 from swm.lifelong.game_bridge import game_to_record
+from swm.nodes.judge import judge_all_agents
 from swm.selfplay.game_rollout import parse_choice
 from swm.selfplay.judge import judge_turns
 from swm.selfplay.rewards import RewardConfig, score, score_game
-from swm.selfplay.rollout import Sampler, play
+from swm.selfplay.rollout import Sampler, play, turn_prompt
+from swm.social.models import Scenario
+from swm.state import SocialStep
 from swm.tasks import Task, Utterance, check, synthesize
 from swm.tasks.decisions import decision_prompt
 from swm.tasks.families import DECISION, GAME_FAMILIES, TWO_TURN
@@ -98,9 +102,11 @@ class SocialEnv:
         seeds = list(seeds)
         return [synthesize(f, lv, s, split) for f in self.families for lv in self.levels for s in seeds]
 
-    def seats(self, task: Task) -> list[str]:
+    def seats(self, task: Task | Scenario) -> list[str]:
         """The seats a policy plays in ``task``: the learner of a decision or two-turn task (its partner is code),
-        every seat of an episode, every player of a game."""
+        every seat of an episode or a SOTOPIA scenario, every player of a game."""
+        if isinstance(task, Scenario):
+            return list(task.names)
         if task.family in GAME_FAMILIES:
             return [str(p) for p in task.truth["players"]]
         if task.level in (DECISION, TWO_TURN):
@@ -126,6 +132,47 @@ class SocialEnv:
         if self.judge is not None and self.reward.judge_weight > 0:
             judged, _ = judge_turns(self.judge, rollout, task)
         return self._scored(task, rollout, {}, judged)
+
+    def run_scenario(self, scenario: Scenario, policy: Sampler | Mapping[str, Sampler]) -> Episode:
+        """Play a SOTOPIA scenario for ``max_turns`` turns and score it with SOTOPIA's own evaluator.
+
+        Every seat speaks in turn with self-play's prompt (`swm.selfplay.rollout.turn_prompt`: its own
+        background and goal, everything said so far); then the judge model rates every seat in one call
+        on SOTOPIA-EVAL's dimensions (`swm.nodes.judge.judge_all_agents`, as ``swm bench sotopia``
+        judges), and a seat's reward is its goal score / 10. An episode the judge leaves unscored fails:
+        no reward is made up. The verdict holds each seat's judgement.
+        """
+        if self.judge is None:
+            raise ValueError("a SOTOPIA scenario is scored by the judge: give SocialEnv a judge model")
+        names = list(scenario.names)
+        said: list[tuple[str, str]] = []
+        moves: list[Move] = []
+        failed = None
+        for turn in range(self.max_turns):
+            speaker = names[turn % len(names)]
+            prompt = turn_prompt(scenario, speaker, said, turn)
+            try:
+                text = _seat(policy, speaker).generate(prompt).text.strip()
+            except Exception as err:  # noqa: BLE001 - a model error fails the episode, with its reason
+                failed = f"turn {turn}: {type(err).__name__}: {err}"[:500]
+                break
+            moves.append(Move(turn=turn, seat=speaker, role=f"agent_{names.index(speaker) + 1}", prompt=prompt,
+                              text=text))
+            said.append((speaker, text))
+        head = {"task_id": scenario.id, "family": "sotopia", "level": scenario.codename or "scenario"}
+        if failed:
+            return Episode(**head, moves=moves, failed=failed)
+        steps = [SocialStep(timestep=str(m.turn), actions={m.seat: f'{m.seat} said: "{m.text}"'}) for m in moves]
+        judged, _, _ = judge_all_agents(SWMContext(chat_models={"judge": self.judge}), scenario, steps)
+        goals = {name: judged[name].goal for name in names}
+        if any(g is None for g in goals.values()):
+            return Episode(**head, moves=moves, failed=f"unscored by the judge: {judged[names[0]].error}"[:500])
+        rewards = {name: float(goal) / 10.0 for name, goal in goals.items() if goal is not None}
+        last = {m.seat: m.turn for m in moves}
+        for m in moves:  # the seat's reward at its last move, as self-play rewards a game's outcome
+            m.reward = rewards[m.seat] if last[m.seat] == m.turn else 0.0
+        return Episode(**head, moves=moves, rewards=rewards,
+                       verdict={"judgements": {n: judged[n].model_dump() for n in names}})
 
     # ---- the shapes -----------------------------------------------------------------------------------
     def _scored(self, task: Task, rollout: Rollout, code_turns: dict[int, Move],
@@ -304,18 +351,22 @@ class AsyncSeat:
         return reply_generation(prompt, reply, prefill, stop, self.tokenizer)
 
 
-async def run_async(env: SocialEnv, task: Task, turns: Mapping[str, Callable[[str], Coroutine[Any, Any, str]]], *,
-                    sample: int = 0, tokenizer: Any = None) -> Episode:
-    """Play ``task`` with each seat's async ``turn`` (``turns`` by seat, every one of ``env.seats(task)``).
+async def run_async(env: SocialEnv, task: Task | Scenario,
+                    turns: Mapping[str, Callable[[str], Coroutine[Any, Any, str]]], *, sample: int = 0,
+                    tokenizer: Any = None) -> Episode:
+    """Play ``task`` (or a SOTOPIA scenario) with each seat's async ``turn`` (by seat, every one of ``env.seats``).
 
     For engines whose agents are coroutines (verifiers' interactions): swm's episode runs in a worker thread and
     each seat's move is awaited on this event loop, so the engine's own clients, traces and limits apply.
     """
     missing = set(env.seats(task)) - set(turns)
     if missing:
-        raise ValueError(f"no turn for seats {sorted(missing)} of {task.task_id}")
+        where = task.id if isinstance(task, Scenario) else task.task_id
+        raise ValueError(f"no turn for seats {sorted(missing)} of {where}")
     loop = asyncio.get_running_loop()
     seats = {seat: AsyncSeat(turn, loop, tokenizer) for seat, turn in turns.items()}
+    if isinstance(task, Scenario):
+        return await asyncio.to_thread(env.run_scenario, task, seats)
     return await asyncio.to_thread(env.run, task, seats, sample=sample)
 
 

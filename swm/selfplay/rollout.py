@@ -20,6 +20,7 @@ from typing import Protocol
 
 from swm import prompts
 from swm.lifelong.bridge import to_scenario
+from swm.social.models import Scenario
 from swm.tasks.checkers import Utterance
 from swm.tasks.families import TWO_SEAT, Task
 from swm.tasks.two_seat import ends_at_newline, seat_prompt
@@ -46,6 +47,12 @@ def history(said: list[tuple[str, str]]) -> str:
         "(nothing yet: the conversation starts now)"
 
 
+def turn_prompt(scenario: Scenario, speaker: str, said: list[tuple[str, str]], turn: int) -> str:
+    """The prompt a seat gets at its turn: its own background and everything said so far (``selfplay_turn``)."""
+    return prompts.load(PROMPT).render(agent=speaker, background=scenario.background_for(speaker),
+                                       history=history(said), turn=turn)
+
+
 def play(task: Task, sampler: Sampler | Mapping[str, Sampler], *, rollout_id: str, iteration: int, sample: int,
          max_turns: int) -> Rollout:
     """Play ``task`` with ``sampler`` in every seat; return the rollout (``failed`` set on an error).
@@ -53,7 +60,6 @@ def play(task: Task, sampler: Sampler | Mapping[str, Sampler], *, rollout_id: st
     A mapping gives each seat its own sampler, by seat name (an engine's agent per seat, `swm.envs.seats`).
     """
     scenario = to_scenario(task)
-    template = prompts.load(PROMPT)
     roles = {brief.name: brief.role for brief in task.agents}
     seats = {name: SeatTrajectory(seat=name, role=roles[name]) for name in scenario.names}
     rollout = Rollout(rollout_id=rollout_id, task_id=task.task_id, family=task.family, iteration=iteration,
@@ -70,8 +76,7 @@ def play(task: Task, sampler: Sampler | Mapping[str, Sampler], *, rollout_id: st
                 gen = seat_sampler.generate(prompt, prefill=shown.prefill,
                                             stop="\n" if ends_at_newline(shown) else None, max_tokens=shown.max_tokens)
             else:
-                prompt = template.render(agent=speaker, background=scenario.background_for(speaker),
-                                         history=history(said), turn=turn)
+                prompt = turn_prompt(scenario, speaker, said, turn)
                 gen = seat_sampler.generate(prompt)
         except Exception as err:  # noqa: BLE001 - any model error fails the rollout, recorded with its reason
             rollout.failed = f"turn {turn}: {type(err).__name__}: {err}"[:500]
