@@ -2,12 +2,14 @@
 
 A thin adapter over `swm.envs.seats.SocialEnv` (verifiers 0.4's ``verifiers.v1`` API): the taskset
 yields swm's generated tasks (family, level, seed, split: the task is regenerated from them, its hidden
-truth never enters the row); the env opens one interaction per seat of the task on the one ``player``
-agent (one model in every seat, the run's own by default; each seat's trace stamped ``player``, its
-seat in ``trace.info["swm"]``) and lets swm play the episode (`swm.envs.seats.run_async`): each seat's
-move is one ``turn`` of its interaction, given the prompt swm's self-play gives that seat. Each seat's
-trace then records swm's reward for that seat (``swm``) and the checker's verdict. Nothing here
-restates a rule: tasks, prompts, checkers, the Werewolf moderator, the judge and rewards are swm's.
+truth never enters the row) and, by id, SOTOPIA scenarios (scored by SOTOPIA's own evaluator, the
+judge model: a seat's reward is its goal score / 10); the env opens one interaction per seat of the
+task on the one ``player`` agent (one model in every seat, the run's own by default; each seat's trace
+stamped ``player``, its seat in ``trace.info["swm"]``) and lets swm play the episode
+(`swm.envs.seats.run_async`): each seat's move is one ``turn`` of its interaction, given the prompt
+swm's self-play gives that seat. Each seat's trace then records swm's reward for that seat (``swm``)
+and the verdict (the checker's, the moderator's, or the judge's judgements). Nothing here restates a
+rule: tasks, prompts, checkers, the Werewolf moderator, the judge and rewards are swm's.
 
 A seat converses through one interaction, so from its second move on the model also sees its earlier
 prompts and replies (each swm prompt is complete in itself); a seat whose run ends early (a limit of
@@ -25,7 +27,9 @@ from pydantic import Field
 
 from swm.envs.seats import SocialEnv, run_async
 from swm.llm import make_chat_model
+from swm.scenarios import resolve
 from swm.selfplay.rewards import RewardConfig
+from swm.social.models import Scenario
 from swm.tasks import Task as SwmTask
 from swm.tasks import synthesize
 
@@ -49,6 +53,9 @@ class SwmSocialTasksetConfig(vf.TasksetConfig):
     """swm task families, and ``werewolf`` for the game."""
     levels: list[str] = Field(default_factory=lambda: list(DEFAULT_LEVELS))
     """decision, two-turn, two-seat (mutual_friend), easy, medium, hard (Werewolf: any one)."""
+    scenarios: list[str] = Field(default_factory=list)
+    """SOTOPIA scenarios to play as well (scored by SOTOPIA's evaluator: needs ``--env.judge-model``): shipped ids,
+    SOTOPIA ids or codenames (`swm.scenarios.resolve`)."""
     seeds: int = Field(100, ge=1)
     """Tasks per (family, level): seeds ``first_seed`` … ``first_seed + seeds - 1``."""
     first_seed: int = 0
@@ -63,6 +70,11 @@ class SwmSocialTaskset(vf.Taskset[SwmSocialTask, SwmSocialTasksetConfig]):
             info = {"family": task.family, "level": task.level, "seed": task.seed, "split": task.split,
                     "task_id": task.task_id}
             yield SwmSocialTask(SwmTaskData(id=task.task_id, name=task.task_id, prompt=None, info=info), c.task)
+        for ref in c.scenarios:
+            scenario = resolve(ref)
+            info = {"scenario": ref, "task_id": f"sotopia:{scenario.id}"}
+            yield SwmSocialTask(SwmTaskData(id=info["task_id"], name=scenario.codename or scenario.id, prompt=None,
+                                            info=info), c.task)
 
 
 class SwmSocialEnvConfig(vf.EnvConfig):
@@ -74,14 +86,18 @@ class SwmSocialEnvConfig(vf.EnvConfig):
     quality_filter: bool = True
     """swm self-play's quality filter on replies (an off-format reply earns its penalty)."""
     judge_model: str | None = None
-    """A swm model spec (``name@url``, ``provider:model``) for the per-turn SOTOPIA-style judge of episodes."""
+    """A swm model spec (``name@url``, ``provider:model``) of the judge: SOTOPIA's evaluator for scenarios, and the
+    per-turn SOTOPIA-style judge of task episodes when ``judge_weight`` > 0."""
     judge_weight: float = Field(0.0, ge=0.0, le=1.0)
-    """Weight of the judge's per-turn score in an episode's rewards (0: no judge; it never scores completion)."""
+    """Weight of the judge's per-turn score in a task episode's rewards (0: none; it never scores completion)."""
 
 
-def regenerate(task: vf.Task) -> SwmTask:
-    """The swm task a row stands for (the generator is deterministic in family, level, seed and split)."""
+def regenerate(task: vf.Task) -> SwmTask | Scenario:
+    """The swm task a row stands for (the generator is deterministic in family, level, seed and split), or its
+    SOTOPIA scenario."""
     info = task.data.info
+    if "scenario" in info:
+        return resolve(str(info["scenario"]))
     return synthesize(str(info["family"]), str(info["level"]), int(info["seed"]), str(info["split"]))
 
 
@@ -90,7 +106,7 @@ class SwmSocialEnv(vf.Env[SwmSocialEnvConfig]):
         """swm's environment with this run's settings (its task set is the taskset's, so families and levels are
         not repeated here)."""
         c = self.config
-        judge = make_chat_model(c.judge_model) if c.judge_model and c.judge_weight > 0 else None
+        judge = make_chat_model(c.judge_model) if c.judge_model else None
         reward = RewardConfig(quality_filter=c.quality_filter, judge_weight=c.judge_weight)
         return SocialEnv([], [], reward=reward, max_turns=c.max_turns, judge=judge)
 
@@ -99,18 +115,17 @@ class SwmSocialEnv(vf.Env[SwmSocialEnvConfig]):
         seats = social.seats(swm_task)
         async with contextlib.AsyncExitStack() as stack:
             talks = {seat: await stack.enter_async_context(agents.player.interaction(
-                vf.Task(vf.TaskData(idx=task.data.idx, name=f"{swm_task.task_id}/{seat}", prompt=None))))
+                vf.Task(vf.TaskData(idx=task.data.idx, name=f"{task.data.info['task_id']}/{seat}", prompt=None))))
                 for seat in seats}
             episode = await run_async(social, swm_task, {seat: _turn(talk) for seat, talk in talks.items()})
         if episode.failed:  # a model or game error fails the episode, never scores it as zero (swm's rule)
-            raise RuntimeError(f"{swm_task.task_id}: {episode.failed}")
+            raise RuntimeError(f"{episode.task_id}: {episode.failed}")
         roles = {m.seat: m.role for m in episode.moves}
         for seat, talk in talks.items():
             talk.trace.record_reward("swm", float(episode.rewards.get(seat, 0.0)))
-            talk.trace.info["swm"] = {"seat": seat, "role": roles.get(seat, ""), "task_id": swm_task.task_id,
-                                      "family": swm_task.family, "level": swm_task.level,
-                                      "verdict": episode.verdict, "failed": episode.failed,
-                                      "moves": [m.model_dump() for m in episode.moves]}
+            talk.trace.info["swm"] = {"seat": seat, "role": roles.get(seat, ""), "task_id": episode.task_id,
+                                      "family": episode.family, "level": episode.level,
+                                      "verdict": episode.verdict, "moves": [m.model_dump() for m in episode.moves]}
 
 
 def _turn(talk: vf.Interaction) -> Callable[[str], Coroutine[Any, Any, str]]:

@@ -9,7 +9,8 @@ verifiers plays every seat through its ``null`` harness: a chat program that ``u
 fetches the program's packages from PyPI on the first run) and runs in a local subprocess, its model
 calls relayed by verifiers' interception server to `swm.testing.FakeOpenAIServer`, whose replies are
 scripted from the prompt (tests/test_envs_seats.py's `ScriptedPolicy`). For a decision of every family,
-two-turn tasks, an episode, a two-seat task, Werewolf and a judged episode, the episode's traces are
+two-turn tasks, an episode, a two-seat task, Werewolf, a judged episode and a SOTOPIA scenario (scored by
+SOTOPIA's evaluator, its reply scripted), the episode's traces are
 checked against swm's own code on the same transcript: the seat's replies, read back from its trace,
 replayed through `swm.envs.seats.SocialEnv` give the reward each trace recorded and the checker's
 verdict, and that reward is swm's rule on the checker's verdict (`seat_rewards`).
@@ -29,10 +30,11 @@ vf = pytest.importorskip("verifiers.v1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests"))
 
 from swm_social.taskset import SwmSocialEnvConfig  # noqa: E402
-from test_envs_seats import ScriptedPolicy, seat_rewards  # noqa: E402
+from test_envs_seats import ScriptedPolicy, evaluation, seat_rewards  # noqa: E402
 
 from swm.envs.seats import SocialEnv, reply_generation  # noqa: E402
 from swm.llm import make_chat_model  # noqa: E402
+from swm.scenarios import shipped  # noqa: E402
 from swm.selfplay.rewards import RewardConfig  # noqa: E402
 from swm.tasks import check, synthesize  # noqa: E402
 from swm.testing import FakeOpenAIServer  # noqa: E402
@@ -113,3 +115,28 @@ def test_an_episode_with_the_judge_is_scored_as_swm_scores_it() -> None:
         traces = play(server, "persuasion", "easy", 0, judge_model=server.model_spec, judge_weight=0.5)
         check_traces("persuasion", "easy", 0, traces, RewardConfig(quality_filter=False, judge_weight=0.5),
                      judge=make_chat_model(server.model_spec), judged=0.5 * 0.7)
+
+
+def test_a_sotopia_scenario_is_scored_by_sotopias_evaluator() -> None:
+    scenario = shipped()[0]
+    scripts = {"<text>": ScriptedPolicy(seed=4), "EnvResponse": evaluation([8, 2])}
+    with FakeOpenAIServer(scripts=scripts) as server:
+        config = SwmSocialEnvConfig(taskset={"id": "swm-social", "families": [], "levels": [],
+                                             "scenarios": [scenario.id]}, max_turns=4, judge_model=server.model_spec)
+        environment = vf.load_environment(config)
+        (task,) = list(environment.taskset)
+        ctx = vf.ModelContext(model="fake", client=vf.EvalClientConfig(base_url=server.base_url,
+                                                                       api_key_var="FAKE_KEY"))
+
+        async def run() -> Any:
+            async with environment.serving():
+                return await environment.run_episode(task, ctx)
+
+        episode = asyncio.run(run())
+        assert episode.ok, [e.message for e in episode.errors]
+        by_seat = {t.info["swm"]["seat"]: t for t in episode.traces}
+        env = SocialEnv([], [], max_turns=4, judge=make_chat_model(server.model_spec))
+        replayed = env.run_scenario(scenario, {seat: Replay(replies(t)) for seat, t in by_seat.items()})
+    assert replayed.rewards == {scenario.names[0]: 0.8, scenario.names[1]: 0.2}
+    assert {seat: t.rewards["swm"].score for seat, t in by_seat.items()} == pytest.approx(replayed.rewards)
+    assert all(t.info["swm"]["verdict"] == replayed.verdict for t in by_seat.values())
