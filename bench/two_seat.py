@@ -31,7 +31,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from swm.checkpoints.store import ExperienceStore
 from swm.graphs.selfplay import train
+from swm.selfplay import store as sps
 from swm.selfplay.checkpoint import checkpoint_dir, warm_start_adapter
 from swm.selfplay.loop import POOL, SeededSampler, _served_sampler, ensure_initial_checkpoint
 from swm.selfplay.plan import SelfPlayPlan
@@ -39,7 +41,7 @@ from swm.selfplay.rollout import play
 from swm.selfplay.served import ServedSampler, default_concurrency, resolve_sampler
 from swm.stats import wilson_interval
 from swm.tasks.checkers import Utterance
-from swm.tasks.families import TWO_SEAT
+from swm.tasks.families import TWO_SEAT, TWO_SEAT_FAMILIES
 from swm.tasks.splits import split_tasks
 from swm.tasks.verify import check
 
@@ -59,7 +61,7 @@ def mcnemar(a: list[bool], b: list[bool]) -> tuple[int, int, float]:
 
 def plan_of(args: argparse.Namespace, arm: str) -> dict[str, Any]:
     """The arm's `SelfPlayPlan`: same everything, the control's rewards shuffled."""
-    return {"run_id": f"two-seat-{arm}", "iterations": args.iterations, "family": "mutual_friend", "level": TWO_SEAT,
+    return {"run_id": f"two-seat-{arm}", "iterations": args.iterations, "family": args.family, "level": TWO_SEAT,
             "tasks_per_iteration": args.tasks, "group_size": args.group, "max_turns": 4, "eval_tasks": 0,
             "seed": args.seed, "out_dir": str(args.out / "runs"), "shuffle_rewards": arm == "shuffled",
             "policy": {"base": args.base, "sampler": args.sampler, "temperature": args.temperature,
@@ -78,7 +80,7 @@ def evaluate(plan: dict[str, Any], iteration: int, n: int) -> list[dict[str, Any
     import torch  # noqa: PLC0415 - the [train] extra, needed only here
 
     sp = SelfPlayPlan.model_validate(plan)
-    tasks = split_tasks("test", [TWO_SEAT], ["mutual_friend"], n)
+    tasks = split_tasks("test", [TWO_SEAT], [sp.family], n)
     checkpoint = checkpoint_dir(sp.run_dir, iteration)
     if iteration == 0:
         ensure_initial_checkpoint(sp)  # the warm start, written as the run's checkpoint 0 (the arms then reuse it)
@@ -114,6 +116,21 @@ def _wilson(k: int, n: int) -> str:
     return f"{k}/{n} = {k / n:.3f} [{low:.3f}, {high:.3f}]" if n else "-"
 
 
+def same_draws(db: Path, arms: list[str]) -> dict[str, int]:
+    """How many of the arms' iteration-0 training rollouts are the same draw (same task, sample and transcript).
+
+    Both arms start from the same checkpoint and seed, so every iteration-0 rollout should be drawn alike;
+    the count checks it on the engine that drew them (a server's prompt cache or slot can change a draw).
+    """
+    if len(arms) < 2 or not db.is_file():
+        return {}
+    store = ExperienceStore(db)
+    runs = [{(r.task_id, r.sample): r.transcript() for r in sps.load_rollouts(store, f"two-seat-{arm}", 0, "train")}
+            for arm in arms[:2]]
+    common = runs[0].keys() & runs[1].keys()
+    return {"compared": len(common), "same": sum(runs[0][k] == runs[1][k] for k in common)}
+
+
 def report(results: dict[str, Any]) -> str:
     """The results page's tables."""
     lines = ["| arm | iter | train joint success (Wilson 95%) | reward speaker | reward finder | sampling s | "
@@ -138,6 +155,10 @@ def report(results: dict[str, Any]) -> str:
             if first in evals and second in evals:
                 a, b, p = mcnemar([r["passed"] for r in evals[first]], [r["passed"] for r in evals[second]])
                 lines.append(f"| {first} → {second} | {a} | {b} | {p:.3g} |")
+    draws = results.get("same_draws") or {}
+    if draws:
+        lines += ["", f"Iteration-0 training rollouts drawn alike in both arms (same checkpoint and seeds): "
+                  f"{draws['same']} of {draws['compared']}."]
     return "\n".join(lines) + "\n"
 
 
@@ -146,6 +167,7 @@ def main() -> None:
     ap.add_argument("--from", dest="warm", default=None, help="warm-start adapter (swm selfplay --from accepts "
                     "the same); none: a fresh adapter")
     ap.add_argument("--base", default="embedded")
+    ap.add_argument("--family", default="mutual_friend", choices=list(TWO_SEAT_FAMILIES))
     ap.add_argument("--iterations", type=int, default=8)
     ap.add_argument("--tasks", type=int, default=4, help="training tasks per iteration")
     ap.add_argument("--group", type=int, default=8, help="G: rollouts per task")
@@ -197,6 +219,7 @@ def main() -> None:
         if arm not in evals:
             evals[arm] = evaluate(plan_of(args, arm), args.iterations, args.eval_tasks)
             save()
+    results["same_draws"] = same_draws(args.out / "bench.sqlite", arms)
     save()
     print(report(results))
 
