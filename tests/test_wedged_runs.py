@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 from swm.cli import main
 from swm.testing import FakeOpenAIServer
+from swm.testing.schema_instance import s3ap_parse_for
 
 ACT = {"action_type": "speak", "argument": "I could do 45 if you take two.", "to": []}
 # the issue's run: 2 families, 2 cycles of 2 training episodes; 4 held-out episodes per policy (16 in all)
@@ -210,6 +211,52 @@ def test_ask_answers_on_rerun_after_one_bad_reply(tmp_path: Path) -> None:
         assert fake.requests == 2, "only the answer is asked again"
         third = CliRunner().invoke(main, args)
         assert third.exit_code == 0 and "already finished" in third.output and fake.requests == 2
+
+
+class BadParseOnce:
+    """The parser's script: garbage arguments the first time, a parse that passes every check after."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, prompt: str, body: dict[str, Any]) -> Any:
+        self.calls += 1
+        return "{not json" if self.calls == 1 else s3ap_parse_for(prompt)
+
+
+def test_parse_parses_again_on_rerun_after_one_bad_reply(tmp_path: Path) -> None:
+    story = tmp_path / "story.txt"
+    story.write_text("Sally puts the ball in the basket. Sally leaves. Anne moves the ball to the box.")
+    with FakeOpenAIServer(scripts={"S3APParse": BadParseOnce()}) as fake:
+        args = ["parse", str(story), "--max-attempts", "1", "--model", fake.model_spec, "--db",
+                str(tmp_path / "p.db"), "--thread-id", "P"]
+        first = CliRunner().invoke(main, args)
+        assert first.exit_code == 4, first.output
+        assert first.output.strip().splitlines()[-1].startswith("error: no usable parse after 1 attempt(s)")
+        second = CliRunner().invoke(main, args)
+        assert second.exit_code == 0, second.output
+        assert '"agents_names"' in second.output and "resuming thread P at prepare" in second.output
+        assert fake.requests == 2, "the parse is asked for once more"
+        third = CliRunner().invoke(main, args)
+        assert third.exit_code == 0 and "already finished" in third.output and fake.requests == 2
+
+
+def test_ask_parses_again_on_rerun_after_one_bad_parse_reply(tmp_path: Path) -> None:
+    story = tmp_path / "story.txt"
+    story.write_text("Sally puts the ball in the basket. Sally leaves. Anne moves the ball to the box.")
+    with FakeOpenAIServer(scripts={"S3APParse": BadParseOnce(),
+                                   "ReasonedAnswer": {"reasoning": "Anne moved it.", "answer": "the basket"}}) as fake:
+        args = ["ask", "--story", str(story), "--question", "Where will Sally look?", "--max-attempts", "1",
+                "--model", fake.model_spec, "--db", str(tmp_path / "a.db"), "--thread-id", "A"]
+        first = CliRunner().invoke(main, args)
+        assert first.exit_code == 6, first.output
+        assert fake.requests == 1, "no answer without a social state"
+        second = CliRunner().invoke(main, args)
+        assert second.exit_code == 0, second.output
+        assert "the basket" in second.output and "resuming thread A at prepare" in second.output
+        assert fake.stats()["by_tool"] == {"S3APParse": 2, "ReasonedAnswer": 1}, "the parse, then the answer"
+        third = CliRunner().invoke(main, args)
+        assert third.exit_code == 0 and "already finished" in third.output and fake.requests == 3
 
 
 # ---- training options TRL refuses --------------------------------------------------------------------

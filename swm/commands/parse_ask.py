@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import click
+from langgraph.constants import START
 
 from swm.commands._common import (
     echo_json,
@@ -19,8 +21,29 @@ from swm.commands._common import (
 )
 from swm.commands.progress import printer, quiet_option
 from swm.errors import InputError, ModelOutputError, NoSocialState
-from swm.nodes.parse import MODES, TASKS
+from swm.nodes.parse import MODES, NEEDS_PARSE, TASKS
 from swm.usage import total_usage
+
+
+def parse_again(values: Mapping[str, Any]) -> str | None:
+    """Where a finished thread with no usable parse goes on again on a rerun: from its start (None: it has one).
+
+    Its failed replies are not replayed: ``prepare`` runs again and, the story not being in the parse
+    cache, starts a fresh parse (the cache may also hold it by now, from another thread).
+    """
+    return START if values.get("world") is None else None
+
+
+def ask_again(values: Mapping[str, Any]) -> str | None:
+    """Where a finished ask thread with no usable answer goes on again on a rerun (None: it has one).
+
+    With no usable parse in an S3AP mode, from its start (the parse is made again, `parse_again`);
+    otherwise after ``prepare``, whose route skips a parse already made, so only the answer call is
+    made again.
+    """
+    if values.get("answer"):
+        return None
+    return START if values.get("mode") in NEEDS_PARSE and values.get("world") is None else "prepare"
 
 
 def _usage_line(out: dict[str, Any]) -> str:
@@ -52,7 +75,7 @@ def parse_command(story: str, task: str, max_attempts: int, max_chars: int, agen
 
     ctx = make_context(db, task=task, max_parse_attempts=max_attempts, max_narrative_chars=max_chars, **models)
     out, _ = run_graph(parse.build(), {"narrative": read_text(story, encoding)}, ctx, db, thread_id, "parse",
-                       printer(quiet))
+                       printer(quiet), redo=parse_again)
     world = out.get("world")
     if agent is not None:
         if world is None:
@@ -116,10 +139,7 @@ def ask_command(story: str, question: str, mode: str, task: str, max_attempts: i
     ctx = make_context(db, task=task, max_parse_attempts=max_attempts, max_narrative_chars=max_chars,
                        allow_without_state=allow_without_state, **models)
     inputs = {"narrative": read_text(story, encoding), "question": question, "mode": mode}
-    # a thread that ended with no usable answer (one bad reply) asks again on a rerun: after ``prepare``, whose
-    # route skips a parse already made, so only the answer call is made again
-    out, thread = run_graph(ask.build(), inputs, ctx, db, thread_id, "ask", printer(quiet),
-                            redo=lambda values: None if values.get("answer") else "prepare")
+    out, thread = run_graph(ask.build(), inputs, ctx, db, thread_id, "ask", printer(quiet), redo=ask_again)
     used = out.get("social_state") or ("not used" if mode not in ("s3ap", "s3ap_only") else
                                        "none" if out.get("world") is None else
                                        "cached" if out.get("parse_cached") else "parsed")
