@@ -30,6 +30,10 @@ class SWMGroup(click.Group):
             click.echo(f"error: {exc.one_line()}", err=True)
             sys.exit(exc.exit_code)
         except drain.GraphDrained as exc:
+            cause = drain.drained_by()
+            if isinstance(cause, SWMError):  # drained for a fault of what the run stands on (swm.drain.stop_for)
+                click.echo(f"error: {cause.one_line()}", err=True)
+                sys.exit(cause.exit_code)
             click.echo(f"stopped on {exc.reason}: finished steps are checkpointed; rerun with the same --db and "
                        "--thread-id to resume", err=True)
             sys.exit(drain.drained_exit_code(exc.reason))

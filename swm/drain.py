@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -25,8 +26,11 @@ from langgraph.runtime import RunControl
 DRAINED_BY = (signal.SIGTERM, signal.SIGHUP)
 _control: RunControl | None = None
 _received: int | None = None
+_cause: BaseException | None = None
+_cause_lock = threading.Lock()
 
-__all__ = ["GraphDrained", "SignalInterrupt", "control", "drained_exit_code", "handling_signals", "stop_if_drained"]
+__all__ = ["GraphDrained", "SignalInterrupt", "control", "drained_by", "drained_exit_code", "handling_signals",
+           "stop_for", "stop_if_drained"]
 
 
 class SignalInterrupt(KeyboardInterrupt):
@@ -46,6 +50,28 @@ def stop_if_drained() -> None:
     """Raise ``GraphDrained`` if a drain was requested: a runner calls it before starting another item."""
     if _control is not None and _control.drain_requested:
         raise GraphDrained(_control.drain_reason or "shutdown")
+
+
+def stop_for(cause: BaseException) -> bool:
+    """Drain the command in progress as a signal would, because of ``cause``, the error it reports once drained.
+
+    For a fault that lets the steps in flight finish and be checkpointed but must stop the run (the
+    database's permissions taken away: the descriptors already open still write). Returns False
+    outside a command (no drain to request): the caller raises ``cause`` instead.
+    """
+    global _cause
+    if _control is None:
+        return False
+    with _cause_lock:
+        if _cause is None:
+            _cause = cause
+            _control.request_drain(type(cause).__name__)
+    return True
+
+
+def drained_by() -> BaseException | None:
+    """Return the error the last command was drained for (`stop_for`); None when it was a signal, or not drained."""
+    return _cause
 
 
 def drained_exit_code(reason: str | None = None) -> int:
@@ -70,12 +96,12 @@ def _handle(signum: int, frame: Any) -> None:
 @contextmanager
 def handling_signals() -> Iterator[RunControl]:
     """Drain on SIGTERM and SIGHUP for the duration of one command (main thread only; a no-op elsewhere)."""
-    global _control, _received
+    global _control, _received, _cause
     if _control is not None:  # a nested command group: the outer one already handles them
         yield _control
         return
     previous: dict[signal.Signals, Any] = {}
-    _control, _received = RunControl(), None
+    _control, _received, _cause = RunControl(), None, None
     try:
         for signum in DRAINED_BY:
             if signal.getsignal(signum) is signal.SIG_IGN:  # started under nohup (or told to ignore it)

@@ -125,7 +125,7 @@ def _points_to(fd: int, path: str) -> bool:
         return False
 
 
-def _open_descriptor(path: str) -> int | None:
+def sqlite_descriptor(path: str) -> int | None:
     """Return a descriptor this process's SQLite holds on ``path`` (Linux ``/proc``; None elsewhere or if none)."""
     fd = _sqlite_fds.get(path)
     if fd is not None and _points_to(fd, path):
@@ -148,7 +148,7 @@ def _file_id(path: Path) -> int:
     the file drops every POSIX lock this process holds on it, SQLite's included, and another process
     (a Ray worker) could then write beside it and damage the file.
     """
-    fd = _open_descriptor(os.path.realpath(path))
+    fd = sqlite_descriptor(os.path.realpath(path))
     if fd is None:
         return 0
     try:

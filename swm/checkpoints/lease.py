@@ -37,6 +37,7 @@ from typing import Any
 
 from swm.checkpoints.postgres import advisory_lock, is_postgres
 from swm.checkpoints.savers import connect
+from swm.checkpoints.writable import DatabaseNotWritable
 from swm.errors import SWMError
 
 TABLE = "swm_leases"
@@ -271,6 +272,8 @@ class _Renewer(threading.Thread):
                     last = time.time()
                     continue
                 self.lost = "another process took the thread over"
+            except DatabaseNotWritable:  # the run itself stops on it at its next write; the lease stays as it is
+                continue
             except Exception as exc:  # noqa: BLE001 - any failure to reach the database: retried until too late
                 if time.time() - last < STALE_S / 2:
                     continue
@@ -294,6 +297,8 @@ def _release_quietly(conn: Any, path: str | Path, lease: Lease) -> None:
             release(fresh, lease)
         finally:
             fresh.close()
+    except DatabaseNotWritable:  # the run's own error says so; a holder whose process ended is taken over at once
+        pass
     except Exception as exc:  # noqa: BLE001 - never replace the run's own outcome with this
         logging.getLogger("swm").warning("could not release the lease on thread %s (%s: %s); it is taken over "
                                          "once it goes stale", lease.thread_id, type(exc).__name__, exc)

@@ -22,6 +22,7 @@ from swm.checkpoints.health import (
     file_identity,
     stamp_file,
 )
+from swm.checkpoints.writable import GuardedConnection, ensure_writable
 
 # Graph state holds swm's pydantic models; allow exactly these modules to be revived.
 SERDE = JsonPlusSerializer(allowed_msgpack_modules=[
@@ -40,15 +41,17 @@ def default_db_path() -> Path:
 def connect(path: str | Path) -> sqlite3.Connection:
     """Open a connection usable from worker threads, in WAL mode, waiting on locks.
 
-    The file is checked first (`check_database`: SQLite, writable, ``quick_check`` clean) and a
-    file SQLite still refuses is reported in one line, not as a traceback.
+    The file is checked first (`check_database`: SQLite, writable, ``quick_check`` clean; then, each
+    time, that its files are still writable) and a file SQLite still refuses is reported in one
+    line, not as a traceback. The connection is a `GuardedConnection`.
     """
     check_database(path)
+    ensure_writable(path)
     memory = str(path) == ":memory:"
     conn: sqlite3.Connection | None = None
     try:
         conn = sqlite3.connect(":memory:" if memory else str(Path(path).expanduser()), check_same_thread=False,
-                               timeout=60)
+                               timeout=60, factory=GuardedConnection)
         if not memory:
             conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA busy_timeout=60000")
@@ -64,7 +67,11 @@ def connect(path: str | Path) -> sqlite3.Connection:
 
 
 class FileCheckedSqliteSaver(SqliteSaver):
-    """A SQLite checkpointer that stops writing when its file was deleted or replaced (`ensure_same_file`)."""
+    """A SQLite checkpointer that stops writing when its file was deleted or replaced (`ensure_same_file`).
+
+    After each write it also checks that the files can still be written (`ensure_writable`): the
+    write landed, and the run stops (drained, or at once) before it pays for steps it could not keep.
+    """
 
     def __init__(self, conn: sqlite3.Connection, path: str | Path, **kwargs: Any) -> None:
         super().__init__(conn, **kwargs)
@@ -73,11 +80,14 @@ class FileCheckedSqliteSaver(SqliteSaver):
 
     def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
         ensure_same_file(self.path, self.identity)
-        return super().put(config, checkpoint, metadata, new_versions)
+        saved = super().put(config, checkpoint, metadata, new_versions)
+        ensure_writable(self.path, landed=True)
+        return saved
 
     def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
         ensure_same_file(self.path, self.identity)
         super().put_writes(config, writes, task_id, task_path)
+        ensure_writable(self.path, landed=True)
 
 
 @contextmanager

@@ -19,6 +19,7 @@ import sqlite_utils
 
 from swm.checkpoints.health import absolute, ensure_same_file, file_identity
 from swm.checkpoints.savers import connect
+from swm.checkpoints.writable import ensure_writable
 
 FAILED_REPLY_CHARS = 8_000  # a reply kept for audit is cut here: a runaway model can send megabytes
 
@@ -158,6 +159,7 @@ class ExperienceStore(StoreRecords):
                 raise
             if self.conn.in_transaction:
                 self.conn.commit()
+            ensure_writable(self.identity_path, landed=True)
 
     def insert(self, table: str, row: Mapping[str, Any], *, pk: str | tuple[str, ...] | None = None,
                replace: bool = False, ignore: bool = False) -> None:
