@@ -15,6 +15,7 @@ from __future__ import annotations
 import _sqlite3
 import ctypes
 import fcntl
+import functools
 import os
 import sqlite3
 import stat
@@ -46,16 +47,15 @@ class Refusal:
     by_permissions: bool  # SQLite's descriptors, opened before, still write them
 
     def fault(self) -> DatabaseNotWritable:
-        names = " ".join(f.name for f in self.files)
+        names = [f.name for f in self.files]
         if self.by_permissions:
-            why, fix = "their permissions allow no writing", f"chmod u+w {names}"
+            why, fix = f"have no write permission for this user (uid {os.geteuid()})", f"chmod u+w {' '.join(names)}"
         elif all(os.statvfs(f).f_flag & os.ST_RDONLY for f in self.files):
-            why, fix = "their file system is mounted read-only", "remount it writable"
+            why, fix = "are on a file system mounted read-only", "remount it writable"
         else:
-            why, fix = "they are immutable (lsattr shows i)", f"chattr -i {names}"
+            why, fix = "are immutable (chattr +i)", f"chattr -i {' '.join(names)}"
         fault = DatabaseNotWritable(f"the database's files in {self.files[0].parent} cannot be written: "
-                                    f"{', '.join(f.name for f in self.files)} ({why})",
-                                    f"make them writable again ({fix}); {RESUME}")
+                                    f"{', '.join(names)} {why}", f"make them writable again ({fix}); {RESUME}")
         fault.exit_code = 2
         return fault
 
@@ -63,16 +63,22 @@ class Refusal:
 def refusal(path: str | Path) -> Refusal | None:
     """Return which of the database's files exist and cannot be written by this process, or None if all can.
 
-    Three ``access`` calls; ``:memory:`` is never refused.
+    Three ``access`` calls (a few microseconds); ``:memory:`` is never refused.
     """
     if str(path) == ":memory:":
         return None
-    database = Path(path).expanduser().absolute()
-    files = tuple(f for f in (Path(f"{database}{suffix}") for suffix in SUFFIXES)
-                  if not os.access(f, os.W_OK) and f.exists())
-    if not files:
+    refused = [f for f in database_files(os.path.abspath(os.path.expanduser(path)))
+               if not os.access(f, os.W_OK) and os.path.exists(f)]
+    if not refused:
         return None
+    files = tuple(Path(f) for f in refused)
     return Refusal(files, all(_by_permissions(f) for f in files))
+
+
+@functools.lru_cache(maxsize=64)
+def database_files(database: str) -> tuple[str, ...]:
+    """Return the paths of an absolute database path's files: itself, its ``-wal`` and its ``-shm``."""
+    return tuple(f"{database}{suffix}" for suffix in SUFFIXES)
 
 
 def _by_permissions(file: Path) -> bool:
@@ -126,17 +132,24 @@ _lock = threading.Lock()
 class GuardedConnection(sqlite3.Connection):
     """A SQLite connection that runs no statement on files that would end the process with SIGBUS (see the module).
 
-    ``sqlite3.connect(path, factory=GuardedConnection)``. Each statement costs three ``access`` calls.
+    ``sqlite3.connect(path, factory=GuardedConnection)``. Each statement costs one ``access`` call.
     """
 
     def __init__(self, database: str | Path, *args: Any, **kwargs: Any) -> None:
         super().__init__(database, *args, **kwargs)
         self.path = str(Path(database).expanduser().absolute()) if str(database) != ":memory:" else ":memory:"
+        self.shared_memory = f"{self.path}-shm" if self.path != ":memory:" else ""
         with _lock:
             _open.setdefault(self.path, weakref.WeakSet()).add(self)
 
     def guard(self) -> None:
-        """Raise `DatabaseNotWritable` when SQLite's own descriptors can no longer write the files."""
+        """Raise `DatabaseNotWritable` when SQLite's own descriptors can no longer write the files.
+
+        One system call in the common case: the ``-shm`` file, the one whose refusal is a SIGBUS
+        (the others' is an error SQLite reports, and `ensure_writable` checks them after each write).
+        """
+        if not self.shared_memory or os.access(self.shared_memory, os.W_OK):
+            return
         found = refusal(self.path)
         if found is not None and not found.by_permissions:
             keep_shared_memory(self.path)
@@ -202,14 +215,18 @@ def keep_shared_memory(path: str) -> None:
 def _skip_checkpoint_on_close(conn: sqlite3.Connection) -> None:
     setconfig = getattr(conn, "setconfig", None)  # Python 3.12 and later
     if setconfig is not None:
-        setconfig(NO_CHECKPOINT_ON_CLOSE, True)
+        try:
+            setconfig(NO_CHECKPOINT_ON_CLOSE, True)
+        except sqlite3.ProgrammingError:  # closed already
+            pass
         return
-    handle = _handle(conn)
+    handle = _handle(conn)  # None once closed
     if handle is not None:
         _library().sqlite3_db_config(ctypes.c_void_p(handle), NO_CHECKPOINT_ON_CLOSE, ctypes.c_int(1),
                                      ctypes.c_void_p(None))
 
 
+@functools.cache
 def _library() -> Any:
     library = ctypes.CDLL(_sqlite3.__file__)  # the module and the SQLite library it links
     library.sqlite3_db_filename.restype = ctypes.c_char_p
