@@ -344,6 +344,9 @@ def _describe_parse_error(error: Any, raw: AIMessage | None) -> str:
     elif raw is not None and (raw.response_metadata or {}).get("finish_reason") == "length":
         used = (raw.response_metadata.get("token_usage") or {}).get("completion_tokens")
         text = f"the reply reached the token limit{f' ({used} tokens)' if used else ''} before the schema was complete"
+    elif raw is not None and getattr(raw, "invalid_tool_calls", None):
+        bad = raw.invalid_tool_calls[0]
+        text = f"the call of tool {bad.get('name')!r} had arguments that are not JSON: {str(bad.get('args'))[:200]!r}"
     elif raw is not None and not getattr(raw, "tool_calls", None):
         text = "the model answered in text instead of calling the schema tool"
     else:

@@ -16,7 +16,6 @@ from click.testing import CliRunner
 
 from swm.cli import main
 from swm.testing import FakeOpenAIServer
-from swm.testing.schema_instance import s3ap_parse_for
 
 ACT = {"action_type": "speak", "argument": "I could do 45 if you take two.", "to": []}
 # the issue's run: 2 families, 2 cycles of 2 training episodes; 4 held-out episodes per policy (16 in all)
@@ -213,21 +212,15 @@ def test_ask_answers_on_rerun_after_one_bad_reply(tmp_path: Path) -> None:
         assert third.exit_code == 0 and "already finished" in third.output and fake.requests == 2
 
 
-class BadParseOnce:
-    """The parser's script: garbage arguments the first time, a parse that passes every check after."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def __call__(self, prompt: str, body: dict[str, Any]) -> Any:
-        self.calls += 1
-        return "{not json" if self.calls == 1 else s3ap_parse_for(prompt)
+STORY = "Sally puts the ball in the basket. Sally leaves. Anne moves the ball to the box."
 
 
-def test_parse_parses_again_on_rerun_after_one_bad_reply(tmp_path: Path) -> None:
+@pytest.mark.parametrize("fault", ["bad_arguments", "wrong_tool"])
+def test_parse_parses_again_on_rerun_after_one_bad_reply(tmp_path: Path, fault: str) -> None:
     story = tmp_path / "story.txt"
-    story.write_text("Sally puts the ball in the basket. Sally leaves. Anne moves the ball to the box.")
-    with FakeOpenAIServer(scripts={"S3APParse": BadParseOnce()}) as fake:
+    story.write_text(STORY)
+    with FakeOpenAIServer() as fake:
+        fake.configure(faults=[fault])
         args = ["parse", str(story), "--max-attempts", "1", "--model", fake.model_spec, "--db",
                 str(tmp_path / "p.db"), "--thread-id", "P"]
         first = CliRunner().invoke(main, args)
@@ -243,9 +236,9 @@ def test_parse_parses_again_on_rerun_after_one_bad_reply(tmp_path: Path) -> None
 
 def test_ask_parses_again_on_rerun_after_one_bad_parse_reply(tmp_path: Path) -> None:
     story = tmp_path / "story.txt"
-    story.write_text("Sally puts the ball in the basket. Sally leaves. Anne moves the ball to the box.")
-    with FakeOpenAIServer(scripts={"S3APParse": BadParseOnce(),
-                                   "ReasonedAnswer": {"reasoning": "Anne moved it.", "answer": "the basket"}}) as fake:
+    story.write_text(STORY)
+    with FakeOpenAIServer(scripts={"ReasonedAnswer": {"reasoning": "Anne moved it.", "answer": "the basket"}}) as fake:
+        fake.configure(faults=["bad_arguments"])  # the first request: the parse
         args = ["ask", "--story", str(story), "--question", "Where will Sally look?", "--max-attempts", "1",
                 "--model", fake.model_spec, "--db", str(tmp_path / "a.db"), "--thread-id", "A"]
         first = CliRunner().invoke(main, args)

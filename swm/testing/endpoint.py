@@ -19,7 +19,7 @@ Script = Callable[[str, dict[str, Any]], Any]  # (prompt text, request body) -> 
 DEFAULT_SCRIPTS: dict[str, Script] = {"S3APParse": lambda prompt, body: s3ap_parse_for(prompt)}
 DEFAULT_TEXT = "speak: I think we can agree on that."
 FAULTS = ("500", "429", "hang", "drop", "invalid_json", "huge", "html", "sse", "double_json", "drip", "missing_choice",
-          "null_choice")
+          "null_choice", "bad_arguments", "wrong_tool")
 FAULT_SETTINGS = ("retry_after", "retry_after_ms", "hang", "huge_chars", "fault_rate", "usage", "drip_interval",
                   "drip_bytes")
 USAGE = {"real": None, "missing": "leave the usage field out",
@@ -269,6 +269,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._not_a_completion(fault, body)
         elif fault in ("missing_choice", "null_choice"):
             self._send(200, broken_choices(fault, self._answer(body)))
+        elif fault in ("bad_arguments", "wrong_tool"):
+            self._send(200, unusable_tool_call(fault, self._answer(body)))
         else:  # hang, then drop; drop: close the connection with no answer
             if fault == "hang":
                 self.state.release.wait(self.state.hang)
@@ -427,6 +429,19 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, {"ok": True})
         else:
             self._send(404, {"error": {"message": f"no route {self.path}"}})
+
+
+def unusable_tool_call(fault: str, reply: dict[str, Any]) -> dict[str, Any]:
+    """Spoil an answer's tool calls: arguments that are not JSON (``bad_arguments``), or a tool nobody offered
+    (``wrong_tool``). A well-formed chat completion, as a model that misformats sends: no retry, an unusable reply.
+    """
+    for choice in reply.get("choices") or []:
+        for call in (choice.get("message") or {}).get("tool_calls") or []:
+            if fault == "bad_arguments":
+                call["function"]["arguments"] = '{"answer": "the bas'
+            else:
+                call["function"]["name"] = "not_a_tool"
+    return reply
 
 
 def broken_choices(fault: str, reply: dict[str, Any]) -> dict[str, Any]:

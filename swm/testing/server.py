@@ -39,8 +39,10 @@ connection closes with no answer), ``invalid_json`` (HTTP 200 with a truncated b
 proxy's login page), ``sse`` (HTTP 200 with an event stream nobody asked for), ``double_json`` (tool
 arguments that are a JSON string of the JSON text), ``drip`` (the reply after ``drip_bytes`` bytes
 of padding, one per ``drip_interval`` seconds: a read timeout never fires), ``missing_choice`` (the
-answer with its last choice left out) and ``null_choice`` (its first choice with no text). The last
-five are generated answers, so they count in ``requests`` too. ``retry_after_ms`` adds
+answer with its last choice left out), ``null_choice`` (its first choice with no text), ``bad_arguments``
+(a tool call whose arguments are not JSON) and ``wrong_tool`` (a tool call naming a tool nobody
+offered): chat completions a misformatting model sends, not retried. The last seven are generated
+answers, so they count in ``requests`` too. ``retry_after_ms`` adds
 that header to 500s and 429s, so tests back off in milliseconds. ``attempts`` counts every chat
 request, faulted or not; ``requests`` only the ones answered normally; ``injected`` the faults.
 """
