@@ -162,6 +162,49 @@ def report(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def combine(stages: list[Path]) -> str:
+    """One table over staged runs: each stage continues both arms from the previous stage's last checkpoints
+    (``--from <stage>/runs/two-seat-<arm> --warm-eval <stage>/two-seat.json:<arm>``); the warm start is the first
+    stage's. Iterations are numbered across stages; every arm's evaluation after each stage is compared (exact
+    McNemar, paired on the same test tasks) with the warm start and with the other arm after the same stage."""
+    runs = [json.loads((stage / "two-seat.json").read_text()) for stage in stages]
+    lines = ["| arm | iter | train joint success (Wilson 95%) | sampling s | update s |", "|---|---|---|---|---|"]
+    for arm in ARMS:
+        offset = 0
+        for run in runs:
+            curve = (run.get("curves") or {}).get(arm) or {}
+            for i, s in sorted(curve.items(), key=lambda kv: int(kv[0])):
+                n = int(s.get("rollouts") or 0) - int(s.get("failed") or 0)
+                k = round(float(s.get("pass_rate") or 0.0) * n)
+                lines.append(f"| {arm} | {offset + int(i)} | {_wilson(k, n)} | {s.get('sampling_s', 0):.0f} | "
+                             f"{s.get('update_s', 0):.0f} |")
+            offset += len(curve)
+    warm = runs[0]["eval"]["warm"]
+    passed = {"warm": [r["passed"] for r in warm]}
+    lines += ["", "| policy | held-out joint success (Wilson 95%) | speaker listed (mean share) |", "|---|---|---|",
+              f"| warm | {_wilson(sum(passed['warm']), len(warm))} | "
+              f"{sum(float(r['listed'] or 0) for r in warm) / len(warm):.2f} |"]
+    tests = []
+    done = 0
+    for run in runs:
+        done += max((len((run.get("curves") or {}).get(arm) or {}) for arm in ARMS), default=0)
+        for arm in ARMS:
+            rows = (run.get("eval") or {}).get(arm)
+            if rows:
+                name = f"{arm} after {done}"
+                passed[name] = [r["passed"] for r in rows]
+                lines.append(f"| {name} | {_wilson(sum(passed[name]), len(rows))} | "
+                             f"{sum(float(r['listed'] or 0) for r in rows) / len(rows):.2f} |")
+                tests.append(("warm", name))
+        if f"shuffled after {done}" in passed and f"selfplay after {done}" in passed:
+            tests.append((f"shuffled after {done}", f"selfplay after {done}"))
+    lines += ["", "| comparison | only first | only second | exact McNemar p |", "|---|---|---|---|"]
+    for first, second in tests:
+        a, b, p = mcnemar(passed[first], passed[second])
+        lines.append(f"| {first} → {second} | {a} | {b} | {p:.3g} |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     ap.add_argument("--from", dest="warm", default=None, help="warm-start adapter (swm selfplay --from accepts "
@@ -185,7 +228,15 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--arms", default=",".join(ARMS))
     ap.add_argument("--out", type=Path, default=Path("bench-out/two-seat"))
+    ap.add_argument("--warm-eval", default=None, metavar="JSON:ARM", help="the starting policy's evaluation, taken "
+                    "from an earlier stage (its two-seat.json and the arm whose last checkpoint --from names) "
+                    "instead of playing it again: same policy, same test tasks and seeds")
+    ap.add_argument("--combine", type=Path, nargs="+", default=None, metavar="STAGE",
+                    help="print one table over staged runs (their --out folders, first stage first) and exit")
     args = ap.parse_args()
+    if args.combine:
+        print(combine(args.combine))
+        return
     if args.warm:
         args.warm = str(warm_start_adapter(args.warm).resolve())
 
@@ -202,6 +253,9 @@ def main() -> None:
 
     evals = results.setdefault("eval", {})
     arms = args.arms.split(",")
+    if args.warm_eval and "warm" not in evals:
+        source, arm = args.warm_eval.rsplit(":", 1)
+        evals["warm"] = json.loads(Path(source).read_text())["eval"][arm]
     if "warm" not in evals:
         evals["warm"] = evaluate(plan_of(args, arms[0]), 0, args.eval_tasks)
         save()

@@ -1,0 +1,46 @@
+"""bench.two_seat's statistics and its table over staged runs, on hand-made results (no model)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bench.two_seat import combine, mcnemar
+
+
+def test_mcnemar_is_the_exact_two_sided_binomial_test_of_the_discordant_pairs() -> None:
+    a = [True] * 2 + [False] * 10 + [True] * 5
+    b = [False] * 2 + [True] * 10 + [True] * 5
+    only_a, only_b, p = mcnemar(a, b)
+    assert (only_a, only_b) == (2, 10)
+    assert abs(p - 2 * (1 + 12 + 66) / 2**12) < 1e-12  # P(X <= 2), X ~ Bin(12, 1/2), doubled
+    assert mcnemar([True, False], [True, False]) == (0, 0, 1.0)
+
+
+def _rows(passed: list[bool]) -> list[dict[str, object]]:
+    return [{"task": f"t{i}", "passed": p, "listed": 1.0, "transcript": []} for i, p in enumerate(passed)]
+
+
+def _curve(rates: list[float]) -> dict[str, dict[str, float]]:
+    return {str(i): {"rollouts": 4, "failed": 0, "pass_rate": r, "sampling_s": 1.0, "update_s": 2.0}
+            for i, r in enumerate(rates)}
+
+
+def test_staged_runs_are_numbered_across_stages_and_compared_with_the_first_warm_start(tmp_path: Path) -> None:
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    warm = [False] * 10
+    (first / "two-seat.json").write_text(json.dumps({
+        "eval": {"warm": _rows(warm), "selfplay": _rows([True] * 3 + [False] * 7),
+                 "shuffled": _rows([False] * 10)},
+        "curves": {"selfplay": _curve([0.25, 0.5]), "shuffled": _curve([0.25, 0.0])}}))
+    (second / "two-seat.json").write_text(json.dumps({
+        "eval": {"warm": _rows([True] * 3 + [False] * 7), "selfplay": _rows([True] * 8 + [False] * 2)},
+        "curves": {"selfplay": _curve([0.75, 1.0])}}))
+    table = combine([first, second])
+    assert "| selfplay | 3 | 4/4 = 1.000" in table  # the second stage's iteration 1 is the run's iteration 3
+    assert "| warm | 0/10 = 0.000" in table  # the first stage's warm start, not the second's
+    assert "| selfplay after 4 | 8/10 = 0.800" in table
+    assert f"| warm → selfplay after 4 | 0 | 8 | {2 / 2**8:.3g} |" in table
+    assert "| shuffled after 2 → selfplay after 2 | 0 | 3 | 0.25 |" in table
