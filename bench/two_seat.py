@@ -184,20 +184,22 @@ def combine(stages: list[Path]) -> str:
     lines += ["", "| policy | held-out joint success (Wilson 95%) | speaker listed (mean share) |", "|---|---|---|",
               f"| warm | {_wilson(sum(passed['warm']), len(warm))} | "
               f"{sum(float(r['listed'] or 0) for r in warm) / len(warm):.2f} |"]
-    tests = []
-    done = 0
+    tests: list[tuple[str, str]] = []
+    done = dict.fromkeys(ARMS, 0)  # iterations each arm has run so far (a stage may continue one arm only)
     for run in runs:
-        done += max((len((run.get("curves") or {}).get(arm) or {}) for arm in ARMS), default=0)
         for arm in ARMS:
+            done[arm] += len((run.get("curves") or {}).get(arm) or {})
             rows = (run.get("eval") or {}).get(arm)
             if rows:
-                name = f"{arm} after {done}"
+                name = f"{arm} after {done[arm]}"
                 passed[name] = [r["passed"] for r in rows]
                 lines.append(f"| {name} | {_wilson(sum(passed[name]), len(rows))} | "
                              f"{sum(float(r['listed'] or 0) for r in rows) / len(rows):.2f} |")
                 tests.append(("warm", name))
-        if f"shuffled after {done}" in passed and f"selfplay after {done}" in passed:
-            tests.append((f"shuffled after {done}", f"selfplay after {done}"))
+    for name in [n for n in passed if n.startswith("selfplay after ")]:
+        control = name.replace("selfplay", "shuffled")
+        if control in passed:
+            tests.append((control, name))
     lines += ["", "| comparison | only first | only second | exact McNemar p |", "|---|---|---|---|"]
     for first, second in tests:
         a, b, p = mcnemar(passed[first], passed[second])

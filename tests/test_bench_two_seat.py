@@ -27,9 +27,9 @@ def _curve(rates: list[float]) -> dict[str, dict[str, float]]:
 
 
 def test_staged_runs_are_numbered_across_stages_and_compared_with_the_first_warm_start(tmp_path: Path) -> None:
-    first, second = tmp_path / "a", tmp_path / "b"
-    first.mkdir()
-    second.mkdir()
+    first, second, third = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    for folder in (first, second, third):
+        folder.mkdir()
     warm = [False] * 10
     (first / "two-seat.json").write_text(json.dumps({
         "eval": {"warm": _rows(warm), "selfplay": _rows([True] * 3 + [False] * 7),
@@ -38,9 +38,14 @@ def test_staged_runs_are_numbered_across_stages_and_compared_with_the_first_warm
     (second / "two-seat.json").write_text(json.dumps({
         "eval": {"warm": _rows([True] * 3 + [False] * 7), "selfplay": _rows([True] * 8 + [False] * 2)},
         "curves": {"selfplay": _curve([0.75, 1.0])}}))
-    table = combine([first, second])
+    (third / "two-seat.json").write_text(json.dumps({  # the control's second stage, run on its own
+        "eval": {"warm": _rows([False] * 10), "shuffled": _rows([True] + [False] * 9)},
+        "curves": {"shuffled": _curve([0.0, 0.25])}}))
+    table = combine([first, second, third])
     assert "| selfplay | 3 | 4/4 = 1.000" in table  # the second stage's iteration 1 is the run's iteration 3
     assert "| warm | 0/10 = 0.000" in table  # the first stage's warm start, not the second's
     assert "| selfplay after 4 | 8/10 = 0.800" in table
     assert f"| warm → selfplay after 4 | 0 | 8 | {2 / 2**8:.3g} |" in table
     assert "| shuffled after 2 → selfplay after 2 | 0 | 3 | 0.25 |" in table
+    assert "| shuffled | 3 | 1/4 = 0.250" in table
+    assert "| shuffled after 4 → selfplay after 4 | 0 | 7 |" in table
