@@ -81,13 +81,14 @@ def _comparable(plan: LifelongPlan) -> dict[str, Any]:
 
 
 # the plan fields `swm learn` takes as options, in --help order; everything else about each comes from LifelongPlan
-CLI_PLAN = ("cycles", "levels", "families", "eval_families", "episodes_per_level", "samples_per_task", "max_turns",
-            "act_order", "act_strategy", "eval_act_strategy", "self_play", "judge", "judge_threshold", "gating",
-            "min_margin", "update", "estimator", "ppo_groups", "ppo_iterations", "ppo_group", "keep", "replay",
+CLI_PLAN = ("cycles", "levels", "families", "eval_families", "names", "eval_shifts", "episodes_per_level",
+            "samples_per_task", "max_turns", "act_order", "act_strategy", "eval_act_strategy", "self_play", "judge",
+            "judge_threshold", "gating", "min_margin", "update", "estimator", "ppo_groups", "ppo_iterations",
+            "ppo_group", "keep", "balance", "balance_share", "replay",
             "epsilon", "gate_alpha", "heldout_per_cell", "dev_per_cell", "hf_model", "base_gguf", "lora_server",
             "verify_served", "report_to")
 _SPELLING = {"self_play": "--self-play/--fixed-partner"}  # flags whose off form is not --no-X
-_ON_OFF = ("gating",)  # booleans written --x on|off
+_ON_OFF = ("gating", "balance")  # booleans written --x on|off
 _METAVAR = {"hf_model": "PATH", "base_gguf": "FILE", "lora_server": "URL"}
 # --train-* options: TrainSettings fields (their defaults are TrainSettings' own)
 CLI_TRAIN = {"train_steps": "max_steps", "train_epochs": "epochs", "train_lr": "learning_rate", "train_rank": "rank",
@@ -142,6 +143,8 @@ def plan_options(command: Callable[..., Any]) -> Callable[..., Any]:
 def build_plan(thread: str, folder: str, options: dict[str, Any]) -> LifelongPlan:
     """Return the run's plan from the command's options, checked by `LifelongPlan` (a one-line error if not)."""
     train = {key: options.pop(option) for option, key in CLI_TRAIN.items()}
+    if options.get("eval_shifts") is None:  # not given: no shifted cells
+        options["eval_shifts"] = []
     train["alpha"] = 2 * train["rank"]
     if options.get("lora_server"):  # stored with its key as ***; the key stays in this process (swm.credentials)
         options["lora_server"] = remember(options["lora_server"])
