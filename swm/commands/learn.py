@@ -36,7 +36,7 @@ from swm.context import SWMContext
 from swm.credentials import remember
 from swm.errors import InputError, ItemsFailed
 from swm.filenames import file_name
-from swm.lifelong.jobs import plan_of
+from swm.lifelong.jobs import plan_of, shift_tasks
 from swm.lifelong.plan import LifelongPlan
 from swm.lifelong.state import LifelongState
 from swm.usage import total_usage
@@ -45,7 +45,7 @@ from swm.usage import total_usage
 def _expected_episodes(plan: LifelongPlan) -> int:
     # each policy (p0 and one candidate per cycle) plays every dev and test task once
     cells = len(plan.levels) * len(plan.eval_families or plan.families)
-    evaluations = cells * (plan.heldout_per_cell + plan.dev_per_cell)
+    evaluations = cells * (plan.heldout_per_cell + plan.dev_per_cell) + len(shift_tasks(plan))
     return (plan.cycles + 1) * evaluations + plan.cycles * plan.episodes_per_level
 
 
@@ -81,7 +81,8 @@ def _comparable(plan: LifelongPlan) -> dict[str, Any]:
 
 
 # the plan fields `swm learn` takes as options, in --help order; everything else about each comes from LifelongPlan
-CLI_PLAN = ("cycles", "levels", "families", "eval_families", "names", "eval_shifts", "episodes_per_level",
+CLI_PLAN = ("cycles", "levels", "families", "eval_families", "names", "eval_shifts", "shift_per_cell",
+            "episodes_per_level",
             "samples_per_task", "max_turns", "act_order", "act_strategy", "eval_act_strategy", "self_play", "judge",
             "judge_threshold", "gating", "min_margin", "update", "estimator", "ppo_groups", "ppo_iterations",
             "ppo_group", "keep", "balance", "balance_share", "replay",

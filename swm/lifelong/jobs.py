@@ -106,7 +106,7 @@ def shift_tasks(plan: LifelongPlan) -> list[Task]:
     """Return the run's shifted test cells (``eval_shifts``): test-split tasks drawn with each shift's variant."""
     families = plan.eval_families or plan.families
     return [t for shift in plan.eval_shifts
-            for t in split_tasks("test", plan.levels, families, plan.heldout_per_cell, names=plan.names, shift=shift)]
+            for t in split_tasks("test", plan.levels, families, plan.shift_per_cell, names=plan.names, shift=shift)]
 
 
 def eval_jobs(state: LifelongState, policy: str, split: str) -> list[EpisodeJob]:

@@ -5,8 +5,8 @@ initial policy (the baseline b_j). The loop fills two such matrices, one per cur
 (row c: the policy in service after cycle c) and *candidate* (row c: the policy trained in cycle
 c, deployed or refused), each row from that policy's own evaluated episodes. ``curriculum[c-1]``
 is the level cycle c trained on (or the set of columns it trained, where R's columns are finer than
-levels: `cell_schedule` gives a curriculum's level × family columns). With T the last cycle (Lopez-Paz & Ranzato 2017, GEM; Chaudhry et
-al. 2018, RWalk):
+levels: `cell_schedule` gives a curriculum's level × family columns). With T the last cycle
+(Lopez-Paz & Ranzato 2017, GEM; Chaudhry et al. 2018, RWalk):
 
 * ACC = mean_j R[T, j] over every evaluated level;
 * BWT = mean over levels j last trained at a cycle c_j < T of R[T, j] − R[c_j, j];

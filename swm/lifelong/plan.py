@@ -47,7 +47,7 @@ class LifelongPlan(BaseModel):
         "eval_act_strategy", "self_play", "judge", "judge_threshold", "gating", "min_margin", "update", "keep",
         "replay", "epsilon", "gate_alpha", "heldout_per_cell", "dev_per_cell", "hf_model", "eval_families",
         "base_gguf", "lora_server", "train", "estimator", "ppo_groups", "ppo_iterations", "ppo_group", "act_order",
-        "names", "eval_shifts", "balance", "balance_share")
+        "names", "eval_shifts", "shift_per_cell", "balance", "balance_share")
 
     run_id: str = "learn"
     cycles: int = Field(3, ge=1, description="Training cycles (after the baseline evaluation).")
@@ -68,7 +68,8 @@ class LifelongPlan(BaseModel):
     eval_shifts: list[Shift] = Field(default_factory=list, description=(
         "Shifted test cells every policy is also evaluated on, apart from R and the deploy gate (phase 'shift'): "
         "'unseen-names' (names from a pool no split uses), 'long-lists' (mutual friend: 8-10 friends a list); "
-        "decision and two-turn levels, --heldout-per-cell tasks a cell."))
+        "decision and two-turn levels, --shift-per-cell tasks a cell."))
+    shift_per_cell: int = Field(100, ge=1, le=10_000, description="Test-split tasks per shifted cell (--eval-shifts).")
     episodes_per_level: int = Field(4, ge=1, description="Training episodes per cycle.")
     samples_per_task: int = Field(2, ge=1, description="Episodes per training task (same-state pairs need at least 2).")
     max_turns: int = Field(8, ge=1, description="Turn limit per episode.")
