@@ -154,15 +154,16 @@ def shift_table(shifted: Mapping[tuple[str, str, str, str], Scored], policies: M
 
 def cycle_table(store: ExperienceStore, thread: str, curriculum: Sequence[str], share: float | None) -> list[str]:
     """Render what each cycle trained on: its level, the samples collected and cloned, the deploy decision."""
-    lines = ["| cycle | level | collected: cloned of sampled (passed) | candidate deployed |", "|---|---|---|---|"]
+    lines = ["| cycle | level | collected | cloned by rs-sft/sft | candidate deployed |", "|---|---|---|---|---|"]
     for cycle, level in enumerate(curriculum, start=1):
+        played = list(store.rows("select passed from lifelong_episodes where run_id = ? and cycle = ? and "
+                                 "phase = 'collect'", [thread, cycle])) if store.has_table("lifelong_episodes") else []
         samples = load_samples(store, thread, [cycle])
-        cloned = kept_for_sft(samples, "passed", True, share) if samples else []
-        kept = f"{len(cloned)} of {len(samples)} ({sum(s.passed for s in samples)} passed)" if samples else \
-            "– (episodes: kept trajectories)"
+        cloned = f"{len(kept_for_sft(samples, 'passed', True, share))} of {len(samples)} samples" if samples else "–"
         row = next(iter(store.rows("select deployed from lifelong_deploys where run_id = ? and cycle = ?",
-                                   [thread, cycle])), None)
-        lines.append(f"| {cycle} | {level} | {kept} | {'–' if row is None else ('yes' if row['deployed'] else 'no')} |")
+                                   [thread, cycle])), None) if store.has_table("lifelong_deploys") else None
+        lines.append(f"| {cycle} | {level} | {len(played)} episodes ({sum(r['passed'] for r in played)} passed) | "
+                     f"{cloned} | {'–' if row is None else ('yes' if row['deployed'] else 'no')} |")
     return lines
 
 

@@ -1,4 +1,4 @@
-"""What rs-sft clones from a cycle's samples: balanced so one answer or first name cannot dominate; every sample ungated."""
+"""What rs-sft clones of a cycle's samples: balanced so no answer or first name dominates; all of them ungated."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The retention arithmetic on hand-made numbers (R over level × family, BWT, F_k, transfer), and the benchmarks' tables."""
+"""The retention arithmetic on hand-made numbers (R over level × family, BWT, F_k, transfer) and the tables."""
 
 from __future__ import annotations
 
@@ -109,6 +109,21 @@ def test_the_retention_benchmark_writes_its_tables_from_one_tiny_run(tmp_path: P
     for name in ("decision/mutual_friend", "two-turn/negotiation", "easy/scheduling"):
         assert name in table
     assert "* BWT:" in table and "* F_3:" in table and "* transfer decision/scheduling:" in table
-    assert "| 0 | p0 | decision | 2/6 = 33.3%" in table  # the oracle passes mutual friend (2 of 6 trained cells)
+    # per level over the trained families: the oracle completes mutual friend (2 of the 4 tasks), right when formed
+    assert "| 0 | p0 | decision | 2/4 = 50.0% [15.0, 85.0] | 2/4 = 50.0% [15.0, 85.0] | 2/2 = 100.0%" in table
+    assert "| 0 | p0 | easy | 0/4 = 0.0% [0.0, 49.0] | 0/4 = 0.0% [0.0, 49.0] | – |" in table  # no answer form
     assert "names=unseen" in table and "friends=8-10" in table  # the shifted cells
-    assert "| 1 | decision |" in table and "| 3 | easy |" in table  # what each cycle trained on
+    assert "| 1 | decision | 4 episodes (2 passed) |" in table and "| 3 | easy | 4 episodes" in table
+
+
+def test_the_learning_benchmark_reports_well_formed_answers_and_shifted_cells(tmp_path: Path) -> None:
+    with FakeOpenAIServer(scripts={"<text>": _oracle}) as server:
+        learning.main(["--arms", "memory", "--cycles", "1", "--levels", "decision", "--families", "mutual_friend",
+                       "--model", server.model_spec, "--tasks", "2", "--samples", "2", "--test-per-cell", "3",
+                       "--dev-per-cell", "1", "--shift-per-cell", "2", "--concurrency", "2", "--out", str(tmp_path),
+                       "--no-page"])
+    table = (tmp_path / "table.md").read_text()
+    assert "| correct among well-formed |" in table
+    assert "| memory | 0 | 3/3 = 100.0% [43.9, 100.0] | 3/3 = 100.0% [43.9, 100.0] |" in table
+    assert "| memory | decision | mutual_friend | names=unseen | p0 | 2/2 = 100.0%" in table
+    assert "| memory | decision | mutual_friend | names=eval,friends=8-10 | p1 | 2/2 = 100.0%" in table

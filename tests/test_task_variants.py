@@ -1,4 +1,4 @@
-"""The generator's switches: name pools (disjoint by default between training and evaluation) and longer friend lists."""
+"""The generator's switches: name pools (training and evaluation disjoint by default) and longer friend lists."""
 
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ def test_a_variant_is_named_in_the_id_and_the_id_gives_the_task_back() -> None:
 
 def test_long_lists_hold_8_to_10_names_with_one_friend_shared() -> None:
     tasks = split_tasks("test", [DECISION, TWO_TURN], ["mutual_friend"], 60, shift="long-lists")
-    assert len(tasks) == 120 and all(":friends=8-10" in t.task_id for t in tasks)
+    assert len(tasks) == 120 and all(t.task_id.endswith(":names=eval,friends=8-10") for t in tasks)
     lengths = {len(friends) for t in tasks for friends in t.truth["lists"]}
     assert lengths == {8, 9, 10}
     for t in tasks:
