@@ -44,7 +44,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.learning_cells import formed_text, merge, rate_text, scored_cells, versus
+from bench.learning_cells import formed_text, learn_summary, merge, rate_text, scored_cells, versus
 from bench.results import results_page
 from swm.checkpoints import ExperienceStore
 from swm.lifelong import store as ls
@@ -240,10 +240,7 @@ def shift_rows(arm: str, args: argparse.Namespace) -> list[str]:
 
 def serving_line(arm: str, args: argparse.Namespace) -> str:
     """Say which embedded engine an arm sampled on and how it drew seeded moves (its `swm learn --json` summary)."""
-    try:
-        serving = json.loads((args.out / f"{arm}.json").read_text()).get("serving") or {}
-    except (OSError, ValueError):
-        serving = {}
+    serving = learn_summary(args.out / f"{arm}.json").get("serving") or {}
     if not serving:
         return f"{arm}: engine not recorded"
     return (f"{arm}: {serving.get('engine')}, {serving.get('slots')} slot(s), {serving.get('concurrency')} in flight, "

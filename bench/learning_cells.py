@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from swm.lifelong.metrics import Cell
@@ -73,6 +74,21 @@ def merge(cells: Iterable[Scored]) -> Scored:
     return total
 
 
+def learn_summary(path: Path) -> dict[str, Any]:
+    """Return the JSON summary `swm learn --json` wrote to ``path`` ({} if none).
+
+    The trainer logs its loss dicts on stdout before the summary, so the summary is read from its
+    first line that opens a JSON object alone.
+    """
+    try:
+        lines = path.read_text().splitlines()
+        start = lines.index("{")
+        found = json.loads("\n".join(lines[start:]))
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
 def rate_text(successes: int, n: int) -> str:
     """Render ``successes/n = x% [low, high]`` with the Wilson 95% interval ('–' for no episodes)."""
     if not n:
@@ -82,8 +98,10 @@ def rate_text(successes: int, n: int) -> str:
 
 
 def formed_text(s: Scored) -> str:
-    """Render correct among well-formed answers ('–' where the level has no answer form)."""
-    return "–" if s.formed is None else rate_text(s.formed_passed, s.formed)
+    """Render correct among well-formed answers ('–' where the level has no answer form or none was well-formed)."""
+    if s.formed is None:
+        return "–"
+    return rate_text(s.formed_passed, s.formed) if s.formed else f"– (none of {s.n} well-formed)"
 
 
 def versus(a: Cell | None, b: Cell | None) -> str:

@@ -36,7 +36,6 @@ Not a timed test.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -45,7 +44,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from bench.learning import add_task_switches, task_switches
-from bench.learning_cells import Scored, formed_text, merge, rate_text, scored_cells, versus
+from bench.learning_cells import Scored, formed_text, learn_summary, merge, rate_text, scored_cells, versus
 from bench.results import results_page
 from swm.checkpoints import ExperienceStore
 from swm.lifelong import store as ls
@@ -222,10 +221,7 @@ def measure(args: argparse.Namespace) -> None:
     os.environ.setdefault("SWM_TRAIN_THREADS", "1")
     os.environ.setdefault("SWM_EMBEDDED_DRAW", "alone")
     wall = run(args)
-    try:
-        serving = json.loads((args.out / "run.json").read_text()).get("serving") or {}
-    except (OSError, ValueError):
-        serving = {}
+    serving = learn_summary(args.out / "run.json").get("serving") or {}
     engine = (f"{serving.get('engine')}, {serving.get('slots')} slot(s), draw mode {serving.get('draw')}"
               if serving else "engine not recorded")
     text = report(args) + f"\n{engine}; wall {wall / 60:.1f} min\n"

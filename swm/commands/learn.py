@@ -36,7 +36,7 @@ from swm.context import SWMContext
 from swm.credentials import remember
 from swm.errors import InputError, ItemsFailed
 from swm.filenames import file_name
-from swm.lifelong.jobs import plan_of, shift_tasks
+from swm.lifelong.jobs import SHIFT, plan_of, shift_tasks
 from swm.lifelong.plan import LifelongPlan
 from swm.lifelong.state import LifelongState
 from swm.usage import total_usage
@@ -334,6 +334,7 @@ def _summary(ctx: SWMContext, thread: str, values: dict[str, Any], wall: float) 
     return {"thread_id": thread, "report": values.get("report_path"), "wall_seconds": round(wall, 1),
             "episodes": ls.count_episodes(store, thread), "collect": ls.count_episodes(store, thread, "collect"),
             "dev": ls.count_episodes(store, thread, "dev"), "test": ls.count_episodes(store, thread, "test"),
+            "shift": ls.count_episodes(store, thread, SHIFT),
             "calls": total_usage(values.get("usage"))["calls"], "pairs": counts.get("_total", 0),
             "kept": counts.get("_kept", 0),
             "rejected_by_rule": {k: v for k, v in counts.items() if not k.startswith("_")},
