@@ -6,8 +6,8 @@ test cells) by level, family and task variant (the name pool and list length its
 goal reached, violations or not) and **correct among well-formed answers**: of the moves that had
 the decision's form (one name, one slot, an ``ACCEPT`` or a ``COUNTER``; for a two-turn task, a
 first move made and a decision of that form), how many were right. The pass rate alone cannot tell a
-policy that learnt the skill from one that learnt the format; this ratio can. Episode levels have
-no answer form, so their ratio is "–".
+policy that learnt the skill from one that learnt the format; this ratio can. A cell whose checker
+records no answer form (most families' episodes) shows "–".
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def formed_text(s: Scored) -> str:
     """Render correct among well-formed answers ('–' where the level has no answer form or none was well-formed)."""
     if s.formed is None:
         return "–"
-    return rate_text(s.formed_passed, s.formed) if s.formed else f"– (none of {s.n} well-formed)"
+    return rate_text(s.formed_passed, s.formed) if s.formed else "– (none well-formed)"
 
 
 def versus(a: Cell | None, b: Cell | None) -> str:

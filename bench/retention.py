@@ -50,6 +50,7 @@ from swm.checkpoints import ExperienceStore
 from swm.lifelong import store as ls
 from swm.lifelong.metrics import Cell, Estimate, bwt, cell_schedule, change, column, curriculum_for, forgetting
 from swm.lifelong.samples import kept_for_sft, load_samples
+from swm.tasks.splits import PER_CELL
 
 CURVES = ("deployed", "candidate")
 
@@ -179,7 +180,8 @@ def report(args: argparse.Namespace) -> str:
     share = args.balance_share if args.balance == "on" else None
     lines = [f"Curriculum {' → '.join(curriculum)}; trained families {', '.join(trained)}; never trained "
              f"{', '.join(untrained) or '–'}. Test cells: {args.test_per_cell} tasks per decision and two-turn cell, "
-             "the frozen split's 4 per episode cell.", "", "What each cycle trained on:", "",
+             f"{min(args.test_per_cell, PER_CELL)} per episode cell (the frozen split holds {PER_CELL}).", "",
+             "What each cycle trained on:", "",
              *cycle_table(store, thread, curriculum, share)]
     for curve in CURVES:
         policies = {c: p for c, (p, _) in ls.matrix_policies(store, thread, curve).items()}

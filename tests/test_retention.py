@@ -111,7 +111,7 @@ def test_the_retention_benchmark_writes_its_tables_from_one_tiny_run(tmp_path: P
     assert "* BWT:" in table and "* F_3:" in table and "* transfer decision/scheduling:" in table
     # per level over the trained families: the oracle completes mutual friend (2 of the 4 tasks), right when formed
     assert "| 0 | p0 | decision | 2/4 = 50.0% [15.0, 85.0] | 2/4 = 50.0% [15.0, 85.0] | 2/2 = 100.0%" in table
-    assert "| 0 | p0 | easy | 0/4 = 0.0% [0.0, 49.0] | 0/4 = 0.0% [0.0, 49.0] | – |" in table  # no answer form
+    assert "| 0 | p0 | easy | 0/4 = 0.0% [0.0, 49.0] | 0/4 = 0.0% [0.0, 49.0] | – (none well-formed) |" in table
     assert "names=unseen" in table and "friends=8-10" in table  # the shifted cells
     assert "| 1 | decision | 4 episodes (2 passed) |" in table and "| 3 | easy | 4 episodes" in table
 
