@@ -10,14 +10,22 @@ deploy gate chooses on dev; the table reports test). Arms:
 * an update method (``rs-sft``, ``sft``, ``dpo``, ``kto``, ``memory``; ``ppo`` with the hierarchical
   estimator, ``ppo-group`` with the group one): ``--cycles`` cycles;
 * ``control``: rs-sft on as many well-formatted *wrong* samples as there were right ones
-  (``--keep wrong``): what format alone buys, ``--control-cycles`` cycles.
+  (``--keep wrong``): what format alone buys, ``--control-cycles`` cycles;
+* ``ungated``: rs-sft on every collected sample, the checker's verdict ignored (``--gating off``):
+  the no-gating ablation, ``--cycles`` cycles.
 
-The table: per arm and cycle, held-out correct with 95% Wilson intervals, the change from cycle 0
-with the two-proportion test, the same against the control arm's same cycle, the collected and
-kept samples, training tokens/s, sampling tokens/s and seconds per cycle::
+Every arm runs with the same task switches (``--names``: training and test names from disjoint pools
+by default; ``--eval-shifts``: the shifted test cells, names from a pool no split uses and 8-10
+friends a list, ``--shift-per-cell`` tasks each) and the same balance of cloned samples
+(``--balance``, ``--balance-share``).
 
-    python -m bench.learning --arms rs-sft,control --levels decision --families mutual_friend \
-        --tasks 200 --samples 2 --test-per-cell 200 --dev-per-cell 100 --out bench-learning --parallel
+The table: per arm and cycle, held-out correct with 95% Wilson intervals, correct among well-formed
+answers, the change from cycle 0 with the two-proportion test, the same against the control arm's
+same cycle, the collected and cloned samples, training tokens/s, sampling tokens/s and seconds per
+cycle; then the shifted cells per arm and policy. The gating question::
+
+    python -m bench.learning --arms rs-sft,control,ungated --cycles 2 --control-cycles 2 --levels decision \
+        --families mutual_friend --tasks 200 --samples 2 --test-per-cell 200 --dev-per-cell 100 --out bench-gating
 
 Every arm draws with ``SWM_EMBEDDED_DRAW=alone`` unless told otherwise (`swm.serving.draws`): the same
 seed gives the same move in every arm, whatever else its server has evaluated or is decoding.
@@ -36,23 +44,33 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.learning_cells import formed_text, learn_summary, merge, rate_text, scored_cells, versus
 from bench.results import results_page
 from swm.checkpoints import ExperienceStore
 from swm.lifelong import store as ls
 from swm.lifelong.metrics import Cell
-from swm.lifelong.samples import load_samples
-from swm.stats import two_proportion_test, wilson_interval
+from swm.lifelong.samples import kept_for_sft, load_samples
+
+ARMS = {"control": ("rs-sft", "wrong", "on"), "ungated": ("rs-sft", "passed", "off")}  # arm: update, keep, gating
+
+
+def task_switches(args: argparse.Namespace) -> list[str]:
+    """Return the `swm learn` options every arm shares: name policy, shifted cells, balance, model."""
+    return ["--names", args.names, *(["--eval-shifts", args.eval_shifts] if args.eval_shifts else []),
+            "--shift-per-cell", str(args.shift_per_cell), "--balance", args.balance,
+            "--balance-share", str(args.balance_share), *(["--model", args.model] if args.model else [])]
 
 
 def arm_command(arm: str, args: argparse.Namespace) -> list[str]:
     """Return the `swm learn` command line of one arm."""
-    method, keep, cycles = ("rs-sft", "wrong", args.control_cycles) if arm == "control" else (arm, "passed",
-                                                                                               args.cycles)
+    method, keep, gating = ARMS.get(arm, (arm, "passed", "on"))
+    cycles = args.control_cycles if arm == "control" else args.cycles
     estimator: list[str] = []
     if arm.startswith("ppo"):  # ppo: the hierarchical estimator; ppo-group: the critic-free one
         method, estimator = "ppo", ["--estimator", "group" if arm == "ppo-group" else "hierarchical"]
     return [sys.executable, "-m", "swm", "learn", "--update", method, *estimator, "--keep", keep,
-            "--cycles", str(cycles), "--levels", args.levels, "--families", args.families,
+            "--gating", gating, *task_switches(args), "--cycles", str(cycles), "--levels", args.levels,
+            "--families", args.families,
             *(["--eval-families", args.eval_families] if args.eval_families else []),
             "--episodes-per-level", str(args.tasks * args.samples), "--samples-per-task", str(args.samples),
             "--heldout-per-cell", str(args.test_per_cell), "--dev-per-cell", str(args.dev_per_cell),
@@ -115,23 +133,13 @@ def run_arms(arms: list[str], args: argparse.Namespace) -> dict[str, float]:
 
 
 def _rate(cell: Cell | None) -> str:
-    if cell is None or cell.n == 0:
-        return "–"
-    low, high = wilson_interval(cell.successes, cell.n)
-    return f"{cell.successes}/{cell.n} = {100 * cell.rate:.1f}% [{100 * low:.1f}, {100 * high:.1f}]"
+    return "–" if cell is None else rate_text(cell.successes, cell.n)
 
 
 def detectable(cell: Cell, power_z: float = 0.8416, alpha_z: float = 1.959964) -> float:
     """Return the smallest change from ``cell``'s rate that a cell of the same n detects (two-sided 5%, 80% power)."""
     p = min(max(cell.rate, 1 / (2 * cell.n)), 1 - 1 / (2 * cell.n)) if cell.n else 0.5
     return (alpha_z + power_z) * (2 * p * (1 - p) / max(cell.n, 1)) ** 0.5
-
-
-def _versus(a: Cell | None, b: Cell | None) -> str:
-    if a is None or b is None or not a.n or not b.n:
-        return "–"
-    _, p = two_proportion_test(a.successes, a.n, b.successes, b.n)
-    return f"{100 * (b.rate - a.rate):+.1f} pts, p = {p:.2g}"
 
 
 def _usage_rate(rows: list[dict[str, Any]]) -> tuple[int, float]:
@@ -150,6 +158,10 @@ def arm_rows(arm: str, args: argparse.Namespace, level: str, control: dict[int, 
     store = ExperienceStore(args.out / f"{arm}.db")
     thread = f"{args.prefix}-{arm}"
     r = ls.matrix(store, thread, "pass", "candidate")
+    trained_by = ls.matrix_policies(store, thread, "candidate")
+    scored = scored_cells(store, thread, "test")
+    _, keep, gating = ARMS.get(arm, (arm, "passed", "on"))
+    share = args.balance_share if args.balance == "on" else None
     cells: dict[int, Cell] = {}
     rows: list[str] = []
     cycles = args.control_cycles if arm == "control" else args.cycles
@@ -169,7 +181,10 @@ def arm_rows(arm: str, args: argparse.Namespace, level: str, control: dict[int, 
         policy = ls.get_policy(store, thread, f"p{cycle}")
         train = policy.train if policy is not None else None
         samples = load_samples(store, thread, [cycle])
-        kept = f"{sum(s.passed for s in samples)} of {len(samples)}" if samples else "–"
+        cloned = kept_for_sft(samples, keep, gating == "on", share) if samples else []
+        kept = f"{len(cloned)} of {len(samples)} ({sum(s.passed for s in samples)} passed)" if samples else "–"
+        policy_name = trained_by.get(cycle, (f"p{cycle}", None))[0]
+        formed = merge(v for (pv, lv, _, _), v in scored.items() if pv == policy_name and lv == level)
         played = list(store.rows("select usage from lifelong_episodes where run_id = ? and cycle = ?",
                                  [thread, cycle]))
         tokens, seconds = _usage_rate(played)
@@ -179,9 +194,10 @@ def arm_rows(arm: str, args: argparse.Namespace, level: str, control: dict[int, 
         wall = f"{ends[cycle] - ends[cycle - 1]:.0f}" if cycle in ends and cycle - 1 in ends else "–"
         deployed = next(iter(store.rows("select deployed from lifelong_deploys where run_id = ? and cycle = ?",
                                          [thread, cycle])), None)
-        rows.append(f"| {arm} | {cycle} | {_rate(cell)} | {100 * detectable(cells[0]):.1f} pts | "
-                    f"{_versus(cells.get(0), cell) if cycle else '–'} | "
-                    f"{_versus(control.get(cycle), cell) if cycle and arm != 'control' else '–'} | {kept} | "
+        rows.append(f"| {arm} | {cycle} | {_rate(cell)} | {formed_text(formed)} | "
+                    f"{100 * detectable(cells[0]):.1f} pts | "
+                    f"{versus(cells.get(0), cell) if cycle else '–'} | "
+                    f"{versus(control.get(cycle), cell) if cycle and arm != 'control' else '–'} | {kept} | "
                     f"{training} | {sampling} | {wall} | "
                     f"{'–' if deployed is None else ('yes' if deployed['deployed'] else 'no')} |")
     return rows, cells
@@ -199,23 +215,50 @@ def family_rows(arm: str, args: argparse.Namespace) -> list[str]:
     for r in found:
         cell = Cell(r["s"], r["n"])
         first = base.get((r["level"], r["family"]))
-        change = _versus(first, cell) if r["policy_version"] != "p0" else "–"
+        change = versus(first, cell) if r["policy_version"] != "p0" else "–"
         smallest = f"{100 * detectable(first):.1f} pts" if first is not None and first.n else "–"
         out.append(f"| {arm} | {r['level']} | {r['family']} | {r['policy_version']} | {_rate(cell)} | {change} | "
                    f"{smallest} |")
     return out
 
 
+def shift_rows(arm: str, args: argparse.Namespace) -> list[str]:
+    """Render each policy's shifted test cells (phase ``shift``) beside its standard test cell of the same level."""
+    store = ExperienceStore(args.out / f"{arm}.db")
+    thread = f"{args.prefix}-{arm}"
+    shifted = scored_cells(store, thread, "shift")
+    standard = scored_cells(store, thread, "test")
+    out = []
+    for (policy, level, family, variant), cell in sorted(shifted.items(), key=lambda kv: (kv[0][1:], kv[0][0])):
+        base = shifted.get(("p0", level, family, variant))
+        usual = merge(v for (pv, lv, fam, _), v in standard.items() if (pv, lv, fam) == (policy, level, family))
+        out.append(f"| {arm} | {level} | {family} | {variant} | {policy} | {_rate(cell.cell)} | {formed_text(cell)} | "
+                   f"{versus(base.cell, cell.cell) if base is not None and policy != 'p0' else '–'} | "
+                   f"{_rate(usual.cell) if usual.n else '–'} |")
+    return out
+
+
 def serving_line(arm: str, args: argparse.Namespace) -> str:
     """Say which embedded engine an arm sampled on and how it drew seeded moves (its `swm learn --json` summary)."""
-    try:
-        serving = json.loads((args.out / f"{arm}.json").read_text()).get("serving") or {}
-    except (OSError, ValueError):
-        serving = {}
+    serving = learn_summary(args.out / f"{arm}.json").get("serving") or {}
     if not serving:
         return f"{arm}: engine not recorded"
     return (f"{arm}: {serving.get('engine')}, {serving.get('slots')} slot(s), {serving.get('concurrency')} in flight, "
             f"draw mode {serving.get('draw') or 'cached (before draw modes)'}")
+
+
+def add_task_switches(parser: argparse.ArgumentParser) -> None:
+    """Add the task and sample switches every learning benchmark forwards to `swm learn` (`task_switches`)."""
+    parser.add_argument("--names", choices=("disjoint", "shared"), default="disjoint",
+                        help="training and test names from disjoint pools, or one shared pool (the splits before "
+                             "2026-11-26)")
+    parser.add_argument("--eval-shifts", default="unseen-names,long-lists",
+                        help="shifted test cells ('' for none): unseen-names, long-lists")
+    parser.add_argument("--shift-per-cell", type=int, default=100, help="test tasks per shifted cell")
+    parser.add_argument("--balance", choices=("on", "off"), default="on",
+                        help="cap one answer's (and first name's) share of a cycle's cloned samples")
+    parser.add_argument("--balance-share", type=float, default=0.15)
+    parser.add_argument("--model", default=None, help="the model spec every arm plays [default: swm learn's]")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -226,6 +269,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--levels", default="decision")
     parser.add_argument("--families", default="mutual_friend")
     parser.add_argument("--eval-families", default=None, help="also evaluate these families (transfer)")
+    add_task_switches(parser)
     parser.add_argument("--tasks", type=int, default=200, help="training tasks per cycle")
     parser.add_argument("--samples", type=int, default=2, help="samples per training task")
     parser.add_argument("--test-per-cell", type=int, default=200)
@@ -257,8 +301,8 @@ def measure_arms(args: argparse.Namespace) -> None:
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
     walls = run_arms(arms, args)
     level = args.levels.split(",")[0]
-    header = ("| arm | cycle | held-out correct (test) | smallest detectable change | vs cycle 0 | vs control | "
-              "collected: kept of sampled | "
+    header = ("| arm | cycle | held-out correct (test) | correct among well-formed | smallest detectable change | "
+              "vs cycle 0 | vs control | collected: cloned of sampled (passed) | "
               "training | sampling tok/s | cycle s | deployed |")
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     control: dict[int, Cell] = {}
@@ -273,6 +317,12 @@ def measure_arms(args: argparse.Namespace) -> None:
                   "|---|---|---|---|---|---|---|"]
         for arm in ordered:
             lines += family_rows(arm, args)
+    shifted = [row for arm in ordered for row in shift_rows(arm, args)]
+    if shifted:
+        lines += ["", "Shifted test cells (names from a pool no split uses; 8-10 friends a list), beside the same "
+                  "policy's standard test cell:", "",
+                  "| arm | level | family | variant | policy | test correct | correct among well-formed | vs p0 | "
+                  "standard cell |", "|---|---|---|---|---|---|---|---|---|", *shifted]
     lines += ["", *(serving_line(arm, args) for arm in ordered)]
     text = "\n".join(lines) + "\n\nwall: " + ", ".join(f"{a} {w / 60:.1f} min" for a, w in walls.items()) + "\n"
     (args.out / "table.md").write_text(text)

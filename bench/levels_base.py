@@ -7,6 +7,9 @@ Each task of the test split is played once (sample 0: its seeded draw, the one e
 timed test::
 
     SWM_EMBEDDED_THREADS=1 python -m bench.levels_base --n 50 --temperature 0.7
+
+``--names shared`` plays the test tasks of the one shared name pool (the splits before 2026-11-26, on which
+the tables of docs/learning.md were measured); ``--shift`` a shifted cell (``unseen-names``, ``long-lists``).
 """
 
 from __future__ import annotations
@@ -21,18 +24,19 @@ from swm.context import SWMContext
 from swm.lifelong.decision_play import play_decision
 from swm.lifelong.two_turn_play import play_two_turn
 from swm.stats import wilson_interval
-from swm.tasks.families import DECISION, DECISION_FAMILIES, TWO_TURN
+from swm.tasks.families import DECISION, DECISION_FAMILIES, NAME_POLICIES, SHIFTS, TWO_TURN
 from swm.tasks.splits import split_tasks
 
 PLAYERS = {DECISION: play_decision, TWO_TURN: play_two_turn}
 
 
-def measure(ctx: SWMContext, level: str, family: str, n: int, skip: int = 0) -> dict[str, Any]:
+def measure(ctx: SWMContext, level: str, family: str, n: int, skip: int = 0, names: str = "disjoint",
+            shift: str | None = None) -> dict[str, Any]:
     """Play test tasks ``skip`` to ``skip + n`` of one level and family once each; return the counts and seconds."""
     passed = first = 0
     moves: list[dict[str, Any]] = []
     start = time.perf_counter()
-    for task in split_tasks("test", [level], [family], skip + n)[skip:]:
+    for task in split_tasks("test", [level], [family], skip + n, names=names, shift=shift)[skip:]:
         record, _ = PLAYERS[level](task, ctx, episode_id=f"base/{task.task_id}", sample=0)
         passed += record.verdict.passed
         first += bool(record.verdict.detail.get("first_move"))
@@ -68,13 +72,16 @@ def main() -> None:
     parser.add_argument("--families", default=",".join(DECISION_FAMILIES))
     parser.add_argument("--model", default="embedded", help="the model spec (default: the shipped SmolLM2)")
     parser.add_argument("--temperature", type=float, default=0.7)
+    parser.add_argument("--names", choices=NAME_POLICIES, default="disjoint",
+                        help="the test split's name pool: disjoint from training's, or the one shared pool")
+    parser.add_argument("--shift", choices=SHIFTS, default=None, help="play a shifted cell instead")
     parser.add_argument("--out", type=Path, default=None, help="also write the rows, with every move, as JSON here")
     args = parser.parse_args()
     ctx = SWMContext(model=args.model, temperature=args.temperature)
     rows = []
     for family in args.families.split(","):
         for level in args.levels.split(","):
-            rows.append(measure(ctx, level, family, args.n, args.skip))
+            rows.append(measure(ctx, level, family, args.n, args.skip, args.names, args.shift))
             print(json.dumps({k: v for k, v in rows[-1].items() if k != "moves"}), flush=True)
             if args.out:  # each cell as it finishes: a cut run keeps what it measured
                 args.out.write_text(json.dumps(rows, indent=1), encoding="utf-8")

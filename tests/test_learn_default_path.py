@@ -23,6 +23,7 @@ from swm.lifelong import store as ls  # noqa: E402
 from swm.lifelong.samples import Sample, sample_rows  # noqa: E402
 from swm.lifelong.update import training_rows  # noqa: E402
 from swm.tasks.decisions import decision_prompt, decision_task  # noqa: E402
+from swm.tasks.families import task_of_id  # noqa: E402
 from swm.training.trl_update import TrainSettings, load_base, train_adapter  # noqa: E402
 
 
@@ -52,9 +53,8 @@ def test_swm_learn_rs_sft_trains_serves_and_evaluates_the_shipped_model(tmp_path
     assert len(played) == 4 and all(json.loads(r["models"])["agent"] == policy.served_as for r in played)
     rows = [json.loads(line) for line in (out / "exports" / "sft" / "cycle1.jsonl").read_text().splitlines()]
     assert rows and all(r["messages"][-1]["content"].startswith("ANSWER:") for r in rows)
-    assert all(r["messages"][0]["content"] == decision_prompt(decision_task("mutual_friend",
-                                                                            int(r["task_id"].rsplit(":", 1)[1])))
-               .text for r in rows), "the prompt trained on is the prompt sampled on"
+    assert all(r["messages"][0]["content"] == decision_prompt(task_of_id(r["task_id"])).text
+               for r in rows), "the prompt trained on is the prompt sampled on"
 
 
 @pytest.mark.timeout(900)

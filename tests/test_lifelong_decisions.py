@@ -15,13 +15,19 @@ from swm.tasks.verify import check
 
 # The decision splits are generated, not frozen: these digests pin them (a changed generator is a
 # new benchmark version, never a silent move of the numbers).
-PINNED = {("test", "mutual_friend", 200): "40e7266272907be7", ("dev", "mutual_friend", 200): "cfdb869d8d609490"}
+# Names are drawn from the eval pool (the default: disjoint from training's); with names="shared" the splits are
+# those measured before 2026-11-26, pinned too.
+PINNED = {("test", "mutual_friend", 200): "b449e6c5995e1e53", ("dev", "mutual_friend", 200): "07f5258d67bb8d34"}
+PINNED_SHARED = {("test", "mutual_friend", 200): "40e7266272907be7",
+                 ("dev", "mutual_friend", 200): "cfdb869d8d609490"}
 
 
 def test_decision_tasks_are_pure_and_their_splits_pinned_and_disjoint() -> None:
     assert synthesize("mutual_friend", DECISION, 7) == decision_task("mutual_friend", 7)
     for (split, family, n), want in PINNED.items():
         assert decision_digest(split, family, n) == want
+    for (split, family, n), want in PINNED_SHARED.items():
+        assert decision_digest(split, family, n, names="shared") == want
     test = split_tasks("test", [DECISION], ["mutual_friend"], 200)
     dev = split_tasks("dev", [DECISION], ["mutual_friend"], 100)
     train = [synthesize("mutual_friend", DECISION, seed) for seed in range(1000, 1400)]

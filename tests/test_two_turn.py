@@ -24,10 +24,15 @@ from swm.tasks.two_turn import closing_prompt, opening_prompt, partner_reply, re
 from swm.tasks.verify import check
 from swm.testing import FakeOpenAIServer
 
-# the first 50 two-turn tasks of each family's test split (bench.levels_base plays the first n) and a dev pin
-PINNED = {("test", "negotiation"): "e103715d32fd116e", ("test", "mutual_friend"): "da2abf82621fee96",
-          ("test", "secret"): "3e6b02b95efe93cc", ("test", "scheduling"): "f281b702fc2cbd9d",
-          ("test", "persuasion"): "3b2271a1b10cfbc9", ("dev", "mutual_friend"): "7e3dde9b11b67ed0"}
+# the first 50 two-turn tasks of each family's test split (bench.levels_base plays the first n) and a dev pin,
+# names drawn from the eval pool (the default, disjoint from training's)
+PINNED = {("test", "negotiation"): "bd02679891669bc3", ("test", "mutual_friend"): "149f68eb738c1615",
+          ("test", "secret"): "8399fe28b7a13f45", ("test", "scheduling"): "9f448a0acefeec30",
+          ("test", "persuasion"): "fb6c63f0c974eb5f", ("dev", "mutual_friend"): "90ccb10e151c3dd6"}
+# the same with one shared pool (names="shared"): the splits measured before 2026-11-26, still reproducible
+PINNED_SHARED = {("test", "negotiation"): "e103715d32fd116e", ("test", "mutual_friend"): "da2abf82621fee96",
+                 ("test", "secret"): "3e6b02b95efe93cc", ("test", "scheduling"): "f281b702fc2cbd9d",
+                 ("test", "persuasion"): "3b2271a1b10cfbc9", ("dev", "mutual_friend"): "7e3dde9b11b67ed0"}
 
 
 def test_the_curriculum_puts_two_turn_between_decisions_and_episodes() -> None:
@@ -56,6 +61,8 @@ def test_two_turn_splits_are_generated_disjoint_and_pinned() -> None:
     assert not contents[0] & contents[1]
     for (split, family), want in PINNED.items():  # generated, not frozen: a changed generator is a new version
         assert decision_digest(split, family, 50, TWO_TURN) == want
+    for (split, family), want in PINNED_SHARED.items():
+        assert decision_digest(split, family, 50, TWO_TURN, names="shared") == want
 
 
 def _common(task: Any) -> list[str]:
@@ -194,7 +201,7 @@ def test_learn_climbs_from_decisions_to_two_turn_and_keeps_two_turn_samples(tmp_
     evaluated = {r["level"] for r in store.rows("select level from lifelong_episodes where phase != 'collect'")}
     assert evaluated == {DECISION, TWO_TURN}
     # the rows rs-sft, dpo and kto read: the update node's export writes the kept-sample table
-    rows, used = export_cycle(store, LifelongPlan(run_id="climb"), "rs-sft", [1, 2])
+    rows, used = export_cycle(store, LifelongPlan(run_id="climb", balance=False), "rs-sft", [1, 2])
     samples = load_samples(store, "climb", [1, 2])
     two_turn = [s for s in samples if s.level == TWO_TURN]
     assert len(two_turn) == 4 and all(s.passed for s in two_turn)  # 2 episodes x 2 learner moves

@@ -36,7 +36,7 @@ from swm.context import SWMContext
 from swm.credentials import remember
 from swm.errors import InputError, ItemsFailed
 from swm.filenames import file_name
-from swm.lifelong.jobs import plan_of
+from swm.lifelong.jobs import SHIFT, plan_of, shift_tasks
 from swm.lifelong.plan import LifelongPlan
 from swm.lifelong.state import LifelongState
 from swm.usage import total_usage
@@ -45,7 +45,7 @@ from swm.usage import total_usage
 def _expected_episodes(plan: LifelongPlan) -> int:
     # each policy (p0 and one candidate per cycle) plays every dev and test task once
     cells = len(plan.levels) * len(plan.eval_families or plan.families)
-    evaluations = cells * (plan.heldout_per_cell + plan.dev_per_cell)
+    evaluations = cells * (plan.heldout_per_cell + plan.dev_per_cell) + len(shift_tasks(plan))
     return (plan.cycles + 1) * evaluations + plan.cycles * plan.episodes_per_level
 
 
@@ -81,13 +81,15 @@ def _comparable(plan: LifelongPlan) -> dict[str, Any]:
 
 
 # the plan fields `swm learn` takes as options, in --help order; everything else about each comes from LifelongPlan
-CLI_PLAN = ("cycles", "levels", "families", "eval_families", "episodes_per_level", "samples_per_task", "max_turns",
-            "act_order", "act_strategy", "eval_act_strategy", "self_play", "judge", "judge_threshold", "gating",
-            "min_margin", "update", "estimator", "ppo_groups", "ppo_iterations", "ppo_group", "keep", "replay",
+CLI_PLAN = ("cycles", "levels", "families", "eval_families", "names", "eval_shifts", "shift_per_cell",
+            "episodes_per_level",
+            "samples_per_task", "max_turns", "act_order", "act_strategy", "eval_act_strategy", "self_play", "judge",
+            "judge_threshold", "gating", "min_margin", "update", "estimator", "ppo_groups", "ppo_iterations",
+            "ppo_group", "keep", "balance", "balance_share", "replay",
             "epsilon", "gate_alpha", "heldout_per_cell", "dev_per_cell", "hf_model", "base_gguf", "lora_server",
             "verify_served", "report_to")
 _SPELLING = {"self_play": "--self-play/--fixed-partner"}  # flags whose off form is not --no-X
-_ON_OFF = ("gating",)  # booleans written --x on|off
+_ON_OFF = ("gating", "balance")  # booleans written --x on|off
 _METAVAR = {"hf_model": "PATH", "base_gguf": "FILE", "lora_server": "URL"}
 # --train-* options: TrainSettings fields (their defaults are TrainSettings' own)
 CLI_TRAIN = {"train_steps": "max_steps", "train_epochs": "epochs", "train_lr": "learning_rate", "train_rank": "rank",
@@ -142,6 +144,8 @@ def plan_options(command: Callable[..., Any]) -> Callable[..., Any]:
 def build_plan(thread: str, folder: str, options: dict[str, Any]) -> LifelongPlan:
     """Return the run's plan from the command's options, checked by `LifelongPlan` (a one-line error if not)."""
     train = {key: options.pop(option) for option, key in CLI_TRAIN.items()}
+    if options.get("eval_shifts") is None:  # not given: no shifted cells
+        options["eval_shifts"] = []
     train["alpha"] = 2 * train["rank"]
     if options.get("lora_server"):  # stored with its key as ***; the key stays in this process (swm.credentials)
         options["lora_server"] = remember(options["lora_server"])
@@ -330,6 +334,7 @@ def _summary(ctx: SWMContext, thread: str, values: dict[str, Any], wall: float) 
     return {"thread_id": thread, "report": values.get("report_path"), "wall_seconds": round(wall, 1),
             "episodes": ls.count_episodes(store, thread), "collect": ls.count_episodes(store, thread, "collect"),
             "dev": ls.count_episodes(store, thread, "dev"), "test": ls.count_episodes(store, thread, "test"),
+            "shift": ls.count_episodes(store, thread, SHIFT),
             "calls": total_usage(values.get("usage"))["calls"], "pairs": counts.get("_total", 0),
             "kept": counts.get("_kept", 0),
             "rejected_by_rule": {k: v for k, v in counts.items() if not k.startswith("_")},

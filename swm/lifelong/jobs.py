@@ -4,7 +4,8 @@ A job's id is deterministic (``run/[c<cycle>/]phase/policy/task/s<sample>/seat``
 run plays only the episodes not yet in the store. An evaluation's id has no cycle in it: a
 policy plays each split task once, and a later cycle reuses the result (the incumbent was
 evaluated when it was a candidate), so each cycle plays only the candidate's dev and test
-episodes. `refuse_failed` and `failed_now` keep failed episodes from being used and tell the
+episodes, and its shifted test cells (phase ``shift``: the plan's ``eval_shifts``, counted apart from R
+and the deploy gate). `refuse_failed` and `failed_now` keep failed episodes from being used and tell the
 CLI that a rerun sends only them again.
 """
 
@@ -20,8 +21,11 @@ from swm.lifelong import store as ls
 from swm.lifelong.metrics import curriculum_for
 from swm.lifelong.plan import LifelongPlan
 from swm.lifelong.state import EpisodeJob, LifelongState
-from swm.tasks.families import Task, synthesize
+from swm.tasks.families import Task, synthesize, task_of_id, variant_for
 from swm.tasks.splits import SPLITS, split_tasks
+
+SHIFT = "shift"  # the phase of the shifted test cells
+EVAL_PHASES = (*SPLITS, SHIFT)
 
 
 def plan_of(state: LifelongState, ctx: SWMContext | None = None) -> LifelongPlan:
@@ -49,8 +53,7 @@ def level_of(plan: LifelongPlan, cycle: int) -> str:
 
 
 def task_from_id(task_id: str) -> Task:
-    split, family, level, seed = task_id.split(":")
-    return synthesize(family, level, int(seed), split=split)
+    return task_of_id(task_id)
 
 
 
@@ -59,7 +62,8 @@ def training_tasks(plan: LifelongPlan, cycle: int) -> list[Task]:
     level = level_of(plan, cycle)
     n_tasks = math.ceil(plan.episodes_per_level / plan.samples_per_task)
     families = plan.families
-    return [synthesize(families[i % len(families)], level, cycle * 1000 + i) for i in range(n_tasks)]
+    variant = variant_for(level, "train", plan.names)
+    return [synthesize(families[i % len(families)], level, cycle * 1000 + i, variant=variant) for i in range(n_tasks)]
 
 
 
@@ -70,7 +74,7 @@ def _job(plan: LifelongPlan, task: Task, cycle: int, phase: str, sample: int, po
         tested = task.names[sample % len(task.names)]
         seat = tested
     # An evaluation's result depends on the policy and the task, not on the cycle that asks for it.
-    when = "" if phase in SPLITS else f"c{cycle}/"
+    when = "" if phase in EVAL_PHASES else f"c{cycle}/"
     episode_id = f"{plan.run_id}/{when}{phase}/{policy}/{task.task_id}/s{sample}/{seat}"
     return EpisodeJob(episode_id=episode_id, task_id=task.task_id, cycle=cycle, phase=phase, sample=sample,
                       seat=seat, tested_agent=tested, policy_version=policy, plan=plan)
@@ -95,13 +99,20 @@ def eval_split(plan: LifelongPlan, split: str) -> list[Task]:
     never collected: transfer to them, and forgetting, is then measured on the same split.
     """
     per_cell = plan.dev_per_cell if split == "dev" else plan.heldout_per_cell
-    return split_tasks(split, plan.levels, plan.eval_families or plan.families, per_cell)
+    return split_tasks(split, plan.levels, plan.eval_families or plan.families, per_cell, names=plan.names)
 
+
+def shift_tasks(plan: LifelongPlan) -> list[Task]:
+    """Return the run's shifted test cells (``eval_shifts``): test-split tasks drawn with each shift's variant."""
+    families = plan.eval_families or plan.families
+    return [t for shift in plan.eval_shifts
+            for t in split_tasks("test", plan.levels, families, plan.shift_per_cell, names=plan.names, shift=shift)]
 
 
 def eval_jobs(state: LifelongState, policy: str, split: str) -> list[EpisodeJob]:
     plan = plan_of(state)
-    return [_job(plan, t, state["cycle"], split, 0, policy) for t in eval_split(plan, split)]
+    tasks = shift_tasks(plan) if split == SHIFT else eval_split(plan, split)
+    return [_job(plan, t, state["cycle"], split, 0, policy) for t in tasks]
 
 
 
@@ -112,7 +123,7 @@ def pending_evaluations(state: LifelongState, store: StoreRecords) -> list[Episo
     run that was not interrupted only the candidate's are left.
     """
     policies = dict.fromkeys([state.get("incumbent", "p0"), state.get("candidate_policy", "p0")])
-    jobs = [j for p in policies for split in SPLITS for j in eval_jobs(state, p, split)]
+    jobs = [j for p in policies for split in EVAL_PHASES for j in eval_jobs(state, p, split)]
     return [j for j in jobs if not ls.episode_done(store, j["episode_id"])]
 
 
@@ -135,5 +146,5 @@ def failed_now(state: LifelongState, store: StoreRecords) -> list[dict[str, Any]
     """Return the failure rows of the current phase's episodes (collect, or the dev and test evaluations)."""
     plan, cycle = plan_of(state), state.get("cycle", 0)
     evaluating = cycle == 0 or state.get("phase") in ("evaluate", "deploy")
-    phases = SPLITS if evaluating else ("collect",)
+    phases = EVAL_PHASES if evaluating else ("collect",)
     return [r for r in ls.failures(store, plan.run_id) if r["cycle"] == cycle and r["phase"] in phases]

@@ -4,13 +4,15 @@ R[c, j] is a rate (completion or pass) on level j's *test* split after cycle c; 
 initial policy (the baseline b_j). The loop fills two such matrices, one per curve: *deployed*
 (row c: the policy in service after cycle c) and *candidate* (row c: the policy trained in cycle
 c, deployed or refused), each row from that policy's own evaluated episodes. ``curriculum[c-1]``
-is the level cycle c trained on. With T the last cycle (Lopez-Paz & Ranzato 2017, GEM; Chaudhry et
-al. 2018, RWalk):
+is the level cycle c trained on (or the set of columns it trained, where R's columns are finer than
+levels: `cell_schedule` gives a curriculum's level × family columns). With T the last cycle
+(Lopez-Paz & Ranzato 2017, GEM; Chaudhry et al. 2018, RWalk):
 
 * ACC = mean_j R[T, j] over every evaluated level;
 * BWT = mean over levels j last trained at a cycle c_j < T of R[T, j] − R[c_j, j];
 * FWT = mean over levels j first trained at a cycle c_j ≥ 2 of R[c_j − 1, j] − R[0, j];
-* F_k = mean over levels j trained before cycle k of max_{1 ≤ l < k} R[l, j] − R[k, j].
+* F_k = mean over levels j trained before cycle k of max_{1 ≤ l < k} R[l, j] − R[k, j];
+* transfer to a column never trained, R[T, j] − R[0, j] (`change`, for any column and cycles).
 
 Confidence intervals: a cell is a binomial proportion over its episodes, with its Wilson
 interval. A metric is a linear combination Σ w_i p_i of cells from independent episode sets; its
@@ -33,7 +35,7 @@ are one term with their weights summed, so R[T, j] − R[c, j] of an unchanged p
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from swm.stats import wilson_interval
@@ -99,20 +101,40 @@ def _combine(terms: Sequence[tuple[float, Cell]]) -> Estimate | None:
 
 
 Matrix = Mapping[tuple[int, str], Cell]
+# what each cycle trained, in order: a level name, or the set of R's columns it trained
+Curriculum = Sequence[str | Collection[str]]
 
 
 def last_cycle(r: Matrix) -> int:
     return max(c for c, _ in r)
 
 
-def trained_at(curriculum: Sequence[str]) -> tuple[dict[str, int], dict[str, int]]:
-    """Return each level's first and last training cycle (cycles count from 1)."""
+def trained_at(curriculum: Curriculum) -> tuple[dict[str, int], dict[str, int]]:
+    """Return each column's first and last training cycle (cycles count from 1)."""
     first: dict[str, int] = {}
     last: dict[str, int] = {}
-    for c, level in enumerate(curriculum, start=1):
-        first.setdefault(level, c)
-        last[level] = c
+    for c, trained in enumerate(curriculum, start=1):
+        for column in ([trained] if isinstance(trained, str) else sorted(trained)):
+            first.setdefault(column, c)
+            last[column] = c
     return first, last
+
+
+def column(level: str, family: str) -> str:
+    """Return the name of R's level × family column."""
+    return f"{level}/{family}"
+
+
+def cell_schedule(curriculum: Sequence[str], families: Sequence[str]) -> list[frozenset[str]]:
+    """Return the level × family columns each cycle trains: its level, for every trained family."""
+    return [frozenset(column(level, f) for f in families) for level in curriculum]
+
+
+def change(r: Matrix, j: str, after: int, before: int = 0) -> Estimate | None:
+    """Return R[after, j] − R[before, j] with its interval (transfer to an untrained column: after T, before 0)."""
+    if (after, j) not in r or (before, j) not in r:
+        return None
+    return _combine([(1.0, r[(after, j)]), (-1.0, r[(before, j)])])
 
 
 def acc(r: Matrix, levels: Sequence[str]) -> Estimate | None:
@@ -121,7 +143,7 @@ def acc(r: Matrix, levels: Sequence[str]) -> Estimate | None:
     return _combine([(1 / len(cells), c) for c in cells]) if cells else None
 
 
-def bwt(r: Matrix, levels: Sequence[str], curriculum: Sequence[str]) -> Estimate | None:
+def bwt(r: Matrix, levels: Sequence[str], curriculum: Curriculum) -> Estimate | None:
     t = last_cycle(r)
     _, last = trained_at(curriculum[:t])
     js = [j for j in levels if j in last and last[j] < t and (t, j) in r and (last[j], j) in r]
@@ -131,7 +153,7 @@ def bwt(r: Matrix, levels: Sequence[str], curriculum: Sequence[str]) -> Estimate
     return _combine([term for j in js for term in ((w, r[(t, j)]), (-w, r[(last[j], j)]))])
 
 
-def fwt(r: Matrix, levels: Sequence[str], curriculum: Sequence[str]) -> Estimate | None:
+def fwt(r: Matrix, levels: Sequence[str], curriculum: Curriculum) -> Estimate | None:
     t = last_cycle(r)
     first, _ = trained_at(curriculum[:t])
     js = [j for j in levels if j in first and first[j] >= 2 and (first[j] - 1, j) in r and (0, j) in r]
@@ -141,7 +163,7 @@ def fwt(r: Matrix, levels: Sequence[str], curriculum: Sequence[str]) -> Estimate
     return _combine([term for j in js for term in ((w, r[(first[j] - 1, j)]), (-w, r[(0, j)]))])
 
 
-def forgetting(r: Matrix, levels: Sequence[str], curriculum: Sequence[str], k: int) -> Estimate | None:
+def forgetting(r: Matrix, levels: Sequence[str], curriculum: Curriculum, k: int) -> Estimate | None:
     """Return F_k, the mean drop from each earlier-trained level's best rate to its rate after cycle k."""
     first, _ = trained_at(curriculum[: k - 1])
     js = [j for j in levels if j in first and (k, j) in r]
@@ -158,7 +180,7 @@ def forgetting(r: Matrix, levels: Sequence[str], curriculum: Sequence[str], k: i
     return _combine([(w / n, c) for w, c in terms])
 
 
-def summary(r: Matrix, levels: Sequence[str], curriculum: Sequence[str]) -> dict[str, Estimate | None]:
+def summary(r: Matrix, levels: Sequence[str], curriculum: Curriculum) -> dict[str, Estimate | None]:
     """Return ACC, BWT, FWT and F_k for every cycle k ≥ 2 of a matrix."""
     out: dict[str, Estimate | None] = {"ACC": acc(r, levels), "BWT": bwt(r, levels, curriculum),
                                        "FWT": fwt(r, levels, curriculum)}

@@ -23,8 +23,14 @@ Family = Literal["negotiation", "mutual_friend", "secret", "scheduling", "persua
                  "werewolf"]
 UpdateMethod = Literal["memory", "sft", "rs-sft", "dpo", "kto", "ppo"]  # swm.lifelong.update.METHODS
 Reporter = Literal["none", "tensorboard", "wandb", "mlflow"]
+NamePolicy = Literal["disjoint", "shared"]  # swm.tasks.families.NAME_POLICIES
+Shift = Literal["unseen-names", "long-lists"]  # swm.tasks.families.SHIFTS
 # the keys' earlier names, as plans stored before a rename hold them
 RENAMED_KEYS = {"policy": "act_strategy", "eval_policy": "eval_act_strategy"}
+# a plan's dump holds every field; one that holds these and not ``names`` was stored before the name pools and the
+# balance of kept samples: it goes on as it began (one shared pool, no balance)
+STORED_BEFORE_POOLS = frozenset({"run_id", "out_dir", "deploy_metric", "train"})
+AS_STORED_BEFORE_POOLS = {"names": "shared", "balance": False}
 
 
 class LifelongPlan(BaseModel):
@@ -40,7 +46,8 @@ class LifelongPlan(BaseModel):
         "cycles", "levels", "families", "episodes_per_level", "samples_per_task", "max_turns", "act_strategy",
         "eval_act_strategy", "self_play", "judge", "judge_threshold", "gating", "min_margin", "update", "keep",
         "replay", "epsilon", "gate_alpha", "heldout_per_cell", "dev_per_cell", "hf_model", "eval_families",
-        "base_gguf", "lora_server", "train", "estimator", "ppo_groups", "ppo_iterations", "ppo_group", "act_order")
+        "base_gguf", "lora_server", "train", "estimator", "ppo_groups", "ppo_iterations", "ppo_group", "act_order",
+        "names", "eval_shifts", "shift_per_cell", "balance", "balance_share")
 
     run_id: str = "learn"
     cycles: int = Field(3, ge=1, description="Training cycles (after the baseline evaluation).")
@@ -54,6 +61,15 @@ class LifelongPlan(BaseModel):
     eval_families: list[Family] | None = Field(None, description=(
         "Families evaluated on the dev and test splits [default: --families]; families not in --families are "
         "evaluated but never trained on (transfer)."))
+    names: NamePolicy = Field("disjoint", description=(
+        "Where decision and two-turn tasks draw people's names: 'disjoint' (training from one pool, dev and test "
+        "from another, no name shared) or 'shared' (one pool for all: the splits before 2026-11-26). Episode "
+        "levels read the frozen files (one pool)."))
+    eval_shifts: list[Shift] = Field(default_factory=list, description=(
+        "Shifted test cells every policy is also evaluated on, apart from R and the deploy gate (phase 'shift'): "
+        "'unseen-names' (names from a pool no split uses), 'long-lists' (mutual friend: 8-10 friends a list); "
+        "decision and two-turn levels, --shift-per-cell tasks a cell."))
+    shift_per_cell: int = Field(100, ge=1, le=10_000, description="Test-split tasks per shifted cell (--eval-shifts).")
     episodes_per_level: int = Field(4, ge=1, description="Training episodes per cycle.")
     samples_per_task: int = Field(2, ge=1, description="Episodes per training task (same-state pairs need at least 2).")
     max_turns: int = Field(8, ge=1, description="Turn limit per episode.")
@@ -71,7 +87,9 @@ class LifelongPlan(BaseModel):
         "Run the SOTOPIA-EVAL judge on each episode; pass rate then also needs judge goal >= threshold."))
     judge_threshold: float = Field(7.0, description="The judge goal score a passed episode needs (with --judge).")
     gating: bool = Field(True, description=(
-        "Gate the pairs; off keeps every pair (the no-gating ablation); reasons are still recorded."))
+        "Gate what is learnt from: off keeps every episode pair (reasons still recorded) and, for sft/rs-sft on "
+        "decisions and two-turn tasks, clones every collected sample whatever the checker said (the no-gating "
+        "ablation)."))
     min_margin: float = Field(0.1, description="The gate's minimum score margin.")
     update: UpdateMethod = Field("memory", description=(
         "Policy update: memory (any API model), or a LoRA adapter trained with TRL, continued from the deployed "
@@ -90,6 +108,12 @@ class LifelongPlan(BaseModel):
     keep: Literal["passed", "wrong"] = Field("passed", description=(
         "sft/rs-sft on decisions: clone passing samples, or 'wrong': as many well-formatted failing ones (the "
         "format-only control arm)."))
+    balance: bool = Field(True, description=(
+        "sft/rs-sft on decisions and two-turn tasks: cap how many of a cycle's cloned samples of a family may share "
+        "one answer (and, mutual friend, one first name), so that none dominates; off clones them all."))
+    balance_share: float = Field(0.15, gt=0, le=1, description=(
+        "With --balance on: the largest share of a cycle's cloned samples of a family one answer or first name "
+        "may hold (at least one sample each)."))
     replay: bool = Field(True, description="Learn from earlier cycles' kept pairs too (the replay buffer).")
     epsilon: float = Field(0.05, description="Deploy gate: allowed drop on earlier levels.")
     gate_alpha: float = Field(0.05, ge=0, le=1, description=(
@@ -127,10 +151,19 @@ class LifelongPlan(BaseModel):
             return data
         data = {RENAMED_KEYS[k] if k in RENAMED_KEYS and RENAMED_KEYS[k] not in data else k: v
                 for k, v in data.items()}
+        if STORED_BEFORE_POOLS <= data.keys() and "names" not in data:
+            data = {**AS_STORED_BEFORE_POOLS, **data}
         for key in ("act_strategy", "eval_act_strategy"):
             if isinstance(data.get(key), str):
                 data[key] = RENAMED_STRATEGIES.get(data[key], data[key])
         return data
+
+    @model_validator(mode="after")
+    def _one_keep(self) -> LifelongPlan:
+        if self.keep == "wrong" and not self.gating:
+            raise ValueError("keep 'wrong' (the format-only control) and gating off (every sample) are two "
+                             "different arms: choose one")
+        return self
 
     @field_validator("report_to")
     @classmethod

@@ -106,16 +106,15 @@ def epochs_for(steps: int, rows: int, batch: int, epochs: float) -> int:
 
 
 def decision_tasks(samples: Sequence[Sample]) -> list[Any]:
-    """The distinct decision tasks of the samples, regenerated from their ids (``split:family:level:seed``)."""
-    from swm.tasks.families import DECISION, synthesize
+    """The distinct decision tasks of the samples, regenerated from their ids (`swm.tasks.families.task_of_id`)."""
+    from swm.tasks.families import DECISION, task_of_id
 
     out, seen = [], set()
     for s in samples:
-        parts = s.task_id.split(":")
-        if s.level != DECISION or len(parts) != 4 or s.task_id in seen:
+        if s.level != DECISION or s.task_id.count(":") not in (3, 4) or s.task_id in seen:
             continue
         seen.add(s.task_id)
-        out.append(synthesize(parts[1], parts[2], int(parts[3]), split=parts[0]))
+        out.append(task_of_id(s.task_id))
     return out
 
 

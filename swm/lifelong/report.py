@@ -139,6 +139,23 @@ def _cost_section(store: StoreRecords, run: str, plan: LifelongPlan, usage: Mapp
     return rows
 
 
+def _shift_section(store: StoreRecords, run: str, plan: LifelongPlan) -> list[str]:
+    """Render the shifted test cells (``eval_shifts``) per policy, level, family and variant."""
+    if not plan.eval_shifts or not store.has_table("lifelong_episodes"):
+        return []
+    cells: dict[tuple[str, str], list[int]] = {}
+    for r in store.rows("select policy_version, task_id, level, family, passed from lifelong_episodes where "
+                        "run_id = ? and phase = 'shift'", [run]):
+        cell = f"{r['level']} / {r['family']} / {r['task_id'].rsplit(':', 1)[-1]}"
+        cells.setdefault((r["policy_version"], cell), []).append(int(r["passed"]))
+    return ["## Shifted test cells (in neither R nor the deploy gate)", "",
+            f"Shifts {', '.join(plan.eval_shifts)}: test-split tasks drawn from a name pool no split uses "
+            "(`names=unseen`) or with 8-10 friends a list (`friends=8-10`).", "",
+            "| policy | level / family / variant | passed [Wilson 95%] |", "|---|---|---|",
+            *(f"| {policy} | {cell} | {sum(v)}/{len(v)} = {wilson(sum(v), len(v))} |"
+              for (policy, cell), v in sorted(cells.items())), ""]
+
+
 def write_report(store: StoreRecords, plan: LifelongPlan, usage: Mapping[str, Any] | None = None,
                  agent_spec: str = "?", serving: Mapping[str, Any] | None = None) -> Path:
     """Compute and store both curves' metrics, then write ``report.md`` (and plots) under ``plan.out_dir``.
@@ -158,7 +175,9 @@ def write_report(store: StoreRecords, plan: LifelongPlan, usage: Mapping[str, An
                 f"({plan.samples_per_task} samples per task); acting strategy `{plan.act_strategy}` in "
                 f"training, `{plan.eval_act_strategy}` in evaluations, "
                 f"{'self-play' if plan.self_play else 'fixed partners'}, update "
-                f"`{plan.update}`, gating {'on' if plan.gating else 'OFF (ablation)'}, replay "
+                f"`{plan.update}`, gating {'on' if plan.gating else 'OFF (ablation)'}, names "
+                f"`{plan.names}`, kept-sample balance "
+                f"{f'on (share {plan.balance_share})' if plan.balance else 'off'}, replay "
                 f"{'on' if plan.replay else 'off'}, ε = {plan.epsilon}, max turns {plan.max_turns}.", "",
                 "## Evaluation protocol", "",
                 f"The deploy gate chooses on the **dev** split ({len(splits.get('dev', []))} tasks, "
@@ -193,6 +212,7 @@ def write_report(store: StoreRecords, plan: LifelongPlan, usage: Mapping[str, An
                              "high": e.high if e else None} for name, e in found.items()]
     if metric_rows:
         store.insert_all("lifelong_metrics", metric_rows, pk=("run_id", "curve", "metric", "name"), replace=True)
+    sections += _shift_section(store, run, plan)
     counts = ls.gate_counts(store, run)
     sections += ["## Pair gate", "", f"Pairs built {counts.get('_total', 0)}, kept {counts.get('_kept', 0)}. "
                  "Rejects by rule (a pair failing two rules counts for each):", ""]

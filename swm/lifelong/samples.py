@@ -10,14 +10,20 @@ their first moves read the same (`swm.tasks.two_turn`), so both pair at the same
 
 * ``rs-sft`` (and ``sft``) — rejection-sampling SFT (expert iteration): the checker-passing
   samples, as prompt/completion; ``keep="wrong"`` is the format-only control: as many
-  well-formatted *failing* samples per cycle as there were passing ones;
+  well-formatted *failing* samples per cycle as there were passing ones; with gating off
+  (``gated=False``, the no-gating ablation) every sample, whatever the checker said. The
+  samples cloned are **balanced** (``share``, `balance`): within a cycle and family, no answer (and,
+  mutual friend, no first name) may hold more than a share of them, so a favourite answer cannot
+  dominate what is learnt;
 * ``dpo`` — per task, each passing sample paired with a failing one of the same task;
 * ``kto`` — every sample of a task that has both outcomes, labelled by the checker.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+import math
+import re
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -110,19 +116,89 @@ def _meta(s: Sample, method: str) -> dict[str, Any]:
             "source": "decision", **extra, "episode_id": s.episode_id, "tool": "", "tools": "null"}
 
 
-def kept_for_sft(samples: Sequence[Sample], keep: str = "passed") -> list[Sample]:
-    """Return the samples SFT clones: the passing ones, or (control) as many well-formatted failures per cycle."""
+# families whose right answer is one of two moves by design (ACCEPT or COUNTER): a common answer there is no shortcut
+UNBALANCED_FAMILIES = ("negotiation",)
+_PREFIX = re.compile(r"^\s*(ANSWER|SLOT)\s*:\s*", re.IGNORECASE)
+
+
+def episode_of(s: Sample) -> str:
+    """Return the episode a sample row belongs to (a two-turn row's id is ``<episode id>#<turn>``)."""
+    return s.episode_id.rsplit("#", 1)[0] if s.level == TWO_TURN else s.episode_id
+
+
+def answer_keys(s: Sample) -> list[str]:
+    """Return what a decision move is balanced on: its answer, and for mutual friend the answer's first name.
+
+    The answer is the move's first line without its ``ANSWER:``/``SLOT:`` prefix, in lower case with
+    punctuation and spacing folded; negotiation's moves are not balanced (`UNBALANCED_FAMILIES`).
+    """
+    if s.family in UNBALANCED_FAMILIES:
+        return []
+    line = _PREFIX.sub("", (s.completion.strip().splitlines() or [""])[0])
+    answer = " ".join(re.sub(r"[^\w:$ ]", " ", line).casefold().split())
+    keys = [f"answer:{answer}"]
+    if s.family == "mutual_friend" and answer:
+        keys.append(f"first name:{answer.split()[0]}")
+    return keys
+
+
+def balance(samples: Sequence[Sample], share: float) -> list[Sample]:
+    """Return the samples with no answer key holding more than ``share`` of a cycle's samples of a family.
+
+    Samples are grouped by (cycle, family) and by episode (a two-turn task's rows stay together, balanced
+    on its decision, the last row). Going through them in order, an episode is kept while each of its keys
+    (`answer_keys`) has fewer than ``cap = max(1, floor(share * kept))`` kept; the pass is repeated on what
+    it kept until nothing more is dropped, so the cap holds for the share of what is finally kept.
+    """
+    groups: dict[tuple[int, str], dict[str, list[Sample]]] = defaultdict(lambda: defaultdict(list))
+    for s in samples:
+        groups[(s.cycle, s.family)][episode_of(s)].append(s)
+    kept_ids: set[str] = set()
+    for episodes in groups.values():
+        kept = list(episodes)
+        while True:
+            cap = max(1, math.floor(share * len(kept)))
+            counts: Counter[str] = Counter()
+            survivors = []
+            for episode in kept:
+                keys = answer_keys(episodes[episode][-1])
+                if all(counts[k] < cap for k in keys):
+                    counts.update(keys)
+                    survivors.append(episode)
+            if len(survivors) == len(kept):
+                break
+            kept = survivors
+        kept_ids.update(kept)
+    return [s for s in samples if episode_of(s) in kept_ids]
+
+
+def kept_for_sft(samples: Sequence[Sample], keep: str = "passed", gated: bool = True,
+                 share: float | None = None) -> list[Sample]:
+    """Return the samples SFT clones: the passing ones, or (control) as many well-formatted failures per cycle.
+
+    ``gated=False`` (gating off) clones every sample, the checker's verdict ignored. ``share`` balances
+    what is cloned (`balance`; None: no balance); the control takes as many well-formatted failures per
+    cycle as there are balanced passing samples, balanced among themselves.
+    """
     if keep not in KEEP:
         raise ValueError(f"keep must be one of {', '.join(KEEP)}")
-    passed = [s for s in samples if s.passed]
+
+    def balanced(chosen: Sequence[Sample]) -> list[Sample]:
+        return list(chosen) if share is None else balance(chosen, share)
+
+    if not gated:
+        if keep == "wrong":
+            raise ValueError("keep 'wrong' (the control) and gating off (every sample) are different arms")
+        return balanced(samples)
+    passed = balanced([s for s in samples if s.passed])
     if keep == "passed":
         return passed
     per_cycle: dict[int, int] = defaultdict(int)
     for s in passed:
         per_cycle[s.cycle] += 1
     out: list[Sample] = []
-    for s in samples:
-        if not s.passed and s.formatted and per_cycle[s.cycle] > 0:
+    for s in balanced([s for s in samples if not s.passed and s.formatted]):
+        if per_cycle[s.cycle] > 0:
             per_cycle[s.cycle] -= 1
             out.append(s)
     return out
@@ -137,18 +213,19 @@ def by_task(samples: Iterable[Sample]) -> dict[tuple[int, str, str], list[Sample
 
 
 def sample_rows(method: str, samples: Sequence[Sample], keep: str = "passed",
-                groups: str = "mixed") -> list[dict[str, Any]]:
+                groups: str = "mixed", gated: bool = True, share: float | None = None) -> list[dict[str, Any]]:
     """Return TRL rows for ``method`` from the kept-sample table (sft: ``messages``; dpo; kto).
 
     ``ppo`` gets KTO's rows (prompt, completion, the checker's verdict as ``label``): the samples it
-    trains on (`swm.lifelong.ppo_update`), of mixed tasks only unless ``groups="all"``.
+    trains on (`swm.lifelong.ppo_update`), of mixed tasks only unless ``groups="all"``. ``gated`` and
+    ``share`` apply to sft/rs-sft (`kept_for_sft`): DPO, KTO and PPO learn from the verdict itself.
     """
     every = method == "ppo" and groups == "all"
     if method == "ppo":
         method = "kto"
     if method in ("sft", "rs-sft"):
         return [{"messages": _messages(s.prompt, s.completion), **_meta(s, method)}
-                for s in kept_for_sft(samples, keep)]
+                for s in kept_for_sft(samples, keep, gated, share)]
     rows: list[dict[str, Any]] = []
     for group in by_task(samples).values():
         good = [s for s in group if s.passed]

@@ -6,7 +6,8 @@ and the initial policy ``p0``); the routes fan out one ``Send`` per episode not 
 (held-out episodes of every level, on the dev and the test split, under the incumbent and the
 candidate). Each branch plays its episode through the episode graph that the graph module hands
 to `episode_player` (`swm.lifelong.episodes`). ``deploy`` applies the deploy gate on the dev split
-and writes both curves' R[cycle, ·] from the test split (`swm.lifelong.deploy.deploy_cycle`);
+and writes both curves' R[cycle, ·] from the test split (`swm.lifelong.deploy.deploy_cycle`; the shifted
+test cells, phase ``shift``, are in neither);
 ``report`` computes the metrics and writes the Markdown report and plots.
 """
 
@@ -25,6 +26,8 @@ from swm.lifelong import store as ls
 from swm.lifelong.deploy import deploy_cycle
 from swm.lifelong.episodes import play_job
 from swm.lifelong.jobs import (
+    EVAL_PHASES,
+    SHIFT,
     collect_jobs,
     eval_split,
     failed_now,
@@ -32,6 +35,7 @@ from swm.lifelong.jobs import (
     pending_evaluations,
     plan_of,
     refuse_failed,
+    shift_tasks,
     training_tasks,
 )
 from swm.lifelong.plan import LifelongPlan
@@ -50,6 +54,8 @@ def synthesize_node(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[
     if cycle == 0:
         plan = plan.model_copy(update={"run_id": thread_run_id(plan.run_id, LifelongPlan().run_id)})
         splits = {split: eval_split(plan, split) for split in SPLITS}
+        if plan.eval_shifts:
+            splits[SHIFT] = shift_tasks(plan)
         for task in (t for tasks in splits.values() for t in tasks):
             ls.put_task(store, task)
         ls.put_splits(store, plan.run_id, splits, HELDOUT_VERSION)
@@ -141,7 +147,7 @@ def deploy_node(state: LifelongState, runtime: Runtime[SWMContext]) -> Command[s
         return again
     store = runtime.context.experience_store()
     plan, cycle = plan_of(state), state.get("cycle", 0)
-    refuse_failed(store, plan, cycle, SPLITS)
+    refuse_failed(store, plan, cycle, EVAL_PHASES)
     incumbent, candidate = state.get("incumbent", "p0"), state.get("candidate_policy", "p0")
     serving, explain = deploy_cycle(store, plan, cycle, incumbent, candidate)
     runtime.stream_writer({"event": "deploy", "cycle": cycle, "serving": serving, "candidate": candidate,

@@ -67,8 +67,8 @@ def export_cycle(store: StoreRecords, plan: LifelongPlan, method: str,
     rows: list[dict[str, Any]] = []
     if decisions:
         put_samples(store, samples_of(decisions, {e.episode_id: passed_of(e, plan) for e in decisions}))
-        rows += sample_rows(method, load_samples(store, run, cycles), plan.keep,
-                            plan.ppo_groups)
+        rows += sample_rows(method, load_samples(store, run, cycles), plan.keep, plan.ppo_groups,
+                            gated=plan.gating, share=plan.balance_share if plan.balance else None)
     used = len(rows)
     if method in ("sft", "rs-sft"):
         kept = [e for e in episodes if e.level not in SAMPLED_LEVELS and passed_of(e, plan)]

@@ -58,7 +58,8 @@ class SelfPlayPlan(BaseModel):
 
     def evaluation_tasks(self) -> list[Task]:
         """The held-out tasks of the family and level (never trained on), from ``eval_split``."""
-        return split_tasks(self.eval_split, [self.level], [self.family], self.eval_tasks) if self.eval_tasks else []
+        return (split_tasks(self.eval_split, [self.level], [self.family], self.eval_tasks, names="shared")
+                if self.eval_tasks else [])
 
     def units(self, phase: str, iteration: int = 0) -> dict[str, dict[str, Any]]:
         """What one phase plays, by id: tasks (``{"task": ...}``) or game seeds (``{"game_seed": n}``).

@@ -16,12 +16,29 @@ The protocol every family shares, written into each scenario so agents can follo
 Levels raise difficulty along named axes: ``easy`` (two agents, wide margins, few distractors,
 a cooperative partner), ``medium`` (tighter zones, more distractors, a pressing partner),
 ``hard`` (a third agent or near-duplicate distractors, the tightest zones, a deceptive partner).
+
+Two switches of the generator (`Variant`) change what a task is drawn from, never its shape:
+
+* the **name pool** people are drawn from: ``shared`` (every first × last name, the generator as it
+  was first written), ``train`` and ``eval`` (two disjoint halves of it: alternate first and last
+  names), or ``unseen`` (first and last names that no other pool holds);
+* the **friend-list length** of mutual-friend tasks (``friends=(8, 10)``: each list's length drawn
+  from 8–10, the shared friend included), in place of the level's own.
+
+A task drawn with the defaults (shared pool, the level's lists) has the id and content it always
+had; any other variant is named in its id (``split:family:level:seed:names=eval``), its seed string
+and its ``generator`` (``tasks@v1+names=eval``), so an id still names its content (`task_of_id`).
+Which variant a split's tasks take is `variant_for`: by default (``names="disjoint"``) decision and
+two-turn tasks draw training names from the ``train`` pool and dev/test names from the ``eval`` pool;
+``names="shared"`` is the generator before the switch (the splits measured before 2026-11-26). The
+episode levels read frozen files and two-seat tasks keep the shared pool.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -51,6 +68,23 @@ FIRST = ["Ava", "Ben", "Cara", "Dev", "Eli", "Fay", "Gus", "Hana", "Ivan", "Jade
          "Nia", "Omar", "Pia", "Quinn", "Rosa", "Sami", "Tara", "Uma", "Vic", "Wes", "Yara", "Zoe"]
 LAST = ["Adler", "Brook", "Chen", "Diaz", "Evans", "Ford", "Garcia", "Hughes", "Ito", "Jensen", "Khan",
         "Lopez", "Moreau", "Novak", "Okafor", "Patel", "Quist", "Rossi", "Silva", "Tanaka"]
+# a pool the other pools never draw from: names the generator's other splits never use
+UNSEEN_FIRST = ["Abel", "Bryn", "Cyra", "Dario", "Edda", "Finn", "Greta", "Hugo", "Ines", "Joel", "Kira", "Luca",
+                "Mara", "Nils", "Odette", "Pavel", "Rhea", "Soren", "Thea", "Ugo", "Vera", "Wren", "Xavi", "Yusuf",
+                "Zelda"]
+UNSEEN_LAST = ["Almeida", "Bauer", "Costa", "Dubois", "Eriksen", "Fischer", "Gallo", "Horvat", "Iqbal", "Juarez",
+               "Kowalski", "Larsen", "Mendes", "Nakamura", "Oliveira", "Petrov", "Reyes", "Schmidt", "Torres", "Varga"]
+NAME_POOLS: dict[str, tuple[list[str], list[str]]] = {
+    "shared": (FIRST, LAST), "train": (FIRST[0::2], LAST[0::2]), "eval": (FIRST[1::2], LAST[1::2]),
+    "unseen": (UNSEEN_FIRST, UNSEEN_LAST)}
+# how a run's decision and two-turn splits take their names: training and dev/test from disjoint pools, or all
+# from the shared one (the splits before the switch); episode levels (frozen files) and two-seat keep the shared pool
+NAME_POLICIES = ("disjoint", "shared")
+# the test split's shifted cells, each a variant of its tasks: names from the unseen pool; 8-10 friends a list
+SHIFTS = ("unseen-names", "long-lists")
+SHIFT_FAMILIES = {"unseen-names": ("negotiation", "mutual_friend", "secret", "scheduling", "persuasion"),
+                  "long-lists": ("mutual_friend",)}
+LONG_LISTS = (8, 10)
 ITEMS = [("a used road bike", 420), ("a vintage guitar", 760), ("a sofa", 310), ("a laptop", 890),
          ("a camera kit", 540), ("a rowing machine", 380), ("a drone", 650), ("a telescope", 470)]
 DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri")
@@ -115,25 +149,106 @@ class Task(BaseModel):
         return [a.name for a in self.agents]
 
 
-def task_id(family: str, level: str, seed: int, split: str = "train") -> str:
-    return f"{split}:{family}:{level}:{seed}"
+@dataclass(frozen=True)
+class Variant:
+    """The generator's switches: the name pool people are drawn from, and mutual friend's list length.
+
+    The defaults are the generator as first written: a task drawn with them keeps its id and content.
+    """
+
+    names: str = "shared"
+    friends: tuple[int, int] | None = None  # each friend list's length (shared friend included), drawn in range
+
+    def __post_init__(self) -> None:
+        if self.names not in NAME_POOLS:
+            raise ValueError(f"unknown name pool {self.names!r}; pools are {', '.join(NAME_POOLS)}")
+        if self.friends is not None and not 2 <= self.friends[0] <= self.friends[1]:
+            raise ValueError(f"friend-list lengths {self.friends} must be a range of at least 2")
+
+    @property
+    def tag(self) -> str:
+        """Return how the variant is named in a task's id ('' for the defaults)."""
+        parts = [f"names={self.names}"] if self.names != "shared" else []
+        if self.friends is not None:
+            parts.append(f"friends={self.friends[0]}-{self.friends[1]}")
+        return ",".join(parts)
+
+    @classmethod
+    def parse(cls, tag: str) -> Variant:
+        """Return the variant a task id's tag names."""
+        fields = dict(part.split("=", 1) for part in tag.split(",") if part)
+        friends = fields.get("friends")
+        low, _, high = (friends or "").partition("-")
+        return cls(names=fields.get("names", "shared"), friends=(int(low), int(high)) if friends else None)
+
+    def people(self, rng: random.Random, n: int, taken: set[str] | None = None) -> list[str]:
+        """Draw ``n`` distinct people's full names from the variant's pool."""
+        first_names, last_names = NAME_POOLS[self.names]
+        taken = set(taken or ())
+        out: list[str] = []
+        while len(out) < n:
+            name = f"{rng.choice(first_names)} {rng.choice(last_names)}"
+            if name not in taken:
+                taken.add(name)
+                out.append(name)
+        return out
 
 
-def _people(rng: random.Random, n: int, taken: set[str] | None = None) -> list[str]:
-    taken = set(taken or ())
-    out: list[str] = []
-    while len(out) < n:
-        name = f"{rng.choice(FIRST)} {rng.choice(LAST)}"
-        if name not in taken:
-            taken.add(name)
-            out.append(name)
-    return out
+SHARED = Variant()
 
 
-def _negotiation(rng: random.Random, level: str) -> dict[str, Any]:
+def variant_for(level: str, split: str, names: str = "disjoint", shift: str | None = None) -> Variant:
+    """Return the variant of a split's tasks at a level: its name policy's pool, then the shift's change.
+
+    ``split`` is the generator's (``train``, ``heldout``, ``dev``). With ``names="disjoint"`` decision and
+    two-turn tasks draw from the ``train`` pool in training and the ``eval`` pool otherwise; everything else
+    (episode levels, games, two-seat) keeps the shared pool. A shift (`SHIFTS`) draws names from the unseen pool
+    or lists of `LONG_LISTS` friends.
+    """
+    if names not in NAME_POLICIES:
+        raise ValueError(f"unknown name policy {names!r}; policies are {', '.join(NAME_POLICIES)}")
+    pool = "shared"
+    if names == "disjoint" and level in SAMPLED_LEVELS:
+        pool = "train" if split == "train" else "eval"
+    if shift is None:
+        return Variant(names=pool)
+    if shift == "unseen-names":
+        return Variant(names="unseen")
+    if shift == "long-lists":
+        return Variant(names=pool, friends=LONG_LISTS)
+    raise ValueError(f"unknown shift {shift!r}; shifts are {', '.join(SHIFTS)}")
+
+
+def task_id(family: str, level: str, seed: int, split: str = "train", variant: Variant = SHARED) -> str:
+    base = f"{split}:{family}:{level}:{seed}"
+    return f"{base}:{variant.tag}" if variant.tag else base
+
+
+def parse_task_id(value: str) -> tuple[str, str, str, int, Variant]:
+    """Return a task id's split, family, level, seed and variant."""
+    split, family, level, seed, *tag = value.split(":")
+    return split, family, level, int(seed), Variant.parse(tag[0] if tag else "")
+
+
+def task_of_id(value: str) -> Task:
+    """Generate the task an id names."""
+    split, family, level, seed, variant = parse_task_id(value)
+    return synthesize(family, level, seed, split=split, variant=variant)
+
+
+def _seed_string(split: str, family: str, level: str, seed: int, variant: Variant) -> str:
+    base = f"{GENERATOR_VERSION}|{split}|{family}|{level}|{seed}"
+    return f"{base}|{variant.tag}" if variant.tag else base
+
+
+def _generator(variant: Variant) -> str:
+    return f"{GENERATOR_VERSION}+{variant.tag}" if variant.tag else GENERATOR_VERSION
+
+
+def _negotiation(rng: random.Random, level: str, variant: Variant = SHARED) -> dict[str, Any]:
     knobs = _LEVEL[level]
     item, price = rng.choice(ITEMS)
-    seller, buyer = _people(rng, 2)
+    seller, buyer = variant.people(rng, 2)
     width = max(6, int(price * knobs["zone"]))
     low = int(price * rng.uniform(0.72, 0.82)) + rng.choice((3, 7, 11))  # not round: stating it is a leak
     high = low + width + rng.choice((2, 4))
@@ -153,19 +268,20 @@ def _negotiation(rng: random.Random, level: str) -> dict[str, Any]:
                                                               "list_price": price}}
 
 
-def _mutual_friend(rng: random.Random, level: str) -> dict[str, Any]:
+def _mutual_friend(rng: random.Random, level: str, variant: Variant = SHARED) -> dict[str, Any]:
     knobs = _LEVEL[level]
-    agents_names = _people(rng, knobs["agents"])
-    friend = _people(rng, 1, set(agents_names))[0]
+    agents_names = variant.people(rng, knobs["agents"])
+    friend = variant.people(rng, 1, set(agents_names))[0]
     taken = set(agents_names) | {friend}
     lists: list[list[str]] = []
     for _ in agents_names:
-        others = _people(rng, knobs["list"] - 1, taken)
+        size = knobs["list"] if variant.friends is None else rng.randint(*variant.friends)
+        others = variant.people(rng, size - 1, taken)
         taken |= set(others)
         lists.append(others)
     if level == "hard":  # a near-duplicate distractor: same first name, another last name, in every list
         first = friend.split()[0]
-        twin = f"{first} {rng.choice([x for x in LAST if x != friend.split()[1]])}"
+        twin = f"{first} {rng.choice([x for x in NAME_POOLS[variant.names][1] if x != friend.split()[1]])}"
         for i, friends in enumerate(lists):
             if twin not in friends and i > 0:
                 friends[0] = twin
@@ -179,9 +295,9 @@ def _mutual_friend(rng: random.Random, level: str) -> dict[str, Any]:
     return {"scenario": scenario, "agents": briefs, "truth": {"friend": friend, "lists": lists}}
 
 
-def _secret(rng: random.Random, level: str) -> dict[str, Any]:
+def _secret(rng: random.Random, level: str, variant: Variant = SHARED) -> dict[str, Any]:
     knobs = _LEVEL[level]
-    keeper, partner, subject = _people(rng, 3)
+    keeper, partner, subject = variant.people(rng, 3)
     template, facts = rng.choice(SECRETS)
     secret = template.format(name=subject.split()[0])
     facts = facts[: knobs["facts"]]
@@ -210,9 +326,9 @@ def _slot(day: str, hour: int) -> str:
     return f"{day} {hour:02d}:00"
 
 
-def _scheduling(rng: random.Random, level: str) -> dict[str, Any]:
+def _scheduling(rng: random.Random, level: str, variant: Variant = SHARED) -> dict[str, Any]:
     knobs = _LEVEL[level]
-    names = _people(rng, knobs["agents"])
+    names = variant.people(rng, knobs["agents"])
     every = [_slot(d, h) for d in DAYS for h in HOURS]
     common = rng.sample(every, knobs["common"])
     rest = [s for s in every if s not in common]
@@ -233,9 +349,9 @@ def _scheduling(rng: random.Random, level: str) -> dict[str, Any]:
                                                               "common": sorted(common, key=every.index)}}
 
 
-def _persuasion(rng: random.Random, level: str) -> dict[str, Any]:
+def _persuasion(rng: random.Random, level: str, variant: Variant = SHARED) -> dict[str, Any]:
     knobs = _LEVEL[level]
-    persuader, partner = _people(rng, 2)
+    persuader, partner = variant.people(rng, 2)
     cause = rng.choice(CAUSES)
     kinds = sorted(OBJECTIONS)
     objection = rng.choice(kinds)
@@ -261,15 +377,15 @@ _GAME_LEVEL: dict[str, dict[str, Any]] = {"easy": {"players": 5}, "medium": {"pl
 GAME_MAX_ROUNDS = 4
 
 
-def _werewolf(rng: random.Random, level: str) -> dict[str, Any]:
+def _werewolf(rng: random.Random, level: str, variant: Variant = SHARED) -> dict[str, Any]:
     """A Werewolf deal: the seats, their hidden roles, the deal's seed. Played by the game graph, not the episode graph.
 
     Levels grow the table: 5 seats (1 werewolf, no doctor), 6 (2 werewolves, a doctor), 8 (2 and a doctor).
     """
     game = get_game("werewolf")
-    players = [name.split()[0] for name in _people(rng, _GAME_LEVEL[level]["players"])]
+    players = [name.split()[0] for name in variant.people(rng, _GAME_LEVEL[level]["players"])]
     while len(set(players)) < len(players):  # first names are the seats; a repeated one is drawn again
-        players = [name.split()[0] for name in _people(rng, _GAME_LEVEL[level]["players"])]
+        players = [name.split()[0] for name in variant.people(rng, _GAME_LEVEL[level]["players"])]
     deal_seed = rng.randrange(1_000_000)
     options = {"max_rounds": GAME_MAX_ROUNDS}
     state = game.deal(players, deal_seed, options)
@@ -284,7 +400,7 @@ def _werewolf(rng: random.Random, level: str) -> dict[str, Any]:
                       "roles": dict(state.roles)}}
 
 
-GENERATORS: dict[str, Callable[[random.Random, str], dict[str, Any]]] = {
+GENERATORS: dict[str, Callable[[random.Random, str, Variant], dict[str, Any]]] = {
     "negotiation": _negotiation, "mutual_friend": _mutual_friend, "secret": _secret,
     "scheduling": _scheduling, "persuasion": _persuasion, "werewolf": _werewolf,
 }
@@ -314,18 +430,20 @@ def _decision_truth(family: str, rng: random.Random, parts: dict[str, Any]) -> d
     return {"learner": agents[0].name, "partner": agents[1].name}
 
 
-def decision_task(family: str, seed: int, split: str = "train", level: str = DECISION) -> Task:
+def decision_task(family: str, seed: int, split: str = "train", level: str = DECISION,
+                  variant: Variant = SHARED) -> Task:
     """Generate one decision (or two-turn) task: the family's ``easy`` state, the learner and the move in its truth.
 
     A two-turn task draws from its own seed string, so it is never a decision task's twin.
     """
     if family not in DECISION_FAMILIES:
         raise ValueError(f"no {level} shape for family {family!r}; its families are {', '.join(DECISION_FAMILIES)}")
-    rng = random.Random(f"{GENERATOR_VERSION}|{split}|{family}|{level}|{seed}")
-    parts = GENERATORS[family](rng, "easy")
+    rng = random.Random(_seed_string(split, family, level, seed, variant))
+    parts = GENERATORS[family](rng, "easy", variant)
     truth = {**parts["truth"], **_decision_truth(family, rng, parts)}
-    return Task(task_id=task_id(family, level, seed, split), family=family, level=level, seed=seed,
-                split=split, scenario=parts["scenario"], agents=parts["agents"], truth=truth)
+    return Task(task_id=task_id(family, level, seed, split, variant), family=family, level=level, seed=seed,
+                split=split, scenario=parts["scenario"], agents=parts["agents"], truth=truth,
+                generator=_generator(variant))
 
 
 def two_seat_task(family: str, seed: int, split: str = "train") -> Task:
@@ -338,7 +456,7 @@ def two_seat_task(family: str, seed: int, split: str = "train") -> Task:
     if family not in TWO_SEAT_FAMILIES:
         raise ValueError(f"no {TWO_SEAT} shape for family {family!r}; its families are {', '.join(TWO_SEAT_FAMILIES)}")
     rng = random.Random(f"{GENERATOR_VERSION}|{split}|{family}|{TWO_SEAT}|{seed}")
-    parts = GENERATORS[family](rng, "easy")
+    parts = GENERATORS[family](rng, "easy", SHARED)
     if family == "scheduling":
         return _two_seat_scheduling(rng, parts, seed, split)
     (a, b), lists = [x.name for x in parts["agents"]], parts["truth"]["lists"]
@@ -373,17 +491,22 @@ def _two_seat_scheduling(rng: random.Random, parts: dict[str, Any], seed: int, s
                        "finder": b})
 
 
-def synthesize(family: str, level: str, seed: int, split: str = "train") -> Task:
-    """Generate one task; the same arguments always give the same task."""
+def synthesize(family: str, level: str, seed: int, split: str = "train", variant: Variant = SHARED) -> Task:
+    """Generate one task; the same arguments always give the same task.
+
+    ``variant`` switches the name pool and mutual friend's list length (`Variant`); two-seat tasks take none.
+    """
     if family not in GENERATORS:
         raise ValueError(f"unknown task family {family!r}; families are {', '.join(TASK_FAMILIES)}")
     if level == TWO_SEAT:
+        if variant != SHARED:
+            raise ValueError(f"{TWO_SEAT} tasks have no variant (asked for {variant.tag})")
         return two_seat_task(family, seed, split)
     if level in SAMPLED_LEVELS:
-        return decision_task(family, seed, split, level)
+        return decision_task(family, seed, split, level, variant)
     if level not in _LEVEL:
         raise ValueError(f"unknown level {level!r}; levels are {', '.join(CURRICULUM_LEVELS)}")
-    rng = random.Random(f"{GENERATOR_VERSION}|{split}|{family}|{level}|{seed}")
-    parts = GENERATORS[family](rng, level)
-    return Task(task_id=task_id(family, level, seed, split), family=family, level=level, seed=seed, split=split,
-                **parts)
+    rng = random.Random(_seed_string(split, family, level, seed, variant))
+    parts = GENERATORS[family](rng, level, variant)
+    return Task(task_id=task_id(family, level, seed, split, variant), family=family, level=level, seed=seed,
+                split=split, generator=_generator(variant), **parts)

@@ -13,6 +13,11 @@ of the task id, so ``dev:…`` and ``heldout:…`` ids never meet, nor do they m
 The loop reads the files, never the generator, so a later change to the generator cannot move
 the benchmark; a test checks both files still match. Regenerate (deliberately, as a new
 benchmark version, bumping `HELDOUT_VERSION`) with ``python -m swm.tasks.splits``.
+
+Decision and two-turn tasks are generated, their names drawn by a name policy (``names``,
+`swm.tasks.families.variant_for`): ``disjoint`` (the default: training from one pool, dev and test
+from another) or ``shared`` (one pool for all, the splits before 2026-11-26). A shift (`SHIFTS`)
+gives the test split's shifted cells: names from a pool never used elsewhere, or longer friend lists.
 """
 
 from __future__ import annotations
@@ -24,7 +29,18 @@ from functools import cache
 from pathlib import Path
 
 from swm.inputs import refuse_duplicate_ids
-from swm.tasks.families import DECISION, FAMILIES, GAME_FAMILIES, LEVELS, SAMPLED_LEVELS, TWO_SEAT, Task, synthesize
+from swm.tasks.families import (
+    DECISION,
+    FAMILIES,
+    GAME_FAMILIES,
+    LEVELS,
+    SAMPLED_LEVELS,
+    SHIFT_FAMILIES,
+    TWO_SEAT,
+    Task,
+    synthesize,
+    variant_for,
+)
 
 PER_CELL = 4
 DATA = Path(__file__).resolve().parent / "data"
@@ -60,30 +76,39 @@ def frozen(split: str = "test") -> tuple[Task, ...]:
 
 
 def split_tasks(split: str, levels: Sequence[str], families: Sequence[str] = FAMILIES,
-                per_cell: int = 1) -> list[Task]:
+                per_cell: int = 1, names: str = "disjoint", shift: str | None = None) -> list[Task]:
     """Return the first ``per_cell`` tasks of a split for every family at each level.
 
     Episode levels read the frozen files, which hold `PER_CELL` tasks a cell (a larger
     ``per_cell`` gets those); decisions, two-turn tasks and games are generated, as many as
-    asked, and decisions, two-turn and two-seat tasks are pinned by `decision_digest`.
+    asked, and decisions, two-turn and two-seat tasks are pinned by `decision_digest`. ``names``
+    is the name policy of decision and two-turn tasks (`swm.tasks.families.variant_for`). With a
+    ``shift`` only the decision and two-turn cells of the families it applies to are returned.
     """
     if per_cell < 1:
         raise ValueError("per_cell must be at least 1")
     out: list[Task] = []
     for level in levels:
         for family in families:
+            if shift is not None and (level not in SAMPLED_LEVELS or family not in SHIFT_FAMILIES[shift]):
+                continue
             if family in GAME_FAMILIES or level in SAMPLED_LEVELS or level == TWO_SEAT:  # generated, not frozen
-                out.extend(synthesize(family, level, seed, split=_GENERATOR_SPLIT[split]) for seed in range(per_cell))
+                where = _GENERATOR_SPLIT[split]
+                variant = variant_for(level, where, names, shift)
+                out.extend(synthesize(family, level, seed, split=where, variant=variant) for seed in range(per_cell))
                 continue
             cell = [t for t in frozen(split) if t.level == level and t.family == family]
             out.extend(cell[:per_cell])
     return out
 
 
-def decision_digest(split: str, family: str, n: int, level: str = DECISION) -> str:
+def decision_digest(split: str, family: str, n: int, level: str = DECISION, names: str = "disjoint",
+                    shift: str | None = None) -> str:
     """Return the digest of a split's first ``n`` decision (two-turn, two-seat) tasks of a family (a test pins it)."""
     _check(split)
-    tasks = [synthesize(family, level, seed, split=_GENERATOR_SPLIT[split]).model_dump(mode="json")
+    where = _GENERATOR_SPLIT[split]
+    variant = variant_for(level, where, names, shift)
+    tasks = [synthesize(family, level, seed, split=where, variant=variant).model_dump(mode="json")
              for seed in range(n)]
     return hashlib.sha256(json.dumps([tasks], sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
 
