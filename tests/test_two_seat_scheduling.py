@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from test_two_seat import Scripted
 
 from swm.selfplay.plan import SelfPlayPlan
 from swm.selfplay.rewards import RewardConfig, score
@@ -12,7 +13,6 @@ from swm.tasks.families import DAYS, HOURS, TWO_SEAT, TWO_SEAT_FAMILIES, Task, s
 from swm.tasks.splits import decision_digest, split_tasks
 from swm.tasks.two_seat import SLOT_PREFILL, SLOTS_PREFILL, seat_prompt
 from swm.tasks.verify import check
-from swm.training.trajectory import Generation
 
 # the splits' first tasks, pinned: a change to the generator that moves them fails here (a new benchmark version)
 DIGESTS = {("test", 200): "5ee951f73eaf4185", ("dev", 100): "703593def4c5add4"}
@@ -119,22 +119,6 @@ def test_12pm_is_noon_and_times_are_read_however_written() -> None:
     twelve = int(h0[:2])
     spoken = f"I'm free {d0} {twelve - 12 if twelve > 12 else twelve}{'pm' if twelve >= 12 else 'am'} and {own[1]}"
     assert check(plain, says((a, spoken), (b, "SLOT: nothing"))).detail["speaker_listed"] == 0.5
-
-
-class Scripted:
-    """Replies in order, one token a word; records each prompt and its prefill."""
-
-    def __init__(self, replies: list[str]) -> None:
-        self.replies = iter(replies)
-        self.calls: list[tuple[str, str, str | None, int | None]] = []
-
-    def generate(self, prompt: str, prefill: str = "", stop: str | None = None,
-                 max_tokens: int | None = None) -> Generation:
-        self.calls.append((prompt, prefill, stop, max_tokens))
-        text = next(self.replies)
-        words = text.split() or [""]
-        return Generation(text=prefill + text, prompt_ids=[0, 1], token_ids=list(range(10, 10 + len(words))),
-                          logprobs=[-1.0] * len(words))
 
 
 def test_one_policy_plays_both_seats_and_both_get_the_joint_reward() -> None:
