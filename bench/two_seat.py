@@ -217,7 +217,7 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=4, help="training tasks per iteration")
     ap.add_argument("--group", type=int, default=8, help="G: rollouts per task")
     ap.add_argument("--eval-tasks", type=int, default=200)
-    ap.add_argument("--estimator", default="role", choices=["hierarchical", "group", "role"])
+    ap.add_argument("--estimator", default="role", choices=["hierarchical", "group", "role", "rs"])
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--kl-coef", type=float, default=0.0)
     ap.add_argument("--minibatch", type=int, default=8)

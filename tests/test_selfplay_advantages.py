@@ -7,6 +7,7 @@ import pytest
 from swm.training.advantages import (
     AdvantageConfig,
     TurnInput,
+    assign_advantages,
     broadcast,
     discounted_return,
     gae,
@@ -85,3 +86,24 @@ def test_bad_input_is_refused() -> None:
         gae([1.0], [0.0, 1.0], 1, 1)
     with pytest.raises(ValueError, match="no generated tokens"):
         hierarchical([TurnInput(reward=1.0, token_values=[])], AdvantageConfig())
+
+
+def test_rejection_sampling_keeps_the_passing_seats_turns_only() -> None:
+    """estimator rs: every token of a seat with a positive return gets 1, any other seat's turns none, so the
+    update trains on the passing rollouts' turns alone (and on both seats of a passed joint task)."""
+    from swm.training.ppo import training_samples
+    from swm.training.trajectory import Rollout, SeatTrajectory, SeatTurn
+
+    def rollout(rid: str, reward: float) -> Rollout:
+        seats = [SeatTrajectory(seat=name, role=role, turns=[
+            SeatTurn(turn=k, prompt="", text="x", prompt_ids=[0], token_ids=[1] * (k + 2), logprobs=[-1.0] * (k + 2),
+                     reward=reward)]) for k, (name, role) in enumerate([("A", "speaker"), ("B", "finder")])]
+        return Rollout(rollout_id=rid, task_id="t", iteration=0, sample=0, seats=seats)
+
+    passed, failed, penalised = rollout("p", 1.0), rollout("f", 0.0), rollout("n", -0.5)
+    raw = assign_advantages([passed, failed, penalised], AdvantageConfig(estimator="rs"))
+    assert [t.advantages for s in passed.seats for t in s.turns] == [[1.0, 1.0], [1.0, 1.0, 1.0]]
+    assert all(t.advantages == [] for r in (failed, penalised) for s in r.seats for t in s.turns)
+    assert raw == [1.0] * 5
+    samples = training_samples([passed, failed, penalised])
+    assert sorted(s.role for s in samples) == ["finder", "speaker"] and all(s.advantages for s in samples)

@@ -40,9 +40,10 @@ from swm.tasks.families import FAMILIES, LEVELS, TWO_SEAT
                    "two-seat tasks are generated, any number).")
 @click.option("--eval-split", type=click.Choice(["dev", "test"]), default="test", show_default=True,
               help="The held-out split evaluated after each update.")
-@click.option("--estimator", type=click.Choice(["hierarchical", "group", "role"]), default="hierarchical",
-              show_default=True, help="Turn- then token-level GAE with a value head, critic-free group returns, or "
-                                      "role: one running baseline per (family, role) (SPIRAL's RAE).")
+@click.option("--estimator", type=click.Choice(["hierarchical", "group", "role", "rs"]), default="hierarchical",
+              show_default=True, help="Turn- then token-level GAE with a value head, critic-free group returns, "
+                                      "role: one running baseline per (family, role) (SPIRAL's RAE), or rs: clone "
+                                      "the passing rollouts' turns (the rs-sft arm on the same rollouts).")
 @click.option("--gamma", default=1.0, show_default=True, help="Turn-level discount γ.")
 @click.option("--lam", default=0.95, show_default=True, help="Turn-level GAE λ.")
 @click.option("--gamma-tok", default=1.0, show_default=True, help="Token-level discount γ_tok.")

@@ -31,6 +31,13 @@ generated. A group of self-play rollouts is not a set of exchangeable attempts b
 other seat changes too), so the baseline is the role's expected return over time, not the group's
 mean; the baselines persist across iterations with the run (`RoleBaselines`).
 
+**Rejection sampling** (``estimator="rs"``, the rs-sft arm on the same rollouts): a seat whose return
+is above 0 (a passed joint task) gets advantage 1 at every token it generated, any other seat none, so
+its turns are left out of the update (`swm.training.ppo.training_samples` takes turns with advantages):
+the update is then supervised fine-tuning on the passing rollouts' turns (at a ratio of 1 the clipped
+objective's gradient is the log-likelihood's), with the budget in sampled rollouts of the other
+estimators. Not whitened.
+
 `normalise_per_role` whitens token advantages per role over a batch before the PPO update.
 """
 
@@ -52,7 +59,10 @@ class AdvantageConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    estimator: Literal["hierarchical", "group", "role"] = "hierarchical"
+    estimator: Literal["hierarchical", "group", "role", "rs"] = Field("hierarchical", description=(
+        "hierarchical (turn- then token-level GAE with a value head), group (critic-free, normalised over a "
+        "task's G rollouts), role (a running baseline per family and role) or rs (rejection sampling: clone "
+        "the passing rollouts' turns, the rs-sft arm on the same rollouts)"))
     gamma: float = Field(1.0, ge=0, le=1, description="turn-level discount γ")
     lam: float = Field(0.95, ge=0, le=1, description="turn-level GAE λ")
     gamma_tok: float = Field(1.0, ge=0, le=1, description="token-level discount γ_tok")
@@ -212,6 +222,16 @@ def assign_advantages(rollouts: list[Rollout], cfg: AdvantageConfig,
     (``family/role`` → running baseline, in place; the run keeps them between iterations) and is
     only scaled per role, not centred, so its baseline stays the one subtracted.
     """
+    if cfg.estimator == "rs":
+        raw: list[float] = []
+        for r in rollouts:
+            for seat in r.seats:
+                kept = discounted_return([t.reward for t in seat.turns], cfg.gamma) > 0
+                for turn in seat.turns:
+                    turn.advantages = [1.0] * len(turn.token_ids) if kept else []
+                    turn.returns = [1.0 if kept else 0.0] * len(turn.advantages)
+                    raw += turn.advantages
+        return raw
     if cfg.estimator == "hierarchical":
         for r in rollouts:
             for seat in r.seats:
