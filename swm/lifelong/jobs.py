@@ -136,7 +136,8 @@ def refuse_failed(store: StoreRecords, plan: LifelongPlan, cycle: int, phases: t
     """
     failed = [r for r in ls.failures(store, plan.run_id) if r["cycle"] == cycle and r["phase"] in phases]
     if failed:
-        raise ModelCallFailed(f"{len(failed)} episode(s) of cycle {cycle} ({'/'.join(phases)}) failed after their "
+        played = [p for p in phases if p != SHIFT or plan.eval_shifts]  # the phases this run plays
+        raise ModelCallFailed(f"{len(failed)} episode(s) of cycle {cycle} ({'/'.join(played)}) failed after their "
                               f"retries (first: {failed[0]['error']})",
                               "rerun with the same --db and --thread-id to play only those again")
 
