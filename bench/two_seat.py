@@ -116,6 +116,18 @@ def _wilson(k: int, n: int) -> str:
     return f"{k}/{n} = {k / n:.3f} [{low:.3f}, {high:.3f}]" if n else "-"
 
 
+def _train_success(summary: dict[str, Any]) -> str:
+    """An iteration's training joint success with its Wilson interval, from its summary."""
+    n = int(summary.get("rollouts") or 0) - int(summary.get("failed") or 0)
+    return _wilson(round(float(summary.get("pass_rate") or 0.0) * n), n)
+
+
+def _eval_row(name: str, rows: list[dict[str, Any]]) -> str:
+    """A policy's held-out row: joint success with its Wilson interval, and the speaker's mean listed share."""
+    listed = sum(float(r["listed"] or 0) for r in rows) / max(len(rows), 1)
+    return f"| {name} | {_wilson(sum(r['passed'] for r in rows), len(rows))} | {listed:.2f} |"
+
+
 def same_draws(db: Path, arms: list[str]) -> dict[str, int]:
     """How many of the arms' iteration-0 training rollouts are the same draw (same task, sample and transcript).
 
@@ -137,19 +149,14 @@ def report(results: dict[str, Any]) -> str:
              "update s | other s |", "|---|---|---|---|---|---|---|---|"]
     for arm in ARMS:
         for i, s in sorted((results.get("curves", {}).get(arm) or {}).items(), key=lambda kv: int(kv[0])):
-            n = int(s.get("rollouts") or 0) - int(s.get("failed") or 0)
-            k = round(float(s.get("pass_rate") or 0.0) * n)
             rew = s.get("reward") or {}
-            lines.append(f"| {arm} | {i} | {_wilson(k, n)} | {(rew.get('speaker') or {}).get('mean', 0):.3f} | "
+            lines.append(f"| {arm} | {i} | {_train_success(s)} | {(rew.get('speaker') or {}).get('mean', 0):.3f} | "
                          f"{(rew.get('finder') or {}).get('mean', 0):.3f} | {s.get('sampling_s', 0):.0f} | "
                          f"{s.get('update_s', 0):.0f} | {s.get('other_s', 0):.0f} |")
     evals = results.get("eval") or {}
     if evals:
         lines += ["", "| policy | held-out joint success (Wilson 95%) | speaker listed (mean share) |", "|---|---|---|"]
-        for name, rows in evals.items():
-            k = sum(r["passed"] for r in rows)
-            listed = sum(float(r["listed"] or 0) for r in rows) / max(len(rows), 1)
-            lines.append(f"| {name} | {_wilson(k, len(rows))} | {listed:.2f} |")
+        lines += [_eval_row(name, rows) for name, rows in evals.items()]
         lines += ["", "| comparison | only first | only second | exact McNemar p |", "|---|---|---|---|"]
         for first, second in (("warm", "selfplay"), ("warm", "shuffled"), ("shuffled", "selfplay")):
             if first in evals and second in evals:
@@ -174,16 +181,13 @@ def combine(stages: list[Path]) -> str:
         for run in runs:
             curve = (run.get("curves") or {}).get(arm) or {}
             for i, s in sorted(curve.items(), key=lambda kv: int(kv[0])):
-                n = int(s.get("rollouts") or 0) - int(s.get("failed") or 0)
-                k = round(float(s.get("pass_rate") or 0.0) * n)
-                lines.append(f"| {arm} | {offset + int(i)} | {_wilson(k, n)} | {s.get('sampling_s', 0):.0f} | "
+                lines.append(f"| {arm} | {offset + int(i)} | {_train_success(s)} | {s.get('sampling_s', 0):.0f} | "
                              f"{s.get('update_s', 0):.0f} |")
             offset += len(curve)
     warm = runs[0]["eval"]["warm"]
     passed = {"warm": [r["passed"] for r in warm]}
     lines += ["", "| policy | held-out joint success (Wilson 95%) | speaker listed (mean share) |", "|---|---|---|",
-              f"| warm | {_wilson(sum(passed['warm']), len(warm))} | "
-              f"{sum(float(r['listed'] or 0) for r in warm) / len(warm):.2f} |"]
+              _eval_row("warm", warm)]
     tests: list[tuple[str, str]] = []
     done = dict.fromkeys(ARMS, 0)  # iterations each arm has run so far (a stage may continue one arm only)
     for run in runs:
@@ -193,8 +197,7 @@ def combine(stages: list[Path]) -> str:
             if rows:
                 name = f"{arm} after {done[arm]}"
                 passed[name] = [r["passed"] for r in rows]
-                lines.append(f"| {name} | {_wilson(sum(passed[name]), len(rows))} | "
-                             f"{sum(float(r['listed'] or 0) for r in rows) / len(rows):.2f} |")
+                lines.append(_eval_row(name, rows))
                 tests.append(("warm", name))
     for name in [n for n in passed if n.startswith("selfplay after ")]:
         control = name.replace("selfplay", "shuffled")
