@@ -1,5 +1,6 @@
-"""One import root: swm installs nothing at the top level but ``swm``, so a user's own modules named
-``graphs``, ``nodes``, ``prompts`` or ``checkpoints`` beside their script change nothing."""
+"""One import root: swm installs nothing at the top level but ``swm`` (and ``swm_social``, the name verifiers
+imports swm's environment by), so a user's own modules named ``graphs``, ``nodes``, ``prompts`` or
+``checkpoints`` beside their script change nothing."""
 
 from __future__ import annotations
 
@@ -37,6 +38,11 @@ def test_only_swm_is_a_top_level_package() -> None:
     root = Path(__file__).resolve().parents[1]
     config = tomllib.loads((root / "pyproject.toml").read_text())
     assert config["tool"]["setuptools"]["packages"]["find"]["include"] == ["swm*"]
+    from setuptools import find_packages
+
+    tops = {name.split(".")[0] for name in find_packages(root, include=["swm*"])}
+    assert tops == {"swm", "swm_social"}, tops
+    assert [p.name for p in (root / "swm_social").glob("*.py")] == ["__init__.py"], "swm_social only re-exports"
     for name in ("graphs", "nodes", "prompts", "checkpoints"):
         link = root / name
         assert link.is_symlink() and link.resolve() == (root / "swm" / name).resolve(), name

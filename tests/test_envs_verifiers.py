@@ -1,16 +1,12 @@
 """swm-social under verifiers: each seat's recorded reward is swm's, item for item, against the loopback fake server.
 
-Needs verifiers (0.4) installed beside swm, which swm's own environment cannot hold (openai<3; see
-../pyproject.toml), so swm's CI does not run this; run it where the package is installed:
-
-    pip install -e ../.. -e . pytest && python -m pytest tests    # from envs/verifiers
-
-verifiers plays every seat through its ``null`` harness: a chat program that ``uv`` prepares once (it
-fetches the program's packages from PyPI on the first run) and runs in a local subprocess, its model
-calls relayed by verifiers' interception server to `swm.testing.FakeOpenAIServer`, whose replies are
-scripted from the prompt (tests/test_envs_seats.py's `ScriptedPolicy`). For a decision of every family,
-two-turn tasks, an episode, a two-seat task, Werewolf, a judged episode and a SOTOPIA scenario (scored by
-SOTOPIA's evaluator, its reply scripted), the episode's traces are
+verifiers (the ``[verifiers]`` extra, in ``[dev]``) plays every seat through its ``null`` harness: a chat
+program that ``uv`` makes an environment for once and runs in a local subprocess, its model calls relayed
+by verifiers' interception server to `swm.testing.FakeOpenAIServer`, whose replies are scripted from the
+prompt (tests/test_envs_seats.py's `ScriptedPolicy`). uv makes that environment from the wheels
+`scripts/install` keeps (``.venv/wheels/verifiers-chat``) with no index, so no test reaches the network.
+For a decision of every family, two-turn tasks, an episode, a two-seat task, Werewolf, a judged episode
+and a SOTOPIA scenario (scored by SOTOPIA's evaluator, its reply scripted), the episode's traces are
 checked against swm's own code on the same transcript: the seat's replies, read back from its trace,
 replayed through `swm.envs.seats.SocialEnv` give the reward each trace recorded and the checker's
 verdict, and that reward is swm's rule on the checker's verdict (`seat_rewards`).
@@ -19,26 +15,37 @@ verdict, and that reward is swm's rule on the checker's verdict (`seat_rewards`)
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from collections import deque
 from pathlib import Path
 from typing import Any
 
 import pytest
+import verifiers.v1 as vf
+from test_envs_seats import ScriptedPolicy, evaluation, seat_rewards
 
-vf = pytest.importorskip("verifiers.v1")
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests"))
+from swm.envs.seats import SocialEnv, reply_generation
+from swm.envs.verifiers_env import SwmSocialEnvConfig
+from swm.llm import make_chat_model
+from swm.scenarios import shipped
+from swm.selfplay.rewards import RewardConfig
+from swm.tasks import check, synthesize
+from swm.testing import FakeOpenAIServer
+from swm.training.trajectory import Generation
 
-from swm_social.taskset import SwmSocialEnvConfig  # noqa: E402
-from test_envs_seats import ScriptedPolicy, evaluation, seat_rewards  # noqa: E402
+WHEELS = Path(sys.prefix) / "wheels" / "verifiers-chat"
 
-from swm.envs.seats import SocialEnv, reply_generation  # noqa: E402
-from swm.llm import make_chat_model  # noqa: E402
-from swm.scenarios import shipped  # noqa: E402
-from swm.selfplay.rewards import RewardConfig  # noqa: E402
-from swm.tasks import check, synthesize  # noqa: E402
-from swm.testing import FakeOpenAIServer  # noqa: E402
-from swm.training.trajectory import Generation  # noqa: E402
+
+def player() -> dict[str, Any]:
+    """The ``player`` agent: the ``null`` harness in a subprocess, its chat program's environment made by this
+    environment's ``uv`` from the kept wheels, with no index and no Python download."""
+    if not any(WHEELS.glob("openai-*.whl")):
+        pytest.fail(f"no wheels of verifiers' chat program in {WHEELS}: run `bash scripts/install`")
+    env = {"UV_NO_INDEX": "1", "UV_FIND_LINKS": str(WHEELS), "UV_PYTHON": sys.executable,
+           "UV_PYTHON_DOWNLOADS": "never", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    return {"harness": {"id": "null", "env": env}, "runtime": {"type": "subprocess"}}
+
 
 SHAPES = [("negotiation", "decision"), ("mutual_friend", "decision"), ("secret", "decision"),
           ("scheduling", "decision"), ("persuasion", "decision"), ("secret", "two-turn"),
@@ -59,7 +66,7 @@ class Replay:
 def play(server: FakeOpenAIServer, family: str, level: str, seed: int, **env: Any) -> list[Any]:
     """One verifiers episode of swm's task (family, level, seed) against ``server``; its traces."""
     config = SwmSocialEnvConfig(taskset={"id": "swm-social", "families": [family], "levels": [level], "seeds": 1,
-                                         "first_seed": seed}, quality_filter=False, **env)
+                                         "first_seed": seed}, player=player(), quality_filter=False, **env)
     environment = vf.load_environment(config)
     (task,) = list(environment.taskset)
     ctx = vf.ModelContext(model="fake", client=vf.EvalClientConfig(base_url=server.base_url, api_key_var="FAKE_KEY"))
@@ -104,8 +111,7 @@ def _key(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_each_seats_reward_is_swms(family: str, level: str) -> None:
     policy = ScriptedPolicy(seed=7)
     with FakeOpenAIServer(scripts={"<text>": policy}) as server:
-        for seed in (0, 1):
-            check_traces(family, level, seed, play(server, family, level, seed), RewardConfig(quality_filter=False))
+        check_traces(family, level, 0, play(server, family, level, 0), RewardConfig(quality_filter=False))
 
 
 def test_an_episode_with_the_judge_is_scored_as_swm_scores_it() -> None:
@@ -122,7 +128,8 @@ def test_a_sotopia_scenario_is_scored_by_sotopias_evaluator() -> None:
     scripts = {"<text>": ScriptedPolicy(seed=4), "EnvResponse": evaluation([8, 2])}
     with FakeOpenAIServer(scripts=scripts) as server:
         config = SwmSocialEnvConfig(taskset={"id": "swm-social", "families": [], "levels": [],
-                                             "scenarios": [scenario.id]}, max_turns=4, judge_model=server.model_spec)
+                                             "scenarios": [scenario.id]}, player=player(), max_turns=4,
+                                    judge_model=server.model_spec)
         environment = vf.load_environment(config)
         (task,) = list(environment.taskset)
         ctx = vf.ModelContext(model="fake", client=vf.EvalClientConfig(base_url=server.base_url,

@@ -19,11 +19,13 @@ the agent's) fails the episode, as a model error fails a swm rollout.
 from __future__ import annotations
 
 import contextlib
+import tomllib
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any
 
 import verifiers.v1 as vf
 from pydantic import Field
+from verifiers.v1.harnesses.utils.launch import CHAT_PROGRAM
 
 from swm.envs.seats import SocialEnv, run_async
 from swm.llm import make_chat_model
@@ -90,6 +92,15 @@ class SwmSocialEnvConfig(vf.EnvConfig):
     per-turn SOTOPIA-style judge of task episodes when ``judge_weight`` > 0."""
     judge_weight: float = Field(0.0, ge=0.0, le=1.0)
     """Weight of the judge's per-turn score in a task episode's rewards (0: none; it never scores completion)."""
+
+
+def chat_program_requirements() -> list[str]:
+    """The packages of the ``null`` harness's chat program (its PEP 723 header), which verifiers has ``uv``
+    install once into the program's own environment: `scripts/install` keeps their wheels so that the tests
+    prepare it with no index."""
+    header = "\n".join(line.removeprefix("#").strip() for line in CHAT_PROGRAM.splitlines()
+                       if line.startswith("# ") and "///" not in line)
+    return list(tomllib.loads(header)["dependencies"])
 
 
 def regenerate(task: vf.Task) -> SwmTask | Scenario:
