@@ -16,9 +16,13 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-try:
+import openai
+
+# The HTTP library of the installed OpenAI client: openai 3 runs on httpx2, openai 2 (swm's lock, for verifiers)
+# on httpx. A transport or an exception class of the other one is not the client's: its timeouts would not retry.
+if int(openai.__version__.split(".")[0]) >= 3:  # pragma: no cover - the lock holds openai 2
     import httpx2 as httpx
-except ImportError:  # pragma: no cover - openai < 3 used httpx
+else:
     import httpx  # type: ignore[no-redef]
 
 

@@ -395,11 +395,9 @@ def endpoint_error(exc: BaseException, model: BaseChatModel) -> SWMError | None:
     would fare better); a timeout is `ModelTimeout`; HTTP 429/5xx, a dropped connection, a reply
     that is not JSON and other refused requests are `ModelCallFailed` (the item fails, the run goes on).
     """
-    try:
-        import httpx2 as httpx
-    except ImportError:  # pragma: no cover - openai < 3 used httpx
-        import httpx  # type: ignore[no-redef]
     import openai
+
+    from swm.deadline import httpx  # the OpenAI client's own HTTP library
 
     where = _endpoint_of(model)
     if isinstance(exc, openai.APITimeoutError):

@@ -80,3 +80,12 @@ def test_a_slow_reply_inside_the_deadline_is_read(server: FakeOpenAIServer) -> N
     server.configure(faults=["drip"], drip_bytes=6)  # 0.3 s of padding, then the reply
     reply = call_model(make_chat_model(server.model_spec, timeout=2, max_retries=0), "Where?", ReasonedAnswer)
     assert reply.value is not None
+
+
+def test_the_deadline_runs_on_the_openai_clients_own_http_library() -> None:
+    """openai 3 runs on httpx2 and openai 2 on httpx: a transport or timeout of the other library is not retried."""
+    import openai._base_client
+
+    import swm.deadline
+
+    assert swm.deadline.httpx is openai._base_client.httpx
