@@ -63,11 +63,10 @@ class Replay:
         return reply_generation(prompt, self.replies.popleft(), prefill, stop)
 
 
-def play(server: FakeOpenAIServer, family: str, level: str, seed: int, **env: Any) -> list[Any]:
-    """One verifiers episode of swm's task (family, level, seed) against ``server``; its traces."""
-    config = SwmSocialEnvConfig(taskset={"id": "swm-social", "families": [family], "levels": [level], "seeds": 1,
-                                         "first_seed": seed}, player=player(), quality_filter=False, **env)
-    environment = vf.load_environment(config)
+def traces_of(server: FakeOpenAIServer, taskset: dict[str, Any], **env: Any) -> list[Any]:
+    """Run the one task of ``taskset`` as a verifiers episode against ``server``; its traces."""
+    environment = vf.load_environment(SwmSocialEnvConfig(taskset={"id": "swm-social", **taskset}, player=player(),
+                                                          **env))
     (task,) = list(environment.taskset)
     ctx = vf.ModelContext(model="fake", client=vf.EvalClientConfig(base_url=server.base_url, api_key_var="FAKE_KEY"))
 
@@ -78,6 +77,12 @@ def play(server: FakeOpenAIServer, family: str, level: str, seed: int, **env: An
     episode = asyncio.run(run())
     assert episode.ok, [e.message for e in episode.errors]
     return list(episode.traces)
+
+
+def play(server: FakeOpenAIServer, family: str, level: str, seed: int, **env: Any) -> list[Any]:
+    """One verifiers episode of swm's task (family, level, seed) against ``server``; its traces."""
+    return traces_of(server, {"families": [family], "levels": [level], "seeds": 1, "first_seed": seed},
+                     quality_filter=False, **env)
 
 
 def replies(trace: Any) -> list[str]:
@@ -127,21 +132,9 @@ def test_a_sotopia_scenario_is_scored_by_sotopias_evaluator() -> None:
     scenario = shipped()[0]
     scripts = {"<text>": ScriptedPolicy(seed=4), "EnvResponse": evaluation([8, 2])}
     with FakeOpenAIServer(scripts=scripts) as server:
-        config = SwmSocialEnvConfig(taskset={"id": "swm-social", "families": [], "levels": [],
-                                             "scenarios": [scenario.id]}, player=player(), max_turns=4,
-                                    judge_model=server.model_spec)
-        environment = vf.load_environment(config)
-        (task,) = list(environment.taskset)
-        ctx = vf.ModelContext(model="fake", client=vf.EvalClientConfig(base_url=server.base_url,
-                                                                       api_key_var="FAKE_KEY"))
-
-        async def run() -> Any:
-            async with environment.serving():
-                return await environment.run_episode(task, ctx)
-
-        episode = asyncio.run(run())
-        assert episode.ok, [e.message for e in episode.errors]
-        by_seat = {t.info["swm"]["seat"]: t for t in episode.traces}
+        traces = traces_of(server, {"families": [], "levels": [], "scenarios": [scenario.id]}, max_turns=4,
+                           judge_model=server.model_spec)
+        by_seat = {t.info["swm"]["seat"]: t for t in traces}
         env = SocialEnv([], [], max_turns=4, judge=make_chat_model(server.model_spec))
         replayed = env.run_scenario(scenario, {seat: Replay(replies(t)) for seat, t in by_seat.items()})
     assert replayed.rewards == {scenario.names[0]: 0.8, scenario.names[1]: 0.2}
