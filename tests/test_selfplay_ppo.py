@@ -145,6 +145,26 @@ def test_scoring_only_the_generated_positions_equals_the_full_projection(base_di
     assert torch.allclose(grads[0], grads[1], atol=1e-5) and float(grads[0].abs().sum()) > 0
 
 
+def test_scoring_works_where_transformers_takes_only_an_int_logits_to_keep(base_dir: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scoring runs on a transformers that mis-reads a 2-D ``logits_to_keep`` (5.17 did; the range admits 4.56)."""
+    p = policy(base_dir)
+    prompts = [p.prompt_ids("a short prompt"), p.prompt_ids("a longer prompt with more words")]
+    batch = collate(prompts, [ids(p, "one two"), ids(p, "three")], p.tokenizer.pad_token_id)
+    with torch.no_grad():
+        expected, _ = p.score(batch)
+    forward = p.model.forward
+
+    def older_transformers(*args: object, logits_to_keep: object = 0, **kwargs: object) -> object:
+        if torch.is_tensor(logits_to_keep) and logits_to_keep.dim() > 1:
+            raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
+        return forward(*args, logits_to_keep=logits_to_keep, **kwargs)
+
+    monkeypatch.setattr(p.model, "forward", older_transformers)
+    with torch.no_grad():
+        assert torch.equal(p.score(batch)[0], expected)
+
+
 def test_micro_batches_accumulate_to_the_same_update(base_dir: Path) -> None:
     """A minibatch run as micro-batches of one row (gradients accumulated) makes the update of the whole."""
     after = []

@@ -219,25 +219,30 @@ class LoraValueModel:
         """Return (log π(target | context), value) [B, L-1]; ``reference`` disables the adapter.
 
         Log-probabilities are computed at the masked positions only (0 elsewhere): the vocabulary
-        projection runs on each row's generated positions (``logits_to_keep``), not on the whole
-        prompt — a 1,000-token Werewolf prompt would otherwise hold B × 1,000 × 49,152 logits
-        (and their gradients) for a few dozen that count. Values are computed everywhere.
+        projection runs on each row's generated positions, not on the whole prompt — a 1,000-token
+        Werewolf prompt would otherwise hold B × 1,000 × 49,152 logits (and their gradients) for a
+        few dozen that count. Values are computed everywhere. The positions are gathered here from
+        the final (normed) hidden states and projected with the output embeddings: a 2-D
+        ``logits_to_keep`` would do the same, but only transformers releases after 5.17 accept one
+        (5.17 indexes the batch axis with it and fails), and the range admits 4.56.
         """
         batch = batch.to(self.device)
         positions, valid = _generated_positions(batch)
         kwargs = {"input_ids": batch.input_ids, "attention_mask": batch.attention, "output_hidden_states": True,
-                  "logits_to_keep": positions}
+                  "logits_to_keep": 1}
         if reference:
             with self.model.disable_adapter():
                 out = self.model(**kwargs)
         else:
             out = self.model(**kwargs)
-        logits = out.logits.float() / self.config.temperature  # [B, N, V]
+        hidden = out.hidden_states[-1]  # [B, L, H], after the final norm
+        kept = torch.take_along_dim(hidden, positions[..., None], dim=1)  # [B, N, H]
+        logits = self.model.get_output_embeddings()(kept).float() / self.config.temperature  # [B, N, V]
         targets = batch.input_ids.gather(1, positions + 1)
         picked = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1) * valid
         # scatter_add with the padding entries at 0: a position's value (and its gradient) counted once
         logprobs = torch.zeros_like(batch.mask, dtype=picked.dtype).scatter_add(1, positions, picked)
-        values = self.value_head(out.hidden_states[-1][:, :-1].float()).squeeze(-1)
+        values = self.value_head(hidden[:, :-1].float()).squeeze(-1)
         return logprobs, values
 
     def save(self, directory: Path, optimizer: torch.optim.Optimizer | None = None,
