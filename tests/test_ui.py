@@ -548,3 +548,34 @@ def test_datasette_opens_the_store_with_the_metadata_and_every_canned_query_runs
     assert [r["thread_id"] for r in got["asks_without_state"]] == [ids["blind"]]
     assert {r["bench_run"] for r in got["sotopia_overall"]} == {ids["sotopia"]}
     assert len(got["game_outcomes"]) == 5
+
+
+@pytest.mark.parametrize("query", ["/runs?page=" + "9" * 40, "/learn/L?page=" + "9" * 40, "/learn/L?cycle=" + "9" * 40])
+def test_a_page_past_any_store_is_a_bad_request_not_a_server_error(tmp_path: Path, query: str) -> None:
+    db = tmp_path / "empty.db"
+    sqlite3.connect(db).close()
+    reply = TestClient(create_app(str(db)), raise_server_exceptions=False).get(query)
+    assert reply.status_code == 400, reply.text
+    assert "must be a whole number up to" in reply.text
+
+
+def test_a_learn_run_whose_id_holds_a_slash_is_found(filled: tuple[str, dict[str, str]], tmp_path: Path) -> None:
+    """Ids such as ``team/run-1`` are quoted in links and routed whole (a path converter), never a 404."""
+    source, ids = filled
+    db = tmp_path / "slash.db"
+    shutil.copyfile(source, db)
+    with sqlite3.connect(db) as conn:
+        for table in [r[0] for r in conn.execute("select name from sqlite_master where type = 'table'")]:
+            columns = {r[1] for r in conn.execute(f"pragma table_info('{table}')")}
+            for column in {"run_id", "thread_id"} & columns:
+                conn.execute(f"update {table} set {column} = 'team/' || {column} where {column} = ?", [ids["learn"]])
+    conn.close()
+    c = client(str(db))
+    run = f"team/{ids['learn']}"
+    page = c.get(f"/runs/{run}", follow_redirects=True)
+    assert page.status_code == 200 and str(page.url).endswith(f"/learn/{run}"), page.text[:300]
+    assert "Pairs kept of those sampled, per cycle" in page.text
+    pair = re.search(r'href="(/learn/team/[^"]+/pairs/\d+/\d+)"', page.text)
+    reply = c.get(pair.group(1) if pair else f"/learn/{run}/pairs/0/0")  # routed to the pair view, whichever
+    assert reply.status_code == 200 or "no such pair" in reply.text, reply.text[:300]
+    assert c.get(f"/selfplay/{run}").status_code == 200

@@ -48,18 +48,25 @@ def plotly_js() -> Path | None:
     return path if path.is_file() else None
 
 
-def whole_number(request: Request, name: str, default: int | None = 0) -> int | None:
-    """Return query parameter ``name`` as a whole number, at least 0 (``default`` when absent or empty).
+LARGEST = 10**9  # a page or cycle beyond it is no store's: SQLite's 64-bit offsets overflow far above
 
-    Anything else (``?page=abc``) is the client's mistake: HTTP 400 saying so, never a server error.
+
+def whole_number(request: Request, name: str, default: int | None = 0) -> int | None:
+    """Return query parameter ``name`` as a whole number, 0 to `LARGEST` (``default`` when absent or empty).
+
+    Anything else (``?page=abc``, ``?page=`` with 40 digits) is the client's mistake: HTTP 400 saying so, never
+    a server error.
     """
     text = request.query_params.get(name, "").strip()
     if not text:
         return default
     try:
-        return max(0, int(text))
+        number = max(0, int(text))
     except ValueError:
         raise HTTPException(400, f"{name} must be a whole number, not {text[:40]!r}") from None
+    if number > LARGEST:
+        raise HTTPException(400, f"{name} must be a whole number up to {LARGEST}, not {text[:40]!r}")
+    return number
 
 
 def _csv(rows: list[dict[str, Any]], name: str) -> Response:
@@ -276,7 +283,8 @@ class Browser:
 
     async def pair(self, request: Request) -> Response:
         p = request.path_params
-        row = views.pair(self.store, p["run_id"], int(p["cycle"]), int(p["row"]))
+        row = views.pair(self.store, p["run_id"], int(p["cycle"]), int(p["row"])) \
+            if max(int(p["cycle"]), int(p["row"])) <= LARGEST else None
         if row is None:
             raise HTTPException(404, "no such pair")
         return self.page(request, "pair.html", {"pair": [row]}, pair=row, run_id=p["run_id"])
@@ -297,8 +305,8 @@ def create_app(db: str | Path) -> Starlette:
         Route("/episodes/{episode_id:path}", b.episode),
         Route("/state/episode/{episode_id:path}", b.episode_state), Route("/state/parse/{key:path}", b.parse_state),
         Route("/games/{game_id:path}", b.game),
-        Route("/learn/{run_id}/pairs/{cycle:int}/{row:int}", b.pair), Route("/learn/{run_id}", b.learn),
-        Route("/selfplay/{run_id}", b.selfplay),
+        Route("/learn/{run_id:path}/pairs/{cycle:int}/{row:int}", b.pair), Route("/learn/{run_id:path}", b.learn),
+        Route("/selfplay/{run_id:path}", b.selfplay),
         Route("/healthz", lambda r: PlainTextResponse("ok")),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
