@@ -22,6 +22,8 @@ requests the server answered: the difference is the calls in flight when the pro
 sotopia`` and ``swm learn`` (``chmod 444``, the command then running as ``nobody`` when this is
 root, and ``chattr +i`` where root may set it), makes them writable again, reruns, and reports the
 first run's exit code and last line, rows lost or duplicated and answers beyond the fault-free run.
+
+``--replaced`` renames another database over ``swm learn``'s file mid-run (`bench.db_swap`).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.db_swap import run_swap, swap_markdown
 from bench.extra_graphs import SCRIPTS
 from bench.results import results_page
 from swm.checkpoints import ExperienceStore
@@ -442,6 +445,9 @@ def main(argv: list[str] | None = None) -> None:
                              f"{','.join(BAD_REPLY_KINDS)})")
     parser.add_argument("--read-only", action="store_true",
                         help="also make the database's files read-only mid-run (chmod, and chattr +i as root)")
+    parser.add_argument("--replaced", action="store_true",
+                        help="also rename another database over swm learn's file mid-run (cp donor.db t.db && "
+                             "mv t.db run.db) and count the rows kept")
     parser.add_argument("--no-page", action="store_true", help="do not write the run's dated page under docs/results/")
     args = parser.parse_args(argv)
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
@@ -453,6 +459,8 @@ def main(argv: list[str] | None = None) -> None:
             print(markdown(outcomes, kill, args.rate, args.seed, kinds))
         if args.read_only:
             print(read_only_markdown(read_only_cases()))
+        if args.replaced:
+            print(swap_markdown(run_swap()))
 
 
 if __name__ == "__main__":

@@ -97,3 +97,49 @@ def test_the_success_path_writes_the_episode_id(tmp_path: Path) -> None:
     assert CliRunner().invoke(main, args, obj={"llm": ScriptedChatModel(respond=Responder())}).exit_code == 0
     rows = list(ExperienceStore(tmp_path / "r.db").rows("select episode_id from episodes"))
     assert rows and all(r["episode_id"] for r in rows)
+
+
+def _renamed_over(db: Path) -> None:
+    """``cp donor.db t.db && mv t.db run.db``: another run's database renamed over the file (a new inode)."""
+    donor = db.with_name("donor.db")
+    with sqlite3.connect(donor) as conn:
+        conn.execute("create table other_run (episode text)")
+        conn.executemany("insert into other_run values (?)", [(f"e{i}",) for i in range(6)])
+    conn.close()
+    shutil.copyfile(donor, db.with_name("t.db"))
+    os.replace(db.with_name("t.db"), db)
+
+
+def _donor_rows(db: Path) -> int:
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        return int(conn.execute("select count(*) from other_run").fetchone()[0])
+
+
+def test_learn_keeps_the_file_renamed_over_its_database_and_its_own_rows(tmp_path: Path) -> None:
+    """The run's write-ahead log, left beside the file that arrived, must never be replayed into it."""
+    from bench.extra_graphs import SCRIPTS
+
+    db, out = tmp_path / "l.db", tmp_path / "out"
+    scripts = {**SCRIPTS, "AgentActionForModel": _at_call(4, lambda: _renamed_over(db),
+                                                          lambda prompt, body: SCRIPTS["AgentActionForModel"])}
+    args = ["learn", "--cycles", "1", "--levels", "easy", "--families", "negotiation", "--episodes-per-level", "2",
+            "--samples-per-task", "2", "--max-turns", "2", "--heldout-per-cell", "1", "--concurrency", "1",
+            "--db", str(db), "--thread-id", "L", "--out", str(out)]
+    with FakeOpenAIServer(scripts=scripts) as fake:
+        first = CliRunner().invoke(main, [*args, "--model", fake.model_spec])
+        assert first.exit_code == 2, first.output
+        lines = [line for line in first.output.splitlines() if line.startswith("error:")]
+        assert len(lines) == 1 and f"the database {db} was replaced by another file" in lines[0], first.output
+        assert "Traceback" not in first.output
+        assert _donor_rows(db) == 6, "the file that arrived is as it came"
+        kept = list(tmp_path.glob("l.db.replaced-*"))
+        assert len(kept) == 1 and f"--db {kept[0]}" in lines[0]
+        with sqlite3.connect(kept[0]) as conn:  # the run's own rows: its checkpoints, whole
+            assert conn.execute("select count(*) from checkpoints where thread_id = 'L'").fetchone()[0] > 0
+        conn.close()
+        again = CliRunner().invoke(main, [*args, "--model", fake.model_spec])
+        assert again.exit_code == 0, again.output
+        assert _donor_rows(db) == 6, "a rerun on the file that arrived keeps its rows"
+        resumed = CliRunner().invoke(main, [*args[:-4], "--db", str(kept[0]), "--thread-id", "L", "--out",
+                                            str(tmp_path / "resumed"), "--model", fake.model_spec])
+        assert resumed.exit_code == 0 and "resuming thread" in resumed.output, resumed.output

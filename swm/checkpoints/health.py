@@ -14,6 +14,7 @@ import shutil
 import sqlite3
 import threading
 import time
+import weakref
 from pathlib import Path
 
 from swm.errors import EnvironmentFault, InputError
@@ -21,6 +22,7 @@ from swm.errors import EnvironmentFault, InputError
 SQLITE_HEADER = b"SQLite format 3\x00"
 _checked: set[str] = set()
 _lock = threading.Lock()
+_connections: dict[str, weakref.WeakSet[sqlite3.Connection]] = {}  # a database's path -> this process's connections
 
 
 class DatabaseRefused(InputError):
@@ -118,6 +120,18 @@ def stamp_file(conn: sqlite3.Connection) -> None:
 _sqlite_fds: dict[str, int] = {}  # a database file's path -> a descriptor SQLite holds open on it in this process
 
 
+def register_connection(path: str, conn: sqlite3.Connection) -> None:
+    """Note an open connection to the database at absolute ``path`` (`open_connections`)."""
+    with _lock:
+        _connections.setdefault(path, weakref.WeakSet()).add(conn)
+
+
+def open_connections(path: str) -> list[sqlite3.Connection]:
+    """Return the connections of this process to the database at absolute ``path`` still known (some may be closed)."""
+    with _lock:
+        return list(_connections.get(path, ()))
+
+
 def _points_to(fd: int, path: str) -> bool:
     try:
         return os.readlink(f"/proc/self/fd/{fd}") == path
@@ -175,10 +189,14 @@ def ensure_same_file(path: str | Path, identity: tuple[int, int, int] | None) ->
 
     An open SQLite connection goes on writing to a deleted file's inode, which vanishes at close:
     a run would report success with nothing on disk, or split its checkpoints and store across
-    two files. Another file copied over it in place keeps the inode but not the id `stamp_file`
-    gave it; the file that came in is then copied aside first, since closing this run's
-    connections writes its last pages into it. One ``stat`` and one 64-byte read per write batch
-    is the price of knowing.
+    two files. Another file renamed over it (``mv other.db run.db``) leaves this run's
+    write-ahead log beside it, under the name SQLite pairs with the new file: the next connection
+    would replay this run's pages over the file that arrived and lose its rows. This run's own
+    database is then copied aside whole and its log and shared memory moved aside (`_set_aside`),
+    so the file that arrived stays as it came and this run's rows stay too. Another file copied
+    over it in place keeps the inode but not the id `stamp_file` gave it; the file that came in
+    is then copied aside first, since closing this run's connections writes its last pages into
+    it. One ``stat`` and one 64-byte read per write batch is the price of knowing.
     """
     if identity is None:
         return
@@ -188,7 +206,7 @@ def ensure_same_file(path: str | Path, identity: tuple[int, int, int] | None) ->
     if now is None:
         what, kept = "deleted", ""
     elif now[:2] != identity[:2]:
-        what, kept = "replaced by another file", ""
+        what, kept = "replaced by another file", _set_aside(Path(path))
     else:
         what, kept = "overwritten in place by another file", _keep_aside(Path(path))
     raise DatabaseReplaced(f"the database {path} was {what} while this run was writing to it; the run stopped",
@@ -211,3 +229,54 @@ def _keep_aside(path: Path) -> str:
                 _kept_aside[str(path)] = f"the file that arrived could not be copied aside ({exc.strerror})"
         return (f"{_kept_aside[str(path)]}; this run's own last steps are written into {path} as it closes, so "
                 "restore its copy from there or start over with a new --thread-id")
+
+
+def _set_aside(path: Path) -> str:
+    """Keep this run's database, whose file was renamed over, aside whole, once; return the hint that says where.
+
+    Copied through a connection still open on it (SQLite's backup: its pages and the log's, consistent),
+    then the write-ahead log and shared memory this process holds at ``path`` moved away from the names
+    that SQLite would pair with the file that arrived. A log or shared memory at those names that is not
+    the one this process holds open (someone else's) is left where it is.
+    """
+    with _lock:
+        if str(path) in _kept_aside:
+            return _kept_aside[str(path)]
+        _kept_aside[str(path)] = hint = _copy_and_move_aside(path, int(time.time()))
+        return hint
+
+
+def _copy_and_move_aside(path: Path, stamp: int) -> str:
+    aside = path.with_name(f"{path.name}.replaced-{stamp}")
+    copied = False
+    for conn in _connections.get(str(path), ()):
+        try:
+            target = sqlite3.connect(aside)
+            try:
+                conn.backup(target)
+            finally:
+                target.close()
+            copied = True
+            break
+        except sqlite3.Error:  # closed, or busy: the next connection
+            aside.unlink(missing_ok=True)
+    moved = [name for name in (f"{path}-wal", f"{path}-shm") if _move_ours(name, f"{name}.replaced-{stamp}")]
+    left = "; the file that arrived is left as it came"
+    if not copied:
+        if moved:
+            return (f"no open connection could copy this run's rows aside: its log is kept in "
+                    f"{path.name}-wal.replaced-{stamp}{left}")
+        return f"this run's rows could not be copied aside{left}"
+    return f"this run's rows are kept in {aside} (rerun with --db {aside} to resume from there){left}"
+
+
+def _move_ours(name: str, to: str) -> bool:
+    """Rename ``name`` to ``to`` if it is the file this process's SQLite holds open under that name."""
+    fd = sqlite_descriptor(name)
+    try:
+        if fd is None or os.fstat(fd).st_ino != os.stat(name).st_ino:
+            return False
+        os.replace(name, to)
+    except OSError:
+        return False
+    return True

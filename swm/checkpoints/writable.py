@@ -19,15 +19,13 @@ import functools
 import os
 import sqlite3
 import stat
-import threading
-import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from swm import drain
 from swm.checkpoints.environment import RESUME
-from swm.checkpoints.health import sqlite_descriptor
+from swm.checkpoints.health import open_connections, register_connection, sqlite_descriptor
 from swm.errors import EnvironmentFault
 
 SUFFIXES = ("", "-wal", "-shm")  # the database, its write-ahead log and its shared memory
@@ -125,10 +123,6 @@ def ensure_writable(path: str | Path, landed: bool = False) -> None:
     raise fault
 
 
-_open: dict[str, weakref.WeakSet[GuardedConnection]] = {}
-_lock = threading.Lock()
-
-
 class GuardedConnection(sqlite3.Connection):
     """A SQLite connection that runs no statement on files that would end the process with SIGBUS (see the module).
 
@@ -139,8 +133,7 @@ class GuardedConnection(sqlite3.Connection):
         super().__init__(database, *args, **kwargs)
         self.path = str(Path(database).expanduser().absolute()) if str(database) != ":memory:" else ":memory:"
         self.shared_memory = f"{self.path}-shm" if self.path != ":memory:" else ""
-        with _lock:
-            _open.setdefault(self.path, weakref.WeakSet()).add(self)
+        register_connection(self.path, self)
 
     def guard(self) -> None:
         """Raise `DatabaseNotWritable` when SQLite's own descriptors can no longer write the files.
@@ -206,9 +199,7 @@ def keep_shared_memory(path: str) -> None:
 
     The write-ahead log stays beside the database, whole: the next run on writable files reads it.
     """
-    with _lock:
-        connections = list(_open.get(path, ()))
-    for conn in connections:
+    for conn in open_connections(path):
         _skip_checkpoint_on_close(conn)
 
 
