@@ -72,3 +72,49 @@ def test_a_second_process_on_a_running_thread_refuses(loop: tuple[FakeOpenAIServ
     assert not notes["second_out_written"]
     assert notes["rc"] == 0, notes["err"]
     assert (outcome.lost, outcome.duplicated, outcome.extra_calls) == (0, 0, 0)
+
+
+def test_sigterm_to_the_process_group_drains_learn_and_never_restarts_its_server(tmp_path: Path) -> None:
+    """``kill -TERM -PGID`` (a scheduler, a terminal) meant the run: the embedded server is not a crash to revive.
+
+    llama-server is played by the fake endpoint behind a script of that name; before the fix it shared the
+    run's process group, died of the same signal, and the run started it again and went on.
+    """
+    import os
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+
+    from bench.interrupts import episode_ids, finished, learn_command
+
+    server = tmp_path / "llama-server"
+    server.write_text('#!/bin/sh\nwhile [ $# -gt 0 ]; do [ "$1" = --port ] && port=$2; shift; done\n'
+                      f'exec {sys.executable} -m swm.testing.server --port "$port" --latency {LATENCY}\n')
+    server.chmod(0o755)
+    (tmp_path / "base.gguf").write_bytes(b"GGUF")
+    db = tmp_path / "g.db"
+    env = {**os.environ, "SWM_LLAMA_SERVER": str(server), "SWM_EMBEDDED_ENGINE": "llama-server",
+           "SWM_LOCAL_GGUF": str(tmp_path / "base.gguf"), "LANGSMITH_TRACING": "false",
+           "PYTHONPATH": os.pathsep.join(p for p in (str(Path(__file__).resolve().parents[1]),
+                                                     os.environ.get("PYTHONPATH", "")) if p)}
+    proc = subprocess.Popen(learn_command("embedded", db, "g", tmp_path / "out"), env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 180
+    while True:  # the event: a first episode stored
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        assert time.monotonic() < deadline, "no episode stored within 180 s"
+        try:
+            if episode_ids(db, "g"):
+                break
+        except sqlite3.OperationalError:  # no table yet
+            pass
+        time.sleep(0.05)
+    stored = set(episode_ids(db, "g"))
+    os.killpg(proc.pid, signal.SIGTERM)
+    rc, _, err = finished(proc, timeout=120)
+    assert rc == 143, err[-3000:]
+    assert "SIGTERM: stopping at the next step" in err and "Traceback" not in err
+    assert "starting it again" not in err, err[-3000:]
+    assert stored <= set(episode_ids(db, "g")), "finished episodes are kept"

@@ -20,7 +20,10 @@ so an incumbent and a candidate, or every seat's policy, share one server and it
 adapter restarts that process on the same port with one more ``--lora`` (the requests in flight
 are retried, `revive`). On the Python server each (base, adapter) gets its own process.
 A server that dies is started again on the same port by the next request that finds it gone
-(`revive`, at most `MAX_REVIVALS` times), so only the requests in flight are retried.
+(`revive`, at most `MAX_REVIVALS` times), so only the requests in flight are retried. The server runs in
+a process group of its own, so a signal sent to the run's group reaches only swm, which drains
+(`swm.drain`) while the server still answers; a server stopped by SIGTERM or SIGHUP while the run is
+draining is the run's stop, never taken for a crash and started again.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from swm import drain
 from swm.errors import ModelUnavailable
 from swm.serving import draws, llama_server
 from swm.serving.engine import HOW, binary, version
@@ -347,7 +351,10 @@ def _ensure_python(model: Path, lora: Path | None, timeout: float) -> EmbeddedSe
 def _spawn(cmd: list[str], log: Path) -> subprocess.Popen[bytes]:
     def start() -> subprocess.Popen[bytes]:
         with open(log, "ab") as out:
-            return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+            # a process group of its own: a signal meant for the run (kill -TERM -PGID, a terminal's Ctrl-C, a
+            # scheduler stopping the job) reaches swm, which drains with the server still answering, then stops it
+            return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent,
+                                    process_group=0)
 
     return _spawner.submit(start).result()
 
@@ -388,6 +395,13 @@ def _answers(server: EmbeddedServer) -> bool:
         return False
 
 
+def _stopped_with_the_run(returncode: int | None) -> bool:
+    """Tell whether the server ended on a signal that is draining this run too: the run's stop, not a crash."""
+    control = drain.control()
+    return (control is not None and control.drain_requested and returncode is not None
+            and -returncode in drain.DRAINED_BY)
+
+
 def revive(base_url: str, timeout: float = 180.0) -> bool:
     """Make sure the embedded server at ``base_url`` is up, starting it again on its port if it died.
 
@@ -408,7 +422,7 @@ def revive(base_url: str, timeout: float = 180.0) -> bool:
             if time.monotonic() > deadline:
                 return False
             time.sleep(0.2)
-        if server.revivals >= MAX_REVIVALS:
+        if server.revivals >= MAX_REVIVALS or _stopped_with_the_run(server.process.returncode):
             return False
         server.revivals += 1
         print(f"note: the embedded llama.cpp server stopped (exit code {server.process.returncode}); starting it "

@@ -333,6 +333,8 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
         if self.path.rstrip("/").endswith("/stats"):
             self._send(200, self.state.stats())
+        elif self.path.rstrip("/") == "/health":  # llama-server's readiness route: a stand-in for it answers it
+            self._send(200, {"status": "ok"})
         elif self.path.rstrip("/").endswith("/bodies"):
             with self.state.lock:
                 self._send(200, list(self.state.bodies))
