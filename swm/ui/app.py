@@ -176,7 +176,8 @@ class Browser:
         if kind in ("play", "sotopia"):
             data = summaries.sotopia(self.store, thread_id)
             return self.page(request, "sotopia.html", {"policies": _flat(data["policies"]),
-                                                       "episodes": data["episodes"]}, **data, **common)
+                                                       "episodes": data["episodes"], "tests": data["tests"]},
+                             **data, **common)
         if kind == "games":
             data = summaries.games(self.store, thread_id)
             return self.page(request, "games.html", {"settings": _flat(data["settings"]), "roles": data["roles"]},
