@@ -364,7 +364,3 @@ def _print_summary(summary: dict[str, Any], values: dict[str, Any], as_json: boo
         raise ItemsFailed(f"{summary['failed']} episode(s) failed after their retries; they are listed in the "
                           "report and left out of R and the pairs",
                           f"rerun with --thread-id {summary['thread_id']} to retry them")
-
-
-def register(main: click.Group, bench: click.Group) -> None:
-    main.add_command(learn_command)
