@@ -143,6 +143,11 @@ def test_two_tom_runs_compare_side_by_side_with_tests(filled: tuple[str, dict[st
     tests = list(csv.DictReader(io.StringIO(c.get(url + "&csv=tests").text)))
     assert tests and all(0.0 <= float(t["p"]) <= 1.0 for t in tests)
     assert {t["comparison"] for t in tests} == {f"{ids['tom2']} − {ids['tom']}"}
+    # the two runs answered the same questions: tested paired (exact McNemar), never with the unpaired z-test
+    assert all(t["test"].startswith("paired, exact McNemar on ") and t["z"] == "" for t in tests), tests
+    assert "exact McNemar" in page and "pooled two-proportion z-test (two-sided p" not in page
+    modes = _csv_rows(c, f"/runs/{ids['tom']}", "differences")  # the modes of one run: the same questions too
+    assert modes and all(m["test"].startswith("paired, exact McNemar") for m in modes)
     assert c.get(f"/compare?runs={ids['tom']}&runs={ids['play']}").status_code == 400  # two kinds
     assert c.get(f"/compare?runs={ids['tom']}").status_code == 400
 
@@ -157,7 +162,28 @@ def test_games_and_sotopia_runs_compare_side_by_side_with_tests(filled: tuple[st
     assert tests and {t["benchmark"] for t in tests} == {"random"}  # only settings both runs played are tested
     assert all(0.0 <= float(t["p"]) <= 1.0 for t in tests)
     episodes = c.get(f"/compare?runs={ids['sotopia']}&runs={ids['play']}")
-    assert episodes.status_code == 200 and "95% Welch interval" in episodes.text
+    assert episodes.status_code == 200 and "Welch" in episodes.text
+    # a bench run and a lone episode played different episodes: unpaired, and the page says so
+    assert "unpaired Welch: different episodes" in episodes.text
+
+
+def test_a_sotopia_run_s_policies_are_tested_against_plain_paired_by_scenario_and_agent() -> None:
+    from swm.ui.summaries import policy_tests
+
+    def ep(policy: str, scenario: str, agent: str, goal: float) -> dict[str, Any]:
+        return {"episode_id": f"r-{policy}-{scenario}-{agent}", "policy": policy, "agent": agent,
+                "scenario_id": scenario, "goal": goal, "overall": goal / 10}
+
+    plain = [ep("plain", s, a, g) for s, a, g in (("s1", "A", 2.0), ("s1", "B", 4.0), ("s2", "A", 6.0))]
+    foresee = [ep("foresee", s, a, g + d) for (s, a, g), d in zip((("s1", "A", 2.0), ("s1", "B", 4.0),
+                                                                   ("s2", "A", 6.0)), (1.0, 1.0, 1.0), strict=True)]
+    goal = next(t for t in policy_tests(plain + foresee) if t["dimension"] == "goal")
+    assert goal["comparison"] == "foresee − plain" and goal["test"] == "paired t on 3 shared episodes"
+    assert goal["difference"] == 1.0 and goal["low"] == goal["high"] == 1.0 and goal["significant"]
+    # Welch on the same numbers would not find it: the paired test is the one a reviewer asks for here
+    unpaired = next(t for t in policy_tests(plain + foresee[:2]) if t["dimension"] == "goal")
+    assert unpaired["test"].startswith("unpaired Welch: different episodes (2 shared of 3 and 2)")
+    assert unpaired["significant"] is False
 
 
 def test_a_sotopia_run_shows_dimension_means_per_policy_and_sortable_episodes(
