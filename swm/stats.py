@@ -16,8 +16,10 @@ one token F1.
 * Two means: paired by item (two policies on the same scenario and seat), the t interval of the
   differences, `paired_interval`; unpaired, Welch's interval, `welch_interval`. Either is
   significant at 5% when it leaves out 0.
-* An F1 or any other bounded mean where a t interval would claim too much (a handful of items, all
-  0 or all 1): the percentile bootstrap, `bootstrap_interval` (seeded, so a report reprints the same).
+* An F1 or any other mean of scores in [0, 1], where a t interval would claim too much (a handful of
+  items, all 0 or all 1: ``[0.000, 0.000]``): the percentile bootstrap, `bootstrap_interval` (seeded, so a
+  report reprints the same), and Wilson's interval where the sample shows no spread at all
+  (`bounded_mean_interval`).
 * Word overlap: `token_f1`, the bag-of-words F1 of SQuAD and FANToM, with the tokenisation a
   parameter so a benchmark can keep its official rule (see `fantom_tokens`).
 
@@ -210,6 +212,19 @@ def bootstrap_interval(values: Sequence[float], resamples: int = 2000, seed: int
     n = len(xs)
     means = sorted(sum(rng.choices(xs, k=n)) / n for _ in range(resamples))
     return means[int(0.025 * (resamples - 1))], means[int(math.ceil(0.975 * (resamples - 1)))]
+
+
+def bounded_mean_interval(values: Sequence[float], seed: int = 0) -> tuple[float, float]:
+    """Return the 95% interval of a mean of scores in [0, 1] (token F1, a per-scenario rate): the percentile
+    bootstrap, or, where the sample shows no spread (every value equal, which a bootstrap or t interval would
+    print as a zero-width interval), the Wilson interval of its sum over n — the widest a [0, 1] score's mean
+    can honestly claim, since no score in [0, 1] varies more than a 0/1 one with the same mean."""
+    xs = [float(v) for v in values]
+    if not xs:
+        return 0.0, 1.0
+    if max(xs) == min(xs):
+        return wilson_interval(sum(xs), len(xs))
+    return bootstrap_interval(xs, seed=seed)
 
 
 _WORD_RE = re.compile(r"[a-z0-9$']+")
