@@ -285,6 +285,18 @@ def test_the_runs_page_lists_every_run_with_kind_status_and_cost(filled: tuple[s
     assert ids["play"] not in c.get("/runs?until=2001-01-01").text
     assert ids["play"] in c.get("/runs?since=2001-01-01").text
     assert c.get("/runs?since=yesterday").status_code == 400
+    # an ask's row says what it did; a benchmark run's row its status, score and cost (it names no thread itself)
+    ask = by_id[ids["ask"]]
+    assert ask["status"] == "answered" and ask["models"] and float(ask["cost"].split('"calls": ')[1].split(",")[0]) > 0
+    benches = {r["thread_id"]: r for r in csv.DictReader(io.StringIO(c.get("/runs?csv=benchmarks").text))}
+    sotopia = benches[ids["sotopia"]]
+    assert sotopia["status"] == "finished" and sotopia["score"].startswith("plain: goal ")
+    assert "(n=2)" in sotopia["score"]
+    assert float(sotopia["cost"].split('"calls": ')[1].split(",")[0]) > 0
+    games = benches[ids["games"]]
+    assert games["status"] == "4 of 4 finished" and "plain: " in games["score"] and " wins " in games["score"]
+    # the run's own page counts its episodes, found by the run they belong to
+    assert "status: finished · episodes: 2" in c.get(f"/runs/{ids['sotopia']}").text
 
 
 def test_an_episode_shows_goals_turns_predictions_and_the_judge(filled: tuple[str, dict[str, str]]) -> None:
@@ -296,7 +308,9 @@ def test_an_episode_shows_goals_turns_predictions_and_the_judge(filled: tuple[st
     assert page.count('class="turn"') == 3
     assert page.count('class="state-cells"') == 3  # each turn beside the social state recorded after it
     assert "world model predicted" in page and ("hit" in page or "miss" in page)
-    assert all(d in page for d in ("believability", "financial_and_material_benefits", "goal"))
+    assert all(d in page for d in ("believability", "financial and material benefits", "goal"))
+    assert "financial_and_material_benefits" not in page and "social_rules" not in page  # spelt one way, as elsewhere
+    assert "extra_info" not in page and 'class="hint"' in page  # SOTOPIA's goal tags are not shown as text
     turns = list(csv.DictReader(io.StringIO(client(db).get(f"/episodes/{ids['play']}?csv=turns").text)))
     assert [int(t["turn"]) for t in turns] == [0, 1, 2]
 
@@ -521,7 +535,12 @@ def test_a_real_browser_reads_summaries_sorts_filters_and_compares(
     box.send_keys("vanilla")
     shown = [r for r in browser.find_elements(By.CSS_SELECTOR, "#t-items tbody tr") if r.is_displayed()]
     assert shown and all("vanilla" in r.text for r in shown) and len(shown) < len(first)
+    browser.get(f"{base}/runs")
+    bench_row = browser.find_element(By.XPATH, f'//table[@id="t-benchmarks"]//tr[.//a[text()="{ids["sotopia"]}"]]')
+    assert bench_row.find_element(By.CLASS_NAME, "status").text == "finished"
+    assert bench_row.find_element(By.CLASS_NAME, "score").text.startswith("plain: goal ")
     browser.get(f"{base}/runs/{ids['sotopia']}")
+    assert "status: finished · episodes: 2" in browser.find_element(By.TAG_NAME, "main").text  # not "0 of 0"
     assert browser.find_elements(By.CSS_SELECTOR, "#t-policies tbody tr")
     assert len(browser.find_elements(By.CSS_SELECTOR, "#t-episodes tbody tr")) == 2
     _shot(browser, "sotopia", tmp_path)

@@ -32,7 +32,7 @@ from swm.ui.views import DIMENSIONS
 ALL = "all"
 
 
-def _like(prefix: str) -> str:
+def like_prefix(prefix: str) -> str:
     """Return a LIKE pattern matching ids that start with ``prefix-`` (its own % and _ escaped)."""
     return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "-%"
 
@@ -181,7 +181,7 @@ def games(store: ReadOnlyStore, run: str) -> dict[str, Any]:
     role (the role's side won), draws and the legal-move rate of model moves, with Wilson intervals.
     """
     ids = [r["game_id"] for r in store.select("games", "game_id = ? or game_id like ? escape '\\'",
-                                              [run, _like(run)], order="game_id")]
+                                              [run, like_prefix(run)], order="game_id")]
     view = RecordsView(store)
     by_setting: dict[str, list[Any]] = defaultdict(list)
     for gid in ids:

@@ -6,6 +6,7 @@ each view is tested without a browser and the same data backs the page and its C
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from swm.s3ap import is_none
@@ -34,6 +35,15 @@ def foresight(predicted: str, actual: str) -> bool:
     if any(p.endswith(w) for w in idle if w) or is_none(p):
         return a in idle or a.endswith("did nothing") or a.startswith("none")
     return token_f1(p, a) >= 0.5
+
+
+# SOTOPIA's goals mark what only the model should read as hints: <extra_info>, <strategy_hint>, <clarification_hint>
+GOAL_TAGS = re.compile(r"\s*</?(?:extra_info|strategy_hint|clarification_hint)>\s*")
+
+
+def goal_parts(goal: Any) -> list[str]:
+    """Split a SOTOPIA goal into its text and each tagged hint, tags removed, for a page to show as prose."""
+    return [part for part in GOAL_TAGS.split(str(goal or "")) if part.strip()]
 
 
 def episode(store: ReadOnlyStore, episode_id: str) -> dict[str, Any] | None:
@@ -66,8 +76,10 @@ def episode(store: ReadOnlyStore, episode_id: str) -> dict[str, Any] | None:
                "reasoning": j.get("reasoning") or {}, "error": j.get("error")}
               for a, j in judgements.items() if isinstance(j, dict)]
     failed = store.select("failed_replies", "key = ?", [episode_id], order="created")
+    goals = [{"name": a.get("name"), "goal": goal_parts(a.get("goal"))}
+             for a in (ep.get("scenario") or {}).get("agents", []) if isinstance(a, dict)]
     return {"episode": ep, "scenario": ep.get("scenario") or {}, "turns": turns, "scores": scores,
-            "dimensions": DIMENSIONS, "failed": failed}
+            "dimensions": DIMENSIONS, "failed": failed, "goals": goals}
 
 
 def step_cells(step: Any) -> list[dict[str, str]]:
