@@ -593,3 +593,45 @@ def test_datasette_opens_the_store_with_the_metadata_and_every_canned_query_runs
     assert [r["thread_id"] for r in got["asks_without_state"]] == [ids["blind"]]
     assert {r["bench_run"] for r in got["sotopia_overall"]} == {ids["sotopia"]}
     assert len(got["game_outcomes"]) == 5
+
+
+def test_the_self_play_page_plots_kl_apart_lists_the_plan_and_links_each_rollout_s_transcript(tmp_path: Path) -> None:
+    from swm.checkpoints import ExperienceStore
+    from swm.selfplay.plan import SelfPlayPlan
+    from swm.selfplay.store import put_iteration, put_rollout, put_run
+    from swm.training.trajectory import Rollout, SeatTrajectory, SeatTurn
+
+    db = tmp_path / "sp.db"
+    store = ExperienceStore(db)
+    plan = SelfPlayPlan(run_id="sp1", iterations=1)
+    put_run(store, "sp1", plan)
+    put_iteration(store, "sp1", 0, {"reward": {"buyer": 0.5, "seller": 0.25}, "kl": 0.0123, "pass_rate": 0.5})
+
+    def turn(i: int, text: str, reward: float, adv: list[float]) -> SeatTurn:
+        return SeatTurn(turn=i, prompt="p", text=text, prompt_ids=[1], token_ids=[2] * len(adv),
+                        logprobs=[-1.0] * len(adv), reward=reward, advantages=adv)
+
+    rollout = Rollout(rollout_id="sp1/i0/train/t1/g0", task_id="t1", family="negotiation", iteration=0, sample=0,
+                      order=["Ann", "Bo", "Ann"], seats=[
+                          SeatTrajectory(seat="Ann", role="buyer", turns=[turn(0, "I offer 40.", 0.0, [0.5, 0.25]),
+                                                                          turn(2, "Deal at 45.", 1.0, [1.0])],
+                                         outcome=1.0),
+                          SeatTrajectory(seat="Bo", role="seller", turns=[turn(1, "50, not less.", 0.5, [-0.5])],
+                                         outcome=0.5)])
+    put_rollout(store, "sp1", "train", rollout)
+    c = client(str(db))
+    page = c.get("/selfplay/sp1").text
+    assert page.count("Plotly.newPlot") == 2 and "KL to the reference policy" in page  # KL on an axis of its own
+    assert '"name": "KL' not in page.split("selfplay-kl")[0]  # not among the rewards
+    plan_rows = {r["setting"]: r["value"] for r in _csv_rows(c, "/selfplay/sp1", "plan")}
+    assert plan_rows["iterations"] == "1" and "ppo.lr" in plan_rows and "{&#34;" not in page  # a table, not JSON
+    assert 'href="/rollout?id=sp1/i0/train/t1/g0"' in page
+    assert c.get("/rollout", params={"id": "sp1/i0/train/t1/g0"}).status_code == 200
+    shown = c.get("/rollout", params={"id": "sp1/i0/train/t1/g0", "csv": "turns"})
+    turns = list(csv.DictReader(io.StringIO(shown.text)))
+    assert [(t["turn"], t["seat"], t["role"], t["text"]) for t in turns] == [
+        ("0", "Ann", "buyer", "I offer 40."), ("1", "Bo", "seller", "50, not less."),
+        ("2", "Ann", "buyer", "Deal at 45.")]
+    assert [float(t["reward"]) for t in turns] == [0.0, 0.5, 1.0]
+    assert [float(t["advantage_mean"]) for t in turns] == [0.375, -0.5, 1.0]
+    assert c.get("/rollout", params={"id": "nope"}).status_code == 404
