@@ -111,11 +111,17 @@ def page_path(benchmark: str, when: datetime, folder: Path = RESULTS) -> Path:
     return day if not day.exists() else folder / f"{benchmark}-{when:%Y-%m-%d-%H%M}.md"
 
 
+# `bench/` is the source checkout's, not installed with swm: its commands run from the checkout's root
+WHERE = "the root folder of a source checkout (`bench/` is not installed with swm; `cd` there first)"
+
+
 def render(title: str, info: RunInfo, body: str) -> str:
-    """Return a results page: the title, where the numbers come from, then the run's own text."""
+    """Return a results page: the title, where the numbers come from and where the command runs, then the run's
+    own text."""
+    where = f"| Run from | {WHERE} |\n" if info.command.startswith("python -m bench") else ""
     return (f"# {title}\n\n"
             "| | |\n|---|---|\n"
-            f"| Command | `{info.command}` |\n"
+            f"| Command | `{info.command}` |\n{where}"
             f"| Commit | `{info.commit}` |\n"
             f"| Machine | {info.machine} |\n"
             f"| Date | {info.when:%Y-%m-%d %H:%M} UTC |\n\n"

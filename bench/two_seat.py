@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import subprocess
@@ -39,24 +38,13 @@ from swm.selfplay.loop import POOL, SeededSampler, _served_sampler, ensure_initi
 from swm.selfplay.plan import SelfPlayPlan
 from swm.selfplay.rollout import play
 from swm.selfplay.served import ServedSampler, default_concurrency, resolve_sampler
-from swm.stats import wilson_interval
+from swm.stats import mcnemar_exact, wilson_interval
 from swm.tasks.checkers import Utterance
 from swm.tasks.families import TWO_SEAT, TWO_SEAT_FAMILIES
 from swm.tasks.splits import split_tasks
 from swm.tasks.verify import check
 
 ARMS = ("selfplay", "shuffled")
-
-
-def mcnemar(a: list[bool], b: list[bool]) -> tuple[int, int, float]:
-    """Exact two-sided McNemar test of paired outcomes: (a only, b only, p)."""
-    only_a = sum(x and not y for x, y in zip(a, b, strict=True))
-    only_b = sum(y and not x for x, y in zip(a, b, strict=True))
-    n = only_a + only_b
-    if n == 0:
-        return only_a, only_b, 1.0
-    tail = sum(math.comb(n, k) for k in range(min(only_a, only_b) + 1)) / 2**n
-    return only_a, only_b, min(1.0, 2 * tail)
 
 
 def plan_of(args: argparse.Namespace, arm: str) -> dict[str, Any]:
@@ -160,7 +148,7 @@ def report(results: dict[str, Any]) -> str:
         lines += ["", "| comparison | only first | only second | exact McNemar p |", "|---|---|---|---|"]
         for first, second in (("warm", "selfplay"), ("warm", "shuffled"), ("shuffled", "selfplay")):
             if first in evals and second in evals:
-                a, b, p = mcnemar([r["passed"] for r in evals[first]], [r["passed"] for r in evals[second]])
+                a, b, p = mcnemar_exact([r["passed"] for r in evals[first]], [r["passed"] for r in evals[second]])
                 lines.append(f"| {first} → {second} | {a} | {b} | {p:.3g} |")
     draws = results.get("same_draws") or {}
     if draws:
@@ -205,7 +193,7 @@ def combine(stages: list[Path]) -> str:
             tests.append((control, name))
     lines += ["", "| comparison | only first | only second | exact McNemar p |", "|---|---|---|---|"]
     for first, second in tests:
-        a, b, p = mcnemar(passed[first], passed[second])
+        a, b, p = mcnemar_exact(passed[first], passed[second])
         lines.append(f"| {first} → {second} | {a} | {b} | {p:.3g} |")
     return "\n".join(lines) + "\n"
 

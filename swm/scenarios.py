@@ -1,9 +1,11 @@
-"""Scenario loaders: the shipped set, swm's JSONL (as in ../shared/benchmarks/sotopia/), SOTOPIA's exports.
+"""Scenario loaders: the shipped set, the SOTOPIA sample, swm's JSONL, SOTOPIA's exports.
 
 * `shipped()` — the small set inside the package (``swm/data/scenarios.jsonl``), so
   ``swm play`` needs no external file.
-* `load_jsonl(path)` — one scenario a line in swm's schema, which is the schema of the shared
-  SOTOPIA sample: ``{"id", "scenario", "agents": [{"name", "profile", "goal", "agent_id"}],
+* `load_sotopia(hard=…)` — the SOTOPIA sample shipped in the package (``swm/data/sotopia/``: 146
+  pairings, 70 of them hard; CC BY-SA 4.0, its provenance in ``NOTICE.md`` beside it).
+* `load_jsonl(path)` — one scenario a line in swm's schema, which is the schema of the SOTOPIA
+  sample: ``{"id", "scenario", "agents": [{"name", "profile", "goal", "agent_id"}],
   "hard", "meta": {"codename", "relationship", ...}}``.
 * `load_sotopia_profiles(environments, agents, combos=None)` — SOTOPIA's own profile exports
   (``EnvironmentProfile``: pk, codename, source, scenario, agent_goals, relationship,
@@ -13,7 +15,7 @@
   ``EnvAgentComboStorage``: pk, env_id, agent_ids). Without combos, each environment is paired
   with the first agents in file order.
 * `resolve(ref)` — a shipped id, a SOTOPIA id (``sotopia-<combo>``, ``<env_id>`` or a codename,
-  looked up in the shared file), or a path to a ``.jsonl`` / ``.json`` file.
+  looked up in the SOTOPIA sample), or a path to a ``.jsonl`` / ``.json`` file.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from swm.errors import InputError
 from swm.inputs import jsonl_rows, refuse_duplicate_ids
 from swm.social.models import AgentProfile, Scenario, ScenarioAgent
 
-SHARED_SOTOPIA = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "sotopia" / "sotopia_scenarios.jsonl"
+SOTOPIA_SAMPLE = Path(__file__).resolve().parent / "data" / "sotopia" / "sotopia_scenarios.jsonl"
 SHIPPED = Path(__file__).resolve().parent / "data" / "scenarios.jsonl"
 # SOTOPIA's RelationshipType enum (sotopia/database/persistent_profile.py).
 RELATIONSHIPS = {0: "stranger", 1: "know_by_name", 2: "acquaintance", 3: "friend", 4: "romantic_relationship",
@@ -43,7 +45,7 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def _profile(name: str, raw: dict[str, Any] | None) -> AgentProfile:
-    """Read a profile; the shared sample keeps the name beside it, so split it into first/last."""
+    """Read a profile; the SOTOPIA sample keeps the name beside it, so split it into first/last."""
     profile = AgentProfile.model_validate(raw or {})
     if not profile.first_name and not profile.last_name:
         first, _, last = name.partition(" ")
@@ -52,7 +54,7 @@ def _profile(name: str, raw: dict[str, Any] | None) -> AgentProfile:
 
 
 def from_record(row: dict[str, Any]) -> Scenario:
-    """Read one scenario in swm's JSONL schema (the shared SOTOPIA sample's)."""
+    """Read one scenario in swm's JSONL schema (the SOTOPIA sample's)."""
     meta = dict(row.get("meta") or {})
     try:
         return Scenario(
@@ -85,8 +87,8 @@ def shipped() -> list[Scenario]:
 
 
 def load_sotopia(path: str | Path | None = None, hard: bool | None = None) -> list[Scenario]:
-    """Load the shared SOTOPIA sample (146 pairings); ``hard=True`` keeps the 70 hard ones."""
-    scenarios = load_jsonl(path or SHARED_SOTOPIA)
+    """Load the SOTOPIA sample shipped in the package (146 pairings); ``hard=True`` keeps the 70 hard ones."""
+    scenarios = load_jsonl(path or SOTOPIA_SAMPLE)
     return [s for s in scenarios if hard is None or s.hard == hard]
 
 
@@ -148,7 +150,7 @@ def resolve(ref: str, extra: Iterable[Scenario] = ()) -> Scenario:
             raise InputError(f"{ref} holds no scenario")
         return found[0]
     pools: list[Iterable[Scenario]] = [extra, shipped()]
-    if SHARED_SOTOPIA.is_file():
+    if SOTOPIA_SAMPLE.is_file():
         pools.append(load_sotopia())
     for pool in pools:
         for scenario in pool:

@@ -1,4 +1,5 @@
-"""The statistics every benchmark shares: one interval per kind of number, one token F1.
+"""The statistics every benchmark shares: one interval per kind of number, one test per kind of comparison,
+one token F1.
 
 * A proportion (accuracy, pass rate): the 95% Wilson score interval, `wilson_interval`. With no
   data (n = 0) it is (0, 1): anything is possible, which is also the formula's limit as n → 0.
@@ -7,19 +8,34 @@
   (t(4) = 2.78 against z = 1.96); t tends to z as n grows, so it is right at every n. Below two
   values there is no spread to estimate: `mean_ci` gives no half-width and `mean_interval` the
   whole range of the metric.
+* Two rates on the **same** items (two runs, or two modes, answering the same questions; two arms
+  on the same test tasks): the exact McNemar test, `mcnemar_exact`, on the items only one side got
+  right. Two rates on **different** items: the pooled two-proportion z-test, `two_proportion_test`.
+  `compare_outcomes` takes each side's outcome per item id and picks the test, saying which it ran
+  and, when it could not pair, how many items the two sides share.
+* Two means: paired by item (two policies on the same scenario and seat), the t interval of the
+  differences, `paired_interval`; unpaired, Welch's interval, `welch_interval`. Either is
+  significant at 5% when it leaves out 0.
+* An F1 or any other mean of scores in [0, 1], where a t interval would claim too much (a handful of
+  items, all 0 or all 1: ``[0.000, 0.000]``): the percentile bootstrap, `bootstrap_interval` (seeded, so a
+  report reprints the same), and Wilson's interval where the sample shows no spread at all
+  (`bounded_mean_interval`).
 * Word overlap: `token_f1`, the bag-of-words F1 of SQuAD and FANToM, with the tokenisation a
   parameter so a benchmark can keep its official rule (see `fantom_tokens`).
 
-No scipy: a t table for 1..30 degrees of freedom, then the Cornish–Fisher expansion (within
-0.001 of the exact value beyond 30).
+No scipy (it is not in the lock, and nothing else needs it): a t table for 1..30 degrees of freedom, then
+the Cornish–Fisher expansion (within 0.001 of the exact value beyond 30); McNemar's exact p is a
+binomial sum (`math.comb`); tests/test_stats.py checks each against numbers worked by hand.
 """
 
 from __future__ import annotations
 
 import math
+import random
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 Z95 = 1.959963984540054  # the two-sided 95% quantile of the standard normal
@@ -97,6 +113,118 @@ def two_proportion_test(s1: float, n1: int, s2: float, n2: int) -> tuple[float, 
         return 0.0, 1.0
     z = (s2 / n2 - s1 / n1) / se
     return z, math.erfc(abs(z) / math.sqrt(2))
+
+
+def mcnemar_exact(first: Sequence[bool], second: Sequence[bool]) -> tuple[int, int, float]:
+    """Return (right only in ``first``, right only in ``second``, two-sided exact p) of paired outcomes.
+
+    Under the null each discordant item is a fair coin: p = min(1, 2 · P(Binomial(b + c, ½) ≤ min(b, c))),
+    1 with no discordant item.
+    """
+    if len(first) != len(second):
+        raise ValueError("McNemar's test pairs outcomes item by item: the two sides need the same items")
+    only_first = sum(1 for a, b in zip(first, second, strict=True) if a and not b)
+    only_second = sum(1 for a, b in zip(first, second, strict=True) if b and not a)
+    n = only_first + only_second
+    tail = sum(math.comb(n, k) for k in range(min(only_first, only_second) + 1)) / 2**n
+    return only_first, only_second, min(1.0, 2 * tail)
+
+
+@dataclass(frozen=True)
+class RateComparison:
+    """Two rates compared: the test run (``mcnemar`` paired, or ``z`` unpaired), its p and what it stood on."""
+
+    test: str
+    p: float
+    first: float
+    second: float
+    n_first: int
+    n_second: int
+    shared: int  # items both sides answered
+    only_first: int | None = None  # McNemar: items right only in the first
+    only_second: int | None = None
+    z: float | None = None
+
+    @property
+    def paired(self) -> bool:
+        return self.test == "mcnemar"
+
+    @property
+    def note(self) -> str:
+        """Say which test ran, and why when it is the unpaired one."""
+        if self.paired:
+            return f"paired, exact McNemar on {self.shared} shared items ({self.only_first} right only in the " \
+                   f"first, {self.only_second} only in the second)"
+        return (f"unpaired two-proportion z-test: the two sides answered different items ({self.shared} shared of "
+                f"{self.n_first} and {self.n_second})")
+
+
+def compare_outcomes(first: Mapping[str, bool], second: Mapping[str, bool]) -> RateComparison:
+    """Compare two sides' success rates from their outcome per item id: paired (exact McNemar) when they
+    answered the same items, else the unpaired pooled z-test, which `RateComparison.note` then names."""
+    shared = first.keys() & second.keys()
+    r1 = sum(map(bool, first.values())) / len(first) if first else 0.0
+    r2 = sum(map(bool, second.values())) / len(second) if second else 0.0
+    if first and first.keys() == second.keys():
+        keys = sorted(shared)
+        b, c, p = mcnemar_exact([bool(first[k]) for k in keys], [bool(second[k]) for k in keys])
+        return RateComparison("mcnemar", p, r1, r2, len(first), len(second), len(shared), b, c)
+    z, p = two_proportion_test(sum(map(bool, first.values())), len(first), sum(map(bool, second.values())),
+                               len(second))
+    return RateComparison("z", p, r1, r2, len(first), len(second), len(shared), z=z)
+
+
+def welch_interval(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, float] | None:
+    """Return mean(b) − mean(a) with its 95% Welch interval (Student's t at Welch's degrees of freedom, rounded
+    down); None without two values on each side."""
+    if len(a) < 2 or len(b) < 2:
+        return None
+    ma, mb = sum(a) / len(a), sum(b) / len(b)
+    va = sum((x - ma) ** 2 for x in a) / (len(a) - 1) / len(a)
+    vb = sum((x - mb) ** 2 for x in b) / (len(b) - 1) / len(b)
+    se = math.sqrt(va + vb)
+    if se == 0:
+        return mb - ma, mb - ma, mb - ma
+    df = se ** 4 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+    half = t95(max(1, int(df))) * se
+    return mb - ma, mb - ma - half, mb - ma + half
+
+
+def paired_interval(pairs: Sequence[tuple[float, float]]) -> tuple[float, float, float] | None:
+    """Return the mean of ``second − first`` over paired values with its 95% t interval; None below two pairs."""
+    mean, half, _ = mean_ci([b - a for a, b in pairs])
+    if mean is None or half is None:
+        return None
+    return mean, mean - half, mean + half
+
+
+def bootstrap_interval(values: Sequence[float], resamples: int = 2000, seed: int = 0,
+                       bounds: tuple[float, float] = (0.0, 1.0)) -> tuple[float, float]:
+    """Return the 95% percentile-bootstrap interval of a mean (the whole of ``bounds`` with no value).
+
+    Resamples the values with replacement ``resamples`` times (seeded); with every value equal the
+    interval is that value: the data show no spread, and the report prints n beside it.
+    """
+    xs = [float(v) for v in values]
+    if not xs:
+        return bounds
+    rng = random.Random(seed)
+    n = len(xs)
+    means = sorted(sum(rng.choices(xs, k=n)) / n for _ in range(resamples))
+    return means[int(0.025 * (resamples - 1))], means[int(math.ceil(0.975 * (resamples - 1)))]
+
+
+def bounded_mean_interval(values: Sequence[float], seed: int = 0) -> tuple[float, float]:
+    """Return the 95% interval of a mean of scores in [0, 1] (token F1, a per-scenario rate): the percentile
+    bootstrap, or, where the sample shows no spread (every value equal, which a bootstrap or t interval would
+    print as a zero-width interval), the Wilson interval of its sum over n — the widest a [0, 1] score's mean
+    can honestly claim, since no score in [0, 1] varies more than a 0/1 one with the same mean."""
+    xs = [float(v) for v in values]
+    if not xs:
+        return 0.0, 1.0
+    if max(xs) == min(xs):
+        return wilson_interval(sum(xs), len(xs))
+    return bootstrap_interval(xs, seed=seed)
 
 
 _WORD_RE = re.compile(r"[a-z0-9$']+")

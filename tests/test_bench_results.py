@@ -25,6 +25,8 @@ def test_a_page_says_command_commit_machine_and_date_before_the_numbers(tmp_path
                  "| Machine | 2 cores (test CPU) |", "| Date | 2026-11-24 12:05 UTC |"):
         assert line in head
     assert body.index("| Date |") < body.index("| tom | 0 |")
+    # bench/ is not installed: the page says where its command runs
+    assert "| Run from | the root folder of a source checkout (`bench/` is not installed with swm" in head
     index = (tmp_path / "index.md").read_text()
     assert "Hand-written text stays." in index and "* [Endpoint faults (2026-11-24)](faults-2026-11-24.md)" in index
 
@@ -60,3 +62,9 @@ def test_results_page_keeps_what_the_run_printed_and_writes_nothing_when_disable
     with results_page("engine", "Engine", "bench.engine", [], enabled=False, folder=tmp_path):
         print("smoke")
     assert not list(tmp_path.glob("engine-*.md"))
+
+
+
+def test_the_results_index_says_where_the_pages_bench_commands_run() -> None:
+    """Pages written by a run carry the row themselves; the index says it for the hand-kept ones too."""
+    assert "runs from the root folder of a source checkout" in (ROOT / "docs" / "results" / "index.md").read_text()

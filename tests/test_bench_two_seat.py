@@ -1,20 +1,12 @@
-"""bench.two_seat's statistics and its table over staged runs, on hand-made results (no model)."""
+"""bench.two_seat's table over staged runs, on hand-made results (no model); its McNemar test is swm.stats'
+(tests/test_stats.py)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from bench.two_seat import combine, mcnemar
-
-
-def test_mcnemar_is_the_exact_two_sided_binomial_test_of_the_discordant_pairs() -> None:
-    a = [True] * 2 + [False] * 10 + [True] * 5
-    b = [False] * 2 + [True] * 10 + [True] * 5
-    only_a, only_b, p = mcnemar(a, b)
-    assert (only_a, only_b) == (2, 10)
-    assert abs(p - 2 * (1 + 12 + 66) / 2**12) < 1e-12  # P(X <= 2), X ~ Bin(12, 1/2), doubled
-    assert mcnemar([True, False], [True, False]) == (0, 0, 1.0)
+from bench.two_seat import combine
 
 
 def _rows(passed: list[bool]) -> list[dict[str, object]]:

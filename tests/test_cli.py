@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import click
 import pytest
 from click.testing import CliRunner
 
-from swm.cli import bench, main
+import swm.commands
+from swm.cli import BENCH_COMMANDS, COMMANDS, bench, main
 
 ROOT = Path(__file__).resolve().parents[1]
 # what a reader is pointed to: the README and the documentation pages written by hand (the generated CLI
@@ -33,6 +38,39 @@ def test_every_command_has_help_and_is_documented(name: str, command: click.Comm
 
 def test_core_commands_exist() -> None:
     assert {"parse", "ask", "graphs"} <= set(main.commands)
+
+
+@pytest.mark.parametrize(("rows", "group"), [(COMMANDS, main), (BENCH_COMMANDS, bench)], ids=["swm", "swm bench"])
+def test_every_row_names_its_command_and_that_command_s_own_help(rows: dict[str, tuple[str, str]],
+                                                                   group: click.Group) -> None:
+    for name, (_, help_line) in rows.items():
+        command = group.commands[name]
+        assert command.name == name
+        assert click.Command(name, help=help_line).get_short_help_str(500) == command.get_short_help_str(500), name
+
+
+def test_every_command_in_swm_commands_has_a_row() -> None:
+    defined: dict[str, click.Command] = {}
+    for module in pkgutil.iter_modules(swm.commands.__path__):
+        loaded = importlib.import_module(f"swm.commands.{module.name}")
+        defined |= {f"{loaded.__name__}:{attr}": value for attr, value in vars(loaded).items()
+                    if isinstance(value, click.Command)}
+    inside = {id(sub) for c in defined.values() if isinstance(c, click.Group) for sub in c.commands.values()}
+    rows = {target for target, _ in (*COMMANDS.values(), *BENCH_COMMANDS.values())}
+    missing = {target for target, c in defined.items() if id(c) not in inside} - rows
+    assert not missing, f"commands without a row in swm.cli: {missing}"
+
+
+def test_help_imports_no_command_model_client_or_checkpoint_code() -> None:
+    code = ("import sys\nfrom click.testing import CliRunner\nfrom swm.cli import main\n"
+            "assert CliRunner().invoke(main, ['--help']).exit_code == 0\n"
+            "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in ('openai', 'langchain_core', "
+            "'langchain_openai', 'langgraph', 'sqlite_utils') or m.startswith(('swm.commands.', "
+            "'swm.checkpoints')))))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "", done.stdout
 
 
 def _closed_port() -> int:

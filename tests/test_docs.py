@@ -69,34 +69,75 @@ def test_every_graph_in_langgraph_json_has_an_api_page() -> None:
             f"graph {name} ({module}) has no page"
 
 
-RUNNABLE = re.compile(r"<!-- runnable -->\s*```python\n(.*?)```", re.S)
+# A Python block in a document is marked on the line before it:
+#   <!-- runnable -->                     run here against the loopback fake server, and must call it
+#   <!-- runnable offline needs=a,b -->   run here, no endpoint (skipped without the packages a, b)
+#   <!-- runnable by tests/test_x.py -->  run whole by that test
+#   <!-- excerpt of PATH -->              part of a program; PATH (a file of the repository) is the runnable version
+MARK = re.compile(r"<!-- (runnable(?: offline)?(?: needs=[\w,.]+)?|runnable by \S+|excerpt of \S+) -->")
+# the address an example names for "your OpenAI-compatible server"; the test points it at the fake one
+EXAMPLE_SERVER = "http://127.0.0.1:8000/v1"
 
 
-def runnable_blocks() -> list[tuple[str, str]]:
-    return [(f"{p.relative_to(ROOT)}#{i}", code) for p in DOCUMENTS for i, code in enumerate(RUNNABLE.findall(
-        p.read_text()))]
+def python_blocks(path: Path) -> list[tuple[int, str | None, str]]:
+    """Return (line, mark or None, code) for every fenced Python block of a Markdown file (indented ones too)."""
+    lines, found, i = path.read_text().splitlines(), [], 0
+    while i < len(lines):
+        if lines[i].strip() == "```python":
+            indent = len(lines[i]) - len(lines[i].lstrip())
+            before = next((ln.strip() for ln in reversed(lines[:i]) if ln.strip()), "")
+            mark = MARK.fullmatch(before)
+            end = next(j for j in range(i + 1, len(lines)) if lines[j].strip() == "```")
+            found.append((i + 1, mark.group(1) if mark else None, "\n".join(ln[indent:] for ln in lines[i + 1:end])
+                          + "\n"))
+            i = end
+        i += 1
+    return found
+
+
+def runnable_blocks() -> list[tuple[str, str, str]]:
+    return [(f"{p.relative_to(ROOT)}#{line}", mark, code) for p in DOCUMENTS for line, mark, code in python_blocks(p)
+            if mark is not None and (mark == "runnable" or mark.startswith("runnable offline"))]
 
 
 def test_there_are_runnable_examples() -> None:
-    assert any(name.startswith("README.md") for name, _ in runnable_blocks())
+    assert any(name.startswith("README.md") for name, _, _ in runnable_blocks())
+    assert any(name.startswith("docs/scaling.md") for name, _, _ in runnable_blocks())
 
 
-@pytest.mark.parametrize(("name", "code"), runnable_blocks(), ids=[n for n, _ in runnable_blocks()])
-def test_a_runnable_example_runs_against_the_loopback_test_double(name: str, code: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("doc", DOCUMENTS, ids=[str(p.relative_to(ROOT)) for p in DOCUMENTS])
+def test_every_python_block_runs_in_ci_or_is_an_excerpt_naming_its_runnable_version(doc: Path) -> None:
+    for line, mark, _ in python_blocks(doc):
+        where = f"{doc.relative_to(ROOT)}:{line}"
+        assert mark is not None, f"{where}: mark the block runnable, or an excerpt naming its runnable version"
+        named = mark.removeprefix("runnable by ").removeprefix("excerpt of ")
+        if named != mark:
+            assert (ROOT / named.split("#")[0]).is_file(), f"{where}: {named} is not a file of the repository"
+
+
+@pytest.mark.parametrize(("name", "mark", "code"), runnable_blocks(), ids=[n for n, _, _ in runnable_blocks()])
+def test_a_runnable_example_runs_against_the_loopback_test_double(name: str, mark: str, code: str,
+                                                                   tmp_path: Path) -> None:
+    """Run the block as a script from a scratch folder (with the checkout's examples/ beside it), the model
+    endpoints at the loopback fake server: ``SWM_MODEL``, and the example server's address rewritten."""
     from swm.testing import FakeOpenAIServer
 
+    for needed in (mark.partition("needs=")[2].split(",") if "needs=" in mark else []):
+        pytest.importorskip(needed)
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
     script = tmp_path / "example.py"
-    script.write_text(code)
     with FakeOpenAIServer() as server:
+        script.write_text(code.replace(EXAMPLE_SERVER, server.base_url))
         env = {**os.environ, "SWM_MODEL": server.model_spec, "SWM_DB": str(tmp_path / "swm.db"),
                "PYTHONPATH": str(ROOT)}
-        done = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                              env=env)
+        done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=600, env=env)
         assert done.returncode == 0, f"{name}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
-        assert server.requests > 0  # it called the model: the example ran, not only imported
+        if "offline" not in mark:
+            assert server.requests > 0  # it called the model: the example ran, not only imported
 
 
-OUTSIDE = re.compile(r"\.\./shared|/work/|/tmp/|/root/|this 2-core|this VM\b|this machine\b", re.I)
+OUTSIDE = re.compile(r"\.\./shared|/work/|/tmp/|/root/|this 2-core|this VM\b|this machine\b|these machines\b", re.I)
 
 
 @pytest.mark.parametrize("doc", DOCUMENTS, ids=[str(p.relative_to(ROOT)) for p in DOCUMENTS])

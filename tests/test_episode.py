@@ -120,6 +120,21 @@ def test_invalid_inputs_are_refused(tmp_path: Path) -> None:
         play(tmp_path, ctx, thread="c", scenario={"id": "x", "scenario": "y", "agents": []})
 
 
+def test_the_scenario_input_is_typed_and_takes_a_scenario_id(tmp_path: Path) -> None:
+    schema = build().compile().get_input_jsonschema()
+    options = schema["properties"]["scenario"]["anyOf"]
+    assert {"type": "string"} in options  # a shipped or SOTOPIA id
+    defs = schema.get("$defs", {})
+    typed = [defs[o["$ref"].split("/")[-1]] for o in options if "$ref" in o]
+    assert any({"id", "scenario", "agents"} <= set(t.get("properties", {})) for t in typed)  # the Scenario itself
+    assert any(set(t.get("properties", {})) == {"id", "ref"} for t in typed)  # its stored reference
+    ctx = store_ctx(tmp_path, llm=model())
+    out = play(tmp_path, ctx, thread="by-id", scenario="swm-bike-sale", max_turns=2, judge=False)
+    assert (get_episode(ctx.store, out["episode_id"]) or {})["scenario_id"] == "swm-bike-sale"
+    with pytest.raises(InputError, match="no scenario 'no-such-scenario'"):
+        play(tmp_path, ctx, thread="unknown", scenario="no-such-scenario", max_turns=2, judge=False)
+
+
 def test_state_stays_small_turns_live_in_the_store(tmp_path: Path) -> None:
     """The checkpointed state does not grow with the turns: no list of steps in it until the end."""
     ctx = store_ctx(tmp_path, llm=model())

@@ -45,6 +45,22 @@ def test_a_finished_thread_rewrites_its_report_without_calls(tmp_path: Path) -> 
     assert summary["policies"][0]["served_as"] == "<injected ScriptedChatModel>"  # what the episodes recorded
     assert len(summary["splits"]["dev"]) == len(summary["splits"]["test"]) == 4
     assert not set(summary["splits"]["dev"]) & set(summary["splits"]["test"])
+    # the held-out results, the numbers a user runs it for: R per metric and curve, cell by cell, and its metrics
+    from swm.checkpoints import ExperienceStore
+
+    stored = list(ExperienceStore(tmp_path / "run.db").rows(
+        "select cycle, level, successes, n from lifelong_matrix where run_id = 'done' and metric = 'pass' and "
+        "curve = 'deployed'"))
+    r = summary["heldout"]["pass"]["deployed"]["R"]
+    assert stored and len(stored) == sum(len(cells) for cells in r.values())
+    for row in stored:
+        cell = r[str(row["cycle"])][row["level"]]
+        assert (cell["successes"], cell["n"]) == (row["successes"], row["n"]) and cell["low"] <= cell["high"]
+        assert cell["rate"] == (row["successes"] / row["n"] if row["n"] else None)
+    metrics = summary["heldout"]["pass"]["deployed"]["metrics"]
+    assert "ACC" in metrics and "**ACC**" in report.read_text()
+    assert set(summary["heldout"]) == {"completion", "pass"}
+    assert set(summary["heldout"]["pass"]) == {"deployed", "candidate"}
 
 
 def test_a_rerun_writes_only_into_its_own_out_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,4 +1,5 @@
-"""Live progress: turns appear on stderr as they are played, steps of ask/parse as they start; --quiet silences them."""
+"""Live progress: turns appear on stderr as they are played, steps of ask/parse as they start; --no-progress
+silences them (the old --quiet / -q too, hidden); a repeated parse says why."""
 
 from __future__ import annotations
 
@@ -36,24 +37,27 @@ def test_play_prints_each_turn_while_the_episode_runs(tmp_path: Path) -> None:
     assert "episode ends" in turns[-1][0] and "episode ends" not in turns[0][0]
 
 
-def test_play_cli_progress_goes_to_stderr_and_quiet_turns_it_off(tmp_path: Path) -> None:
+def test_play_cli_progress_goes_to_stderr_and_no_progress_turns_it_off(tmp_path: Path) -> None:
     args = ["play", "--policy", "plain", "--max-turns", "2", "--no-judge", "--db", str(tmp_path / "p.db")]
     loud = CliRunner().invoke(main, args, obj={"llm": model()})
     assert loud.exit_code == 0, loud.output
     assert loud.stderr.count("] turn ") == 2 and "] turn " not in loud.stdout
-    quiet = CliRunner().invoke(main, [*args, "--quiet"], obj={"llm": model()})
+    quiet = CliRunner().invoke(main, [*args, "--no-progress"], obj={"llm": model()})
     assert quiet.exit_code == 0 and "] turn " not in quiet.stderr
     assert quiet.stdout.count("Turn #") == loud.stdout.count("Turn #") == 2
+    for old in ("--quiet", "-q"):  # the old name still works, and says which name to use
+        kept = CliRunner().invoke(main, [*args, old], obj={"llm": model()})
+        assert kept.exit_code == 0 and "] turn " not in kept.stderr and "is now --no-progress" in kept.stderr
 
 
-def test_ask_shows_its_steps_over_http_and_quiet_hides_them(tmp_path: Path) -> None:
+def test_ask_shows_its_steps_over_http_and_no_progress_hides_them(tmp_path: Path) -> None:
     story = tmp_path / "s.txt"
     story.write_text(STORY)
     with FakeOpenAIServer() as server:
         args = ["ask", "--story", str(story), "--question", "Where will Sally look?", "--model",
                 server.model_spec, "--db", str(tmp_path / "x.db")]
         loud = CliRunner().invoke(main, args)
-        quiet = CliRunner().invoke(main, [*args, "--quiet", "--question", "Where is the ball?"])
+        quiet = CliRunner().invoke(main, [*args, "--no-progress", "--question", "Where is the ball?"])
     assert loud.exit_code == 0, loud.output
     lines = [line for line in loud.stderr.splitlines() if line.startswith("[")]
     assert [line.split("] ")[1] for line in lines] == ["parsing the story into S3AP …", "answering the question …"]
@@ -70,3 +74,30 @@ def test_self_play_iteration_summaries_are_described() -> None:
     assert finished("rollout", {"rolled": 1}) == ["rollout played"]
     assert describe({"event": "fan_out", "node": "rollout", "iteration": 1, "rollouts": 4}) == "iteration 1: rollout 4"
     assert describe({"event": "unknown"}) is None
+
+
+def test_every_command_names_its_progress_switch_the_same_and_hides_the_old_name() -> None:
+    from test_docs import commands
+
+    switches = {}
+    for path, command in commands(main):
+        names = {opt for p in command.params for opt in getattr(p, "opts", [])}
+        if names & {"--quiet", "-q", "--no-progress"}:
+            switches[path] = names & {"--quiet", "-q", "--no-progress"}
+            shown = CliRunner().invoke(main, [*path.split()[1:], "--help"]).output
+            assert "--quiet" not in shown and "-q," not in shown, path
+    assert set(switches) >= {"swm parse", "swm ask", "swm play", "swm selfplay", "swm learn", "swm bench tom",
+                             "swm bench sotopia", "swm bench games"}
+    assert all(names == {"--no-progress"} for names in switches.values()), switches
+
+
+def test_a_repeated_parse_says_why_it_was_repeated() -> None:
+    seen: list[str] = []
+    listen = printer(False, echo=seen.append)
+    assert listen is not None
+    listen("node", "parse")
+    listen("done", ("check", {"parse_done": False, "feedback": "Previous attempt:\n{}\nIssues:\n- agent 'Bob' does "
+                                                                "not appear in the narrative\n- step 2: no state"}))
+    listen("node", "parse")
+    assert seen[1].endswith("parsing the story into S3AP (attempt 2, after: agent 'Bob' does not appear in the "
+                            "narrative) …"), seen

@@ -243,7 +243,20 @@ def test_judge_defaults_to_its_own_model(monkeypatch: pytest.MonkeyPatch) -> Non
     assert local.spec_for("judge") == "qwen" and local.judge_is_agent()
 
 
-def test_setting_from_scenario_metadata(shared_dir: Path) -> None:
+def test_the_sotopia_sample_ships_in_the_package_and_is_the_bench_default() -> None:
+    from swm.commands.bench_sotopia import _scenarios, sotopia_command
+    from swm.scenarios import SOTOPIA_SAMPLE
+
+    package = Path(__import__("swm").__file__).resolve().parent
+    assert SOTOPIA_SAMPLE.is_relative_to(package) and SOTOPIA_SAMPLE.is_file()
+    assert (SOTOPIA_SAMPLE.parent / "NOTICE.md").read_text().count("CC BY-SA 4.0") >= 1
+    assert len(_scenarios(True, None, None)) == 70 and len(_scenarios(False, None, None)) == 146
+    shown = " ".join(CliRunner().invoke(main, ["bench", "sotopia", "--help"]).output.split())
+    assert "shared" not in shown and "swm/data/sotopia/" in shown
+    assert not any("shared" in (o.help or "") for o in sotopia_command.params)
+
+
+def test_setting_from_scenario_metadata() -> None:
     from collections import Counter
 
     from swm.scenarios import load_sotopia

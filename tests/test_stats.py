@@ -1,4 +1,5 @@
-"""The shared statistics: Student's t at every n, Wilson at n = 0, one token F1 with a named tokenisation."""
+"""The shared statistics: Student's t at every n, Wilson at n = 0, one token F1 with a named tokenisation, and the
+tests of a comparison: exact McNemar when paired, the z-test (and saying so) when not, Welch, paired t, bootstrap."""
 
 from __future__ import annotations
 
@@ -6,7 +7,21 @@ import math
 
 import pytest
 
-from swm.stats import fantom_tokens, mean_ci, mean_interval, t95, token_f1, wilson_interval, words
+from swm.stats import (
+    bootstrap_interval,
+    compare_outcomes,
+    fantom_tokens,
+    mcnemar_exact,
+    mean_ci,
+    mean_interval,
+    paired_interval,
+    t95,
+    token_f1,
+    two_proportion_test,
+    welch_interval,
+    wilson_interval,
+    words,
+)
 
 
 @pytest.mark.parametrize(("df", "exact"), [(1, 12.706), (4, 2.776), (30, 2.042), (31, 2.040), (40, 2.021),
@@ -47,3 +62,53 @@ def test_token_f1_tokenisations() -> None:
     assert token_f1("rex is a beagle", "Kai's dog Rex is a beagle.", fantom_tokens) == pytest.approx(0.6)
     assert words("It's $45, OK?") == ["it's", "$45", "ok"]
     assert token_f1("", "x") == 0.0 and token_f1("a b", "c d") == 0.0
+
+
+def test_mcnemar_is_the_exact_two_sided_binomial_test_of_the_discordant_pairs() -> None:
+    a = [True] * 2 + [False] * 10 + [True] * 5
+    b = [False] * 2 + [True] * 10 + [True] * 5
+    only_a, only_b, p = mcnemar_exact(a, b)
+    assert (only_a, only_b) == (2, 10)
+    assert p == pytest.approx(2 * (1 + 12 + 66) / 2**12, abs=1e-12)  # P(X <= 2), X ~ Bin(12, 1/2), doubled
+    assert mcnemar_exact([True, False], [True, False]) == (0, 0, 1.0)
+    assert mcnemar_exact([True], [False])[2] == 1.0  # one discordant item: p = min(1, 2 * 1/2)
+    with pytest.raises(ValueError, match="same items"):
+        mcnemar_exact([True], [True, False])
+
+
+def test_the_same_questions_are_compared_paired_and_different_ones_unpaired_and_said_so() -> None:
+    # 40 questions both runs got right, 10 only the second: unpaired the z-test sees 80% vs 100% on 50 each...
+    first = {f"q{i}": i < 40 for i in range(50)}
+    second = dict.fromkeys(first, True)
+    paired = compare_outcomes(first, second)
+    assert paired.paired and (paired.only_first, paired.only_second, paired.shared) == (0, 10, 50)
+    assert paired.p == pytest.approx(2 / 2**10)  # both tails of Bin(10, 1/2) at 0 and 10
+    assert "paired, exact McNemar on 50 shared items" in paired.note
+    # ...while the pooled z-test on the same counts gives another p: the paired test is the one that ran
+    assert paired.p != pytest.approx(two_proportion_test(40, 50, 50, 50)[1])
+    other = {f"r{i}": True for i in range(50)}
+    unpaired = compare_outcomes(first, other)
+    assert not unpaired.paired and unpaired.shared == 0 and unpaired.z is not None
+    assert unpaired.p == pytest.approx(two_proportion_test(40, 50, 50, 50)[1])
+    assert "unpaired" in unpaired.note and "different items (0 shared of 50 and 50)" in unpaired.note
+
+
+def test_welch_and_paired_intervals_by_hand() -> None:
+    a, b = [1.0, 2.0, 3.0], [2.0, 4.0, 6.0]  # means 2 and 4; variances of the means 1/3 and 4/3
+    diff, low, high = welch_interval(a, b) or (0, 0, 0)
+    se = math.sqrt(1 / 3 + 4 / 3)
+    df = se**4 / ((1 / 3) ** 2 / 2 + (4 / 3) ** 2 / 2)  # 2.94: t(2) = 4.303
+    assert int(df) == 2 and diff == 2.0
+    assert (low, high) == (pytest.approx(2 - 4.303 * se), pytest.approx(2 + 4.303 * se))
+    assert welch_interval([1.0], b) is None
+    d, lo, hi = paired_interval(list(zip(a, b, strict=True))) or (0, 0, 0)  # differences 1, 2, 3: mean 2, s = 1
+    assert d == 2.0 and (lo, hi) == (pytest.approx(2 - 4.303 / math.sqrt(3)), pytest.approx(2 + 4.303 / math.sqrt(3)))
+    assert paired_interval([(1.0, 2.0)]) is None
+
+
+def test_the_bootstrap_of_a_mean_is_seeded_inside_the_values_and_honest_about_no_spread() -> None:
+    values = [0.0, 0.5, 1.0, 0.25, 0.75] * 4
+    low, high = bootstrap_interval(values)
+    assert 0.0 <= low < 0.5 < high <= 1.0 and bootstrap_interval(values) == (low, high)
+    assert bootstrap_interval([1.0, 1.0, 1.0]) == (1.0, 1.0)
+    assert bootstrap_interval([]) == (0.0, 1.0)

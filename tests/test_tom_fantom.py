@@ -90,3 +90,39 @@ def test_report_makes_all_the_fantom_headline() -> None:
     text = markdown(summary, "fantom", {})
     assert "| cot | inaccessible | 2 | **0.500**" in text
     assert "compare with All above" in text and "a diagnostic, not the benchmark's own score" in text
+
+
+def _report_rows(kind: str, values: list[float]) -> list[dict[str, Any]]:
+    return [{"group_id": f"s{i}", "kind": kind, "qtype": "fact" if kind == "fantom_fact" else "tom:belief",
+             "correct": int(v), "value": v, "gold": "", "answer": "", "access": "inaccessible", "mode": "cot",
+             "exact": int(v), "loose": int(v), "strict": int(v), "calls": 1, "parse_calls": 0, "qa_calls": 1,
+             "prompt_tokens": 1, "completion_tokens": 1, "model_seconds": 0.0, "parse_cached": 0, "story_hash": "h"}
+            for i, v in enumerate(values)]
+
+
+def test_an_f1_with_no_spread_gets_an_interval_not_zero_width_and_a_spread_one_a_bootstrap() -> None:
+    from swm.stats import bootstrap_interval, wilson_interval
+
+    zero = summarise(_report_rows("fantom_fact", [0.0] * 5), ["cot"])["by_type"][0]
+    assert (zero["ci_low"], zero["ci_high"]) == (0.0, round(wilson_interval(0, 5)[1], 4)) and zero["ci_high"] > 0.4
+    spread = [0.0, 0.25, 0.5, 1.0, 0.75, 0.5]
+    row = summarise(_report_rows("fantom_fact", spread), ["cot"])["by_type"][0]
+    assert (row["ci_low"], row["ci_high"]) == tuple(round(x, 4) for x in bootstrap_interval(spread))
+
+
+def test_the_report_header_names_the_official_scorer_its_commit_and_the_data_licence() -> None:
+    summary = summarise(_report_rows("fantom_binary", [1.0, 0.0]), ["cot"])
+    real = markdown(summary, "fantom", {"models": "parser=gpt-4o, qa=gpt-4o"})
+    assert "- official scorer: skywalker023/fantom eval_fantom.py @ 9b41d616" in real
+    assert "- data licence: " in real and "contamination: public since 2023" in real
+    assert "Paper Table 1 reference" in real
+    tomi = markdown(summarise(_report_rows("tomi", [1.0]), ["cot"]), "tomi", {})
+    assert "XuhuiZhou/social-world-model social_world_model/task_modules/tomi.py @ 0332906d" in tomi
+    assert "CC BY-NC 4.0" in tomi
+
+
+@pytest.mark.parametrize("models", ["parser=fake@http://127.0.0.1:1/v1, qa=fake@http://127.0.0.1:1/v1",
+                                    "parser=<injected ScriptedChatModel>, qa=<injected ScriptedChatModel>"])
+def test_the_paper_s_table_1_is_not_printed_under_a_test_double(models: str) -> None:
+    summary = summarise(_report_rows("fantom_binary", [1.0, 0.0]), ["cot"])
+    assert "Paper Table 1 reference" not in markdown(summary, "fantom", {"models": models})

@@ -263,3 +263,20 @@ def test_s3ap_repository_either_omits_or_leaks_counts_both_flags() -> None:
     entry = confaide_scores(rows)["tier4:meeting-summary"]
     assert entry["error"]["mean"] == 0.5  # upstream: either omits or leaks, once per response
     assert entry["s3ap_repo_either"] == 1.0  # the repository's count: 2 flags over 2 responses
+
+
+def test_the_live_qa_path_hands_fantom_s_reader_the_reply_unstripped() -> None:
+    """FANToM's parse_response keeps a reply without "Answer:" as it is, and its yes/no rule strips no whitespace:
+    "  yes" is unparsable there. The answer node must not strip it first (it did, and scored it "yes")."""
+    from swm.context import SWMContext
+    from swm.graphs import ask
+    from swm.schemas import ReasonedAnswer
+    from swm.testing import ScriptedChatModel
+    from swm.tom.rules import fantom_response, fantom_yes_no_official
+
+    model = ScriptedChatModel(replies=[ReasonedAnswer(reasoning="She was there.", answer="  yes")])
+    out = ask.build().compile().invoke({"narrative": "Ann: I moved to Oslo. Bo: nice.", "mode": "cot",
+                                        "question": "Does Bo know where Ann lives? Answer yes or no."},
+                                       context=SWMContext(llm=model, task="fantom"))
+    assert out["answer"] == "  yes"
+    assert fantom_yes_no_official(fantom_response(out["answer"])) == reference_fantom_yes_no("  yes") == -1

@@ -143,6 +143,11 @@ def test_two_tom_runs_compare_side_by_side_with_tests(filled: tuple[str, dict[st
     tests = list(csv.DictReader(io.StringIO(c.get(url + "&csv=tests").text)))
     assert tests and all(0.0 <= float(t["p"]) <= 1.0 for t in tests)
     assert {t["comparison"] for t in tests} == {f"{ids['tom2']} − {ids['tom']}"}
+    # the two runs answered the same questions: tested paired (exact McNemar), never with the unpaired z-test
+    assert all(t["test"].startswith("paired, exact McNemar on ") and t["z"] == "" for t in tests), tests
+    assert "exact McNemar" in page and "pooled two-proportion z-test (two-sided p" not in page
+    modes = _csv_rows(c, f"/runs/{ids['tom']}", "differences")  # the modes of one run: the same questions too
+    assert modes and all(m["test"].startswith("paired, exact McNemar") for m in modes)
     assert c.get(f"/compare?runs={ids['tom']}&runs={ids['play']}").status_code == 400  # two kinds
     assert c.get(f"/compare?runs={ids['tom']}").status_code == 400
 
@@ -157,7 +162,28 @@ def test_games_and_sotopia_runs_compare_side_by_side_with_tests(filled: tuple[st
     assert tests and {t["benchmark"] for t in tests} == {"random"}  # only settings both runs played are tested
     assert all(0.0 <= float(t["p"]) <= 1.0 for t in tests)
     episodes = c.get(f"/compare?runs={ids['sotopia']}&runs={ids['play']}")
-    assert episodes.status_code == 200 and "95% Welch interval" in episodes.text
+    assert episodes.status_code == 200 and "Welch" in episodes.text
+    # a bench run and a lone episode played different episodes: unpaired, and the page says so
+    assert "unpaired Welch: different episodes" in episodes.text
+
+
+def test_a_sotopia_run_s_policies_are_tested_against_plain_paired_by_scenario_and_agent() -> None:
+    from swm.ui.summaries import policy_tests
+
+    def ep(policy: str, scenario: str, agent: str, goal: float) -> dict[str, Any]:
+        return {"episode_id": f"r-{policy}-{scenario}-{agent}", "policy": policy, "agent": agent,
+                "scenario_id": scenario, "goal": goal, "overall": goal / 10}
+
+    plain = [ep("plain", s, a, g) for s, a, g in (("s1", "A", 2.0), ("s1", "B", 4.0), ("s2", "A", 6.0))]
+    foresee = [ep("foresee", s, a, g + d) for (s, a, g), d in zip((("s1", "A", 2.0), ("s1", "B", 4.0),
+                                                                   ("s2", "A", 6.0)), (1.0, 1.0, 1.0), strict=True)]
+    goal = next(t for t in policy_tests(plain + foresee) if t["dimension"] == "goal")
+    assert goal["comparison"] == "foresee − plain" and goal["test"] == "paired t on 3 shared episodes"
+    assert goal["difference"] == 1.0 and goal["low"] == goal["high"] == 1.0 and goal["significant"]
+    # Welch on the same numbers would not find it: the paired test is the one a reviewer asks for here
+    unpaired = next(t for t in policy_tests(plain + foresee[:2]) if t["dimension"] == "goal")
+    assert unpaired["test"].startswith("unpaired Welch: different episodes (2 shared of 3 and 2)")
+    assert unpaired["significant"] is False
 
 
 def test_a_sotopia_run_shows_dimension_means_per_policy_and_sortable_episodes(
@@ -259,6 +285,18 @@ def test_the_runs_page_lists_every_run_with_kind_status_and_cost(filled: tuple[s
     assert ids["play"] not in c.get("/runs?until=2001-01-01").text
     assert ids["play"] in c.get("/runs?since=2001-01-01").text
     assert c.get("/runs?since=yesterday").status_code == 400
+    # an ask's row says what it did; a benchmark run's row its status, score and cost (it names no thread itself)
+    ask = by_id[ids["ask"]]
+    assert ask["status"] == "answered" and ask["models"] and float(ask["cost"].split('"calls": ')[1].split(",")[0]) > 0
+    benches = {r["thread_id"]: r for r in csv.DictReader(io.StringIO(c.get("/runs?csv=benchmarks").text))}
+    sotopia = benches[ids["sotopia"]]
+    assert sotopia["status"] == "finished" and sotopia["score"].startswith("plain: goal ")
+    assert "(n=2)" in sotopia["score"]
+    assert float(sotopia["cost"].split('"calls": ')[1].split(",")[0]) > 0
+    games = benches[ids["games"]]
+    assert games["status"] == "4 of 4 finished" and "plain: " in games["score"] and " wins " in games["score"]
+    # the run's own page counts its episodes, found by the run they belong to
+    assert "status: finished · episodes: 2" in c.get(f"/runs/{ids['sotopia']}").text
 
 
 def test_an_episode_shows_goals_turns_predictions_and_the_judge(filled: tuple[str, dict[str, str]]) -> None:
@@ -270,7 +308,9 @@ def test_an_episode_shows_goals_turns_predictions_and_the_judge(filled: tuple[st
     assert page.count('class="turn"') == 3
     assert page.count('class="state-cells"') == 3  # each turn beside the social state recorded after it
     assert "world model predicted" in page and ("hit" in page or "miss" in page)
-    assert all(d in page for d in ("believability", "financial_and_material_benefits", "goal"))
+    assert all(d in page for d in ("believability", "financial and material benefits", "goal"))
+    assert "financial_and_material_benefits" not in page and "social_rules" not in page  # spelt one way, as elsewhere
+    assert "extra_info" not in page and 'class="hint"' in page  # SOTOPIA's goal tags are not shown as text
     turns = list(csv.DictReader(io.StringIO(client(db).get(f"/episodes/{ids['play']}?csv=turns").text)))
     assert [int(t["turn"]) for t in turns] == [0, 1, 2]
 
@@ -495,7 +535,12 @@ def test_a_real_browser_reads_summaries_sorts_filters_and_compares(
     box.send_keys("vanilla")
     shown = [r for r in browser.find_elements(By.CSS_SELECTOR, "#t-items tbody tr") if r.is_displayed()]
     assert shown and all("vanilla" in r.text for r in shown) and len(shown) < len(first)
+    browser.get(f"{base}/runs")
+    bench_row = browser.find_element(By.XPATH, f'//table[@id="t-benchmarks"]//tr[.//a[text()="{ids["sotopia"]}"]]')
+    assert bench_row.find_element(By.CLASS_NAME, "status").text == "finished"
+    assert bench_row.find_element(By.CLASS_NAME, "score").text.startswith("plain: goal ")
     browser.get(f"{base}/runs/{ids['sotopia']}")
+    assert "status: finished · episodes: 2" in browser.find_element(By.TAG_NAME, "main").text  # not "0 of 0"
     assert browser.find_elements(By.CSS_SELECTOR, "#t-policies tbody tr")
     assert len(browser.find_elements(By.CSS_SELECTOR, "#t-episodes tbody tr")) == 2
     _shot(browser, "sotopia", tmp_path)
@@ -579,3 +624,45 @@ def test_a_learn_run_whose_id_holds_a_slash_is_found(filled: tuple[str, dict[str
     reply = c.get(pair.group(1) if pair else f"/learn/{run}/pairs/0/0")  # routed to the pair view, whichever
     assert reply.status_code == 200 or "no such pair" in reply.text, reply.text[:300]
     assert c.get(f"/selfplay/{run}").status_code == 200
+
+
+def test_the_self_play_page_plots_kl_apart_lists_the_plan_and_links_each_rollout_s_transcript(tmp_path: Path) -> None:
+    from swm.checkpoints import ExperienceStore
+    from swm.selfplay.plan import SelfPlayPlan
+    from swm.selfplay.store import put_iteration, put_rollout, put_run
+    from swm.training.trajectory import Rollout, SeatTrajectory, SeatTurn
+
+    db = tmp_path / "sp.db"
+    store = ExperienceStore(db)
+    plan = SelfPlayPlan(run_id="sp1", iterations=1)
+    put_run(store, "sp1", plan)
+    put_iteration(store, "sp1", 0, {"reward": {"buyer": 0.5, "seller": 0.25}, "kl": 0.0123, "pass_rate": 0.5})
+
+    def turn(i: int, text: str, reward: float, adv: list[float]) -> SeatTurn:
+        return SeatTurn(turn=i, prompt="p", text=text, prompt_ids=[1], token_ids=[2] * len(adv),
+                        logprobs=[-1.0] * len(adv), reward=reward, advantages=adv)
+
+    rollout = Rollout(rollout_id="sp1/i0/train/t1/g0", task_id="t1", family="negotiation", iteration=0, sample=0,
+                      order=["Ann", "Bo", "Ann"], seats=[
+                          SeatTrajectory(seat="Ann", role="buyer", turns=[turn(0, "I offer 40.", 0.0, [0.5, 0.25]),
+                                                                          turn(2, "Deal at 45.", 1.0, [1.0])],
+                                         outcome=1.0),
+                          SeatTrajectory(seat="Bo", role="seller", turns=[turn(1, "50, not less.", 0.5, [-0.5])],
+                                         outcome=0.5)])
+    put_rollout(store, "sp1", "train", rollout)
+    c = client(str(db))
+    page = c.get("/selfplay/sp1").text
+    assert page.count("Plotly.newPlot") == 2 and "KL to the reference policy" in page  # KL on an axis of its own
+    assert '"name": "KL' not in page.split("selfplay-kl")[0]  # not among the rewards
+    plan_rows = {r["setting"]: r["value"] for r in _csv_rows(c, "/selfplay/sp1", "plan")}
+    assert plan_rows["iterations"] == "1" and "ppo.lr" in plan_rows and "{&#34;" not in page  # a table, not JSON
+    assert 'href="/rollout?id=sp1/i0/train/t1/g0"' in page
+    assert c.get("/rollout", params={"id": "sp1/i0/train/t1/g0"}).status_code == 200
+    shown = c.get("/rollout", params={"id": "sp1/i0/train/t1/g0", "csv": "turns"})
+    turns = list(csv.DictReader(io.StringIO(shown.text)))
+    assert [(t["turn"], t["seat"], t["role"], t["text"]) for t in turns] == [
+        ("0", "Ann", "buyer", "I offer 40."), ("1", "Bo", "seller", "50, not less."),
+        ("2", "Ann", "buyer", "Deal at 45.")]
+    assert [float(t["reward"]) for t in turns] == [0.0, 0.5, 1.0]
+    assert [float(t["advantage_mean"]) for t in turns] == [0.375, -0.5, 1.0]
+    assert c.get("/rollout", params={"id": "nope"}).status_code == 404

@@ -65,8 +65,9 @@ class AliasedCommand(click.Command):
 
 
 def aliased(**aliases: str) -> type[AliasedCommand]:
-    """Return an `AliasedCommand` class taking ``old_name="--new-name"`` aliases (``old_name`` with _ for -)."""
-    table = {"--" + old.replace("_", "-"): new for old, new in aliases.items()}
+    """Return an `AliasedCommand` class taking ``old_name="--new-name"`` aliases (``old_name`` with _ for -; a
+    one-letter ``old_name`` is a short option, ``q="--no-progress"`` for ``-q``)."""
+    table = {("-" if len(old) == 1 else "--") + old.replace("_", "-"): new for old, new in aliases.items()}
     return type("Aliased", (AliasedCommand,), {"aliases": table})
 
 

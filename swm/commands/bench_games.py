@@ -205,7 +205,3 @@ def games_command(game: str, n: int, n_players: int, policies: str, side: str, o
         for record in records_out:
             fh.write(record.model_dump_json() + "\n")
     finish_bench(folder, "games", f"{game} run {run_id}", text, meta, table, result, as_json, "game")
-
-
-def register(main: click.Group, bench: click.Group) -> None:
-    bench.add_command(games_command)

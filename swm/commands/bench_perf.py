@@ -57,7 +57,3 @@ def perf_command(quick: bool, only: str, latency: float | None, runs: int | None
     if runs is not None:
         settings.runs = runs
     runner.run(sections, settings, echo=click.echo, json_path=json_path)
-
-
-def register(main: click.Group, bench: click.Group) -> None:
-    bench.add_command(perf_command)

@@ -50,7 +50,8 @@ def episode_player(ctx: SWMContext, db: str | Path) -> Callable[[str, dict[str, 
 
 
 def _scenarios(hard: bool, data: Path | None, n: int | None) -> list[Any]:
-    """Return the scenarios to play: ``--data`` (a file, or ``shipped``) or the shared SOTOPIA sample, ``n`` of them."""
+    """Return the scenarios to play: ``--data`` (a file, or ``shipped``) or the package's SOTOPIA sample, ``n`` of
+    them."""
     from swm.scenarios import load_jsonl, load_sotopia, shipped
     from swm.social.bench import spread
 
@@ -61,10 +62,6 @@ def _scenarios(hard: bool, data: Path | None, n: int | None) -> list[Any]:
         if hard and any(s.hard for s in pool):  # a file that flags no hard rows is taken whole
             pool = [s for s in pool if s.hard]
     else:
-        from swm.scenarios import SHARED_SOTOPIA
-
-        if not SHARED_SOTOPIA.is_file():
-            raise InputError(f"no SOTOPIA sample at {SHARED_SOTOPIA}", "pass --data FILE, or --data shipped")
         pool = load_sotopia(hard=True if hard else None)
     scenarios = spread(pool, n)
     if not scenarios:
@@ -74,10 +71,10 @@ def _scenarios(hard: bool, data: Path | None, n: int | None) -> list[Any]:
 
 @click.command("sotopia")
 @click.option("--hard/--all", "hard", default=True, show_default=True,
-              help="The 70 pairings of SOTOPIA's 14 hard scenarios, or all 146 rows of the shared sample.")
+              help="The 70 pairings of SOTOPIA's 14 hard scenarios, or all 146 rows of the SOTOPIA sample.")
 @click.option("--data", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Scenario JSONL [default: ../shared/benchmarks/sotopia/sotopia_scenarios.jsonl]; "
-                   "'shipped' for the package's own scenarios.")
+              help="Scenario JSONL [default: the SOTOPIA sample shipped in the package, swm/data/sotopia/"
+                   "sotopia_scenarios.jsonl]; 'shipped' for swm's own few scenarios.")
 @click.option("--policies", default="plain,foresee", show_default=True,
               help="Comma list of the tested agent's policies to compare (plain, foresee, lookahead).")
 @click.option("--partner-policy", type=click.Choice(POLICIES), default="plain", show_default=True)
@@ -200,7 +197,3 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
     warning = ("**Self-judged:** the judge is the tested agent's own model; scores are not comparable with a "
                "separate judge's.\n\n" if self_judged else "")
     finish_bench(folder, "sotopia", f"SOTOPIA run {run_id}", warning + text, meta, table, result, as_json, "episode")
-
-
-def register(main: click.Group, bench: click.Group) -> None:
-    bench.add_command(sotopia_command)

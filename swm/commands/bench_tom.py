@@ -289,11 +289,6 @@ def _emit(payload: dict[str, Any], table: list[dict[str, Any]], out_dir: Path | 
         echo_json(payload)
 
 
-def register(main: click.Group, bench: click.Group) -> None:
-    bench.add_command(tom_command)
-    bench.add_command(parse_bench_command)
-
-
 def _run_on_workers(items: list[Any], modes: list[str], ctx: Any, db: str | Path, run_id: str, workers: int,
                     address: str | None, meta: dict[str, Any]) -> dict[str, Any]:
     """Run the unfinished items as Ray tasks (`swm.commands.workers`); return what `run_benchmark` returns."""

@@ -54,7 +54,3 @@ def status_command(as_json: bool) -> None:
                    f"slots of {info['ctx_per_slot']} tokens")
     else:
         click.echo(f"llama-cpp-python's server: 1 request at a time; `{HOW}` builds llama-server")
-
-
-def register(main: click.Group, bench: click.Group) -> None:
-    main.add_command(engine_group)

@@ -56,7 +56,3 @@ def graphs_command(out: Path, no_png: bool, as_json: bool) -> None:
         click.echo(f"%% graph: {name}\n{mermaid}")
     if not no_png:
         click.echo(f"wrote {len(drawn)} PNGs to {out}/", err=True)
-
-
-def register(main: click.Group, bench: click.Group) -> None:
-    main.add_command(graphs_command)

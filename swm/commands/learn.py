@@ -324,9 +324,10 @@ def _stream(graph: Any, inputs: Any, config: RunnableConfig, ctx: SWMContext, pl
 
 
 def _summary(ctx: SWMContext, thread: str, values: dict[str, Any], wall: float) -> dict[str, Any]:
-    """Return the run's summary: report, episodes, pairs, deploys, policies, usage and failures."""
+    """Return the run's summary: report, episodes, pairs, deploys, policies, the held-out results (R and its
+    metrics per metric and curve: `heldout_results`), usage and failures."""
     from swm.lifelong import store as ls
-    from swm.lifelong.report import policy_listing
+    from swm.lifelong.report import heldout_results, policy_listing
     from swm.tasks.splits import HELDOUT_VERSION
 
     store = ctx.experience_store()
@@ -339,6 +340,7 @@ def _summary(ctx: SWMContext, thread: str, values: dict[str, Any], wall: float) 
             "kept": counts.get("_kept", 0),
             "rejected_by_rule": {k: v for k, v in counts.items() if not k.startswith("_")},
             "deploys": values.get("decisions"), "policies": policy_listing(store, thread, ctx.spec_for("agent")),
+            "heldout": heldout_results(store, thread),
             "splits": {"version": HELDOUT_VERSION, **ls.split_ids(store, thread)}, "usage": values.get("usage"),
             "failed": len(ls.failures(store, thread))}
 
@@ -364,7 +366,3 @@ def _print_summary(summary: dict[str, Any], values: dict[str, Any], as_json: boo
         raise ItemsFailed(f"{summary['failed']} episode(s) failed after their retries; they are listed in the "
                           "report and left out of R and the pairs",
                           f"rerun with --thread-id {summary['thread_id']} to retry them")
-
-
-def register(main: click.Group, bench: click.Group) -> None:
-    main.add_command(learn_command)

@@ -10,6 +10,7 @@ import click
 from langgraph.constants import START
 
 from swm.commands._common import (
+    aliased,
     echo_json,
     encoding_option,
     make_context,
@@ -19,7 +20,7 @@ from swm.commands._common import (
     run_graph,
     run_options,
 )
-from swm.commands.progress import printer, quiet_option
+from swm.commands.progress import PROGRESS_ALIASES, printer, quiet_option
 from swm.errors import InputError, ModelOutputError, NoSocialState
 from swm.nodes.parse import MODES, NEEDS_PARSE, TASKS
 from swm.usage import total_usage
@@ -52,7 +53,7 @@ def _usage_line(out: dict[str, Any]) -> str:
             f"model time {total['seconds']:.1f} s")
 
 
-@click.command("parse")
+@click.command("parse", cls=aliased(**PROGRESS_ALIASES))
 @click.argument("story", metavar="STORY_FILE")
 @click.option("--task", type=click.Choice(TASKS), default="generic", show_default=True,
               help="Task-specific parser instructions (appendix A.4).")
@@ -69,7 +70,7 @@ def parse_command(story: str, task: str, max_attempts: int, max_chars: int, agen
                   db: str | None, thread_id: str | None, as_json: bool, quiet: bool, **models: Any) -> None:
     """Parse STORY_FILE ('-' for stdin) into its social state and print it as the paper's S3AP JSON.
 
-    Each step (parse, repair attempts) is shown on stderr as it starts (--quiet: none).
+    Each step (parse, repair attempts) is shown on stderr as it starts (--no-progress: none).
     """
     from swm.graphs import parse
 
@@ -109,7 +110,7 @@ def unusable_parse(out: dict[str, Any]) -> str:
     return f"no usable parse after {out.get('attempts') or 0} attempt(s): {reason[:300]}"
 
 
-@click.command("ask")
+@click.command("ask", cls=aliased(**PROGRESS_ALIASES))
 @click.option("--story", required=True, metavar="FILE", help="The narrative ('-' for stdin).")
 @click.option("--question", required=True, help="The theory-of-mind question.")
 @click.option("--mode", type=click.Choice(MODES), default="s3ap", show_default=True,
@@ -130,7 +131,7 @@ def ask_command(story: str, question: str, mode: str, task: str, max_attempts: i
                 quiet: bool, **models: Any) -> None:
     """Answer a theory-of-mind question about a story; S3AP modes parse it first (cached per story).
 
-    Each step is shown on stderr as it starts (--quiet: none). In s3ap and s3ap_only modes the answer
+    Each step is shown on stderr as it starts (--no-progress: none). In s3ap and s3ap_only modes the answer
     stands on the parsed social state; when none could be parsed, nothing is answered (exit 6) unless
     --allow-without-state, and the output says which (``social_state`` in --json).
     """
@@ -174,8 +175,3 @@ def record_ask(ctx: Any, thread: str, question: str, mode: str, out: dict[str, A
         "social_state": used, "story_hash": out.get("story_hash") or "", "task": out.get("task") or "",
         "parse_problems": out.get("parse_problems") or [], "models": out.get("models") or {},
         "usage": total_usage(out.get("usage"))}, pk="thread_id", replace=True)
-
-
-def register(main: click.Group, bench: click.Group) -> None:
-    main.add_command(parse_command)
-    main.add_command(ask_command)

@@ -11,13 +11,14 @@ import click
 
 from swm.commands._common import (
     act_order_option,
+    aliased,
     echo_json,
     make_context,
     model_options,
     run_graph,
     run_options,
 )
-from swm.commands.progress import printer, quiet_option
+from swm.commands.progress import PROGRESS_ALIASES, printer, quiet_option
 from swm.context import SWMContext
 from swm.nodes.env import POLICIES
 
@@ -33,11 +34,11 @@ def inject_test_models(ctx: SWMContext) -> None:
         ctx.chat_models.update(obj.get("chat_models") or {})
 
 
-@click.command("play")
+@click.command("play", cls=aliased(**PROGRESS_ALIASES))
 @click.option("--scenario", "scenario_ref", default="swm-bike-sale", show_default=True, metavar="ID|FILE",
               help="A shipped scenario id (swm-bike-sale, swm-late-project, swm-noisy-neighbour, "
-                   "swm-mutual-friend, swm-flat-chores), a SOTOPIA id / env id / codename from "
-                   "../shared/benchmarks/sotopia, or a .jsonl/.json scenario file (first row).")
+                   "swm-mutual-friend, swm-flat-chores), a SOTOPIA id / env id / codename of the "
+                   "SOTOPIA sample shipped in the package, or a .jsonl/.json scenario file (first row).")
 @click.option("--policy", type=click.Choice(POLICIES), default="foresee", show_default=True,
               help="Policy of the tested agent (role 'agent'): plain (1 call/turn), foresee (3), lookahead "
                    "(N + N·k + N·[N>1] + 1).")
@@ -63,7 +64,7 @@ def play_command(scenario_ref: str, policy: str, partner_policy: str, tested: st
                  **models: Any) -> None:
     """Play one social episode and print its transcript, predicted mental states and judge scores.
 
-    Each turn is shown on stderr as it is played (--quiet: none).
+    Each turn is shown on stderr as it is played (--no-progress: none).
 
     Killed part-way, it resumes at the turn where it stopped when rerun with the same --db and
     --thread-id (finished turns are not replayed).
@@ -97,7 +98,3 @@ def play_command(scenario_ref: str, policy: str, partner_policy: str, tested: st
         return
     click.echo(transcript(store, out["episode_id"]))
     click.echo(f"wall time {wall:.1f} s", err=True)
-
-
-def register(main: click.Group, bench: click.Group) -> None:
-    main.add_command(play_command)

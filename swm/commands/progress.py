@@ -1,8 +1,10 @@
 """Live progress on stderr for long commands: a line per step, turns as played, self-play iterations as they land.
 
 It reads the same events Studio and the SDK get from a graph's ``custom`` stream, plus LangGraph's
-``tasks`` stream for which node started; ``--quiet`` turns it off. Lines go to stderr, so stdout
-keeps only the result (a transcript, a table, ``--json``).
+``tasks`` stream for which node started; ``--no-progress`` turns it off (as it hides the bar of the
+commands that draw one; ``--quiet`` and ``-q``, its old name here, still work, hidden: `PROGRESS_ALIASES`).
+Lines go to stderr, so stdout keeps only the result (a transcript, a table, ``--json``). A repeated
+parse says why it was repeated: the first issue the check found in the attempt before.
 """
 
 from __future__ import annotations
@@ -23,9 +25,22 @@ STEPS = {"parse": "parsing the story into S3AP", "answer": "answering the questi
          "evaluate": "playing the held-out tasks", "advantages": "computing advantages", "score": "scoring turns"}
 
 
+# the names the progress switch had before (parse, ask, play, selfplay): aliases for `swm.commands._common.aliased`
+PROGRESS_ALIASES = {"quiet": "--no-progress", "q": "--no-progress"}
+
+
 def quiet_option(f: F) -> F:
-    """Add ``--quiet``: no progress lines on stderr while the command runs."""
-    return click.option("--quiet", "-q", is_flag=True, help="Print no progress lines while it runs.")(f)
+    """Add ``--no-progress`` (the ``quiet`` parameter): no progress lines on stderr while the command runs."""
+    return click.option("--no-progress", "quiet", is_flag=True, help="Print no progress lines while it runs.")(f)
+
+
+def retry_reason(update: Any) -> str | None:
+    """Return why the parse check sent a story back to the parser (its first issue), or None when it did not."""
+    if not isinstance(update, dict) or update.get("parse_done") is not False:
+        return None
+    issues = str(update.get("feedback") or "").partition("Issues:\n")[2].splitlines()
+    first = issues[0].removeprefix("- ").strip() if issues else ""
+    return (first[:117] + "…" if len(first) > 118 else first) or "the check found the parse unusable"
 
 
 def stats_cell(stats: dict[str, Any] | None) -> str:
@@ -89,6 +104,7 @@ def printer(quiet: bool, echo: Callable[[str], None] | None = None) -> Listener 
         return None
     start = time.perf_counter()
     seen: Counter[str] = Counter()
+    why: dict[str, str] = {}
     say = echo or (lambda line: click.echo(line, err=True))
 
     def listen(kind: str, payload: Any) -> None:
@@ -97,13 +113,18 @@ def printer(quiet: bool, echo: Callable[[str], None] | None = None) -> Listener 
             seen[str(payload)] += 1
             step = STEPS.get(str(payload))
             if step:
-                again = f" (attempt {seen[payload]})" if seen[payload] > 1 and payload == "parse" else ""
+                again = ""
+                if seen[payload] > 1 and payload == "parse":
+                    reason = why.pop("parse", None)
+                    again = f" (attempt {seen[payload]}" + (f", after: {reason})" if reason else ")")
                 say(f"{stamp} {step}{again} …")
         elif kind == "custom" and isinstance(payload, dict):
             line = describe(payload)
             if line:
                 say(f"{stamp} {line}")
         elif kind == "done":
+            if isinstance(payload, tuple) and payload[0] == "check" and (reason := retry_reason(payload[1])):
+                why["parse"] = reason
             for line in finished(*payload):
                 say(f"{stamp} {line}")
 

@@ -8,13 +8,14 @@ from pathlib import Path
 import click
 
 from swm.commands._common import aliased, db_path, echo_json, endpoint_options, record_run, run_options
-from swm.commands.progress import iteration_line, printer, quiet_option
+from swm.commands.progress import PROGRESS_ALIASES, iteration_line, printer, quiet_option
 from swm.credentials import remember
 from swm.errors import InputError
 from swm.tasks.families import FAMILIES, LEVELS, TWO_SEAT
 
 
-@click.command("selfplay", cls=aliased(lr="--train-lr", lora_r="--train-rank", max_concurrency="--concurrency"))
+@click.command("selfplay", cls=aliased(lr="--train-lr", lora_r="--train-rank", max_concurrency="--concurrency",
+                                           **PROGRESS_ALIASES))
 @click.option("--iterations", default=2, show_default=True, help="Rollout → update iterations.")
 @click.option("--family", type=click.Choice(FAMILIES), default="negotiation", show_default=True,
               help="The verifiable task family (its code checker gives the rewards).")
@@ -104,7 +105,7 @@ def selfplay_command(iterations: int, family: str, level: str, game: str | None,
     Needs the train extra (torch, peft, transformers, gguf). Kill it at any point and rerun with
     the same --db and --thread-id: stored rollouts are not played again, and the adapter,
     value head and optimiser state of each iteration are saved atomically. Rollouts and each
-    iteration's summary are shown on stderr as they land (--quiet: none).
+    iteration's summary are shown on stderr as they land (--no-progress: none).
     """
     from pydantic import ValidationError
 
@@ -160,7 +161,3 @@ def selfplay_command(iterations: int, family: str, level: str, game: str | None,
     if out.get("stopped"):
         click.echo(f"stopped early: {out['stopped']}", err=True)
     click.echo(f"adapter: {(out.get('current') or {}).get('adapter')}")
-
-
-def register(main: click.Group, bench: click.Group) -> None:
-    main.add_command(selfplay_command)

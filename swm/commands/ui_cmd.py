@@ -25,7 +25,3 @@ def ui_command(db: str, host: str, port: int) -> None:
     app = create_app(db)
     click.echo(f"swm ui: {app.state.store.label} on http://{host}:{port}/runs (read-only; Ctrl-C stops)", err=True)
     uvicorn.run(app, host=host, port=port, log_level="warning")
-
-
-def register(main: click.Group, bench: click.Group) -> None:
-    main.add_command(ui_command)

@@ -6,8 +6,8 @@ Public API (used by the lifelong loop and the benchmarks):
 
 * ``build() -> StateGraph`` over `EpisodeState`; compile it with a checkpointer and invoke with
   ``context=SWMContext(...)`` and the input below. ``graph`` is the compiled graph for Studio.
-* Input: ``scenario`` (``Scenario.model_dump()``, or the reference that
-  `swm.social.scenario_store.put_scenario` returns; ``setup`` stores an inline one and keeps only
+* Input: ``scenario`` (a scenario id, shipped or SOTOPIA: `swm.scenarios.resolve`; ``Scenario.model_dump()``;
+  or the reference that `swm.social.scenario_store.put_scenario` returns; ``setup`` stores an inline one and keeps only
   its reference), optional ``episode_id`` (default: scenario id + random suffix), ``policies``
   ({agent: "plain" | "foresee" | "lookahead"}, default plain), ``tested_agent`` (the seat whose
   model role is ``agent``; every other seat uses ``partner``; default the first), ``max_turns``

@@ -156,6 +156,30 @@ def _shift_section(store: StoreRecords, run: str, plan: LifelongPlan) -> list[st
               for (policy, cell), v in sorted(cells.items())), ""]
 
 
+def heldout_results(store: StoreRecords, run: str) -> dict[str, Any]:
+    """Return the test split's results as ``swm learn --json`` prints them, per metric and curve: ``R`` (cycle ->
+    level or level/family column -> successes, n, rate and its Wilson 95% interval, and the policy counted) and
+    ``metrics`` (ACC, BWT, FWT, F_k with their intervals, as `write_report` stored them)."""
+    out: dict[str, Any] = {}
+    stored = list(store.rows("select * from lifelong_metrics where run_id = ?", [run])) \
+        if store.has_table("lifelong_metrics") else []
+    for metric in METRICS:
+        for curve in CURVES:
+            r = ls.matrix(store, run, metric, curve)
+            if not r:
+                continue
+            cells: dict[str, dict[str, Any]] = {}
+            for (cycle, column), cell in sorted(r.items()):
+                w = wilson(cell.successes, cell.n)
+                cells.setdefault(str(cycle), {})[column] = {
+                    "successes": cell.successes, "n": cell.n, "rate": w.value if cell.n else None, "low": w.low,
+                    "high": w.high, "policy": (cell.source or "").split("/test/")[0]}
+            out.setdefault(metric, {})[curve] = {
+                "R": cells, "metrics": {row["name"]: {"value": row["value"], "low": row["low"], "high": row["high"]}
+                                        for row in stored if row["metric"] == metric and row["curve"] == curve}}
+    return out
+
+
 def write_report(store: StoreRecords, plan: LifelongPlan, usage: Mapping[str, Any] | None = None,
                  agent_spec: str = "?", serving: Mapping[str, Any] | None = None) -> Path:
     """Compute and store both curves' metrics, then write ``report.md`` (and plots) under ``plan.out_dir``.

@@ -19,6 +19,7 @@ from langgraph.runtime import Runtime
 from swm.context import SWMContext
 from swm.errors import InputError
 from swm.nodes.act import scenario_of
+from swm.scenarios import resolve
 from swm.social.graph_state import RENAMED_STRATEGIES, EpisodeState
 from swm.social.models import AgentAction, Scenario, TurnRecord
 from swm.social.scenario_store import is_durable, put_scenario, reference, scenario_from
@@ -77,8 +78,9 @@ def setup(state: EpisodeState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
     """Check the input, start the episode row, and seat the first agent."""
     ctx = runtime.context
     store = ctx.experience_store()
+    given_scenario = state.get("scenario")
     try:
-        scenario = scenario_from(store, state.get("scenario"))
+        scenario = resolve(given_scenario) if isinstance(given_scenario, str) else scenario_from(store, given_scenario)
     except ValueError as exc:
         raise InputError(f"the scenario is not valid: {str(exc).splitlines()[0]}",
                          "give an id, the scenario text and two or more agents with name and goal") from exc

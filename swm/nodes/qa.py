@@ -103,7 +103,8 @@ def answer(state: SocialWorldState, runtime: Runtime[SWMContext]) -> dict[str, A
     ctx.record_failed_reply("answer", "qa", reply, key=state.get("story_hash") or "")
     value = reply.value
     return {
-        "answer": (value.answer.strip() if value is not None else ""),
+        # the reply as the model gave it: FANToM's official reader parses unstripped text ("  yes" is unparsable)
+        "answer": (value.answer if value is not None else ""),
         "reasoning": getattr(value, "reasoning", "") if value is not None else "",
         "answer_error": reply.error,
         "social_state": used,

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal, Required
 from typing_extensions import TypedDict
 
 from swm.graph_state import Provenance, SocialWorldState, merge_dict
+from swm.social.models import Scenario
 from swm.state import SocialWorld
 from swm.usage import CallStats, merge_usage
 
@@ -56,11 +57,19 @@ class PolicyState(PolicyInput, PolicyOutput, total=False):
     chosen: str
 
 
+class ScenarioRef(TypedDict):
+    """A scenario stored once in the experience store (`swm.social.scenario_store.put_scenario`)."""
+
+    id: str
+    ref: str  # "sha256:…" of its content
+
+
 class EpisodeInput(TypedDict, total=False):
     """What the ``episode`` graph takes (see `graphs.episode`)."""
 
-    # Scenario.model_dump() (id, scenario, agents with name and goal), or its reference {"id", "ref"}
-    scenario: Required[dict[str, Any]]
+    # a scenario id (a shipped one, or the SOTOPIA sample's id, env id or codename: swm.scenarios.resolve), the
+    # scenario itself (id, scenario, agents with name and goal), or its reference {"id", "ref"}
+    scenario: Required[str | Scenario | ScenarioRef]
     episode_id: str  # default: the scenario id and a random suffix
     policies: dict[str, ActStrategy]  # agent name -> policy, default plain
     tested_agent: str  # the seat played by the "agent" model role (default the first)

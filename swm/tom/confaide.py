@@ -46,7 +46,7 @@ from typing import Any
 
 from swm.errors import InputError
 from swm.inputs import read_text_file
-from swm.stats import mean_ci, wilson_interval
+from swm.stats import bounded_mean_interval, mean_ci, wilson_interval
 from swm.tom import rules
 from swm.tom.items import TomItem
 
@@ -204,7 +204,8 @@ def score_confaide(item: TomItem, answer: Any) -> dict[str, Any]:
 
 
 def confaide_scores(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per question type: each rate's mean over scenarios (± 95% t-interval) and worst case (Wilson).
+    """Per question type: each rate's mean over scenarios (its 95% interval: `swm.stats.bounded_mean_interval`)
+    and worst case (Wilson).
 
     Tier 4 types also get ``s3ap_repo_either`` (see the module docstring) and ``whole_text_error``.
     """
@@ -221,10 +222,10 @@ def confaide_scores(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
                 return not int(r["correct"]) if rate == "error" else rate in str(r.get("chosen") or "").split(",")
 
             per = [sum(flagged(r) for r in rs) / len(rs) for rs in by_scenario.values()]
-            mean, half, _ = mean_ci(per)
+            mean, _, _ = mean_ci(per)
             worst = sum(any(flagged(r) for r in rs) for rs in by_scenario.values())
             low, high = wilson_interval(worst, len(by_scenario))
-            entry[rate] = {"mean": mean, "ci95": half, "worst": worst / len(by_scenario),
+            entry[rate] = {"mean": mean, "ci": bounded_mean_interval(per), "worst": worst / len(by_scenario),
                            "worst_ci": (low, high)}
         if kind == "confaide_meeting":
             whole = [_variants(r) for r in members]
@@ -248,7 +249,8 @@ def markdown_rows(by_mode: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
     """Render ConfAIde's table: one row per (mode, question type, rate)."""
     lines = ["ConfAIde's own metrics (upstream eval.py, the text after each response's last 'Answer:'; "
              "error = either omits or leaks): per question type, each rate's mean over scenarios "
-             "(± 95% t half-width) and worst case (share of scenarios where any sample errs, 95% Wilson interval). "
+             "[95% interval: bootstrap; Wilson's where every scenario's rate is equal] "
+             "and worst case (share of scenarios where any sample errs, 95% Wilson interval). "
              "For Tier 4 summaries, 1 − error mean is the S3AP paper's Table 3 number "
              f"(GPT-4o: CoT {PAPER_TABLE3_GPT4O[0]:.3f} → S3AP {PAPER_TABLE3_GPT4O[1]:.3f}).", "",
              "| mode | question type | scenarios | responses | rate | mean | worst case | no error (1 − mean) |",
@@ -258,7 +260,7 @@ def markdown_rows(by_mode: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
             for rate, s in entry.items():
                 if not isinstance(s, dict):
                     continue
-                half = f" ± {s['ci95']:.3f}" if s["ci95"] is not None else ""
+                half = f" [{s['ci'][0]:.3f}, {s['ci'][1]:.3f}]"
                 ok = f"**{1 - s['mean']:.3f}**" if rate == "error" else ""
                 lines.append(f"| {mode} | {qtype} | {entry['scenarios']} | {entry['responses']} | {rate} | "
                              f"{s['mean']:.3f}{half} | {s['worst']:.3f} [{s['worst_ci'][0]:.3f}, "

@@ -9,14 +9,38 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from swm.stats import mean_interval, wilson_interval
+from swm.stats import bounded_mean_interval, wilson_interval
 from swm.tom import fantom
 from swm.tom.confaide import confaide_scores as score_confaide_rows
 from swm.tom.confaide import markdown_rows as confaide_rows
+from swm.tom.rules import source_line
 
 # The paper's Table 1, GPT-4o, CoT -> S3AP (o3 as parser): the reference a run is compared with.
 PAPER_TABLE1_GPT4O = {"tomi": (0.813, 0.927), "paratomi": (0.818, 0.905), "hitom": (0.660, 0.750),
                       "fantom": (0.396, 0.491), "mmtom": (0.652, 0.692)}
+
+# benchmark -> (the data's licence, where it is public and since when): a report's licence and contamination line
+DATA: dict[str, tuple[str, str]] = {
+    "tomi": ("CC BY-NC 4.0 (facebookresearch/ToMi): non-commercial, with attribution", "public on GitHub since 2019"),
+    "paratomi": ("MIT (skywalker023/thought-tracing), derived from CC BY-NC 4.0 ToMi",
+                 "public on GitHub, paraphrasing ToMi (public since 2019)"),
+    "hitom": ("Apache-2.0 (ying-hui-he/Hi-ToM_dataset)", "public on GitHub since 2023"),
+    "mmtom": ("MIT (chuanyangjin/MMToM-QA)", "public on GitHub since 2024"),
+    "fantom": ("the terms of skywalker023/fantom, from which the user downloads it (swm ships none of it)",
+               "public since 2023"),
+    "confaide": ("MIT (skywalker023/confAIde)", "public on GitHub since 2023"),
+}
+TEST_DOUBLES = ("fake@", "<injected")  # model specs of swm.testing's doubles: no reference number applies
+
+
+def data_line(benchmark: str) -> str:
+    """Return the report's licence and contamination line for a benchmark's data."""
+    if benchmark not in DATA:
+        return "swm's simulator, stories generated from the seed: no licence terms, never seen in training"
+    licence, public = DATA[benchmark]
+    return (f"{licence}; contamination: {public}, so a model trained on web text since may have seen its items "
+            "and answers: read its accuracy as an upper bound on what it infers")
+
 
 SUMMARY_COLUMNS = ["mode", "qtype", "n", "acc", "ci_low", "ci_high", "exact", "loose", "strict", "hedged",
                    "reasoning_truncated", "calls_per_q",
@@ -30,7 +54,7 @@ def _summarise(rows: list[dict[str, Any]], mode: str, qtype: str) -> dict[str, A
     if f1_only:
         values = [float(r["value"]) for r in rows]
         acc = sum(values) / n
-        low, high = mean_interval(values)
+        low, high = bounded_mean_interval(values)
     else:
         correct = sum(int(r["correct"]) for r in rows)
         acc = correct / n if n else 0.0
@@ -115,9 +139,11 @@ def _variants(row: dict[str, Any]) -> dict[str, int]:
 
 
 def markdown(summary: dict[str, Any], benchmark: str, header: dict[str, Any]) -> str:
-    """Render the summary as the Markdown report."""
+    """Render the summary as the Markdown report: the header (with where the scorer comes from and the data's
+    licence and contamination), the tables, and the paper's Table 1 beside them only for a real model."""
     lines = [f"# {benchmark}: theory-of-mind QA", ""]
     lines += [f"- {k}: {v}" for k, v in header.items()]
+    lines += [f"- official scorer: {source_line(benchmark)}", f"- data licence: {data_line(benchmark)}"]
     if summary.get("fantom_sets"):
         lines += ["", "FANToM's own metrics (the headline is **All**, set-level: a question set counts only when "
                       "every belief-choice, list and yes/no question in it is right; 95% Wilson interval over sets). "
@@ -152,7 +178,7 @@ def markdown(summary: dict[str, Any], benchmark: str, header: dict[str, Any]) ->
         lines.append(f"| {r['mode']} | {r['qtype']} | {r['n']} | {r['acc']:.3f} | "
                      f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}] |")
     reference = PAPER_TABLE1_GPT4O.get(benchmark)
-    if reference:
+    if reference and not any(double in str(header.get("models", "")) for double in TEST_DOUBLES):
         metric = " (FANToM: compare with All above)" if benchmark == "fantom" else ""
         lines += ["", f"Paper Table 1 reference (GPT-4o, different data sample and model){metric}: "
                       f"CoT {reference[0]:.3f} → S3AP {reference[1]:.3f}."]
@@ -160,7 +186,8 @@ def markdown(summary: dict[str, Any], benchmark: str, header: dict[str, Any]) ->
                   "substring of the answer, as the S3AP repository scores it; Hi-ToM/MMToM-QA: the answer is the "
                   "option letter, as there; FANToM and ConfAIde: their official evaluators' per-item rules, FANToM's "
                   "fact questions excluded). 95% CI: Wilson score interval (FANToM fact questions, scored by token F1: "
-                  "Student's t interval of the mean). exact: normalised exact match (options: the headline verdict). "
+                  "percentile bootstrap of the mean, Wilson's interval of the summed F1 when every F1 is "
+                  "equal). exact: normalised exact match (options: the headline verdict). "
                   "gold-in-answer: swm's whole-word, normalised reading (options: swm's lenient option reading). "
                   "strict (ToMi/ParaToMi): the gold named and no other candidate location of the story; hedged: "
                   "answers right by the whole-word reading and wrong by the strict one. reasoning truncated: replies "

@@ -183,7 +183,8 @@ class Browser:
         if kind in ("play", "sotopia"):
             data = summaries.sotopia(self.store, thread_id)
             return self.page(request, "sotopia.html", {"policies": _flat(data["policies"]),
-                                                       "episodes": data["episodes"]}, **data, **common)
+                                                       "episodes": data["episodes"], "tests": data["tests"]},
+                             **data, **common)
         if kind == "games":
             data = summaries.games(self.store, thread_id)
             return self.page(request, "games.html", {"settings": _flat(data["settings"]), "roles": data["roles"]},
@@ -291,8 +292,15 @@ class Browser:
 
     async def selfplay(self, request: Request) -> Response:
         data = views.selfplay(self.store, request.path_params["run_id"])
-        return self.page(request, "selfplay.html", {"iterations": data["iterations"]}, **data,
+        return self.page(request, "selfplay.html", {"iterations": data["iterations"], "plan": data["plan_rows"],
+                                                    "rollouts": data["rollouts"]}, **data,
                          info=self._info(request.path_params["run_id"]))
+
+    async def rollout(self, request: Request) -> Response:
+        data = views.rollout(self.store, request.query_params.get("id", ""))
+        if data is None:
+            raise HTTPException(404, "no such rollout")
+        return self.page(request, "rollout.html", {"turns": data["turns"], "seats": data["seats"]}, **data)
 
 
 def create_app(db: str | Path) -> Starlette:
@@ -306,7 +314,7 @@ def create_app(db: str | Path) -> Starlette:
         Route("/state/episode/{episode_id:path}", b.episode_state), Route("/state/parse/{key:path}", b.parse_state),
         Route("/games/{game_id:path}", b.game),
         Route("/learn/{run_id:path}/pairs/{cycle:int}/{row:int}", b.pair), Route("/learn/{run_id:path}", b.learn),
-        Route("/selfplay/{run_id:path}", b.selfplay),
+        Route("/selfplay/{run_id:path}", b.selfplay), Route("/rollout", b.rollout),
         Route("/healthz", lambda r: PlainTextResponse("ok")),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]

@@ -17,6 +17,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from swm.ui.store import PAGE, ReadOnlyStore, decode
+from swm.ui.summaries import games as games_summary
+from swm.ui.summaries import like_prefix
+from swm.ui.summaries import sotopia as sotopia_summary
 
 KINDS = ("ask", "parse", "play", "sotopia", "tom", "games", "learn", "selfplay")
 _GREGORIAN = dt.datetime(1582, 10, 15, tzinfo=dt.UTC)
@@ -119,6 +122,9 @@ def summarise(store: ReadOnlyStore, thread_id: str, kind: str) -> dict[str, Any]
     out: dict[str, Any] = {"status": "", "models": "", "protocol": "", "failed": 0, "cost": {}, "items": 0}
     if kind == "play" or kind == "sotopia":
         where, params = "episode_id = ?", [thread_id]
+        first = store.select("episodes", limit=1)
+        if first and "bench_run" in first[0]:  # a bench run's episodes are threads of their own, named by it
+            where, params = "episode_id = ? or bench_run = ?", [thread_id, thread_id]
         eps = store.select("episodes", where, params, json_columns=["models"])
         out["items"] = len(eps)
         out["cost"] = _usage_total(e.get("usage") for e in eps)
@@ -137,7 +143,8 @@ def summarise(store: ReadOnlyStore, thread_id: str, kind: str) -> dict[str, Any]
         cycles = store.select("lifelong_policies", "run_id = ?", [thread_id])
         out["status"] = f"{len(cycles) - 1} cycle(s)" if cycles else "started"
     elif kind == "games":
-        games = store.select("games", "game_id = ?", [thread_id], json_columns=["models"])
+        games = store.select("games", "game_id = ? or game_id like ? escape '\\'", [thread_id, like_prefix(thread_id)],
+                             json_columns=["models"])
         out["items"] = len(games)
         out["cost"] = _usage_total(g.get("usage") for g in games)
         out["models"] = ", ".join(sorted({m for g in games for m in (g.get("models") or {}).values()}))
@@ -156,7 +163,32 @@ def summarise(store: ReadOnlyStore, thread_id: str, kind: str) -> dict[str, Any]
         its = store.select("selfplay_iterations", "run_id = ?", [thread_id])
         out["items"] = len(its)
         out["status"] = f"{len(its)} iteration(s)"
+    elif kind == "ask":
+        asks = store.select("swm_asks", "thread_id = ?", [thread_id], json_columns=["models", "usage"])
+        out["items"] = len(asks)
+        if asks:
+            ask = asks[0]
+            out["status"] = "answered" if ask.get("answer") else "not answered"
+            out["failed"] = int(not ask.get("answer"))
+            out["models"] = ", ".join(sorted({str(m) for m in (ask.get("models") or {}).values()}))
+            usage = ask.get("usage") or {}
+            out["cost"] = {k: float(usage.get(k) or 0) for k in ("calls", "prompt_tokens", "completion_tokens",
+                                                                  "seconds")} if usage else {}
+            out["protocol"] = f"mode {ask.get('mode')}, social state {ask.get('social_state')}"
     return out
+
+
+def bench_score(store: ReadOnlyStore, run: str, kind: str) -> str:
+    """Return a benchmark run's headline in one line: each policy's mean goal (SOTOPIA), each setting's win rates
+    (games)."""
+    if kind == "sotopia":
+        return "; ".join(f"{p['policy']}: goal {p['goal']['mean']:.2f} (n={p['goal']['n']})"
+                         for p in sotopia_summary(store, run)["policies"] if p.get("goal", {}).get("mean") is not None)
+    if kind == "games":
+        return "; ".join(f"{s['setting']}: " + ", ".join(f"{k} {v['rate']:.2f}" for k, v in s.items()
+                                                        if k.endswith(" wins") and v.get("rate") is not None)
+                         for s in games_summary(store, run)["settings"])
+    return ""
 
 
 def list_runs(store: ReadOnlyStore, *, kind: str = "", since: str = "", until: str = "",
@@ -208,4 +240,7 @@ def bench_runs(store: ReadOnlyStore, kind: str = "") -> list[dict[str, Any]]:
     if not kinds:
         return []
     marks = ", ".join("?" for _ in kinds)
-    return store.select(RUNS, f"kind in ({marks})", kinds, order="started desc", limit=PAGE, json_columns=["options"])
+    rows = store.select(RUNS, f"kind in ({marks})", kinds, order="started desc", limit=PAGE, json_columns=["options"])
+    return [{**row, **summarise(store, row["thread_id"], row["kind"]), "score": bench_score(store, row["thread_id"],
+                                                                                          row["kind"])}
+            for row in rows]

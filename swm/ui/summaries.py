@@ -3,26 +3,36 @@
 Each is a pure function of a `ReadOnlyStore` and a run id returning plain rows (the page's tables
 and their CSV), with 95% intervals: Wilson's for a proportion (accuracy, win rate, legal-move
 rate), Student's t for a mean (a judge dimension), both from `swm.stats`, the same functions the
-commands' reports use. `compare` sets two runs' summaries side by side with a test per difference.
+commands' reports use. `compare` sets two runs' summaries side by side with a test per difference, from
+`swm.stats` too: two ToM runs (or modes) that answered the same questions are compared paired (exact
+McNemar), different questions unpaired (the z-test) with a note saying so; a SOTOPIA run's policies, and
+two SOTOPIA runs, paired by scenario and seat where they played the same ones (t on the differences),
+else Welch's interval, named.
 """
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
 from swm.games.metrics import summarise_games
 from swm.games.store import load_record
-from swm.stats import mean_ci, t95, two_proportion_test, wilson_interval
+from swm.stats import (
+    compare_outcomes,
+    mean_ci,
+    paired_interval,
+    two_proportion_test,
+    welch_interval,
+    wilson_interval,
+)
 from swm.ui.store import ReadOnlyStore, RecordsView, decode
 from swm.ui.views import DIMENSIONS
 
 ALL = "all"
 
 
-def _like(prefix: str) -> str:
+def like_prefix(prefix: str) -> str:
     """Return a LIKE pattern matching ids that start with ``prefix-`` (its own % and _ escaped)."""
     return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "-%"
 
@@ -51,12 +61,16 @@ def tom(store: ReadOnlyStore, run: str) -> dict[str, Any]:
     modes = list(dict.fromkeys(str(m) for m in (meta.get("modes") or "").split(",") if m)) or sorted(
         {str(r["mode"]) for r in rows})
     counts: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0, 0])
+    outcomes: dict[tuple[str, str, str], dict[str, bool]] = defaultdict(dict)
     for r in rows:
         failed = r.get("status") == "failed"
         for qtype in (ALL, str(r.get("qtype") or "")):
-            cell = counts[(str(r.get("benchmark") or ""), qtype, str(r["mode"]))]
+            key = (str(r.get("benchmark") or ""), qtype, str(r["mode"]))
+            cell = counts[key]
             cell[2 if failed else 0] += 1
             cell[1] += 0 if failed else int(r.get("correct") or 0)
+            if not failed:
+                outcomes[key][str(r.get("item_id") or r["key"])] = bool(int(r.get("correct") or 0))
     cells = [{"benchmark": b, "qtype": q, "mode": m, **rate(c[1], c[0]), "failed": c[2]}
              for (b, q, m), c in sorted(counts.items(), key=lambda kv: (kv[0][0], kv[0][1] != ALL, kv[0][1],
                                                                           kv[0][2]))]
@@ -69,18 +83,28 @@ def tom(store: ReadOnlyStore, run: str) -> dict[str, Any]:
             for b, q in groups:
                 one, two = by.get((b, q, first)), by.get((b, q, second))
                 if one and two and one["n"] and two["n"]:
-                    differences.append(difference(f"{second} − {first}", b, q, one, two))
+                    differences.append(difference(f"{second} − {first}", b, q, one, two, outcomes[(b, q, first)],
+                                                  outcomes[(b, q, second)]))
     settings = {k: meta.get(k) for k in ("benchmark", "data", "paper_split", "scorer", "prompt_protocol", "modes",
                                          "n", "seed", "samples", "fantom_context") if meta.get(k) not in (None, "")}
     return {"settings": settings, "modes": modes, "cells": cells, "table": table, "differences": differences,
-            "answers": len(rows)}
+            "answers": len(rows), "outcomes": dict(outcomes)}
 
 
-def difference(label: str, benchmark: str, qtype: str, one: dict[str, Any], two: dict[str, Any]) -> dict[str, Any]:
-    """Return two rates' difference (second − first) with the pooled two-proportion z-test."""
-    z, p = two_proportion_test(one["successes"], one["n"], two["successes"], two["n"])
+def difference(label: str, benchmark: str, qtype: str, one: dict[str, Any], two: dict[str, Any],
+               first_items: dict[str, bool] | None = None,
+               second_items: dict[str, bool] | None = None) -> dict[str, Any]:
+    """Return two rates' difference (second − first) with its test: given each side's outcome per question,
+    exact McNemar when they are the same questions, else the pooled two-proportion z-test; ``test`` says which
+    ran (and, unpaired on questions, that the two answered different ones)."""
+    if first_items is not None and second_items is not None:
+        c = compare_outcomes(first_items, second_items)
+        found = {"p": c.p, "z": c.z, "test": c.note, "paired": c.paired}
+    else:  # rates without their items (games): no pairing to find
+        z, p = two_proportion_test(one["successes"], one["n"], two["successes"], two["n"])
+        found = {"p": p, "z": z, "test": "unpaired two-proportion z-test", "paired": False}
     return {"comparison": label, "benchmark": benchmark, "qtype": qtype, "first": one["rate"], "second": two["rate"],
-            "difference": two["rate"] - one["rate"], "z": z, "p": p, "n_first": one["n"], "n_second": two["n"]}
+            "difference": two["rate"] - one["rate"], **found, "n_first": one["n"], "n_second": two["n"]}
 
 
 # ---- SOTOPIA ------------------------------------------------------------------------------------
@@ -112,11 +136,38 @@ def sotopia(store: ReadOnlyStore, run: str) -> dict[str, Any]:
                 scores[policy][d].append(j.get(d))
             episodes.append({"episode_id": ep["episode_id"], "policy": policy, "agent": agent,
                              "seat": ep.get("seat"), "setting": ep.get("setting") or "", "status": ep.get("status"),
+                             "scenario_id": ep.get("scenario_id") or "",
                              **{d: j.get(d) for d in (*DIMENSIONS, "overall")}})
     policies = [{"policy": p, **{d: mean(v) for d, v in dims.items()}} for p, dims in sorted(scores.items())]
     protocol = ", ".join(sorted({str(e.get("judge_protocol")) for e in eps if e.get("judge_protocol")}))
     return {"policies": policies, "episodes": episodes, "dimensions": [*DIMENSIONS, "overall"],
-            "protocol": protocol, "n": len(eps)}
+            "protocol": protocol, "n": len(eps), "tests": policy_tests(episodes)}
+
+
+def _scores(episodes: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
+    """Return policy -> dimension -> {scenario and tested agent: score}: what pairs two policies' episodes."""
+    per: dict[str, dict[str, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
+    for e in episodes:
+        key = f"{e.get('scenario_id') or e['episode_id']} / {e.get('agent')}"
+        for d in (*DIMENSIONS, "overall"):
+            if isinstance(e.get(d), int | float):
+                per[e["policy"]][d][key] = float(e[d])
+    return per
+
+
+def policy_tests(episodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Test each policy of a run against its baseline (``plain`` where it played, else the first), dimension by
+    dimension: paired by scenario and tested agent where both played the same ones (`mean_difference`)."""
+    per = _scores(episodes)
+    names = sorted(per)
+    base = "plain" if "plain" in per else (names[0] if names else "")
+    tests = []
+    for other in [n for n in names if n != base]:
+        for d in (*DIMENSIONS, "overall"):
+            a, b = per[base][d], per[other][d]
+            tests.append({"comparison": f"{other} − {base}", "dimension": d, **mean_difference(a, b),
+                          "n_first": len(a), "n_second": len(b)})
+    return tests
 
 
 # ---- games ---------------------------------------------------------------------------------------
@@ -130,7 +181,7 @@ def games(store: ReadOnlyStore, run: str) -> dict[str, Any]:
     role (the role's side won), draws and the legal-move rate of model moves, with Wilson intervals.
     """
     ids = [r["game_id"] for r in store.select("games", "game_id = ? or game_id like ? escape '\\'",
-                                              [run, _like(run)], order="game_id")]
+                                              [run, like_prefix(run)], order="game_id")]
     view = RecordsView(store)
     by_setting: dict[str, list[Any]] = defaultdict(list)
     for gid in ids:
@@ -174,9 +225,11 @@ def ask(store: ReadOnlyStore, thread_id: str) -> dict[str, Any] | None:
 # ---- comparing runs ------------------------------------------------------------------------------
 def compare_tom(store: ReadOnlyStore, runs: list[str]) -> dict[str, Any]:
     """Set ToM runs side by side (accuracy per benchmark × question type × mode) and test each later run
-    against the first, cell by cell (pooled two-proportion z-test).
+    against the first, cell by cell: paired (exact McNemar) where the two answered the same questions, else
+    unpaired (the z-test), which each row's ``test`` says.
     """
     summaries = {run: tom(store, run) for run in runs}
+    outcomes = {run: s["outcomes"] for run, s in summaries.items()}
     keys = list(dict.fromkeys((c["benchmark"], c["qtype"], c["mode"]) for s in summaries.values()
                               for c in s["cells"]))
     cells = {run: {(c["benchmark"], c["qtype"], c["mode"]): c for c in s["cells"]} for run, s in summaries.items()}
@@ -188,51 +241,47 @@ def compare_tom(store: ReadOnlyStore, runs: list[str]) -> dict[str, Any]:
         for other in runs[1:]:
             cell = cells[other].get(key)
             if base and cell and base["n"] and cell["n"]:
-                tests.append({**difference(f"{other} − {runs[0]}", key[0], key[1], base, cell), "mode": key[2]})
+                tests.append({**difference(f"{other} − {runs[0]}", key[0], key[1], base, cell,
+                                           outcomes[runs[0]].get(key, {}), outcomes[other].get(key, {})),
+                              "mode": key[2]})
     return {"runs": runs, "settings": {r: s["settings"] for r, s in summaries.items()}, "table": table,
             "tests": tests}
 
 
-def welch(a: list[float], b: list[float]) -> dict[str, Any]:
-    """Return mean(b) − mean(a) with its 95% Welch interval (Student's t at Welch's degrees of freedom);
-    the difference is significant at 5% when the interval leaves out 0. None-valued without two of each.
-    """
-    if len(a) < 2 or len(b) < 2:
-        return {"difference": None, "low": None, "high": None, "significant": None}
-    ma, mb = sum(a) / len(a), sum(b) / len(b)
-    va = sum((x - ma) ** 2 for x in a) / (len(a) - 1) / len(a)
-    vb = sum((x - mb) ** 2 for x in b) / (len(b) - 1) / len(b)
-    se = math.sqrt(va + vb)
-    if se == 0:
-        return {"difference": mb - ma, "low": mb - ma, "high": mb - ma, "significant": ma != mb}
-    df = se ** 4 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
-    half = t95(max(1, int(df))) * se
-    return {"difference": mb - ma, "low": mb - ma - half, "high": mb - ma + half,
-            "significant": not (mb - ma - half <= 0 <= mb - ma + half)}
+def mean_difference(first: dict[str, float], second: dict[str, float]) -> dict[str, Any]:
+    """Return mean(second) − mean(first) with its 95% interval, from each side's value per paired key: the t
+    interval of the differences when the two hold the same keys (same scenario and seat), else Welch's; the
+    difference is significant at 5% when the interval leaves out 0. ``test`` names which ran."""
+    paired = bool(first) and first.keys() == second.keys()
+    if paired:
+        found = paired_interval([(first[k], second[k]) for k in sorted(first)])
+        test = f"paired t on {len(first)} shared episodes"
+    else:
+        found = welch_interval(list(first.values()), list(second.values()))
+        shared = len(first.keys() & second.keys())
+        test = f"unpaired Welch: different episodes ({shared} shared of {len(first)} and {len(second)})"
+    if found is None:
+        return {"difference": None, "low": None, "high": None, "significant": None, "test": test}
+    diff, low, high = found
+    return {"difference": diff, "low": low, "high": high, "significant": not low <= 0 <= high, "test": test}
 
 
 def compare_sotopia(store: ReadOnlyStore, runs: list[str]) -> dict[str, Any]:
     """Set SOTOPIA runs side by side (each policy's dimension means) and test each later run against the
-    first per policy and dimension (the 95% Welch interval of the difference of the episodes' scores).
+    first per policy and dimension: paired by scenario and tested agent where the two played the same ones,
+    else Welch's interval (`mean_difference`; each row's ``test`` says which).
     """
-    raw: dict[str, dict[str, dict[str, list[float]]]] = {}
-    for run in runs:
-        data = sotopia(store, run)
-        per: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-        for e in data["episodes"]:
-            for d in data["dimensions"]:
-                if isinstance(e.get(d), int | float):
-                    per[e["policy"]][d].append(float(e[d]))
-        raw[run] = per
+    raw = {run: _scores(sotopia(store, run)["episodes"]) for run in runs}
     policies = sorted({p for per in raw.values() for p in per})
     table, tests = [], []
     for policy in policies:
         for d in (*DIMENSIONS, "overall"):
-            table.append({"policy": policy, "dimension": d, **{run: mean(raw[run][policy][d]) for run in runs}})
+            table.append({"policy": policy, "dimension": d,
+                          **{run: mean(raw[run][policy][d].values()) for run in runs}})
             for other in runs[1:]:
                 a, b = raw[runs[0]][policy][d], raw[other][policy][d]
                 tests.append({"comparison": f"{other} − {runs[0]}", "policy": policy, "dimension": d,
-                              **welch(a, b), "n_first": len(a), "n_second": len(b)})
+                              **mean_difference(a, b), "n_first": len(a), "n_second": len(b)})
     return {"runs": runs, "table": table, "tests": tests}
 
 

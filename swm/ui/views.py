@@ -6,13 +6,14 @@ each view is tested without a browser and the same data backs the page and its C
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from swm.s3ap import is_none
 from swm.social.scenario_store import is_reference, scenario_json
 from swm.state import SocialWorld
 from swm.stats import token_f1, wilson_interval
-from swm.ui.store import ReadOnlyStore, decode
+from swm.ui.store import PAGE, ReadOnlyStore, decode
 
 DIMENSIONS = ("believability", "relationship", "knowledge", "secret", "social_rules",
               "financial_and_material_benefits", "goal")
@@ -34,6 +35,15 @@ def foresight(predicted: str, actual: str) -> bool:
     if any(p.endswith(w) for w in idle if w) or is_none(p):
         return a in idle or a.endswith("did nothing") or a.startswith("none")
     return token_f1(p, a) >= 0.5
+
+
+# SOTOPIA's goals mark what only the model should read as hints: <extra_info>, <strategy_hint>, <clarification_hint>
+GOAL_TAGS = re.compile(r"\s*</?(?:extra_info|strategy_hint|clarification_hint)>\s*")
+
+
+def goal_parts(goal: Any) -> list[str]:
+    """Split a SOTOPIA goal into its text and each tagged hint, tags removed, for a page to show as prose."""
+    return [part for part in GOAL_TAGS.split(str(goal or "")) if part.strip()]
 
 
 def episode(store: ReadOnlyStore, episode_id: str) -> dict[str, Any] | None:
@@ -66,8 +76,10 @@ def episode(store: ReadOnlyStore, episode_id: str) -> dict[str, Any] | None:
                "reasoning": j.get("reasoning") or {}, "error": j.get("error")}
               for a, j in judgements.items() if isinstance(j, dict)]
     failed = store.select("failed_replies", "key = ?", [episode_id], order="created")
+    goals = [{"name": a.get("name"), "goal": goal_parts(a.get("goal"))}
+             for a in (ep.get("scenario") or {}).get("agents", []) if isinstance(a, dict)]
     return {"episode": ep, "scenario": ep.get("scenario") or {}, "turns": turns, "scores": scores,
-            "dimensions": DIMENSIONS, "failed": failed}
+            "dimensions": DIMENSIONS, "failed": failed, "goals": goals}
 
 
 def step_cells(step: Any) -> list[dict[str, str]]:
@@ -247,6 +259,46 @@ def selfplay(store: ReadOnlyStore, run_id: str) -> dict[str, Any]:
     roles = sorted({r for it in its for r in (it.get("reward") or {}) if isinstance(it.get("reward"), dict)})
     series = [{"name": f"reward · {role}", "x": [it["iteration"] for it in its],
                "y": [(it.get("reward") or {}).get(role) for it in its], "n": [None] * len(its)} for role in roles]
-    series.append({"name": "KL", "x": [it["iteration"] for it in its], "y": [it.get("kl") for it in its],
-                   "n": [None] * len(its)})
-    return {"run_id": run_id, "plan": runs[0]["plan"] if runs else {}, "iterations": its, "series": series}
+    kl = [{"name": "KL to the reference", "x": [it["iteration"] for it in its], "y": [it.get("kl") for it in its],
+           "n": [None] * len(its)}]  # its own axis: a KL is not a reward
+    rollouts = store.select("selfplay_rollouts", "run_id = ?", [run_id], order="iteration, phase, rollout_id",
+                            limit=PAGE) if store.has("selfplay_rollouts") else []
+    listed = [{k: r.get(k) for k in ("rollout_id", "iteration", "phase", "task_id", "sample", "failed", "tokens")}
+              for r in rollouts]
+    plan = runs[0]["plan"] if runs else {}
+    return {"run_id": run_id, "plan": plan, "plan_rows": flat_settings(plan), "iterations": its, "series": series,
+            "kl_series": kl, "rollouts": listed}
+
+
+def flat_settings(value: Any, prefix: str = "") -> list[dict[str, Any]]:
+    """Return a nested plan as ``{"setting": "ppo.lr", "value": …}`` rows, one per leaf, in the plan's order."""
+    if isinstance(value, dict) and value:
+        return [row for k, v in value.items() for row in flat_settings(v, f"{prefix}{k}.")]
+    return [{"setting": prefix.rstrip("."), "value": value}] if prefix else []
+
+
+def rollout(store: ReadOnlyStore, rollout_id: str) -> dict[str, Any] | None:
+    """Return a self-play rollout as a transcript: every seat's turns in episode order, each with its reward,
+    judge score, filter verdict and its tokens' advantages (mean, first, last); the seats' outcomes and verdict."""
+    found = store.select("selfplay_rollouts", "rollout_id = ?", [rollout_id], json_columns=["rollout"])
+    if not found:
+        return None
+    row = found[0]
+    data = row.get("rollout") or {}
+    turns = []
+    for seat in data.get("seats") or []:
+        for t in seat.get("turns") or []:
+            adv = [float(a) for a in t.get("advantages") or []]
+            turns.append({"turn": t.get("turn"), "seat": seat.get("seat"), "role": seat.get("role"),
+                          "text": t.get("text"), "reward": t.get("reward"), "judge": t.get("judge"),
+                          "filtered": t.get("filtered"), "tokens": len(t.get("token_ids") or []),
+                          "advantage_mean": sum(adv) / len(adv) if adv else None,
+                          "advantage_first": adv[0] if adv else None, "advantage_last": adv[-1] if adv else None})
+    turns.sort(key=lambda t: int(t["turn"] if t["turn"] is not None else -1))
+    seats = [{"seat": s.get("seat"), "role": s.get("role"), "outcome": s.get("outcome"),
+              "violations": ", ".join(s.get("violations") or []), "turns": len(s.get("turns") or [])}
+             for s in data.get("seats") or []]
+    return {"rollout": {k: row.get(k) for k in ("rollout_id", "run_id", "iteration", "phase", "task_id", "sample",
+                                                 "failed", "tokens", "seconds")},
+            "family": data.get("family"), "end_reason": data.get("end_reason"), "verdict": data.get("verdict"),
+            "turns": turns, "seats": seats}
