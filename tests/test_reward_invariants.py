@@ -179,6 +179,15 @@ def test_the_witness_passes_and_nothing_completes_before_its_settling_turn(case:
             assert not check(task, turns[:cut]).completion, (task.task_id, cut)
 
 
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}:{c[1]}")
+def test_nothing_said_is_neither_answered_nor_formatted(case: tuple[str, str]) -> None:
+    task = synthesize(case[1], case[0], 0)
+    verdict = check(task, [])
+    assert not verdict.completion and not verdict.violations and verdict.resolved_at is None
+    assert not verdict.detail.get("answered", False) and not verdict.detail.get("formatted", False)
+    assert not verdict.evidence and not verdict.violation_turns
+
+
 def interchangeable(task: Task, text: str) -> bool:
     """An episode whose seats all hold one role, and the move is an answer: any seat may give it (mutual friend's
     finders). A two-turn task's learner is the only seat that answers, whatever the roles."""

@@ -22,12 +22,28 @@ DIGESTS = {
     "mutual_friend": {("test", 200): "096c322ab04ba0eb", ("dev", 100): "ae02860eecf4ad20"},
     "scheduling": {("test", 200): "5ee951f73eaf4185", ("dev", 100): "703593def4c5add4"},
 }
+# each seat's reply budget (speaker, finder), pinned as the digests are: a change is a new benchmark version
+LIMITS = {"mutual_friend": (48, 12), "scheduling": (48, 12)}
 TEST_TASKS = 200
 PINNED = [(family, split, n) for family, pins in DIGESTS.items() for split, n in sorted(pins)]
 
 
-def test_every_shape_has_pinned_splits() -> None:
-    assert set(DIGESTS) == set(TWO_SEAT_SHAPES)
+def test_every_shape_has_pinned_splits_and_reply_budgets() -> None:
+    assert set(DIGESTS) == set(TWO_SEAT_SHAPES) == set(LIMITS)
+    for family, (speak, find) in LIMITS.items():
+        shape = TWO_SEAT_SHAPES[family]
+        assert (shape.speak.max_tokens, shape.find.max_tokens) == (speak, find)
+        assert not shape.speak.ends_line and shape.find.ends_line, "the speaker's list spans lines, the answer not"
+
+
+@pytest.mark.parametrize("family", list(TWO_SEAT_SHAPES))
+def test_each_seat_is_told_its_partner_and_the_finder_hears_only_the_speaker(family: str) -> None:
+    t = synthesize(family, TWO_SEAT, 5)
+    a, b = t.names
+    speak, find = seat_prompt(t, a, []), seat_prompt(t, b, [])
+    assert b in speak.text and a not in speak.text and a in find.text and "(nothing yet)" in find.text
+    heard = seat_prompt(t, b, [(a, "said by the speaker"), (b, "said by the finder")]).text
+    assert "said by the speaker" in heard and "said by the finder" not in heard and "(nothing yet)" not in heard
 
 
 @pytest.mark.parametrize(("family", "split", "n"), PINNED)
@@ -78,6 +94,6 @@ def test_one_policy_plays_both_seats_and_both_get_the_joint_reward(family: str) 
     assert all(x in p0 for x in own) and not any(x in p0 for x in set(theirs) - set(own))
     assert all(x in p1 for x in theirs)
     scored, verdict = score(rollout, t, RewardConfig())
-    assert verdict.passed
+    assert verdict.passed and verdict.detail.get("speaker_listed", 1.0) == 1.0, "the reference lists A's own items"
     assert [s.role for s in scored.seats] == ["speaker", "finder"]
     assert [s.turns[-1].reward for s in scored.seats] == [1.0, 1.0]

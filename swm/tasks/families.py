@@ -45,6 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from swm import prompts
 from swm.games import get_game
+from swm.tables import Table
 from swm.tasks.verdicts import Utterance, Verdict
 
 FAMILIES = ("negotiation", "mutual_friend", "secret", "scheduling", "persuasion")
@@ -485,20 +486,17 @@ class TwoSeatShape:
 
 # every two-seat family (swm.tasks.two_seat registers mutual_friend and scheduling): one table, read by the
 # generator, the seats' prompts, the checker, the CLI's choices and the reward invariants
-TWO_SEAT_SHAPES: dict[str, TwoSeatShape] = {}
+TWO_SEAT_SHAPES: Table[TwoSeatShape] = Table("two-seat shape")
 
 
 def register_two_seat(shape: TwoSeatShape) -> TwoSeatShape:
     """Add a two-seat family to `TWO_SEAT_SHAPES` (a second one of the same name is an error); return it."""
-    if shape.family in TWO_SEAT_SHAPES and TWO_SEAT_SHAPES[shape.family] != shape:
-        raise ValueError(f"a two-seat shape {shape.family!r} is already registered")
-    TWO_SEAT_SHAPES[shape.family] = shape
-    return shape
+    return TWO_SEAT_SHAPES.register(shape.family, shape)
 
 
 def two_seat_families() -> tuple[str, ...]:
     """Return the registered two-seat families, in registration order."""
-    return tuple(TWO_SEAT_SHAPES)
+    return TWO_SEAT_SHAPES.names()
 
 
 def two_seat_task(family: str, seed: int, split: str = "train") -> Task:
@@ -515,12 +513,12 @@ def synthesize(family: str, level: str, seed: int, split: str = "train", variant
 
     ``variant`` switches the name pool and mutual friend's list length (`Variant`); two-seat tasks take none.
     """
-    if family not in GENERATORS:
-        raise ValueError(f"unknown task family {family!r}; families are {', '.join(TASK_FAMILIES)}")
     if level == TWO_SEAT:
         if variant != SHARED:
             raise ValueError(f"{TWO_SEAT} tasks have no variant (asked for {variant.tag})")
         return two_seat_task(family, seed, split)
+    if family not in GENERATORS:
+        raise ValueError(f"unknown task family {family!r}; families are {', '.join(TASK_FAMILIES)}")
     if level in SAMPLED_LEVELS:
         return decision_task(family, seed, split, level, variant)
     if level not in _LEVEL:

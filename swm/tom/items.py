@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from swm.tables import Table
+
 
 @dataclass(frozen=True)
 class LoadOptions:
@@ -38,20 +40,17 @@ class Benchmark:
 
 # every benchmark `swm bench tom` runs (swm.tom.loaders registers the shipped ones): its CLI choices, the
 # loader, the parser task and the rules are read from here
-BENCHMARKS: dict[str, Benchmark] = {}
+BENCHMARKS: Table[Benchmark] = Table("benchmark")
 
 
 def register_benchmark(row: Benchmark) -> Benchmark:
     """Add a benchmark to `BENCHMARKS` (a different one of the same name is an error); return it."""
-    if BENCHMARKS.get(row.name, row) != row:
-        raise ValueError(f"a benchmark {row.name!r} is already registered")
-    BENCHMARKS[row.name] = row
-    return row
+    return BENCHMARKS.register(row.name, row)
 
 
 def benchmark_names() -> tuple[str, ...]:
     """Return the registered benchmarks' names, in registration order."""
-    return tuple(BENCHMARKS)
+    return BENCHMARKS.names()
 
 
 @dataclass

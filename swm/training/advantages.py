@@ -56,6 +56,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from swm.tables import Table
 from swm.training.trajectory import Rollout
 
 
@@ -80,7 +81,7 @@ def _learn_estimator(name: str) -> str:
 
 def estimator_names() -> tuple[str, ...]:
     """Return every registered estimator's name, in registration order."""
-    return tuple(ESTIMATORS)
+    return ESTIMATORS.names()
 
 
 def learn_estimator_names() -> tuple[str, ...]:
@@ -276,22 +277,17 @@ class Estimator:
     learn: bool = True
 
 
-ESTIMATORS: dict[str, Estimator] = {}
+ESTIMATORS: Table[Estimator] = Table("estimator")
 
 
 def register_estimator(row: Estimator) -> Estimator:
     """Add an estimator to `ESTIMATORS` (a different one of the same name is an error); return it."""
-    if ESTIMATORS.get(row.name, row) != row:
-        raise ValueError(f"an estimator {row.name!r} is already registered")
-    ESTIMATORS[row.name] = row
-    return row
+    return ESTIMATORS.register(row.name, row)
 
 
 def estimator(name: str) -> Estimator:
     """Return the estimator of that name, or fail naming the registered ones."""
-    if name not in ESTIMATORS:
-        raise ValueError(f"unknown estimator {name!r}; estimators are {', '.join(ESTIMATORS)}")
-    return ESTIMATORS[name]
+    return ESTIMATORS.row(name)
 
 
 def _assign_hierarchical(rollouts: list[Rollout], cfg: AdvantageConfig, _baselines: dict[str, float]) -> None:
