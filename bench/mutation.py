@@ -29,7 +29,7 @@ import os
 import select
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,13 +42,14 @@ from bench.results import ROOT, results_page
 
 # module -> the test files that hold its rules (run per mutant, in this order: the fastest to fail first)
 MODULES: dict[str, tuple[str, ...]] = {
-    "swm.tasks.checkers": ("tests/test_reward_invariants.py", "tests/test_checker_mutations.py",
-                           "tests/test_lifelong_tasks.py", "tests/test_lifelong_decisions.py"),
-    "swm.tasks.two_seat": ("tests/test_reward_invariants.py", "tests/test_two_seat_shapes.py",
+    "swm.tasks.checkers": ("tests/test_checker_rules.py", "tests/test_reward_invariants.py",
+                           "tests/test_checker_mutations.py", "tests/test_lifelong_tasks.py",
+                           "tests/test_lifelong_decisions.py"),
+    "swm.tasks.two_seat": ("tests/test_two_seat_shapes.py", "tests/test_reward_invariants.py",
                            "tests/test_two_seat.py", "tests/test_two_seat_scheduling.py"),
-    "swm.tasks.two_turn": ("tests/test_reward_invariants.py", "tests/test_two_turn.py"),
-    "swm.selfplay.rewards": ("tests/test_reward_invariants.py", "tests/test_selfplay_rewards.py",
-                             "tests/test_selfplay_rollout.py"),
+    "swm.tasks.two_turn": ("tests/test_two_turn_rules.py", "tests/test_reward_invariants.py", "tests/test_two_turn.py"),
+    "swm.selfplay.rewards": ("tests/test_reward_mix.py", "tests/test_reward_invariants.py",
+                             "tests/test_selfplay_rewards.py", "tests/test_selfplay_rollout.py"),
 }
 # mutants a review found surviving, kept so that a later run shows them killed: (module, old, new, what)
 NAMED: tuple[tuple[str, str, str, str], ...] = (
@@ -253,7 +254,8 @@ def spawn(mutant: Mutant | None, tests: Sequence[str]) -> int:
     return pid
 
 
-def run_all(work: Sequence[tuple[Mutant | None, Sequence[str]]], jobs: int, timeout: float) -> list[str]:
+def run_all(work: Sequence[tuple[Mutant | None, Sequence[str]]], jobs: int, timeout: float,
+            on_verdict: Callable[[int, str], None] = lambda i, verdict: None) -> list[str]:
     """Run each (mutant, tests) in a forked child, ``jobs`` at a time; return ``killed``, ``survived`` or
     ``timeout`` (a killed mutant too: a loop that never ends) for each, in order."""
     verdicts = [""] * len(work)
@@ -274,6 +276,7 @@ def run_all(work: Sequence[tuple[Mutant | None, Sequence[str]]], jobs: int, time
             else:
                 continue
             del running[pid]
+            on_verdict(i, verdicts[i])
         select.select([], [], [], 0.02)
     return verdicts
 
@@ -305,7 +308,11 @@ def report(modules: Sequence[str], jobs: int, timeout: float) -> None:
             raise SystemExit(f"the unmutated {module} fails its own tests {tests}: fix that first")
         counts = {"killed": 0, "survived": 0, "timeout": 0}
         found = list(mutants(module))
-        for mutant, verdict in zip(found, run_all([(m, tests) for m in found], jobs, timeout), strict=True):
+        def said(i: int, verdict: str, found: list[Mutant] = found) -> None:
+            if verdict == "survived":  # as it is found: a long run can be read while it goes on
+                print(f"survived: {found[i].module}:{found[i].line} {found[i].what}", file=sys.stderr, flush=True)
+
+        for mutant, verdict in zip(found, run_all([(m, tests) for m in found], jobs, timeout, said), strict=True):
             counts[verdict] += 1
             if verdict == "survived":
                 survivors.append(f"| `{module}` | {mutant.line} | {mutant.what} |")

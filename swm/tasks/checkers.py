@@ -39,7 +39,7 @@ def is_attempt(violation: str) -> bool:
     A reward must score a failed attempt as doing nothing (silence, leaving), never below it: a
     model that guesses right less than one time in three would otherwise learn to stay silent.
     """
-    return violation.split(":", 1)[0] in ATTEMPTS
+    return violation.partition(":")[0] in ATTEMPTS
 
 
 def mentions(text: str, fact: str) -> bool:
@@ -161,7 +161,7 @@ def check_mutual_friend(task: Task, turns: Sequence[Utterance]) -> Verdict:
     resolved: int | None = None
     for i, turn in enumerate(turns):
         for match in _ANSWER_RE.finditer(turn.text):
-            line = turn.text[match.start(1):].split("\n", 1)[0]
+            line = turn.text[match.start(1):].partition("\n")[0]
             hedged = len(_candidates_named(line, candidates)) > 1
             right = " ".join(match.group(1).split()).casefold() == truth and not hedged
             if first is None:
@@ -272,7 +272,7 @@ def check_game(task: Task, turns: Sequence[Utterance]) -> Verdict:
 
 
 def _first_line(turns: Sequence[Utterance]) -> str:
-    return turns[0].text.strip().split("\n", 1)[0] if turns else ""
+    return turns[0].text.strip().partition("\n")[0] if turns else ""
 
 
 def check_negotiation_decision(task: Task, turns: Sequence[Utterance]) -> Verdict:
