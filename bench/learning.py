@@ -261,15 +261,8 @@ def add_task_switches(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default=None, help="the model spec every arm plays [default: swm learn's]")
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.learning", description=__doc__.splitlines()[0])
-    parser.add_argument("--arms", default="rs-sft,control")
-    parser.add_argument("--cycles", type=int, default=2)
-    parser.add_argument("--control-cycles", type=int, default=1)
-    parser.add_argument("--levels", default="decision")
-    parser.add_argument("--families", default="mutual_friend")
-    parser.add_argument("--eval-families", default=None, help="also evaluate these families (transfer)")
-    add_task_switches(parser)
+def add_training_options(parser: argparse.ArgumentParser) -> None:
+    """Add the options of a cycle's collection and training that the learning benchmarks share (`bench.retention`)."""
     parser.add_argument("--tasks", type=int, default=200, help="training tasks per cycle")
     parser.add_argument("--samples", type=int, default=2, help="samples per training task")
     parser.add_argument("--test-per-cell", type=int, default=200)
@@ -279,6 +272,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--train-lr", type=float, default=2e-4)
     parser.add_argument("--train-batch-size", type=int, default=4)
     parser.add_argument("--train-rank", type=int, default=8)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.learning", description=__doc__.splitlines()[0])
+    parser.add_argument("--arms", default="rs-sft,control")
+    parser.add_argument("--cycles", type=int, default=2)
+    parser.add_argument("--control-cycles", type=int, default=1)
+    parser.add_argument("--levels", default="decision")
+    parser.add_argument("--families", default="mutual_friend")
+    parser.add_argument("--eval-families", default=None, help="also evaluate these families (transfer)")
+    add_task_switches(parser)
+    add_training_options(parser)
     parser.add_argument("--parallel", action="store_true", help="run the arms side by side")
     parser.add_argument("--concurrency", type=int, default=2, help="episodes in flight per arm")
     parser.add_argument("--prefix", default="learning")

@@ -43,7 +43,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from bench.learning import add_task_switches, task_switches
+from bench.learning import add_task_switches, add_training_options, task_switches
 from bench.learning_cells import Scored, formed_text, learn_summary, merge, rate_text, scored_cells, versus
 from bench.results import results_page
 from swm.checkpoints import ExperienceStore
@@ -239,16 +239,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--families", default="mutual_friend,negotiation", help="the trained families")
     parser.add_argument("--transfer", default="scheduling", help="evaluated, never trained")
     add_task_switches(parser)
-    parser.add_argument("--tasks", type=int, default=200, help="training tasks per cycle")
-    parser.add_argument("--samples", type=int, default=2, help="samples per training task")
+    add_training_options(parser)
     parser.add_argument("--max-turns", type=int, default=8, help="turn limit of an episode")
-    parser.add_argument("--test-per-cell", type=int, default=200)
-    parser.add_argument("--dev-per-cell", type=int, default=100)
-    parser.add_argument("--temperature", type=float, default=0.7)
-    parser.add_argument("--train-steps", type=int, default=30)
-    parser.add_argument("--train-lr", type=float, default=2e-4)
-    parser.add_argument("--train-batch-size", type=int, default=4)
-    parser.add_argument("--train-rank", type=int, default=8)
     parser.add_argument("--concurrency", type=int, default=2, help="episodes in flight")
     parser.add_argument("--prefix", default="three-levels")
     parser.add_argument("--out", type=Path, default=Path("bench-three-levels"))

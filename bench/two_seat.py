@@ -40,9 +40,10 @@ from swm.selfplay.rollout import play
 from swm.selfplay.served import ServedSampler, default_concurrency, resolve_sampler
 from swm.stats import mcnemar_exact, wilson_interval
 from swm.tasks.checkers import Utterance
-from swm.tasks.families import TWO_SEAT, TWO_SEAT_FAMILIES
+from swm.tasks.families import TWO_SEAT, two_seat_families
 from swm.tasks.splits import split_tasks
 from swm.tasks.verify import check
+from swm.training.advantages import estimator_names
 
 ARMS = ("selfplay", "shuffled")
 
@@ -203,12 +204,12 @@ def main() -> None:
     ap.add_argument("--from", dest="warm", default=None, help="warm-start adapter (swm selfplay --from accepts "
                     "the same); none: a fresh adapter")
     ap.add_argument("--base", default="embedded")
-    ap.add_argument("--family", default="mutual_friend", choices=list(TWO_SEAT_FAMILIES))
+    ap.add_argument("--family", default="mutual_friend", choices=two_seat_families())
     ap.add_argument("--iterations", type=int, default=8)
     ap.add_argument("--tasks", type=int, default=4, help="training tasks per iteration")
     ap.add_argument("--group", type=int, default=8, help="G: rollouts per task")
     ap.add_argument("--eval-tasks", type=int, default=200)
-    ap.add_argument("--estimator", default="role", choices=["hierarchical", "group", "role", "rs"])
+    ap.add_argument("--estimator", default="role", choices=estimator_names())
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--kl-coef", type=float, default=0.0)
     ap.add_argument("--minibatch", type=int, default=8)

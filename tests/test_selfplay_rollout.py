@@ -55,7 +55,8 @@ def test_a_leak_costs_the_seat_that_leaked_and_is_filtered() -> None:
     scored, verdict = score(rollout, TASK, RewardConfig())
     assert verdict.violations == ["private_leaked:seller"]
     seller, buyer = scored.seat("Ben Garcia"), scored.seat("Wes Lopez")
-    assert seller.outcome == 0.5 and buyer.outcome == 1.0
+    # a leak never completes the deal's task (tests/test_reward_invariants.py): the leaker pays, the other gets 0
+    assert not verdict.completion and seller.outcome == -0.5 and buyer.outcome == 0.0
     assert seller.turns[0].filtered == "rule_breaking" and seller.turns[0].reward == 0.0
     assert filtered_counts([scored]) == {"turns": 3, "rule_breaking": 1}
 

@@ -12,7 +12,9 @@ import errno
 import sqlite3
 from collections.abc import Iterator
 
-from swm.errors import EnvironmentFault
+from langgraph.errors import GraphDrained
+
+from swm.errors import EnvironmentFault, ModelUnavailable
 
 RESUME = "then rerun with the same --db and --thread-id: finished steps are checkpointed"
 
@@ -100,3 +102,18 @@ def environment_fault(exc: BaseException) -> EnvironmentFault | None:
         if found is not None:
             return found
     return None
+
+
+def item_failure(exc: Exception) -> str:
+    """Return one item's failure (``Type: message``) for a batch to record, or raise what stops every item.
+
+    A batch (benchmark games, episodes) records one broken item and goes on with the others, but a
+    model that is down, the disk or database under every item, and a drain (SIGTERM) stop the batch:
+    those are raised, an environment fault found in the exception's chain as its one-line fault.
+    """
+    if isinstance(exc, ModelUnavailable | EnvironmentFault | GraphDrained):
+        raise exc
+    fault = environment_fault(exc)
+    if fault is not None:
+        raise fault from exc
+    return f"{type(exc).__name__}: {exc}"

@@ -121,6 +121,27 @@ def given_options(*names: str) -> set[str]:
             if ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)}
 
 
+class TableChoice(click.Choice):  # type: ignore[type-arg]
+    """A choice of the names an extension table holds (estimators, two-seat families, ToM benchmarks).
+
+    The names are read from the table each time the choice is used, so a row registered after the
+    command was built (a plugin's, a test's) is offered too; `tests/test_cli_tables.py` ties each such
+    option to its table.
+    """
+
+    def __init__(self, names: Callable[[], Sequence[str]]) -> None:
+        self.names = names
+        super().__init__(list(names()))
+
+    @property  # type: ignore[override]
+    def choices(self) -> Sequence[str]:
+        return tuple(self.names())
+
+    @choices.setter
+    def choices(self, _value: Sequence[str]) -> None:
+        """Ignore click's own assignment: the table is the only source."""
+
+
 def comma_list(value: str, allowed: Sequence[str], what: str, *, allow_empty: bool = False) -> list[str]:
     """Split a ``--x a,b`` option and check every item, with a one-line error naming the choices."""
     items = [v.strip() for v in value.split(",") if v.strip()]

@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import click
-from langgraph.errors import GraphDrained
 
-from swm.checkpoints.environment import environment_fault
+from swm.checkpoints.environment import item_failure
 from swm.commands._common import (
     comma_list,
     concurrency_option,
@@ -28,7 +27,7 @@ from swm.commands._common import (
 )
 from swm.commands.play import inject_test_models
 from swm.context import SWMContext
-from swm.errors import EnvironmentFault, InputError, ModelUnavailable
+from swm.errors import InputError
 from swm.filenames import file_name
 
 GAME_ROLES = ("agent", "partner")
@@ -97,13 +96,8 @@ def run_games(ctx: SWMContext, db: str | Path, jobs: list[tuple[str, dict[str, A
                     play(game_id, inputs)
                     with lock:
                         counts["ran"] += 1
-                except (ModelUnavailable, EnvironmentFault, GraphDrained):
-                    raise
                 except Exception as exc:  # noqa: BLE001 - one broken game must not lose the others
-                    fault = environment_fault(exc)
-                    if fault is not None:  # the disk or database under every game: stop, do not fail them all
-                        raise fault from exc
-                    failed[game_id] = f"{type(exc).__name__}: {exc}"
+                    failed[game_id] = item_failure(exc)
                 row = get_game_row(store, game_id) or {}
                 if row:
                     spent = time.perf_counter() - began + float(row.get("wall_seconds") or 0)

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from swm.commands._common import (
+    TableChoice,
     comma_list,
     concurrency_option,
     db_path,
@@ -26,11 +27,21 @@ from swm.commands._common import (
 from swm.errors import InputError, ItemsFailed
 from swm.filenames import file_name
 from swm.nodes.parse import MODES
+from swm.tom.items import BENCHMARKS
+from swm.tom.loaders import benchmark_names
+
+SIM = "sim"  # simulated ToMi-world stories, generated here (no --data): not a row of the benchmark table
+
+
+def _benchmarks() -> tuple[str, ...]:
+    """The benchmark table's rows (`swm.tom.items.BENCHMARKS`), then ``sim``."""
+    return (*benchmark_names(), SIM)
+
 
 
 @click.command("tom")
-@click.option("--benchmark", type=click.Choice(["tomi", "paratomi", "hitom", "mmtom", "fantom", "confaide", "sim"]),
-              required=True, help="Which benchmark; 'sim' runs simulated ToMi-world stories (no --data).")
+@click.option("--benchmark", type=TableChoice(_benchmarks), required=True,
+              help="Which benchmark; 'sim' runs simulated ToMi-world stories (no --data).")
 @click.option("--data", type=click.Path(path_type=Path), default=None,
               help="The data file: bAbI *.txt or Percept-ToMi.csv (ToMi/ParaToMi), Hi-ToM_data.json, MMToM-QA "
                    "questions.json, fantom_v1.json, ConfAIde's tier_4.txt / tier_3.txt / benchmark folder, or the "
@@ -79,7 +90,6 @@ def tom_command(benchmark: str, data: Path | None, samples: int, fantom_context:
     """
     from swm.graphs import ask
     from swm.protocols import prompt_set
-    from swm.tom.loaders import BENCHMARKS
     from swm.tom.paper import prompt_protocol_line
     from swm.tom.report import summarise, write_reports
     from swm.tom.rules import rule_line
@@ -89,13 +99,14 @@ def tom_command(benchmark: str, data: Path | None, samples: int, fantom_context:
     items, label, split = _load_items(benchmark, data, samples, fantom_context, n, seed, paper_split)
     if report_only and not thread_id:
         raise InputError("--report-only needs the --thread-id of the run to report", "pass --thread-id")
-    ctx = make_context(db, task=BENCHMARKS.get(benchmark, {"task": "tomi"})["task"], max_parse_attempts=max_attempts,
+    task = BENCHMARKS[benchmark].task if benchmark in BENCHMARKS else "tomi"  # sim: ToMi-world stories
+    ctx = make_context(db, task=task, max_parse_attempts=max_attempts,
                        **models)
     in_flight = 1 if report_only else resolve_concurrency(ctx, concurrency)
     run_id = thread_id or f"tom-{label}-{uuid.uuid4().hex[:10]}"
     record_run(ctx.experience_store(), run_id, "tom", "ask")
     out_dir = writable_out(out_dir or Path("swm-results") / file_name(run_id))
-    scorer = rule_line("tomi" if benchmark == "sim" else benchmark)
+    scorer = rule_line("tomi" if benchmark == SIM else benchmark)
     click.echo(f"scorer rule: {scorer}", err=True)
     click.echo(f"prompt protocol: {ctx.prompt_protocol} (--prompts paper|repo|swm; docs/protocols.md)", err=True)
     click.echo(f"split: {split}", err=True)
@@ -104,7 +115,7 @@ def tom_command(benchmark: str, data: Path | None, samples: int, fantom_context:
                    f"--db {db_path(db)} to resume if interrupted)", err=True)
     meta = {"benchmark": label, "data": str(data) if data else "simulator", "seed": seed, "n": n,
             "modes": ",".join(mode_list), "scorer": scorer, "prompt_protocol": ctx.prompt_protocol,
-            "prompt_set": prompt_set(ctx, BENCHMARKS.get(benchmark, {"task": "tomi"})["task"]),
+            "prompt_set": prompt_set(ctx, task),
             "split": split,
             **({"samples": samples} if benchmark == "confaide" else {}),
             **({"fantom_context": fantom_context} if benchmark == "fantom" else {})}
@@ -150,7 +161,7 @@ def _load_items(benchmark: str, data: Path | None, samples: int, fantom_context:
     from swm.tom.loaders import load_benchmark, select
     from swm.tom.simulator import generate_stories, story_items
 
-    if benchmark == "sim":
+    if benchmark == SIM:
         if paper_split:
             raise InputError("the simulator has no paper split", "drop --paper-split, or pass a benchmark file")
         return (story_items(generate_stories(n or 20, seed)), "tomi-sim",

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from swm import drain
 from swm.checkpoints.store import StoreRecords
 from swm.commands._common import (
+    TableChoice,
     comma_list,
     concurrency_option,
     db_path,
@@ -39,6 +40,7 @@ from swm.filenames import file_name
 from swm.lifelong.jobs import SHIFT, plan_of, shift_tasks
 from swm.lifelong.plan import LifelongPlan
 from swm.lifelong.state import LifelongState
+from swm.training.advantages import Names
 from swm.usage import total_usage
 
 
@@ -121,6 +123,9 @@ def _plan_option(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]
                             **common)
     if get_origin(annotation) is Literal:
         return click.option(flag, name, type=click.Choice(get_args(annotation)), default=default, **common)
+    table = next((m for m in field.metadata if isinstance(m, Names)), None)
+    if table is not None:  # a name in an extension table (an estimator): the choices are the table's rows
+        return click.option(flag, name, type=TableChoice(table.names), default=default, **common)
     if annotation in (int, float):
         bounds = {k: getattr(m, k) for m in field.metadata for k in ("ge", "le") if hasattr(m, k)}
         kind = click.IntRange(bounds.get("ge"), bounds.get("le")) if annotation is int and bounds else annotation

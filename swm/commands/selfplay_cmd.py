@@ -7,22 +7,27 @@ from pathlib import Path
 
 import click
 
-from swm.commands._common import aliased, db_path, echo_json, endpoint_options, record_run, run_options
+from swm.commands._common import TableChoice, aliased, db_path, echo_json, endpoint_options, record_run, run_options
 from swm.commands.progress import PROGRESS_ALIASES, iteration_line, printer, quiet_option
 from swm.credentials import remember
 from swm.errors import InputError
-from swm.tasks.families import FAMILIES, LEVELS, TWO_SEAT
+from swm.tasks.families import FAMILIES, LEVELS, TWO_SEAT, TWO_SEAT_SHAPES, two_seat_families
+from swm.training.advantages import ESTIMATORS, estimator_names
+
+
+def _families() -> tuple[str, ...]:
+    """The task families (episode levels) and the two-seat ones (`TWO_SEAT_SHAPES`)."""
+    return tuple(dict.fromkeys([*FAMILIES, *two_seat_families()]))
 
 
 @click.command("selfplay", cls=aliased(lr="--train-lr", lora_r="--train-rank", max_concurrency="--concurrency",
                                            **PROGRESS_ALIASES))
 @click.option("--iterations", default=2, show_default=True, help="Rollout → update iterations.")
-@click.option("--family", type=click.Choice(FAMILIES), default="negotiation", show_default=True,
+@click.option("--family", type=TableChoice(_families), default="negotiation", show_default=True,
               help="The verifiable task family (its code checker gives the rewards).")
 @click.option("--level", type=click.Choice([*LEVELS, TWO_SEAT]), default="easy", show_default=True,
-              help="An episode level, or two-seat: one model plays both seats of a short exchange "
-                   "(mutual_friend: A tells its friends, B names the shared one; scheduling: A tells its free "
-                   "slots, B names the shared slot).")
+              help="An episode level, or two-seat: one model plays both seats of a short exchange (" + "; ".join(
+                  f"{shape.family}: {shape.summary}" for shape in TWO_SEAT_SHAPES.values()) + ").")
 @click.option("--game", type=click.Choice(["werewolf"]), default=None,
               help="Play a hidden-role game instead of the task family (--tasks deals per iteration, --group games "
                    "of each; each iteration's summary pools the moderator's per-role signals over its games).")
@@ -41,10 +46,9 @@ from swm.tasks.families import FAMILIES, LEVELS, TWO_SEAT
                    "two-seat tasks are generated, any number).")
 @click.option("--eval-split", type=click.Choice(["dev", "test"]), default="test", show_default=True,
               help="The held-out split evaluated after each update.")
-@click.option("--estimator", type=click.Choice(["hierarchical", "group", "role", "rs"]), default="hierarchical",
-              show_default=True, help="Turn- then token-level GAE with a value head, critic-free group returns, "
-                                      "role: one running baseline per (family, role) (SPIRAL's RAE), or rs: clone "
-                                      "the passing rollouts' turns (the rs-sft arm on the same rollouts).")
+@click.option("--estimator", type=TableChoice(estimator_names), default="hierarchical", show_default=True,
+              help="The advantage estimator: " + "; ".join(f"{row.name}: {row.summary}" for row in ESTIMATORS.values())
+              + ".")
 @click.option("--gamma", default=1.0, show_default=True, help="Turn-level discount γ.")
 @click.option("--lam", default=0.95, show_default=True, help="Turn-level GAE λ.")
 @click.option("--gamma-tok", default=1.0, show_default=True, help="Token-level discount γ_tok.")

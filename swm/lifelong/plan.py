@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from swm.context import ActOrder
 from swm.social.graph_state import RENAMED_STRATEGIES, ActStrategy
+from swm.training.advantages import LearnEstimatorName
 from swm.training.stats import reporter_missing
 
 Level = Literal["decision", "two-turn", "easy", "medium", "hard"]  # swm.tasks.families.CURRICULUM_LEVELS
@@ -96,9 +97,10 @@ class LifelongPlan(BaseModel):
         "policy's adapter (rs-sft/sft: checker-passing samples and kept trajectories; dpo/kto: passing against "
         "failing samples of the same decision, and kept pairs; ppo: PPO on decision samples, the checker's verdict "
         "as the reward, with --estimator's advantages)."))
-    estimator: Literal["hierarchical", "group", "role"] = Field("hierarchical", description=(
-        "ppo: the advantage estimator, as swm selfplay's: hierarchical (a value head, turn- then token-level GAE), "
-        "group (critic-free, normalised over a task's samples) or role (a running baseline per family and role)."))
+    estimator: LearnEstimatorName = Field("hierarchical", description=(
+        "ppo: the advantage estimator, as swm selfplay's (swm.training.advantages.ESTIMATORS): hierarchical (a value "
+        "head, turn- then token-level GAE), group (critic-free, normalised over a task's samples) or role (a running "
+        "baseline per family and role)."))
     ppo_iterations: int = Field(1, ge=1, description=(
         "ppo: sampling rounds per cycle, each a fresh π_old: the cycle's samples, then fresh samples of its decision "
         "tasks drawn in torch from the adapter being trained (--ppo-group a task), checked and updated on."))

@@ -146,7 +146,7 @@ def fresh_rollouts(policy: Any, tasks: Sequence[Any], group: int, round_: int, s
 
 
 def train_ppo(samples: Sequence[Sample], base: str | None, out_dir: Path, *, parent_adapter: str | None,
-              settings: Any, estimator: Literal["hierarchical", "group", "role"] = "hierarchical",
+              settings: Any, estimator: str = "hierarchical",
               temperature: float = 0.7, groups: Groups = "mixed", iterations: int = 1, group: int = 8) -> TrainStats:
     """Train one LoRA adapter (and value head) by PPO on the samples into ``out_dir``; return its stats.
 

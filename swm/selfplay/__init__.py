@@ -1,31 +1,10 @@
 """Self-play RL (OMAR-style): one policy in every seat, per-role rewards, hierarchical or group advantages.
 
 Run it with ``swm.graphs.selfplay.train(plan, db=...)`` or ``swm selfplay``; the torch parts
-(`policy`, `ppo`) load only when a run needs them.
+(`swm.training.policy`, `swm.training.ppo`) load only when a run needs them. The advantage estimators
+live below both learning loops, in `swm.training.advantages` (`ESTIMATORS`).
 """
 
 from swm.selfplay.plan import SelfPlayPlan
-from swm.training.advantages import (
-    AdvantageConfig,
-    HierarchicalAdvantages,
-    TurnInput,
-    broadcast,
-    discounted_return,
-    gae,
-    group_normalised,
-    hierarchical,
-    normalise_per_role,
-)
 
-__all__ = [
-    "AdvantageConfig",
-    "SelfPlayPlan",
-    "HierarchicalAdvantages",
-    "TurnInput",
-    "broadcast",
-    "discounted_return",
-    "gae",
-    "group_normalised",
-    "hierarchical",
-    "normalise_per_role",
-]
+__all__ = ["SelfPlayPlan"]

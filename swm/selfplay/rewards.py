@@ -79,7 +79,7 @@ def quality_flag(text: str, speaker: str, others: list[str], earlier: list[str],
         return "degenerate"
     if _norm(stripped) in {_norm(e) for e in earlier}:
         return "repeated"
-    head = stripped.split(":", 1)[0].strip() if ":" in stripped[:60] else ""
+    head = stripped.partition(":")[0].strip() if ":" in stripped[:60] else ""
     if head and head != speaker and any(head == o or head == o.split()[0] for o in others):
         return "out_of_character"
     if _MODEL_VOICE.search(stripped):

@@ -23,12 +23,10 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
-from langgraph.errors import GraphDrained
-
-from swm.checkpoints.environment import environment_fault
+from swm.checkpoints.environment import item_failure
 from swm.checkpoints.store import StoreRecords
 from swm.context import SWMContext
-from swm.errors import EnvironmentFault, ModelCallFailed, ModelUnavailable
+from swm.errors import ModelCallFailed
 from swm.social.judgement import DIMENSIONS
 from swm.social.models import Scenario
 from swm.social.scenario_store import put_scenario
@@ -133,14 +131,10 @@ def run_bench(scenarios: list[Scenario], policies: list[str], ctx: SWMContext, p
         for future in as_completed(futures):
             try:
                 future.result()
-            except (ModelUnavailable, EnvironmentFault, GraphDrained):
-                raise
             except Exception as exc:  # noqa: BLE001 - one broken episode must not lose the others
-                fault = environment_fault(exc)
-                if fault is not None:  # the disk or database under every episode: stop, do not fail them all
-                    raise fault from exc
+                reason = item_failure(exc)
                 with lock:
-                    failed[futures[future]] = f"{type(exc).__name__}: {exc}"
+                    failed[futures[future]] = reason
             if on_done:
                 on_done()
     return {"episodes": ids, "ran": len(jobs) - len(failed), "skipped": skipped, "failed": failed,

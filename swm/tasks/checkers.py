@@ -19,43 +19,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from swm.games import get_game
 from swm.games.moderator import resolve
 from swm.tasks.families import ACCEPT, OBJECTIONS, Task
+from swm.tasks.verdicts import Utterance, Verdict
 
 _ACCEPT_RE = re.compile(rf"\b{ACCEPT}\b")
 _PRICE_RE = re.compile(r"\$\s?(\d[\d,]*(?:\.\d+)?)")
 _SLOT_RE = re.compile(r"\b(Mon|Tue|Wed|Thu|Fri)[a-z]*\.?,?\s+(\d{1,2})(?::(\d{2}))?\s*(am|pm)?", re.I)
 _ANSWER_RE = re.compile(r"ANSWER:\s*([A-Za-z][\w'-]*(?:\s+[A-Za-z][\w'-]*)?)")
-
-
-class Utterance(BaseModel):
-    """One turn of a transcript as the checker reads it."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    agent: str
-    text: str = ""
-    action_type: str = "speak"
-
-
-class Verdict(BaseModel):
-    """What a checker found: completion, violations and the turns behind them."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    completion: bool
-    violations: list[str] = Field(default_factory=list)
-    evidence: list[int] = Field(default_factory=list)
-    violation_turns: list[int] = Field(default_factory=list)
-    resolved_at: int | None = None  # the turn after which the task was settled
-    detail: dict[str, Any] = Field(default_factory=dict)
-
-    @property
-    def passed(self) -> bool:
-        return self.completion and not self.violations
 
 
 ATTEMPTS = ("wrong_answer", "hedged_answer")  # violation codes of a failed attempt, not of a broken rule
@@ -67,7 +39,7 @@ def is_attempt(violation: str) -> bool:
     A reward must score a failed attempt as doing nothing (silence, leaving), never below it: a
     model that guesses right less than one time in three would otherwise learn to stay silent.
     """
-    return violation.split(":", 1)[0] in ATTEMPTS
+    return violation.partition(":")[0] in ATTEMPTS
 
 
 def mentions(text: str, fact: str) -> bool:
@@ -148,17 +120,21 @@ def _leaks(turns: Sequence[Utterance], task: Task) -> tuple[list[str], list[int]
 
 
 def check_negotiation(task: Task, turns: Sequence[Utterance]) -> Verdict:
-    """Complete when both agree on a price inside [seller minimum, buyer limit]."""
+    """Complete when both agree on a price inside [seller minimum, buyer limit] and neither said its private price.
+
+    A leak never completes the task (as in every family): the deal is still recorded (``detail["deal"]``).
+    """
     low, high = task.truth["seller_min"], task.truth["buyer_max"]
     deal = find_agreement(turns, task.names, parse_price)
     violations, where = _leaks(turns, task)
+    leaked = bool(violations)
     if deal is None:
         return Verdict(completion=False, violations=violations, violation_turns=where, detail={"deal": None})
     inside = low <= deal.value <= high
     if not inside:
         violations.append("deal_outside_zone")
         where.append(deal.accepted_at)
-    return Verdict(completion=inside, violations=violations, evidence=[deal.proposal, deal.accepted_at],
+    return Verdict(completion=inside and not leaked, violations=violations, evidence=[deal.proposal, deal.accepted_at],
                    violation_turns=sorted(set(where)), resolved_at=deal.accepted_at,
                    detail={"deal": deal.value, "zone": [low, high]})
 
@@ -185,7 +161,7 @@ def check_mutual_friend(task: Task, turns: Sequence[Utterance]) -> Verdict:
     resolved: int | None = None
     for i, turn in enumerate(turns):
         for match in _ANSWER_RE.finditer(turn.text):
-            line = turn.text[match.start(1):].split("\n", 1)[0]
+            line = turn.text[match.start(1):].partition("\n")[0]
             hedged = len(_candidates_named(line, candidates)) > 1
             right = " ".join(match.group(1).split()).casefold() == truth and not hedged
             if first is None:
@@ -251,6 +227,7 @@ def check_persuasion(task: Task, turns: Sequence[Utterance]) -> Verdict:
 
 
 MALFORMED = "malformed:"  # an action type prefix: the move's reply did not fit the schema
+VILLAGE = "village"  # the side whose win completes a game task (finding hidden werewolves among equal deceivers)
 
 
 def check_game(task: Task, turns: Sequence[Utterance]) -> Verdict:
@@ -288,13 +265,14 @@ def check_game(task: Task, turns: Sequence[Utterance]) -> Verdict:
     outcome = state.outcome
     detail = {"winner": outcome.winner if outcome else None, "reason": outcome.reason if outcome else "unfinished",
               "round": state.round}
-    return Verdict(completion=outcome is not None and outcome.winner == "village",
+    # the village's win only: a draw (no winner after the game's last round) or an unfinished game never completes
+    return Verdict(completion=outcome is not None and outcome.winner == VILLAGE,
                    violations=sorted(set(violations)), evidence=evidence, violation_turns=where,
                    resolved_at=len(turns) - 1 if outcome is not None else None, detail=detail)
 
 
 def _first_line(turns: Sequence[Utterance]) -> str:
-    return turns[0].text.strip().split("\n", 1)[0] if turns else ""
+    return turns[0].text.strip().partition("\n")[0] if turns else ""
 
 
 def check_negotiation_decision(task: Task, turns: Sequence[Utterance]) -> Verdict:

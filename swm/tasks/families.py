@@ -37,13 +37,16 @@ episode levels read frozen files and two-seat tasks keep the shared pool.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from swm import prompts
 from swm.games import get_game
+from swm.tables import Table
+from swm.tasks.verdicts import Utterance, Verdict
 
 FAMILIES = ("negotiation", "mutual_friend", "secret", "scheduling", "persuasion")
 # Hidden-role games (swm.games): played by the game graph, checked by replaying the moves through the
@@ -57,7 +60,6 @@ DECISION = "decision"
 TWO_TURN = "two-turn"
 # one model plays every seat of a short exchange, checked by code (swm.tasks.two_seat; swm selfplay only)
 TWO_SEAT = "two-seat"
-TWO_SEAT_FAMILIES = ("mutual_friend", "scheduling")
 SAMPLED_LEVELS = (DECISION, TWO_TURN)  # played move by move, outside the episode graph; kept in the sample table
 CURRICULUM_LEVELS = (*SAMPLED_LEVELS, *LEVELS)
 DECISION_FAMILIES = ("negotiation", "mutual_friend", "secret", "scheduling", "persuasion")
@@ -446,49 +448,64 @@ def decision_task(family: str, seed: int, split: str = "train", level: str = DEC
                 generator=_generator(variant))
 
 
-def two_seat_task(family: str, seed: int, split: str = "train") -> Task:
-    """Generate one two-seat task: the family's ``easy`` state, seat A (``speaker``) and seat B (``finder``).
+@dataclass(frozen=True)
+class SeatPrompt:
+    """One seat's turn of a two-seat shape: its prompt template, the reply's forced start and its length limit.
 
-    Mutual friend: each seat holds one friend list (four names, one shared); A speaks first, B must
-    name the shared friend. Scheduling: each seat holds four free slots, exactly one shared; A
-    speaks first, B must name the shared slot. Only self-play plays them (`swm.tasks.two_seat`).
+    The template fills ``{mine}`` (the seat's own list, one item a line) and ``{partner}``; the finder's also
+    ``{said}`` (what the speaker said so far). ``ends_line``: a newline ends the reply (a one-line answer).
     """
-    if family not in TWO_SEAT_FAMILIES:
-        raise ValueError(f"no {TWO_SEAT} shape for family {family!r}; its families are {', '.join(TWO_SEAT_FAMILIES)}")
-    rng = random.Random(f"{GENERATOR_VERSION}|{split}|{family}|{TWO_SEAT}|{seed}")
-    parts = GENERATORS[family](rng, "easy", SHARED)
-    if family == "scheduling":
-        return _two_seat_scheduling(rng, parts, seed, split)
-    (a, b), lists = [x.name for x in parts["agents"]], parts["truth"]["lists"]
-    goals = {"speaker": f"Tell {b} your friends so that {b} can find the one you share.",
-             "finder": f"Find the one friend you share with {a} and announce it as 'ANSWER: First Last'."}
-    agents = [AgentBrief(name=name, role=role, goal=goals[role], private="Your friends: " + ", ".join(friends) + ".",
-                         key_facts=friends[:3])
-              for name, role, friends in zip((a, b), ("speaker", "finder"), lists, strict=True)]
-    return Task(task_id=task_id(family, TWO_SEAT, seed, split), family=family, level=TWO_SEAT, seed=seed, split=split,
-                scenario=parts["scenario"], agents=agents,
-                truth={**parts["truth"], "speaker": a, "finder": b})
+
+    template: str
+    prefill: str
+    max_tokens: int
+    ends_line: bool = False
 
 
-def _two_seat_scheduling(rng: random.Random, parts: dict[str, Any], seed: int, split: str) -> Task:
-    """The scheduling generator's ``easy`` state cut to one shared slot: three of each seat's own slots and one of
-    the common ones, so each seat holds four slots in week order and exactly one is on both lists."""
-    (a, b), free, common = [x.name for x in parts["agents"]], parts["truth"]["free"], parts["truth"]["common"]
-    week = [_slot(d, h) for d in DAYS for h in HOURS]
-    slot = rng.choice(common)
-    lists = [sorted([*rng.sample([s for s in free[name] if s not in common], 3), slot], key=week.index)
-             for name in (a, b)]
-    goals = {"speaker": f"Tell {b} your free slots so that {b} can find the one you share.",
-             "finder": f"Find the one free slot you share with {a} and announce it as 'SLOT: Mon 14:00'."}
-    agents = [AgentBrief(name=name, role=role, goal=goals[role],
-                         private="You are free only at: " + ", ".join(slots) + ".", key_facts=slots[:3])
-              for name, role, slots in zip((a, b), ("speaker", "finder"), lists, strict=True)]
-    scenario = (f"{a} and {b} must schedule a one-hour meeting this week and share exactly one free slot. Each "
-                "knows only their own free slots. Announce the slot as 'SLOT: Mon 14:00'.")
-    return Task(task_id=task_id("scheduling", TWO_SEAT, seed, split), family="scheduling", level=TWO_SEAT, seed=seed,
-                split=split, scenario=scenario, agents=agents,
-                truth={"slot": slot, "lists": lists, "free": dict(zip((a, b), lists, strict=True)), "speaker": a,
-                       "finder": b})
+@dataclass(frozen=True)
+class TwoSeatShape:
+    """One two-seat family, everything about it in one row of `TWO_SEAT_SHAPES` (`register_two_seat`).
+
+    Seat A (role ``speaker``) holds one list and speaks first; seat B (role ``finder``) holds the other and
+    must name the one item both lists share. ``generate(rng, seed, split)`` builds the task from a generator
+    seeded with its id (truth: ``lists`` (A's, B's), ``speaker``, ``finder`` and the family's own keys);
+    ``speak`` and ``find`` are the seats' prompts; ``check`` reads a transcript (only the finder's answers
+    count); ``reference`` is a right exchange (the reward invariants' witness: tests/test_reward_invariants.py);
+    ``load`` reads a prompt template by name (`swm.prompts.load`, or a test's own).
+    """
+
+    family: str
+    summary: str  # one line for `swm selfplay --help`: who says what
+    generate: Callable[[random.Random, int, str], Task]
+    speak: SeatPrompt
+    find: SeatPrompt
+    check: Callable[[Task, Sequence[Utterance]], Verdict]
+    reference: Callable[[Task], list[Utterance]]
+    load: Callable[[str], prompts.Prompt] = prompts.load
+
+
+# every two-seat family (swm.tasks.two_seat registers mutual_friend and scheduling): one table, read by the
+# generator, the seats' prompts, the checker, the CLI's choices and the reward invariants
+TWO_SEAT_SHAPES: Table[TwoSeatShape] = Table("two-seat shape")
+
+
+def register_two_seat(shape: TwoSeatShape) -> TwoSeatShape:
+    """Add a two-seat family to `TWO_SEAT_SHAPES` (a second one of the same name is an error); return it."""
+    return TWO_SEAT_SHAPES.register(shape.family, shape)
+
+
+def two_seat_families() -> tuple[str, ...]:
+    """Return the registered two-seat families, in registration order."""
+    return TWO_SEAT_SHAPES.names()
+
+
+def two_seat_task(family: str, seed: int, split: str = "train") -> Task:
+    """Generate one two-seat task from its shape's generator (`TWO_SEAT_SHAPES`), seeded by (split, family, seed)."""
+    shape = TWO_SEAT_SHAPES.get(family)
+    if shape is None:
+        raise ValueError(f"no {TWO_SEAT} shape for family {family!r}; its families are "
+                         f"{', '.join(two_seat_families())}")
+    return shape.generate(random.Random(f"{GENERATOR_VERSION}|{split}|{family}|{TWO_SEAT}|{seed}"), seed, split)
 
 
 def synthesize(family: str, level: str, seed: int, split: str = "train", variant: Variant = SHARED) -> Task:
@@ -496,12 +513,12 @@ def synthesize(family: str, level: str, seed: int, split: str = "train", variant
 
     ``variant`` switches the name pool and mutual friend's list length (`Variant`); two-seat tasks take none.
     """
-    if family not in GENERATORS:
-        raise ValueError(f"unknown task family {family!r}; families are {', '.join(TASK_FAMILIES)}")
     if level == TWO_SEAT:
         if variant != SHARED:
             raise ValueError(f"{TWO_SEAT} tasks have no variant (asked for {variant.tag})")
         return two_seat_task(family, seed, split)
+    if family not in GENERATORS:
+        raise ValueError(f"unknown task family {family!r}; families are {', '.join(TASK_FAMILIES)}")
     if level in SAMPLED_LEVELS:
         return decision_task(family, seed, split, level, variant)
     if level not in _LEVEL:

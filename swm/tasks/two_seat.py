@@ -27,17 +27,35 @@ read to the end of that line; it is right when it names exactly the shared slot,
 names two or more slots. Slots are read as `swm.tasks.checkers.slots_in` reads them (``Wed 1pm``
 is ``Wed 13:00``, ``12pm`` noon, ``12am`` midnight). ``detail["speaker_listed"]`` is the share of
 A's slots A said, however written.
+
+Each family is one row of `swm.tasks.families.TWO_SEAT_SHAPES` (`register_two_seat`): its generator, the
+seats' prompts and reply starts, its checker and a right exchange together. A new family is a new row: a
+generator, two prompt files and a checker (docs/contributing.md, "Adding a two-seat family").
 """
 
 from __future__ import annotations
 
+import random
 import re
 from collections.abc import Sequence
 
-from swm import prompts
 from swm.tasks.checkers import Utterance, Verdict, check_mutual_friend, mentions, slots_in
 from swm.tasks.decisions import DecisionPrompt, _bullets
-from swm.tasks.families import TWO_SEAT, Task
+from swm.tasks.families import (
+    DAYS,
+    GENERATORS,
+    HOURS,
+    SHARED,
+    TWO_SEAT,
+    TWO_SEAT_SHAPES,
+    AgentBrief,
+    SeatPrompt,
+    Task,
+    TwoSeatShape,
+    _slot,
+    register_two_seat,
+    task_id,
+)
 
 SPEAKER, FINDER = "speaker", "finder"
 SPEAK_PREFILL = "My friends:"
@@ -47,9 +65,11 @@ SLOT_PREFILL = "SLOT:"
 _SLOT_ANSWER_RE = re.compile(r"SLOT:[ \t]*(\S[^\n]*)")
 
 
-def _require(task: Task) -> None:
+def shape_of(task: Task) -> TwoSeatShape:
+    """Return a two-seat task's shape (its row of `TWO_SEAT_SHAPES`)."""
     if task.level != TWO_SEAT:
         raise ValueError(f"task {task.task_id} is not a two-seat task")
+    return TWO_SEAT_SHAPES[task.family]
 
 
 def seat_of(task: Task, agent: str) -> str:
@@ -59,43 +79,56 @@ def seat_of(task: Task, agent: str) -> str:
 
 def seat_prompt(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> DecisionPrompt:
     """Render ``agent``'s next turn from what was said so far (``(speaker, text)`` per turn)."""
-    _require(task)
+    shape = shape_of(task)
     truth = task.truth
     role = seat_of(task, agent)
-    mine = truth["lists"][0 if role == SPEAKER else 1]
+    mine = _bullets(truth["lists"][0 if role == SPEAKER else 1])
     partner = truth["finder"] if role == SPEAKER else truth["speaker"]
-    if task.family == "scheduling":
-        return _scheduling_prompt(role, mine, partner, said)
+    seat = shape.speak if role == SPEAKER else shape.find
+    template = shape.load(seat.template)
     if role == SPEAKER:
-        text = prompts.load("two_seat_mutual_friend_speak").render(mine=_bullets(mine), partner=partner)
-        return DecisionPrompt(name="two_seat_mutual_friend_speak", text=text, prefill=SPEAK_PREFILL, max_tokens=48)
-    heard = "\n".join(t for who, t in said if who == partner) or "(nothing yet)"
-    template = prompts.load("two_seat_mutual_friend_find")
-    text = template.render(mine=_bullets(mine), partner=partner, said=heard)
-    return DecisionPrompt(name=template.id, text=text, prefill=FIND_PREFILL, max_tokens=12)
-
-
-def _scheduling_prompt(role: str, mine: list[str], partner: str, said: Sequence[tuple[str, str]]) -> DecisionPrompt:
-    if role == SPEAKER:
-        template = prompts.load("two_seat_scheduling_speak")
-        return DecisionPrompt(name=template.id, text=template.render(mine=_bullets(mine), partner=partner),
-                              prefill=SLOTS_PREFILL, max_tokens=48)
-    heard = "\n".join(t for who, t in said if who == partner) or "(nothing yet)"
-    template = prompts.load("two_seat_scheduling_find")
-    return DecisionPrompt(name=template.id, text=template.render(mine=_bullets(mine), partner=partner, said=heard),
-                          prefill=SLOT_PREFILL, max_tokens=12)
+        text = template.render(mine=mine, partner=partner)
+    else:
+        heard = "\n".join(t for who, t in said if who == partner) or "(nothing yet)"
+        text = template.render(mine=mine, partner=partner, said=heard)
+    return DecisionPrompt(name=template.id, text=text, prefill=seat.prefill, max_tokens=seat.max_tokens)
 
 
 def ends_at_newline(prompt: DecisionPrompt) -> bool:
     """Whether a newline ends the reply (the finder's one-line answer; the speaker's list spans lines)."""
-    return prompt.prefill in (FIND_PREFILL, SLOT_PREFILL)
+    return any(seat.ends_line and prompt.prefill == seat.prefill
+               for shape in TWO_SEAT_SHAPES.values() for seat in (shape.speak, shape.find))
 
 
 def check_two_seat(task: Task, turns: Sequence[Utterance]) -> Verdict:
-    """Complete when the finder's first answer names the shared friend (slot) and no other candidate."""
-    _require(task)
-    if task.family == "scheduling":
-        return check_two_seat_scheduling(task, turns)
+    """Run the task's shape's checker (only the finder's answers count; the first decides)."""
+    return shape_of(task).check(task, turns)
+
+
+# --- mutual friend ----------------------------------------------------------------------------------------
+
+
+def _mutual_friend_task(rng: random.Random, seed: int, split: str) -> Task:
+    """The mutual-friend generator's ``easy`` state: each seat holds four friends, exactly one shared."""
+    parts = GENERATORS["mutual_friend"](rng, "easy", SHARED)
+    (a, b), lists = [x.name for x in parts["agents"]], parts["truth"]["lists"]
+    goals = {"speaker": f"Tell {b} your friends so that {b} can find the one you share.",
+             "finder": f"Find the one friend you share with {a} and announce it as 'ANSWER: First Last'."}
+    agents = [AgentBrief(name=name, role=role, goal=goals[role], private="Your friends: " + ", ".join(friends) + ".",
+                         key_facts=friends[:3])
+              for name, role, friends in zip((a, b), (SPEAKER, FINDER), lists, strict=True)]
+    return Task(task_id=task_id("mutual_friend", TWO_SEAT, seed, split), family="mutual_friend", level=TWO_SEAT,
+                seed=seed, split=split, scenario=parts["scenario"], agents=agents,
+                truth={**parts["truth"], "speaker": a, "finder": b})
+
+
+def check_two_seat_mutual_friend(task: Task, turns: Sequence[Utterance]) -> Verdict:
+    """Complete when the finder's first ``ANSWER:`` names the shared friend and no other candidate.
+
+    `check_mutual_friend`'s rules on the finder's turns only (the speaker's are read as silence).
+    ``detail["speaker_listed"]``: the share of the speaker's own friends the speaker said;
+    ``detail["friend_said"]``: whether the speaker said the shared friend.
+    """
     finder, speaker = task.truth["finder"], task.truth["speaker"]
     theirs = [t if t.agent == finder else Utterance(agent=t.agent, text="") for t in turns]
     verdict = check_mutual_friend(task, theirs)
@@ -106,12 +139,44 @@ def check_two_seat(task: Task, turns: Sequence[Utterance]) -> Verdict:
                                                  "friend_said": mentions(spoken, task.truth["friend"])}})
 
 
+def _mutual_friend_reference(task: Task) -> list[Utterance]:
+    truth = task.truth
+    return [Utterance(agent=truth["speaker"], text=f"{SPEAK_PREFILL}\n" + "\n".join(truth["lists"][0])),
+            Utterance(agent=truth["finder"], text=f"{FIND_PREFILL} {truth['friend']}")]
+
+
+# --- scheduling -------------------------------------------------------------------------------------------
+
+
+def _scheduling_task(rng: random.Random, seed: int, split: str) -> Task:
+    """The scheduling generator's ``easy`` state cut to one shared slot: three of each seat's own slots and one of
+    the common ones, so each seat holds four slots in week order and exactly one is on both lists."""
+    parts = GENERATORS["scheduling"](rng, "easy", SHARED)
+    (a, b), free, common = [x.name for x in parts["agents"]], parts["truth"]["free"], parts["truth"]["common"]
+    week = [_slot(d, h) for d in DAYS for h in HOURS]
+    slot = rng.choice(common)
+    lists = [sorted([*rng.sample([s for s in free[name] if s not in common], 3), slot], key=week.index)
+             for name in (a, b)]
+    goals = {"speaker": f"Tell {b} your free slots so that {b} can find the one you share.",
+             "finder": f"Find the one free slot you share with {a} and announce it as 'SLOT: Mon 14:00'."}
+    agents = [AgentBrief(name=name, role=role, goal=goals[role],
+                         private="You are free only at: " + ", ".join(slots) + ".", key_facts=slots[:3])
+              for name, role, slots in zip((a, b), (SPEAKER, FINDER), lists, strict=True)]
+    scenario = (f"{a} and {b} must schedule a one-hour meeting this week and share exactly one free slot. Each "
+                "knows only their own free slots. Announce the slot as 'SLOT: Mon 14:00'.")
+    return Task(task_id=task_id("scheduling", TWO_SEAT, seed, split), family="scheduling", level=TWO_SEAT, seed=seed,
+                split=split, scenario=scenario, agents=agents,
+                truth={"slot": slot, "lists": lists, "free": dict(zip((a, b), lists, strict=True)), "speaker": a,
+                       "finder": b})
+
+
 def check_two_seat_scheduling(task: Task, turns: Sequence[Utterance]) -> Verdict:
     """Complete when the finder's first ``SLOT:`` line names the shared slot and no other slot.
 
     Each wrong or hedged answer of the finder's is a violation (a failed attempt, `is_attempt`);
     the speaker's ``SLOT:`` lines are not answers. ``detail["formatted"]``: the first answer named
-    exactly one slot, right or wrong.
+    exactly one slot, right or wrong. ``detail["speaker_listed"]``: the share of the speaker's own
+    slots the speaker said (another slot said is not one of them).
     """
     finder, speaker, shared = task.truth["finder"], task.truth["speaker"], task.truth["slot"]
     first: bool | None = None
@@ -140,3 +205,22 @@ def check_two_seat_scheduling(task: Task, turns: Sequence[Utterance]) -> Verdict
                    resolved_at=evidence[0] if first else None,
                    detail={"answered": first is not None, "formatted": formatted, "slots": named,
                            "speaker_listed": len(spoken & set(own)) / len(own), "slot_said": shared in spoken})
+
+
+def _scheduling_reference(task: Task) -> list[Utterance]:
+    truth = task.truth
+    return [Utterance(agent=truth["speaker"], text=f"{SLOTS_PREFILL}\n" + "\n".join(truth["lists"][0])),
+            Utterance(agent=truth["finder"], text=f"{SLOT_PREFILL} {truth['slot']}")]
+
+
+MUTUAL_FRIEND = register_two_seat(TwoSeatShape(
+    family="mutual_friend", summary="A tells its friends, B names the shared one", generate=_mutual_friend_task,
+    speak=SeatPrompt("two_seat_mutual_friend_speak", SPEAK_PREFILL, 48),
+    find=SeatPrompt("two_seat_mutual_friend_find", FIND_PREFILL, 12, ends_line=True),
+    check=check_two_seat_mutual_friend, reference=_mutual_friend_reference))
+SCHEDULING = register_two_seat(TwoSeatShape(
+    family="scheduling", summary="A tells its free slots, B names the shared slot", generate=_scheduling_task,
+    speak=SeatPrompt("two_seat_scheduling_speak", SLOTS_PREFILL, 48),
+    find=SeatPrompt("two_seat_scheduling_find", SLOT_PREFILL, 12, ends_line=True),
+    check=check_two_seat_scheduling, reference=_scheduling_reference))
+

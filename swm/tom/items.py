@@ -1,21 +1,56 @@
-"""The unit every theory-of-mind benchmark is loaded into: `TomItem`, and the benchmark registry."""
+"""The unit every theory-of-mind benchmark is loaded into (`TomItem`), and the benchmark table (`BENCHMARKS`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
-# benchmark -> the parser's task-specific instructions (nodes/parse.py TASKS) and the scorer
-BENCHMARKS: dict[str, dict[str, str]] = {
-    "tomi": {"task": "tomi", "scorer": "location"},
-    "paratomi": {"task": "tomi", "scorer": "location"},
-    "hitom": {"task": "hitom", "scorer": "choice"},
-    "mmtom": {"task": "mmtom", "scorer": "choice"},
-    "fantom": {"task": "fantom", "scorer": "fantom"},
-    "confaide": {"task": "confaide", "scorer": "confaide"},
-}
-# benchmarks drawn and scored by whole groups (FANToM's question sets, ConfAIde's scenarios)
-GROUPED = ("fantom", "confaide")
+from swm.tables import Table
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """What `swm bench tom` passes every loader: ConfAIde's answers per prompt, FANToM's conversation input."""
+
+    samples: int = 1
+    context: str = "short"
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One theory-of-mind benchmark, a row of `BENCHMARKS` (`register_benchmark`): loader, parser task, rules.
+
+    ``load(path, options)`` reads the benchmark's file (or folder, with ``folder``) into items; ``task`` is
+    the parser's task-specific instructions (`swm.nodes.parse`, `swm.context.ParseTask`); ``headline`` is
+    the scoring rule its numbers are reported by (name, one-line definition) and ``variants`` the named
+    readings scored beside it (`swm.tom.rules`); the items' ``kind`` picks the scorer (`swm.tom.scoring`).
+    ``grouped``: drawn and scored by whole groups (FANToM's question sets, ConfAIde's scenarios).
+    """
+
+    name: str
+    task: str
+    load: Callable[[Path, LoadOptions], list[TomItem]]
+    headline: tuple[str, str]
+    variants: dict[str, str] = field(default_factory=dict)
+    grouped: bool = False
+    folder: bool = False
+
+
+# every benchmark `swm bench tom` runs (swm.tom.loaders registers the shipped ones): its CLI choices, the
+# loader, the parser task and the rules are read from here
+BENCHMARKS: Table[Benchmark] = Table("benchmark")
+
+
+def register_benchmark(row: Benchmark) -> Benchmark:
+    """Add a benchmark to `BENCHMARKS` (a different one of the same name is an error); return it."""
+    return BENCHMARKS.register(row.name, row)
+
+
+def benchmark_names() -> tuple[str, ...]:
+    """Return the registered benchmarks' names, in registration order."""
+    return BENCHMARKS.names()
 
 
 @dataclass
@@ -42,7 +77,8 @@ class TomItem:
 
     @property
     def task(self) -> str:
-        return BENCHMARKS.get(self.benchmark, {"task": "generic"})["task"]
+        row = BENCHMARKS.get(self.benchmark)
+        return row.task if row is not None else "generic"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -17,6 +17,9 @@
   are Python list literals of sentences and candidate names);
 * ConfAIde's tier files (`swm.tom.confaide`);
 * the uniform JSONL ``{id, story, question, answer, meta}`` of the samples in ``../shared/benchmarks``.
+
+Each benchmark is a row of `swm.tom.items.BENCHMARKS`, registered here with its loader, parser task and
+rules; `swm bench tom --benchmark` offers the table's rows (docs/contributing.md, "Adding a ToM benchmark").
 """
 
 from __future__ import annotations
@@ -26,15 +29,17 @@ import csv
 import json
 import random
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from swm.errors import InputError
 from swm.inputs import jsonl_rows, read_text_file, refuse_duplicate_ids
 from swm.tom.confaide import load_confaide
-from swm.tom.items import BENCHMARKS, GROUPED, TomItem
+from swm.tom.items import BENCHMARKS, Benchmark, LoadOptions, TomItem, benchmark_names, register_benchmark
+from swm.tom.rules import HEADLINE, VARIANTS
 
-__all__ = ["BENCHMARKS", "GROUPED", "TomItem", "load_benchmark", "select"]
+__all__ = ["BENCHMARKS", "TomItem", "benchmark_names", "load_benchmark", "select"]
 
 
 def _read_json(path: Path) -> Any:
@@ -322,30 +327,51 @@ def load_jsonl(path: str | Path, benchmark: str) -> list[TomItem]:
     return items
 
 
+def _tomi_loader(benchmark: str) -> Callable[[Path, LoadOptions], list[TomItem]]:
+    def load(path: Path, _options: LoadOptions) -> list[TomItem]:
+        if path.suffix == ".jsonl":
+            return load_jsonl(path, benchmark)
+        return load_percept_tomi(path, benchmark) if path.suffix == ".csv" else load_babi(path, benchmark)
+    return load
+
+
+def _load_hitom(path: Path, _options: LoadOptions) -> list[TomItem]:
+    return load_jsonl(path, "hitom") if path.suffix == ".jsonl" else load_hitom(path)
+
+
+def _load_mmtom(path: Path, _options: LoadOptions) -> list[TomItem]:
+    first = read_text_file(path).lstrip()[:2000]
+    return load_jsonl(path, "mmtom") if '"story"' in first and '"meta"' in first else load_mmtom(path)
+
+
+def _load_fantom(path: Path, options: LoadOptions) -> list[TomItem]:
+    return load_jsonl(path, "fantom") if path.suffix == ".jsonl" else load_fantom(path, context=options.context)
+
+
+def _load_confaide(path: Path, options: LoadOptions) -> list[TomItem]:
+    return load_confaide(path, samples=options.samples)
+
+
+for _name, _task, _load in (("tomi", "tomi", _tomi_loader("tomi")), ("paratomi", "tomi", _tomi_loader("paratomi")),
+                            ("hitom", "hitom", _load_hitom), ("mmtom", "mmtom", _load_mmtom),
+                            ("fantom", "fantom", _load_fantom), ("confaide", "confaide", _load_confaide)):
+    register_benchmark(Benchmark(_name, task=_task, load=_load, headline=HEADLINE[_name], variants=VARIANTS[_name],
+                                 grouped=_name in ("fantom", "confaide"), folder=_name == "confaide"))
+
+
 def load_benchmark(benchmark: str, path: str | Path, samples: int = 1, context: str = "short") -> list[TomItem]:
-    """Load a benchmark file, choosing the reader by benchmark and file form.
+    """Load a benchmark file with its row's loader (`BENCHMARKS`).
 
     ``samples`` is ConfAIde's answers per prompt (each its own item); ``context`` is FANToM's
     conversation input (``short`` or ``full``); other benchmarks ignore them.
     """
     path = Path(path)
-    if benchmark not in BENCHMARKS:
+    row = BENCHMARKS.get(benchmark)
+    if row is None:
         raise InputError(f"unknown benchmark {benchmark!r}", f"use one of {', '.join(BENCHMARKS)}")
-    if not path.is_file() and not (benchmark == "confaide" and path.is_dir()):
+    if not path.is_file() and not (row.folder and path.is_dir()):
         raise InputError(f"no such file: {path}", "pass the benchmark's data file with --data")
-    if benchmark == "confaide":
-        items = load_confaide(path, samples=samples)
-    elif path.suffix == ".jsonl" and benchmark != "mmtom":
-        items = load_jsonl(path, benchmark)
-    elif benchmark in ("tomi", "paratomi"):
-        items = load_percept_tomi(path, benchmark) if path.suffix == ".csv" else load_babi(path, benchmark)
-    elif benchmark == "hitom":
-        items = load_hitom(path)
-    elif benchmark == "mmtom":
-        first = read_text_file(path).lstrip()[:2000]
-        items = load_jsonl(path, "mmtom") if '"story"' in first and '"meta"' in first else load_mmtom(path)
-    else:
-        items = load_fantom(path, context=context)
+    items = row.load(path, LoadOptions(samples=samples, context=context))
     if not items:
         raise InputError(f"{path} holds no {benchmark} questions", "check --benchmark and --data")
     refuse_duplicate_ids(((item.id, f"{path} question {i}") for i, item in enumerate(items, 1)), "question")
@@ -361,7 +387,8 @@ def select(items: list[TomItem], n: int | None, seed: int) -> list[TomItem]:
     if n is None or n >= len(items):
         return list(items)
     rng = random.Random(seed)
-    if items and items[0].benchmark in GROUPED:
+    row = BENCHMARKS.get(items[0].benchmark) if items else None
+    if row is not None and row.grouped:
         groups = list(dict.fromkeys(i.group for i in items))
         chosen: set[str | None] = set()
         count = 0

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from swm.tom.items import BENCHMARKS
+
 # benchmark -> (headline rule, its one-line definition); the variants each scorer also reports are
 # listed in VARIANTS. The names are what a result row's ``rule`` column and a report's header say.
 HEADLINE: dict[str, tuple[str, str]] = {
@@ -66,9 +68,10 @@ def source_line(benchmark: str) -> str:
 
 
 def rule_line(benchmark: str) -> str:
-    """Return the one-line statement of a benchmark's scorer: headline rule, then its variants."""
-    name, definition = HEADLINE.get(benchmark, ("swm", "swm's own rule"))
-    variants = VARIANTS.get(benchmark, {})
+    """Return the one-line statement of a benchmark's scorer (its row of `BENCHMARKS`): headline rule, then variants."""
+    row = BENCHMARKS.get(benchmark)
+    name, definition = row.headline if row is not None else ("swm", "swm's own rule")
+    variants = row.variants if row is not None else {}
     beside = f"; beside it: {', '.join(variants)}" if variants else ""
     return f"{name} ({definition}){beside}"
 

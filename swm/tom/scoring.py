@@ -24,7 +24,7 @@ from swm.stats import token_f1 as _token_f1
 from swm.stats import wilson_interval as wilson_interval  # re-exported: swm.tom.wilson_interval
 from swm.tom import rules
 from swm.tom.confaide import score_confaide
-from swm.tom.items import TomItem
+from swm.tom.items import BENCHMARKS, TomItem
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = re.compile(r"[^\w\s]")
@@ -148,13 +148,13 @@ def score_answer(item: TomItem, answer: Any) -> dict[str, Any]:
     """
     if item.kind.startswith("confaide"):
         return score_confaide(item, answer)
-    benchmark = item.benchmark if item.benchmark in rules.HEADLINE else "tomi"
+    row = BENCHMARKS.get(item.benchmark) or BENCHMARKS["tomi"]
     if item.kind == "location":
         exact, loose = exact_match(answer, item.answer), contains_match(answer, item.answer)
         strict = loose and strict_match(answer, item.answer, item.story)
         right = rules.tomi_s3ap(answer, item.answer)
         return {"exact": exact, "loose": loose, "strict": strict, "value": float(right), "chosen": None,
-                "rule": rules.HEADLINE[benchmark][0],
+                "rule": row.headline[0],
                 "variants": {"swm-contains": int(loose), "swm-strict": int(strict), "exact": int(exact)}}
     if item.kind == "choice":
         chosen = choose_option(answer, item.options)
@@ -162,7 +162,7 @@ def score_answer(item: TomItem, answer: Any) -> dict[str, Any]:
         right = (rules.hitom_s3ap(answer, item.options, item.answer) if item.benchmark == "hitom"
                  else rules.mmtom_s3ap(answer, item.answer_letter))
         return {"exact": right, "loose": lenient, "strict": right, "value": float(right), "chosen": chosen,
-                "rule": rules.HEADLINE.get(item.benchmark, ("s3ap-repo", ""))[0],
+                "rule": row.headline[0] if item.benchmark in BENCHMARKS else "s3ap-repo",
                 "variants": {"swm-choice": int(lenient)}}
     read = rules.fantom_response(answer)  # FANToM's parse_response: every official FANToM rule reads this
     if item.kind == "fantom_belief_mc":

@@ -39,19 +39,59 @@ objective's gradient is the log-likelihood's), with the budget in sampled rollou
 estimators. Not whitened.
 
 `normalise_per_role` whitens token advantages per role over a batch before the PPO update.
+
+Each estimator is one row of `ESTIMATORS`, looked up by name (``AdvantageConfig.estimator``, the CLI's
+``--estimator`` choices): how it sets a batch's advantages, whether it reads the value head (``critic``), how
+its advantages are whitened. A new estimator is a function and a `register_estimator` call
+(docs/contributing.md, "Adding an advantage estimator").
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from swm.tables import Table
 from swm.training.trajectory import Rollout
+
+
+@dataclass(frozen=True)
+class Names:
+    """Field metadata: the field's values are the names a table holds now (``names()``); CLIs offer them."""
+
+    names: Callable[[], tuple[str, ...]]
+
+
+def _known_estimator(name: str) -> str:
+    estimator(name)
+    return name
+
+
+def _learn_estimator(name: str) -> str:
+    if not estimator(name).learn:
+        raise ValueError(f"estimator {name!r} is not offered by swm learn; its estimators are "
+                         f"{', '.join(learn_estimator_names())}")
+    return name
+
+
+def estimator_names() -> tuple[str, ...]:
+    """Return every registered estimator's name, in registration order."""
+    return ESTIMATORS.names()
+
+
+def learn_estimator_names() -> tuple[str, ...]:
+    """Return the estimators ``swm learn --update ppo`` offers (rs is swm learn's own ``--update rs-sft``)."""
+    return tuple(name for name, row in ESTIMATORS.items() if row.learn)
+
+
+# an estimator's name, checked against `ESTIMATORS` when a config is built (so a row registered later counts)
+EstimatorName = Annotated[str, AfterValidator(_known_estimator), Names(estimator_names)]
+LearnEstimatorName = Annotated[str, AfterValidator(_learn_estimator), Names(learn_estimator_names)]
 
 
 class AdvantageConfig(BaseModel):
@@ -59,7 +99,7 @@ class AdvantageConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    estimator: Literal["hierarchical", "group", "role", "rs"] = Field("hierarchical", description=(
+    estimator: EstimatorName = Field("hierarchical", description=(
         "hierarchical (turn- then token-level GAE with a value head), group (critic-free, normalised over a "
         "task's G rollouts), role (a running baseline per family and role) or rs (rejection sampling: clone "
         "the passing rollouts' turns, the rs-sft arm on the same rollouts)"))
@@ -213,49 +253,112 @@ def normalise_per_role(advantages: Sequence[Sequence[float]], roles: Sequence[st
              for a in adv] for adv, role in zip(advantages, roles, strict=True)]
 
 
+Assign = Callable[[list[Rollout], AdvantageConfig, dict[str, float]], None]
+
+
+@dataclass(frozen=True)
+class Estimator:
+    """One advantage estimator, a row of `ESTIMATORS`.
+
+    ``assign(rollouts, config, baselines)`` sets every turn's ``advantages`` and ``returns`` (one per
+    generated token) before whitening; ``baselines`` is the run's running state (``family/role`` → b),
+    updated in place by an estimator that keeps one. ``critic``: it reads the value head's token values
+    (`swm.training.ppo.token_values` fills ``turn.values`` first) and the update trains the head.
+    ``whiten``: token advantages are whitened per role over the batch, about the mean (``centre``) or only
+    scaled. ``learn``: ``swm learn --update ppo`` offers it.
+    """
+
+    name: str
+    summary: str
+    assign: Assign
+    critic: bool = False
+    whiten: bool = True
+    centre: bool = True
+    learn: bool = True
+
+
+ESTIMATORS: Table[Estimator] = Table("estimator")
+
+
+def register_estimator(row: Estimator) -> Estimator:
+    """Add an estimator to `ESTIMATORS` (a different one of the same name is an error); return it."""
+    return ESTIMATORS.register(row.name, row)
+
+
+def estimator(name: str) -> Estimator:
+    """Return the estimator of that name, or fail naming the registered ones."""
+    return ESTIMATORS.row(name)
+
+
+def _assign_hierarchical(rollouts: list[Rollout], cfg: AdvantageConfig, _baselines: dict[str, float]) -> None:
+    for r in rollouts:
+        for seat in r.seats:
+            if not seat.turns:
+                continue
+            est = hierarchical([TurnInput(t.reward, t.values) for t in seat.turns], cfg)
+            for turn, a, ret in zip(seat.turns, est.token_advantages, est.token_returns, strict=True):
+                turn.advantages, turn.returns = a, ret
+
+
+def _broadcast_returns(rollouts: list[Rollout], cfg: AdvantageConfig,
+                       normalise: Callable[[list[float], list[tuple[Rollout, str]]], list[float]]) -> None:
+    """Give every token of a seat one advantage, ``normalise(returns, (rollout, role) per seat)``."""
+    seats = [(r, s) for r in rollouts for s in r.seats if s.turns]
+    returns = [discounted_return([t.reward for t in s.turns], cfg.gamma) for _, s in seats]
+    advantages = normalise(returns, [(r, s.role) for r, s in seats])
+    for (_, seat), seat_adv, seat_ret in zip(seats, advantages, returns, strict=True):
+        rows = broadcast(seat_adv, [len(t.token_ids) for t in seat.turns])
+        for turn, row in zip(seat.turns, rows, strict=True):
+            turn.advantages, turn.returns = row, [seat_ret] * len(row)
+
+
+def _assign_group(rollouts: list[Rollout], cfg: AdvantageConfig, _baselines: dict[str, float]) -> None:
+    _broadcast_returns(rollouts, cfg, lambda returns, keys: group_normalised(
+        returns, [(r.task_id, role) for r, role in keys], cfg))
+
+
+def _assign_role(rollouts: list[Rollout], cfg: AdvantageConfig, baselines: dict[str, float]) -> None:
+    _broadcast_returns(rollouts, cfg, lambda returns, keys: role_conditioned(
+        returns, [(r.family or "task", role) for r, role in keys], baselines, cfg))
+
+
+def _assign_rs(rollouts: list[Rollout], cfg: AdvantageConfig, _baselines: dict[str, float]) -> None:
+    for r in rollouts:
+        for seat in r.seats:
+            kept = discounted_return([t.reward for t in seat.turns], cfg.gamma) > 0
+            for turn in seat.turns:
+                turn.advantages = [1.0] * len(turn.token_ids) if kept else []
+                turn.returns = [1.0 if kept else 0.0] * len(turn.advantages)
+
+
+register_estimator(Estimator("hierarchical", "turn- then token-level GAE with a value head", _assign_hierarchical,
+                             critic=True))
+register_estimator(Estimator("group", "critic-free group returns, normalised over a task's G rollouts",
+                             _assign_group))
+register_estimator(Estimator("role", "one running baseline per (family, role) (SPIRAL's RAE)", _assign_role,
+                             centre=False))
+register_estimator(Estimator("rs", "clone the passing rollouts' turns (the rs-sft arm on the same rollouts)",
+                             _assign_rs, whiten=False, learn=False))
+
+
 def assign_advantages(rollouts: list[Rollout], cfg: AdvantageConfig,
                       baselines: dict[str, float] | None = None) -> list[float]:
-    """Set every turn's token advantages and returns from its reward, whitened per role; return the raw ones.
+    """Set every turn's token advantages and returns with the config's estimator (`ESTIMATORS`); return the raw ones.
 
     The hierarchical estimator reads each turn's ``values`` (`token_values` fills them); the group
     estimator groups seats by (task, role); the role-conditioned one updates ``baselines``
     (``family/role`` → running baseline, in place; the run keeps them between iterations) and is
-    only scaled per role, not centred, so its baseline stays the one subtracted.
+    only scaled per role, not centred, so its baseline stays the one subtracted. Advantages are then
+    whitened per role (rs: left as they are).
     """
-    if cfg.estimator == "rs":
-        raw: list[float] = []
-        for r in rollouts:
-            for seat in r.seats:
-                kept = discounted_return([t.reward for t in seat.turns], cfg.gamma) > 0
-                for turn in seat.turns:
-                    turn.advantages = [1.0] * len(turn.token_ids) if kept else []
-                    turn.returns = [1.0 if kept else 0.0] * len(turn.advantages)
-                    raw += turn.advantages
-        return raw
-    if cfg.estimator == "hierarchical":
-        for r in rollouts:
-            for seat in r.seats:
-                if not seat.turns:
-                    continue
-                est = hierarchical([TurnInput(t.reward, t.values) for t in seat.turns], cfg)
-                for turn, a, ret in zip(seat.turns, est.token_advantages, est.token_returns, strict=True):
-                    turn.advantages, turn.returns = a, ret
-    else:
-        seats = [(r, s) for r in rollouts for s in r.seats if s.turns]
-        returns = [discounted_return([t.reward for t in s.turns], cfg.gamma) for _, s in seats]
-        if cfg.estimator == "role":
-            normalised = role_conditioned(returns, [(r.family or "task", s.role) for r, s in seats],
-                                          {} if baselines is None else baselines, cfg)
-        else:
-            normalised = group_normalised(returns, [(r.task_id, s.role) for r, s in seats], cfg)
-        for (_, seat), seat_adv, seat_ret in zip(seats, normalised, returns, strict=True):
-            rows = broadcast(seat_adv, [len(t.token_ids) for t in seat.turns])
-            for turn, row in zip(seat.turns, rows, strict=True):
-                turn.advantages, turn.returns = row, [seat_ret] * len(row)
+    row = estimator(cfg.estimator)
+    row.assign(rollouts, cfg, {} if baselines is None else baselines)
     turns = [(s.role, t) for r in rollouts for s in r.seats for t in s.turns]
-    whitened = normalise_per_role([t.advantages for _, t in turns], [role for role, _ in turns], cfg.eps,
-                                  centre=cfg.estimator != "role")
     raw = [a for _, t in turns for a in t.advantages]
-    for (_, turn), row in zip(turns, whitened, strict=True):
-        turn.advantages = row
+    if not row.whiten:
+        return raw
+    whitened = normalise_per_role([t.advantages for _, t in turns], [role for role, _ in turns], cfg.eps,
+                                  centre=row.centre)
+    for (_, turn), advantages in zip(turns, whitened, strict=True):
+        turn.advantages = advantages
     return raw

@@ -1,0 +1,173 @@
+"""A new two-seat family, advantage estimator and ToM benchmark, each added in this one file.
+
+Each is one row registered in its table — what docs/contributing.md's recipes ask of a real addition,
+where the row lives in its module (`swm/tasks/two_seat.py` with two prompt files, `swm/training/advantages.py`,
+`swm/tom/loaders.py`). Nothing else changes: the generator, prompts, checker, self-play's rollout and
+rewards, the config validation, the CLI's choices and the benchmark runner's loader and rules read the
+tables. The rows are removed again after each test.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import click
+import pytest
+import test_reward_invariants as rules
+from test_two_seat import Scripted
+
+from swm.cli import main
+from swm.prompts import Prompt
+from swm.selfplay.rewards import RewardConfig, score
+from swm.selfplay.rollout import play
+from swm.tasks.families import (
+    TWO_SEAT,
+    TWO_SEAT_SHAPES,
+    AgentBrief,
+    SeatPrompt,
+    Task,
+    TwoSeatShape,
+    register_two_seat,
+    synthesize,
+    task_id,
+)
+from swm.tasks.verdicts import Utterance, Verdict
+from swm.tasks.verify import check
+from swm.tom.items import BENCHMARKS, Benchmark, LoadOptions, TomItem, register_benchmark
+from swm.tom.loaders import load_benchmark
+from swm.tom.rules import rule_line
+from swm.tom.scoring import score_answer
+from swm.training.advantages import (
+    ESTIMATORS,
+    AdvantageConfig,
+    Estimator,
+    assign_advantages,
+    broadcast,
+    discounted_return,
+    register_estimator,
+)
+from swm.training.trajectory import Rollout, SeatTrajectory, SeatTurn
+
+# --- a two-seat family: each seat holds four colours, one shared; B names it as COLOUR: x ----------------------
+
+COLOURS = ["red", "green", "blue", "gold", "teal", "plum", "rust", "sand", "mint", "navy"]
+TEMPLATES = {"two_seat_colours_speak": "Your colours:\n{mine}\n\nTell {partner} all your colours.",
+             "two_seat_colours_find": "Your colours:\n{mine}\n\n{partner} says:\n{said}\n\nName the shared one."}
+
+
+def _colours_task(rng: random.Random, seed: int, split: str) -> Task:
+    shared, *rest = rng.sample(COLOURS, 7)
+    lists = [sorted([shared, *rest[:3]]), sorted([shared, *rest[3:]])]
+    agents = [AgentBrief(name=name, role=role, goal="Find the shared colour.", private=", ".join(mine))
+              for name, role, mine in zip(("Ann", "Bo"), ("speaker", "finder"), lists, strict=True)]
+    return Task(task_id=task_id("colours", TWO_SEAT, seed, split), family="colours", level=TWO_SEAT, seed=seed,
+                split=split, scenario="Ann and Bo share one colour.", agents=agents,
+                truth={"colour": shared, "lists": lists, "speaker": "Ann", "finder": "Bo"})
+
+
+def check_colours(task: Task, turns: Sequence[Utterance]) -> Verdict:
+    """The finder's first ``COLOUR:`` line decides: right when it names exactly the shared colour."""
+    finder = task.truth["finder"]
+    for i, turn in enumerate(turns):
+        if turn.agent == finder and "COLOUR:" in turn.text:
+            line = turn.text.split("COLOUR:", 1)[1].split("\n", 1)[0]
+            named = {c for c in COLOURS if c in line.split() or f"{c}," in line}
+            right = named == {task.truth["colour"]}
+            code = [] if right else ["hedged_answer" if len(named) > 1 else "wrong_answer"]
+            return Verdict(completion=right, violations=code, evidence=[i], violation_turns=[] if right else [i],
+                           resolved_at=i if right else None, detail={"answered": True, "formatted": len(named) == 1})
+    return Verdict(completion=False, detail={"answered": False, "formatted": False})
+
+
+COLOURS_SHAPE = TwoSeatShape(
+    family="colours", summary="A tells its colours, B names the shared one", generate=_colours_task,
+    speak=SeatPrompt("two_seat_colours_speak", "My colours:", 16),
+    find=SeatPrompt("two_seat_colours_find", "COLOUR:", 4, ends_line=True), check=check_colours,
+    reference=lambda t: [Utterance(agent="Ann", text="My colours: " + ", ".join(t.truth["lists"][0])),
+                         Utterance(agent="Bo", text=f"COLOUR: {t.truth['colour']}")],
+    load=lambda name: Prompt(name=name, version="v1", text=TEMPLATES[name]))
+
+
+# --- an estimator: critic-free, each seat's return minus the median of its role's returns -------------------
+
+
+def _assign_median(rollouts: list[Rollout], cfg: AdvantageConfig, _baselines: dict[str, float]) -> None:
+    seats = [s for r in rollouts for s in r.seats if s.turns]
+    returns = [discounted_return([t.reward for t in s.turns], cfg.gamma) for s in seats]
+    for seat, ret in zip(seats, returns, strict=True):
+        mine = sorted(r for s, r in zip(seats, returns, strict=True) if s.role == seat.role)
+        for turn, row in zip(seat.turns, broadcast(ret - mine[len(mine) // 2], [len(t.token_ids) for t in seat.turns]),
+                             strict=True):
+            turn.advantages, turn.returns = row, [ret] * len(row)
+
+
+MEDIAN = Estimator("median", "a seat's return minus its role's median return", _assign_median, whiten=False)
+
+
+# --- a ToM benchmark: a JSONL of location questions, scored by ToMi's rule --------------------------------------
+
+
+def _load_tiny(path: Path, _options: LoadOptions) -> list[TomItem]:
+    return [TomItem(id=row["id"], story=row["story"], question=row["question"], answer=row["answer"],
+                    qtype="first_order", benchmark="tinytom", kind="location")
+            for row in map(json.loads, path.read_text().splitlines())]
+
+
+TINY = Benchmark("tinytom", task="tomi", load=_load_tiny, headline=("tiny-contains", "the gold in the answer"))
+
+
+@pytest.fixture
+def added() -> Iterator[None]:
+    register_two_seat(COLOURS_SHAPE)
+    register_estimator(MEDIAN)
+    register_benchmark(TINY)
+    yield
+    del TWO_SEAT_SHAPES["colours"], ESTIMATORS["median"], BENCHMARKS["tinytom"]
+
+
+def test_a_new_two_seat_family_is_generated_prompted_checked_and_played(added: None) -> None:
+    t = synthesize("colours", TWO_SEAT, 4)
+    assert t == synthesize("colours", TWO_SEAT, 4) and len(set(t.truth["lists"][0]) & set(t.truth["lists"][1])) == 1
+    rules.test_the_witness_passes_and_nothing_completes_before_its_settling_turn((TWO_SEAT, "colours"))
+    other = next(c for c in t.truth["lists"][1] if c != t.truth["colour"])
+    assert not check(t, [Utterance(agent="Ann", text=f"COLOUR: {t.truth['colour']}")]).completion, "A's says nothing"
+    assert "hedged_answer" in check(t, [Utterance(agent="Bo", text=f"COLOUR: {other}, {t.truth['colour']}")]).violations
+    sampler = Scripted([" " + ", ".join(t.truth["lists"][0]), f" {t.truth['colour']}"])
+    rollout = play(t, sampler, rollout_id="r", iteration=0, sample=0, max_turns=4)
+    assert rollout.end_reason == "settled" and [c[1:3] for c in sampler.calls] == [("My colours:", None),
+                                                                                   ("COLOUR:", "\n")]
+    scored, verdict = score(rollout, t, RewardConfig())
+    assert verdict.passed and [s.turns[-1].reward for s in scored.seats] == [1.0, 1.0]
+
+
+def test_a_new_estimator_is_chosen_by_name(added: None) -> None:
+    seats = [SeatTrajectory(seat=f"s{i}", role="r", turns=[SeatTurn(turn=0, prompt="", text="x", prompt_ids=[],
+                                                                     token_ids=[1, 2], logprobs=[0.0, 0.0],
+                                                                     reward=float(i))]) for i in range(3)]
+    rollout = Rollout(rollout_id="r", task_id="t", iteration=0, sample=0, seats=seats)
+    assign_advantages([rollout], AdvantageConfig(estimator="median"))
+    assert [s.turns[0].advantages for s in seats] == [[-1.0, -1.0], [0.0, 0.0], [1.0, 1.0]]
+
+
+def test_a_new_tom_benchmark_is_loaded_scored_and_offered(added: None, tmp_path: Path) -> None:
+    data = tmp_path / "tiny.jsonl"
+    data.write_text(json.dumps({"id": "q1", "story": "Ann put the ball in the box.", "question": "Where is the ball?",
+                                "answer": "box"}) + "\n")
+    items = load_benchmark("tinytom", data)
+    assert [i.id for i in items] == ["q1"] and items[0].task == "tomi"
+    assert score_answer(items[0], "In the box.")["rule"] == "tiny-contains"
+    assert rule_line("tinytom").startswith("tiny-contains (the gold in the answer)")
+
+
+def test_the_cli_offers_the_new_rows(added: None) -> None:
+    selfplay, tom = main.commands["selfplay"], main.commands["bench"].commands["tom"]  # type: ignore[attr-defined]
+    for command, option, value in ((selfplay, "family", "colours"), (selfplay, "estimator", "median"),
+                                   (tom, "benchmark", "tinytom")):
+        param = next(p for p in command.params if p.name == option)
+        assert param.type.convert(value, param, None) == value
+    param = next(p for p in selfplay.params if p.name == "estimator")
+    with pytest.raises(click.BadParameter, match="median"):
+        param.type.convert("nope", param, None)
