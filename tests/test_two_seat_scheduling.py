@@ -15,7 +15,8 @@ from swm.tasks.two_seat import SLOT_PREFILL, SLOTS_PREFILL, seat_prompt
 from swm.tasks.verify import check
 
 # the splits' first tasks, pinned: a change to the generator that moves them fails here (a new benchmark version)
-DIGESTS = {("test", 200): "5ee951f73eaf4185", ("dev", 100): "703593def4c5add4"}
+# names from the eval pool since 2026-11-28 (the shared pool's digests: test 5ee951f73eaf4185, dev 703593def4c5add4)
+DIGESTS = {("test", 200): "88f0b5f37b9077ef", ("dev", 100): "40f23208be4ea854"}
 TEST_TASKS = 200
 WEEK = [f"{d} {h:02d}:00" for d in DAYS for h in HOURS]
 

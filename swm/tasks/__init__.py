@@ -5,6 +5,7 @@ seed); `checkers` read a transcript and the truth, never a judge; `splits` loads
 evaluation splits shipped in ``data/``. The lifelong loop and self-play both draw on them.
 """
 
+from swm.tasks import multi_turn  # noqa: F401 - registers the multi-turn level's generator with synthesize
 from swm.tasks.checkers import Utterance, Verdict
 from swm.tasks.families import FAMILIES, GAME_FAMILIES, LEVELS, TASK_FAMILIES, AgentBrief, Task, synthesize
 from swm.tasks.verify import check

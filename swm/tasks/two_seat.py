@@ -37,7 +37,8 @@ from collections.abc import Sequence
 from swm import prompts
 from swm.tasks.checkers import Utterance, Verdict, check_mutual_friend, mentions, slots_in
 from swm.tasks.decisions import DecisionPrompt, _bullets
-from swm.tasks.families import TWO_SEAT, Task
+from swm.tasks.families import MULTI_TURN, TWO_SEAT, Task
+from swm.tasks.multi_turn import seat_prompt as multi_turn_prompt
 
 SPEAKER, FINDER = "speaker", "finder"
 SPEAK_PREFILL = "My friends:"
@@ -48,7 +49,7 @@ _SLOT_ANSWER_RE = re.compile(r"SLOT:[ \t]*(\S[^\n]*)")
 
 
 def _require(task: Task) -> None:
-    if task.level != TWO_SEAT:
+    if task.level not in (TWO_SEAT, MULTI_TURN):
         raise ValueError(f"task {task.task_id} is not a two-seat task")
 
 
@@ -58,8 +59,10 @@ def seat_of(task: Task, agent: str) -> str:
 
 
 def seat_prompt(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> DecisionPrompt:
-    """Render ``agent``'s next turn from what was said so far (``(speaker, text)`` per turn)."""
+    """Render ``agent``'s next turn from what was said so far (``(speaker, text)`` per turn; multi-turn too)."""
     _require(task)
+    if task.level == MULTI_TURN:
+        return multi_turn_prompt(task, agent, said)
     truth = task.truth
     role = seat_of(task, agent)
     mine = truth["lists"][0 if role == SPEAKER else 1]
@@ -87,13 +90,14 @@ def _scheduling_prompt(role: str, mine: list[str], partner: str, said: Sequence[
 
 
 def ends_at_newline(prompt: DecisionPrompt) -> bool:
-    """Whether a newline ends the reply (the finder's one-line answer; the speaker's list spans lines)."""
-    return prompt.prefill in (FIND_PREFILL, SLOT_PREFILL)
+    """Whether a newline ends the reply (the finder's one-line answer, a multi-turn message; a list spans lines)."""
+    return prompt.one_line or prompt.prefill in (FIND_PREFILL, SLOT_PREFILL)
 
 
 def check_two_seat(task: Task, turns: Sequence[Utterance]) -> Verdict:
     """Complete when the finder's first answer names the shared friend (slot) and no other candidate."""
-    _require(task)
+    if task.level != TWO_SEAT:
+        raise ValueError(f"task {task.task_id} is not a two-seat task")
     if task.family == "scheduling":
         return check_two_seat_scheduling(task, turns)
     finder, speaker = task.truth["finder"], task.truth["speaker"]
