@@ -48,6 +48,7 @@ from swm.tasks.splits import split_tasks
 from swm.tasks.verify import check
 
 ARMS = ("selfplay", "shuffled")
+EVAL_HEADER = "| policy | held-out joint success (Wilson 95%) | speaker listed (mean share; multi-turn: friend named) |"
 
 
 def mcnemar(a: list[bool], b: list[bool]) -> tuple[int, int, float]:
@@ -93,7 +94,9 @@ def evaluate(plan: dict[str, Any], iteration: int, n: int) -> list[dict[str, Any
         if rollout.failed:
             raise RuntimeError(f"evaluation rollout {task.task_id} failed: {rollout.failed}")
         verdict = check(task, [Utterance(agent=a, text=t) for a, t in rollout.transcript()])
-        return {"task": task.task_id, "passed": verdict.passed, "listed": verdict.detail.get("speaker_listed"),
+        # the speaker's share of its list said (two-seat), or whether the friend was named at all (multi-turn)
+        listed = verdict.detail.get("speaker_listed", float(verdict.detail.get("friend_said_at") is not None))
+        return {"task": task.task_id, "passed": verdict.passed, "listed": listed,
                 "transcript": rollout.transcript()}
 
     if resolve_sampler(sp.policy) == "served":
@@ -158,7 +161,7 @@ def report(results: dict[str, Any]) -> str:
                          f"{s.get('update_s', 0):.0f} | {s.get('other_s', 0):.0f} |")
     evals = results.get("eval") or {}
     if evals:
-        lines += ["", "| policy | held-out joint success (Wilson 95%) | speaker listed (mean share) |", "|---|---|---|"]
+        lines += ["", EVAL_HEADER, "|---|---|---|"]
         lines += [_eval_row(name, rows) for name, rows in evals.items()]
         lines += ["", "| comparison | only first | only second | exact McNemar p |", "|---|---|---|---|"]
         for first, second in (("warm", "selfplay"), ("warm", "shuffled"), ("shuffled", "selfplay")):
@@ -189,7 +192,7 @@ def combine(stages: list[Path]) -> str:
             offset += len(curve)
     warm = runs[0]["eval"]["warm"]
     passed = {"warm": [r["passed"] for r in warm]}
-    lines += ["", "| policy | held-out joint success (Wilson 95%) | speaker listed (mean share) |", "|---|---|---|",
+    lines += ["", EVAL_HEADER, "|---|---|---|",
               _eval_row("warm", warm)]
     tests: list[tuple[str, str]] = []
     done = dict.fromkeys(ARMS, 0)  # iterations each arm has run so far (a stage may continue one arm only)

@@ -72,3 +72,20 @@ def test_training_tasks_of_different_seeds_stages_and_iterations_never_meet() ->
 def test_a_stage_of_the_same_seed_draws_other_tasks(level: str) -> None:
     one, two = (SelfPlayPlan(family="mutual_friend", level=level, stage=s).training_tasks(0) for s in (0, 1))
     assert not {t.task_id for t in one} & {t.task_id for t in two}
+
+
+def test_the_documented_curriculum_hands_each_stages_adapter_to_the_next() -> None:
+    import shlex
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "selfplay.md").read_text()
+    block = text.split("## The curriculum, one command sequence", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    stages = [shlex.split(line) for line in block.replace("\\\n", " ").splitlines() if line.strip()]
+    assert [s[1] for s in stages] == ["learn", "selfplay", "selfplay"]
+
+    def option(words: list[str], name: str) -> str | None:
+        return words[words.index(name) + 1] if name in words else None
+
+    assert [option(s, "--level") or option(s, "--levels") for s in stages] == ["decision", TWO_SEAT, MULTI_TURN]
+    learned, two_seat = option(stages[0], "--out"), f"{option(stages[1], '--out')}/{option(stages[1], '--thread-id')}"
+    assert option(stages[1], "--from") == learned and option(stages[2], "--from") == two_seat
