@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from test_two_seat import Scripted
 
 from swm.selfplay.plan import SelfPlayPlan
 from swm.selfplay.rewards import RewardConfig, score
@@ -13,7 +14,6 @@ from swm.tasks.multi_turn import BUDGET, CAP, LIST_RANGE, people_named
 from swm.tasks.splits import decision_digest, split_tasks
 from swm.tasks.two_seat import seat_prompt
 from swm.tasks.verify import check
-from swm.training.trajectory import Generation
 
 # the splits' first tasks, pinned: a change to the generator that moves them fails here (a new benchmark version)
 DIGESTS = {("test", 200): "8f0c5c6a557ee0ec", ("dev", 100): "ffd419e1866ed10a"}
@@ -119,22 +119,6 @@ def test_an_answer_after_the_budget_does_not_count() -> None:
     assert check(t, says(*talk, (a, f"ANSWER: {friend}"), (b, f"ANSWER: {friend}"))).passed
     late = check(t, says(*talk, (a, f"ANSWER: {friend}"), (b, "Let me think."), (a, "?"), (b, f"ANSWER: {friend}")))
     assert not late.completion and not late.detail["answered"]
-
-
-class Scripted:
-    """Replies in order, one token a word; records each prompt, prefill and stop."""
-
-    def __init__(self, replies: list[str]) -> None:
-        self.replies = iter(replies)
-        self.calls: list[tuple[str, str, str | None, int | None]] = []
-
-    def generate(self, prompt: str, prefill: str = "", stop: str | None = None,
-                 max_tokens: int | None = None) -> Generation:
-        self.calls.append((prompt, prefill, stop, max_tokens))
-        text = next(self.replies)
-        words = text.split() or [""]
-        return Generation(text=prefill + text, prompt_ids=[0, 1], token_ids=list(range(10, 10 + len(words))),
-                          logprobs=[-1.0] * len(words))
 
 
 def test_one_policy_talks_in_both_seats_until_both_answer_and_both_get_the_joint_reward() -> None:
