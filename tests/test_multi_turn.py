@@ -149,3 +149,14 @@ def test_a_rollout_stops_at_the_budget_and_the_seat_over_the_cap_pays_for_it() -
     scored, verdict = score(rollout, t, RewardConfig())
     assert verdict.violations == ["too_many_names"]
     assert {s.seat: s.turns[-1].reward for s in scored.seats} == {a: 0.0, b: -0.5}
+
+
+def test_a_wrong_answer_beside_a_broken_rule_costs_its_seat_nothing() -> None:
+    t = task(2)
+    a, b = t.names
+    dump, wrong = ", ".join(others(t, 0)[:5]), others(t, 1)[0]
+    rollout = play(t, Scripted([f"Mine: {dump}", f"ANSWER: {wrong}", f"ANSWER: {wrong}"]), rollout_id="r",
+                   iteration=0, sample=0, max_turns=20)
+    scored, verdict = score(rollout, t, RewardConfig())
+    assert verdict.violations == ["too_many_names", "wrong_answer"] and verdict.violation_turns == [0]
+    assert {s.seat: s.turns[-1].reward for s in scored.seats} == {a: -0.5, b: 0.0}

@@ -32,6 +32,13 @@ def test_the_task_alone_gets_the_recipe_that_learned() -> None:
         == {"epochs": 2, "minibatch": 4}
 
 
+def test_a_family_without_the_level_is_refused_in_one_line() -> None:
+    from swm.errors import InputError
+
+    with pytest.raises(InputError, match="no multi-turn tasks of family 'scheduling'"):
+        plan_of("--family", "scheduling", "--level", MULTI_TURN)
+
+
 def test_a_preset_sets_what_was_not_given_and_a_given_option_wins() -> None:
     plan = plan_of("--preset", "two-seat-2026-11")
     assert (plan.family, plan.level, plan.names, plan.iterations, plan.eval_tasks) == (

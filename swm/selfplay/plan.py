@@ -6,11 +6,11 @@ import hashlib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from swm.filenames import file_name
 from swm.selfplay.rewards import RewardConfig
-from swm.tasks.families import Task, synthesize, variant_for
+from swm.tasks.families import Task, level_families, synthesize, variant_for
 from swm.tasks.splits import split_tasks
 from swm.training.advantages import AdvantageConfig
 from swm.training.config import PolicyConfig, PPOConfig
@@ -73,6 +73,13 @@ class SelfPlayPlan(BaseModel):
     ppo: PPOConfig = Field(default_factory=lambda: RECIPE_PPO)
     advantage: AdvantageConfig = Field(default_factory=lambda: AdvantageConfig(estimator=RECIPE_ESTIMATOR))
     reward: RewardConfig = Field(default_factory=RewardConfig)
+
+    @model_validator(mode="after")
+    def _family_has_the_level(self) -> SelfPlayPlan:
+        if self.game is None and self.family not in level_families(self.level):
+            raise ValueError(f"no {self.level} tasks of family {self.family!r}; its families are "
+                             f"{', '.join(level_families(self.level))}")
+        return self
 
     @property
     def run_dir(self) -> Path:

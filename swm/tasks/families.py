@@ -523,6 +523,15 @@ def register_level(level: str, families: tuple[str, ...], generator: Callable[[s
     LEVEL_GENERATORS[level] = (families, generator)
 
 
+def level_families(level: str) -> tuple[str, ...]:
+    """Return the families a level has tasks of."""
+    if level == TWO_SEAT:
+        return TWO_SEAT_FAMILIES
+    if level in LEVEL_GENERATORS:
+        return LEVEL_GENERATORS[level][0]
+    return DECISION_FAMILIES if level in SAMPLED_LEVELS else TASK_FAMILIES
+
+
 def synthesize(family: str, level: str, seed: int, split: str = "train", variant: Variant = SHARED) -> Task:
     """Generate one task; the same arguments always give the same task.
 

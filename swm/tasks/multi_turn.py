@@ -15,7 +15,8 @@ The checker's rules (``truth`` holds the lists, the friend, ``cap`` and ``budget
   a list first or last name written alone (``Uma``, ``Adler``), each person once; a first or last
   name also part of a full name in the same message is that person, not another one; the seats' own
   names are not counted. A message naming more than ``cap`` people breaks the rule
-  (``too_many_names``, a violation of the seat that said it) and the task fails.
+  (``too_many_names``, a violation of the seat that said it) and the task fails. When a message broke
+  it, ``violation_turns`` holds only such messages (a failed attempt beside it costs nothing).
 * **answers**: each seat's *first* ``ANSWER:`` decides for that seat, and a seat's answer counts only
   for itself (one seat naming the friend does not answer for the other). An answer is read to the end
   of its line: naming two or more people there is a hedge (``hedged_answer``); a wrong name is
@@ -156,8 +157,10 @@ def check_multi_turn(task: Task, turns: Sequence[Utterance]) -> Verdict:
                     codes.append(code)
     both_right = all(first.get(seat, (False, 0))[0] for seat in seats)
     complete = both_right and not broke
+    # a broken rule's turns alone when there is one: the rewards read violation turns as broken rules whenever a
+    # rule was broken (`swm.selfplay.rewards.score`), and a failed attempt must cost nothing
     return Verdict(completion=complete, violations=codes, evidence=sorted(i for _, i in first.values()),
-                   violation_turns=sorted(set(broke) | set(wrong)),
+                   violation_turns=sorted(broke) if broke else sorted(set(wrong)),
                    resolved_at=max(i for _, i in first.values()) if complete else None,
                    detail={"answered": all(seat in first for seat in seats), "max_named": most,
                            "friend_said_at": said_at, "over_cap": len(broke),
