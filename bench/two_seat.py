@@ -1,5 +1,7 @@
 """``python -m bench.two_seat``: self-play on the two-seat mutual-friend task, against its warm start and a control.
 
+``--level multi-turn`` runs the same study on the multi-turn conversation (`swm.tasks.multi_turn`).
+
 Not a timed test. One policy plays both seats (A tells its friends, B names the shared one; the
 joint reward is the code checker's). Two arms run the same budget from the same warm-start
 adapter and seed (``--from``, an adapter ``swm learn`` trained; none: a fresh adapter):

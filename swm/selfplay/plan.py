@@ -60,8 +60,8 @@ class SelfPlayPlan(BaseModel):
     stage: int = Field(0, ge=0, description="the run's curriculum stage: its training tasks are drawn from a hash of "
                        "(seed, stage, iteration, index), so no two stages or seeds share one")
     eval_tasks: int = Field(2, ge=0, description="held-out tasks evaluated after each update: an episode level's "
-                            "frozen file holds 4 a family; a two-seat level is generated (pinned by digest), "
-                            "any number")
+                            "frozen file holds 4 a family; two-seat and multi-turn tasks are generated (pinned by "
+                            "digest), any number")
     eval_split: Literal["dev", "test"] = Field("test", description="the held-out split evaluated: dev chooses, test "
                                                "reports")
     shuffle_rewards: bool = Field(False, description="the control arm: each iteration's training rewards are "
