@@ -1,10 +1,14 @@
 """``python -m bench.two_seat``: self-play on the two-seat mutual-friend task, against its warm start and a control.
 
+``--level multi-turn`` runs the same study on the multi-turn conversation (`swm.tasks.multi_turn`).
+
 Not a timed test. One policy plays both seats (A tells its friends, B names the shared one; the
 joint reward is the code checker's). Two arms run the same budget from the same warm-start
 adapter and seed (``--from``, an adapter ``swm learn`` trained; none: a fresh adapter):
 
-* ``selfplay`` — `graphs.selfplay` with the chosen estimator (``--estimator``, default ``role``);
+* ``selfplay`` — `graphs.selfplay` with the chosen estimator and update (``--estimator``, ``--lr``,
+  ``--epochs``, ``--minibatch``, ``--kl-coef``; by default the recipe that learned,
+  `swm.selfplay.plan.RECIPE_PPO`: group, 2e-4, one epoch, minibatches of 8, no KL);
 * ``shuffled`` — the same, with each iteration's joint rewards permuted among its rollouts
   (`SelfPlayPlan.shuffle_rewards`): equal sampling rounds and sampled rollouts, no signal.
 
@@ -35,24 +39,26 @@ from swm.graphs.selfplay import train
 from swm.selfplay import store as sps
 from swm.selfplay.checkpoint import checkpoint_dir, warm_start_adapter
 from swm.selfplay.loop import POOL, SeededSampler, _served_sampler, ensure_initial_checkpoint
-from swm.selfplay.plan import SelfPlayPlan
+from swm.selfplay.plan import RECIPE_ESTIMATOR, RECIPE_PPO, SelfPlayPlan
 from swm.selfplay.rollout import play
 from swm.selfplay.served import ServedSampler, default_concurrency, resolve_sampler
 from swm.stats import mcnemar_exact, wilson_interval
 from swm.tasks.checkers import Utterance
-from swm.tasks.families import TWO_SEAT, two_seat_families
+from swm.tasks.families import NAME_POLICIES, SEAT_LEVELS, TWO_SEAT, two_seat_families
 from swm.tasks.splits import split_tasks
 from swm.tasks.verify import check
 from swm.training.advantages import estimator_names
 
 ARMS = ("selfplay", "shuffled")
+EVAL_HEADER = "| policy | held-out joint success (Wilson 95%) | speaker listed (mean share; multi-turn: friend named) |"
 
 
 def plan_of(args: argparse.Namespace, arm: str) -> dict[str, Any]:
     """The arm's `SelfPlayPlan`: same everything, the control's rewards shuffled."""
-    return {"run_id": f"two-seat-{arm}", "iterations": args.iterations, "family": args.family, "level": TWO_SEAT,
-            "tasks_per_iteration": args.tasks, "group_size": args.group, "max_turns": 4, "eval_tasks": 0,
-            "seed": args.seed, "out_dir": str(args.out / "runs"), "shuffle_rewards": arm == "shuffled",
+    return {"run_id": f"two-seat-{arm}", "iterations": args.iterations, "family": args.family, "level": args.level,
+            "tasks_per_iteration": args.tasks, "group_size": args.group, "max_turns": args.max_turns, "eval_tasks": 0,
+            "seed": args.seed, "stage": args.stage, "names": args.names, "out_dir": str(args.out / "runs"),
+            "shuffle_rewards": arm == "shuffled",
             "policy": {"base": args.base, "sampler": args.sampler, "temperature": args.temperature,
                        "init_adapter": args.warm, "threads": args.threads, "lora_r": 8, "lora_alpha": 16},
             "ppo": {"lr": args.lr, "kl_coef": args.kl_coef, "minibatch": args.minibatch, "epochs": args.epochs},
@@ -69,7 +75,7 @@ def evaluate(plan: dict[str, Any], iteration: int, n: int) -> list[dict[str, Any
     import torch  # noqa: PLC0415 - the [train] extra, needed only here
 
     sp = SelfPlayPlan.model_validate(plan)
-    tasks = split_tasks("test", [TWO_SEAT], [sp.family], n)
+    tasks = split_tasks("test", [sp.level], [sp.family], n, names=sp.names)
     checkpoint = checkpoint_dir(sp.run_dir, iteration)
     if iteration == 0:
         ensure_initial_checkpoint(sp)  # the warm start, written as the run's checkpoint 0 (the arms then reuse it)
@@ -79,7 +85,9 @@ def evaluate(plan: dict[str, Any], iteration: int, n: int) -> list[dict[str, Any
         if rollout.failed:
             raise RuntimeError(f"evaluation rollout {task.task_id} failed: {rollout.failed}")
         verdict = check(task, [Utterance(agent=a, text=t) for a, t in rollout.transcript()])
-        return {"task": task.task_id, "passed": verdict.passed, "listed": verdict.detail.get("speaker_listed"),
+        # the speaker's share of its list said (two-seat), or whether the friend was named at all (multi-turn)
+        listed = verdict.detail.get("speaker_listed", float(verdict.detail.get("friend_said_at") is not None))
+        return {"task": task.task_id, "passed": verdict.passed, "listed": listed,
                 "transcript": rollout.transcript()}
 
     if resolve_sampler(sp.policy) == "served":
@@ -144,7 +152,7 @@ def report(results: dict[str, Any]) -> str:
                          f"{s.get('update_s', 0):.0f} | {s.get('other_s', 0):.0f} |")
     evals = results.get("eval") or {}
     if evals:
-        lines += ["", "| policy | held-out joint success (Wilson 95%) | speaker listed (mean share) |", "|---|---|---|"]
+        lines += ["", EVAL_HEADER, "|---|---|---|"]
         lines += [_eval_row(name, rows) for name, rows in evals.items()]
         lines += ["", "| comparison | only first | only second | exact McNemar p |", "|---|---|---|---|"]
         for first, second in (("warm", "selfplay"), ("warm", "shuffled"), ("shuffled", "selfplay")):
@@ -175,7 +183,7 @@ def combine(stages: list[Path]) -> str:
             offset += len(curve)
     warm = runs[0]["eval"]["warm"]
     passed = {"warm": [r["passed"] for r in warm]}
-    lines += ["", "| policy | held-out joint success (Wilson 95%) | speaker listed (mean share) |", "|---|---|---|",
+    lines += ["", EVAL_HEADER, "|---|---|---|",
               _eval_row("warm", warm)]
     tests: list[tuple[str, str]] = []
     done = dict.fromkeys(ARMS, 0)  # iterations each arm has run so far (a stage may continue one arm only)
@@ -205,21 +213,28 @@ def main() -> None:
                     "the same); none: a fresh adapter")
     ap.add_argument("--base", default="embedded")
     ap.add_argument("--family", default="mutual_friend", choices=two_seat_families())
+    ap.add_argument("--level", default=TWO_SEAT, choices=list(SEAT_LEVELS),
+                    help="two-seat, or multi-turn (mutual_friend only: a conversation of up to 8 messages)")
+    ap.add_argument("--names", default="disjoint", choices=list(NAME_POLICIES),
+                    help="name pools: disjoint train and test pools, or shared (the runs before 2026-11-28)")
+    ap.add_argument("--max-turns", type=int, default=8)
     ap.add_argument("--iterations", type=int, default=8)
     ap.add_argument("--tasks", type=int, default=4, help="training tasks per iteration")
     ap.add_argument("--group", type=int, default=8, help="G: rollouts per task")
     ap.add_argument("--eval-tasks", type=int, default=200)
-    ap.add_argument("--estimator", default="role", choices=estimator_names())
-    ap.add_argument("--lr", type=float, default=1e-4)
-    ap.add_argument("--kl-coef", type=float, default=0.0)
-    ap.add_argument("--minibatch", type=int, default=8)
-    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--estimator", default=RECIPE_ESTIMATOR, choices=estimator_names())
+    ap.add_argument("--lr", type=float, default=RECIPE_PPO.lr)
+    ap.add_argument("--kl-coef", type=float, default=RECIPE_PPO.kl_coef)
+    ap.add_argument("--minibatch", type=int, default=RECIPE_PPO.minibatch)
+    ap.add_argument("--epochs", type=int, default=RECIPE_PPO.epochs)
     ap.add_argument("--temperature", type=float, default=0.7)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--sampler", default="served", choices=["served", "torch", "auto"],
                     help="served: llama.cpp samples every rollout (training and evaluation) from the iteration's "
                     "adapter, verified; torch: sampled in torch (exactly on-policy, much slower)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--stage", type=int, default=0, help="the curriculum stage (a continuation: 1); training tasks "
+                    "come from a hash of (seed, stage, iteration, index)")
     ap.add_argument("--arms", default=",".join(ARMS))
     ap.add_argument("--out", type=Path, default=Path("bench-out/two-seat"))
     ap.add_argument("--warm-eval", default=None, metavar="JSON:ARM", help="the starting policy's evaluation, taken "

@@ -30,6 +30,7 @@ from swm.tasks.families import (
     SeatPrompt,
     Task,
     TwoSeatShape,
+    Variant,
     register_two_seat,
     synthesize,
     task_id,
@@ -58,7 +59,7 @@ TEMPLATES = {"two_seat_colours_speak": "Your colours:\n{mine}\n\nTell {partner} 
              "two_seat_colours_find": "Your colours:\n{mine}\n\n{partner} says:\n{said}\n\nName the shared one."}
 
 
-def _colours_task(rng: random.Random, seed: int, split: str) -> Task:
+def _colours_task(rng: random.Random, seed: int, split: str, variant: Variant) -> Task:  # colours: no names
     shared, *rest = rng.sample(COLOURS, 7)
     lists = [sorted([shared, *rest[:3]]), sorted([shared, *rest[3:]])]
     agents = [AgentBrief(name=name, role=role, goal="Find the shared colour.", private=", ".join(mine))

@@ -19,6 +19,7 @@ from swm.checkpoints import ExperienceStore, sqlite_saver  # noqa: E402
 from swm.context import SWMContext  # noqa: E402
 from swm.graphs import selfplay  # noqa: E402
 from swm.selfplay.checkpoint import checkpoint_dir, latest, meta  # noqa: E402
+from swm.selfplay.plan import training_seed  # noqa: E402
 from swm.selfplay.store import load_rollouts  # noqa: E402
 
 
@@ -193,7 +194,7 @@ def test_cli_runs_two_seat_scheduling(base_dir: Path, tmp_path: Path) -> None:
     assert summary["rollouts"] == 2 and summary["failed"] == 0 and set(summary["reward"]) == {"speaker", "finder"}
     assert summary["pass_rate"] is not None and summary["eval_pass_rate"] is not None
     rollouts = load_rollouts(ExperienceStore(tmp_path / "cli.db"), "sched", 0, "train")
-    assert {r.task_id for r in rollouts} == {"train:scheduling:two-seat:0"}
+    assert {r.task_id for r in rollouts} == {f"train:scheduling:two-seat:{training_seed(0, 0, 0, 0)}:names=train"}
     assert all(r.seats[1].turns[0].text.startswith("SLOT:") for r in rollouts), "the finder's reply starts SLOT:"
 
 
@@ -209,7 +210,7 @@ def test_werewolf_self_play_iteration(base_dir: Path, tmp_path: Path) -> None:
     assert {"village_votes", "seer_checks", "seer_reveals", "wolf_survived", "wolf_rounds"} <= set(signals)
     store = ExperienceStore(tmp_path / "run.db")
     rollouts = load_rollouts(store, "sp-ww", 0, "train")
-    assert {r.task_id for r in rollouts} == {"werewolf:train:0"}, "one deal, G = 2 rollouts (a group)"
+    assert {r.task_id for r in rollouts} == {f"werewolf:train:{training_seed(0, 0, 0, 0)}"}, "one deal, G = 2 rollouts"
     assert len(load_rollouts(store, "sp-ww", 0, "eval")) == 1
 
 

@@ -26,7 +26,7 @@ from swm.tasks.splits import decision_digest, split_tasks
 
 # the shifted test cells, pinned as the standard splits are (tests/test_lifelong_decisions.py, test_two_turn.py)
 SHIFT_PINS = {("unseen-names", DECISION): "1b74aa64c07c18bd", ("long-lists", DECISION): "8ff2127f50767b5d"}
-# the two-seat splits self-play measures on: no switch of this change may move them
+# the two-seat splits of the results before 2026-11-28 (the shared pool), still drawn with names="shared"
 TWO_SEAT_PINS = {("test", 200): "096c322ab04ba0eb", ("dev", 100): "ae02860eecf4ad20"}
 NAME = re.compile(r"\b([A-Z][a-z]+) ([A-Z][a-z]+)\b")
 
@@ -76,7 +76,7 @@ def test_a_variant_is_named_in_the_id_and_the_id_gives_the_task_back() -> None:
     for level in ("easy", TWO_TURN):
         other = synthesize("secret", level, 1, variant=Variant(names="unseen"))
         assert task_of_id(other.task_id) == other and other.task_id.endswith(":names=unseen")
-    with pytest.raises(ValueError, match="no variant"):
+    with pytest.raises(ValueError, match="four names a list"):
         synthesize("mutual_friend", TWO_SEAT, 0, variant=long)
     with pytest.raises(ValueError, match="unknown name pool"):
         Variant(names="nope")
@@ -104,13 +104,13 @@ def test_unseen_names_come_from_no_other_pool() -> None:
     assert split_tasks("test", ["easy"], DECISION_FAMILIES, 2, shift="unseen-names") == []
 
 
-def test_the_shifted_cells_are_pinned_and_the_two_seat_splits_did_not_move() -> None:
+def test_the_shifted_cells_are_pinned_and_the_shared_two_seat_splits_did_not_move() -> None:
     for (shift, level), want in SHIFT_PINS.items():
         assert decision_digest("test", "mutual_friend", 200, level, shift=shift) == want
-    for (split, n), want in TWO_SEAT_PINS.items():
-        for names in ("disjoint", "shared"):  # two-seat tasks keep the shared pool whatever the name policy
-            assert decision_digest(split, "mutual_friend", n, level=TWO_SEAT, names=names) == want
-    assert variant_for(TWO_SEAT, "heldout") == Variant() and variant_for("easy", "train") == Variant()
+    for (split, n), want in TWO_SEAT_PINS.items():  # the disjoint pools' are pinned in test_two_seat.py
+        assert decision_digest(split, "mutual_friend", n, level=TWO_SEAT, names="shared") == want
+    assert variant_for(TWO_SEAT, "heldout") == Variant(names="eval") and variant_for("easy", "train") == Variant()
+    assert variant_for(TWO_SEAT, "heldout", names="shared") == Variant()
 
 
 def test_the_plan_holds_the_switches_and_an_old_stored_plan_goes_on_as_it_began() -> None:

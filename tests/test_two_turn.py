@@ -36,7 +36,7 @@ PINNED_SHARED = {("test", "negotiation"): "e103715d32fd116e", ("test", "mutual_f
 
 
 def test_the_curriculum_puts_two_turn_between_decisions_and_episodes() -> None:
-    assert CURRICULUM_LEVELS == (DECISION, TWO_TURN, "easy", "medium", "hard")
+    assert CURRICULUM_LEVELS == (DECISION, TWO_TURN, "starter", "easy", "medium", "hard")
 
 
 @pytest.mark.parametrize("family", DECISION_FAMILIES)

@@ -88,7 +88,8 @@ CLI_PLAN = ("cycles", "levels", "families", "eval_families", "names", "eval_shif
             "samples_per_task", "max_turns", "act_order", "act_strategy", "eval_act_strategy", "self_play", "judge",
             "judge_threshold", "gating", "min_margin", "update", "estimator", "ppo_groups", "ppo_iterations",
             "ppo_group", "keep", "balance", "balance_share", "replay",
-            "epsilon", "gate_alpha", "heldout_per_cell", "dev_per_cell", "hf_model", "base_gguf", "lora_server",
+            "epsilon", "gate_alpha", "episode_split", "heldout_per_cell", "dev_per_cell", "hf_model", "base_gguf",
+            "lora_server",
             "verify_served", "report_to")
 _SPELLING = {"self_play": "--self-play/--fixed-partner"}  # flags whose off form is not --no-X
 _ON_OFF = ("gating", "balance")  # booleans written --x on|off

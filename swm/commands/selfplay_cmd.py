@@ -1,17 +1,34 @@
-"""``swm selfplay``: one model in every seat, per-role rewards, hierarchical or group advantages, PPO on a LoRA."""
+"""``swm selfplay``: one model in every seat, per-role rewards, hierarchical or group advantages, PPO on a LoRA.
+
+Its training defaults are the recipe that learned on the two-seat task (`swm.selfplay.plan.RECIPE_PPO`,
+docs/results/selfplay.md), and an option it shares with ``swm learn`` (``--train-lr``, ``--train-epochs``,
+``--train-batch-size``, ``--train-rank``, ``--estimator``, ``--max-turns``, ``--temperature``) means the same
+there. A preset (``--preset``) sets every option it names that was not given.
+"""
 
 from __future__ import annotations
 
 import uuid
 from pathlib import Path
+from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from swm.commands._common import TableChoice, aliased, db_path, echo_json, endpoint_options, record_run, run_options
 from swm.commands.progress import PROGRESS_ALIASES, iteration_line, printer, quiet_option
 from swm.credentials import remember
 from swm.errors import InputError
-from swm.tasks.families import FAMILIES, LEVELS, TWO_SEAT, TWO_SEAT_SHAPES, two_seat_families
+from swm.selfplay.plan import RECIPE_ESTIMATOR, RECIPE_PPO, SelfPlayPlan
+from swm.tasks.families import (
+    FAMILIES,
+    LEVELS,
+    MULTI_TURN,
+    NAME_POLICIES,
+    TWO_SEAT,
+    TWO_SEAT_SHAPES,
+    two_seat_families,
+)
 from swm.training.advantages import ESTIMATORS, estimator_names
 
 
@@ -20,14 +37,44 @@ def _families() -> tuple[str, ...]:
     return tuple(dict.fromkeys([*FAMILIES, *two_seat_families()]))
 
 
+# named recipes a results page cites, by the option names of this command: what the page ran
+PRESETS: dict[str, dict[str, Any]] = {
+    # docs/results/selfplay.md, "Two seats, one model" (2026-11-26): 24.0% -> 54.0% after 16 iterations; its splits
+    # drew every name from the shared pool (`--names shared`)
+    "two-seat-2026-11": {"family": "mutual_friend", "level": TWO_SEAT, "names": "shared", "estimator": "group",
+                         "lr": 2e-4, "train_epochs": 1, "train_batch_size": 8, "kl_coef": 0.0, "iterations": 16,
+                         "tasks_per_iteration": 4, "group_size": 8, "max_turns": 4, "eval_tasks": 200,
+                         "temperature": 0.7, "lora_r": 8},
+}
+
+
+def apply_preset(ctx: click.Context, name: str | None, params: dict[str, Any]) -> dict[str, Any]:
+    """Return ``params`` with the preset's values in place of every option left at its default."""
+    if name is None:
+        return params
+    given = {key for key in params if ctx.get_parameter_source(key) not in (None, ParameterSource.DEFAULT)}
+    return {**params, **{key: value for key, value in PRESETS[name].items() if key not in given}}
+
+
 @click.command("selfplay", cls=aliased(lr="--train-lr", lora_r="--train-rank", max_concurrency="--concurrency",
                                            **PROGRESS_ALIASES))
+@click.option("--preset", type=click.Choice(sorted(PRESETS)), default=None,
+              help="A named recipe a results page cites (two-seat-2026-11: docs/results/selfplay.md's two-seat "
+                   "run); it sets every option it names that is not given.")
 @click.option("--iterations", default=2, show_default=True, help="Rollout → update iterations.")
 @click.option("--family", type=TableChoice(_families), default="negotiation", show_default=True,
               help="The verifiable task family (its code checker gives the rewards).")
-@click.option("--level", type=click.Choice([*LEVELS, TWO_SEAT]), default="easy", show_default=True,
+@click.option("--level", type=click.Choice([*LEVELS, TWO_SEAT, MULTI_TURN]), default="easy", show_default=True,
               help="An episode level, or two-seat: one model plays both seats of a short exchange (" + "; ".join(
-                  f"{shape.family}: {shape.summary}" for shape in TWO_SEAT_SHAPES.values()) + ").")
+                  f"{shape.family}: {shape.summary}" for shape in TWO_SEAT_SHAPES.values()) + "), or multi-turn "
+                   "(mutual_friend: 8-12 friends a seat, at most 3 names a message, both seats must name the shared "
+                   "one within 8 messages).")
+@click.option("--names", type=click.Choice(NAME_POLICIES), default="disjoint", show_default=True,
+              help="Name pools of generated (two-seat, multi-turn) tasks: training and test names disjoint, or one "
+                   "shared pool (the two-seat splits before 2026-11-28).")
+@click.option("--stage", default=0, show_default=True, type=click.IntRange(0),
+              help="The run's curriculum stage: training tasks come from a hash of (seed, stage, iteration, "
+                   "index), so stages and seeds never share one.")
 @click.option("--game", type=click.Choice(["werewolf"]), default=None,
               help="Play a hidden-role game instead of the task family (--tasks deals per iteration, --group games "
                    "of each; each iteration's summary pools the moderator's per-role signals over its games).")
@@ -38,15 +85,17 @@ def _families() -> tuple[str, ...]:
                    "at its own turn (filter: the per-move legality signal).")
 @click.option("--illegal-reward", default=-0.5, show_default=True, type=click.FloatRange(max=0),
               help="Reward of an illegal game move (0: no legality signal).")
-@click.option("--tasks", "tasks_per_iteration", default=2, show_default=True, help="Training tasks per iteration.")
+@click.option("--tasks", "tasks_per_iteration", default=4, show_default=True, help="Training tasks per iteration.")
 @click.option("--group", "group_size", default=8, show_default=True, help="G: rollouts per task (a group).")
-@click.option("--max-turns", default=4, show_default=True)
+@click.option("--max-turns", default=8, show_default=True,
+              help="Turn limit per rollout (as swm learn's per episode; a two-seat task ends at the first answer, "
+                   "a multi-turn task at its budget).")
 @click.option("--eval-tasks", default=2, show_default=True, type=click.IntRange(0),
               help="Held-out tasks played after each update (an episode level's frozen file has 4 a family; "
                    "two-seat tasks are generated, any number).")
 @click.option("--eval-split", type=click.Choice(["dev", "test"]), default="test", show_default=True,
               help="The held-out split evaluated after each update.")
-@click.option("--estimator", type=TableChoice(estimator_names), default="hierarchical", show_default=True,
+@click.option("--estimator", type=TableChoice(estimator_names), default=RECIPE_ESTIMATOR, show_default=True,
               help="The advantage estimator: " + "; ".join(f"{row.name}: {row.summary}" for row in ESTIMATORS.values())
               + ".")
 @click.option("--gamma", default=1.0, show_default=True, help="Turn-level discount γ.")
@@ -76,17 +125,23 @@ def _families() -> tuple[str, ...]:
 @click.option("--max-new-tokens", default=32, show_default=True)
 @click.option("--temperature", default=0.7, show_default=True, type=click.FloatRange(min=0, min_open=True),
               help="Sampling temperature of the rollouts (0.7 suits small models).")
-@click.option("--train-lr", "lr", default=1e-4, show_default=True, help="Learning rate of the LoRA adapter.")
+@click.option("--train-lr", "lr", default=RECIPE_PPO.lr, show_default=True, help="Learning rate of the LoRA adapter.")
+@click.option("--train-epochs", default=RECIPE_PPO.epochs, show_default=True, type=click.IntRange(1),
+              help="PPO epochs over each iteration's turns (as swm learn --update ppo's).")
+@click.option("--train-batch-size", default=RECIPE_PPO.minibatch, show_default=True, type=click.IntRange(1),
+              help="Turns per optimizer step, the PPO minibatch (swm learn's rows per step; its default, 2, is "
+                   "for whole decision or episode samples).")
 @click.option("--micro-batch", default=None, type=click.IntRange(1, None),
               help="Rows per forward/backward inside a PPO minibatch, gradients accumulated (less memory, "
                    "same update).")
-@click.option("--kl-coef", default=0.05, show_default=True)
+@click.option("--kl-coef", default=RECIPE_PPO.kl_coef, show_default=True,
+              help="KL penalty to the base (0: no penalty and no reference pass).")
 @click.option("--train-rank", "lora_r", default=8, show_default=True, help="LoRA rank of a new adapter.")
 @click.option("--from", "warm_start", default=None, metavar="PATH",
               help="Start from a trained adapter instead of a fresh one: a swm learn adapter folder (or its --out "
                    "with one adapter), a self-play checkpoint or run folder.")
 @click.option("--threads", default=None, type=int, help="torch threads (default: torch's choice).")
-@click.option("--seed", default=0, show_default=True)
+@click.option("--seed", default=0, show_default=True, help="Seeds the adapter, the training tasks and the sampling.")
 @click.option("--concurrency", "max_concurrency", default=None, type=click.IntRange(1),
               help="Rollouts played at once [default: the embedded server's slots when served, 1 in torch].")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("swm-selfplay"),
@@ -94,16 +149,8 @@ def _families() -> tuple[str, ...]:
 @endpoint_options
 @run_options
 @quiet_option
-def selfplay_command(iterations: int, family: str, level: str, game: str | None, players: int, max_rounds: int,
-                     illegal: str, illegal_reward: float, tasks_per_iteration: int, group_size: int,
-                     max_turns: int, eval_tasks: int, estimator: str, gamma: float, lam: float, gamma_tok: float,
-                     lam_tok: float, turn_signal: str, judge_weight: float, judge_model: str | None,
-                     no_filter: bool, base: str, sampler: str, lora_server: str | None, base_gguf: str | None,
-                     max_new_tokens: int, temperature: float, lr: float, micro_batch: int | None, kl_coef: float,
-                     lora_r: int, warm_start: str | None, eval_split: str,
-                     threads: int | None, seed: int, max_concurrency: int | None,
-                     out_dir: Path, timeout: float | None, max_retries: int, db: Path | None, thread_id: str | None,
-                     as_json: bool, quiet: bool) -> None:
+@click.pass_context
+def selfplay_command(ctx: click.Context, preset: str | None, **params: Any) -> None:
     """Self-play RL: one LoRA policy plays every seat of a verifiable task; PPO on per-role rewards.
 
     Needs the train extra (torch, peft, transformers, gguf). Kill it at any point and rerun with
@@ -111,33 +158,46 @@ def selfplay_command(iterations: int, family: str, level: str, game: str | None,
     value head and optimiser state of each iteration are saved atomically. Rollouts and each
     iteration's summary are shown on stderr as they land (--no-progress: none).
     """
+    options = apply_preset(ctx, preset, params)
+    thread = options["thread_id"] or f"selfplay-{uuid.uuid4().hex[:10]}"
+    _run(options, thread, selfplay_plan(thread, options))
+
+
+def selfplay_plan(thread: str, o: dict[str, Any]) -> SelfPlayPlan:
+    """Return the run's `SelfPlayPlan` from the command's options (a one-line error if it does not hold)."""
     from pydantic import ValidationError
 
-    from swm.graphs.selfplay import train
     from swm.selfplay.checkpoint import warm_start_adapter
-    from swm.selfplay.plan import SelfPlayPlan
 
-    thread = thread_id or f"selfplay-{uuid.uuid4().hex[:10]}"
-    init_adapter = str(warm_start_adapter(warm_start).resolve()) if warm_start else None
+    init_adapter = str(warm_start_adapter(o["warm_start"]).resolve()) if o["warm_start"] else None
+    lora_server = o["lora_server"]
     try:
-        plan = SelfPlayPlan.model_validate({
-            "run_id": thread, "iterations": iterations, "family": family, "level": level, "game": game,
-            "players": players, "game_options": {"max_rounds": max_rounds}, "illegal": illegal,
-            "tasks_per_iteration": tasks_per_iteration, "group_size": group_size, "max_turns": max_turns,
-            "eval_tasks": eval_tasks, "eval_split": eval_split, "seed": seed, "out_dir": str(out_dir),
+        return SelfPlayPlan.model_validate({
+            "run_id": thread, "iterations": o["iterations"], "family": o["family"], "level": o["level"],
+            "game": o["game"], "players": o["players"], "game_options": {"max_rounds": o["max_rounds"]},
+            "illegal": o["illegal"], "tasks_per_iteration": o["tasks_per_iteration"], "group_size": o["group_size"],
+            "max_turns": o["max_turns"], "eval_tasks": o["eval_tasks"], "eval_split": o["eval_split"],
+            "seed": o["seed"], "out_dir": str(o["out_dir"]), "names": o["names"], "stage": o["stage"],
             # the server's key stays in this process (swm.credentials): the plan records the URL with *** for it
-            "policy": {"base": base, "sampler": sampler, "lora_server": remember(lora_server) if lora_server else None,
-                       "base_gguf": base_gguf, "max_new_tokens": max_new_tokens,
-                       "temperature": temperature, "init_adapter": init_adapter,
-                       "lora_r": lora_r, "lora_alpha": 2 * lora_r,
-                       "threads": threads},
-            "ppo": {"lr": lr, "kl_coef": kl_coef, "micro_batch": micro_batch},
-            "advantage": {"estimator": estimator, "gamma": gamma, "lam": lam, "gamma_tok": gamma_tok,
-                          "lam_tok": lam_tok, "turn_signal": turn_signal},
-            "reward": {"judge_weight": judge_weight, "quality_filter": not no_filter,
-                       "illegal_move": illegal_reward}})
+            "policy": {"base": o["base"], "sampler": o["sampler"],
+                       "lora_server": remember(lora_server) if lora_server else None,
+                       "base_gguf": o["base_gguf"], "max_new_tokens": o["max_new_tokens"],
+                       "temperature": o["temperature"], "init_adapter": init_adapter,
+                       "lora_r": o["lora_r"], "lora_alpha": 2 * o["lora_r"], "threads": o["threads"]},
+            "ppo": {"lr": o["lr"], "kl_coef": o["kl_coef"], "epochs": o["train_epochs"],
+                    "minibatch": o["train_batch_size"], "micro_batch": o["micro_batch"]},
+            "advantage": {"estimator": o["estimator"], "gamma": o["gamma"], "lam": o["lam"],
+                          "gamma_tok": o["gamma_tok"], "lam_tok": o["lam_tok"], "turn_signal": o["turn_signal"]},
+            "reward": {"judge_weight": o["judge_weight"], "quality_filter": not o["no_filter"],
+                       "illegal_move": o["illegal_reward"]}})
     except ValidationError as err:
         raise InputError(f"bad self-play setting: {err.errors()[0]['loc']}: {err.errors()[0]['msg']}") from err
+
+
+def _run(o: dict[str, Any], thread: str, plan: SelfPlayPlan) -> None:
+    from swm.graphs.selfplay import train
+
+    db, judge_weight, as_json = o["db"], o["judge_weight"], o["as_json"]
     try:
         import peft  # noqa: F401
         import torch  # noqa: F401
@@ -154,9 +214,9 @@ def selfplay_command(iterations: int, family: str, level: str, game: str | None,
     if judge_weight > 0:
         from swm.commands._common import make_context
 
-        context = make_context(db, judge_model=judge_model, timeout=timeout, max_retries=max_retries)
-    out = train(plan, db=db_path(db), thread_id=thread, context=context, on_event=printer(quiet),
-                max_concurrency=max_concurrency)
+        context = make_context(db, judge_model=o["judge_model"], timeout=o["timeout"], max_retries=o["max_retries"])
+    out = train(plan, db=db_path(db), thread_id=thread, context=context, on_event=printer(o["quiet"]),
+                max_concurrency=o["max_concurrency"])
     if as_json:
         echo_json({k: out.get(k) for k in ("thread_id", "iteration", "stopped", "summaries", "current")})
         return

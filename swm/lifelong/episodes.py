@@ -29,7 +29,7 @@ from swm.lifelong.state import EpisodeJob
 from swm.lifelong.two_turn_play import play_two_turn
 from swm.lifelong.update import PolicyVersion, memory_text
 from swm.social.store import load_turns
-from swm.tasks.families import DECISION, GAME_FAMILIES, TWO_TURN, Task
+from swm.tasks.families import DECISION, GAME_FAMILIES, TWO_TURN, Task, turn_limit
 from swm.usage import add_stats, merge_usage
 
 # The inner episode graph has no checkpointer; without a durability of its own it inherits an
@@ -117,7 +117,8 @@ def play_job(job: EpisodeJob, ctx: SWMContext, episode_graph: Any, game_graph: A
                                      tested_agent=None if plan.self_play else job["tested_agent"], **provenance)
         else:
             record, usage = run_episode(episode_graph, task, played, episode_id=job["episode_id"], memory=memory,
-                                        policy=strategy, max_turns=plan.max_turns, judge=plan.judge,
+                                        policy=strategy, max_turns=turn_limit(task.level, plan.max_turns),
+                                        judge=plan.judge,
                                         tested_agent=job["tested_agent"], **provenance)
     except ModelCallFailed as exc:  # recorded and counted; the other episodes go on
         spent = {f"{job['phase']}/failed": add_stats(cut_short, ls.take_attempt_usage(store, job["episode_id"]))}

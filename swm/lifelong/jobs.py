@@ -99,7 +99,8 @@ def eval_split(plan: LifelongPlan, split: str) -> list[Task]:
     never collected: transfer to them, and forgetting, is then measured on the same split.
     """
     per_cell = plan.dev_per_cell if split == "dev" else plan.heldout_per_cell
-    return split_tasks(split, plan.levels, plan.eval_families or plan.families, per_cell, names=plan.names)
+    return split_tasks(split, plan.levels, plan.eval_families or plan.families, per_cell, names=plan.names,
+                       episodes=plan.episode_split)
 
 
 def shift_tasks(plan: LifelongPlan) -> list[Task]:

@@ -19,7 +19,7 @@ from swm.social.graph_state import RENAMED_STRATEGIES, ActStrategy
 from swm.training.advantages import LearnEstimatorName
 from swm.training.stats import reporter_missing
 
-Level = Literal["decision", "two-turn", "easy", "medium", "hard"]  # swm.tasks.families.CURRICULUM_LEVELS
+Level = Literal["decision", "two-turn", "starter", "easy", "medium", "hard"]  # swm.tasks.families.CURRICULUM_LEVELS
 Family = Literal["negotiation", "mutual_friend", "secret", "scheduling", "persuasion",  # tasks.TASK_FAMILIES
                  "werewolf"]
 UpdateMethod = Literal["memory", "sft", "rs-sft", "dpo", "kto", "ppo"]  # swm.lifelong.update.METHODS
@@ -48,14 +48,14 @@ class LifelongPlan(BaseModel):
         "eval_act_strategy", "self_play", "judge", "judge_threshold", "gating", "min_margin", "update", "keep",
         "replay", "epsilon", "gate_alpha", "heldout_per_cell", "dev_per_cell", "hf_model", "eval_families",
         "base_gguf", "lora_server", "train", "estimator", "ppo_groups", "ppo_iterations", "ppo_group", "act_order",
-        "names", "eval_shifts", "shift_per_cell", "balance", "balance_share")
+        "names", "eval_shifts", "shift_per_cell", "balance", "balance_share", "episode_split")
 
     run_id: str = "learn"
     cycles: int = Field(3, ge=1, description="Training cycles (after the baseline evaluation).")
     levels: list[Level] = Field(["easy", "medium", "hard"], min_length=1, description=(
         "Difficulty levels, in curriculum order: cycle c trains on the c-th (the last repeats); 'decision' "
         "(single verifiable moves) and 'two-turn' (a first move, a code partner's reply, a decision) may come "
-        "first."))
+        "first, and 'starter' (episodes shorter than easy's, 4 turns, one rule fewer) before easy."))
     families: list[Family] = Field(["negotiation", "mutual_friend", "secret", "scheduling", "persuasion"],
                                    min_length=1, description=(
         "Task families; also the hidden-role games (werewolf: self-play by default)."))
@@ -97,10 +97,10 @@ class LifelongPlan(BaseModel):
         "policy's adapter (rs-sft/sft: checker-passing samples and kept trajectories; dpo/kto: passing against "
         "failing samples of the same decision, and kept pairs; ppo: PPO on decision samples, the checker's verdict "
         "as the reward, with --estimator's advantages)."))
-    estimator: LearnEstimatorName = Field("hierarchical", description=(
-        "ppo: the advantage estimator, as swm selfplay's (swm.training.advantages.ESTIMATORS): hierarchical (a value "
-        "head, turn- then token-level GAE), group (critic-free, normalised over a task's samples) or role (a running "
-        "baseline per family and role)."))
+    estimator: LearnEstimatorName = Field("group", description=(
+        "ppo: the advantage estimator, as swm selfplay's (and its default; swm.training.advantages.ESTIMATORS): group "
+        "(critic-free, normalised over a task's samples), hierarchical (a value head, turn- then token-level GAE) or "
+        "role (a running baseline per family and role)."))
     ppo_iterations: int = Field(1, ge=1, description=(
         "ppo: sampling rounds per cycle, each a fresh π_old: the cycle's samples, then fresh samples of its decision "
         "tasks drawn in torch from the adapter being trained (--ppo-group a task), checked and updated on."))
@@ -122,6 +122,9 @@ class LifelongPlan(BaseModel):
         "Deploy gate: a dev-split drop refuses the candidate only when the one-sided two-proportion test of it "
         "is below this (1: any dip of the point estimate refuses)."))
     deploy_metric: Literal["pass", "completion"] = Field("pass", description="What the deploy gate compares.")
+    episode_split: Literal["frozen", "generated"] = Field("frozen", description=(
+        "Where the dev and test episode cells come from: the frozen files (4 tasks a cell) or the generator "
+        "(as many as --heldout-per-cell / --dev-per-cell, pinned by digest; the starter level always)."))
     heldout_per_cell: int = Field(1, ge=1, le=10_000, description=(
         "Test-split tasks per family and level: they fill R and never choose (episode levels hold 4)."))
     dev_per_cell: int = Field(1, ge=1, le=10_000, description=(

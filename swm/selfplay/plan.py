@@ -2,17 +2,37 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from swm.filenames import file_name
 from swm.selfplay.rewards import RewardConfig
-from swm.tasks.families import Task, synthesize
+from swm.tasks.families import Task, level_families, synthesize, variant_for
 from swm.tasks.splits import split_tasks
 from swm.training.advantages import AdvantageConfig
 from swm.training.config import PolicyConfig, PPOConfig
+
+# the recipe that learned on the two-seat task (docs/results/selfplay.md, "Two seats, one model", 2026-11-26):
+# group-normalised advantages, AdamW at 2e-4, one PPO epoch in minibatches of 8 turns, no KL penalty; a plan's
+# defaults and `swm selfplay`'s
+RECIPE_ESTIMATOR = "group"
+RECIPE_PPO = PPOConfig(lr=2e-4, kl_coef=0.0, epochs=1, minibatch=8)
+HELDOUT_GAME_SEEDS = 1_000_000  # held-out game seeds count up from here; training seeds lie above 2,000,000
+
+
+def training_seed(seed: int, stage: int, iteration: int, index: int) -> int:
+    """Return the generator seed of a run's ``index``-th training task (or deal) of an iteration.
+
+    A hash of (run seed, stage, iteration, index), 48 bits above 2,000,000: two runs of different seeds
+    or stages draw different tasks at every iteration (``seed + 1000 * iteration + i``, the rule before
+    2026-11-28, made seed 1 replay 3 of seed 0's 4 tasks every iteration), and no training deal is a
+    held-out game seed.
+    """
+    digest = hashlib.sha256(f"selfplay-train|{seed}|{stage}|{iteration}|{index}".encode()).hexdigest()
+    return 2_000_000 + int(digest[:12], 16)
 
 
 class SelfPlayPlan(BaseModel):
@@ -32,43 +52,58 @@ class SelfPlayPlan(BaseModel):
     tasks_per_iteration: int = Field(2, ge=1)
     group_size: int = Field(8, ge=1, description="G: rollouts per task (a group); 8 by default, since with a "
                             "5% success rate a group of 2 carries any signal only 9.5% of the time, one of 8 34%")
-    max_turns: int = Field(4, ge=1)
+    max_turns: int = Field(8, ge=1, description="turn limit of a rollout (a multi-turn task's budget caps it too)")
+    names: Literal["disjoint", "shared"] = Field("disjoint", description="name policy of generated tasks "
+                                                 "(two-seat, multi-turn): disjoint "
+                       "(train and dev/test names from disjoint pools) or shared (one pool, the two-seat splits "
+                       "before 2026-11-28)")
+    stage: int = Field(0, ge=0, description="the run's curriculum stage: its training tasks are drawn from a hash of "
+                       "(seed, stage, iteration, index), so no two stages or seeds share one")
     eval_tasks: int = Field(2, ge=0, description="held-out tasks evaluated after each update: an episode level's "
-                            "frozen file holds 4 a family; a two-seat level is generated (pinned by digest), "
-                            "any number")
+                            "frozen file holds 4 a family; two-seat and multi-turn tasks are generated (pinned by "
+                            "digest), any number")
     eval_split: Literal["dev", "test"] = Field("test", description="the held-out split evaluated: dev chooses, test "
                                                "reports")
     shuffle_rewards: bool = Field(False, description="the control arm: each iteration's training rewards are "
                                   "permuted among its rollouts (seeded) before the advantages, same budget, no signal")
     seed: int = 0
+
     out_dir: str = "swm-selfplay"
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
-    ppo: PPOConfig = Field(default_factory=PPOConfig)
-    advantage: AdvantageConfig = Field(default_factory=AdvantageConfig)
+    ppo: PPOConfig = Field(default_factory=lambda: RECIPE_PPO)
+    advantage: AdvantageConfig = Field(default_factory=lambda: AdvantageConfig(estimator=RECIPE_ESTIMATOR))
     reward: RewardConfig = Field(default_factory=RewardConfig)
+
+    @model_validator(mode="after")
+    def _family_has_the_level(self) -> SelfPlayPlan:
+        if self.game is None and self.family not in level_families(self.level):
+            raise ValueError(f"no {self.level} tasks of family {self.family!r}; its families are "
+                             f"{', '.join(level_families(self.level))}")
+        return self
 
     @property
     def run_dir(self) -> Path:
         return Path(self.out_dir) / file_name(self.run_id)
 
     def training_tasks(self, iteration: int) -> list[Task]:
-        """The iteration's tasks (train split; fresh seeds every iteration)."""
-        return [synthesize(self.family, self.level, self.seed + 1000 * iteration + i)
+        """The iteration's tasks (train split, names from the training pool; seeds from `training_seed`)."""
+        variant = variant_for(self.level, "train", self.names)
+        return [synthesize(self.family, self.level, training_seed(self.seed, self.stage, iteration, i), variant=variant)
                 for i in range(self.tasks_per_iteration)]
 
     def evaluation_tasks(self) -> list[Task]:
         """The held-out tasks of the family and level (never trained on), from ``eval_split``."""
-        return (split_tasks(self.eval_split, [self.level], [self.family], self.eval_tasks, names="shared")
+        return (split_tasks(self.eval_split, [self.level], [self.family], self.eval_tasks, names=self.names)
                 if self.eval_tasks else [])
 
     def units(self, phase: str, iteration: int = 0) -> dict[str, dict[str, Any]]:
         """What one phase plays, by id: tasks (``{"task": ...}``) or game seeds (``{"game_seed": n}``).
 
-        Held-out game seeds start at 1,000,000, far from any training seed.
+        Held-out game seeds start at 1,000,000, below any training seed (`training_seed`).
         """
         if self.game:
-            seeds = ([self.seed + 1000 * iteration + i for i in range(self.tasks_per_iteration)] if phase == "train"
-                     else [1_000_000 + i for i in range(self.eval_tasks)])
+            seeds = ([training_seed(self.seed, self.stage, iteration, i) for i in range(self.tasks_per_iteration)]
+                     if phase == "train" else [HELDOUT_GAME_SEEDS + i for i in range(self.eval_tasks)])
             return {f"{self.game}:{phase}:{seed}": {"game_seed": seed} for seed in seeds}
         tasks = self.training_tasks(iteration) if phase == "train" else self.evaluation_tasks()
         return {t.task_id: {"task": t.model_dump(mode="json")} for t in tasks}

@@ -22,7 +22,7 @@ from swm import prompts
 from swm.lifelong.bridge import to_scenario
 from swm.social.models import Scenario
 from swm.tasks.checkers import Utterance
-from swm.tasks.families import TWO_SEAT, Task
+from swm.tasks.families import SEAT_LEVELS, Task
 from swm.tasks.two_seat import ends_at_newline, seat_prompt
 from swm.tasks.verify import check
 from swm.training.trajectory import Generation, Rollout, SeatTrajectory, SeatTurn
@@ -66,11 +66,11 @@ def play(task: Task, sampler: Sampler | Mapping[str, Sampler], *, rollout_id: st
                       sample=sample)
     said: list[tuple[str, str]] = []
     start = time.perf_counter()
-    for turn in range(max_turns):
+    for turn in range(min(max_turns, task.truth.get("budget", max_turns))):  # a multi-turn task's budget caps it
         speaker = scenario.names[turn % len(scenario.names)]
         seat_sampler = sampler[speaker] if isinstance(sampler, Mapping) else sampler
         try:
-            if task.level == TWO_SEAT:
+            if task.level in SEAT_LEVELS:
                 shown = seat_prompt(task, speaker, said)
                 prompt = shown.text
                 gen = seat_sampler.generate(prompt, prefill=shown.prefill,
@@ -93,7 +93,7 @@ def play(task: Task, sampler: Sampler | Mapping[str, Sampler], *, rollout_id: st
         if verdict.resolved_at is not None:
             rollout.end_reason = "settled"
             break
-        if task.level == TWO_SEAT and verdict.detail.get("answered"):  # the finder's first answer decides
+        if task.level in SEAT_LEVELS and verdict.detail.get("answered"):  # the first answers (each seat's) decide
             rollout.end_reason = "answered"
             break
     else:

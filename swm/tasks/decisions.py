@@ -41,6 +41,7 @@ class DecisionPrompt:
     text: str
     prefill: str
     max_tokens: int = 24  # the move's length limit (one line: a name, a slot, a reply of a sentence or two)
+    one_line: bool = False  # a newline ends the reply (a multi-turn message)
 
 
 def _bullets(names: list[str]) -> str:

@@ -30,8 +30,9 @@ had; any other variant is named in its id (``split:family:level:seed:names=eval`
 and its ``generator`` (``tasks@v1+names=eval``), so an id still names its content (`task_of_id`).
 Which variant a split's tasks take is `variant_for`: by default (``names="disjoint"``) decision and
 two-turn tasks draw training names from the ``train`` pool and dev/test names from the ``eval`` pool;
-``names="shared"`` is the generator before the switch (the splits measured before 2026-11-26). The
-episode levels read frozen files and two-seat tasks keep the shared pool.
+``names="shared"`` is the generator before the switch (the splits measured before 2026-11-26). Two-seat
+and multi-turn tasks follow the same policy (two-seat tasks kept the shared pool until 2026-11-28: the
+results measured before then used it); the episode levels read frozen files and keep the shared pool.
 """
 
 from __future__ import annotations
@@ -60,8 +61,14 @@ DECISION = "decision"
 TWO_TURN = "two-turn"
 # one model plays every seat of a short exchange, checked by code (swm.tasks.two_seat; swm selfplay only)
 TWO_SEAT = "two-seat"
+# the same, over a conversation of several turns where one message cannot say it all (swm.tasks.multi_turn)
+MULTI_TURN = "multi-turn"
+SEAT_LEVELS = (TWO_SEAT, MULTI_TURN)  # one model in every seat, prompts of the task's own (swm selfplay only)
 SAMPLED_LEVELS = (DECISION, TWO_TURN)  # played move by move, outside the episode graph; kept in the sample table
-CURRICULUM_LEVELS = (*SAMPLED_LEVELS, *LEVELS)
+# an episode level below easy, for a curriculum that cannot climb from two-turn to easy episodes: shorter (the
+# level's own turn limit) and one rule fewer (negotiation's private limits may be said); generated, never frozen
+STARTER = "starter"
+CURRICULUM_LEVELS = (*SAMPLED_LEVELS, STARTER, *LEVELS)
 DECISION_FAMILIES = ("negotiation", "mutual_friend", "secret", "scheduling", "persuasion")
 GENERATOR_VERSION = "tasks@v1"
 ACCEPT = "ACCEPT"
@@ -105,6 +112,8 @@ CAUSES = ["join the weekend climbing club", "volunteer at the food bank", "take 
           "sign up for the charity run", "join the community choir"]
 
 _LEVEL: dict[str, dict[str, Any]] = {
+    STARTER: {"zone": 0.45, "list": 3, "agents": 2, "common": 4, "facts": 1, "partner": "cooperative", "turns": 4,
+              "leak_rule": False},
     "easy": {"zone": 0.30, "list": 4, "agents": 2, "common": 3, "facts": 1, "partner": "cooperative"},
     "medium": {"zone": 0.15, "list": 6, "agents": 2, "common": 2, "facts": 2, "partner": "pressing"},
     "hard": {"zone": 0.05, "list": 6, "agents": 3, "common": 1, "facts": 3, "partner": "deceptive"},
@@ -202,15 +211,15 @@ SHARED = Variant()
 def variant_for(level: str, split: str, names: str = "disjoint", shift: str | None = None) -> Variant:
     """Return the variant of a split's tasks at a level: its name policy's pool, then the shift's change.
 
-    ``split`` is the generator's (``train``, ``heldout``, ``dev``). With ``names="disjoint"`` decision and
-    two-turn tasks draw from the ``train`` pool in training and the ``eval`` pool otherwise; everything else
-    (episode levels, games, two-seat) keeps the shared pool. A shift (`SHIFTS`) draws names from the unseen pool
+    ``split`` is the generator's (``train``, ``heldout``, ``dev``). With ``names="disjoint"`` decision, two-turn,
+    two-seat and multi-turn tasks draw from the ``train`` pool in training and the ``eval`` pool otherwise;
+    everything else (episode levels, games) keeps the shared pool. A shift (`SHIFTS`) draws names from the unseen pool
     or lists of `LONG_LISTS` friends.
     """
     if names not in NAME_POLICIES:
         raise ValueError(f"unknown name policy {names!r}; policies are {', '.join(NAME_POLICIES)}")
     pool = "shared"
-    if names == "disjoint" and level in SAMPLED_LEVELS:
+    if names == "disjoint" and (level in SAMPLED_LEVELS or level in SEAT_LEVELS):
         pool = "train" if split == "train" else "eval"
     if shift is None:
         return Variant(names=pool)
@@ -219,6 +228,11 @@ def variant_for(level: str, split: str, names: str = "disjoint", shift: str | No
     if shift == "long-lists":
         return Variant(names=pool, friends=LONG_LISTS)
     raise ValueError(f"unknown shift {shift!r}; shifts are {', '.join(SHIFTS)}")
+
+
+def turn_limit(level: str, max_turns: int) -> int:
+    """Return an episode's turn limit at ``level``: ``max_turns``, or the level's own when shorter (starter)."""
+    return min(max_turns, _LEVEL.get(level, {}).get("turns", max_turns))
 
 
 def task_id(family: str, level: str, seed: int, split: str = "train", variant: Variant = SHARED) -> str:
@@ -258,12 +272,14 @@ def _negotiation(rng: random.Random, level: str, variant: Variant = SHARED) -> d
     buyer_goal = f"Buy {item} from {seller} for as little as possible; never pay more than your limit."
     if knobs["partner"] == "deceptive":
         buyer_goal += " Claim your budget is much lower than it is."
+    leaks = knobs.get("leak_rule", True)  # the starter level drops the no-leak rule
+    keep = " Keep it private." if leaks else ""
     agents = [
         AgentBrief(name=seller, role="seller", goal=f"Sell {item} to {buyer} for as much as possible; never "
-                   f"accept less than your minimum.", private=f"Your minimum price is ${low}. Keep it private.",
-                   key_facts=["sell", item.split()[-1], f"${low}"], forbidden=[f"${low}"]),
-        AgentBrief(name=buyer, role="buyer", goal=buyer_goal, private=f"Your limit is ${high}. Keep it private.",
-                   key_facts=["buy", item.split()[-1], f"${high}"], forbidden=[f"${high}"]),
+                   f"accept less than your minimum.", private=f"Your minimum price is ${low}." + keep,
+                   key_facts=["sell", item.split()[-1], f"${low}"], forbidden=[f"${low}"] if leaks else []),
+        AgentBrief(name=buyer, role="buyer", goal=buyer_goal, private=f"Your limit is ${high}." + keep,
+                   key_facts=["buy", item.split()[-1], f"${high}"], forbidden=[f"${high}"] if leaks else []),
     ]
     scenario = (f"{seller} is selling {item} (listed at ${price}) and {buyer} wants to buy it. {protocol}")
     return {"scenario": scenario, "agents": agents, "truth": {"seller_min": low, "buyer_max": high,
@@ -337,7 +353,7 @@ def _scheduling(rng: random.Random, level: str, variant: Variant = SHARED) -> di
     free: list[list[str]] = []
     pool = rest[:]
     rng.shuffle(pool)
-    per = 4 if level == "easy" else 6
+    per = 4 if level in ("easy", STARTER) else 6
     for i, _ in enumerate(names):
         own = pool[i * per:(i + 1) * per] + common
         free.append(sorted(own, key=every.index))
@@ -358,7 +374,7 @@ def _persuasion(rng: random.Random, level: str, variant: Variant = SHARED) -> di
     kinds = sorted(OBJECTIONS)
     objection = rng.choice(kinds)
     decoy = rng.choice([k for k in kinds if k != objection])
-    words = OBJECTIONS[objection] if level == "easy" else OBJECTIONS[objection][:3]
+    words = OBJECTIONS[objection] if level in ("easy", STARTER) else OBJECTIONS[objection][:3]
     partner_goal = (f"Decide whether to {cause}. Your real worry is {objection}. Say {ACCEPT} only once "
                     f"{persuader} has addressed it.")
     if knobs["partner"] == "deceptive":
@@ -375,7 +391,8 @@ def _persuasion(rng: random.Random, level: str, variant: Variant = SHARED) -> di
                                                               "partner": partner}}
 
 
-_GAME_LEVEL: dict[str, dict[str, Any]] = {"easy": {"players": 5}, "medium": {"players": 6}, "hard": {"players": 8}}
+_GAME_LEVEL: dict[str, dict[str, Any]] = {STARTER: {"players": 5}, "easy": {"players": 5}, "medium": {"players": 6},
+                                          "hard": {"players": 8}}
 GAME_MAX_ROUNDS = 4
 
 
@@ -467,8 +484,9 @@ class TwoSeatShape:
     """One two-seat family, everything about it in one row of `TWO_SEAT_SHAPES` (`register_two_seat`).
 
     Seat A (role ``speaker``) holds one list and speaks first; seat B (role ``finder``) holds the other and
-    must name the one item both lists share. ``generate(rng, seed, split)`` builds the task from a generator
-    seeded with its id (truth: ``lists`` (A's, B's), ``speaker``, ``finder`` and the family's own keys);
+    must name the one item both lists share. ``generate(rng, seed, split, variant)`` builds the task from a
+    generator seeded with its id, names from ``variant``'s pool (truth: ``lists`` (A's, B's), ``speaker``,
+    ``finder`` and the family's own keys);
     ``speak`` and ``find`` are the seats' prompts; ``check`` reads a transcript (only the finder's answers
     count); ``reference`` is a right exchange (the reward invariants' witness: tests/test_reward_invariants.py);
     ``load`` reads a prompt template by name (`swm.prompts.load`, or a test's own).
@@ -476,7 +494,7 @@ class TwoSeatShape:
 
     family: str
     summary: str  # one line for `swm selfplay --help`: who says what
-    generate: Callable[[random.Random, int, str], Task]
+    generate: Callable[[random.Random, int, str, Variant], Task]
     speak: SeatPrompt
     find: SeatPrompt
     check: Callable[[Task, Sequence[Utterance]], Verdict]
@@ -499,24 +517,52 @@ def two_seat_families() -> tuple[str, ...]:
     return TWO_SEAT_SHAPES.names()
 
 
-def two_seat_task(family: str, seed: int, split: str = "train") -> Task:
-    """Generate one two-seat task from its shape's generator (`TWO_SEAT_SHAPES`), seeded by (split, family, seed)."""
+def two_seat_task(family: str, seed: int, split: str = "train", variant: Variant = SHARED) -> Task:
+    """Generate one two-seat task from its shape's generator (`TWO_SEAT_SHAPES`), seeded by (split, family, seed).
+
+    ``variant`` picks the seats' (and friends') name pool; the shared pool keeps the ids and content the
+    tasks had before the pools were split.
+    """
     shape = TWO_SEAT_SHAPES.get(family)
     if shape is None:
         raise ValueError(f"no {TWO_SEAT} shape for family {family!r}; its families are "
                          f"{', '.join(two_seat_families())}")
-    return shape.generate(random.Random(f"{GENERATOR_VERSION}|{split}|{family}|{TWO_SEAT}|{seed}"), seed, split)
+    if variant.friends is not None:
+        raise ValueError(f"{TWO_SEAT} tasks have four names a list (asked for {variant.tag})")
+    tag = f"|{variant.tag}" if variant.tag else ""
+    return shape.generate(random.Random(f"{GENERATOR_VERSION}|{split}|{family}|{TWO_SEAT}|{seed}{tag}"), seed, split,
+                          variant)
+
+
+# levels whose generator lives beside their prompts and checker (level -> (families, generator)), registered by
+# their modules (`register_level`; swm.tasks imports them): `synthesize` reads the table
+LEVEL_GENERATORS: dict[str, tuple[tuple[str, ...], Callable[[str, int, str, Variant], Task]]] = {}
+
+
+def register_level(level: str, families: tuple[str, ...], generator: Callable[[str, int, str, Variant], Task]) -> None:
+    """Make ``synthesize`` generate ``level``'s tasks with ``generator(family, seed, split, variant)``."""
+    LEVEL_GENERATORS[level] = (families, generator)
+
+
+def level_families(level: str) -> tuple[str, ...]:
+    """Return the families a level has tasks of."""
+    if level == TWO_SEAT:
+        return two_seat_families()
+    if level in LEVEL_GENERATORS:
+        return LEVEL_GENERATORS[level][0]
+    return DECISION_FAMILIES if level in SAMPLED_LEVELS else TASK_FAMILIES
 
 
 def synthesize(family: str, level: str, seed: int, split: str = "train", variant: Variant = SHARED) -> Task:
     """Generate one task; the same arguments always give the same task.
 
-    ``variant`` switches the name pool and mutual friend's list length (`Variant`); two-seat tasks take none.
+    ``variant`` switches the name pool and mutual friend's list length (`Variant`); two-seat and multi-turn
+    tasks take only a name pool.
     """
     if level == TWO_SEAT:
-        if variant != SHARED:
-            raise ValueError(f"{TWO_SEAT} tasks have no variant (asked for {variant.tag})")
-        return two_seat_task(family, seed, split)
+        return two_seat_task(family, seed, split, variant)
+    if level in LEVEL_GENERATORS:
+        return LEVEL_GENERATORS[level][1](family, seed, split, variant)
     if family not in GENERATORS:
         raise ValueError(f"unknown task family {family!r}; families are {', '.join(TASK_FAMILIES)}")
     if level in SAMPLED_LEVELS:

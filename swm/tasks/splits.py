@@ -14,6 +14,11 @@ The loop reads the files, never the generator, so a later change to the generato
 the benchmark; a test checks both files still match. Regenerate (deliberately, as a new
 benchmark version, bumping `HELDOUT_VERSION`) with ``python -m swm.tasks.splits``.
 
+Episode cells can also be generated (``episodes="generated"``): the generator's own ``heldout`` and ``dev``
+tasks of an episode level, as many a cell as asked (the frozen file's four are a generated cell's first
+four), pinned by digest (`decision_digest`) in ``tests/test_episode_splits.py``; the ``starter`` level is
+always generated. The frozen cells stay the default, for comparability.
+
 Decision and two-turn tasks are generated, their names drawn by a name policy (``names``,
 `swm.tasks.families.variant_for`): ``disjoint`` (the default: training from one pool, dev and test
 from another) or ``shared`` (one pool for all, the splits before 2026-11-26). A shift (`SHIFTS`)
@@ -35,8 +40,9 @@ from swm.tasks.families import (
     GAME_FAMILIES,
     LEVELS,
     SAMPLED_LEVELS,
+    SEAT_LEVELS,
     SHIFT_FAMILIES,
-    TWO_SEAT,
+    STARTER,
     Task,
     synthesize,
     variant_for,
@@ -49,6 +55,7 @@ DEV_FILE = DATA / "dev.jsonl"
 # v1: one held-out set that both chose and reported; v2: that set is the test split, plus a dev split.
 HELDOUT_VERSION = "heldout@v2"
 SPLITS = ("dev", "test")
+EPISODE_SOURCES = ("frozen", "generated")  # where a split's episode cells come from
 _FILES = {"test": HELDOUT_FILE, "dev": DEV_FILE}
 _GENERATOR_SPLIT = {"test": "heldout", "dev": "dev"}
 
@@ -76,23 +83,28 @@ def frozen(split: str = "test") -> tuple[Task, ...]:
 
 
 def split_tasks(split: str, levels: Sequence[str], families: Sequence[str] = FAMILIES,
-                per_cell: int = 1, names: str = "disjoint", shift: str | None = None) -> list[Task]:
+                per_cell: int = 1, names: str = "disjoint", shift: str | None = None,
+                episodes: str = "frozen") -> list[Task]:
     """Return the first ``per_cell`` tasks of a split for every family at each level.
 
     Episode levels read the frozen files, which hold `PER_CELL` tasks a cell (a larger
-    ``per_cell`` gets those); decisions, two-turn tasks and games are generated, as many as
-    asked, and decisions, two-turn and two-seat tasks are pinned by `decision_digest`. ``names``
-    is the name policy of decision and two-turn tasks (`swm.tasks.families.variant_for`). With a
+    ``per_cell`` gets those) unless ``episodes="generated"`` (the generator's split, as many as asked;
+    the starter level always); decisions, two-turn tasks and games are generated, as many as asked, and
+    decisions, two-turn, two-seat and multi-turn tasks are pinned by `decision_digest`.
+    ``names`` is the name policy of those tasks (`swm.tasks.families.variant_for`). With a
     ``shift`` only the decision and two-turn cells of the families it applies to are returned.
     """
     if per_cell < 1:
         raise ValueError("per_cell must be at least 1")
+    if episodes not in EPISODE_SOURCES:
+        raise ValueError(f"unknown episode source {episodes!r}; sources are {', '.join(EPISODE_SOURCES)}")
+    generated = (*SAMPLED_LEVELS, *SEAT_LEVELS, STARTER, *(LEVELS if episodes == "generated" else ()))
     out: list[Task] = []
     for level in levels:
         for family in families:
             if shift is not None and (level not in SAMPLED_LEVELS or family not in SHIFT_FAMILIES[shift]):
                 continue
-            if family in GAME_FAMILIES or level in SAMPLED_LEVELS or level == TWO_SEAT:  # generated, not frozen
+            if family in GAME_FAMILIES or level in generated:  # generated, not frozen
                 where = _GENERATOR_SPLIT[split]
                 variant = variant_for(level, where, names, shift)
                 out.extend(synthesize(family, level, seed, split=where, variant=variant) for seed in range(per_cell))

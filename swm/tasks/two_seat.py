@@ -45,17 +45,20 @@ from swm.tasks.families import (
     DAYS,
     GENERATORS,
     HOURS,
-    SHARED,
+    MULTI_TURN,
     TWO_SEAT,
     TWO_SEAT_SHAPES,
     AgentBrief,
     SeatPrompt,
     Task,
     TwoSeatShape,
+    Variant,
+    _generator,
     _slot,
     register_two_seat,
     task_id,
 )
+from swm.tasks.multi_turn import seat_prompt as multi_turn_prompt
 
 SPEAKER, FINDER = "speaker", "finder"
 SPEAK_PREFILL = "My friends:"
@@ -78,7 +81,9 @@ def seat_of(task: Task, agent: str) -> str:
 
 
 def seat_prompt(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> DecisionPrompt:
-    """Render ``agent``'s next turn from what was said so far (``(speaker, text)`` per turn)."""
+    """Render ``agent``'s next turn from what was said so far (``(speaker, text)`` per turn; multi-turn too)."""
+    if task.level == MULTI_TURN:
+        return multi_turn_prompt(task, agent, said)
     shape = shape_of(task)
     truth = task.truth
     role = seat_of(task, agent)
@@ -95,8 +100,8 @@ def seat_prompt(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> Deci
 
 
 def ends_at_newline(prompt: DecisionPrompt) -> bool:
-    """Whether a newline ends the reply (the finder's one-line answer; the speaker's list spans lines)."""
-    return any(seat.ends_line and prompt.prefill == seat.prefill
+    """Whether a newline ends the reply (the finder's one-line answer, a multi-turn message; a list spans lines)."""
+    return prompt.one_line or any(seat.ends_line and prompt.prefill == seat.prefill
                for shape in TWO_SEAT_SHAPES.values() for seat in (shape.speak, shape.find))
 
 
@@ -108,17 +113,18 @@ def check_two_seat(task: Task, turns: Sequence[Utterance]) -> Verdict:
 # --- mutual friend ----------------------------------------------------------------------------------------
 
 
-def _mutual_friend_task(rng: random.Random, seed: int, split: str) -> Task:
+def _mutual_friend_task(rng: random.Random, seed: int, split: str, variant: Variant) -> Task:
     """The mutual-friend generator's ``easy`` state: each seat holds four friends, exactly one shared."""
-    parts = GENERATORS["mutual_friend"](rng, "easy", SHARED)
+    parts = GENERATORS["mutual_friend"](rng, "easy", variant)
     (a, b), lists = [x.name for x in parts["agents"]], parts["truth"]["lists"]
     goals = {"speaker": f"Tell {b} your friends so that {b} can find the one you share.",
              "finder": f"Find the one friend you share with {a} and announce it as 'ANSWER: First Last'."}
     agents = [AgentBrief(name=name, role=role, goal=goals[role], private="Your friends: " + ", ".join(friends) + ".",
                          key_facts=friends[:3])
               for name, role, friends in zip((a, b), (SPEAKER, FINDER), lists, strict=True)]
-    return Task(task_id=task_id("mutual_friend", TWO_SEAT, seed, split), family="mutual_friend", level=TWO_SEAT,
-                seed=seed, split=split, scenario=parts["scenario"], agents=agents,
+    return Task(task_id=task_id("mutual_friend", TWO_SEAT, seed, split, variant), family="mutual_friend",
+                level=TWO_SEAT, seed=seed, split=split, scenario=parts["scenario"], agents=agents,
+                generator=_generator(variant),
                 truth={**parts["truth"], "speaker": a, "finder": b})
 
 
@@ -148,10 +154,10 @@ def _mutual_friend_reference(task: Task) -> list[Utterance]:
 # --- scheduling -------------------------------------------------------------------------------------------
 
 
-def _scheduling_task(rng: random.Random, seed: int, split: str) -> Task:
+def _scheduling_task(rng: random.Random, seed: int, split: str, variant: Variant) -> Task:
     """The scheduling generator's ``easy`` state cut to one shared slot: three of each seat's own slots and one of
     the common ones, so each seat holds four slots in week order and exactly one is on both lists."""
-    parts = GENERATORS["scheduling"](rng, "easy", SHARED)
+    parts = GENERATORS["scheduling"](rng, "easy", variant)
     (a, b), free, common = [x.name for x in parts["agents"]], parts["truth"]["free"], parts["truth"]["common"]
     week = [_slot(d, h) for d in DAYS for h in HOURS]
     slot = rng.choice(common)
@@ -164,8 +170,8 @@ def _scheduling_task(rng: random.Random, seed: int, split: str) -> Task:
               for name, role, slots in zip((a, b), (SPEAKER, FINDER), lists, strict=True)]
     scenario = (f"{a} and {b} must schedule a one-hour meeting this week and share exactly one free slot. Each "
                 "knows only their own free slots. Announce the slot as 'SLOT: Mon 14:00'.")
-    return Task(task_id=task_id("scheduling", TWO_SEAT, seed, split), family="scheduling", level=TWO_SEAT, seed=seed,
-                split=split, scenario=scenario, agents=agents,
+    return Task(task_id=task_id("scheduling", TWO_SEAT, seed, split, variant), family="scheduling", level=TWO_SEAT,
+                seed=seed, split=split, scenario=scenario, agents=agents, generator=_generator(variant),
                 truth={"slot": slot, "lists": lists, "free": dict(zip((a, b), lists, strict=True)), "speaker": a,
                        "finder": b})
 

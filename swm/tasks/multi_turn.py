@@ -1,0 +1,170 @@
+"""The multi-turn two-seat task: a conversation that is necessary, checked by code (level ``multi-turn``).
+
+Mutual friend with long lists: seat A (role ``opener``, speaks first) and seat B (role
+``responder``) each hold 8–12 friends (`LIST_RANGE`), exactly one shared, and **one message may
+name at most three people** (`CAP`), so neither seat can tell its whole list at once: they take
+turns, ask about a few names, say which are not theirs, and narrow it down. The pair succeeds when
+**both** seats name the shared friend (``ANSWER: First Last``) within the turn budget (`BUDGET`
+messages, seats alternating A, B, A, B…). Everything the task needs is here: the generator
+(`multi_turn_task`, registered into `swm.tasks.families.synthesize`'s table), the seat prompt
+(`seat_prompt`, ``prompts/multi_turn_mutual_friend``) and the checker (`check_multi_turn`).
+
+The checker's rules (``truth`` holds the lists, the friend, ``cap`` and ``budget``):
+
+* **people named** in a message (`people_named`): a list name written in full (``Uma Adler``), or
+  a list first or last name written alone (``Uma``, ``Adler``), each person once; a first or last
+  name also part of a full name in the same message is that person, not another one; the seats' own
+  names are not counted. A message naming more than ``cap`` people breaks the rule
+  (``too_many_names``, a violation of the seat that said it) and the task fails. When a message broke
+  it, ``violation_turns`` holds only such messages (a failed attempt beside it costs nothing).
+* **answers**: each seat's *first* ``ANSWER:`` decides for that seat, and a seat's answer counts only
+  for itself (one seat naming the friend does not answer for the other). An answer is read to the end
+  of its line: naming two or more people there is a hedge (``hedged_answer``); a wrong name is
+  ``wrong_answer`` (both failed attempts, `swm.tasks.checkers.is_attempt`).
+* **budget**: a message after the first ``budget`` is not part of the task (its answers are not read).
+
+Complete when both seats' first answers name the shared friend and no message broke the cap;
+``resolved_at`` is the turn of the second right answer. ``detail["answered"]``: both seats answered
+(the rollout ends there), ``detail["max_named"]``: the most people one message named,
+``detail["friend_said_at"]``: the first turn that named the friend.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Sequence
+
+from swm import prompts
+from swm.tasks.checkers import Utterance, Verdict
+from swm.tasks.decisions import DecisionPrompt
+from swm.tasks.families import (
+    GENERATOR_VERSION,
+    GENERATORS,
+    MULTI_TURN,
+    SHARED,
+    AgentBrief,
+    Task,
+    Variant,
+    register_level,
+    task_id,
+)
+
+MULTI_TURN_FAMILIES = ("mutual_friend",)
+OPENER, RESPONDER = "opener", "responder"
+LIST_RANGE = (8, 12)  # each seat's friends, the shared one included
+CAP = 3  # people one message may name
+BUDGET = 8  # messages, both seats together
+MESSAGE_TOKENS = 40
+PROMPT = "multi_turn_mutual_friend"
+_WORD_RE = re.compile(r"[A-Za-z][\w'-]*")
+_ANSWER_RE = re.compile(r"ANSWER:\s*([A-Za-z][\w'-]*(?:\s+[A-Za-z][\w'-]*)?)")
+
+
+def multi_turn_task(family: str, seed: int, split: str = "train", variant: Variant = SHARED) -> Task:
+    """Generate one multi-turn task: two seats, 8–12 friends each, one shared; names from ``variant``'s pool."""
+    if family not in MULTI_TURN_FAMILIES:
+        raise ValueError(f"no {MULTI_TURN} shape for family {family!r}; its families are "
+                         f"{', '.join(MULTI_TURN_FAMILIES)}")
+    if variant.friends is not None:
+        raise ValueError(f"{MULTI_TURN} tasks have their own list lengths (asked for {variant.tag})")
+    tag = f"|{variant.tag}" if variant.tag else ""
+    rng = random.Random(f"{GENERATOR_VERSION}|{split}|{family}|{MULTI_TURN}|{seed}{tag}")
+    parts = GENERATORS[family](rng, "easy", Variant(names=variant.names, friends=LIST_RANGE))
+    (a, b), lists = [x.name for x in parts["agents"]], parts["truth"]["lists"]
+    goal = ("Find the one friend you share with {other} by talking (at most {cap} names a message) and announce "
+            "it as 'ANSWER: First Last'; you both must, within {budget} messages.")
+    agents = [AgentBrief(name=name, role=role, goal=goal.format(other=other, cap=CAP, budget=BUDGET),
+                         private="Your friends: " + ", ".join(friends) + ".", key_facts=friends[:3])
+              for name, other, role, friends in zip((a, b), (b, a), (OPENER, RESPONDER), lists, strict=True)]
+    scenario = (f"{a} and {b} meet at a conference and share exactly one friend. Each knows only their own list of "
+                f"{len(lists[0])} and {len(lists[1])} friends, and one message may name at most {CAP} people. "
+                f"Both must announce the friend as 'ANSWER: First Last' within {BUDGET} messages.")
+    return Task(task_id=task_id(family, MULTI_TURN, seed, split, variant), family=family, level=MULTI_TURN,
+                seed=seed, split=split, scenario=scenario, agents=agents,
+                generator=f"{GENERATOR_VERSION}+{variant.tag}" if variant.tag else GENERATOR_VERSION,
+                truth={"friend": parts["truth"]["friend"], "lists": lists, "seats": [a, b], "cap": CAP,
+                       "budget": BUDGET})
+
+
+def seat_prompt(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> DecisionPrompt:
+    """Render ``agent``'s next message from what was said so far (``(speaker, text)`` per turn): one line."""
+    seats, lists = task.truth["seats"], task.truth["lists"]
+    mine, partner = lists[seats.index(agent)], seats[1 - seats.index(agent)]
+    heard = "\n".join(f"{'You' if who == agent else who}: {text}" for who, text in said) or "(nothing yet)"
+    template = prompts.load(PROMPT)
+    text = template.render(mine="\n".join(f"- {name}" for name in mine), partner=partner, said=heard,
+                           cap=task.truth["cap"], budget=task.truth["budget"],
+                           left=task.truth["budget"] - len(said))
+    return DecisionPrompt(name=template.id, text=text, prefill="", max_tokens=MESSAGE_TOKENS, one_line=True)
+
+
+def people_named(text: str, task: Task) -> set[str]:
+    """Return the people of the task's lists a message names: full names, and first or last names written alone.
+
+    A first or last name that is part of a full name in the same message is that person; a name that is one
+    of the seats' own (full, first or last) is not counted.
+    """
+    people = {n for names in task.truth["lists"] for n in names}
+    firsts = {n.split()[0].casefold() for n in people}
+    lasts = {n.split()[-1].casefold() for n in people}
+    full = {n.casefold() for n in people}
+    own = {part.casefold() for seat in task.truth["seats"] for part in (seat, *seat.split())}
+    words = [w.casefold() for w in _WORD_RE.findall(text)]
+    named: set[str] = set()
+    i = 0
+    while i < len(words):
+        pair = " ".join(words[i:i + 2])
+        if pair in full and pair not in own:
+            named.add(pair)
+            i += 2
+            continue
+        if (words[i] in firsts or words[i] in lasts) and words[i] not in own:
+            named.add(words[i])
+        i += 1
+    parts = {part for name in named if " " in name for part in name.split()}
+    return {name for name in named if " " in name or name not in parts}
+
+
+def check_multi_turn(task: Task, turns: Sequence[Utterance]) -> Verdict:
+    """Complete when both seats' first answers name the shared friend, within the budget, no message over the cap."""
+    seats, friend = task.truth["seats"], " ".join(task.truth["friend"].split()).casefold()
+    cap, budget = task.truth["cap"], task.truth["budget"]
+    first: dict[str, tuple[bool, int]] = {}
+    codes: list[str] = []
+    broke: list[int] = []
+    wrong: list[int] = []
+    most, said_at = 0, None
+    for i, turn in enumerate(turns[:budget]):
+        if turn.agent not in seats:
+            continue
+        named = people_named(turn.text, task)
+        most = max(most, len(named))
+        if said_at is None and friend in named:
+            said_at = i
+        if len(named) > cap:
+            broke.append(i)
+            if "too_many_names" not in codes:
+                codes.append("too_many_names")
+        for match in _ANSWER_RE.finditer(turn.text):
+            hedged = len(people_named(turn.text[match.start(1):].split("\n", 1)[0], task)) > 1
+            right = " ".join(match.group(1).split()).casefold() == friend and not hedged
+            first.setdefault(turn.agent, (right, i))
+            if not right:
+                wrong.append(i)
+                code = "hedged_answer" if hedged else "wrong_answer"
+                if code not in codes:
+                    codes.append(code)
+    both_right = all(first.get(seat, (False, 0))[0] for seat in seats)
+    complete = both_right and not broke
+    # a broken rule's turns alone when there is one: the rewards read violation turns as broken rules whenever a
+    # rule was broken (`swm.selfplay.rewards.score`), and a failed attempt must cost nothing
+    return Verdict(completion=complete, violations=codes, evidence=sorted(i for _, i in first.values()),
+                   violation_turns=sorted(broke) if broke else sorted(set(wrong)),
+                   resolved_at=max(i for _, i in first.values()) if complete else None,
+                   detail={"answered": all(seat in first for seat in seats), "max_named": most,
+                           "friend_said_at": said_at, "over_cap": len(broke),
+                           "right": {seat: first[seat][0] for seat in first}})
+
+
+register_level(MULTI_TURN, MULTI_TURN_FAMILIES, multi_turn_task)

@@ -1,0 +1,162 @@
+"""The multi-turn mutual-friend task: generation, splits pinned by digest, each checker rule, a scripted rollout."""
+
+from __future__ import annotations
+
+import pytest
+from test_two_seat import Scripted
+
+from swm.selfplay.plan import SelfPlayPlan
+from swm.selfplay.rewards import RewardConfig, score
+from swm.selfplay.rollout import play
+from swm.tasks.checkers import Utterance
+from swm.tasks.families import MULTI_TURN, Task, Variant, synthesize, task_of_id
+from swm.tasks.multi_turn import BUDGET, CAP, LIST_RANGE, people_named
+from swm.tasks.splits import decision_digest, split_tasks
+from swm.tasks.two_seat import seat_prompt
+from swm.tasks.verify import check
+
+# the splits' first tasks, pinned: a change to the generator that moves them fails here (a new benchmark version)
+DIGESTS = {("test", 200): "8f0c5c6a557ee0ec", ("dev", 100): "ffd419e1866ed10a"}
+TEST_TASKS = 200
+
+
+def says(*lines: tuple[str, str]) -> list[Utterance]:
+    return [Utterance(agent=a, text=t) for a, t in lines]
+
+
+def task(seed: int = 1) -> Task:
+    return synthesize("mutual_friend", MULTI_TURN, seed, variant=Variant(names="train"))
+
+
+def others(t: Task, seat: int) -> list[str]:
+    return [n for n in t.truth["lists"][seat] if n != t.truth["friend"]]
+
+
+def test_a_task_has_two_seats_long_lists_one_shared_friend_a_cap_and_a_budget() -> None:
+    t = synthesize("mutual_friend", MULTI_TURN, 3, split="heldout", variant=Variant(names="eval"))
+    assert t == task_of_id(t.task_id) and t.task_id == "heldout:mutual_friend:multi-turn:3:names=eval"
+    a, b = t.truth["lists"]
+    assert set(a) & set(b) == {t.truth["friend"]}
+    assert all(LIST_RANGE[0] <= len(x) <= LIST_RANGE[1] for x in (a, b))
+    assert [x.role for x in t.agents] == ["opener", "responder"] and t.truth["seats"] == t.names
+    assert (t.truth["cap"], t.truth["budget"]) == (CAP, BUDGET) == (3, 8)
+    lengths = {len(x) for s in range(40) for x in task(s).truth["lists"]}
+    assert lengths == set(range(LIST_RANGE[0], LIST_RANGE[1] + 1))
+    with pytest.raises(ValueError, match="no multi-turn shape"):
+        synthesize("negotiation", MULTI_TURN, 0)
+
+
+@pytest.mark.parametrize(("split", "n"), sorted(DIGESTS))
+def test_the_splits_are_pinned_by_digest(split: str, n: int) -> None:
+    assert decision_digest(split, "mutual_friend", n, level=MULTI_TURN) == DIGESTS[(split, n)]
+
+
+def people(tasks: list[Task]) -> set[str]:
+    return {n for t in tasks for names in t.truth["lists"] for n in (*names, *t.names)}
+
+
+def test_the_splits_are_disjoint_and_train_and_test_names_come_from_disjoint_pools() -> None:
+    test = split_tasks("test", [MULTI_TURN], ["mutual_friend"], TEST_TASKS)
+    dev = split_tasks("dev", [MULTI_TURN], ["mutual_friend"], 100)
+    plan = SelfPlayPlan(family="mutual_friend", level=MULTI_TURN, eval_tasks=TEST_TASKS, tasks_per_iteration=25)
+    train = [t for i in range(4) for t in plan.training_tasks(i)]
+    assert len({t.task_id for t in test}) == TEST_TASKS and [t.task_id for t in plan.evaluation_tasks()] == [
+        t.task_id for t in test]
+    assert not people(train) & people(test) and not people(train) & people(dev)
+    content = [{(t.truth["friend"], tuple(map(tuple, t.truth["lists"]))) for t in s} for s in (test, dev)]
+    assert not content[0] & content[1]
+
+
+def test_people_named_counts_full_names_and_names_written_alone_each_person_once() -> None:
+    t = task()
+    (p, q, r, s), friend = others(t, 0)[:4], t.truth["friend"]
+    assert len(people_named(f"Do you know {p}, {q} or {r}?", t)) == 3
+    assert len(people_named(f"Do you know {p}, {q}, {r} or {s}?", t)) == 4
+    assert len(people_named(f"{p}? I mean {p.split()[0]}, and {friend}", t)) == 2  # a first name of a full one
+    firsts = {n.split()[0] for n in others(t, 0)[:4]} - {part for seat in t.names for part in seat.split()}
+    assert len(people_named(" ".join(sorted(firsts)), t)) == len(firsts)  # first names alone count too
+    assert people_named(f"Hi {t.names[1]}!", t) == set()  # a seat's own name is not a list's person
+
+
+def test_both_seats_naming_the_friend_within_the_budget_complete_it() -> None:
+    t = task()
+    a, b, friend = *t.names, t.truth["friend"]
+    ok = check(t, says((a, f"Do you know {others(t, 0)[0]} or {friend}?"), (b, f"Yes! ANSWER: {friend}"),
+                       (a, f"ANSWER: {friend}")))
+    assert ok.passed and ok.resolved_at == 2 and ok.detail["answered"] and ok.detail["friend_said_at"] == 0
+
+
+def test_a_message_naming_more_than_three_people_breaks_the_rule_and_fails_the_task() -> None:
+    t = task()
+    a, b, friend = *t.names, t.truth["friend"]
+    four = ", ".join([*others(t, 0)[:3], friend])
+    out = check(t, says((a, f"Mine: {four}"), (b, f"ANSWER: {friend}"), (a, f"ANSWER: {friend}")))
+    assert not out.completion and out.violations == ["too_many_names"] and out.violation_turns == [0]
+    three = ", ".join([*others(t, 0)[:2], friend])
+    assert check(t, says((a, f"Mine: {three}"), (b, f"ANSWER: {friend}"), (a, f"ANSWER: {friend}"))).passed
+
+
+def test_a_seats_answer_counts_only_for_that_seat() -> None:
+    t = task()
+    a, b, friend = *t.names, t.truth["friend"]
+    out = check(t, says((a, f"ANSWER: {friend}"), (b, "Hmm, which one?"), (a, f"ANSWER: {friend}")))
+    assert not out.completion and not out.detail["answered"] and out.detail["right"] == {a: True}
+
+
+def test_a_hedge_and_a_wrong_first_answer_fail_even_when_a_later_one_is_right() -> None:
+    t = task()
+    a, b, friend, other = *t.names, t.truth["friend"], others(t, 1)[0]
+    hedge = check(t, says((a, f"ANSWER: {friend}"), (b, f"ANSWER: {friend} or {other}")))
+    assert not hedge.completion and hedge.violations == ["hedged_answer"] and hedge.violation_turns == [1]
+    wrong = check(t, says((a, f"ANSWER: {friend}"), (b, f"ANSWER: {other}"), (a, "No."), (b, f"ANSWER: {friend}")))
+    assert not wrong.completion and wrong.violations == ["wrong_answer"]
+
+
+def test_an_answer_after_the_budget_does_not_count() -> None:
+    t = task()
+    a, b, friend = *t.names, t.truth["friend"]
+    talk = [(a if i % 2 == 0 else b, "Tell me more.") for i in range(BUDGET - 2)]
+    assert check(t, says(*talk, (a, f"ANSWER: {friend}"), (b, f"ANSWER: {friend}"))).passed
+    late = check(t, says(*talk, (a, f"ANSWER: {friend}"), (b, "Let me think."), (a, "?"), (b, f"ANSWER: {friend}")))
+    assert not late.completion and not late.detail["answered"]
+
+
+def test_one_policy_talks_in_both_seats_until_both_answer_and_both_get_the_joint_reward() -> None:
+    t = task(2)
+    a, b, friend = *t.names, t.truth["friend"]
+    mine = others(t, 0)
+    replies = [f"Do you know {mine[0]}, {mine[1]} or {mine[2]}?", "No, none of them.", f"And {friend}?",
+               f"Yes! ANSWER: {friend}", f"ANSWER: {friend}", "never said"]
+    sampler = Scripted(replies)
+    rollout = play(t, sampler, rollout_id="r", iteration=0, sample=0, max_turns=20)
+    assert rollout.end_reason == "settled" and rollout.order == [a, b, a, b, a]
+    assert all((pre, stop) == ("", "\n") for _, pre, stop, _ in sampler.calls)
+    first, fourth = sampler.calls[0][0], sampler.calls[3][0]
+    assert all(n in first for n in t.truth["lists"][0]) and not any(n in first for n in others(t, 1))
+    assert fourth == seat_prompt(t, b, [(a, replies[0]), (b, replies[1]), (a, replies[2])]).text
+    assert f"You: {replies[1]}" in fourth and f"{a}: {replies[2]}" in fourth
+    scored, verdict = score(rollout, t, RewardConfig())
+    assert verdict.passed and [s.turns[-1].reward for s in scored.seats] == [1.0, 1.0]
+
+
+def test_a_rollout_stops_at_the_budget_and_the_seat_over_the_cap_pays_for_it() -> None:
+    t = task(2)
+    a, b = t.names
+    dump = ", ".join(others(t, 1)[:5])
+    sampler = Scripted(["Hi.", f"Mine: {dump}"] + ["Hmm."] * 20)
+    rollout = play(t, sampler, rollout_id="r", iteration=0, sample=0, max_turns=20)
+    assert rollout.end_reason == "max_turns" and len(rollout.order) == BUDGET
+    scored, verdict = score(rollout, t, RewardConfig())
+    assert verdict.violations == ["too_many_names"]
+    assert {s.seat: s.turns[-1].reward for s in scored.seats} == {a: 0.0, b: -0.5}
+
+
+def test_a_wrong_answer_beside_a_broken_rule_costs_its_seat_nothing() -> None:
+    t = task(2)
+    a, b = t.names
+    dump, wrong = ", ".join(others(t, 0)[:5]), others(t, 1)[0]
+    rollout = play(t, Scripted([f"Mine: {dump}", f"ANSWER: {wrong}", f"ANSWER: {wrong}"]), rollout_id="r",
+                   iteration=0, sample=0, max_turns=20)
+    scored, verdict = score(rollout, t, RewardConfig())
+    assert verdict.violations == ["too_many_names", "wrong_answer"] and verdict.violation_turns == [0]
+    assert {s.seat: s.turns[-1].reward for s in scored.seats} == {a: -0.5, b: 0.0}
