@@ -35,8 +35,11 @@ from swm.tasks.families import (
     DECISION,
     DECISION_FAMILIES,
     GAME_FAMILIES,
+    LEVEL_GENERATORS,
     LEVELS,
+    MULTI_TURN,
     OBJECTIONS,
+    STARTER,
     TWO_SEAT,
     TWO_SEAT_SHAPES,
     TWO_TURN,
@@ -126,8 +129,16 @@ EPISODE_WITNESSES: dict[str, Witness] = {"negotiation": _negotiation, "mutual_fr
                                          "werewolf": _werewolf}
 
 
+def _multi_turn(t: Task) -> list[Utterance]:
+    a, b = t.truth["seats"]
+    return [u(a, "Do you know anyone I know?"), u(b, f"ANSWER: {t.truth['friend']}"),
+            u(a, f"ANSWER: {t.truth['friend']}")]
+
+
 def witness_of(kind: str, family: str) -> Witness | None:
     """The witness of a (level kind, family): a two-seat shape's own, else this module's."""
+    if kind == MULTI_TURN:
+        return _multi_turn
     if kind == TWO_SEAT:
         return TWO_SEAT_SHAPES[family].reference
     if kind == DECISION:
@@ -141,10 +152,13 @@ def witness_of(kind: str, family: str) -> Witness | None:
 
 
 def cases() -> list[tuple[str, str]]:
-    """Every (level, family) a checker serves: episode levels × CHECKERS, decisions, two-turn, two-seat shapes."""
-    episodes = [(level, f) for f in CHECKERS for level in (LEVELS if f not in GAME_FAMILIES else ("easy",))]
+    """Every (level, family) a checker serves: episode levels (the starter level too) × CHECKERS, decisions,
+    two-turn, two-seat shapes and the levels registered with their own generator (multi-turn)."""
+    episodes = [(level, f) for f in CHECKERS
+                for level in ((STARTER, *LEVELS) if f not in GAME_FAMILIES else ("easy",))]
     return [*episodes, *((DECISION, f) for f in DECISION_CHECKERS), *((TWO_TURN, f) for f in DECISION_FAMILIES),
-            *((TWO_SEAT, f) for f in TWO_SEAT_SHAPES)]
+            *((TWO_SEAT, f) for f in TWO_SEAT_SHAPES),
+            *((level, f) for level, (families, _) in LEVEL_GENERATORS.items() for f in families)]
 
 
 CASES = cases()
@@ -152,7 +166,7 @@ SEEDS = st.integers(0, 30)
 
 
 def kind_of(level: str) -> str:
-    return level if level in (DECISION, TWO_TURN, TWO_SEAT) else "episode"
+    return level if level in (DECISION, TWO_TURN, TWO_SEAT, MULTI_TURN) else "episode"
 
 
 def drawn(case: tuple[str, str], seed: int) -> tuple[Task, list[Utterance]]:
@@ -191,7 +205,7 @@ def test_nothing_said_is_neither_answered_nor_formatted(case: tuple[str, str]) -
 def interchangeable(task: Task, text: str) -> bool:
     """An episode whose seats all hold one role, and the move is an answer: any seat may give it (mutual friend's
     finders). A two-turn task's learner is the only seat that answers, whatever the roles."""
-    return task.level in LEVELS and len({a.role for a in task.agents}) == 1 and "ANSWER:" in text
+    return task.level in (STARTER, *LEVELS) and len({a.role for a in task.agents}) == 1 and "ANSWER:" in text
 
 
 @settings(max_examples=60, deadline=None)
