@@ -21,11 +21,11 @@ import re
 import threading
 import time
 import zlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
-from swm.checkpoints.savers import SERDE
+from swm.checkpoints.savers import SERDE, AsyncOnThreads
 from swm.checkpoints.store import StoreRecords
 from swm.errors import InputError
 from swm.inputs import without_nul
@@ -81,8 +81,38 @@ def _text_safe(checkpoint: Any, metadata: Any) -> tuple[Any, Any]:
     return {**checkpoint, "channel_values": {**checkpoint["channel_values"], **clean_inline}}, clean_meta
 
 
+# LangGraph's PostgreSQL savers prune (``prune`` / ``aprune``) but neither delete a run's checkpoints nor copy a
+# thread; the server warns when a saver lacks them. A run's checkpoints go with their writes; blobs are shared by
+# version across a thread's checkpoints and stay (``prune`` and ``delete_thread`` clear them).
+_DELETE_FOR_RUNS = [
+    "DELETE FROM checkpoint_writes w USING checkpoints c WHERE c.metadata->>'run_id' = ANY(%s) "
+    "AND w.thread_id = c.thread_id AND w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id",
+    "DELETE FROM checkpoints WHERE metadata->>'run_id' = ANY(%s)"]
+_COPY_THREAD = [
+    "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, "
+    "metadata) SELECT %s, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata "
+    "FROM checkpoints WHERE thread_id = %s ON CONFLICT DO NOTHING",
+    "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob) SELECT %s, "
+    "checkpoint_ns, channel, version, type, blob FROM checkpoint_blobs WHERE thread_id = %s ON CONFLICT DO NOTHING",
+    "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, "
+    "type, blob) SELECT %s, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob "
+    "FROM checkpoint_writes WHERE thread_id = %s ON CONFLICT DO NOTHING"]
+
+
+def _maintenance(run_ids: Sequence[str] | None = None, copy: tuple[str, str] | None = None) -> list[tuple[str, Any]]:
+    """Return the statements (with parameters) that delete the checkpoints of ``run_ids`` or copy a thread."""
+    if run_ids is not None:
+        if isinstance(run_ids, str):
+            raise TypeError("run_ids must be a sequence of run ids, not a str")
+        runs = [str(r) for r in run_ids]
+        return [(sql, (runs,)) for sql in _DELETE_FOR_RUNS] if runs else []
+    assert copy is not None
+    return [(sql, (str(copy[1]), str(copy[0]))) for sql in _COPY_THREAD]
+
+
 def _nul_safe(saver_class: type) -> type:
-    """Return ``saver_class`` with `_text_safe` applied to every checkpoint it puts (sync and async)."""
+    """Return ``saver_class`` with `_text_safe` applied to every checkpoint it puts (sync and async), able to delete
+    a run's checkpoints and copy a thread, and, for the sync saver, the async interface on worker threads."""
 
     class NulSafe(saver_class):  # type: ignore[valid-type,misc]
         def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
@@ -91,8 +121,41 @@ def _nul_safe(saver_class: type) -> type:
         async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
             return await super().aput(config, *_text_safe(checkpoint, metadata), new_versions)
 
+        def _run(self, statements: list[tuple[str, Any]]) -> None:
+            with self._cursor() as cur, cur.connection.transaction():
+                for sql, params in statements:
+                    cur.execute(sql, params)
+
+        async def _arun(self, statements: list[tuple[str, Any]]) -> None:
+            async with self._cursor() as cur, cur.connection.transaction():
+                for sql, params in statements:
+                    await cur.execute(sql, params)
+
+        def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+            self._run(_maintenance(run_ids))
+
+        def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+            self._run(_maintenance(copy=(source_thread_id, target_thread_id)))
+
+        async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+            await self._arun(_maintenance(run_ids))
+
+        async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+            await self._arun(_maintenance(copy=(source_thread_id, target_thread_id)))
+
     NulSafe.__name__ = NulSafe.__qualname__ = saver_class.__name__
     return NulSafe
+
+
+def _sync_saver(saver_class: type) -> type:
+    """Return the sync ``saver_class``, NUL-safe and maintained (`_nul_safe`), with its async interface on threads."""
+    safe = _nul_safe(saver_class)
+
+    class Threaded(AsyncOnThreads, safe):  # type: ignore[valid-type,misc]
+        """First in the order: NulSafe's async methods would reach the sync saver's, which raise."""
+
+    Threaded.__name__ = Threaded.__qualname__ = saver_class.__name__
+    return Threaded
 
 
 @contextmanager
@@ -103,7 +166,7 @@ def postgres_saver(url: str) -> Iterator[Any]:
 
     pool = _pool(url)
     try:
-        saver = _nul_safe(PostgresSaver)(pool, serde=SERDE)
+        saver = _sync_saver(PostgresSaver)(pool, serde=SERDE)
         with _ddl_lock(pool, "checkpoint-setup"):
             saver.setup()
         yield saver

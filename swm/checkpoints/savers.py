@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
 import aiosqlite
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
+from swm.checkpoints import maintenance
 from swm.checkpoints.health import (
     DatabaseRefused,
     absolute,
@@ -66,7 +69,42 @@ def connect(path: str | Path) -> sqlite3.Connection:
     return conn
 
 
-class FileCheckedSqliteSaver(SqliteSaver):
+class AsyncOnThreads(BaseCheckpointSaver):
+    """The async interface of a sync saver, each call run on a worker thread (`asyncio.to_thread`).
+
+    A graph run with ``ainvoke`` / ``astream`` (LangGraph's server, Studio, the conformance suite) then gets
+    the same saver, checks and all; LangGraph's sync SQLite and PostgreSQL savers' own async methods raise.
+    """
+
+    async def aget_tuple(self, config: Any) -> Any:
+        return await asyncio.to_thread(self.get_tuple, config)
+
+    async def alist(self, config: Any, *, filter: dict[str, Any] | None = None, before: Any = None,
+                    limit: int | None = None) -> AsyncIterator[Any]:
+        found = await asyncio.to_thread(lambda: list(self.list(config, filter=filter, before=before, limit=limit)))
+        for item in found:
+            yield item
+
+    async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await asyncio.to_thread(self.delete_thread, thread_id)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await asyncio.to_thread(self.delete_for_runs, run_ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+
+
+class FileCheckedSqliteSaver(AsyncOnThreads, SqliteSaver):
     """A SQLite checkpointer that stops writing when its file was deleted or replaced (`ensure_same_file`).
 
     After each write it also checks that the files can still be written (`ensure_writable`): the
@@ -89,6 +127,63 @@ class FileCheckedSqliteSaver(SqliteSaver):
         super().put_writes(config, writes, task_id, task_path)
         ensure_writable(self.path, landed=True)
 
+    def _run(self, statements: maintenance.Statements) -> None:
+        """Run maintenance statements in one transaction, checked as every write is."""
+        if not statements:
+            return
+        ensure_same_file(self.path, self.identity)
+        with self.cursor() as cur:
+            for sql, params in statements:
+                cur.execute(sql, params)
+        ensure_writable(self.path, landed=True)
+
+    def delete_thread(self, thread_id: str) -> None:
+        ensure_same_file(self.path, self.identity)
+        super().delete_thread(thread_id)
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints of ``run_ids`` and their writes (`swm.checkpoints.maintenance`)."""
+        self._run(maintenance.delete_for_runs(run_ids))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint and write of one thread to another."""
+        self._run(maintenance.copy_thread(source_thread_id, target_thread_id))
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Prune threads: every checkpoint (``delete``) or all but the newest per namespace (``keep_latest``)."""
+        statements = maintenance.prune(thread_ids, strategy)
+        if statements and strategy == "keep_latest":
+            sql, params = maintenance.delta_threads(thread_ids)
+            with self.cursor(transaction=False) as cur:
+                maintenance.refuse_delta([row[0] for row in cur.execute(sql, params)])
+        self._run(statements)
+
+
+class MaintainedAsyncSqliteSaver(AsyncSqliteSaver):
+    """LangGraph's async SQLite saver with ``adelete_for_runs``, ``acopy_thread`` and ``aprune`` (`maintenance`)."""
+
+    async def _run(self, statements: maintenance.Statements) -> None:
+        if not statements:
+            return
+        async with self.lock:  # set up already, when the saver was opened
+            for sql, params in statements:
+                await self.conn.execute(sql, params)
+            await self.conn.commit()
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await self._run(maintenance.delete_for_runs(run_ids))
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await self._run(maintenance.copy_thread(source_thread_id, target_thread_id))
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        statements = maintenance.prune(thread_ids, strategy)
+        if statements and strategy == "keep_latest":
+            sql, params = maintenance.delta_threads(thread_ids)
+            async with self.lock, self.conn.execute(sql, params) as cur:
+                maintenance.refuse_delta([row[0] async for row in cur])
+        await self._run(statements)
+
 
 @contextmanager
 def sqlite_saver(path: str | Path) -> Iterator[SqliteSaver]:
@@ -110,6 +205,6 @@ async def async_sqlite_saver(path: str | Path) -> AsyncIterator[AsyncSqliteSaver
     async with aiosqlite.connect(str(path), timeout=60) as conn:
         await conn.execute("PRAGMA journal_mode=WAL")
         await conn.execute("PRAGMA busy_timeout=60000")
-        saver = AsyncSqliteSaver(conn, serde=SERDE)
+        saver = MaintainedAsyncSqliteSaver(conn, serde=SERDE)
         await saver.setup()
         yield saver
