@@ -267,7 +267,8 @@ def test_the_runs_page_lists_every_run_with_kind_status_and_cost(filled: tuple[s
     page = c.get("/runs").text
     for kind, thread in ids.items():
         assert f'href="/runs/{thread}"' in page, kind  # the benchmark runs of games and episodes too
-    assert page.count(f'href="/runs/{ids["games"]}-plain-') == 2  # each game of the bench is a thread of its own
+    # a benchmark run is one row (its own table), not one thread row per game or episode it played
+    assert f'href="/runs/{ids["games"]}-plain-' not in page and f'href="/runs/{ids["sotopia"]}-plain-' not in page
     rows = list(csv.DictReader(io.StringIO(c.get("/runs?csv=runs").text)))
     by_id = {r["thread_id"]: r for r in rows}
     for key in ("ask", "blind", "parse", "play", "learn", "tom", "tom2"):
@@ -499,7 +500,9 @@ def test_a_real_browser_opens_a_run_an_episode_a_perspective_and_a_pair(
         assert browser.find_element(By.ID, "chosen").text and browser.find_element(By.ID, "rejected").text
         _shot(browser, "pair", tmp_path)
     browser.get(f"{base}/runs?kind=games")
-    browser.find_element(By.CSS_SELECTOR, f'#t-runs a[href^="/runs/{ids["games"]}-"]').click()
+    assert not browser.find_elements(By.CSS_SELECTOR, f'#t-runs a[href^="/runs/{ids["games"]}-"]')  # folded
+    browser.find_element(By.CSS_SELECTOR, f'#t-benchmarks a[href="/runs/{ids["games"]}"]').click()
+    browser.find_element(By.CSS_SELECTOR, f'#t-games a[href^="/games/{ids["games"]}-"]').click()
     assert "night_wolves" in browser.find_element(By.TAG_NAME, "main").text
     _shot(browser, "game", tmp_path)
 

@@ -218,8 +218,10 @@ def list_runs(store: ReadOnlyStore, *, kind: str = "", since: str = "", until: s
     runs = []
     found = store.rows(sql, params + hparams)
     ids = [r["thread_id"] for r in found[:PAGE]]
-    kinds, records = kinds_of(store, ids), recorded(store, ids)
+    kinds, records, folded = kinds_of(store, ids), recorded(store, ids), bench_members(store, ids)
     for row in found[:PAGE]:
+        if row["thread_id"] in folded:  # listed once, as its benchmark run (`bench_runs`)
+            continue
         k = kinds[row["thread_id"]]
         started, updated = uuid6_time(row["first"]), uuid6_time(row["last"])
         runs.append({"thread_id": row["thread_id"], "kind": k, "checkpoints": row["checkpoints"],
@@ -228,6 +230,20 @@ def list_runs(store: ReadOnlyStore, *, kind: str = "", since: str = "", until: s
                      "updated": updated.strftime("%Y-%m-%d %H:%M:%S") if updated else "",
                      **summarise(store, row["thread_id"], k)})
     return runs, len(found) > PAGE
+
+
+def bench_members(store: ReadOnlyStore, thread_ids: list[str]) -> set[str]:
+    """Return which of these threads are items of a recorded benchmark run (an episode of ``bench sotopia``, a
+    game of ``bench games``): the runs page lists each such run once, not each of its threads."""
+    if not thread_ids or not store.has(RUNS):
+        return set()
+    marks = ", ".join("?" for _ in thread_ids)
+    first = store.select("episodes", limit=1)
+    found = {r["episode_id"] for r in store.select("episodes", f"episode_id in ({marks}) and bench_run is not null "
+                                                               "and bench_run != episode_id", thread_ids)} \
+        if first and "bench_run" in first[0] else set()
+    games = [r["thread_id"] for r in store.select(RUNS, "kind = 'games'")]
+    return found | {t for t in thread_ids if any(t.startswith(run + "-") and t != run for run in games)}
 
 
 def bench_runs(store: ReadOnlyStore, kind: str = "") -> list[dict[str, Any]]:
