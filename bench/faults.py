@@ -22,6 +22,11 @@ requests the server answered: the difference is the calls in flight when the pro
 sotopia`` and ``swm learn`` (``chmod 444``, the command then running as ``nobody`` when this is
 root, and ``chattr +i`` where root may set it), makes them writable again, reruns, and reports the
 first run's exit code and last line, rows lost or duplicated and answers beyond the fault-free run.
+
+``--served`` runs the served-sampler and key cases of `bench.served_faults` (a server that samples
+the base under a trained adapter's name, one that forgets its adapters, a key quoted back in an
+error, self-play killed and resumed): rollouts lost, duplicated, paid twice or sampled by the wrong
+policy, and keys written (``--served-cases`` picks some).
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench import served_faults
 from bench.extra_graphs import SCRIPTS
 from bench.results import results_page
 from swm.checkpoints import ExperienceStore
@@ -442,6 +448,10 @@ def main(argv: list[str] | None = None) -> None:
                              f"{','.join(BAD_REPLY_KINDS)})")
     parser.add_argument("--read-only", action="store_true",
                         help="also make the database's files read-only mid-run (chmod, and chattr +i as root)")
+    parser.add_argument("--served", action="store_true",
+                        help="also run the served-sampler and key cases (bench.served_faults)")
+    parser.add_argument("--served-cases", default=",".join(served_faults.CASES),
+                        help=f"comma list of {', '.join(served_faults.CASES)}")
     parser.add_argument("--no-page", action="store_true", help="do not write the run's dated page under docs/results/")
     args = parser.parse_args(argv)
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
@@ -453,6 +463,9 @@ def main(argv: list[str] | None = None) -> None:
             print(markdown(outcomes, kill, args.rate, args.seed, kinds))
         if args.read_only:
             print(read_only_markdown(read_only_cases()))
+        if args.served:
+            print(served_faults.served_markdown(served_faults.run_served(
+                [c.strip() for c in args.served_cases.split(",") if c.strip()])))
 
 
 if __name__ == "__main__":

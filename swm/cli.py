@@ -16,6 +16,7 @@ import click
 
 import swm.commands
 from swm import drain
+from swm.credentials import redact_stderr
 from swm.errors import SWMError
 
 
@@ -23,6 +24,7 @@ class SWMGroup(click.Group):
     """A click group that turns swm's errors into one-line messages and exit codes."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        redact_stderr()  # a key a server quoted back in an error is never printed (swm.credentials)
         try:
             with drain.handling_signals():  # SIGTERM / SIGHUP stop at the next step, as documented in swm.drain
                 return super().invoke(ctx)
