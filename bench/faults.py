@@ -24,6 +24,11 @@ root, and ``chattr +i`` where root may set it), makes them writable again, rerun
 first run's exit code and last line, rows lost or duplicated and answers beyond the fault-free run.
 
 ``--replaced`` renames another database over ``swm learn``'s file mid-run (`bench.db_swap`).
+
+``--served`` runs the served-sampler and key cases of `bench.served_faults` (a server that samples
+the base under a trained adapter's name, one that forgets its adapters, a key quoted back in an
+error, self-play killed and resumed): rollouts lost, duplicated, paid twice or sampled by the wrong
+policy, and keys written (``--served-cases`` picks some).
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench import served_faults
 from bench.db_swap import run_swap, swap_markdown
 from bench.extra_graphs import SCRIPTS
 from bench.results import results_page
@@ -448,6 +454,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--replaced", action="store_true",
                         help="also rename another database over swm learn's file mid-run (cp donor.db t.db && "
                              "mv t.db run.db) and count the rows kept")
+    parser.add_argument("--served", action="store_true",
+                        help="also run the served-sampler and key cases (bench.served_faults)")
+    parser.add_argument("--served-cases", default=",".join(served_faults.CASES),
+                        help=f"comma list of {', '.join(served_faults.CASES)}")
     parser.add_argument("--no-page", action="store_true", help="do not write the run's dated page under docs/results/")
     args = parser.parse_args(argv)
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
@@ -461,6 +471,9 @@ def main(argv: list[str] | None = None) -> None:
             print(read_only_markdown(read_only_cases()))
         if args.replaced:
             print(swap_markdown(run_swap()))
+        if args.served:
+            print(served_faults.served_markdown(served_faults.run_served(
+                [c.strip() for c in args.served_cases.split(",") if c.strip()])))
 
 
 if __name__ == "__main__":

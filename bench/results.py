@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from swm.credentials import redact_text
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results"
 INDEX_START, INDEX_END = "<!-- benchmark runs: written by bench.results -->", "<!-- end of benchmark runs -->"
@@ -132,7 +134,7 @@ def write_page(benchmark: str, title: str, info: RunInfo, body: str, folder: Pat
     """Write the run's dated page and list it in the folder's ``index.md``; return the page."""
     folder.mkdir(parents=True, exist_ok=True)
     path = page_path(benchmark, info.when, folder)
-    path.write_text(render(title, info, body))
+    path.write_text(redact_text(render(title, info, body)))  # a key an error quoted never reaches a page
     update_index(folder)
     return path
 

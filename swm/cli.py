@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from swm.credentials import redact_stderr
 from swm.errors import SWMError
 
 # name -> ("module:attribute", the command's one-line help as `swm --help` shows it)
@@ -121,6 +122,7 @@ class SWMGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         from swm import drain  # noqa: PLC0415 - LangGraph's signal handling: not for `swm --help`
 
+        redact_stderr()  # a key a server quoted back in an error is never printed (swm.credentials)
         try:
             with drain.handling_signals():  # SIGTERM / SIGHUP stop at the next step, as documented in swm.drain
                 return super().invoke(ctx)

@@ -16,19 +16,33 @@ Which key an endpoint gets (`endpoint_key`), first match wins:
 4. ``OPENAI_API_KEY``, only for OpenAI's own API (``api.openai.com``) or the origin of
    ``OPENAI_BASE_URL`` — never for another host;
 5. none (the client then sends a placeholder, which local servers ignore).
+
+A server may quote the key it was sent back in an error body ("Incorrect API key provided: sk-…"),
+and that text reaches a failure record, stderr or a log. `redact_text` is the one function every
+boundary where swm writes text calls (the error line, stderr and logging through `RedactingStream`,
+every value the experience store writes, results pages): it hides the keys of the URLs in the text
+and every configured key value (`known_secrets`: the keys this process was given in URLs, and each
+environment variable whose name says it holds a key, ``OPENAI_API_KEY``, ``SWM_API_KEY_<HOST>``,
+any ``*_API_KEY``, ``*_TOKEN``, ``*SECRET*``, ``*PASSWORD*``; values of `MIN_SECRET_CHARS` or more).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import sys
 import threading
+from typing import Any, TextIO
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 MASK = "***"
 OPENAI_API = "https://api.openai.com/v1"
 _SECRET_PARAM = re.compile(r"key|token|secret|passw|pwd|auth|sig|credential", re.I)
 _URL_IN_TEXT = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s'\"<>`]+")
+_SECRET_ENV = re.compile(r"API_KEY|_TOKEN$|SECRET|PASSWORD|PASSWD", re.I)
+# a shorter value (a flag, a port, a local database's "postgres" password) is not masked wherever it appears:
+# API keys and tokens run to 20 characters and more
+MIN_SECRET_CHARS = 12
 _known: dict[str, str] = {}  # origin -> a key this process was given in a URL
 _known_lock = threading.Lock()
 
@@ -120,11 +134,60 @@ def redact_spec(spec: str) -> str:
     return f"{name}@{redact_url(url)}" if sep else spec
 
 
+def known_secrets() -> list[str]:
+    """Every key value this process knows: given in a URL, or in an environment variable named as a key holds.
+
+    Longest first, so a key that contains another is hidden whole.
+    """
+    with _known_lock:
+        values = set(_known.values())
+    values.update(v for k, v in os.environ.items() if _SECRET_ENV.search(k))
+    return sorted((v for v in values if len(v) >= MIN_SECRET_CHARS and v != MASK), key=len, reverse=True)
+
+
 def redact_text(text: str) -> str:
-    """Hide the keys of every URL inside free text (an error message, a log line)."""
+    """Hide every known key value (`known_secrets`) and the keys of the URLs inside free text (an error, a log line)."""
+    for secret in known_secrets():
+        if secret in text:
+            text = text.replace(secret, MASK)
+
     def hide(match: re.Match[str]) -> str:
         url = match.group(0)
         body = url.rstrip(",.;:)]}!?")  # the sentence's punctuation, not the URL's
         return redact_url(body) + url[len(body):]
 
-    return _URL_IN_TEXT.sub(hide, text)
+    return _URL_IN_TEXT.sub(hide, text) if "://" in text else text
+
+
+class RedactingStream:
+    """A text stream that writes through `redact_text`: stderr as swm's CLI leaves it (`redact_stderr`)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        if not isinstance(text, str):  # a binary write (click probes with b""): the wrapped text stream refuses it
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        self.stream.write(redact_text(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+    def writable(self) -> bool:
+        return True
+
+    def __getattr__(self, name: str) -> Any:  # encoding, errors, buffer, closed: the wrapped stream's
+        return getattr(self.stream, name)
+
+
+def redact_stderr() -> None:
+    """Make ``sys.stderr`` redact what is written to it (tracebacks, warnings and log lines included)."""
+    if not isinstance(sys.stderr, RedactingStream):
+        sys.stderr = RedactingStream(sys.stderr)

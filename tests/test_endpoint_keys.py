@@ -109,3 +109,35 @@ def test_no_key_in_an_endpoint_url_reaches_disk_or_output(server: FakeOpenAIServ
 
     models = [r["model"] for r in open_store(db).rows("select distinct parser as model from parses")]
     assert models and all("swm:***@127.0.0.1" in m for m in models)
+
+
+def test_a_key_a_server_quotes_back_is_hidden_everywhere_swm_writes(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gateway's refusal quoting the bearer key (echo_key): not on stderr, not in the store, exports or report."""
+    from bench.extra_graphs import SCRIPTS
+    from swm.checkpoints import open_store
+    from swm.lifelong import store as ls
+
+    monkeypatch.setenv("SWM_API_KEY_127_0_0_1", KEY)  # the key from the environment, not the URL
+    db, out = tmp_path / "run.db", tmp_path / "out"
+    with FakeOpenAIServer(scripts=SCRIPTS) as server:
+        server.configure(faults=["echo_key", "echo_key"])  # one baseline episode's call, and its one retry
+        result = CliRunner().invoke(main, ["learn", "--cycles", "1", "--levels", "easy", "--families", "negotiation",
+                                           "--episodes-per-level", "2", "--samples-per-task", "2", "--max-turns", "2",
+                                           "--heldout-per-cell", "1", "--concurrency", "1", "--max-retries", "1",
+                                           "--thread-id", "L", "--model", server.model_spec, "--db", str(db),
+                                           "--out", str(out)])
+        assert server.stats()["injected"]["echo_key"] == 2
+    assert KEY not in result.output, "stderr and stdout"
+    failures = ls.failures(open_store(db), "L")
+    assert failures and "Request refused for API key ***" in str(failures[0]), failures
+    assert _leaks(tmp_path) == []
+
+
+def test_redaction_hides_every_configured_key_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-0123456789")
+    monkeypatch.setenv("SWM_API_KEY_HOST_EXAMPLE", "sk-host-0123456789")
+    monkeypatch.setenv("HF_TOKEN", "hf_0123456789abcdef")
+    monkeypatch.setenv("SWM_THREADS", "12345678")  # not a key: left alone
+    text = "keys sk-openai-0123456789, sk-host-0123456789 and hf_0123456789abcdef; 12345678 threads"
+    assert redact_text(text) == "keys ***, *** and ***; 12345678 threads"

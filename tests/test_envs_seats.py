@@ -23,7 +23,15 @@ from typing import Any
 import pytest
 from openai import AsyncOpenAI
 
-from swm.envs.seats import ChatSampler, Episode, SocialEnv, run_async
+from swm.envs.seats import (
+    MAX_REPLY_CHARS,
+    ChatSampler,
+    Episode,
+    PolicyReplyError,
+    SocialEnv,
+    reply_generation,
+    run_async,
+)
 from swm.games import get_game
 from swm.games.base import DRAW
 from swm.llm import make_chat_model
@@ -279,3 +287,42 @@ def test_an_unscored_sotopia_episode_fails_rather_than_scoring_zero() -> None:
         assert episode.failed is not None and "unscored" in episode.failed and not episode.rewards
         with pytest.raises(ValueError, match="scored by the judge"):
             SocialEnv([], []).run_scenario(scenario, ChatSampler(server.base_url, "fake"))
+
+
+class _Replies:
+    """A policy that answers every prompt with ``reply`` (a `Generation`, or anything a broken engine returns)."""
+
+    def __init__(self, reply: Callable[[str], Any]) -> None:
+        self.reply = reply
+
+    def generate(self, prompt: str, prefill: str = "", stop: str | None = None,
+                 max_tokens: int | None = None) -> Any:
+        return self.reply(prompt)
+
+
+def test_a_policy_that_returns_none_is_a_clear_error() -> None:
+    env = SocialEnv(["negotiation"], [DECISION])
+    with pytest.raises(PolicyReplyError, match="generate returned NoneType, not a Generation"):
+        env.run(synthesize("negotiation", DECISION, 0), _Replies(lambda prompt: None))
+    episode = env.run(synthesize("negotiation", "easy", 0), _Replies(lambda prompt: None))
+    assert episode.failed is not None and "returned NoneType, not a Generation" in episode.failed
+
+
+def test_a_runaway_reply_is_cut_and_the_move_says_so() -> None:
+    huge = "I can offer $500 for the bike. " * 350_000  # 10 MB per move
+    policy = _Replies(lambda prompt: reply_generation(prompt, huge))
+    episode = SocialEnv(["negotiation"], ["easy"], max_turns=4).run(synthesize("negotiation", "easy", 0), policy)
+    assert episode.failed is None and len(episode.moves) == 4
+    assert all(len(m.text) <= MAX_REPLY_CHARS and m.reply_chars == len(huge) for m in episode.moves)
+    assert all(len(m.prompt) < 8 * MAX_REPLY_CHARS for m in episode.moves), "later prompts hold the cut moves"
+
+
+@pytest.mark.parametrize("level", [DECISION, TWO_TURN, "easy"])
+def test_an_empty_reply_never_earns_a_reward(level: str) -> None:
+    families = [f for f in DECISION_FAMILIES if f in ("negotiation", "secret", "scheduling", "persuasion",
+                                                      "mutual_friend")]
+    env = SocialEnv(families, [level])
+    for task in env.tasks(range(6)):
+        for reply in ("", " ", "\n"):
+            episode = env.run(task, _Replies(lambda prompt, reply=reply: reply_generation(prompt, reply)))
+            assert all(r <= 0 for r in episode.rewards.values()), (task.task_id, repr(reply), episode.rewards)

@@ -17,13 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
-from fake_vllm import TorchLora, wide_tiny_llama  # noqa: E402
+from fake_vllm import FakeVllm, wide_tiny_llama  # noqa: E402
 from test_selfplay_graph import run  # noqa: E402
 
 from swm.checkpoints import ExperienceStore  # noqa: E402
+from swm.cli import main  # noqa: E402
 from swm.errors import ModelUnavailable  # noqa: E402
 from swm.selfplay import loop  # noqa: E402
 from swm.selfplay.checkpoint import checkpoint_dir, save_atomic  # noqa: E402
@@ -43,12 +45,7 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return wide_tiny_llama(tmp_path_factory.mktemp("wide") / "model")
 
 
-class _Vllm:
-    """A fake vLLM server (runtime LoRA routes) whose completions `TorchLora` decodes."""
-
-    def __init__(self, base: Path, ignore_adapter: bool = False) -> None:
-        self.torch = TorchLora(base, lambda: self.server.adapters(), ignore_adapter=ignore_adapter)
-        self.server = FakeOpenAIServer(lora=True, record=True, scripts={"<completion>": self.torch})
+_Vllm = FakeVllm  # a fake vLLM server (runtime LoRA routes) whose completions `TorchLora` decodes
 
 
 @pytest.fixture
@@ -72,14 +69,14 @@ def job(plan: SelfPlayPlan, sample: int = 0) -> dict[str, Any]:
             "unit": {"task": task.model_dump(mode="json")}, "iteration": 0, "sample": sample, "phase": "train"}
 
 
-def perturbed_checkpoint(plan: SelfPlayPlan, iteration: int = 1) -> Path:
-    """Save checkpoint ``iteration`` with an adapter whose greedy replies differ from the base's."""
+def perturbed_checkpoint(plan: SelfPlayPlan, iteration: int = 1, scale: float = 0.5) -> Path:
+    """Save checkpoint ``iteration`` with an adapter whose greedy replies differ from the base's (at this scale)."""
     policy = loop.POOL.get(plan.policy, checkpoint_dir(plan.run_dir, 0))
     with torch.no_grad():
         torch.manual_seed(3)
         for name, param in policy.model.named_parameters():
             if "lora_B" in name:
-                param.copy_(torch.randn_like(param) * 0.5)
+                param.copy_(torch.randn_like(param) * scale)
     save_atomic(plan.run_dir, iteration, lambda tmp: policy.save(tmp, None, {"iteration": iteration}))
     loop.POOL.forget(plan.policy)
     return checkpoint_dir(plan.run_dir, iteration)
@@ -195,3 +192,92 @@ def test_the_graph_serves_each_iterations_adapter_on_the_lora_server(base: Path,
             rollouts = load_rollouts(store, plan.run_id, iteration, phase)
             assert rollouts and {r.sampler for r in rollouts} == {f"{served['name']}@{vllm.server.base_url}"}
     assert list(vllm.server.adapters()) == [served["name"]], "one adapter of the run loaded at a time"
+
+
+
+# the issue's command, on a game: a tiny random model earns rewards there (±1 a side, −0.5 an illegal move), so PPO
+# moves the adapter; at this step size its greedy replies stay the base's
+SELFPLAY = ["selfplay", "--game", "werewolf", "--max-rounds", "1", "--iterations", "2", "--tasks", "1", "--group", "2",
+            "--eval-tasks", "1", "--kl-coef", "0", "--train-lr", "0.005", "--max-new-tokens", "4", "--train-rank", "4"]
+
+
+def test_selfplay_stops_on_a_server_that_samples_the_base_where_it_is_not_greedy(base: Path, tmp_path: Path) -> None:
+    """A server that lists every adapter and plays it at temperature 0 (where the greedy probe looks) but samples the
+    base is caught by the served log-probs on the sampled path: no rollout under the trained adapter is kept."""
+    fake = _Vllm(base, ignore_adapter="sampled")
+    with fake.server:
+        result = CliRunner().invoke(main, [*SELFPLAY, "--base", str(base), "--lora-server", fake.server.base_url,
+                                           "--db", str(tmp_path / "run.db"), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 3, result.output
+    line = result.output.strip().splitlines()[-1]
+    assert "does not play the trained adapter" in line and "sampled path (temperature 0.7)" in line, line
+    under_trained = ExperienceStore(tmp_path / "run.db").count("selfplay_rollouts", "phase = 'eval' or iteration > 0")
+    assert under_trained == 0, "no rollout was sampled from the base under the trained adapter's name"
+
+
+def greedy_twin(plan: SelfPlayPlan) -> Path:
+    """Checkpoint 1: an adapter whose greedy replies are the base's, whose log-probs are not."""
+    return perturbed_checkpoint(plan, 1, scale=0.05)
+
+
+def test_an_adapter_whose_greedy_replies_are_the_bases_is_told_apart_by_log_probs(base: Path, tmp_path: Path) -> None:
+    ignoring, faithful = _Vllm(base, ignore_adapter=True), _Vllm(base)
+    with ignoring.server, faithful.server:
+        plan = make_plan(base, tmp_path / "out", ignoring.server.base_url, temperature=1.0)
+        loop.ensure_initial_checkpoint(plan)
+        twin = greedy_twin(plan)
+        prompt = "Ava , it is your turn ."
+        assert greedy(plan, twin, prompt) == greedy(plan, checkpoint_dir(plan.run_dir, 0), prompt)
+        with pytest.raises(ServedMismatch, match="on the greedy path its next-token log-probs") as caught:
+            loop.run_rollout(plan, ExperienceStore(tmp_path / "run.db"), job(plan), 1)
+        assert "\n" not in str(caught.value)
+        policy = plan.policy.model_copy(update={"lora_server": faithful.server.base_url})
+        plan = plan.model_copy(update={"policy": policy})
+        loop.run_rollout(plan, ExperienceStore(tmp_path / "run.db"), job(plan), 1)
+    record = json.loads((twin / "served.json").read_text())["logprobs"]
+    assert record["discriminating"] and record["max_distance"] < 1e-3, record
+
+
+def test_a_server_that_forgot_the_adapter_gets_it_loaded_and_verified_again(base: Path, vllm: _Vllm,
+                                                                          tmp_path: Path) -> None:
+    """A restart between two turns of a rollout (HTTP 404 for the adapter's name): load, verify, send again."""
+    plan = make_plan(base, tmp_path / "out", vllm.server.base_url, temperature=1.0)
+    loop.ensure_initial_checkpoint(plan)
+    twin = greedy_twin(plan)
+    store = ExperienceStore(tmp_path / "run.db")
+    loop.run_rollout(plan, store, job(plan, 0), 1)
+    (twin / "served.json").unlink()
+    vllm.server.configure(forget_adapters_at=vllm.server.requests + 1)  # after the next rollout's first turn
+    rollout = loop.run_rollout(plan, store, job(plan, 1), 1)
+    assert rollout.failed is None and len([t for s in rollout.seats for t in s.turns]) == 2
+    assert vllm.server.stats()["attempts"] > vllm.server.stats()["requests"], "one request met the 404"
+    name = rollout.sampler.split("@")[0]
+    assert name in vllm.server.adapters() and json.loads((twin / "served.json").read_text())["name"] == name, \
+        "loaded again and verified again (served.json rewritten)"
+
+
+def test_an_iteration_with_no_rollout_stops_in_one_line_and_a_rerun_plays_it(base: Path, tmp_path: Path) -> None:
+    """Every rollout failed (the server drops every sampled request): no update on nothing, exit 3; once the server
+    is mended, the rerun of the same thread plays the iteration's rollouts again and goes on."""
+    fake = _Vllm(base)
+    probe, broken = fake.torch, [True]
+
+    def failing(prompt: str, body: dict[str, Any]) -> Any:
+        if broken[0] and body.get("temperature") and not body.get("logprobs"):
+            raise RuntimeError("the sampler is broken")
+        return probe(prompt, body)
+
+    fake.server = FakeOpenAIServer(lora=True, record=True, scripts={"<completion>": failing})
+    with fake.server:
+        args = [*SELFPLAY, "--iterations", "1", "--base", str(base), "--lora-server", fake.server.base_url,
+                "--thread-id", "N", "--db", str(tmp_path / "run.db"), "--out", str(tmp_path / "out")]
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 3, result.output
+        line = result.output.strip().splitlines()[-1]
+        assert line.startswith("error: iteration 0 has no rollout to train on: 2 of 2 failed"), line
+        assert not list((tmp_path / "out").rglob("iter-0001")), "no update was saved"
+        broken[0] = False
+        again = CliRunner().invoke(main, args)
+    assert again.exit_code == 0, again.output
+    store = ExperienceStore(tmp_path / "run.db")
+    assert store.count("selfplay_rollouts", "phase = 'train' and failed is null") == 2

@@ -27,6 +27,7 @@ from typing import Any
 
 from swm.checkpoints.savers import SERDE, AsyncOnThreads
 from swm.checkpoints.store import StoreRecords
+from swm.credentials import redact_text
 from swm.errors import InputError
 from swm.inputs import without_nul
 
@@ -261,13 +262,13 @@ def _column_type(value: Any) -> str:
 
 def _value(value: Any) -> Any:
     if isinstance(value, str):
-        return value.replace("\x00", "")  # PostgreSQL's text holds no NUL (JSON text escapes it: kept)
+        return redact_text(value.replace("\x00", ""))  # PostgreSQL's text holds no NUL (JSON text escapes it: kept)
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, dict | list | tuple):
-        return json.dumps(value, ensure_ascii=False, default=str)
+        return redact_text(json.dumps(value, ensure_ascii=False, default=str))
     if hasattr(value, "model_dump_json"):
-        return value.model_dump_json()
+        return redact_text(value.model_dump_json())
     return value
 
 

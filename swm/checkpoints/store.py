@@ -20,6 +20,7 @@ import sqlite_utils
 from swm.checkpoints.health import absolute, ensure_same_file, file_identity
 from swm.checkpoints.savers import connect
 from swm.checkpoints.writable import ensure_writable
+from swm.credentials import redact_text
 
 FAILED_REPLY_CHARS = 8_000  # a reply kept for audit is cut here: a runaway model can send megabytes
 
@@ -237,8 +238,9 @@ def served_store() -> StoreRecords | None:
 
 
 def _jsonable(value: Any) -> Any:
+    """A value as the store keeps it: containers and models as JSON text, every text with its keys hidden."""
     if isinstance(value, dict | list | tuple):
-        return json.dumps(value, ensure_ascii=False, default=str)
-    if hasattr(value, "model_dump_json"):
-        return value.model_dump_json()
-    return value
+        value = json.dumps(value, ensure_ascii=False, default=str)
+    elif hasattr(value, "model_dump_json"):
+        value = value.model_dump_json()
+    return redact_text(value) if isinstance(value, str) else value

@@ -21,6 +21,11 @@ mixed in as self-play mixes it: the judge scores what code cannot, never complet
 carries the transcript in the form the checker reads (`swm.tasks.Utterance`), so
 ``check(task, episode.utterances)`` gives back ``episode.verdict``. An adapter to an engine maps its
 client to a `Sampler` and ``Episode.rewards`` to its per-seat reward record; see docs/scaling.md.
+
+What a policy returns is checked before swm reads it (`GuardedPolicy`): anything but a `Generation`
+is a `PolicyReplyError` naming what came back, and a reply longer than `MAX_REPLY_CHARS` is cut there
+(a runaway policy can send megabytes per move, which every later prompt would repeat); the move's
+``reply_chars`` records the length it had.
 """
 
 from __future__ import annotations
@@ -51,6 +56,33 @@ from swm.tasks.families import DECISION, GAME_FAMILIES, TWO_TURN
 from swm.tasks.two_turn import closing_prompt, opening_prompt, partner_reply, read_first_move
 from swm.training.trajectory import Generation, Rollout, SeatTrajectory, SeatTurn
 
+# a move is at most this many characters: the longest prompt-sized reply any task asks for is a few hundred
+MAX_REPLY_CHARS = 4_000
+
+
+class PolicyReplyError(TypeError):
+    """A policy's ``generate`` returned something that is not a `Generation` (None, a string, a dict)."""
+
+
+class GuardedPolicy:
+    """A `Sampler` as an episode plays it: a reply that is not a `Generation` is a `PolicyReplyError`, a reply over
+    `MAX_REPLY_CHARS` is cut there, and ``cut`` keeps each cut reply's full length by the prompt it answered."""
+
+    def __init__(self, policy: Sampler) -> None:
+        self.policy = policy
+        self.cut: dict[str, int] = {}
+
+    def generate(self, prompt: str, prefill: str = "", stop: str | None = None,
+                 max_tokens: int | None = None) -> Generation:
+        gen = self.policy.generate(prompt, prefill=prefill, stop=stop, max_tokens=max_tokens)
+        if not isinstance(gen, Generation):
+            raise PolicyReplyError(f"the policy's generate returned {type(gen).__name__}, not a Generation "
+                                   "(swm.training.trajectory.Generation: text, prompt_ids, token_ids, logprobs)")
+        if len(gen.text) > MAX_REPLY_CHARS:
+            self.cut[prompt] = len(gen.text)
+            gen = gen.model_copy(update={"text": gen.text[:MAX_REPLY_CHARS]})
+        return gen
+
 
 class Move(BaseModel):
     """One turn of an episode: who acted (a seat, or ``code`` for the two-turn partner), what it saw and said."""
@@ -65,6 +97,8 @@ class Move(BaseModel):
     action_type: str = "speak"
     reward: float | None = Field(None, description="the turn's reward (None: a code partner's turn)")
     judge: float | None = Field(None, description="the judge's score of the turn in [0, 1], when judged")
+    reply_chars: int | None = Field(None, description="the reply's length when it was cut at MAX_REPLY_CHARS "
+                                    "(None: not cut)")
 
 
 class Episode(BaseModel):
@@ -118,6 +152,10 @@ class SocialEnv:
 
         ``policy`` is one `Sampler` for every seat, or one per seat of `seats` (an engine's agent per seat).
         """
+        guarded, cut = _guarded(policy)
+        return _mark_cut(self._run(task, guarded, sample), cut)
+
+    def _run(self, task: Task, policy: Sampler | Mapping[str, Sampler], sample: int) -> Episode:
         if task.family in GAME_FAMILIES:
             return self._game(task, policy)
         if task.level == DECISION:
@@ -144,6 +182,11 @@ class SocialEnv:
         """
         if self.judge is None:
             raise ValueError("a SOTOPIA scenario is scored by the judge: give SocialEnv a judge model")
+        guarded, cut = _guarded(policy)
+        return _mark_cut(self._scenario(scenario, guarded), cut)
+
+    def _scenario(self, scenario: Scenario, policy: Sampler | Mapping[str, Sampler]) -> Episode:
+        assert self.judge is not None
         names = list(scenario.names)
         said: list[tuple[str, str]] = []
         moves: list[Move] = []
@@ -258,6 +301,23 @@ class SocialEnv:
         return self._episode(task, rollout, {}, checked.verdict.model_dump(), texts)
 
 
+def _guarded(policy: Sampler | Mapping[str, Sampler]) -> tuple[Sampler | Mapping[str, Sampler], dict[str, int]]:
+    """The policy (or each seat's) behind a `GuardedPolicy`, and the one record of cut replies they share."""
+    cut: dict[str, int] = {}
+    guards = {seat: GuardedPolicy(p) for seat, p in policy.items()} if isinstance(policy, Mapping) \
+        else {"": GuardedPolicy(policy)}
+    for guard in guards.values():
+        guard.cut = cut
+    return (guards if isinstance(policy, Mapping) else guards[""]), cut
+
+
+def _mark_cut(episode: Episode, cut: dict[str, int]) -> Episode:
+    """Record on each move whose reply was cut the length it had."""
+    for move in episode.moves:
+        move.reply_chars = cut.get(move.prompt) if move.prompt else None
+    return episode
+
+
 def _seat(policy: Sampler | Mapping[str, Sampler], seat: str) -> Sampler:
     """The sampler that plays ``seat``: the one policy, or the seat's own."""
     return policy[seat] if isinstance(policy, Mapping) else policy
@@ -325,7 +385,8 @@ def reply_generation(prompt: str, reply: str, prefill: str = "", stop: str | Non
     from ``tokenizer`` (else one placeholder id 0) and unknown (NaN) log-probabilities."""
     if stop and stop in reply:
         reply = reply[:reply.index(stop)]
-    tokens = _ids(tokenizer, reply) or [0]
+    # a runaway reply (megabytes) is not tokenised whole; `GuardedPolicy` cuts its text and records that it did
+    tokens = _ids(tokenizer, reply[:MAX_REPLY_CHARS]) or [0]
     return Generation(text=move_text(prefill, reply), prompt_ids=_ids(tokenizer, prompt), token_ids=tokens,
                       logprobs=[math.nan] * len(tokens))
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from swm.checkpoints.store import StoreRecords
+from swm.credentials import redact_text
 from swm.lifelong import store as ls
 from swm.lifelong.gate import RULES
 from swm.lifelong.metrics import Cell, Estimate, curriculum_for, summary, wilson
@@ -261,5 +262,5 @@ def write_report(store: StoreRecords, plan: LifelongPlan, usage: Mapping[str, An
                      "`pip install -e '.[viz]'` and rerun `swm learn` on the same --db and --thread-id "
                      "(it redraws from the store without new model calls)."]
     path = out_dir / "report.md"
-    path.write_text("\n".join(sections) + "\n", encoding="utf-8")
+    path.write_text(redact_text("\n".join(sections) + "\n"), encoding="utf-8")
     return path

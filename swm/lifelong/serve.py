@@ -33,9 +33,11 @@ from swm.serving.verify import (
     ServedMismatch,
     adapter_sha256,
     check_embedded_identity,
+    check_logprobs,
     check_probe,
     check_runtime_identity,
     greedy_probe,
+    logprob_probes,
 )
 
 LORA_SERVER_HINT = "serve adapters on a runtime-LoRA server with --lora-server URL"
@@ -92,12 +94,14 @@ def policy_spec(policy: PolicyVersion | None, ctx: SWMContext | None = None,
 
 
 def verify_deploy(spec: str, adapter_dir: Path, base: str | None, prompt: list[dict[str, str]],
-                  check: str = "full", stop: Sequence[str] = ()) -> dict[str, Any]:
+                  check: str = "full", stop: Sequence[str] = (), temperature: float = 0.7) -> dict[str, Any]:
     """Check that ``spec`` serves the adapter just trained (`swm.serving.verify`); return what was verified.
 
     ``prompt`` (the first training row's messages) is the probe: the adapter was trained on it, so
     there its reply differs most from the base's; ``stop`` are the strings that end a reply where it is
     sampled (a decision ends at its first newline), so the probe compares the replies the policy plays.
+    On a runtime-LoRA server the server's next-token log-probs along that reply must also be the
+    adapter's, not the base's, greedy and at the sampling ``temperature`` (`check_logprobs`).
     Raises `ServedMismatch` (one line) on a mismatch.
     """
 
@@ -127,4 +131,7 @@ def verify_deploy(spec: str, adapter_dir: Path, base: str | None, prompt: list[d
         probe = greedy_probe(trained, tokenizer, str(text), stop=stop)
         check_probe(url, name, probe, tokenizer, fields=fields)
         record["probe"] = probe.record()
+        if parsed is None:  # runtime LoRA: its log-probs at full precision tell the adapter from the base
+            probes = logprob_probes(trained, tokenizer, [str(text)])
+            record["logprobs"] = check_logprobs(url, name, probes, tokenizer, temperature, seed=len(sha))
     return record

@@ -14,12 +14,19 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 
 from swm.context import SWMContext
+from swm.errors import SWMError
 from swm.graph_state import thread_run_id
 from swm.selfplay import loop
 from swm.selfplay.checkpoint import checkpoint_dir, latest
 from swm.selfplay.plan import SelfPlayPlan
 from swm.selfplay.state import RolloutJob, SelfPlayState
-from swm.selfplay.store import put_iteration, put_run
+from swm.selfplay.store import drop_failed, put_iteration, put_run, rollout_done
+
+
+class NoRollouts(SWMError):
+    """Every rollout of an iteration failed: the update would train on nothing."""
+
+    exit_code = 3
 
 
 def plan_of(state: SelfPlayState | RolloutJob) -> SelfPlayPlan:
@@ -50,9 +57,16 @@ def fan_out(state: SelfPlayState, runtime: Runtime[SWMContext]) -> list[Send] | 
 
 
 def rollout(job: RolloutJob, runtime: Runtime[SWMContext]) -> dict[str, Any]:
-    """Play one rollout under the iteration's adapter and store it (a failed one too, with its reason)."""
+    """Play one rollout under the iteration's adapter and store it (a failed one too, with its reason).
+
+    A rollout already stored is not played again: a run killed after the store kept it but before
+    the checkpointer kept the node's write re-runs the node on resume (a served sampler would pay twice).
+    """
     plan = plan_of(job)
-    loop.run_rollout(plan, runtime.context.experience_store(), job, job["iteration"])
+    store = runtime.context.experience_store()
+    if rollout_done(store, job["rollout_id"]):
+        return {"rolled": 1}
+    loop.run_rollout(plan, store, job, job["iteration"])
     runtime.stream_writer({"event": "rollout", "iteration": job["iteration"], "rollout_id": job["rollout_id"]})
     return {"rolled": 1}
 
@@ -60,11 +74,24 @@ def rollout(job: RolloutJob, runtime: Runtime[SWMContext]) -> dict[str, Any]:
 def score(state: SelfPlayState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
     """Per-role rewards of the iteration's rollouts; failed rollouts are counted and dropped.
 
+    An iteration whose every rollout failed stops the run (`NoRollouts`, one line) instead of updating on
+    nothing; its failed rollouts are let go, and the resumed node plays them again first.
+
     With ``judge_weight > 0`` the context's ``judge`` model scores each turn of a task rollout.
     """
     plan, iteration = plan_of(state), state["iteration"]
+    store = runtime.context.experience_store()
+    for job in loop.rollout_jobs(plan, store, iteration):  # dropped when the iteration had none (below): again
+        loop.run_rollout(plan, store, job, iteration)
     judge = runtime.context.model_for("judge") if plan.reward.judge_weight > 0 and not plan.game else None
-    stats = loop.score_rollouts(plan, runtime.context.experience_store(), iteration, "train", judge)
+    stats = loop.score_rollouts(plan, store, iteration, "train", judge)
+    if stats["rollouts"] == stats["failed"]:  # PPO would step on nothing and the run end as if it had learned
+        first = (stats["failures"] or ["none was played"])[0]
+        drop_failed(store, plan.run_id, iteration, "train")
+        raise NoRollouts(f"iteration {iteration} has no rollout to train on: {stats['failed']} of "
+                         f"{stats['rollouts']} failed (first: {first})",
+                         "fix what failed them, then rerun with the same --db and --thread-id: they are played "
+                         "again")
     return {"current": {"score": stats}}
 
 

@@ -126,7 +126,7 @@ def train_policy(store: StoreRecords, plan: LifelongPlan, method: str, parent: P
     # a decision's reply ends at its first newline (swm.lifelong.decision_play): so does the probe's
     stop = ("\n",) if rows[0].get("source") == "decision" else ()
     checked = verify_deploy(spec, adapter_dir, plan.hf_model, trained_on[0]["prompt"],
-                            plan.verify_served, stop=stop)  # a mismatch stops the cycle here
+                            plan.verify_served, stop=stop, temperature=temperature)  # a mismatch stops the cycle
     return draft.model_copy(update={"base_model": str(plan.hf_model or "embedded"), "served_as": spec,
                                     "adapter_gguf": str(gguf) if gguf else None, "train": stats,
                                     "served_check": checked}), []

@@ -31,9 +31,18 @@ from swm.selfplay.judge import judge_turns
 from swm.selfplay.plan import SelfPlayPlan
 from swm.selfplay.rewards import filtered_counts, score, score_game
 from swm.selfplay.rollout import Sampler, play
-from swm.selfplay.served import LORA_SLOTS, SERVERS, VLLM_SAMPLING, ServedSampler, resolve_sampler, served_base
+from swm.selfplay.served import (
+    LORA_SLOTS,
+    SERVERS,
+    VLLM_SAMPLING,
+    ServedSampler,
+    probe_prompts,
+    resolve_sampler,
+    served_base,
+    verify_logprobs,
+)
 from swm.selfplay.state import RolloutJob
-from swm.serving.verify import adapter_sha256, check_probe, check_runtime_identity, greedy_probe
+from swm.serving.verify import adapter_sha256, check_probe, check_runtime_identity, greedy_probe, listed_adapters
 from swm.stats import mean_ci
 from swm.tasks.families import Task
 from swm.training import advantages as adv
@@ -199,7 +208,19 @@ def _runtime_lora_sampler(plan: SelfPlayPlan, checkpoint: Path, seed_key: str,
             LORA_SLOTS.forget(str(plan.run_dir))
             raise
     return ServedSampler(policy, url, seed_key, _scorer(plan, checkpoint), server_logprobs=server_logprobs,
-                         model=name, sampling=VLLM_SAMPLING), f"{name}@{url.rstrip('/')}"
+                         model=name, sampling=VLLM_SAMPLING,
+                         reload=lambda: _reload_runtime(plan, checkpoint, url, name, sha)), f"{name}@{url.rstrip('/')}"
+
+
+def _reload_runtime(plan: SelfPlayPlan, checkpoint: Path, url: str, name: str, sha256: str) -> None:
+    """Load and verify the adapter again on a server that forgot it (a restart); once for all rollouts waiting."""
+    with _SERVING:
+        if (url, name) in _verified and name in listed_adapters(url):
+            return  # another rollout got it back already
+        LORA_SLOTS.forget(str(plan.run_dir))
+        _verified.discard((url, name))
+        LORA_SLOTS.serve(str(plan.run_dir), url, name, str((checkpoint / "adapter").resolve()))
+        verify_runtime_checkpoint(plan, checkpoint, url, name, sha256)
 
 
 def _iteration_of(checkpoint: Path) -> int:
@@ -213,7 +234,9 @@ def verify_runtime_checkpoint(plan: SelfPlayPlan, checkpoint: Path, url: str, na
     Identity: the server lists ``name`` in ``/v1/models``, and where it says which directory it loaded
     (vLLM's ``root``) and that directory is readable here, its content hash is the checkpoint's.
     Probe: the fixed prompt decoded greedily by the server under ``name`` and by the torch policy
-    must give the same reply. What was verified is written beside the checkpoint (``served.json``).
+    must give the same reply, and the server's next-token log-probs where the adapter and the base
+    differ most must be the adapter's, greedy and sampled (`swm.selfplay.served.verify_logprobs`).
+    What was verified is written beside the checkpoint (``served.json``).
     """
     key = (url, name)
     if key in _verified:
@@ -225,8 +248,10 @@ def verify_runtime_checkpoint(plan: SelfPlayPlan, checkpoint: Path, url: str, na
                                                       add_generation_prompt=True, tokenize=False)
         probe = greedy_probe(policy.model, policy.tokenizer, str(prompt))
     check_probe(url, name, probe, policy.tokenizer)
+    logprobs = verify_logprobs(policy, POOL.lock, url, name, probe_prompts(plan, _iteration_of(checkpoint), PROBE),
+                               plan.policy.temperature)
     (checkpoint / "served.json").write_text(json.dumps({"server": redact_url(url), "name": name, "sha256": sha256,
-                                                        "probe": probe.record()}))
+                                                        "probe": probe.record(), "logprobs": logprobs}))
     _verified.add(key)
 
 

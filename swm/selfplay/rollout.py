@@ -9,7 +9,8 @@ constrained tool call cannot). The episode ends at ``max_turns`` or as soon as t
 checker finds the task settled (a deal accepted, an answer given).
 
 A `Sampler` error (a model failure, an illegal reply) makes a *failed* rollout: recorded with
-its reason and dropped from the batch, never scored as zero.
+its reason and dropped from the batch, never scored as zero. An `SWMError` (the server lost the
+adapter and could not get it back) stops the run instead: the rollout is played again on resume.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from swm import prompts
+from swm.errors import SWMError
 from swm.lifelong.bridge import to_scenario
 from swm.social.models import Scenario
 from swm.tasks.checkers import Utterance
@@ -78,6 +80,8 @@ def play(task: Task, sampler: Sampler | Mapping[str, Sampler], *, rollout_id: st
             else:
                 prompt = turn_prompt(scenario, speaker, said, turn)
                 gen = seat_sampler.generate(prompt)
+        except SWMError:  # what the run stands on (the server, its adapter) failed: the run stops, not the rollout
+            raise
         except Exception as err:  # noqa: BLE001 - any model error fails the rollout, recorded with its reason
             rollout.failed = f"turn {turn}: {type(err).__name__}: {err}"[:500]
             break

@@ -22,7 +22,10 @@ With ``lora_server`` (a vLLM-class server with runtime LoRA loading) no GGUF is 
 checkpoint's PEFT adapter directory is loaded there by name (``/v1/load_lora_adapter``; the run's
 previous adapter is unloaded) and each request names it as its ``model``. The server samples the
 base in its own precision with the same tokenizer, so only the second approximation remains.
-Either way the adapter is verified before a rollout samples from it (`swm.selfplay.loop`).
+Either way the adapter is verified before a rollout samples from it (`swm.selfplay.loop`); on a
+runtime-LoRA server also by its log-probabilities (`verify_logprobs`), on prompts the run trains on,
+greedy and sampled. A runtime-LoRA server that forgets the adapter mid-iteration (restarted: HTTP 404
+for the name) gets it loaded and verified again (the sampler's ``reload``) and the request is sent again.
 """
 
 from __future__ import annotations
@@ -35,11 +38,17 @@ from typing import TYPE_CHECKING, Any
 import openai
 from openai import OpenAI
 
-from swm.credentials import endpoint_key
+from swm.credentials import endpoint_key, redact_url
 from swm.errors import ModelUnavailable
+from swm.lifelong.bridge import to_scenario
+from swm.selfplay.plan import SelfPlayPlan
+from swm.selfplay.rollout import turn_prompt
 from swm.serving.adapters import ServerSlots, find_base_gguf, require_base_gguf
 from swm.serving.embedded import revive, slots
 from swm.serving.runtime_lora import LoraSlots
+from swm.serving.verify import check_logprobs, logprob_probes
+from swm.tasks.families import TWO_SEAT, Task
+from swm.tasks.two_seat import seat_prompt
 from swm.training.config import PolicyConfig
 from swm.training.trajectory import Generation
 
@@ -85,6 +94,7 @@ SERVERS = ServerSlots()  # one adapter per run: the checkpoint its rollouts samp
 LORA_SLOTS = LoraSlots()  # the same on a runtime-LoRA server (``lora_server``)
 
 
+RELOADS = 2  # loads of an adapter a runtime-LoRA server forgot, per request, before the run stops
 RUNTIME_LORA_CONCURRENCY = 8  # a vLLM-class server batches what it is sent; torch scores one turn at a time
 
 
@@ -107,6 +117,43 @@ LLAMA_CPP_SAMPLING = {"top_k": 0, "min_p": 0.0, "repeat_penalty": 1.0}
 VLLM_SAMPLING = {"top_k": -1, "min_p": 0.0, "repetition_penalty": 1.0}
 
 
+PROBE_TASKS = 2  # training tasks whose first prompts join the fixed probe prompt in the log-prob check
+
+
+def probe_prompts(plan: SelfPlayPlan, iteration: int, fixed: str) -> list[str]:
+    """The prompts an adapter is probed on: ``fixed``, then the first turn's prompt of the iteration's first tasks.
+
+    The run trains on these prompts, so there the adapter differs most from the base.
+    """
+    prompts = [fixed]
+    for unit in list(plan.units("train", iteration).values())[:PROBE_TASKS]:
+        if "task" not in unit:
+            continue  # a game's prompts come from its moderator as it plays
+        task = Task.model_validate(unit["task"])
+        scenario = to_scenario(task)
+        speaker = scenario.names[0]
+        if task.level == TWO_SEAT:
+            prompts.append(seat_prompt(task, speaker, []).text)
+        else:
+            prompts.append(turn_prompt(scenario, speaker, [], 0))
+    return prompts
+
+
+def verify_logprobs(policy: LoraValueModel, lock: Any, url: str, name: str, prompts: list[str],
+                    temperature: float) -> dict[str, Any]:
+    """Check that the runtime-LoRA server's next-token log-probs under ``name`` are the adapter's (`check_logprobs`).
+
+    The probe positions are chosen in torch under ``lock`` (the shared policy's); the server is asked
+    at temperature 0 and at ``temperature``. Returns the record kept in ``served.json``.
+    """
+    tok = policy.tokenizer
+    with lock:
+        templated = [str(tok.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True,
+                                                 tokenize=False)) for p in prompts]
+        probes = logprob_probes(policy.model, tok, templated)
+    return check_logprobs(url, name, probes, tok, temperature, seed=seed_of(name), fields=VLLM_SAMPLING)
+
+
 class ServedSampler:
     """Samples every turn from a server and scores it in torch under the same checkpoint.
 
@@ -119,8 +166,10 @@ class ServedSampler:
 
     def __init__(self, policy: LoraValueModel, base_url: str, seed_key: str, score: Callable[[Batch], Any],
                  timeout: float = 600.0, server_logprobs: bool = False, fields: dict[str, Any] | None = None,
-                 model: str = "embedded", sampling: dict[str, Any] | None = None) -> None:
+                 model: str = "embedded", sampling: dict[str, Any] | None = None,
+                 reload: Callable[[], None] | None = None) -> None:
         self.policy = policy
+        self.reload = reload  # a runtime-LoRA server that forgot the adapter (HTTP 404): load and verify it again
         self.base_url = base_url
         self.fields = fields or {}  # llama-server: the request body field that picks this checkpoint's adapter
         self.model = model
@@ -171,16 +220,30 @@ class ServedSampler:
                           logprobs=gather(logprobs, batch)[0], served_logprobs=served)
 
     def _complete(self, prompt: str, max_tokens: int, temperature: float, seed: int, stop: str | None = None) -> Any:
-        """Send one completion; a request in flight when the server went down is sent again once it is back."""
+        """Send one completion; a request in flight when the server went down is sent again once it is back.
 
-
-        for resend in range(4):
+        A runtime-LoRA server that answers 404 for the adapter's name (restarted: it forgot its
+        adapters) gets the adapter loaded and verified again (``reload``), then the request is sent
+        again; a name still unknown after `RELOADS` reloads stops the run (`ModelUnavailable`).
+        """
+        reloads = 0
+        for resend in range(4 + RELOADS):
             try:
                 return self.client.completions.create(
                     model=self.model, prompt=prompt, max_tokens=max_tokens, temperature=temperature, top_p=1.0,
                     seed=seed, logprobs=1 if self.server_logprobs else None, stop=[stop] if stop else openai.omit,
                     extra_body={**self.sampling, **self.fields})
+            except openai.NotFoundError as exc:
+                if self.reload is None:
+                    raise
+                if reloads == RELOADS:
+                    raise ModelUnavailable(f"the server at {redact_url(self.base_url)} does not know adapter "
+                                           f"{self.model} after loading it {reloads} time(s) again: {exc}",
+                                           "check the server's log (is --enable-lora set?), then rerun with the "
+                                           "same --thread-id: this rollout is played again") from exc
+                reloads += 1
+                self.reload()
             except openai.APIConnectionError as exc:
-                if resend == 3 or isinstance(exc, openai.APITimeoutError) or not revive(self.base_url):
+                if resend >= 3 or isinstance(exc, openai.APITimeoutError) or not revive(self.base_url):
                     raise
         raise AssertionError("unreachable")

@@ -32,6 +32,15 @@ def put_rollout(store: StoreRecords, run_id: str, phase: str, rollout: Rollout) 
                  pk="rollout_id", replace=True)
 
 
+def drop_failed(store: StoreRecords, run_id: str, iteration: int, phase: str) -> int:
+    """Delete the failed rollouts of one iteration and phase (to be played again); return how many there were."""
+    where = "run_id = ? and iteration = ? and phase = ? and failed is not null"
+    failed = store.count(ROLLOUTS, where, [run_id, iteration, phase]) if store.has_table(ROLLOUTS) else 0
+    if failed:
+        store.execute(f"delete from {ROLLOUTS} where {where}", [run_id, iteration, phase])
+    return failed
+
+
 def load_rollouts(store: StoreRecords, run_id: str, iteration: int, phase: str) -> list[Rollout]:
     """Return the rollouts of one iteration and phase, failed ones included, in id order."""
     if not store.has_table(ROLLOUTS):

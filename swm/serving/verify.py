@@ -16,6 +16,22 @@ while every report says otherwise. After each deploy both loops call `verify_ser
   where the adapter itself hesitates: its two best next tokens within ``tolerance`` nats of each
   other (`PROBE_TOLERANCE`: llama.cpp's quantised arithmetic flips such a near tie, not a clear choice).
 
+* **log-probabilities** (runtime LoRA) — a greedy reply proves nothing where the trained adapter's
+  greedy reply is the base's (a few PPO steps rarely change it), and a server may play the adapter
+  only at temperature 0. So `logprob_probes` picks, along the adapter's greedy replies to a few
+  prompts, the positions where its next-token distribution and the base's (the same PEFT model with
+  its adapter disabled) differ most, and `check_logprobs` asks the server for its top next-token
+  log-probabilities there (``max_tokens`` 1, ``logprobs`` `LOGPROB_TOP`), at temperature 0 and again
+  at the sampling temperature with a seed. At each position the served log-probs must lie within
+  `LOGPROB_TOLERANCE` nats (mean absolute difference over the served tokens) of the adapter's, and,
+  where the adapter and the base differ by more than twice the tolerance (`separation`), closer to
+  the adapter's than to the base's: there the base cannot pass. Where they differ by less at every
+  position (a fresh adapter is the base), the check says so in its record (``discriminating``).
+  Served log-probs are read both as vLLM V1 returns them (the raw model's) and scaled by the
+  temperature (V0), whichever fits the adapter.
+  Cost per verified adapter: a greedy reply of `LOGPROB_REPLY_TOKENS` tokens and two forward passes
+  per prompt in torch, and ``2 × LOGPROB_POSITIONS`` one-token requests to the server.
+
 A mismatch raises `ServedMismatch`, one line, which stops the cycle or iteration.
 """
 
@@ -23,6 +39,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
@@ -44,6 +61,14 @@ TOLERANCE = 0.25  # nats: a near tie that llama.cpp's own batched and one-at-a-t
 # Trained adapters' probes parted at the first differing token at margins of 0.31 (a PPO policy's first
 # token) and 0.68 (a KTO policy's end of reply), and plain greedy replies at 0.8-2 later on (above).
 PROBE_TOLERANCE = 1.0
+
+
+LOGPROB_TOP = 5  # served next-token log-probs compared at each probed position
+LOGPROB_POSITIONS = 3  # positions probed, where the adapter and the base differ most
+LOGPROB_REPLY_TOKENS = 8  # the adapter's greedy reply to each prompt: its prefixes are the candidate positions
+# nats, the mean absolute difference allowed between the served log-probs and torch's float32 ones: a bf16 or fp16
+# server's rounding (vLLM's default dtypes) moves log-probs by a few hundredths
+LOGPROB_TOLERANCE = 0.1
 
 
 class ServedMismatch(SWMError):
@@ -190,12 +215,24 @@ def check_embedded_identity(lora_gguf: Path, served_lora: Path | None, sha256: s
                              "stop the server and rerun")
 
 
+def _models(base_url: str, timeout: float) -> list[dict[str, Any]]:
+    with urllib.request.urlopen(_request(base_url, "/models"), timeout=timeout) as reply:
+        return list(json.loads(reply.read()).get("data") or [])
+
+
+def listed_adapters(base_url: str, timeout: float = 30.0) -> set[str]:
+    """The model ids a server lists now (none when it cannot be asked)."""
+    try:
+        return {str(m.get("id")) for m in _models(base_url, timeout)}
+    except (urllib.error.URLError, OSError, ValueError):
+        return set()
+
+
 def check_runtime_identity(base_url: str, name: str, sha256: str, timeout: float = 30.0) -> None:
     """Raise `ServedMismatch` unless a runtime-LoRA server lists ``name`` (and its directory holds ``sha256``)."""
     shown = redact_url(base_url)
     try:
-        with urllib.request.urlopen(_request(base_url, "/models"), timeout=timeout) as reply:
-            listed = json.loads(reply.read()).get("data") or []
+        listed = _models(base_url, timeout)
     except (urllib.error.URLError, OSError, ValueError) as exc:
         raise ServedMismatch(f"cannot list the models of {shown} to check adapter {name}: {exc}") from exc
     entry = next((m for m in listed if m.get("id") == name), None)
@@ -206,3 +243,147 @@ def check_runtime_identity(base_url: str, name: str, sha256: str, timeout: float
     if root and Path(root).is_dir() and adapter_sha256(Path(root)) != sha256:
         raise ServedMismatch(f"adapter {name} at {shown} was loaded from {root}, whose content is not the "
                              f"trained adapter's ({sha256[:12]})", "load it again under a new name")
+
+
+@dataclass
+class LogprobProbe:
+    """A position to probe: the text before it and the next-token log-probs of the adapter and of the base there."""
+
+    prompt: str
+    adapter: list[float]  # log p(token) for every token of the vocabulary, under the adapter (temperature 1)
+    base: list[float]  # the same under the base
+    logits: tuple[list[float], list[float]] = field(default_factory=lambda: ([], []))  # adapter's, base's (raw)
+
+    def separation(self, tokens: Sequence[int]) -> float:
+        """Mean |adapter − base| over ``tokens`` (nats): how well these tokens tell the two apart."""
+        return sum(abs(self.adapter[t] - self.base[t]) for t in tokens) / max(1, len(tokens))
+
+    def top(self, k: int) -> list[int]:
+        """The adapter's ``k`` likeliest next tokens."""
+        return sorted(range(len(self.adapter)), key=lambda t: -self.adapter[t])[:k]
+
+
+def logprob_probes(model: Any, tokenizer: Any, prompts: Sequence[str], positions: int = LOGPROB_POSITIONS,
+                   reply_tokens: int = LOGPROB_REPLY_TOKENS, top: int = LOGPROB_TOP) -> list[LogprobProbe]:
+    """Return the ``positions`` prefixes of the adapter's greedy replies where the adapter and the base differ most.
+
+    ``model`` is the trained PEFT model (its adapter disabled gives the base); ``prompts`` are
+    chat-templated. Each prompt costs a greedy reply and one forward pass of each model over it.
+    """
+    import torch
+
+    found: list[tuple[float, LogprobProbe]] = []
+    for prompt in prompts:
+        reply = greedy_probe(model, tokenizer, prompt, max_tokens=reply_tokens)
+        ids = [int(i) for i in tokenizer(prompt, add_special_tokens=False)["input_ids"]]
+        sequence = torch.tensor([ids + [t for t in reply.tokens if t != tokenizer.eos_token_id]])
+        with torch.no_grad():
+            adapter = model(input_ids=sequence).logits[0].float()
+            with model.disable_adapter():
+                base = model(input_ids=sequence).logits[0].float()
+        for k in range(len(ids) - 1, sequence.shape[1]):
+            text = prompt + _text(tokenizer, sequence[0, len(ids):k + 1].tolist())
+            if k >= len(ids) and tokenizer(text, add_special_tokens=False)["input_ids"] != sequence[0, :k + 1].tolist():
+                continue  # this prefix tokenises otherwise as text: the server would read another context
+            probe = LogprobProbe(prompt=text, adapter=torch.log_softmax(adapter[k], -1).tolist(),
+                                 base=torch.log_softmax(base[k], -1).tolist(),
+                                 logits=(adapter[k].tolist(), base[k].tolist()))
+            found.append((probe.separation(probe.top(top)), probe))
+    found.sort(key=lambda pair: -pair[0])
+    return [probe for _, probe in found[:positions]]
+
+
+def served_top_logprobs(base_url: str, model: str, prompt: str, temperature: float, seed: int, top: int,
+                        tokenizer: Any, fields: dict[str, Any] | None = None,
+                        timeout: float = 120.0) -> dict[int, float]:
+    """Ask the server for its ``top`` next-token log-probs after ``prompt`` (one token, at ``temperature``).
+
+    Tokens come back as ids where the server can say them (vLLM's ``return_tokens_as_token_ids``),
+    else as text pieces, read as ids where a piece is one token of ``tokenizer``.
+    """
+    body = {"model": model, "prompt": prompt, "max_tokens": 1, "temperature": temperature, "seed": seed,
+            "logprobs": top, "return_tokens_as_token_ids": True, **(fields or {})}
+    shown = redact_url(base_url)
+    try:
+        with urllib.request.urlopen(_request(base_url, "/completions", body), timeout=timeout) as reply:
+            choice = json.loads(reply.read())["choices"][0]
+    except (urllib.error.URLError, OSError, KeyError, IndexError, ValueError) as exc:
+        raise ServedMismatch(f"the log-prob probe of {model} at {shown} got no completion: {exc}") from exc
+    tops = ((choice.get("logprobs") or {}).get("top_logprobs") or [None])[0]
+    if not tops:
+        raise ServedMismatch(f"the server at {shown} returns no log-probabilities for {model}, so what it plays "
+                             "cannot be checked", "serve the adapters on vLLM (completions with logprobs)")
+    out: dict[int, float] = {}
+    for piece, value in tops.items():
+        head, _, tail = str(piece).partition(":")
+        if head == "token_id" and tail.isdigit():
+            out[int(tail)] = float(value)
+            continue
+        ids = tokenizer(str(piece), add_special_tokens=False)["input_ids"]
+        if len(ids) == 1:
+            out[int(ids[0])] = float(value)
+    return out
+
+
+def logprob_difference(probe: LogprobProbe, served: dict[int, float], temperature: float,
+                       tolerance: float = LOGPROB_TOLERANCE) -> tuple[str | None, dict[str, float]]:
+    """Return why ``served`` is not the adapter's next-token distribution (None when it is), and the distances.
+
+    Distances are mean absolute differences over the served tokens: to the adapter (``adapter``), to the
+    base (``base``), and between the two (``separation``), read raw or scaled by ``temperature``,
+    whichever fits the adapter better.
+    """
+    tokens = [t for t in served if 0 <= t < len(probe.adapter)]
+    if not tokens:
+        return "the server's log-probs name no token of the adapter's vocabulary", {}
+    best: dict[str, float] = {}
+    scales = [1.0] + ([temperature] if temperature > 0 and abs(temperature - 1.0) > 1e-6 else [])
+    for scale in scales:
+        if scale == 1.0:
+            adapter, base = probe.adapter, probe.base
+        else:
+            adapter, base = (_log_softmax([x / scale for x in logits]) for logits in probe.logits)
+        dist = {"adapter": sum(abs(served[t] - adapter[t]) for t in tokens) / len(tokens),
+                "base": sum(abs(served[t] - base[t]) for t in tokens) / len(tokens),
+                "separation": sum(abs(adapter[t] - base[t]) for t in tokens) / len(tokens)}
+        if not best or dist["adapter"] < best["adapter"]:
+            best = dist
+    # closer to the base than to the adapter counts only where the two differ by more than the server's rounding
+    if best["adapter"] > tolerance or (best["separation"] > 2 * tolerance and best["base"] < best["adapter"]):
+        plays = f" (the base's, within {best['base']:.3f})" if best["base"] <= tolerance else ""
+        why = (f"its next-token log-probs are {best['adapter']:.3f} nats from the adapter's{plays}, "
+               f"where the adapter and the base differ by {best['separation']:.3f}")
+        return why, best
+    return None, {k: (round(v, 4) if math.isfinite(v) else v) for k, v in best.items()}
+
+
+def _log_softmax(values: Sequence[float]) -> list[float]:
+    top = max(values)
+    total = top + math.log(sum(math.exp(v - top) for v in values))
+    return [v - total for v in values]
+
+
+def check_logprobs(base_url: str, model: str, probes: Sequence[LogprobProbe], tokenizer: Any, temperature: float,
+                   seed: int = 0, fields: dict[str, Any] | None = None, top: int = LOGPROB_TOP,
+                   tolerance: float = LOGPROB_TOLERANCE) -> dict[str, Any]:
+    """Raise `ServedMismatch` unless the server's next-token log-probs at every probe are the adapter's.
+
+    Asked at temperature 0 and again at ``temperature`` (the sampled path, seeded). Returns the record:
+    the largest distance to the adapter, the largest separation of the adapter from the base, and whether
+    the probes could tell the two apart at all (``discriminating``: a separation above twice the tolerance).
+    """
+    worst, strongest = 0.0, 0.0
+    for i, probe in enumerate(probes):
+        for temp in (0.0, temperature):
+            served = served_top_logprobs(base_url, model, probe.prompt, temp, seed + i, top, tokenizer, fields)
+            why, dist = logprob_difference(probe, served, temp, tolerance)
+            if why is not None:
+                path = "greedy path" if temp == 0 else f"sampled path (temperature {temp:g})"
+                raise ServedMismatch(f"the server at {redact_url(base_url)} does not play the trained adapter "
+                                     f"({model}): on the {path} {why}",
+                                     "the server plays another model under the adapter's name; check its LoRA "
+                                     "settings (vLLM --enable-lora) and restart the run")
+            worst = max(worst, dist["adapter"])
+            strongest = max(strongest, dist["separation"])
+    return {"positions": len(probes), "temperatures": [0.0, temperature], "max_distance": round(worst, 4),
+            "separation": round(strongest, 4), "discriminating": strongest > 2 * tolerance}

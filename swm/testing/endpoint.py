@@ -19,9 +19,9 @@ Script = Callable[[str, dict[str, Any]], Any]  # (prompt text, request body) -> 
 DEFAULT_SCRIPTS: dict[str, Script] = {"S3APParse": lambda prompt, body: s3ap_parse_for(prompt)}
 DEFAULT_TEXT = "speak: I think we can agree on that."
 FAULTS = ("500", "429", "hang", "drop", "invalid_json", "huge", "html", "sse", "double_json", "drip", "missing_choice",
-          "null_choice", "bad_arguments", "wrong_tool")
+          "null_choice", "bad_arguments", "wrong_tool", "echo_key")
 FAULT_SETTINGS = ("retry_after", "retry_after_ms", "hang", "huge_chars", "fault_rate", "usage", "drip_interval",
-                  "drip_bytes")
+                  "drip_bytes", "forget_adapters_at")
 USAGE = {"real": None, "missing": "leave the usage field out",
          "negative": "prompt_tokens -1000000, completion_tokens -5"}  # servers seen to send either
 
@@ -69,6 +69,7 @@ class _State:
         self.hang, self.huge_chars = 30.0, 2_000_000
         self.usage = "real"  # see USAGE
         self.drip_interval, self.drip_bytes = 0.2, 50  # "drip": one byte of padding per interval, then the reply
+        self.forget_adapters_at = -1  # when >= 0: once this many requests were answered, forget every adapter
         self.release = threading.Event()  # set on stop: hung requests end at once
         self.reset()
 
@@ -176,8 +177,11 @@ class _State:
             self.by_model[str(body.get("model", ""))] += 1
             if self.record:
                 self.bodies.append(body)
-        texts = [str(script(prompt, {**body, "seed": seed + i})) if callable(script) else str(script or self.text)
-                 for i in range(n)]
+        # a script answers text, or {"text": ..., "logprobs": ...}: a choice with the server's log-probs
+        answers = [script(prompt, {**body, "seed": seed + i}) if callable(script) else str(script or self.text)
+                   for i in range(n)]
+        texts = [str(a["text"]) if isinstance(a, dict) else str(a) for a in answers]
+        logprobs = [a.get("logprobs") if isinstance(a, dict) else None for a in answers]
         remaining = self.draw_latency() - (time.perf_counter() - received)
         if remaining > 0:
             time.sleep(remaining)
@@ -186,7 +190,7 @@ class _State:
         prompt_tokens, completion_tokens = max(1, len(prompt) // 4), sum(max(1, len(t) // 4) for t in texts)
         return {"id": f"cmpl-{uuid.uuid4().hex[:12]}", "object": "text_completion", "created": int(time.time()),
                 "model": body.get("model", "fake"),
-                "choices": [{"index": i, "text": t, "finish_reason": "stop", "logprobs": None}
+                "choices": [{"index": i, "text": t, "finish_reason": "stop", "logprobs": logprobs[i]}
                             for i, t in enumerate(texts)],
                 "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                           "total_tokens": prompt_tokens + completion_tokens}}
@@ -271,6 +275,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, broken_choices(fault, self._answer(body)))
         elif fault in ("bad_arguments", "wrong_tool"):
             self._send(200, unusable_tool_call(fault, self._answer(body)))
+        elif fault == "echo_key":  # a 400 quoting the key it was sent, as some gateways word a refusal
+            key = str(self.headers.get("Authorization") or "").removeprefix("Bearer ")
+            self._send(400, {"error": {"message": f"Request refused for API key {key}: model overloaded, try "
+                                                  f"another model", "type": "invalid_request_error"}})
         else:  # hang, then drop; drop: close the connection with no answer
             if fault == "hang":
                 self.state.release.wait(self.state.hang)
@@ -360,6 +368,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._fault(fault, body)
             return
         model = str(body.get("model", ""))
+        with self.state.lock:  # a restart: the adapters loaded at run time are gone
+            if 0 <= self.state.forget_adapters_at <= self.state.requests:
+                self.state.adapters.clear()
+                self.state.forget_adapters_at = -1
         if self.state.lora and model != "fake" and model not in self.state.adapters:
             self._send(404, {"error": {"message": f"The model `{model}` does not exist.",
                                        "type": "NotFoundError"}})

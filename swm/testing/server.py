@@ -41,10 +41,13 @@ arguments that are a JSON string of the JSON text), ``drip`` (the reply after ``
 of padding, one per ``drip_interval`` seconds: a read timeout never fires), ``missing_choice`` (the
 answer with its last choice left out), ``null_choice`` (its first choice with no text), ``bad_arguments``
 (a tool call whose arguments are not JSON) and ``wrong_tool`` (a tool call naming a tool nobody
-offered): chat completions a misformatting model sends, not retried. The last seven are generated
-answers, so they count in ``requests`` too. ``retry_after_ms`` adds
+offered): chat completions a misformatting model sends, not retried; ``echo_key`` (HTTP 400 whose
+message quotes the bearer key it was sent, as some gateways word a refusal). ``html`` to ``wrong_tool``
+are generated answers, so they count in ``requests`` too. ``retry_after_ms`` adds
 that header to 500s and 429s, so tests back off in milliseconds. ``attempts`` counts every chat
 request, faulted or not; ``requests`` only the ones answered normally; ``injected`` the faults.
+``forget_adapters_at=N`` (``lora=True``) forgets every loaded adapter once N requests were answered, as a
+restarted vLLM does: its next request naming one gets HTTP 404.
 """
 
 from __future__ import annotations
@@ -175,9 +178,8 @@ class FakeOpenAIServer:
 
         ``fail_at=K`` makes every request after the first K answer HTTP 400 (the client raises and
         the graph stops, as if killed); ``fail_at=-1`` turns that off. ``faults``, ``fault_rate``,
-        ``fault_kinds``, ``retry_after``, ``retry_after_ms``, ``hang``, ``huge_chars``, ``drip_interval`` and
-        ``drip_bytes``: see the
-        module docstring.
+        ``fault_kinds``, ``retry_after``, ``retry_after_ms``, ``hang``, ``huge_chars``, ``forget_adapters_at``,
+        ``drip_interval`` and ``drip_bytes``: see the module docstring.
         """
         if self.process_mode:
             self._call("POST", "/config", settings)
