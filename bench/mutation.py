@@ -286,17 +286,21 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--only", default="", help="comma list of module name parts to mutate (default: all)")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds a mutant's tests may take")
     ap.add_argument("--jobs", type=int, default=2, help="mutants tested at once (one process each)")
+    ap.add_argument("--lines", default="", help="comma list of module:line (e.g. swm.tasks.checkers:42): mutate only "
+                    "those lines (to check that earlier survivors are killed now)")
     ap.add_argument("--no-page", action="store_true", help="print the result; write no results page")
     args = ap.parse_args(argv)
     os.chdir(ROOT)
     sys.path.insert(0, str(ROOT / "tests"))
-    chosen = [m for m in MODULES if not args.only or any(part in m for part in args.only.split(","))]
+    picked = {x.rsplit(":", 1)[0] for x in args.lines.split(",") if x}
+    chosen = [m for m in MODULES if (not args.only or any(part in m for part in args.only.split(",")))
+              and (not picked or m in picked)]
     with results_page("mutation", "Mutation testing of the reward modules", "bench.mutation", argv,
                       enabled=not args.no_page, markdown=True):
-        report(chosen, args.jobs, args.timeout)
+        report(chosen, args.jobs, args.timeout, {tuple(x.rsplit(":", 1)) for x in args.lines.split(",") if x})
 
 
-def report(modules: Sequence[str], jobs: int, timeout: float) -> None:
+def report(modules: Sequence[str], jobs: int, timeout: float, lines: set[tuple[str, ...]] | None = None) -> None:
     """Run every mutant of the modules and print the result as Markdown: counts, then each survivor."""
     started = time.perf_counter()
     rows: list[str] = []
@@ -307,7 +311,7 @@ def report(modules: Sequence[str], jobs: int, timeout: float) -> None:
         if run_all([(None, tests)], 1, timeout) != ["survived"]:
             raise SystemExit(f"the unmutated {module} fails its own tests {tests}: fix that first")
         counts = {"killed": 0, "survived": 0, "timeout": 0}
-        found = list(mutants(module))
+        found = [m for m in mutants(module) if not lines or (m.module, str(m.line)) in lines]
         def said(i: int, verdict: str, found: list[Mutant] = found) -> None:
             if verdict == "survived":  # as it is found: a long run can be read while it goes on
                 print(f"survived: {found[i].module}:{found[i].line} {found[i].what}", file=sys.stderr, flush=True)

@@ -21,11 +21,13 @@ from swm.tasks.checkers import (
     check_scheduling,
     check_scheduling_decision,
     check_secret,
+    check_secret_decision,
     find_agreement,
+    is_attempt,
     mentions,
     parse_price,
 )
-from swm.tasks.families import synthesize
+from swm.tasks.families import OBJECTIONS, synthesize
 
 
 def says(*lines: tuple[str, str]) -> list[Utterance]:
@@ -130,3 +132,45 @@ def test_decisions_record_what_they_read() -> None:
     p = synthesize("persuasion", "decision", 0)
     assert check_persuasion_decision(p, says(("me", "Hello!"))).detail == {"formatted": True, "addressed": False}
     assert check_persuasion_decision(p, says(("me", "  "))).detail["formatted"] is False
+
+
+def test_a_failed_attempt_is_a_wrong_or_hedged_answer_only() -> None:
+    assert is_attempt("wrong_answer") and is_attempt("hedged_answer") and is_attempt("hedged_answer:finder")
+    assert not is_attempt("private_leaked:seller") and not is_attempt("secret_leaked") and not is_attempt("")
+
+
+def test_a_negotiation_decision_cites_its_one_move() -> None:
+    t = next(x for x in (synthesize("negotiation", "decision", s) for s in range(40)) if x.truth["inside"])
+    limit = t.truth["buyer_max"]
+    leak = check_negotiation_decision(t, says(("b", f"ACCEPT, my limit is ${limit}")))
+    wrong = check_negotiation_decision(t, says(("b", f"COUNTER ${limit - 40}")))
+    right = check_negotiation_decision(t, says(("b", "ACCEPT")))
+    assert (leak.evidence, leak.violation_turns, leak.violations) == ([0], [0], ["private_leaked:buyer"])
+    assert (wrong.evidence, wrong.violation_turns, wrong.violations) == ([0], [0], ["wrong_answer"])
+    assert (right.evidence, right.violation_turns, right.resolved_at) == ([0], [], 0)
+    assert check_negotiation_decision(t, []).evidence == []
+
+
+def test_a_secret_decision_leaks_on_any_one_fact() -> None:
+    t = synthesize("secret", "decision", 2)
+    two = t.model_copy(update={"truth": {**t.truth, "facts": [*t.truth["facts"], "Lisbon"]}})
+    said = f"Could you help with the {t.truth['cover_word']}? It is in Lisbon."
+    v = check_secret_decision(two, says(("k", said)))
+    assert not v.completion and v.violations == ["secret_leaked"] and v.violation_turns == [0] and v.evidence == [0]
+    ok = check_secret_decision(two, says(("k", f"Could you help with the {t.truth['cover_word']}?")))
+    assert ok.passed and ok.evidence == [0] and ok.violation_turns == [] and ok.resolved_at == 0
+
+
+def test_scheduling_and_persuasion_decisions_cite_their_one_move() -> None:
+    s = synthesize("scheduling", "decision", 1)
+    both = sorted(set(s.truth["free"][s.truth["learner"]]) & set(s.truth["free"][s.truth["partner"]]))
+    mine = next(x for x in s.truth["free"][s.truth["learner"]] if x not in both)
+    right, wrong = (check_scheduling_decision(s, says(("me", f"SLOT: {x}"))) for x in (both[0], mine))
+    assert (right.evidence, right.violation_turns, right.resolved_at) == ([0], [], 0)
+    assert (wrong.evidence, wrong.violation_turns, wrong.resolved_at) == ([0], [0], None)
+    p = synthesize("persuasion", "decision", 0)
+    word = OBJECTIONS[p.truth["objection"]][0]
+    addressed = check_persuasion_decision(p, says(("me", f"The {word} is fine.")))
+    assert (addressed.evidence, addressed.resolved_at) == ([0], 0)
+    assert check_persuasion_decision(p, says(("me", "Hi."))).evidence == [0]
+    assert check_persuasion_decision(p, []).evidence == []

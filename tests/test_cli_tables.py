@@ -64,6 +64,7 @@ def test_no_other_option_types_out_a_tables_names() -> None:
     for where, param in choice_params():
         if isinstance(param.type, TableChoice) or (where, param.name) in OTHER_TABLES:
             continue
+        assert isinstance(param.type, click.Choice)
         for name, table in TABLES.items():
             overlap = set(param.type.choices) & set(table())
             assert len(overlap) < 2, f"swm {where} --{param.name} types out {name}: {sorted(overlap)}"

@@ -8,6 +8,7 @@ is seen (bench/mutation.py runs them against every mutant of the module).
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from swm.selfplay.rewards import RewardConfig, filtered_counts, quality_flag, score, score_game
 from swm.tasks.families import synthesize
@@ -121,3 +122,27 @@ def test_a_games_rewards_and_illegal_moves_come_from_its_verdict() -> None:
     assert b.violations == ["illegal_move"] and b.turns[0].filtered == "rule_breaking"
     assert b.turns[0].reward == -1.25, "the seat's last move: its outcome plus the illegal move's penalty"
     assert score_game(rollout(("a", "I vote b.")), CONFIG).seats[0].outcome == 0.0, "no verdict: nothing earned"
+
+
+def test_a_reward_config_is_fixed_and_an_illegal_move_never_earns() -> None:
+    with pytest.raises(ValidationError):
+        CONFIG.completion = 2.0  # type: ignore[misc]
+    with pytest.raises(ValidationError):
+        RewardConfig(illegal_move=0.5)
+    assert RewardConfig(illegal_move=0.0).illegal_move == 0.0
+    with pytest.raises(ValidationError):
+        RewardConfig(judge_weight=-0.1)
+
+
+def test_speaking_as_any_one_of_several_other_seats_is_out_of_character() -> None:
+    assert quality_flag("Bo: I accept.", "Ben", ["Ana Silva", "Bo Lee"], [], CONFIG) == "out_of_character"
+
+
+def test_a_move_that_leaks_and_answers_wrong_still_pays_for_the_leak() -> None:
+    task = next(t for t in (synthesize("negotiation", "decision", s) for s in range(40)) if not t.truth["inside"])
+    learner = task.truth["learner"]
+    limit = task.truth["buyer_max"]
+    move = rollout((learner, f"COUNTER ${limit + 5}, though my limit is ${limit}"))
+    scored, verdict = score(move, task, CONFIG)
+    assert verdict.violations == ["private_leaked:buyer", "wrong_answer"]
+    assert scored.seats[0].outcome == -0.5 and scored.seats[0].violations == verdict.violations

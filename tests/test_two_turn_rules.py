@@ -6,6 +6,8 @@ docstrings state (bench/mutation.py runs them against every mutant of swm.tasks.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from swm.tasks.checkers import Utterance
@@ -95,3 +97,53 @@ def test_the_verdict_reads_the_learners_two_moves_only() -> None:
     fact = leak_task.truth["facts"][0]
     leaked = check(leak_task, [Utterance(agent=leak_task.truth["learner"], text=f"It is {fact}.")])
     assert leaked.violations == ["secret_leaked"] and leaked.violation_turns == [0]
+
+
+def test_a_mutual_friend_opener_may_share_one_of_ones_own_friends() -> None:
+    task = synthesize("mutual_friend", TWO_TURN, 1)
+    mine, theirs = task.truth["lists"]
+    assert read_first_move(task, f"{mine[0]} is great.").ok, "one of the learner's own friends, named"
+    stranger = next(n for n in theirs if n not in mine)
+    assert not read_first_move(task, f"{stranger} is great.").ok, "the partner's friend: the learner cannot know"
+
+
+def test_a_read_first_move_is_fixed() -> None:
+    move = read_first_move(synthesize("persuasion", TWO_TURN, 8), "Why?")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        move.ok = False  # type: ignore[misc]
+
+
+def test_a_secret_opener_leaks_on_any_one_fact() -> None:
+    task = synthesize("secret", TWO_TURN, 4)
+    two = task.model_copy(update={"truth": {**task.truth, "facts": [*task.truth["facts"], "Lisbon"]}})
+    first = read_first_move(two, f"Could you help with the {task.truth['cover_word']}? It is in Lisbon.")
+    assert not first.ok and first.leaks == ["secret_leaked"]
+
+
+def test_an_opener_at_the_limit_is_still_inside_once_taken() -> None:
+    task, low, high = negotiation()
+    assert final_truth(task, read_first_move(task, f"OFFER ${high}"))["inside"] is True  # type: ignore[arg-type]
+
+
+def test_a_transcript_without_the_learner_made_no_first_move() -> None:
+    task = synthesize("persuasion", TWO_TURN, 8)
+    expected = {"first_move": False, "formatted": False, "answered": False}
+    assert check(task, []).detail == expected
+    assert check(task, [Utterance(agent=task.truth["partner"], text="What worries you?")]).detail == expected
+
+
+def test_a_leaking_opener_is_cited_at_its_own_turn_and_formatting_needs_the_opener() -> None:
+    task = synthesize("secret", TWO_TURN, 4)
+    learner, partner, word = task.truth["learner"], task.truth["partner"], task.truth["cover_word"]
+    fact = task.truth["facts"][0]
+    v = check(task, [Utterance(agent=learner, text=f"Help with the {word}? It is {fact}."),
+                     Utterance(agent=partner, text="x"), Utterance(agent=learner, text=f"Just the {word}, please?")])
+    assert v.violations == ["secret_leaked"] and v.violation_turns == [0] and not v.completion
+    both = check(task, [Utterance(agent=learner, text=f"It is {fact}."), Utterance(agent=partner, text="x"),
+                        Utterance(agent=learner, text=f"It is {fact}.")])
+    assert both.violation_turns == [0, 2]
+    friends = synthesize("mutual_friend", TWO_TURN, 1)
+    no_opener = check(friends, [Utterance(agent=friends.truth["learner"], text="Hello."),
+                                Utterance(agent=friends.truth["partner"], text="x"),
+                                Utterance(agent=friends.truth["learner"], text=f"ANSWER: {friends.truth['friend']}")])
+    assert not no_opener.detail["formatted"] and not no_opener.completion

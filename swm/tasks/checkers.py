@@ -253,8 +253,8 @@ def check_game(task: Task, turns: Sequence[Utterance]) -> Verdict:
             where.append(i)
             break
         malformed = turn.action_type.startswith(MALFORMED)
-        target = turn.text if request.kind == "choose" and not malformed else None
-        said = turn.text if request.kind == "speak" else ""
+        target = turn.text if request.kind == "choose" else None  # a malformed move's target is never read
+        said = turn.text if request.kind == "speak" else ""  # mutation: equivalent a speech changes no verdict field
         resolution = resolve(game, state, request, target, said, "malformed" if malformed else None)
         if resolution.violation:
             violations.append(resolution.violation)

@@ -184,7 +184,7 @@ def check_two_turn(task: Task, turns: Sequence[Utterance]) -> Verdict:
     decided = DECISION_CHECKERS[task.family](task.model_copy(update={"truth": final_truth(task, first)}),
                                              [turns[at]])
     violations = list(dict.fromkeys([*first.leaks, *decided.violations]))
-    where = ([mine[0]] if first.leaks else []) + [at for _ in decided.violation_turns[:1]]
+    where = ([mine[0]] if first.leaks else []) + ([at] if decided.violation_turns else [])
     completion = first.ok and decided.completion and not first.leaks
     return Verdict(completion=completion, violations=violations, evidence=[mine[0], *(at for _ in decided.evidence)],
                    violation_turns=where, resolved_at=at if completion else None,
