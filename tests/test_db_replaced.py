@@ -29,14 +29,18 @@ def _replace(db: Path) -> None:
     os.replace(fresh, db)
 
 
-def _overwrite(db: Path) -> None:
-    """``cp other.db run.db``: another database's bytes written over the file in place (same inode)."""
-    other = db.with_name("other.db")
-    with sqlite3.connect(other) as conn:
+def _other_run(path: Path) -> Path:
+    """Write another run's database, six episodes in it, at ``path``."""
+    with sqlite3.connect(path) as conn:
         conn.execute("create table other_run (episode text)")
         conn.executemany("insert into other_run values (?)", [(f"e{i}",) for i in range(6)])
     conn.close()
-    shutil.copyfile(other, db)
+    return path
+
+
+def _overwrite(db: Path) -> None:
+    """``cp other.db run.db``: another database's bytes written over the file in place (same inode)."""
+    shutil.copyfile(_other_run(db.with_name("other.db")), db)
 
 
 WHAT = {_delete: "deleted", _replace: "replaced by another file", _overwrite: "overwritten in place by another file"}
@@ -101,12 +105,7 @@ def test_the_success_path_writes_the_episode_id(tmp_path: Path) -> None:
 
 def _renamed_over(db: Path) -> None:
     """``cp donor.db t.db && mv t.db run.db``: another run's database renamed over the file (a new inode)."""
-    donor = db.with_name("donor.db")
-    with sqlite3.connect(donor) as conn:
-        conn.execute("create table other_run (episode text)")
-        conn.executemany("insert into other_run values (?)", [(f"e{i}",) for i in range(6)])
-    conn.close()
-    shutil.copyfile(donor, db.with_name("t.db"))
+    shutil.copyfile(_other_run(db.with_name("donor.db")), db.with_name("t.db"))
     os.replace(db.with_name("t.db"), db)
 
 

@@ -145,3 +145,28 @@ def test_sigterm_to_learn_on_ray_workers_drains_and_a_rerun_finishes(tmp_path: P
         assert rc == 0, err[-3000:]
     ids = episode_ids(tmp_path / "t.db", "t")
     assert len(ids) == len(set(ids)) >= 10
+
+
+def test_a_local_cluster_slow_to_start_is_one_line_not_a_traceback(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray gives its node 30 s to start and then raises a bare Exception: on a loaded machine that is one line."""
+    import ray
+    from click.testing import CliRunner
+
+    from swm.cli import main
+
+    def slow(*args: object, **kwargs: object) -> None:
+        raise Exception("The current node timed out during startup. This could happen because some of the raylet "
+                        "failed to startup or the GCS has become overloaded.")
+
+    monkeypatch.setattr(ray, "init", slow)
+    server = ScriptedServer()
+    try:
+        result = CliRunner().invoke(main, _args(server.spec, str(tmp_path / "r.db"), "r", tmp_path / "out",
+                                                "--workers", "2")[3:])
+    finally:
+        server.close()
+    assert result.exit_code == 3, result.output
+    assert result.output.strip().splitlines()[-1].startswith(
+        "error: Ray could not start a local cluster of 2 CPUs (Exception: The current node timed out during startup")
+    assert "Traceback" not in result.output

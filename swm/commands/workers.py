@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from swm.context import SWMContext
-from swm.errors import InputError
+from swm.errors import EnvironmentFault, InputError
 
 # Fields of the runtime context that travel to workers: plain settings only (no models, no store).
 _PLAIN = ("model", "models", "temperature", "max_tokens", "timeout", "max_retries", "max_failures_in_a_row", "task",
@@ -149,6 +149,16 @@ def _join_failed(address: str, exc: BaseException) -> InputError:
                       f"RAY_AUTH_MODE {mode})", hint)
 
 
+def _start_failed(workers: int, exc: BaseException) -> EnvironmentFault:
+    first = " ".join(str(exc).split())[:200]
+    fault = EnvironmentFault(f"Ray could not start a local cluster of {workers} CPUs ({type(exc).__name__}: {first})",
+                             "on a busy machine its processes may need longer than Ray's 30 s: run again when the "
+                             "load is lower, or with fewer --workers; finished items are kept (rerun with the same "
+                             "--db and --thread-id)")
+    fault.exit_code = 3  # a service that did not come up: the same command may pass later
+    return fault
+
+
 @contextmanager
 def ray_cluster(workers: int, address: str | None, db: str | Path) -> Iterator[Any]:
     """Join ``address`` (or start a local cluster of ``workers`` CPUs) for the block; yield the ``ray`` module."""
@@ -175,8 +185,10 @@ def ray_cluster(workers: int, address: str | None, db: str | Path) -> Iterator[A
                  log_to_driver=False, runtime_env={"env_vars": env} if env else None)
     except (ConnectionError, getattr(ray.exceptions, "AuthenticationError", ConnectionError)) as exc:
         if local:
-            raise
+            raise _start_failed(workers, exc) from exc
         raise _join_failed(str(address), exc) from exc
+    except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception when its node is slow to start (busy machine)
+        raise (_start_failed(workers, exc) if local else _join_failed(str(address), exc)) from exc
     finally:
         if on_sigterm is not None:
             signal.signal(signal.SIGTERM, on_sigterm)
