@@ -13,6 +13,7 @@ from swm.tasks.families import Task, synthesize
 from swm.tasks.splits import split_tasks
 from swm.training.advantages import AdvantageConfig
 from swm.training.config import PolicyConfig, PPOConfig
+from swm.training.transcript import DEFAULT_TRANSCRIPT, Transcript
 
 
 class SelfPlayPlan(BaseModel):
@@ -33,6 +34,8 @@ class SelfPlayPlan(BaseModel):
     group_size: int = Field(8, ge=1, description="G: rollouts per task (a group); 8 by default, since with a "
                             "5% success rate a group of 2 carries any signal only 9.5% of the time, one of 8 34%")
     max_turns: int = Field(4, ge=1)
+    transcript: Transcript = Field(DEFAULT_TRANSCRIPT, description="each seat's context: one chat that only grows "
+                                   "(append) or its whole prompt rendered again every turn (rerender)")
     eval_tasks: int = Field(2, ge=0, description="held-out tasks evaluated after each update: an episode level's "
                             "frozen file holds 4 a family; a two-seat level is generated (pinned by digest), "
                             "any number")

@@ -38,10 +38,11 @@ from openai import OpenAI
 from swm.credentials import endpoint_key
 from swm.errors import ModelUnavailable
 from swm.serving.adapters import ServerSlots, find_base_gguf, require_base_gguf
-from swm.serving.embedded import revive, slots
+from swm.serving.embedded import PYTHON, engine, revive, slots
 from swm.serving.runtime_lora import LoraSlots
 from swm.training.config import PolicyConfig
 from swm.training.trajectory import Generation
+from swm.training.transcript import SeatChat, chat_prompt_ids
 
 if TYPE_CHECKING:
     from swm.training.policy import Batch, LoraValueModel
@@ -134,17 +135,23 @@ class ServedSampler:
         self.client = OpenAI(base_url=url, api_key=key or "sk-no-key-needed", timeout=timeout, max_retries=2)
 
     def generate(self, prompt: str, prefill: str = "", stop: str | None = None,
-                 max_tokens: int | None = None) -> Generation:
-        """Sample one reply from the server (``prefill`` appended to the prompt, ``stop`` ending it) and score it."""
+                 max_tokens: int | None = None, chat: SeatChat | None = None) -> Generation:
+        """Sample one reply from the server (``prefill`` appended to the prompt, ``stop`` ending it) and score it.
+
+        With the seat's ``chat`` the prompt is the chat's token ids then ``prompt`` as its next message
+        (`swm.training.transcript`), sent as token ids, so the server can serve it from the seat's cached prefix.
+        """
         from swm.training.policy import collate, gather
 
         cfg = self.policy.config
         tok = self.policy.tokenizer
-        messages = [{"role": "user", "content": prompt}]
-        text_prompt = str(tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)) + prefill
-        prompt_ids = self.policy.prompt_ids(prompt)
-        if prefill:
-            prompt_ids += [int(i) for i in tok(prefill, add_special_tokens=False)["input_ids"]]
+        prompt_ids = chat_prompt_ids(tok, chat, prompt, prefill)
+        text_prompt: str | list[int] = prompt_ids
+        if chat is not None and self.model == "embedded" and engine() == PYTHON:  # its server takes text only
+            text_prompt = str(tok.decode(prompt_ids, skip_special_tokens=False))
+        elif chat is None:
+            messages = [{"role": "user", "content": prompt}]
+            text_prompt = str(tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)) + prefill
         seed = seed_of(f"{self.seed_key}/{self.calls}")
         self.calls += 1
         reply = self._complete(text_prompt, max_tokens or cfg.max_new_tokens, cfg.temperature, seed, stop)
@@ -170,7 +177,8 @@ class ServedSampler:
         return Generation(text=prefill + text, prompt_ids=prompt_ids, token_ids=tokens,
                           logprobs=gather(logprobs, batch)[0], served_logprobs=served)
 
-    def _complete(self, prompt: str, max_tokens: int, temperature: float, seed: int, stop: str | None = None) -> Any:
+    def _complete(self, prompt: str | list[int], max_tokens: int, temperature: float, seed: int,
+                  stop: str | None = None) -> Any:
         """Send one completion; a request in flight when the server went down is sent again once it is back."""
 
 
