@@ -4,8 +4,10 @@ The checkpoint's PEFT adapter is served by `swm.serving.serve_adapter` (a GGUF L
 once beside it as ``adapter.gguf``) on the embedded llama.cpp server over the base
 GGUF (``embedded:lora=…``; on llama-server the base's one process, each request naming the
 adapter; the previous iteration's adapter of the same run is let go when the next one is served).
-A turn is one ``/v1/completions`` request with the chat-templated prompt, pure temperature
-sampling (``top_k`` 0, ``top_p`` 1, ``min_p`` 0, no repeat penalty: the distribution PPO
+A turn is one ``/v1/completions`` request with the chat-templated prompt (with a seat's append-only
+chat, its token ids: `swm.training.transcript`), drawn as `swm.serving.draws` says (``fresh`` by default:
+no prompt cache, so the same seed gives the same move; ``seat``: the seat's own slot's cache), pure
+temperature sampling (``top_k`` 0, ``top_p`` 1, ``min_p`` 0, no repeat penalty: the distribution PPO
 assumes) and a seed derived from the run's seed, the rollout and the turn.
 
 The server returns text. Its tokens are recovered by tokenising that text with the base's
@@ -37,8 +39,10 @@ from openai import OpenAI
 
 from swm.credentials import endpoint_key
 from swm.errors import ModelUnavailable
+from swm.serving import draws
 from swm.serving.adapters import ServerSlots, find_base_gguf, require_base_gguf
 from swm.serving.embedded import PYTHON, engine, revive, slots
+from swm.serving.llama_server import ENGINE
 from swm.serving.runtime_lora import LoraSlots
 from swm.training.config import PolicyConfig
 from swm.training.trajectory import Generation
@@ -154,7 +158,14 @@ class ServedSampler:
             text_prompt = str(tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)) + prefill
         seed = seed_of(f"{self.seed_key}/{self.calls}")
         self.calls += 1
-        reply = self._complete(text_prompt, max_tokens or cfg.max_new_tokens, cfg.temperature, seed, stop)
+        draw: dict[str, Any] = {}
+        if self.model == "embedded" and engine() == ENGINE:  # how a seeded draw is sent (`swm.serving.draws`)
+            draw = draws.fields()
+            if chat is not None:
+                if chat.slot is None:
+                    chat.slot = draws.PINS.pin(self.base_url, slots())
+                draw = draws.seat_fields(chat.slot, first=chat.ids is None)
+        reply = self._complete(text_prompt, max_tokens or cfg.max_new_tokens, cfg.temperature, seed, stop, draw)
         choice = reply.choices[0]
         text = choice.text or ""
         tokens = [int(t) for t in tok.encode(text, add_special_tokens=False)]
@@ -178,7 +189,7 @@ class ServedSampler:
                           logprobs=gather(logprobs, batch)[0], served_logprobs=served)
 
     def _complete(self, prompt: str | list[int], max_tokens: int, temperature: float, seed: int,
-                  stop: str | None = None) -> Any:
+                  stop: str | None = None, draw: dict[str, Any] | None = None) -> Any:
         """Send one completion; a request in flight when the server went down is sent again once it is back."""
 
 
@@ -187,7 +198,7 @@ class ServedSampler:
                 return self.client.completions.create(
                     model=self.model, prompt=prompt, max_tokens=max_tokens, temperature=temperature, top_p=1.0,
                     seed=seed, logprobs=1 if self.server_logprobs else None, stop=[stop] if stop else openai.omit,
-                    extra_body={**self.sampling, **self.fields})
+                    extra_body={**self.sampling, **(draw or {}), **self.fields})
             except openai.APIConnectionError as exc:
                 if resend == 3 or isinstance(exc, openai.APITimeoutError) or not revive(self.base_url):
                     raise

@@ -36,6 +36,7 @@ class SeatChat:
 
     messages: list[dict[str, str]] = field(default_factory=list)
     ids: list[int] | None = None  # the last turn's prompt ids then its generated ids: what the next turn extends
+    slot: int | None = None  # the server slot that holds this seat's cached prefix, once a server pinned one
 
     def extend(self, user: str, reply: str, prompt_ids: Sequence[int], token_ids: Sequence[int]) -> None:
         """Add one turn: the user message the seat was given, its reply, and the ids of both (when known)."""
