@@ -230,3 +230,13 @@ def test_one_sequence_per_seat_trains_as_its_turns_do(tiny_policy: Any) -> None:
     rollout = Rollout(rollout_id="r", task_id="t", iteration=0, sample=0,
                       seats=[{"seat": "Ava", "role": "seller", "turns": [t.model_dump() for t in turns]}])
     assert len(training_samples([rollout])) == 1 and len(training_samples([rollout], "turn")) == 3
+
+
+def test_a_seat_draw_is_pinned_and_cached_after_its_first_turn() -> None:
+    from swm.serving import draws
+
+    assert draws.seat_fields(3, first=True, chosen="seat") == {"id_slot": 3, "cache_prompt": False}
+    assert draws.seat_fields(3, first=False, chosen="seat") == {"id_slot": 3, "cache_prompt": True}
+    assert draws.seat_fields(3, first=False, chosen="fresh") == {"cache_prompt": False}, "fresh: never the cache"
+    pins = draws.SlotPins()
+    assert [pins.pin("u", 3) for _ in range(4)] == [0, 1, 2, 0] and pins.pin("v", 3) == 0
