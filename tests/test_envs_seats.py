@@ -37,13 +37,14 @@ from swm.games.base import DRAW
 from swm.llm import make_chat_model
 from swm.scenarios import shipped
 from swm.selfplay.rewards import RewardConfig
-from swm.selfplay.rollout import turn_prompt
+from swm.selfplay.rollout import seat_message
 from swm.social.judgement import DIMENSIONS
 from swm.tasks import Task, check, synthesize
 from swm.tasks.checkers import is_attempt
 from swm.tasks.families import DECISION, DECISION_FAMILIES, TWO_SEAT, TWO_TURN
 from swm.testing import FakeOpenAIServer
 from swm.training.trajectory import Generation
+from swm.training.transcript import SeatChat
 
 REWARD = RewardConfig(quality_filter=False)
 _NAME = re.compile(r"\b[A-Z][a-z]+ [A-Z][a-z]+\b")
@@ -190,9 +191,9 @@ class SeatLog:
         self.sampler, self.prompts = sampler, []
 
     def generate(self, prompt: str, prefill: str = "", stop: str | None = None,
-                 max_tokens: int | None = None) -> Generation:
+                 max_tokens: int | None = None, chat: SeatChat | None = None) -> Generation:
         self.prompts.append(prompt)
-        return self.sampler.generate(prompt, prefill, stop, max_tokens)
+        return self.sampler.generate(prompt, prefill, stop, max_tokens, chat=chat)
 
 
 MIXED = [("persuasion", DECISION), ("secret", TWO_TURN), ("negotiation", "easy"), ("mutual_friend", TWO_SEAT),
@@ -269,10 +270,14 @@ def test_a_sotopia_scenario_is_scored_by_sotopias_own_evaluator() -> None:
     names = scenario.names
     assert episode.failed is None and episode.rewards == {names[0]: 0.7, names[1]: 0.3}
     said: list[tuple[str, str]] = []
+    chats = {name: SeatChat() for name in names}
     for turn, (move, reply) in enumerate(zip(episode.moves, policy.replies, strict=True)):
         assert move.seat == names[turn % 2] and move.text == reply.strip()
-        assert move.prompt == turn_prompt(scenario, move.seat, said, turn), "self-play's prompt, rebuilt"
+        chat = chats[move.seat]
+        assert move.prompt == seat_message(scenario, move.seat, said, turn, chat), "self-play's seat chat, rebuilt"
+        chat.extend(move.prompt, move.text, [], [])
         said.append((move.seat, move.text))
+    assert all(t.appended == t.append_checked == 0 for t in episode.traces), "no token ids: nothing to check"
     assert [m.reward for m in episode.moves] == [0.0, 0.0, 0.7, 0.3], "each seat's reward at its last move"
     assert {n: j["goal"] for n, j in episode.verdict["judgements"].items()} == {names[0]: 7, names[1]: 3}
     (request,) = judged  # one call rates every agent, having read the whole transcript

@@ -69,9 +69,10 @@ def test_a_served_rollout_records_tokens_scored_under_the_sampling_checkpoint(ti
                                                    base=tiny_gguf_llama / "base.gguf")
     turns = [t for s in first.seats for t in s.turns]
     policy = loop.POOL.get(plan.policy, checkpoint_dir(plan.run_dir, 0))
+    assert all(s.turns[0].prompt_ids == policy.prompt_ids(s.turns[0].prompt) for s in first.seats if s.turns)
+    assert first.append_ratio() == 1.0, "each seat's later prompts extend its chat, token for token"
     for turn in turns:
         assert len(turn.token_ids) == len(turn.logprobs) > 0
-        assert turn.prompt_ids == policy.prompt_ids(turn.prompt)
         batch = collate([turn.prompt_ids], [turn.token_ids], policy.tokenizer.pad_token_id)
         with torch.no_grad():
             expected = gather(policy.score(batch)[0], batch)[0]

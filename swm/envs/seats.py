@@ -31,6 +31,7 @@ is a `PolicyReplyError` naming what came back, and a reply longer than `MAX_REPL
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any
@@ -44,10 +45,10 @@ from swm.games import Decision, Turn, get_game, play_game
 from swm.lifelong.bridge import to_scenario
 from swm.lifelong.game_bridge import game_to_record
 from swm.nodes.judge import judge_all_agents
-from swm.selfplay.game_rollout import parse_choice
+from swm.selfplay.game_rollout import SeatChats, parse_choice
 from swm.selfplay.judge import judge_turns
 from swm.selfplay.rewards import RewardConfig, score, score_game
-from swm.selfplay.rollout import Sampler, play, turn_prompt
+from swm.selfplay.rollout import Sampler, generate, play, record_appends, seat_message, turn_prompt
 from swm.social.models import Scenario
 from swm.state import SocialStep
 from swm.tasks import Task, Utterance, check, synthesize
@@ -55,6 +56,7 @@ from swm.tasks.decisions import decision_prompt
 from swm.tasks.families import DECISION, GAME_FAMILIES, TWO_TURN
 from swm.tasks.two_turn import closing_prompt, opening_prompt, partner_reply, read_first_move
 from swm.training.trajectory import Generation, Rollout, SeatTrajectory, SeatTurn
+from swm.training.transcript import DEFAULT_TRANSCRIPT, SeatChat, Transcript, chat_prompt_ids, takes_chat
 
 # a move is at most this many characters: the longest prompt-sized reply any task asks for is a few hundred
 MAX_REPLY_CHARS = 4_000
@@ -101,8 +103,51 @@ class Move(BaseModel):
                                     "(None: not cut)")
 
 
+class SeatTrace(BaseModel):
+    """One seat's episode as an RL engine trains on it: its whole sequence, its own tokens, its rewards.
+
+    ``token_ids`` is the seat's transcript (its last prompt, then its last reply); ``spans`` the (start, end)
+    positions of the tokens it generated, one per turn, with ``logprobs`` for them in order (NaN: unknown).
+    With an append-only transcript (`swm.training.transcript`; ``appended == append_checked``) every turn's
+    prompt is a prefix of it; otherwise ``token_ids`` holds the last turn only and ``spans`` only its reply.
+    ``states`` is the social state after each of its turns (a game's step, a task's verdict so far).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    seat: str
+    role: str
+    trainable: bool = Field(description="played by the policy (False: a code partner's or a fixed seat's)")
+    token_ids: list[int] = Field(default_factory=list)
+    spans: list[tuple[int, int]] = Field(default_factory=list)
+    logprobs: list[float] = Field(default_factory=list)
+    turns: list[int] = Field(default_factory=list, description="the episode turn of each of its moves")
+    rewards: list[float] = Field(default_factory=list, description="each of its turns' reward")
+    reward: float = Field(0.0, description="its episode reward (the sum of its turns', or its outcome)")
+    states: list[dict[str, Any] | None] = Field(default_factory=list)
+    appended: int = 0
+    append_checked: int = 0
+
+
+def seat_trace(seat: SeatTrajectory, reward: float, trainable: bool = True) -> SeatTrace:
+    """A seat's trajectory as a `SeatTrace` (one sequence when its turns append, else its last turn)."""
+    turns = seat.turns
+    whole = bool(turns) and seat.appended == seat.append_checked == len(turns) - 1 and bool(turns[-1].prompt_ids)
+    shown = turns if whole else turns[-1:]
+    last = turns[-1] if turns else None
+    return SeatTrace(seat=seat.seat, role=seat.role, trainable=trainable,
+                     token_ids=[*last.prompt_ids, *last.token_ids] if last else [],
+                     spans=[(len(t.prompt_ids), len(t.prompt_ids) + len(t.token_ids)) for t in shown if t.token_ids],
+                     logprobs=[x for t in shown for x in t.logprobs], turns=[t.turn for t in turns],
+                     rewards=[t.reward for t in turns], reward=reward, states=[t.state for t in turns],
+                     appended=seat.appended, append_checked=seat.append_checked)
+
+
 class Episode(BaseModel):
-    """A finished episode: the moves, each seat's reward (the sum of its turns'), the checker's verdict."""
+    """A finished episode: the moves, each seat's reward (the sum of its turns'), the checker's verdict.
+
+    ``traces`` holds each seat's `SeatTrace`: the sequence an RL engine trains that seat on.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -113,6 +158,7 @@ class Episode(BaseModel):
     rewards: dict[str, float] = Field(default_factory=dict)
     verdict: dict[str, Any] = Field(default_factory=dict)
     failed: str | None = None
+    traces: list[SeatTrace] = Field(default_factory=list)
 
     @property
     def utterances(self) -> list[Utterance]:
@@ -124,7 +170,8 @@ class SocialEnv:
     """swm's verifiable tasks and Werewolf as a multi-seat environment (see the module docstring)."""
 
     def __init__(self, families: Sequence[str], levels: Sequence[str], *, reward: RewardConfig | None = None,
-                 max_turns: int = 8, judge: Any = None) -> None:
+                 max_turns: int = 8, judge: Any = None, transcript: Transcript = DEFAULT_TRANSCRIPT) -> None:
+        self.transcript = transcript  # each seat's context: one chat that only grows, or re-rendered (rerender)
         self.families = tuple(families)
         self.levels = tuple(levels)
         self.reward = reward or RewardConfig()
@@ -163,7 +210,7 @@ class SocialEnv:
         if task.level == TWO_TURN:
             return self._two_turn(task, _seat(policy, str(task.truth["learner"])))
         rollout = play(task, policy, rollout_id=f"{task.task_id}/{sample}", iteration=0, sample=sample,
-                       max_turns=self.max_turns)
+                       max_turns=self.max_turns, transcript=self.transcript)
         if rollout.failed:
             return Episode(task_id=task.task_id, family=task.family, level=task.level, failed=rollout.failed)
         judged = None
@@ -190,17 +237,27 @@ class SocialEnv:
         names = list(scenario.names)
         said: list[tuple[str, str]] = []
         moves: list[Move] = []
+        seats = {n: SeatTrajectory(seat=n, role=f"agent_{names.index(n) + 1}") for n in names}
+        chats: dict[str, SeatChat] = {}
         failed = None
         for turn in range(self.max_turns):
             speaker = names[turn % len(names)]
-            prompt = turn_prompt(scenario, speaker, said, turn)
+            sampler = _seat(policy, speaker)
+            chat = chats.setdefault(speaker, SeatChat()) if self.transcript == "append" and takes_chat(sampler) \
+                else None
+            prompt = seat_message(scenario, speaker, said, turn, chat) if chat is not None else \
+                turn_prompt(scenario, speaker, said, turn)
             try:
-                text = _seat(policy, speaker).generate(prompt).text.strip()
+                gen = generate(sampler, prompt, chat)
             except Exception as err:  # noqa: BLE001 - a model error fails the episode, with its reason
                 failed = f"turn {turn}: {type(err).__name__}: {err}"[:500]
                 break
-            moves.append(Move(turn=turn, seat=speaker, role=f"agent_{names.index(speaker) + 1}", prompt=prompt,
-                              text=text))
+            text = gen.text.strip()
+            if chat is not None:
+                chat.extend(prompt, gen.text, gen.prompt_ids, gen.token_ids)
+            seats[speaker].turns.append(SeatTurn(turn=turn, prompt=prompt, text=text, prompt_ids=gen.prompt_ids,
+                                                 token_ids=gen.token_ids, logprobs=gen.logprobs))
+            moves.append(Move(turn=turn, seat=speaker, role=seats[speaker].role, prompt=prompt, text=text))
             said.append((speaker, text))
         head = {"task_id": scenario.id, "family": "sotopia", "level": scenario.codename or "scenario"}
         if failed:
@@ -214,8 +271,13 @@ class SocialEnv:
         last = {m.seat: m.turn for m in moves}
         for m in moves:  # the seat's reward at its last move, as self-play rewards a game's outcome
             m.reward = rewards[m.seat] if last[m.seat] == m.turn else 0.0
+        for seat in seats.values():
+            for t in seat.turns:
+                t.reward = rewards[seat.seat] if last[seat.seat] == t.turn else 0.0
+        record_appends(seats.values())
         return Episode(**head, moves=moves, rewards=rewards,
-                       verdict={"judgements": {n: judged[n].model_dump() for n in names}})
+                       verdict={"judgements": {n: judged[n].model_dump() for n in names}},
+                       traces=[seat_trace(s, rewards[s.seat]) for s in seats.values()])
 
     # ---- the shapes -----------------------------------------------------------------------------------
     def _scored(self, task: Task, rollout: Rollout, code_turns: dict[int, Move],
@@ -235,8 +297,11 @@ class SocialEnv:
         # a seat's reward is the sum of its turns' (its outcome, and a game's illegal-move penalties); a seat
         # that never acted (settled, or killed, before its turn) keeps its outcome
         rewards = {s.seat: sum(t.reward for t in s.turns) if s.turns else s.outcome for s in rollout.seats}
+        traces = [seat_trace(s, rewards[s.seat]) for s in rollout.seats]
+        traces += [SeatTrace(seat=m.seat, role=m.role, trainable=False, turns=[m.turn], states=[None])
+                   for m in code_turns.values()]
         return Episode(task_id=task.task_id, family=task.family, level=task.level,
-                       moves=[moves[k] for k in sorted(moves)], rewards=rewards, verdict=verdict)
+                       moves=[moves[k] for k in sorted(moves)], rewards=rewards, verdict=verdict, traces=traces)
 
     def _decision(self, task: Task, policy: Sampler) -> Episode:
         shown = decision_prompt(task)
@@ -266,10 +331,11 @@ class SocialEnv:
     def _game(self, task: Task, policy: Sampler | Mapping[str, Sampler]) -> Episode:
         truth = task.truth
         seen: dict[int, tuple[str, Generation]] = {}
+        chats = SeatChats(self.transcript)
 
         def decide(turn: Turn) -> Decision:
-            gen = _seat(policy, turn.request.agent).generate(turn.prompt)
-            seen[turn.index] = (turn.prompt, gen)
+            prompt, gen = chats.move(_seat(policy, turn.request.agent), turn)
+            seen[turn.index] = (prompt, gen)
             text = gen.text.strip()
             if turn.request.kind == "speak":
                 return Decision(text=text, policy="env")
@@ -289,7 +355,10 @@ class SocialEnv:
         for i, (move, acted) in enumerate(zip(record.moves, checked.turns, strict=True)):
             prompt, gen = seen.get(move.turn, (move.prompt, None))
             seats[move.agent].turns.append(SeatTurn(turn=i, prompt=prompt, text=gen.text.strip() if gen else acted.text,
-                                                    prompt_ids=[], token_ids=[], logprobs=[]))
+                                                    prompt_ids=gen.prompt_ids if gen else [],
+                                                    token_ids=gen.token_ids if gen else [],
+                                                    logprobs=gen.logprobs if gen else [],
+                                                    state=json.loads(move.step) if move.step else None))
             texts[i] = (acted.text, acted.action_type)
         outcome = record.outcome
         broken = [i for i, m in enumerate(record.moves) if m.violation]
@@ -297,6 +366,7 @@ class SocialEnv:
                           seats=list(seats.values()),
                           verdict={"winner": outcome.winner if outcome else None,
                                    "rewards": outcome.rewards() if outcome else {}, "violation_turns": broken})
+        record_appends(rollout.seats)
         score_game(rollout, self.reward)
         return self._episode(task, rollout, {}, checked.verdict.model_dump(), texts)
 
@@ -362,9 +432,14 @@ class ChatSampler:
         self.temperature, self.max_tokens = temperature, max_tokens
 
     def generate(self, prompt: str, prefill: str = "", stop: str | None = None,
-                 max_tokens: int | None = None) -> Generation:
-        """One reply to ``prompt``; its text is the move as swm reads it (``prefill`` first: `reply_generation`)."""
-        reply = self.client.chat.completions.create(model=self.model, messages=[{"role": "user", "content": prompt}],
+                 max_tokens: int | None = None, chat: SeatChat | None = None) -> Generation:
+        """One reply to ``prompt``; its text is the move as swm reads it (``prefill`` first: `reply_generation`).
+
+        With the seat's ``chat``, ``prompt`` is its next message after the chat's (an append-only transcript: the
+        server's prefix cache serves the rest); the prompt ids are then the chat's, extended (`chat_prompt_ids`).
+        """
+        messages = chat.with_user(prompt) if chat is not None else [{"role": "user", "content": prompt}]
+        reply = self.client.chat.completions.create(model=self.model, messages=messages,  # type: ignore[arg-type]
                                                     temperature=self.temperature,
                                                     max_tokens=max_tokens or self.max_tokens, logprobs=True,
                                                     stop=[stop] if stop else omit)
@@ -372,11 +447,14 @@ class ChatSampler:
         text = choice.message.content or ""
         content = (choice.logprobs.content or []) if choice.logprobs is not None else []
         ids = [_token_id(c.token) for c in content]
+        prompt_ids = chat_prompt_ids(self.tokenizer, chat, prompt) if chat is not None and self.tokenizer is not None \
+            else _ids(self.tokenizer, prompt)
         if content and all(i is not None for i in ids):
-            return Generation(text=move_text(prefill, text), prompt_ids=_ids(self.tokenizer, prompt),
+            return Generation(text=move_text(prefill, text), prompt_ids=prompt_ids,
                               token_ids=[int(i) for i in ids if i is not None],
                               logprobs=[float(c.logprob) for c in content])
-        return reply_generation(prompt, text, prefill, stop, self.tokenizer)
+        return reply_generation(prompt, text, prefill, stop, self.tokenizer).model_copy(
+            update={"prompt_ids": prompt_ids})
 
 
 def reply_generation(prompt: str, reply: str, prefill: str = "", stop: str | None = None,

@@ -56,10 +56,19 @@ def move_schema(players: tuple[str, ...], kind: str, with_message: bool) -> type
     return model
 
 
+def observations_of(world: SocialWorld, agent: str) -> list[str]:
+    """The agent's perspective (its memory), one observation per entry, in order."""
+    return [entry.observation for entry in world.perspective(agent)]
+
+
 def history_of(world: SocialWorld, agent: str) -> str:
     """Render the agent's perspective (its memory) as the prompt's history, one observation a line."""
-    lines = [f"- {entry.observation}" for entry in world.perspective(agent)]
-    return "\n".join(lines) or "- (nothing yet)"
+    return lines_of(observations_of(world, agent))
+
+
+def lines_of(observations: list[str] | tuple[str, ...]) -> str:
+    """Render observations as a prompt's history, one a line."""
+    return "\n".join(f"- {o}" for o in observations) or "- (nothing yet)"
 
 
 def format_of(request: Request) -> str:
@@ -81,6 +90,16 @@ def prompt_for(game: HiddenRoleGame, state: GameState, world: SocialWorld, reque
                          history=history_of(world, request.agent), instruction=request.instruction,
                          format_instructions=format_of(request))
     return text, prompt.id
+
+
+def turn_message(request: Request, since: list[str] | tuple[str, ...], version: str | None = None) -> str:
+    """The message a seat's append-only chat grows by at a later move: what it saw ``since`` its last, the request.
+
+    Its first move's message is `prompt_for`'s whole prompt (rules, name, everything seen so far); the rules and
+    what it saw before stay in its chat (`swm.training.transcript`).
+    """
+    return prompts.load("game_act_turn", version).render(history=lines_of(since), instruction=request.instruction,
+                                                         format_instructions=format_of(request))
 
 
 def resolve(game: HiddenRoleGame, state: GameState, request: Request, target: str | None, text: str,

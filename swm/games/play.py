@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from swm.games.base import GameState, HiddenRoleGame, Request, get_game
-from swm.games.moderator import move_schema, prompt_for, resolve
+from swm.games.moderator import move_schema, observations_of, prompt_for, resolve
 from swm.games.records import Decision, GameRecord, MoveRecord, record_move
 from swm.llm import call_model
 from swm.state import SocialWorld
@@ -37,6 +37,7 @@ class Turn:
     state: GameState
     role: str
     side: str
+    seen: tuple[str, ...] = ()  # the seat's perspective as its prompt lists it, one observation a line (in order)
 
 
 Decider = Callable[[Turn], Decision]
@@ -114,7 +115,8 @@ def next_move(game: HiddenRoleGame, state: GameState, world: SocialWorld, reques
     """Render the seat's prompt, get its decision, resolve and apply it; return the move row and the new state."""
     prompt, prompt_id = prompt_for(game, state, world, request)
     turn = Turn(index=index, request=request, prompt=prompt, prompt_id=prompt_id, state=state,
-                role=state.roles[request.agent], side=game.side_of(state, request.agent))
+                role=state.roles[request.agent], side=game.side_of(state, request.agent),
+                seen=tuple(observations_of(world, request.agent)))
     decision = decide(turn)
     resolution = resolve(game, state, request, decision.target, decision.text, decision.error)
     return record_move(game, state, request, decision, resolution, index, prompt, game_id), resolution.applied.state

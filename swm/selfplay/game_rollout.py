@@ -12,6 +12,11 @@ legality signal a model too small to name a legal target reliably can learn from
 ``illegal="drop"`` fails the whole rollout instead: recorded with the reason and dropped, never
 scored. A seat's role is its game role (werewolf, seer, doctor, villager).
 
+Each seat's context is one chat that only grows (``transcript="append"``, `swm.training.transcript`):
+its first move's message is the game's whole prompt for it; each later one holds only what it saw
+since its last move and the moderator's request (`swm.games.moderator.turn_message`).
+``transcript="rerender"`` gives every move the game's whole prompt again, as before.
+
 The rollout's verdict keeps the game's per-role signals (`swm.games.signals.game_signals`: legal
 moves, village votes on a werewolf, the seer's checks and reveals, werewolf survival), counted from
 the moderator's record of the game, which self-play summarises per iteration.
@@ -19,14 +24,17 @@ the moderator's record of the game, which self-play summarises per iteration.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from typing import Literal
 
 from swm.games import Decision, Turn, play_game
+from swm.games.moderator import turn_message
 from swm.games.signals import game_signals
-from swm.selfplay.rollout import Sampler
-from swm.training.trajectory import Rollout, SeatTrajectory, SeatTurn
+from swm.selfplay.rollout import Sampler, generate, record_appends
+from swm.training.trajectory import Generation, Rollout, SeatTrajectory, SeatTurn
+from swm.training.transcript import DEFAULT_TRANSCRIPT, SeatChat, Transcript, takes_chat
 
 
 def parse_choice(text: str, options: list[str], allow_abstain: bool) -> str | None:
@@ -44,21 +52,44 @@ def parse_choice(text: str, options: list[str], allow_abstain: bool) -> str | No
     return None
 
 
+class SeatChats:
+    """Each seat's append-only chat in a game and what of its perspective it has been shown (module docstring)."""
+
+    def __init__(self, transcript: Transcript = DEFAULT_TRANSCRIPT) -> None:
+        self.transcript = transcript
+        self.chats: dict[str, SeatChat] = {}
+        self.shown: dict[str, int] = {}
+
+    def move(self, sampler: Sampler, turn: Turn) -> tuple[str, Generation]:
+        """Ask ``sampler`` for the seat's move; return the message (or whole prompt) it was given and the reply."""
+        seat = turn.request.agent
+        if self.transcript != "append" or not takes_chat(sampler):
+            return turn.prompt, sampler.generate(turn.prompt)
+        chat = self.chats.setdefault(seat, SeatChat())
+        message = turn.prompt if not chat.messages else turn_message(turn.request, turn.seen[self.shown[seat]:])
+        gen = generate(sampler, message, chat)
+        chat.extend(message, gen.text, gen.prompt_ids, gen.token_ids)
+        self.shown[seat] = len(turn.seen)
+        return message, gen
+
+
 def play_game_rollout(game: str, sampler: Sampler, *, seed: int, players: int, options: dict[str, object],
                       rollout_id: str, task_id: str, iteration: int, sample: int,
-                      illegal: Literal["drop", "filter"] = "filter") -> Rollout:
+                      illegal: Literal["drop", "filter"] = "filter",
+                      transcript: Transcript = DEFAULT_TRANSCRIPT) -> Rollout:
     """Play one game with ``sampler`` in every seat; return the rollout (``failed`` on an error or, with
     ``illegal="drop"``, an illegal move)."""
     turns: dict[int, tuple[str, SeatTurn]] = {}
     rollout = Rollout(rollout_id=rollout_id, task_id=task_id, family=game, iteration=iteration, sample=sample)
     start = time.perf_counter()
+    chats = SeatChats(transcript)
 
     def decide(turn: Turn) -> Decision:
-        gen = sampler.generate(turn.prompt)
+        prompt, gen = chats.move(sampler, turn)
         if len(gen.token_ids) != len(gen.logprobs) or not gen.token_ids:
             raise ValueError(f"a reply with {len(gen.token_ids)} tokens and {len(gen.logprobs)} log-probs")
         text = gen.text.strip()
-        turns[turn.index] = (turn.request.agent, SeatTurn(turn=turn.index, prompt=turn.prompt, text=text,
+        turns[turn.index] = (turn.request.agent, SeatTurn(turn=turn.index, prompt=prompt, text=text,
                                                           prompt_ids=gen.prompt_ids, token_ids=gen.token_ids,
                                                           logprobs=gen.logprobs))
         rollout.tokens += len(gen.token_ids)
@@ -82,6 +113,7 @@ def play_game_rollout(game: str, sampler: Sampler, *, seed: int, players: int, o
             if move.violation:
                 broken.append(move.turn)
                 seat_turn.filtered = "rule_breaking"
+            seat_turn.state = json.loads(move.step) if move.step else None
             seats[seat].turns.append(seat_turn)
     if broken and illegal == "drop":
         first = next(m for m in record.moves if m.turn == broken[0])
@@ -92,6 +124,7 @@ def play_game_rollout(game: str, sampler: Sampler, *, seed: int, players: int, o
                        "signals": game_signals(record)}
     rollout.order = [m.agent for m in record.moves]
     rollout.seats = list(seats.values())
+    record_appends(rollout.seats)
     rollout.end_reason = outcome.reason if outcome else "no outcome"
     rollout.seconds = time.perf_counter() - start
     return rollout

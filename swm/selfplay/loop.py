@@ -48,6 +48,7 @@ from swm.tasks.families import Task
 from swm.training import advantages as adv
 from swm.training.config import PolicyConfig
 from swm.training.trajectory import Generation, Rollout
+from swm.training.transcript import SeatChat
 
 if TYPE_CHECKING:
     from swm.training.policy import Batch, LoraValueModel
@@ -98,9 +99,9 @@ class SeededSampler:
         self.calls = 0
 
     def generate(self, prompt: str, prefill: str = "", stop: str | None = None,
-                 max_tokens: int | None = None) -> Generation:
+                 max_tokens: int | None = None, chat: SeatChat | None = None) -> Generation:
         gen = self.policy.generate(prompt, seed=f"{self.seed_key}/{self.calls}", prefill=prefill, stop=stop,
-                                   max_tokens=max_tokens)
+                                   max_tokens=max_tokens, chat=chat)
         self.calls += 1
         return gen
 
@@ -136,10 +137,10 @@ def _play(plan: SelfPlayPlan, job: RolloutJob, sampler: Sampler) -> Rollout:
     rollout_id, iteration, sample = job["rollout_id"], job["iteration"], job["sample"]
     if "task" in job["unit"]:
         return play(Task.model_validate(job["unit"]["task"]), sampler, max_turns=plan.max_turns,
-                    rollout_id=rollout_id, iteration=iteration, sample=sample)
+                    rollout_id=rollout_id, iteration=iteration, sample=sample, transcript=plan.transcript)
     return play_game_rollout(str(plan.game), sampler, seed=job["unit"]["game_seed"], players=plan.players,
                              options=plan.game_options, task_id=job["unit_id"], illegal=plan.illegal,
-                             rollout_id=rollout_id, iteration=iteration, sample=sample)
+                             rollout_id=rollout_id, iteration=iteration, sample=sample, transcript=plan.transcript)
 
 
 def _served_sampler(plan: SelfPlayPlan, checkpoint: Path, seed_key: str,
@@ -437,7 +438,7 @@ def update_policy(plan: SelfPlayPlan, store: StoreRecords, iteration: int) -> di
 
     start = time.perf_counter()
     rollouts = [r for r in sps.load_rollouts(store, plan.run_id, iteration, "train") if not r.failed]
-    samples = training_samples(rollouts)
+    samples = training_samples(rollouts, plan.ppo.sequences)
     previous = checkpoint_dir(plan.run_dir, iteration)
     ppo = plan.ppo if plan.advantage.estimator == "hierarchical" else plan.ppo.model_copy(update={"value_coef": 0.0})
     with POOL.lock:

@@ -14,6 +14,7 @@ from swm.tasks.families import Task, level_families, synthesize, variant_for
 from swm.tasks.splits import split_tasks
 from swm.training.advantages import AdvantageConfig
 from swm.training.config import PolicyConfig, PPOConfig
+from swm.training.transcript import DEFAULT_TRANSCRIPT, Transcript
 
 # the recipe that learned on the two-seat task (docs/results/selfplay.md, "Two seats, one model", 2026-11-26):
 # group-normalised advantages, AdamW at 2e-4, one PPO epoch in minibatches of 8 turns, no KL penalty; a plan's
@@ -59,6 +60,8 @@ class SelfPlayPlan(BaseModel):
                        "before 2026-11-28)")
     stage: int = Field(0, ge=0, description="the run's curriculum stage: its training tasks are drawn from a hash of "
                        "(seed, stage, iteration, index), so no two stages or seeds share one")
+    transcript: Transcript = Field(DEFAULT_TRANSCRIPT, description="each seat's context: one chat that only grows "
+                                   "(append) or its whole prompt rendered again every turn (rerender)")
     eval_tasks: int = Field(2, ge=0, description="held-out tasks evaluated after each update: an episode level's "
                             "frozen file holds 4 a family; two-seat and multi-turn tasks are generated (pinned by "
                             "digest), any number")

@@ -4,8 +4,10 @@ The checkpoint's PEFT adapter is served by `swm.serving.serve_adapter` (a GGUF L
 once beside it as ``adapter.gguf``) on the embedded llama.cpp server over the base
 GGUF (``embedded:lora=…``; on llama-server the base's one process, each request naming the
 adapter; the previous iteration's adapter of the same run is let go when the next one is served).
-A turn is one ``/v1/completions`` request with the chat-templated prompt, pure temperature
-sampling (``top_k`` 0, ``top_p`` 1, ``min_p`` 0, no repeat penalty: the distribution PPO
+A turn is one ``/v1/completions`` request with the chat-templated prompt (with a seat's append-only
+chat, its token ids: `swm.training.transcript`), drawn as `swm.serving.draws` says (``fresh`` by default:
+no prompt cache, so the same seed gives the same move; ``seat``: the seat's own slot's cache), pure
+temperature sampling (``top_k`` 0, ``top_p`` 1, ``min_p`` 0, no repeat penalty: the distribution PPO
 assumes) and a seed derived from the run's seed, the rollout and the turn.
 
 The server returns text. Its tokens are recovered by tokenising that text with the base's
@@ -43,14 +45,17 @@ from swm.errors import ModelUnavailable
 from swm.lifelong.bridge import to_scenario
 from swm.selfplay.plan import SelfPlayPlan
 from swm.selfplay.rollout import turn_prompt
+from swm.serving import draws
 from swm.serving.adapters import ServerSlots, find_base_gguf, require_base_gguf
-from swm.serving.embedded import revive, slots
+from swm.serving.embedded import PYTHON, engine, revive, slots
+from swm.serving.llama_server import ENGINE
 from swm.serving.runtime_lora import LoraSlots
 from swm.serving.verify import check_logprobs, logprob_probes
 from swm.tasks.families import TWO_SEAT, Task
 from swm.tasks.two_seat import seat_prompt
 from swm.training.config import PolicyConfig
 from swm.training.trajectory import Generation
+from swm.training.transcript import SeatChat, chat_prompt_ids
 
 if TYPE_CHECKING:
     from swm.training.policy import Batch, LoraValueModel
@@ -183,20 +188,33 @@ class ServedSampler:
         self.client = OpenAI(base_url=url, api_key=key or "sk-no-key-needed", timeout=timeout, max_retries=2)
 
     def generate(self, prompt: str, prefill: str = "", stop: str | None = None,
-                 max_tokens: int | None = None) -> Generation:
-        """Sample one reply from the server (``prefill`` appended to the prompt, ``stop`` ending it) and score it."""
+                 max_tokens: int | None = None, chat: SeatChat | None = None) -> Generation:
+        """Sample one reply from the server (``prefill`` appended to the prompt, ``stop`` ending it) and score it.
+
+        With the seat's ``chat`` the prompt is the chat's token ids then ``prompt`` as its next message
+        (`swm.training.transcript`), sent as token ids, so the server can serve it from the seat's cached prefix.
+        """
         from swm.training.policy import collate, gather
 
         cfg = self.policy.config
         tok = self.policy.tokenizer
-        messages = [{"role": "user", "content": prompt}]
-        text_prompt = str(tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)) + prefill
-        prompt_ids = self.policy.prompt_ids(prompt)
-        if prefill:
-            prompt_ids += [int(i) for i in tok(prefill, add_special_tokens=False)["input_ids"]]
+        prompt_ids = chat_prompt_ids(tok, chat, prompt, prefill)
+        text_prompt: str | list[int] = prompt_ids
+        if chat is not None and self.model == "embedded" and engine() == PYTHON:  # its server takes text only
+            text_prompt = str(tok.decode(prompt_ids, skip_special_tokens=False))
+        elif chat is None:
+            messages = [{"role": "user", "content": prompt}]
+            text_prompt = str(tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)) + prefill
         seed = seed_of(f"{self.seed_key}/{self.calls}")
         self.calls += 1
-        reply = self._complete(text_prompt, max_tokens or cfg.max_new_tokens, cfg.temperature, seed, stop)
+        draw: dict[str, Any] = {}
+        if self.model == "embedded" and engine() == ENGINE:  # how a seeded draw is sent (`swm.serving.draws`)
+            draw = draws.fields()
+            if chat is not None:
+                if chat.slot is None:
+                    chat.slot = draws.PINS.pin(self.base_url, slots())
+                draw = draws.seat_fields(chat.slot, first=chat.ids is None)
+        reply = self._complete(text_prompt, max_tokens or cfg.max_new_tokens, cfg.temperature, seed, stop, draw)
         choice = reply.choices[0]
         text = choice.text or ""
         tokens = [int(t) for t in tok.encode(text, add_special_tokens=False)]
@@ -219,7 +237,8 @@ class ServedSampler:
         return Generation(text=prefill + text, prompt_ids=prompt_ids, token_ids=tokens,
                           logprobs=gather(logprobs, batch)[0], served_logprobs=served)
 
-    def _complete(self, prompt: str, max_tokens: int, temperature: float, seed: int, stop: str | None = None) -> Any:
+    def _complete(self, prompt: str | list[int], max_tokens: int, temperature: float, seed: int,
+                  stop: str | None = None, draw: dict[str, Any] | None = None) -> Any:
         """Send one completion; a request in flight when the server went down is sent again once it is back.
 
         A runtime-LoRA server that answers 404 for the adapter's name (restarted: it forgot its
@@ -232,7 +251,7 @@ class ServedSampler:
                 return self.client.completions.create(
                     model=self.model, prompt=prompt, max_tokens=max_tokens, temperature=temperature, top_p=1.0,
                     seed=seed, logprobs=1 if self.server_logprobs else None, stop=[stop] if stop else openai.omit,
-                    extra_body={**self.sampling, **self.fields})
+                    extra_body={**self.sampling, **(draw or {}), **self.fields})
             except openai.NotFoundError as exc:
                 if self.reload is None:
                     raise

@@ -23,6 +23,13 @@ Draw modes (``SWM_EMBEDDED_DRAW``; `mode`):
   where the batch a draw shares changes its logits; bench/draws.py measures whether it does.
 * ``cached``: the engine's prompt cache is used (the behaviour before ``fresh``): faster on long shared
   prefixes, and a draw then depends on what the server evaluated before it.
+* ``seat``: for a seat's append-only chat (`swm.training.transcript`) on llama-server: the seat is pinned
+  to a slot (``id_slot``, `seat_fields`); its first turn evaluates its whole prompt (no cache), each later
+  turn reuses the slot's cache of its previous prompt and reply, so only the new tokens are evaluated. The
+  same seed and transcript then give the same evaluation order, so the same move, as long as every seat in
+  flight keeps its own slot (seats in flight no more than the server's slots); it is not ``fresh``'s draw
+  (the reply's tokens were evaluated one at a time, not in a batch: `bench.engine_speed` measures both).
+  A draw outside a seat's chat is drawn ``fresh``.
 
 The run record says which mode a run drew with (`describe`, in `swm.serving.embedded.engine_info`).
 """
@@ -37,8 +44,8 @@ from typing import Any, Literal
 
 from swm.errors import InputError
 
-DrawMode = Literal["fresh", "alone", "cached"]
-MODES: tuple[DrawMode, ...] = ("fresh", "alone", "cached")
+DrawMode = Literal["fresh", "alone", "cached", "seat"]
+MODES: tuple[DrawMode, ...] = ("fresh", "alone", "cached", "seat")
 DEFAULT: DrawMode = "fresh"
 
 # llama-cpp-python's server: a completion that names a seed starts from an empty state (no prefix reuse)
@@ -56,7 +63,7 @@ _locks_lock = threading.Lock()
 
 
 def mode() -> DrawMode:
-    """Return the draw mode (``SWM_EMBEDDED_DRAW``: fresh, alone or cached; default fresh)."""
+    """Return the draw mode (``SWM_EMBEDDED_DRAW``: fresh, alone, cached or seat; default fresh)."""
     chosen = (os.environ.get("SWM_EMBEDDED_DRAW") or DEFAULT).strip().lower()
     if chosen not in MODES:
         raise InputError(f"SWM_EMBEDDED_DRAW={chosen} is not a draw mode", f"choose one of {', '.join(MODES)}")
@@ -66,6 +73,32 @@ def mode() -> DrawMode:
 def fields(chosen: DrawMode | None = None) -> dict[str, Any]:
     """Return the request body fields of a seeded draw in ``chosen`` mode (default `mode`) on llama-server."""
     return {} if (chosen or mode()) == "cached" else {"cache_prompt": False}
+
+
+def seat_fields(slot: int, first: bool, chosen: DrawMode | None = None) -> dict[str, Any]:
+    """Request fields of a seat's turn on llama-server: pinned to ``slot`` and cached after its ``first`` in ``seat``
+    mode, `fields` otherwise."""
+    if (chosen or mode()) != "seat":
+        return fields(chosen)
+    return {"id_slot": slot, "cache_prompt": not first}
+
+
+class SlotPins:
+    """Each seat in flight its own slot, in turn, of a server with ``slots`` slots (``seat`` mode)."""
+
+    def __init__(self) -> None:
+        self._next: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def pin(self, base_url: str, slots: int) -> int:
+        """A slot for a seat starting its chat: the server's slots in turn."""
+        with self._lock:
+            slot = self._next.get(base_url, 0)
+            self._next[base_url] = (slot + 1) % max(1, slots)
+            return slot
+
+
+PINS = SlotPins()
 
 
 def shares_requests(chosen: DrawMode | None = None) -> bool:
@@ -90,4 +123,5 @@ def describe(chosen: DrawMode | None = None) -> str:
     return {"fresh": "fresh: every seeded draw evaluates its whole prompt (no prompt cache)",
             "alone": "alone: no prompt cache, one seeded draw at a time, each sample its own request",
             "cached": "cached: the engine's prompt cache is used (a draw depends on what was evaluated before it)",
+            "seat": "seat: each seat's chat served from its own slot's cache, only new tokens evaluated",
             }[chosen or mode()]

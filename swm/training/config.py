@@ -54,3 +54,7 @@ class PPOConfig(BaseModel):
     micro_batch: int | None = Field(None, ge=1, description="rows per forward/backward inside a minibatch, "
                                     "gradients accumulated (the same update in less memory); None: all at once")
     max_grad_norm: float = 1.0
+    sequences: Literal["seat", "turn"] = Field("seat", description="what one training row is: a seat's whole "
+                                               "append-only transcript, scored once with every turn's tokens masked "
+                                               "in (seat), or each turn on its own prompt (turn); a seat whose turns "
+                                               "do not append is trained per turn either way")

@@ -30,6 +30,7 @@ from swm.training.base import load_base
 from swm.training.config import PolicyConfig
 from swm.training.device import choose_placement, model_device
 from swm.training.trajectory import Generation
+from swm.training.transcript import SeatChat, chat_prompt_ids
 
 
 @dataclass
@@ -53,15 +54,27 @@ class Batch:
 
 def collate(prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]], pad_id: int) -> Batch:
     """Build a `Batch`: each row is one turn's prompt then its generated tokens; only the latter are masked in."""
-    lengths = [len(p) + len(c) for p, c in zip(prompts, completions, strict=True)]
-    width = max(lengths)
-    ids = torch.full((len(lengths), width), pad_id, dtype=torch.long)
-    attention = torch.zeros((len(lengths), width), dtype=torch.long)
-    mask = torch.zeros((len(lengths), width - 1), dtype=torch.float32)
-    for i, (p, c) in enumerate(zip(prompts, completions, strict=True)):
-        ids[i, : len(p) + len(c)] = torch.tensor(list(p) + list(c), dtype=torch.long)
-        attention[i, : len(p) + len(c)] = 1
-        mask[i, len(p) - 1 : len(p) + len(c) - 1] = 1.0
+    return collate_spans([[*p, *c] for p, c in zip(prompts, completions, strict=True)],
+                         [[(len(p), len(p) + len(c))] for p, c in zip(prompts, completions, strict=True)], pad_id)
+
+
+def collate_spans(sequences: Sequence[Sequence[int]], spans: Sequence[Sequence[tuple[int, int]]], pad_id: int) -> Batch:
+    """Build a `Batch` of whole sequences: row i is ``sequences[i]``, its targets the tokens in ``spans[i]``.
+
+    A span ``(start, end)`` marks tokens ``start..end-1`` as generated (a seat's turn in its transcript); every
+    other token is context. One span at the end of each row is `collate`'s batch.
+    """
+    width = max(len(s) for s in sequences)
+    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
+    attention = torch.zeros((len(sequences), width), dtype=torch.long)
+    mask = torch.zeros((len(sequences), width - 1), dtype=torch.float32)
+    for i, (seq, row) in enumerate(zip(sequences, spans, strict=True)):
+        ids[i, : len(seq)] = torch.tensor(list(seq), dtype=torch.long)
+        attention[i, : len(seq)] = 1
+        for start, end in row:
+            if end > start and not 0 < start < end <= len(seq):
+                raise ValueError(f"row {i}: span ({start}, {end}) outside its {len(seq)} tokens (or at token 0)")
+            mask[i, start - 1 : end - 1] = 1.0
     return Batch(ids, attention, mask)
 
 
@@ -183,19 +196,18 @@ class LoraValueModel:
 
     @torch.no_grad()
     def generate(self, prompt: str, seed: str | int = 0, prefill: str = "", stop: str | None = None,
-                 max_tokens: int | None = None) -> Generation:
+                 max_tokens: int | None = None, chat: SeatChat | None = None) -> Generation:
         """Sample a reply (seeded, so a replayed rollout samples the same) and score its tokens.
 
         ``prefill`` is the reply's forced start: part of the context (``prompt_ids``), never a
         generated token, and the start of ``text``. ``stop`` ends the reply at the first generated
-        token holding it (that token is kept as the turn's end, its text dropped).
+        token holding it (that token is kept as the turn's end, its text dropped). With the seat's
+        ``chat`` the prompt is its chat's ids then ``prompt`` as the next message (`swm.training.transcript`).
         """
         digest = hashlib.sha256(str(seed).encode()).digest()
         generator_seed = int.from_bytes(digest[:8], "little")
         torch.manual_seed(generator_seed)
-        prompt_ids = self.prompt_ids(prompt)
-        if prefill:
-            prompt_ids += [int(i) for i in self.tokenizer(prefill, add_special_tokens=False)["input_ids"]]
+        prompt_ids = chat_prompt_ids(self.tokenizer, chat, prompt, prefill)
         self.model.eval()
         out = self.model.generate(input_ids=torch.tensor([prompt_ids], device=self.device),
                                   attention_mask=torch.ones(1, len(prompt_ids), dtype=torch.long, device=self.device),

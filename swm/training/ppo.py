@@ -15,12 +15,14 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 
 from swm.training.config import PPOConfig
-from swm.training.policy import Batch, LoraValueModel, collate, gather, spread
+from swm.training.policy import Batch, LoraValueModel, collate, collate_spans, gather, spread
 from swm.training.trajectory import Rollout, SeatTurn
+from swm.training.transcript import append_counts
 
 
 class Diverged(RuntimeError):
@@ -29,7 +31,13 @@ class Diverged(RuntimeError):
 
 @dataclass
 class Sample:
-    """One turn to train on: its seat's tokens only (the prompt is context, never a target)."""
+    """One row to train on: its seat's generated tokens only are targets (the prompt is context, never a target).
+
+    A turn's row is its prompt then its reply (``spans`` None). A seat's row (`seat_sample`) is its whole
+    append-only transcript, ``prompt_ids`` then ``token_ids``, with ``spans`` the (start, end) positions of its
+    replies in that sequence; ``old_logprobs``, ``advantages`` and ``returns`` then hold every reply's tokens in
+    order.
+    """
 
     role: str
     prompt_ids: list[int]
@@ -37,13 +45,65 @@ class Sample:
     old_logprobs: list[float]
     advantages: list[float]
     returns: list[float]
+    spans: list[tuple[int, int]] | None = None
+
+    @property
+    def sequence(self) -> list[int]:
+        return [*self.prompt_ids, *self.token_ids]
+
+    @property
+    def targets(self) -> list[tuple[int, int]]:
+        """The (start, end) positions of the generated tokens in `sequence`."""
+        return self.spans if self.spans is not None else [(len(self.prompt_ids), len(self.sequence))]
+
+    @property
+    def generated(self) -> int:
+        return sum(end - start for start, end in self.targets)
 
 
-def training_samples(rollouts: Sequence[Rollout]) -> list[Sample]:
-    """Every turn of the rollouts that has advantages, as a `Sample` of its seat's role."""
-    return [Sample(role=s.role, prompt_ids=t.prompt_ids, token_ids=t.token_ids, old_logprobs=t.logprobs,
-                   advantages=t.advantages, returns=t.returns)
-            for r in rollouts for s in r.seats for t in s.turns if t.advantages]
+def turn_sample(role: str, turn: SeatTurn) -> Sample:
+    """One turn as its own row: its prompt, then its reply."""
+    return Sample(role=role, prompt_ids=turn.prompt_ids, token_ids=turn.token_ids, old_logprobs=turn.logprobs,
+                  advantages=turn.advantages, returns=turn.returns)
+
+
+def seat_sample(role: str, turns: Sequence[SeatTurn]) -> Sample:
+    """A seat's turns as one row: its last prompt and reply hold every earlier turn (they append), each reply a span.
+
+    Turns without advantages stay context. Raises ValueError when the turns do not append.
+    """
+    if append_counts(turns) != (len(turns) - 1, len(turns) - 1):
+        raise ValueError("a seat's turns are one sequence only when each prompt extends the previous prompt and reply")
+    trained = [t for t in turns if t.advantages]
+    spans = [(len(t.prompt_ids), len(t.prompt_ids) + len(t.token_ids)) for t in trained]
+    first = len(turns[0].prompt_ids)
+    last = turns[-1]
+    return Sample(role=role, prompt_ids=last.prompt_ids[:first],
+                  token_ids=[*last.prompt_ids[first:], *last.token_ids],
+                  old_logprobs=[x for t in trained for x in t.logprobs],
+                  advantages=[x for t in trained for x in t.advantages],
+                  returns=[x for t in trained for x in t.returns], spans=spans)
+
+
+def training_samples(rollouts: Sequence[Rollout], sequences: Literal["seat", "turn"] = "seat") -> list[Sample]:
+    """The rollouts' training rows: per seat, its turns that have advantages.
+
+    ``seat``: one row per seat whose turns append (`swm.training.transcript`), scored once; a seat whose turns
+    do not (a re-rendered transcript) gives one row per turn, as ``turn`` does for every seat.
+    """
+    out: list[Sample] = []
+    for r in rollouts:
+        for s in r.seats:
+            trained = [t for t in s.turns if t.advantages]
+            if not trained:
+                continue
+            turns = s.turns[:s.turns.index(trained[-1]) + 1]
+            appends = append_counts(turns) == (len(turns) - 1, len(turns) - 1)
+            if sequences == "seat" and len(trained) > 1 and appends:
+                out.append(seat_sample(s.role, turns))
+            else:
+                out += [turn_sample(s.role, t) for t in trained]
+    return out
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor, count: float | None = None) -> torch.Tensor:
@@ -96,13 +156,13 @@ def ppo_update(policy: LoraValueModel, optimizer: torch.optim.Optimizer, samples
     for _ in range(config.epochs):
         for start in range(0, len(samples), config.minibatch):
             chunk = samples[start:start + config.minibatch]
-            count = float(sum(len(s.token_ids) for s in chunk))
+            count = float(sum(s.generated for s in chunk))
             rows = config.micro_batch or len(chunk)
             optimizer.zero_grad()
             loss_value, stats = 0.0, dict[str, float]()
             for first in range(0, len(chunk), rows):  # gradients accumulate over the micro-batches
                 part = chunk[first:first + rows]
-                batch = collate([s.prompt_ids for s in part], [s.token_ids for s in part], pad).to(policy.device)
+                batch = collate_spans([s.sequence for s in part], [s.targets for s in part], pad).to(policy.device)
                 old = spread([s.old_logprobs for s in part], batch)
                 adv = spread([s.advantages for s in part], batch)
                 ret = spread([s.returns for s in part], batch)

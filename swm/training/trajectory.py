@@ -8,6 +8,8 @@ another seat's tokens never enter a seat's loss.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -30,7 +32,8 @@ class SeatTurn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     turn: int = Field(description="the turn's index in the episode")
-    prompt: str
+    prompt: str = Field(description="what the seat was given this turn: the whole prompt, or with an append-only "
+                        "chat the message its chat grew by (`swm.training.transcript`)")
     text: str
     prompt_ids: list[int]
     token_ids: list[int]
@@ -38,6 +41,8 @@ class SeatTurn(BaseModel):
     reward: float = 0.0
     filtered: str | None = Field(None, description="why the quality filter zeroed this turn's reward")
     judge: float | None = Field(None, description="the per-turn judge score in [0, 1], when a judge is mixed in")
+    state: dict[str, Any] | None = Field(None, description="the social state after the turn: a game's SocialStep "
+                                         "of the move, a task's checker verdict on the transcript so far")
     values: list[float] = Field(default_factory=list, description="value head per generated token (hierarchical)")
     advantages: list[float] = Field(default_factory=list)
     returns: list[float] = Field(default_factory=list)
@@ -53,6 +58,9 @@ class SeatTrajectory(BaseModel):
     turns: list[SeatTurn] = Field(default_factory=list)
     outcome: float = 0.0
     violations: list[str] = Field(default_factory=list)
+    appended: int = Field(0, description="turns whose prompt extended the previous turn's prompt and reply, token "
+                          "for token (`swm.training.transcript.append_counts`)")
+    append_checked: int = Field(0, description="turns checked for it: every turn after the first that has token ids")
 
 
 class Rollout(BaseModel):
@@ -77,6 +85,11 @@ class Rollout(BaseModel):
 
     def seat(self, name: str) -> SeatTrajectory:
         return next(s for s in self.seats if s.seat == name)
+
+    def append_ratio(self) -> float | None:
+        """The share of the seats' checked turns whose prompt extended the previous one (None: none checked)."""
+        checked = sum(s.append_checked for s in self.seats)
+        return sum(s.appended for s in self.seats) / checked if checked else None
 
     def transcript(self) -> list[tuple[str, str]]:
         """Return (speaker, text) per episode turn, in order."""
