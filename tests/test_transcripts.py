@@ -26,7 +26,7 @@ from swm.scenarios import shipped  # noqa: E402
 from swm.selfplay.game_rollout import play_game_rollout  # noqa: E402
 from swm.selfplay.rollout import play  # noqa: E402
 from swm.tasks import synthesize  # noqa: E402
-from swm.tasks.families import FAMILIES, LEVELS, TWO_SEAT, TWO_SEAT_FAMILIES  # noqa: E402
+from swm.tasks.families import GAME_FAMILIES, LEVELS, MULTI_TURN, STARTER, TWO_SEAT, level_families  # noqa: E402
 from swm.testing import FakeOpenAIServer  # noqa: E402
 from swm.training.trajectory import Generation, Rollout  # noqa: E402
 from swm.training.transcript import SeatChat, chat_prompt_ids, next_message_text  # noqa: E402
@@ -81,9 +81,9 @@ def werewolf(sampler: Appending) -> Rollout:
                              task_id="werewolf:train:3", iteration=0, sample=0)
 
 
-@pytest.mark.parametrize("level", [*LEVELS, TWO_SEAT])
+@pytest.mark.parametrize("level", [STARTER, *LEVELS, TWO_SEAT, MULTI_TURN])
 def test_every_seat_appends_in_every_family(tokenizer: Any, level: str) -> None:
-    for family in TWO_SEAT_FAMILIES if level == TWO_SEAT else FAMILIES:
+    for family in (f for f in level_families(level) if f not in GAME_FAMILIES):  # games: the test below
         task = synthesize(family, level, 7)
         rollout = play(task, Appending(tokenizer), rollout_id="r", iteration=0, sample=0, max_turns=6)
         assert not rollout.failed, rollout.failed

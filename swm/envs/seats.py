@@ -76,7 +76,9 @@ class GuardedPolicy:
 
     def generate(self, prompt: str, prefill: str = "", stop: str | None = None,
                  max_tokens: int | None = None) -> Generation:
-        gen = self.policy.generate(prompt, prefill=prefill, stop=stop, max_tokens=max_tokens)
+        return self._checked(prompt, self.policy.generate(prompt, prefill=prefill, stop=stop, max_tokens=max_tokens))
+
+    def _checked(self, prompt: str, gen: Any) -> Generation:
         if not isinstance(gen, Generation):
             raise PolicyReplyError(f"the policy's generate returned {type(gen).__name__}, not a Generation "
                                    "(swm.training.trajectory.Generation: text, prompt_ids, token_ids, logprobs)")
@@ -84,6 +86,20 @@ class GuardedPolicy:
             self.cut[prompt] = len(gen.text)
             gen = gen.model_copy(update={"text": gen.text[:MAX_REPLY_CHARS]})
         return gen
+
+
+class GuardedChatPolicy(GuardedPolicy):
+    """A `GuardedPolicy` over a sampler that appends to a seat's chat (`takes_chat`): the chat is passed on."""
+
+    def generate(self, prompt: str, prefill: str = "", stop: str | None = None,  # type: ignore[override]
+                 max_tokens: int | None = None, chat: SeatChat | None = None) -> Generation:
+        gen = generate(self.policy, prompt, chat, prefill=prefill, stop=stop, max_tokens=max_tokens)
+        return self._checked(prompt, gen)
+
+
+def _guard(policy: Sampler) -> GuardedPolicy:
+    """Wrap one seat's policy, keeping whether it takes a seat's chat (append-only transcripts)."""
+    return GuardedChatPolicy(policy) if takes_chat(policy) else GuardedPolicy(policy)
 
 
 class Move(BaseModel):
@@ -374,8 +390,8 @@ class SocialEnv:
 def _guarded(policy: Sampler | Mapping[str, Sampler]) -> tuple[Sampler | Mapping[str, Sampler], dict[str, int]]:
     """The policy (or each seat's) behind a `GuardedPolicy`, and the one record of cut replies they share."""
     cut: dict[str, int] = {}
-    guards = {seat: GuardedPolicy(p) for seat, p in policy.items()} if isinstance(policy, Mapping) \
-        else {"": GuardedPolicy(policy)}
+    guards = {seat: _guard(p) for seat, p in policy.items()} if isinstance(policy, Mapping) \
+        else {"": _guard(policy)}
     for guard in guards.values():
         guard.cut = cut
     return (guards if isinstance(policy, Mapping) else guards[""]), cut
