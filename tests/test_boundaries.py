@@ -49,8 +49,10 @@ def test_judge_agreement_needs_both_samples_on_the_same_side_of_zero(scores: lis
 
 def test_a_deal_exactly_at_the_sellers_minimum_or_the_buyers_limit_completes() -> None:
     t, s, b, low, high = negotiation()
-    for price, inside in ((low, True), (high, True), (low - 1, False), (high + 1, False)):
-        verdict = check(t, says((b, f"How about ${price}?"), (s, "ACCEPT")))
+    # each price is offered by the seat it is not private to (the seller saying its own minimum is a leak)
+    for price, inside, offer, accept in ((low, True, b, s), (high, True, s, b), (low - 1, False, b, s),
+                                         (high + 1, False, s, b)):
+        verdict = check(t, says((offer, f"How about ${price}?"), (accept, "ACCEPT")))
         assert verdict.completion == inside, (price, verdict)
         assert ("deal_outside_zone" in verdict.violations) != inside
 

@@ -59,7 +59,8 @@ def test_the_starter_level_is_shorter_and_drops_negotiations_no_leak_rule() -> N
         low = task.truth["seller_min"]
         said = [Utterance(agent=seller, text=f"My minimum is ${low}, so ${low} it is."),
                 Utterance(agent=buyer, text=f"ACCEPT ${low}")]
-        assert check(task, said).passed is passes and check(task, said).completion
+        verdict = check(task, said)  # at easy the seller said its minimum: a leak, which never completes
+        assert verdict.passed is passes and verdict.completion is passes and verdict.resolved_at == 1
     # always generated, never read from the frozen files; every family has a starter task
     assert len(split_tasks("test", [STARTER], FAMILIES, 6)) == 6 * len(FAMILIES)
     assert synthesize("werewolf", STARTER, 0).level == STARTER

@@ -51,6 +51,8 @@ SWM_AUTHORED = {
     # the code partner's reply from the task's hidden truth; the learner's own text never enters a prompt
     **{slot: "two_turn_*: a value drawn by swm's task generator, or swm's restatement of the exchange" for slot in (
         "price", "said", "reply")},
+    # multi_turn_*: numbers of the task's rules (people a message may name, the message budget, messages left)
+    **{slot: "multi_turn_*: a number of the task's rules, from swm's generator" for slot in ("cap", "budget", "left")},
 }
 
 

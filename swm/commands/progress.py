@@ -31,7 +31,8 @@ PROGRESS_ALIASES = {"quiet": "--no-progress", "q": "--no-progress"}
 
 def quiet_option(f: F) -> F:
     """Add ``--no-progress`` (the ``quiet`` parameter): no progress lines on stderr while the command runs."""
-    return click.option("--no-progress", "quiet", is_flag=True, help="Print no progress lines while it runs.")(f)
+    return click.option("--no-progress", "quiet", is_flag=True, default=False,
+                        help="Print no progress lines while it runs.")(f)
 
 
 def retry_reason(update: Any) -> str | None:
