@@ -536,12 +536,12 @@ def two_seat_task(family: str, seed: int, split: str = "train", variant: Variant
 
 # levels whose generator lives beside their prompts and checker (level -> (families, generator)), registered by
 # their modules (`register_level`; swm.tasks imports them): `synthesize` reads the table
-LEVEL_GENERATORS: dict[str, tuple[tuple[str, ...], Callable[[str, int, str, Variant], Task]]] = {}
+LEVEL_GENERATORS: Table[tuple[tuple[str, ...], Callable[[str, int, str, Variant], Task]]] = Table("level generator")
 
 
 def register_level(level: str, families: tuple[str, ...], generator: Callable[[str, int, str, Variant], Task]) -> None:
     """Make ``synthesize`` generate ``level``'s tasks with ``generator(family, seed, split, variant)``."""
-    LEVEL_GENERATORS[level] = (families, generator)
+    LEVEL_GENERATORS.register(level, (families, generator))
 
 
 def level_families(level: str) -> tuple[str, ...]:
