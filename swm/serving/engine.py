@@ -47,11 +47,15 @@ def version() -> str:
                                "pip install 'social-world-models[embedded]'") from exc
 
 
+def cache_root() -> Path:
+    """Return swm's per-user cache folder (``SWM_CACHE_DIR``, else ``swm`` in the XDG cache)."""
+    return Path(os.environ.get("SWM_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "swm"))
+
+
 def cache_dir() -> Path:
     """Return the per-user folder of built servers (``SWM_CACHE_DIR``, else the XDG cache)."""
-    root = os.environ.get("SWM_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "swm")
-    return Path(root) / "llama-server"
+    return cache_root() / "llama-server"
 
 
 def binary_path(for_version: str | None = None) -> Path:

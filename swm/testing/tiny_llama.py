@@ -10,6 +10,7 @@ from pathlib import Path
 
 from swm.serving.embedded import gguf_path
 from swm.serving.gguf_lora import write_base_gguf
+from swm.training.base import dequantised_cache
 
 
 def make_tiny_llama(out: Path, seed: int = 0) -> Path:
@@ -19,7 +20,9 @@ def make_tiny_llama(out: Path, seed: int = 0) -> Path:
 
 
     shipped = gguf_path()
-    tokenizer = AutoTokenizer.from_pretrained(str(shipped.parent), gguf_file=shipped.name)
+    cached = dequantised_cache(shipped)  # the shipped tokenizer as `load_base` saved it, when it has
+    tokenizer = (AutoTokenizer.from_pretrained(str(cached)) if cached is not None and cached.is_dir()
+                 else AutoTokenizer.from_pretrained(str(shipped.parent), gguf_file=shipped.name))
     torch.manual_seed(seed)
     config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,

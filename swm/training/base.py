@@ -4,10 +4,20 @@
 ``.gguf`` path any GGUF transformers can dequantise, a directory a local Hugging Face checkpoint.
 The model comes back in float32 on the CPU (a GGUF's dequantised weights, a checkpoint saved in half
 precision), or, given a `swm.training.device.Placement` (what the trainers pass), in its dtype on its device.
+
+Dequantising a GGUF takes transformers half a minute on two cores, every time a trainer starts (each
+cycle of `swm learn`, each self-play iteration's update): the first load saves the dequantised model and
+tokenizer as a plain checkpoint in the per-user cache (``SWM_CACHE_DIR``, else ``~/.cache/swm``, under
+``bases/<sha256 of the GGUF>``), and later loads read that in a fraction of a second. The cache holds the
+same float32 tensors and tokenizer (`tests/test_base_cache.py`); an unwritable cache only costs the time.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +59,9 @@ def load_base(base: str | None, placement: Placement | None = None) -> tuple[Any
     """Load a base model and its tokenizer with no download: float32 on the CPU, or as ``placement`` says."""
     torch, transformers, _, _ = imports()
     where, gguf_file = resolve_base(base)
+    cached = dequantised_cache(where / gguf_file) if gguf_file else None
+    if cached is not None and cached.is_dir():
+        where, gguf_file = cached, None
     kwargs: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file else {}
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(str(where), local_files_only=True, **kwargs)
@@ -60,11 +73,44 @@ def load_base(base: str | None, placement: Placement | None = None) -> tuple[Any
         tokenizer.pad_token = tokenizer.eos_token
     if gguf_file:
         dequantised(model)
+        if cached is not None:
+            _save_dequantised(model, tokenizer, cached)
     if placement is not None:
         return place(model, placement), tokenizer
     if any(p.dtype != torch.float32 for p in model.parameters()):
         model = model.to(torch.float32)
     return model, tokenizer
+
+
+def dequantised_cache(gguf: Path) -> Path | None:
+    """Return where the dequantised checkpoint of ``gguf`` lives in the per-user cache (None: no usable cache)."""
+    from swm.serving.engine import cache_root
+
+    digest = hashlib.sha256()
+    try:
+        with gguf.open("rb") as f:
+            while chunk := f.read(1 << 22):
+                digest.update(chunk)
+    except OSError:
+        return None
+    return cache_root() / "bases" / digest.hexdigest()[:32]
+
+
+def _save_dequantised(model: Any, tokenizer: Any, cached: Path) -> None:
+    """Write the checkpoint beside its final place and rename it there: a reader sees all of it or none."""
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{cached.name}-", dir=cached.parent))
+    except OSError:
+        return  # a read-only cache: the next load dequantises again
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        os.rename(tmp, cached)  # another process may have won the race: its copy is the same
+    except OSError:
+        pass
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def dequantised(model: Any) -> None:

@@ -1,0 +1,54 @@
+"""A GGUF base is dequantised once: later loads read the cached checkpoint, with the same tensors and tokenizer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+
+def test_a_gguf_base_is_dequantised_once_and_loads_the_same_from_the_cache(
+        tiny_gguf_llama: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+    import transformers
+
+    from swm.training.base import dequantised_cache, load_base
+
+    monkeypatch.setenv("SWM_CACHE_DIR", str(tmp_path / "cache"))
+    gguf = tiny_gguf_llama / "base.gguf"
+    cached = dequantised_cache(gguf)
+    assert cached is not None and not cached.exists()
+    first, tok = load_base(str(gguf))
+    assert cached.is_dir() and (cached / "config.json").is_file()
+    assert [p.name for p in cached.parent.iterdir()] == [cached.name], "no half-written copy left beside it"
+
+    reads: list[dict[str, object]] = []
+    real = transformers.AutoModelForCausalLM.from_pretrained
+
+    def spy(*args: object, **kwargs: object) -> object:
+        reads.append({"path": str(args[0]), **kwargs})
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", spy)
+    again, tok2 = load_base(str(gguf))
+    assert reads == [{"path": str(cached), "local_files_only": True}], "the second load reads the cache, no GGUF"
+    assert first.state_dict().keys() == again.state_dict().keys()
+    assert all(torch.equal(a, b) for a, b in zip(first.state_dict().values(), again.state_dict().values(), strict=True))
+    assert all(p.dtype == torch.float32 for p in again.parameters())
+    assert getattr(again, "hf_quantizer", None) is None and getattr(again.config, "quantization_config", None) is None
+    assert tok2.chat_template == tok.chat_template
+    assert tok("Sally <|im_start|> Anne")["input_ids"] == tok2("Sally <|im_start|> Anne")["input_ids"]
+    assert tok2.pad_token == tok.pad_token
+
+
+def test_an_unwritable_cache_only_costs_the_time(tiny_gguf_llama: Path, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from swm.training.base import load_base
+
+    (tmp_path / "file").write_text("not a folder")
+    monkeypatch.setenv("SWM_CACHE_DIR", str(tmp_path / "file" / "cache"))
+    model, _ = load_base(str(tiny_gguf_llama / "base.gguf"))
+    assert getattr(model, "hf_quantizer", None) is None
