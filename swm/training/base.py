@@ -18,6 +18,8 @@ import hashlib
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -60,8 +62,22 @@ def load_base(base: str | None, placement: Placement | None = None) -> tuple[Any
     torch, transformers, _, _ = imports()
     where, gguf_file = resolve_base(base)
     cached = dequantised_cache(where / gguf_file) if gguf_file else None
-    if cached is not None and cached.is_dir():
-        where, gguf_file = cached, None
+    with _one_at_a_time(cached):
+        if cached is not None and cached.is_dir():
+            where, gguf_file = cached, None
+        model, tokenizer = _load(transformers, where, gguf_file, base)
+        if gguf_file:
+            dequantised(model)
+            if cached is not None:
+                _save_dequantised(model, tokenizer, cached)
+    if placement is not None:
+        return place(model, placement), tokenizer
+    if any(p.dtype != torch.float32 for p in model.parameters()):
+        model = model.to(torch.float32)
+    return model, tokenizer
+
+
+def _load(transformers: Any, where: Path, gguf_file: str | None, base: str | None) -> tuple[Any, Any]:
     kwargs: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file else {}
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(str(where), local_files_only=True, **kwargs)
@@ -71,15 +87,28 @@ def load_base(base: str | None, placement: Placement | None = None) -> tuple[Any
                          "pass a local Hugging Face checkpoint or a GGUF that transformers can dequantise") from exc
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    if gguf_file:
-        dequantised(model)
-        if cached is not None:
-            _save_dequantised(model, tokenizer, cached)
-    if placement is not None:
-        return place(model, placement), tokenizer
-    if any(p.dtype != torch.float32 for p in model.parameters()):
-        model = model.to(torch.float32)
     return model, tokenizer
+
+
+@contextmanager
+def _one_at_a_time(cached: Path | None) -> Iterator[None]:
+    """Hold the cache entry's file lock: one process dequantises, the others wait and read its copy."""
+    if cached is None or cached.is_dir():
+        yield
+        return
+    from filelock import FileLock
+
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(f"{cached}.lock")
+        lock.acquire()
+    except OSError:
+        yield  # a read-only cache: no lock to take, nothing will be written
+        return
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def dequantised_cache(gguf: Path) -> Path | None:
