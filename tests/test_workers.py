@@ -53,6 +53,8 @@ def test_a_killed_worker_loses_and_repeats_no_item(pg_url: str, tmp_path: Path) 
             assert server.reached.wait(240), proc.stderr.read() if proc.poll() is not None else "no request held"
             holders = [int(p.stem) for p in trace.glob("*.pid")]
             assert holders
+            # at the driver's priority, not Ray's default nice 19, which starves them beside any other load
+            assert {os.getpriority(os.PRIO_PROCESS, pid) for pid in holders} == {os.getpriority(os.PRIO_PROCESS, 0)}
             for pid in holders:  # kill every worker that holds an item, the held request's among them
                 os.kill(pid, signal.SIGKILL)
             time.sleep(0.5)

@@ -180,6 +180,11 @@ def ray_cluster(workers: int, address: str | None, db: str | Path) -> Iterator[A
     # flight (SIGABRT and a C++ stack dump), instead of draining (`swm.drain`); the handler in place is put back
     main_thread = threading.current_thread() is threading.main_thread()
     on_sigterm = signal.getsignal(signal.SIGTERM) if main_thread else None
+    if local:
+        # Ray starts its workers at nice 19 (its default for a cluster that also runs other jobs): here they are
+        # the run itself, and beside any other load on the machine they starved (4 random-seat games: 125 s at a
+        # load of 8, 14 s with the workers at the driver's priority). A RAY_worker_niceness of the user's stays.
+        os.environ.setdefault("RAY_worker_niceness", "0")
     try:
         ray.init(address=None if local else address, num_cpus=workers if local else None, include_dashboard=False,
                  log_to_driver=False, runtime_env={"env_vars": env} if env else None)
