@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from test_tom_bench import FIX, ScriptedServer
 
 from swm.checkpoints import open_store
+from swm.testing import scaled
 
 pytest.importorskip("ray", reason="the workers extra is not installed (pip install -e '.[workers]')")
 
@@ -37,7 +38,7 @@ def test_a_killed_worker_loses_and_repeats_no_item(pg_url: str, tmp_path: Path) 
     reference = ScriptedServer()
     try:
         done = subprocess.run(_args(reference.spec, pg_url, "one", tmp_path / "one", "--concurrency", "1"),
-                              env=env, capture_output=True, text=True, timeout=300)
+                              env=env, capture_output=True, text=True, timeout=scaled(300))
         assert done.returncode == 0, done.stderr[-3000:]
     finally:
         reference.close()
@@ -50,14 +51,18 @@ def test_a_killed_worker_loses_and_repeats_no_item(pg_url: str, tmp_path: Path) 
                                 env={**env, "SWM_WORKER_TRACE": str(trace)}, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True)
         try:
-            assert server.reached.wait(240), proc.stderr.read() if proc.poll() is not None else "no request held"
+            held = server.reached.wait(scaled(240))
+            assert held, proc.stderr.read() if proc.poll() is not None else "no request held"
             holders = [int(p.stem) for p in trace.glob("*.pid")]
             assert holders
+            gone = [os.pidfd_open(pid) for pid in holders]
             for pid in holders:  # kill every worker that holds an item, the held request's among them
                 os.kill(pid, signal.SIGKILL)
-            time.sleep(0.5)
+            for fd in gone:  # the event: each worker has died (its pidfd turns readable), not a pause
+                assert select.select([fd], [], [], scaled(60))[0], "a killed worker is still alive"
+                os.close(fd)
             server.release.set()
-            _, err = proc.communicate(timeout=300)
+            _, err = proc.communicate(timeout=scaled(300))
         finally:
             if proc.poll() is None:
                 proc.kill()
@@ -82,10 +87,10 @@ def test_sotopia_episodes_run_as_ray_tasks_and_a_rerun_skips_them(tmp_path: Path
                "--n", "2", "--seats", "both", "--policies", "plain", "--max-turns", "2", "--model", spec,
                "--judge-model", spec, "--db", db, "--thread-id", "sw", "--out", str(tmp_path / "out"),
                "--no-progress", "--json", "--workers", "2"]
-        first = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        first = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=scaled(300))
         assert first.returncode == 0, first.stderr[-3000:]
         calls = server.requests
-        again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=scaled(300))
         assert again.returncode == 0, again.stderr[-3000:]
         assert server.requests == calls, "a finished run makes no call"
     rows = list(open_store(db).rows("select episode_id, status from episodes where bench_run = ?", ["sw"]))
@@ -103,7 +108,7 @@ def test_games_on_ray_workers_give_the_table_of_one_process(tmp_path: Path) -> N
         cmd = [sys.executable, "-m", "swm", "bench", "games", "--n", "4",
                "--policies", "random", "--players", "6", "--db", str(tmp_path / f"{name}.db"), "--thread-id", name,
                "--out", str(tmp_path / name), "--no-progress", "--json", *extra]
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=scaled(300))
         assert done.returncode == 0, done.stderr[-3000:]
         return json.loads((tmp_path / name / "games.json").read_text())["table"]
 
