@@ -7,6 +7,7 @@ import select
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -134,22 +135,47 @@ def test_learn_plays_its_episodes_on_ray_workers_with_the_calls_of_one_process(t
 
 
 def test_sigterm_to_learn_on_ray_workers_drains_and_a_rerun_finishes(tmp_path: Path) -> None:
-    """ray.init puts its own SIGTERM handler (sys.exit) in place of swm's drain: it must be put back."""
-    from bench.interrupts import episode_ids, finished, learn_command, start, wait_for_requests
+    """SIGTERM to the driver of a run on Ray workers drains it: one line, finished episodes kept, no abort.
+
+    ray.init puts its own SIGTERM handler (sys.exit) in place of swm's drain, and the run died mid-step with Ray's
+    threads in flight (SIGABRT and a C++ stack dump): the handler is put back. The rerun resumes in one process
+    (no second cluster to start: a drained thread resumes wherever it is run).
+    """
+    import sqlite3
+
+    from bench.interrupts import episode_ids, finished, learn_command, start
     from swm.testing import FakeOpenAIServer
 
+    db = tmp_path / "t.db"
     with FakeOpenAIServer(latency=0.2) as server:
-        command = [*learn_command(server.model_spec, tmp_path / "t.db", "t", tmp_path / "t"), "--workers", "2"]
-        proc = start(command)
-        wait_for_requests(server, 4, proc)
-        proc.send_signal(signal.SIGTERM)
-        rc, _, err = finished(proc)
-        assert rc == 143, err[-3000:]
-        assert "SIGTERM: stopping at the next step" in err and "Traceback" not in err
+        command = learn_command(server.model_spec, db, "t", tmp_path / "t")
+        proc = start([*command, "--workers", "2"])
+        try:
+            deadline = time.monotonic() + scaled(300)  # only keeps a stalled run from hanging
+            while True:  # the event: a first episode stored by a worker
+                assert proc.poll() is None, proc.communicate()[1][-3000:]
+                assert time.monotonic() < deadline, "no episode stored (the bound is scaled by the machine's load)"
+                try:
+                    if episode_ids(db, "t"):
+                        break
+                except sqlite3.OperationalError:  # no table yet
+                    pass
+                time.sleep(0.05)
+            stored = set(episode_ids(db, "t"))
+            proc.send_signal(signal.SIGTERM)
+            rc, _, err = finished(proc)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert rc == 143, err[-3000:]  # not -6 (SIGABRT) nor 1 (Ray's sys.exit)
+        assert "SIGTERM: stopping at the next step" in err and "Traceback" not in err, err[-3000:]
+        assert "stopped on SIGTERM: finished steps are checkpointed; rerun with the same --db" in err, err[-3000:]
+        assert stored <= set(episode_ids(db, "t")), "finished episodes are kept"
         rc, _, err = finished(start(command))
         assert rc == 0, err[-3000:]
-    ids = episode_ids(tmp_path / "t.db", "t")
-    assert len(ids) == len(set(ids)) >= 10
+        assert "resuming thread" in err and "already finished" not in err, err[-3000:]
+    ids = episode_ids(db, "t")
+    assert len(ids) == len(set(ids)) >= 10 and stored <= set(ids)
 
 
 def test_a_local_cluster_slow_to_start_is_one_line_not_a_traceback(tmp_path: Path,
