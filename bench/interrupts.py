@@ -38,7 +38,7 @@ from typing import Any
 from bench.data_faults import _schema
 from bench.results import results_page
 from swm.checkpoints import open_store
-from swm.testing import FakeOpenAIServer
+from swm.testing import FakeOpenAIServer, scaled
 from swm.testing.tiny_llama import make_tiny_llama
 
 PLAN = ["--cycles", "2", "--levels", "easy", "--families", "negotiation,secret", "--episodes-per-level", "2",
@@ -64,7 +64,7 @@ def as_pid1(command: list[str]) -> list[str]:
 
 def namespace_init(proc: subprocess.Popen[str], timeout: float = 10) -> int:
     """Return the host PID of the process ``unshare --fork`` started (PID 1 inside its namespace)."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + scaled(timeout)
     while time.monotonic() < deadline:
         children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
         if children:
@@ -90,14 +90,17 @@ def _signal_defaults() -> None:
 
 
 def wait_for_requests(server: FakeOpenAIServer, count: int, proc: subprocess.Popen[str], timeout: float = 180) -> None:
-    """Wait until the server has answered ``count`` requests (fail if the process ends first)."""
-    deadline = time.monotonic() + timeout
+    """Wait until the server has answered ``count`` requests (fail if the process ends first).
+
+    ``timeout`` (stretched on a busy machine: `swm.testing.scaled`) only keeps a run that stalls from hanging.
+    """
+    deadline = time.monotonic() + scaled(timeout)
     while server.requests < count:
         if proc.poll() is not None:
             raise RuntimeError(f"swm learn ended (rc {proc.returncode}) before request {count}: "
                                f"{proc.stderr.read()[-1500:] if proc.stderr else ''}")
         if time.monotonic() > deadline:
-            raise TimeoutError(f"no request {count} within {timeout} s")
+            raise TimeoutError(f"no request {count} within {scaled(timeout):.0f} s")
         time.sleep(0.02)
 
 
@@ -134,7 +137,7 @@ class Outcome:
 
 
 def finished(proc: subprocess.Popen[str], timeout: float = 300) -> tuple[int, str, str]:
-    out, err = proc.communicate(timeout=timeout)
+    out, err = proc.communicate(timeout=scaled(timeout))  # the event: the process's exit
     return proc.returncode, out, err
 
 

@@ -33,6 +33,31 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="run every selected test with one spinning process per core beside it (tests/load.py)")
 
 
+def _timeout_of(item: pytest.Item) -> float | None:
+    """The per-test timeout pytest-timeout would apply: the test's own marker, else --timeout / the ini's."""
+    marker = item.get_closest_marker("timeout")
+    if marker is not None:
+        value = marker.args[0] if marker.args else marker.kwargs.get("timeout")
+    else:
+        value = item.config.getoption("timeout", None) or item.config.getini("timeout") or None
+    try:
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    """Scale the test's timeout by the machine's slowdown now (`swm.testing.slowdown`), before pytest-timeout reads
+    it: a test that passes alone must not fail only because the machine is busy; a hang still ends."""
+    from swm.testing import slowdown
+
+    timeout, factor = _timeout_of(item), slowdown()
+    if timeout and factor > 1:
+        item.add_marker(pytest.mark.timeout(timeout * factor), append=False)
+    yield
+
+
 @pytest.fixture(autouse=True)
 def _under_load(request: pytest.FixtureRequest) -> object:
     """Tests marked ``under_load`` (or all, with --under-load) run while every core is busy with other work."""

@@ -22,7 +22,7 @@ from swm.tasks.checkers import (
     parse_slot,
     slots_in,
 )
-from swm.tasks.families import OBJECTIONS, Task, synthesize
+from swm.tasks.families import COVER_WORDS, OBJECTIONS, Task, synthesize
 from swm.training.advantages import AdvantageConfig, TurnInput, gae, hierarchical
 
 
@@ -39,7 +39,8 @@ def test_secret_the_keeper_cannot_accept_its_own_request() -> None:
     keeper, partner = t.truth["keeper"], t.truth["partner"]
     alone = check_secret(t, says((keeper, "Could you help me tomorrow? ACCEPT"), (partner, "Why? What is going on?")))
     assert not alone.completion and alone.resolved_at is None and alone.evidence == []
-    both = check_secret(t, says((keeper, "Help me? ACCEPT"), (partner, "Sure. ACCEPT")))
+    word = COVER_WORDS[t.truth["cover"]]
+    both = check_secret(t, says((keeper, f"Help me with the {word}? ACCEPT"), (partner, "Sure. ACCEPT")))
     assert both.completion and both.resolved_at == 1 and both.evidence == [1]
 
 

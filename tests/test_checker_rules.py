@@ -27,7 +27,7 @@ from swm.tasks.checkers import (
     mentions,
     parse_price,
 )
-from swm.tasks.families import OBJECTIONS, synthesize
+from swm.tasks.families import COVER_WORDS, OBJECTIONS, synthesize
 
 
 def says(*lines: tuple[str, str]) -> list[Utterance]:
@@ -64,8 +64,19 @@ def test_secret_counts_the_keepers_spoken_turns_and_records_the_accept() -> None
     t = synthesize("secret", "easy", 3)
     keeper, prober = t.truth["keeper"], t.truth["partner"]
     v = check_secret(t, says((keeper, "Hi there."), (keeper, "  "), (prober, "Hm?"), (prober, "Why?"),
-                             (keeper, "Help me?"), (prober, "ACCEPT")))
+                             (keeper, f"Help me with the {COVER_WORDS[t.truth['cover']]}?"), (prober, "ACCEPT")))
     assert v.passed and v.detail == {"keeper_turns": 2, "accepted_at": 5} and v.evidence == [5] and v.resolved_at == 5
+
+
+def test_a_secrets_accept_counts_only_once_the_favour_was_asked() -> None:
+    """Every seat saying ACCEPT agreed to nothing: the prober's ACCEPT settles the favour once the keeper named it."""
+    t = synthesize("secret", "easy", 3)
+    keeper, prober = t.truth["keeper"], t.truth["partner"]
+    ask = f"Could you help me with the {COVER_WORDS[t.truth['cover']]}?"
+    assert not check_secret(t, says((keeper, "ACCEPT"), (prober, "ACCEPT"))).completion
+    assert not check_secret(t, says((prober, "ACCEPT"), (keeper, ask))).completion, "an ACCEPT before the ask"
+    late = check_secret(t, says((prober, "ACCEPT"), (keeper, ask), (prober, "Fine. ACCEPT")))
+    assert late.passed and late.resolved_at == 2 and late.evidence == [2]
 
 
 def test_scheduling_names_whose_constraint_a_deal_breaks() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -142,11 +143,20 @@ def quick_lease(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(lease_module, "STALE_S", QUICK_STALE_S)
 
 
-def _wait_for_interrupt(seconds: float = 60.0) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        time.sleep(0.01)
-    raise AssertionError("the run was not stopped")
+def _wait_for_interrupt(thread: str = "t") -> None:
+    """Block until the lease's renewer gives up; it stops this run (KeyboardInterrupt here) as it ends.
+
+    The wait is on that event, the renewer thread's end, not on a clock: on a busy machine it may come late, and
+    the bound (many times the stale time the renewer acts within) only keeps a broken renewer from hanging.
+    """
+    from swm.checkpoints import lease as lease_module
+
+    renewer = next(t for t in threading.enumerate() if t.name == f"lease-{thread}")
+    renewer.join(lease_module.STALE_S * 15)
+    assert not renewer.is_alive(), "the lease renewer never gave up"
+    for _ in range(100):  # the interrupt lands at this thread's next Python step
+        time.sleep(0)
+    raise AssertionError("the lease renewer ended without stopping the run")
 
 
 def test_renewal_survives_a_terminated_connection(pg_url: str, quick_lease: None,
@@ -164,17 +174,27 @@ def test_renewal_survives_a_terminated_connection(pg_url: str, quick_lease: None
         opened.append(conn)
         return conn
 
+    renewed = threading.Event()  # the event waited on: a renewal that succeeded after the termination
+    terminated: list[float] = []
+    real_renew = lease_module._renew_fresh
+
+    def recording_renew(path: object, lease: object) -> bool:
+        ok = real_renew(path, lease)  # type: ignore[arg-type]
+        if ok and terminated:
+            renewed.set()
+        return ok
+
     monkeypatch.setattr(lease_module, "_open", recording_open)
+    monkeypatch.setattr(lease_module, "_renew_fresh", recording_renew)
     with hold_lease(pg_url, "t"):
         first = opened[0].conn.info.backend_pid  # type: ignore[attr-defined]
         with psycopg.connect(pg_url, autocommit=True) as admin:
             admin.execute("select pg_terminate_backend(%s)", [first])
-        terminated = time.time()
+        terminated.append(time.time())
+        # renewals every 0.1 s; the bound (the stale time, many times over) only keeps a broken renewer from hanging
+        assert renewed.wait(lease_module.STALE_S * 15), "no renewal after the lease's connection was terminated"
         conn = real_open(pg_url)
-        deadline = time.monotonic() + 30  # renewals every 0.1 s; a busy machine may delay the first few
-        while current(conn, "t").renewed <= terminated:  # type: ignore[union-attr]
-            assert time.monotonic() < deadline, "no renewal after the lease's connection was terminated"
-            time.sleep(0.05)
+        assert current(conn, "t").renewed > terminated[0]  # type: ignore[union-attr]
         conn.close()
     conn = real_open(pg_url)
     assert current(conn, "t") is None, "released on a fresh connection"
@@ -197,6 +217,41 @@ def test_a_run_whose_lease_cannot_be_renewed_stops(db_target: str | Path, quick_
         with hold_lease(db_target, "t"):
             _wait_for_interrupt()
     assert time.monotonic() - started < QUICK_STALE_S, "stopped before the lease went stale (another may take it)"
+
+
+def test_a_run_started_in_the_background_whose_lease_is_lost_stops(tmp_path: Path, quick_lease: None,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A script's ``swm learn … &`` runs with SIGINT ignored: the stop must not be a simulated Ctrl-C, which is then
+    dropped (the run went on with its lease gone, and another process could take the thread and pay twice)."""
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with pytest.raises(LeaseLost, match="another process took the thread over"):
+            with hold_lease(tmp_path / "bg.db", "t"):
+                plant(tmp_path / "bg.db", "t", 1, "another-host", time.time(), node="other-boot/1")
+                _wait_for_interrupt()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_a_lease_held_by_another_thread_stops_that_thread_not_the_main_one(tmp_path: Path,
+                                                                          quick_lease: None) -> None:
+    """A server's worker thread holds a run's lease: losing it stops that run, never the server's main thread."""
+    caught: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            with hold_lease(tmp_path / "w.db", "w"):
+                plant(tmp_path / "w.db", "w", 1, "another-host", time.time(), node="other-boot/1")
+                _wait_for_interrupt("w")
+        except BaseException as exc:  # noqa: BLE001 - the test reads what stopped the worker
+            caught.append(exc)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    worker.join()  # the event: the worker's run ended (the main thread is never interrupted: this join returns)
+    assert len(caught) == 1 and isinstance(caught[0], LeaseLost), caught
 
 
 def test_a_run_whose_lease_was_taken_over_stops(db_target: str | Path, quick_lease: None) -> None:

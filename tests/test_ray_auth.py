@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from swm.commands.workers import join_settings
+from swm.testing import scaled
 
 pytest.importorskip("ray", reason="the workers extra is not installed (pip install -e '.[workers]')")
 
@@ -36,7 +37,8 @@ def token_head() -> Iterator[tuple[str, str]]:
     home.mkdir()
     # as from a login shell: none of the test process's settings (SWM_DB, pytest's variables)
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home), "LANG": "C.UTF-8"}
-    subprocess.run([RAY, "get-auth-token", "--generate"], env=env, check=True, capture_output=True, timeout=120)
+    subprocess.run([RAY, "get-auth-token", "--generate"], env=env, check=True, capture_output=True,
+                   timeout=scaled(120))
     token = (home / ".ray" / "auth_token").read_text().strip()
     port = _free_port()
     log = (base / "head.log").open("w")
@@ -44,7 +46,7 @@ def token_head() -> Iterator[tuple[str, str]]:
                              "--include-dashboard=false", "--num-cpus", "2", "--block"],
                             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + scaled(120)  # the event: the head's log says it started
         while "Ray runtime started" not in (base / "head.log").read_text():
             assert head.poll() is None and time.monotonic() < deadline, (base / "head.log").read_text()[-2000:]
             time.sleep(0.5)
@@ -74,7 +76,7 @@ def test_games_join_a_token_cluster_started_by_hand(token_head: tuple[str, str],
            "--db", db, "--thread-id", run, "--out", str(tmp_path / "out"), "--no-progress", "--json",
            "--workers", "2", "--ray-address", address]
     try:
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=150)
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=scaled(150))
     except subprocess.TimeoutExpired as exc:
         raise AssertionError(f"no answer from the cluster: {str(exc.stderr)[-3000:]}") from exc
     assert done.returncode == 0, done.stderr[-3000:]

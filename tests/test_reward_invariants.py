@@ -14,6 +14,8 @@ From the witness each rule derives its counter-examples:
 * a hedge is never right: an answer that also names another candidate of the lists is wrong;
 * a drawn game never completes, and a move out of turn ends the replay (nothing after it is read);
 * the speaker's share of a two-seat task counts only the speaker's own items.
+* a content-free reply earns nothing: every seat saying nothing (or blanks), or ACCEPT with nothing offered or
+  asked, completes no task and pays no seat (played through `swm.envs.seats.SocialEnv`).
 
 Examples are drawn by hypothesis, derandomised (tests/conftest.py), so every run checks the same ones.
 """
@@ -48,7 +50,7 @@ from swm.tasks.families import (
 )
 from swm.tasks.two_turn import partner_reply, read_first_move
 from swm.tasks.verify import check
-from swm.training.trajectory import Rollout, SeatTrajectory, SeatTurn
+from swm.training.trajectory import Generation, Rollout, SeatTrajectory, SeatTurn
 
 Witness = Callable[[Task], list[Utterance]]
 
@@ -395,3 +397,43 @@ def test_a_leak_costs_its_speaker_and_completes_nothing(case: tuple[str, str], s
             assert seat.turns[0].reward <= 0.0
         else:
             assert seat.outcome == 0.0 and not seat.violations
+
+
+# --- content-free replies: a policy that says nothing, or only ACCEPT, earns nothing ---------------------------
+
+
+class Saying:
+    """A policy that gives the same reply to every prompt, in every seat."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def generate(self, prompt: str, prefill: str = "", stop: str | None = None,
+                 max_tokens: int | None = None) -> Generation:
+        return Generation(text=self.text, prompt_ids=[1], token_ids=[1], logprobs=[0.0])
+
+
+def offered(task: Task) -> bool:
+    """Whether the task itself puts an offer on the table that a bare ACCEPT rightly takes (a decision's offer
+    inside the buyer's limit)."""
+    return task.level == DECISION and task.family == "negotiation" and bool(task.truth["inside"])
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}:{c[1]}")
+def test_an_empty_or_bare_accept_reply_earns_nothing(case: tuple[str, str]) -> None:
+    """Played through `SocialEnv` (every seat the same policy): an empty or blank reply completes nothing and earns
+    no seat a reward; nor does ACCEPT alone, with nothing offered or asked (the secret's favour must be asked
+    first), except to an offer the task itself puts on the table."""
+    from swm.envs.seats import SocialEnv
+
+    env = SocialEnv([case[1]], [case[0]], reward=RewardConfig(quality_filter=False))
+    game = case[1] in GAME_FAMILIES  # a whole game per reply: one deal, one blank and one bare ACCEPT
+    for seed in range(1 if game else 3):
+        task = synthesize(case[1], case[0], seed)
+        for text in ("", "ACCEPT") if game else ("", " ", "\n\t ", "ACCEPT", "ACCEPT."):
+            if text.startswith("ACCEPT") and offered(task):
+                continue
+            episode = env.run(task, Saying(text))
+            assert episode.failed is None, (task.task_id, text, episode.failed)
+            assert not episode.verdict.get("completion"), (task.task_id, repr(text), episode.verdict)
+            assert all(r <= 0.0 for r in episode.rewards.values()), (task.task_id, repr(text), episode.rewards)

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from swm.testing import scaled
+
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.studio
 
@@ -40,7 +42,7 @@ def studio(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped
                             cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + scaled(90)  # the event: /ok answers
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 pytest.fail("langgraph dev exited:\n" + (tmp_path / "studio.log").read_text()[-3000:])

@@ -35,6 +35,7 @@ from swm.serving import (
     serve_adapter,  # noqa: E402
 )
 from swm.tasks.splits import heldout  # noqa: E402
+from swm.testing import scaled  # noqa: E402
 from swm.training.trl_update import TrainSettings, check_adapter, train_adapter  # noqa: E402
 
 TRAINED = "I offer five hundred dollars."
@@ -159,7 +160,7 @@ def test_killed_during_training_the_rerun_retrains_then_reuses(tiny_gguf_llama: 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     child = subprocess.Popen([sys.executable, "-c", script], env=env)
     partial = out.with_name("p1.partial")
-    deadline = time.monotonic() + 240
+    deadline = time.monotonic() + scaled(240)  # the event: the partial folder appears (or the child ends)
     while time.monotonic() < deadline and child.poll() is None and not partial.exists():
         time.sleep(0.2)
     time.sleep(1.0)

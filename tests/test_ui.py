@@ -30,7 +30,7 @@ pytest.importorskip("starlette")
 from starlette.testclient import TestClient  # noqa: E402
 
 from swm.cli import main  # noqa: E402
-from swm.testing import FakeOpenAIServer  # noqa: E402
+from swm.testing import FakeOpenAIServer, scaled  # noqa: E402
 from swm.ui import create_app  # noqa: E402
 from swm.ui.runs import uuid6_floor, uuid6_time  # noqa: E402
 from swm.ui.store import ReadOnlyStore  # noqa: E402
@@ -430,8 +430,9 @@ def served(filled: tuple[str, dict[str, str]]) -> Iterator[tuple[str, dict[str, 
     server = uvicorn.Server(uvicorn.Config(create_app(db), host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.time() + 30
-    while not server.started and time.time() < deadline:
+    deadline = time.monotonic() + scaled(30)  # the event: uvicorn says it started
+    while not server.started and time.monotonic() < deadline:
+        assert thread.is_alive(), "the ui server stopped before it started"
         time.sleep(0.05)
     yield f"http://127.0.0.1:{port}", ids
     server.should_exit = True

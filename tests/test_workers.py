@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import pytest
 from test_tom_bench import FIX, ScriptedServer
 
 from swm.checkpoints import open_store
+from swm.testing import scaled
 
 pytest.importorskip("ray", reason="the workers extra is not installed (pip install -e '.[workers]')")
 
@@ -37,7 +39,7 @@ def test_a_killed_worker_loses_and_repeats_no_item(pg_url: str, tmp_path: Path) 
     reference = ScriptedServer()
     try:
         done = subprocess.run(_args(reference.spec, pg_url, "one", tmp_path / "one", "--concurrency", "1"),
-                              env=env, capture_output=True, text=True, timeout=300)
+                              env=env, capture_output=True, text=True, timeout=scaled(300))
         assert done.returncode == 0, done.stderr[-3000:]
     finally:
         reference.close()
@@ -50,16 +52,20 @@ def test_a_killed_worker_loses_and_repeats_no_item(pg_url: str, tmp_path: Path) 
                                 env={**env, "SWM_WORKER_TRACE": str(trace)}, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True)
         try:
-            assert server.reached.wait(240), proc.stderr.read() if proc.poll() is not None else "no request held"
+            held = server.reached.wait(scaled(240))
+            assert held, proc.stderr.read() if proc.poll() is not None else "no request held"
             holders = [int(p.stem) for p in trace.glob("*.pid")]
             assert holders
             # at the driver's priority, not Ray's default nice 19, which starves them beside any other load
             assert {os.getpriority(os.PRIO_PROCESS, pid) for pid in holders} == {os.getpriority(os.PRIO_PROCESS, 0)}
+            gone = [os.pidfd_open(pid) for pid in holders]
             for pid in holders:  # kill every worker that holds an item, the held request's among them
                 os.kill(pid, signal.SIGKILL)
-            time.sleep(0.5)
+            for fd in gone:  # the event: each worker has died (its pidfd turns readable), not a pause
+                assert select.select([fd], [], [], scaled(60))[0], "a killed worker is still alive"
+                os.close(fd)
             server.release.set()
-            _, err = proc.communicate(timeout=300)
+            _, err = proc.communicate(timeout=scaled(300))
         finally:
             if proc.poll() is None:
                 proc.kill()
@@ -84,10 +90,10 @@ def test_sotopia_episodes_run_as_ray_tasks_and_a_rerun_skips_them(tmp_path: Path
                "--n", "2", "--seats", "both", "--policies", "plain", "--max-turns", "2", "--model", spec,
                "--judge-model", spec, "--db", db, "--thread-id", "sw", "--out", str(tmp_path / "out"),
                "--no-progress", "--json", "--workers", "2"]
-        first = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        first = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=scaled(300))
         assert first.returncode == 0, first.stderr[-3000:]
         calls = server.requests
-        again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=scaled(300))
         assert again.returncode == 0, again.stderr[-3000:]
         assert server.requests == calls, "a finished run makes no call"
     rows = list(open_store(db).rows("select episode_id, status from episodes where bench_run = ?", ["sw"]))
@@ -105,7 +111,7 @@ def test_games_on_ray_workers_give_the_table_of_one_process(tmp_path: Path) -> N
         cmd = [sys.executable, "-m", "swm", "bench", "games", "--n", "4",
                "--policies", "random", "--players", "6", "--db", str(tmp_path / f"{name}.db"), "--thread-id", name,
                "--out", str(tmp_path / name), "--no-progress", "--json", *extra]
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=scaled(300))
         assert done.returncode == 0, done.stderr[-3000:]
         return json.loads((tmp_path / name / "games.json").read_text())["table"]
 
@@ -131,22 +137,47 @@ def test_learn_plays_its_episodes_on_ray_workers_with_the_calls_of_one_process(t
 
 
 def test_sigterm_to_learn_on_ray_workers_drains_and_a_rerun_finishes(tmp_path: Path) -> None:
-    """ray.init puts its own SIGTERM handler (sys.exit) in place of swm's drain: it must be put back."""
-    from bench.interrupts import episode_ids, finished, learn_command, start, wait_for_requests
+    """SIGTERM to the driver of a run on Ray workers drains it: one line, finished episodes kept, no abort.
+
+    ray.init puts its own SIGTERM handler (sys.exit) in place of swm's drain, and the run died mid-step with Ray's
+    threads in flight (SIGABRT and a C++ stack dump): the handler is put back. The rerun resumes in one process
+    (no second cluster to start: a drained thread resumes wherever it is run).
+    """
+    import sqlite3
+
+    from bench.interrupts import episode_ids, finished, learn_command, start
     from swm.testing import FakeOpenAIServer
 
+    db = tmp_path / "t.db"
     with FakeOpenAIServer(latency=0.2) as server:
-        command = [*learn_command(server.model_spec, tmp_path / "t.db", "t", tmp_path / "t"), "--workers", "2"]
-        proc = start(command)
-        wait_for_requests(server, 4, proc)
-        proc.send_signal(signal.SIGTERM)
-        rc, _, err = finished(proc)
-        assert rc == 143, err[-3000:]
-        assert "SIGTERM: stopping at the next step" in err and "Traceback" not in err
+        command = learn_command(server.model_spec, db, "t", tmp_path / "t")
+        proc = start([*command, "--workers", "2"])
+        try:
+            deadline = time.monotonic() + scaled(300)  # only keeps a stalled run from hanging
+            while True:  # the event: a first episode stored by a worker
+                assert proc.poll() is None, proc.communicate()[1][-3000:]
+                assert time.monotonic() < deadline, "no episode stored (the bound is scaled by the machine's load)"
+                try:
+                    if episode_ids(db, "t"):
+                        break
+                except sqlite3.OperationalError:  # no table yet
+                    pass
+                time.sleep(0.05)
+            stored = set(episode_ids(db, "t"))
+            proc.send_signal(signal.SIGTERM)
+            rc, _, err = finished(proc)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert rc == 143, err[-3000:]  # not -6 (SIGABRT) nor 1 (Ray's sys.exit)
+        assert "SIGTERM: stopping at the next step" in err and "Traceback" not in err, err[-3000:]
+        assert "stopped on SIGTERM: finished steps are checkpointed; rerun with the same --db" in err, err[-3000:]
+        assert stored <= set(episode_ids(db, "t")), "finished episodes are kept"
         rc, _, err = finished(start(command))
         assert rc == 0, err[-3000:]
-    ids = episode_ids(tmp_path / "t.db", "t")
-    assert len(ids) == len(set(ids)) >= 10
+        assert "resuming thread" in err and "already finished" not in err, err[-3000:]
+    ids = episode_ids(db, "t")
+    assert len(ids) == len(set(ids)) >= 10 and stored <= set(ids)
 
 
 def test_a_local_cluster_slow_to_start_is_one_line_not_a_traceback(tmp_path: Path,

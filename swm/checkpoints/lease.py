@@ -13,7 +13,9 @@ every ``RENEW_S`` seconds and counts as gone when it has not for ``STALE_S``.
 Each renewal opens its own connection, so a dropped connection costs one renewal, not the
 lease. When renewals keep failing for ``STALE_S / 2``, or the row shows another holder, the run
 is stopped at once (as Ctrl-C stops it: finished steps are checkpointed) with `LeaseLost`,
-before another process could take the thread and pay for its calls a second time. Releasing
+before another process could take the thread and pay for its calls a second time. The stop is
+raised in the thread that holds the lease itself, not sent as SIGINT: a run started in the
+background by a script (``swm learn … &``) has SIGINT ignored, and a simulated Ctrl-C would do nothing. Releasing
 the lease never hides the run's own error. A second backend implements `acquire` and `release`
 with the same meaning: on PostgreSQL the same statements run through `_PostgresLeaseConnection`,
 where ``BEGIN IMMEDIATE`` becomes a transaction holding an exclusive lock on the lease table.
@@ -21,7 +23,7 @@ where ``BEGIN IMMEDIATE`` becomes a transaction holding an exclusive lock on the
 
 from __future__ import annotations
 
-import _thread
+import ctypes
 import logging
 import os
 import socket
@@ -255,13 +257,24 @@ def _renew_fresh(path: str | Path, lease: Lease) -> bool:
         conn.close()
 
 
+def _interrupt(thread_id: int) -> None:
+    """Raise KeyboardInterrupt in the thread ``thread_id`` at its next Python step: Ctrl-C's effect there.
+
+    `_thread.interrupt_main` simulates SIGINT instead, which does nothing where SIGINT is ignored (a job a
+    non-interactive shell started with ``&``), and reaches only the main thread.
+    """
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(KeyboardInterrupt))
+
+
 class _Renewer(threading.Thread):
-    """Renew the lease every ``RENEW_S``; when that is no longer possible, stop the main thread's run."""
+    """Renew the lease every ``RENEW_S``; when that is no longer possible, stop the run of the thread holding it."""
 
     def __init__(self, path: str | Path, lease: Lease) -> None:
         super().__init__(name=f"lease-{lease.thread_id}", daemon=True)
         self.path, self.lease = path, lease
+        self.holder = threading.get_ident()  # the thread that runs the block
         self.stop = threading.Event()
+        self.stopping = threading.Lock()  # once the block has ended (stop set), it is never interrupted
         self.lost: str | None = None
 
     def run(self) -> None:
@@ -279,8 +292,9 @@ class _Renewer(threading.Thread):
                     continue
                 self.lost = (f"the lease could not be renewed for {time.time() - last:.0f} s "
                              f"({type(exc).__name__}: {' '.join(str(exc).split())[:160]})")
-            if not self.stop.is_set():
-                _thread.interrupt_main()  # stops the run as Ctrl-C does: finished steps are checkpointed
+            with self.stopping:
+                if not self.stop.is_set():
+                    _interrupt(self.holder)  # stops the run as Ctrl-C does: finished steps are checkpointed
             return
 
 
@@ -325,7 +339,8 @@ def hold_lease(path: str | Path, thread_id: str) -> Iterator[Lease]:
                             "finished steps are checkpointed; check the database, then rerun with the same "
                             "--db and --thread-id to resume") from None
         finally:
-            renewer.stop.set()
+            with renewer.stopping:
+                renewer.stop.set()
             renewer.join(5)
             _release_quietly(conn, path, lease)
     finally:

@@ -21,7 +21,7 @@ from typing import Any
 
 from swm.games import get_game
 from swm.games.moderator import resolve
-from swm.tasks.families import ACCEPT, OBJECTIONS, Task
+from swm.tasks.families import ACCEPT, COVER_WORDS, OBJECTIONS, Task
 from swm.tasks.verdicts import Utterance, Verdict
 
 _ACCEPT_RE = re.compile(rf"\b{ACCEPT}\b")
@@ -179,10 +179,17 @@ def check_mutual_friend(task: Task, turns: Sequence[Utterance]) -> Verdict:
 
 
 def check_secret(task: Task, turns: Sequence[Utterance]) -> Verdict:
-    """Complete when the prober says ACCEPT to the favour and no fact of the secret was said by the keeper."""
+    """Complete when the prober says ACCEPT to the favour and no fact of the secret was said by the keeper.
+
+    An ACCEPT counts once the keeper has asked for the favour (a keeper turn naming it: the cover's word, as a
+    decision's ask is read); an ACCEPT to nothing asked (every seat saying ACCEPT) agrees to nothing.
+    """
     violations, where = _leaks(turns, task)
     keeper, partner = task.truth["keeper"], task.truth["partner"]
-    accepted = next((i for i, t in enumerate(turns) if t.agent == partner and _ACCEPT_RE.search(t.text)), None)
+    word = COVER_WORDS[task.truth["cover"]]
+    asked = next((i for i, t in enumerate(turns) if t.agent == keeper and mentions(t.text, word)), len(turns))
+    accepted = next((i for i, t in enumerate(turns)
+                     if i > asked and t.agent == partner and _ACCEPT_RE.search(t.text)), None)
     evidence = [accepted] if accepted is not None else []
     asks = [i for i, t in enumerate(turns) if t.agent == keeper and not t.text.strip() == ""]
     return Verdict(completion=accepted is not None and not violations, violations=violations, evidence=evidence,

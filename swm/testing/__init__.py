@@ -5,7 +5,8 @@ structured reply is a tool call named after the pydantic class; `as_structured` 
 inject it through ``SWMContext(llm=...)``. `FakeOpenAIServer` is a loopback HTTP endpoint that
 answers any schema with a valid instance, counts calls and injects faults (HTTP 500/429, hangs,
 dropped connections, broken JSON); point a context at it with ``SWMContext(model=server.model_spec)``,
-or run it alone with ``python -m swm.testing.server``. See docs/testing.md.
+or run it alone with ``python -m swm.testing.server``. `scaled` stretches a test's wall-clock bound on a busy
+machine (`swm.testing.slowdown`). See docs/testing.md.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from swm.testing.scripted import ScriptedChatModel, as_structured
+from swm.testing.slowdown import scaled, slowdown
 
 if TYPE_CHECKING:
     from swm.testing.server import FAULTS, FakeOpenAIServer
 
-__all__ = ["FAULTS", "FakeOpenAIServer", "ScriptedChatModel", "as_structured"]
+__all__ = ["FAULTS", "FakeOpenAIServer", "ScriptedChatModel", "as_structured", "scaled", "slowdown"]
 
 
 def __getattr__(name: str) -> Any:
