@@ -28,6 +28,20 @@ def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     os.environ.setdefault("LANGSMITH_TRACING", "false")
 
 
+# The files that take most of the suite's time, longest first (`pytest --durations`, 2026-11-28). xdist hands files
+# to its two workers in collection order; started last, one of these kept a worker busy for minutes after the other
+# had finished, so they are handed out first and the short files fill in behind them.
+LONGEST_FIRST = ("test_learn_default_path.py", "test_envs_verifiers.py", "test_embedded.py", "test_llama_server.py",
+                 "test_workers.py", "test_interrupts.py", "test_draws.py", "test_adapter_store.py", "test_docs.py",
+                 "test_trl_exports.py", "test_selfplay_default_path.py", "test_db_read_only.py", "test_train_serve.py",
+                 "test_transcripts.py", "test_selfplay_sanity.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file's order is kept
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--under-load", action="store_true",
                      help="run every selected test with one spinning process per core beside it (tests/load.py)")
