@@ -44,7 +44,7 @@ ACT_ORDERS: tuple[str, ...] = get_args(ActOrder)
 # the prompts a seat sends every turn that have a conversation-last variant (``<name>_prefix``) for act_order "prefix"
 ORDERED_PROMPTS = ("episode_act", "foresee_predict", "foresee_refine")
 
-C = TypeVar("C")
+C = TypeVar("C", bound="ModelContext")
 
 
 def refuse_unknown_keys(context: Any, known: Collection[str], also: Collection[str] = ()) -> None:
@@ -66,7 +66,7 @@ def refuse_unknown_keys(context: Any, known: Collection[str], also: Collection[s
 
 
 @functools.cache
-def json_keys(schema: type[Any]) -> tuple[str, ...]:
+def json_keys(schema: Any) -> tuple[str, ...]:
     """Return the keys a context class takes over the API: the properties of its JSON schema (Studio's form)."""
     return tuple(TypeAdapter(schema).json_schema().get("properties") or {})
 
@@ -84,7 +84,7 @@ def graph_context(cls: type[C]) -> type[C]:
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         own = {f.name for f in fields(cls)}  # type: ignore[arg-type]
         if not own.issuperset(kwargs):
-            refuse_unknown_keys(kwargs, json_keys(cls), also=[f.name for f in fields(SWMContext)])
+            refuse_unknown_keys(kwargs, json_keys(cast(Any, cls)), also=[f.name for f in fields(SWMContext)])
             kwargs = {k: v for k, v in kwargs.items() if k in own}
         strict(self, *args, **kwargs)
 

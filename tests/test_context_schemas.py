@@ -81,7 +81,8 @@ def _derived_attributes() -> dict[str, frozenset[str]]:
 
 @functools.cache
 def reads(fn: Any, contexts: frozenset[str], runtimes: frozenset[str] = frozenset()) -> frozenset[str]:
-    """Return the context fields ``fn`` reads where its names ``contexts`` hold the context (``runtimes``: a Runtime)."""
+    """Return the context fields ``fn`` reads where its names ``contexts`` hold the context (``runtimes``: a
+    Runtime)."""
     tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
     ctx, rt = set(contexts), set(runtimes)
 
@@ -161,7 +162,7 @@ def fields_read(name: str) -> set[str]:
 def test_a_graphs_context_schema_holds_exactly_the_fields_its_nodes_read(name: str) -> None:
     shown = set(_graph(name).get_context_jsonschema()["properties"])
     read = fields_read(name)
-    assert shown == read, f"{name}: shown but never read {sorted(shown - read)}, read but not shown {sorted(read - shown)}"
+    assert shown == read, f"{name}: shown, never read {sorted(shown - read)}; read, not shown {sorted(read - shown)}"
 
 
 def test_the_analysis_sees_reads_through_helpers_methods_and_built_attributes() -> None:

@@ -31,7 +31,7 @@ replayed. The state stays constant-sized: turns live in the store, not in a grow
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from langgraph.graph import END, START, StateGraph
@@ -62,7 +62,9 @@ def build_plain() -> StateGraph[Any, EpisodeContext, Any, Any]:
     return g
 
 
-POLICY_BUILDERS = {"plain": build_plain, "foresee": foresee_act.build, "lookahead": lookahead.build}
+# each a graph over its own context, every one of which an EpisodeContext is
+POLICY_BUILDERS: dict[str, Callable[[], StateGraph[Any, Any, Any, Any]]] = {
+    "plain": build_plain, "foresee": foresee_act.build, "lookahead": lookahead.build}
 # a checkpoint from before a rename routes its strategy's earlier name to the strategy
 ROUTES: dict[Hashable, str] = {"plain": "plain", "foresee": "foresee", "lookahead": "lookahead", "judge": "judge",
                               **{old: str(new) for old, new in RENAMED_STRATEGIES.items()}}

@@ -46,7 +46,8 @@ STORE_RETRY = RetryPolicy(max_attempts=4, retry_on=sqlite3.OperationalError)
 
 
 def build() -> StateGraph[SelfPlayState, SelfPlayContext, SelfPlayInput, SelfPlayState]:
-    g = StateGraph(SelfPlayState, context_schema=SelfPlayContext, input_schema=SelfPlayInput, output_schema=SelfPlayState)
+    g = StateGraph(SelfPlayState, context_schema=SelfPlayContext, input_schema=SelfPlayInput,
+                   output_schema=SelfPlayState)
     g.add_node("start", checks_input(SelfPlayInput)(start), retry_policy=STORE_RETRY)
     g.add_node("rollout", rollout, retry_policy=STORE_RETRY)  # type: ignore[arg-type,call-overload]
     g.add_node("score", score, retry_policy=STORE_RETRY)
