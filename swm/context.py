@@ -7,15 +7,19 @@ never in the checkpoint, so keys and injected models stay out of the saved state
 
 from __future__ import annotations
 
+import difflib
+import functools
 import threading
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar, cast, get_args
 
+from pydantic import TypeAdapter
 from pydantic.json_schema import SkipJsonSchema
 
 from swm.checkpoints.store import ExperienceStore, served_store
 from swm.credentials import redact_spec
-from swm.errors import ModelSpecError
+from swm.errors import InputError, ModelSpecError
 from swm.faults import DEFAULT_LIMIT, FailureStreak
 from swm.llm import (
     DEFAULT_MAX_RETRIES,
@@ -40,10 +44,57 @@ ACT_ORDERS: tuple[str, ...] = get_args(ActOrder)
 # the prompts a seat sends every turn that have a conversation-last variant (``<name>_prefix``) for act_order "prefix"
 ORDERED_PROMPTS = ("episode_act", "foresee_predict", "foresee_refine")
 
+C = TypeVar("C", bound="ModelContext")
+
+
+def refuse_unknown_keys(context: Any, known: Collection[str], also: Collection[str] = ()) -> None:
+    """Raise an `InputError` naming every key of ``context`` in neither ``known`` nor ``also`` (with the closest one).
+
+    ``known`` are the keys the graph reads (the hint lists them); ``also`` are keys taken and left unread.
+    """
+    if not isinstance(context, Mapping):
+        return
+    unknown = sorted(str(k) for k in context if k not in known and k not in also)
+    if not unknown:
+        return
+    named = []
+    for key in unknown:
+        close = difflib.get_close_matches(key, [*known, *also], n=1, cutoff=0.6)
+        named.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    raise InputError(f"unknown context key{'s' if len(unknown) > 1 else ''} {', '.join(named)}",
+                     f"the context takes {', '.join(known)}")
+
+
+@functools.cache
+def json_keys(schema: Any) -> tuple[str, ...]:
+    """Return the keys a context class takes over the API: the properties of its JSON schema (Studio's form)."""
+    return tuple(TypeAdapter(schema).json_schema().get("properties") or {})
+
+
+def graph_context(cls: type[C]) -> type[C]:
+    """Let a graph's context class be made from any `SWMContext` key: the ones the graph does not read are dropped.
+
+    LangGraph makes the context class from a ``context={...}`` dict (``graph.invoke``), so a dict written for
+    `SWMContext`, or for another graph, runs unchanged; a key no graph takes fails at once with one line naming
+    it and the closest valid one (a misspelt ``"modle"`` would otherwise be a bare ``TypeError``).
+    """
+    strict = cls.__init__
+
+    @functools.wraps(strict)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        own = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        if not own.issuperset(kwargs):
+            refuse_unknown_keys(kwargs, json_keys(cast(Any, cls)), also=[f.name for f in fields(SWMContext)])
+            kwargs = {k: v for k, v in kwargs.items() if k in own}
+        strict(self, *args, **kwargs)
+
+    setattr(cls, "__init__", __init__)  # noqa: B010  (mypy refuses assigning a method)
+    return cls
+
 
 @dataclass
-class SWMContext:
-    """Run dependencies and knobs shared by every graph.
+class ModelContext:
+    """The context every graph reads: which model plays which role, how it is reached, and the store.
 
     Models: ``llm`` (a chat model object for every role, as tests inject a scripted one),
     ``chat_models`` (objects per role), ``models`` (spec strings per role), ``model`` (one spec
@@ -51,6 +102,10 @@ class SWMContext:
     ``OPENAI_API_KEY`` is set, else the embedded model. The judge is configured apart: ``models``
     ["judge"], then `swm.llm.judge_default` (``SWM_MODEL_JUDGE``, or gpt-4o on OpenAI), and only
     then the model every role uses; `judge_is_agent` tells when it ends up judging itself.
+
+    Each graph's context adds to it only the knobs its nodes read (`ParseContext`, `AskContext`,
+    `ActContext`, `EpisodeContext`, `GameContext`, `LifelongContext`, `SelfPlayContext`), so Studio
+    shows each graph its own; `SWMContext` holds them all and is accepted by every graph.
     """
 
     model: str | None = None
@@ -65,38 +120,13 @@ class SWMContext:
     # OpenAI client's retries of a timeout, dropped connection, 429 or 5xx (see swm/llm.py)
     timeout: float | None = None
     max_retries: int = DEFAULT_MAX_RETRIES
-    # a long run records an item that still fails and goes on, but stops after this many in a row
-    max_failures_in_a_row: int = DEFAULT_LIMIT
-    # parsing and QA
-    task: ParseTask = "generic"
-    max_parse_attempts: int = 3
-    max_narrative_chars: int = 60_000
-    prompt_versions: dict[str, str] = field(default_factory=dict)
-    prompt_protocol: PromptProtocol = "paper"
-    # an S3AP mode whose story could not be parsed: answer from the story alone (True; the output's
-    # ``social_state`` says "none") or give no answer at all (False, `swm ask`'s default)
-    allow_without_state: bool = True
-    # the acting prompt's order: "sotopia" (SOTOPIA's: the conversation, then the turn, action types and
-    # format) or "prefix" (the same text with the conversation last, so a seat's next prompt extends its
-    # last one and a server's prefix cache serves all but the new turns; Foresee-and-Act's predict and
-    # refine prompts likewise: `ordered_prompt`)
-    act_order: ActOrder = "sotopia"
-    # Foresee-and-Act / look-ahead
-    lookahead_width: int = 1
-    lookahead_depth: int = 1
     # the experience store (parse cache, episodes, pairs); an in-memory one when None
     store: SkipJsonSchema[Any] = None
-    # where this invocation writes reports and exports (the lifelong plan's out_dir when None): a
-    # resumed or copied thread never writes into the folder of the run it was started as
-    out_dir: str | None = None
-    # a lifelong rerun of a phase that stopped on failed episodes sends those episodes again, once
-    resend_failed: bool = False
 
     def __post_init__(self) -> None:
         # Built models and the lock are not fields, so the context's JSON schema (Studio) stays plain.
         self._cache: dict[Any, Any] = {}
         self._lock = threading.Lock()
-        self.failures = FailureStreak(self.max_failures_in_a_row)
         unknown = sorted(set(self.models) - set(ROLES))
         if unknown:
             raise ModelSpecError(f"unknown role {unknown[0]!r} in models", f"roles are {', '.join(ROLES)}")
@@ -152,32 +182,6 @@ class SWMContext:
                                                     timeout=self.timeout, max_retries=self.max_retries)
             return self._cache[spec]
 
-    def with_models(self, overrides: dict[str, str]) -> SWMContext:
-        """Return a context whose roles in ``overrides`` use those specs (same store and knobs), built once.
-
-        The lifelong loop plays a trained policy this way: its learner seats get the policy's
-        served model while the judge and world model keep the run's own.
-        """
-        if not overrides:
-            return self
-        return self._derived(("with_models", tuple(sorted(overrides.items()))),
-                             models={**self.models, **overrides})
-
-    def with_act_order(self, order: ActOrder) -> SWMContext:
-        """Return a context that acts in ``order`` (same store, models and knobs), built once."""
-        return self if order == self.act_order else self._derived(("with_act_order", order), act_order=order)
-
-    def _derived(self, key: tuple[Any, ...], **changes: Any) -> SWMContext:
-        """Return the context with ``changes``, built once per ``key``: same store, one failure streak."""
-        store = self.experience_store()  # shared, so the derived context writes the same store
-        with self._lock:
-            derived = self._cache.get(key)
-            if derived is None:
-                derived = replace(self, store=store, **changes)
-                derived.failures = self.failures  # one failure streak per run, whichever seat failed
-                self._cache[key] = derived
-        return derived
-
     def uses_embedded(self) -> bool:
         """Tell whether any role would run on the embedded model."""
         return any(is_embedded(self.spec_for(r)) and "@" not in self.spec_for(r) for r in ROLES)
@@ -197,8 +201,48 @@ class SWMContext:
         self.experience_store().put_failed_reply(node=node, model=self.spec_for(role), error=reply.error,
                                                  raw=raw_text(reply.raw), key=key)
 
+
+@dataclass
+class PromptContext(ModelContext):
+    """A model context whose graph loads prompt templates: a version may be pinned per template."""
+
+    prompt_versions: dict[str, str] = field(default_factory=dict)
+
     def prompt_version(self, name: str) -> str | None:
         return self.prompt_versions.get(name)
+
+
+@graph_context
+@dataclass
+class ParseContext(PromptContext):
+    """The ``parse`` graph's context: whose parse rules and prompts apply, and its bounds."""
+
+    task: ParseTask = "generic"
+    max_parse_attempts: int = 3
+    max_narrative_chars: int = 60_000
+    prompt_protocol: PromptProtocol = "paper"
+
+
+@graph_context
+@dataclass
+class AskContext(ParseContext):
+    """The ``ask`` graph's context: the parse graph's, and what to do with a story that would not parse."""
+
+    # an S3AP mode whose story could not be parsed: answer from the story alone (True; the output's
+    # ``social_state`` says "none") or give no answer at all (False, `swm ask`'s default)
+    allow_without_state: bool = True
+
+
+@graph_context
+@dataclass
+class ActContext(PromptContext):
+    """The ``foresee_act`` graph's context: a seat's acting prompts and their order."""
+
+    # the acting prompt's order: "sotopia" (SOTOPIA's: the conversation, then the turn, action types and
+    # format) or "prefix" (the same text with the conversation last, so a seat's next prompt extends its
+    # last one and a server's prefix cache serves all but the new turns; Foresee-and-Act's predict and
+    # refine prompts likewise: `ordered_prompt`)
+    act_order: ActOrder = "sotopia"
 
     def ordered_prompt(self, name: str) -> str:
         """The template a seat's per-turn prompt ``name`` uses in `act_order` (``<name>_prefix`` in "prefix")."""
@@ -207,3 +251,82 @@ class SWMContext:
     def act_prompt_name(self) -> str:
         """The acting prompt's template name for `act_order` (``episode_act`` or ``episode_act_prefix``)."""
         return self.ordered_prompt("episode_act")
+
+
+# a node that two graphs share reads the narrower context (a graph's context class is invariant in LangGraph's types)
+ParseT = TypeVar("ParseT", bound=ParseContext)
+ActT = TypeVar("ActT", bound=ActContext)
+
+
+@graph_context
+@dataclass
+class EpisodeContext(ActContext):
+    """The ``episode`` and ``lookahead`` graphs' context: the acting one, and the look-ahead policy's size."""
+
+    lookahead_width: int = 1
+    lookahead_depth: int = 1
+
+
+@graph_context
+@dataclass
+class GameContext(PromptContext):
+    """The ``game`` graph's context: models and the pinned prompt versions, nothing more."""
+
+
+@graph_context
+@dataclass
+class SelfPlayContext(ModelContext):
+    """The ``selfplay`` graph's context: the judge's model (for ``judge_weight``) and the store; the plan holds
+    everything else."""
+
+
+@graph_context
+@dataclass
+class LifelongContext(EpisodeContext, GameContext):
+    """The ``lifelong`` graph's context: the episode and game graphs' (it plays them), and the run's own knobs."""
+
+    # a long run records an item that still fails and goes on, but stops after this many in a row
+    max_failures_in_a_row: int = DEFAULT_LIMIT
+    # where this invocation writes reports and exports (the lifelong plan's out_dir when None): a
+    # resumed or copied thread never writes into the folder of the run it was started as
+    out_dir: str | None = None
+    # a lifelong rerun of a phase that stopped on failed episodes sends those episodes again, once
+    resend_failed: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.failures = FailureStreak(self.max_failures_in_a_row)
+
+    def with_models(self, overrides: dict[str, str]) -> Self:
+        """Return a context whose roles in ``overrides`` use those specs (same store and knobs), built once.
+
+        The lifelong loop plays a trained policy this way: its learner seats get the policy's
+        served model while the judge and world model keep the run's own.
+        """
+        if not overrides:
+            return self
+        return self._derived(("with_models", tuple(sorted(overrides.items()))),
+                             models={**self.models, **overrides})
+
+    def with_act_order(self, order: ActOrder) -> Self:
+        """Return a context that acts in ``order`` (same store, models and knobs), built once."""
+        return self if order == self.act_order else self._derived(("with_act_order", order), act_order=order)
+
+    def _derived(self, key: tuple[Any, ...], **changes: Any) -> Self:
+        """Return the context with ``changes``, built once per ``key``: same store, one failure streak."""
+        store = self.experience_store()  # shared, so the derived context writes the same store
+        with self._lock:
+            derived = self._cache.get(key)
+            if derived is None:
+                derived = replace(self, store=store, **changes)
+                derived.failures = self.failures  # one failure streak per run, whichever seat failed
+                self._cache[key] = derived
+        return cast(Self, derived)
+
+
+@dataclass
+class SWMContext(LifelongContext, AskContext, SelfPlayContext):
+    """Every knob of every graph: what the CLI and Python callers build, accepted by each graph.
+
+    A graph reads only the fields of its own context (``graph.context_schema``); the rest ride along unread.
+    """

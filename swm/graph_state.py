@@ -24,7 +24,7 @@ from langgraph.graph import StateGraph
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
-from swm.context import ParseTask, SWMContext
+from swm.context import ModelContext, ParseTask
 from swm.errors import InputError
 from swm.state import SocialWorld, ValidationReport
 from swm.usage import CallStats, merge_usage
@@ -173,6 +173,7 @@ def _adapter(schema: type[Any]) -> TypeAdapter[Any]:
 
 
 NodeT = TypeVar("NodeT", bound=Callable[..., Any])
+C = TypeVar("C", bound=ModelContext)
 
 
 def checks_input(schema: type[Any]) -> Callable[[NodeT], NodeT]:
@@ -207,7 +208,7 @@ def thread_run_id(run_id: str, default: str) -> str:
 
 
 def new_graph(state: type[Any] = SocialWorldState, input_schema: type[Any] | None = None,
-              output_schema: type[Any] | None = None) -> StateGraph[Any, SWMContext, Any, Any]:
-    """Start a graph over ``state`` with `SWMContext` as its runtime context."""
-    return StateGraph(state, context_schema=SWMContext, input_schema=input_schema,  # type: ignore[arg-type]
+              output_schema: type[Any] | None = None, *, context: type[C]) -> StateGraph[Any, C, Any, Any]:
+    """Start a graph over ``state`` with ``context`` (its own context class) as its runtime context."""
+    return StateGraph(state, context_schema=context, input_schema=input_schema,  # type: ignore[arg-type]
                       output_schema=output_schema)

@@ -20,7 +20,7 @@ import json
 from typing import Any, get_args
 
 from swm import prompts
-from swm.context import PromptProtocol, SWMContext
+from swm.context import ParseContext, PromptProtocol
 
 PROTOCOLS: tuple[str, ...] = get_args(PromptProtocol)
 # the protocols that send the paper's and the repository's templates (the others: swm's own wording)
@@ -50,7 +50,7 @@ def from_repository(protocol: str) -> bool:
 _CUE_FREE = "\nAnswer: "
 
 
-def version_for(ctx: SWMContext, name: str) -> str | None:
+def version_for(ctx: ParseContext, name: str) -> str | None:
     """Return the version of prompt ``name`` this context renders (None: the newest)."""
     chosen = ctx.prompt_version(name)
     if chosen is None:
@@ -58,12 +58,12 @@ def version_for(ctx: SWMContext, name: str) -> str | None:
     return chosen
 
 
-def load(ctx: SWMContext, name: str) -> prompts.Prompt:
+def load(ctx: ParseContext, name: str) -> prompts.Prompt:
     """Load prompt ``name`` at the version the context's protocol (or an explicit pin) asks for."""
     return prompts.load(name, version_for(ctx, name))
 
 
-def parse_prompt_names(ctx: SWMContext, task: str) -> dict[str, str]:
+def parse_prompt_names(ctx: ParseContext, task: str) -> dict[str, str]:
     """Name the parser's templates: the prompt, its format instructions, the task rules, the example."""
     example = f"example_{task}" if f"example_{task}" in prompts.available() else "example_generic"
     if from_repository(ctx.prompt_protocol):
@@ -71,7 +71,7 @@ def parse_prompt_names(ctx: SWMContext, task: str) -> dict[str, str]:
     return {"parse": "parse", "s3ap_format": "s3ap_format", "task": f"task_{task}", "example": example}
 
 
-def qa_prompt_name(ctx: SWMContext, mode: str, task: str) -> str:
+def qa_prompt_name(ctx: ParseContext, mode: str, task: str) -> str:
     """Name the QA template for a mode and task under the context's protocol."""
     if from_repository(ctx.prompt_protocol) and task in PAPER_QA_TASKS:
         if task == "confaide":
@@ -81,13 +81,13 @@ def qa_prompt_name(ctx: SWMContext, mode: str, task: str) -> str:
     return specific if specific in prompts.available() else f"qa_{mode}"
 
 
-def manual_prompts(ctx: SWMContext) -> tuple[prompts.Prompt, prompts.Prompt]:
+def manual_prompts(ctx: ParseContext) -> tuple[prompts.Prompt, prompts.Prompt]:
     """Return the context manual the QA model gets with the S3AP, and the JSON schema it explains."""
     manual = load(ctx, "s3ap_manual")
     return manual, prompts.load(_MANUAL_SCHEMA.get(manual.version, "s3ap_schema"))
 
 
-def prompt_set(ctx: SWMContext, task: str) -> str:
+def prompt_set(ctx: ParseContext, task: str) -> str:
     """Return the ids of the parser, task, manual and QA templates a run under this context sends for a task,
     so that a resumed run can be refused when the protocol's wording changed since it started."""
     names = parse_prompt_names(ctx, task)

@@ -17,6 +17,7 @@ import pytest
 from swm.testing import scaled
 
 ROOT = Path(__file__).resolve().parents[1]
+GRAPHS = json.loads((ROOT / "langgraph.json").read_text())["graphs"]
 pytestmark = pytest.mark.studio
 
 
@@ -135,7 +136,9 @@ def test_every_graph_declares_input_output_and_a_json_context_schema() -> None:
         assert inp["properties"] and out["properties"], name
         objects = {"llm", "chat_models", "store"} & set(ctx["properties"])
         assert not objects, f"{name}: Python objects in the context schema"
-        assert "tomi" in ctx["properties"]["task"]["enum"], name
+        assert "model" in ctx["properties"], name
+        if "task" in ctx["properties"]:
+            assert "tomi" in ctx["properties"]["task"]["enum"], name
         json.dumps([inp, out, ctx])  # plain JSON, as Studio reads it
 
 
@@ -176,7 +179,11 @@ def test_bad_input_names_the_field_before_any_call(graph: str, inputs: dict, fie
 
 
 def test_the_server_shows_schemas_and_names_what_went_wrong(studio) -> None:  # type: ignore[no-untyped-def]
+    import importlib
+
     from langgraph_sdk import get_sync_client
+
+    from swm.graphs.served import graph_module
 
     url, _ = studio
     client = get_sync_client(url=url)
@@ -184,12 +191,19 @@ def test_the_server_shows_schemas_and_names_what_went_wrong(studio) -> None:  # 
     for graph_id, assistant in assistants.items():
         schemas = client.assistants.get_schemas(assistant["assistant_id"])
         assert schemas["input_schema"] and schemas["output_schema"] and schemas["context_schema"], graph_id
+        local = importlib.import_module(graph_module(GRAPHS[graph_id])).graph.get_context_jsonschema()
+        assert set(schemas["context_schema"]["properties"]) == set(local["properties"]), \
+            f"{graph_id}: the server shows the graph's own context fields"
+    assert "lookahead_width" not in client.assistants.get_schemas(assistants["ask"]["assistant_id"])["context_schema"][
+        "properties"], "ask does not show the episode graph's knobs"
     ask = client.assistants.get_schemas(assistants["ask"]["assistant_id"])["input_schema"]
     assert ask["properties"]["mode"]["enum"] == ["vanilla", "cot", "s3ap", "s3ap_only"]
     assert set(ask["required"]) == {"narrative", "question"}
     thread = client.threads.create()
     bad = {"narrative": "Sally leaves.", "question": "Where?", "mode": "bogus"}
-    parts = list(client.runs.stream(thread["thread_id"], "ask", input=bad, context={"model": "none"}))
+    # a key another graph reads (lookahead_width) is let through: the error is the input's
+    parts = list(client.runs.stream(thread["thread_id"], "ask", input=bad, context={"model": "none",
+                                                                                  "lookahead_width": 2}))
     errors = [p.data for p in parts if p.event == "error"]
     assert errors and errors[0]["error"] == "InputError", parts
     assert "mode: Input should be 'vanilla'" in errors[0]["message"]

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from swm.context import SWMContext
+from swm.context import LifelongContext, SWMContext
 from swm.errors import EnvironmentFault, InputError
 
 # Fields of the runtime context that travel to workers: plain settings only (no models, no store).
@@ -257,12 +257,12 @@ def _lifelong_job(settings: dict[str, Any], db: str, job: dict[str, Any]) -> dic
 
 
 def lifelong_runner_on_ray(ray: Any, ctx: SWMContext, db: str | Path,
-                           max_retries: int = 3) -> Callable[[Any, SWMContext], dict[str, Any]]:
+                           max_retries: int = 3) -> Callable[[Any, LifelongContext], dict[str, Any]]:
     """Return a `graphs.lifelong.build` runner that plays each collect/evaluate episode as a Ray task."""
     settings = context_settings(ctx)
     task = ray.remote(num_cpus=1, max_retries=max_retries)(_lifelong_job)
 
-    def run(job: Any, _ctx: SWMContext) -> dict[str, Any]:
+    def run(job: Any, _ctx: LifelongContext) -> dict[str, Any]:
         out: dict[str, Any] = ray.get(task.remote(settings, str(db), dict(job)))
         return out
 

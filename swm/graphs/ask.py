@@ -9,14 +9,14 @@ from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
-from swm.context import SWMContext
+from swm.context import AskContext
 from swm.graph_state import AskInput, AskOutput, SocialWorldState, checks_input, new_graph
 from swm.nodes.parse import after_check, after_prepare, check, parse, prepare
 from swm.nodes.qa import answer
 
 
-def build() -> StateGraph[Any, SWMContext, Any, Any]:
-    g = new_graph(SocialWorldState, AskInput, AskOutput)
+def build() -> StateGraph[Any, AskContext, Any, Any]:
+    g = new_graph(SocialWorldState, AskInput, AskOutput, context=AskContext)
     g.add_node("prepare", checks_input(AskInput)(prepare))
     g.add_node("parse", parse)
     g.add_node("check", check)

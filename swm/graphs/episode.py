@@ -5,7 +5,8 @@
 Public API (used by the lifelong loop and the benchmarks):
 
 * ``build() -> StateGraph`` over `EpisodeState`; compile it with a checkpointer and invoke with
-  ``context=SWMContext(...)`` and the input below. ``graph`` is the compiled graph for Studio.
+  ``context=SWMContext(...)`` (or its own `EpisodeContext`) and the input below. ``graph`` is the compiled
+  graph for Studio.
 * Input: ``scenario`` (a scenario id, shipped or SOTOPIA: `swm.scenarios.resolve`; ``Scenario.model_dump()``;
   or the reference that `swm.social.scenario_store.put_scenario` returns; ``setup`` stores an inline one and keeps only
   its reference), optional ``episode_id`` (default: scenario id + random suffix), ``policies``
@@ -30,12 +31,12 @@ replayed. The state stays constant-sized: turns live in the store, not in a grow
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
-from swm.context import SWMContext
+from swm.context import EpisodeContext
 from swm.graph_state import checks_input
 from swm.graphs import foresee_act, lookahead
 from swm.nodes.act import act
@@ -52,22 +53,24 @@ from swm.social.graph_state import (
 )
 
 
-def build_plain() -> StateGraph[Any, SWMContext, Any, Any]:
+def build_plain() -> StateGraph[Any, EpisodeContext, Any, Any]:
     """The plain policy: one ``act`` call."""
-    g = StateGraph(PolicyState, context_schema=SWMContext, input_schema=PolicyInput, output_schema=PolicyOutput)
+    g = StateGraph(PolicyState, context_schema=EpisodeContext, input_schema=PolicyInput, output_schema=PolicyOutput)
     g.add_node("act", act)
     g.add_edge(START, "act")
     g.add_edge("act", END)
     return g
 
 
-POLICY_BUILDERS = {"plain": build_plain, "foresee": foresee_act.build, "lookahead": lookahead.build}
+# each a graph over its own context, every one of which an EpisodeContext is
+POLICY_BUILDERS: dict[str, Callable[[], StateGraph[Any, Any, Any, Any]]] = {
+    "plain": build_plain, "foresee": foresee_act.build, "lookahead": lookahead.build}
 # a checkpoint from before a rename routes its strategy's earlier name to the strategy
 ROUTES: dict[Hashable, str] = {"plain": "plain", "foresee": "foresee", "lookahead": "lookahead", "judge": "judge",
                               **{old: str(new) for old, new in RENAMED_STRATEGIES.items()}}
 
 
-def build(policy_checkpointer: bool | None = None) -> StateGraph[Any, SWMContext, Any, Any]:
+def build(policy_checkpointer: bool | None = None) -> StateGraph[Any, EpisodeContext, Any, Any]:
     """Wire the episode; ``policy_checkpointer=False`` keeps the policy subgraphs off any checkpointer.
 
     By default a policy subgraph checkpoints through its parent's saver, so a kill inside a turn
@@ -76,7 +79,7 @@ def build(policy_checkpointer: bool | None = None) -> StateGraph[Any, SWMContext
     the outer thread that no resume ever reads, and call the outer saver synchronously from the
     node's thread, which an async-only saver (``langgraph dev``'s) refuses.
     """
-    g = StateGraph(EpisodeState, context_schema=SWMContext, input_schema=EpisodeInput, output_schema=EpisodeOutput)
+    g = StateGraph(EpisodeState, context_schema=EpisodeContext, input_schema=EpisodeInput, output_schema=EpisodeOutput)
     g.add_node("setup", checks_input(EpisodeInput)(setup))
     for name, builder in POLICY_BUILDERS.items():
         g.add_node(name, builder().compile(checkpointer=policy_checkpointer))

@@ -13,7 +13,7 @@ from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
-from swm.context import SWMContext
+from swm.context import ActContext
 from swm.graph_state import checks_input
 from swm.nodes.act import sample
 from swm.nodes.predict import predict
@@ -21,8 +21,8 @@ from swm.nodes.refine import refine
 from swm.social.graph_state import PolicyInput, PolicyOutput, PolicyState
 
 
-def build() -> StateGraph[Any, SWMContext, Any, Any]:
-    g = StateGraph(PolicyState, context_schema=SWMContext, input_schema=PolicyInput, output_schema=PolicyOutput)
+def build() -> StateGraph[Any, ActContext, Any, Any]:
+    g = StateGraph(PolicyState, context_schema=ActContext, input_schema=PolicyInput, output_schema=PolicyOutput)
     g.add_node("sample", checks_input(PolicyInput)(sample))
     g.add_node("predict", predict)
     g.add_node("refine", refine)

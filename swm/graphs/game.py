@@ -5,7 +5,7 @@
 Public API (used by ``swm bench games``, ``swm learn`` and self-play):
 
 * ``build() -> StateGraph`` over `GameGraphState`; compile it with a checkpointer and invoke with
-  ``context=SWMContext(...)``. ``graph`` is the compiled graph for Studio.
+  ``context=SWMContext(...)`` (or its own `GameContext`). ``graph`` is the compiled graph for Studio.
 * Input: ``game`` (default ``werewolf``), ``game_id``, ``seed`` (names the deal), ``players`` or
   ``n_players`` (default 6), ``options`` (the game's), ``policies`` ({side or seat: "plain" |
   "random"}, default plain: the model plays every seat), ``tested_side`` (its seats use the
@@ -29,7 +29,7 @@ from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
-from swm.context import SWMContext
+from swm.context import GameContext
 from swm.games.graph_state import GameGraphState, GameInput, GameOutput
 from swm.graph_state import checks_input
 from swm.nodes.game import act, commit, finish, route, setup
@@ -37,8 +37,8 @@ from swm.nodes.game import act, commit, finish, route, setup
 ROUTES: dict[Hashable, str] = {"act": "act", "finish": "finish"}
 
 
-def build() -> StateGraph[Any, SWMContext, Any, Any]:
-    g = StateGraph(GameGraphState, context_schema=SWMContext, input_schema=GameInput, output_schema=GameOutput)
+def build() -> StateGraph[Any, GameContext, Any, Any]:
+    g = StateGraph(GameGraphState, context_schema=GameContext, input_schema=GameInput, output_schema=GameOutput)
     g.add_node("setup", checks_input(GameInput)(setup))
     g.add_node("act", act)
     g.add_node("commit", commit)

@@ -21,7 +21,7 @@ import sqlite3
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import RetryPolicy
 
-from swm.context import SWMContext
+from swm.context import LifelongContext
 from swm.graph_state import checks_input
 from swm.graphs import episode, game
 from swm.lifelong.state import LifelongInput, LifelongOutput, LifelongState
@@ -47,9 +47,10 @@ from swm.nodes.update import update
 STORE_RETRY = RetryPolicy(max_attempts=4, retry_on=sqlite3.OperationalError)
 
 
-def build(runner: Runner | None = None) -> StateGraph[LifelongState, SWMContext, LifelongInput, LifelongOutput]:
+def build(runner: Runner | None = None) -> StateGraph[LifelongState, LifelongContext, LifelongInput, LifelongOutput]:
     """Wire the loop; ``runner(job, ctx)`` plays each episode elsewhere (Ray workers) instead of in this process."""
-    g = StateGraph(LifelongState, context_schema=SWMContext, input_schema=LifelongInput, output_schema=LifelongOutput)
+    g = StateGraph(LifelongState, context_schema=LifelongContext, input_schema=LifelongInput,
+                   output_schema=LifelongOutput)
     # Both Send targets play one episode through the episode graph (a game task through the game
     # graph), compiled once here with no checkpointer at any depth: an interrupted episode is
     # replayed whole under the same id, and the nested run never calls the outer saver (an async

@@ -1,6 +1,6 @@
 """Look-ahead: N candidate actions, each simulated k steps ahead, judged, best refined.
 
-With N = ``SWMContext.lookahead_width`` and k = ``SWMContext.lookahead_depth``, one turn makes
+With N = ``EpisodeContext.lookahead_width`` and k = ``EpisodeContext.lookahead_depth``, one turn makes
 
     calls = N (sample) + N·k (simulate) + (N if N > 1 else 0) (score) + 1 (refine)
 
@@ -21,7 +21,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
-from swm.context import SWMContext
+from swm.context import EpisodeContext
 from swm.graph_state import checks_input
 from swm.nodes.act import call_act
 from swm.nodes.judge import score
@@ -38,7 +38,7 @@ def calls_per_turn(width: int, depth: int) -> int:
     return width + width * depth + (width if width > 1 else 0) + 1
 
 
-def _width(runtime: Runtime[SWMContext]) -> int:
+def _width(runtime: Runtime[EpisodeContext]) -> int:
     return min(max(1, runtime.context.lookahead_width), MAX_WIDTH)
 
 
@@ -47,11 +47,11 @@ def _branch(state: PolicyState, index: int) -> dict[str, Any]:
     return {**{k: state[k] for k in keys if k in state}, "index": index}  # type: ignore[literal-required]
 
 
-def fan_out_samples(state: PolicyState, runtime: Runtime[SWMContext]) -> list[Send]:
+def fan_out_samples(state: PolicyState, runtime: Runtime[EpisodeContext]) -> list[Send]:
     return [Send("sample", _branch(state, i)) for i in range(_width(runtime))]
 
 
-def sample_one(state: PolicyState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+def sample_one(state: PolicyState, runtime: Runtime[EpisodeContext]) -> dict[str, Any]:
     """Sample candidate ``index`` (one call)."""
     index = state.get("index", 0)
     width = _width(runtime)
@@ -72,14 +72,14 @@ def fan_out_simulations(state: PolicyState) -> list[Send]:
     return [Send("simulate", _branch(state, int(k))) for k in sorted(state.get("candidates") or {}, key=int)]
 
 
-def after_simulate(state: PolicyState, runtime: Runtime[SWMContext]) -> list[Send] | str:
+def after_simulate(state: PolicyState, runtime: Runtime[EpisodeContext]) -> list[Send] | str:
     if _width(runtime) < 2:
         return "choose"
     return [Send("score", _branch(state, int(k))) for k in sorted(state.get("candidates") or {}, key=int)]
 
 
-def build() -> StateGraph[Any, SWMContext, Any, Any]:
-    g = StateGraph(PolicyState, context_schema=SWMContext, input_schema=PolicyInput, output_schema=PolicyOutput)
+def build() -> StateGraph[Any, EpisodeContext, Any, Any]:
+    g = StateGraph(PolicyState, context_schema=EpisodeContext, input_schema=PolicyInput, output_schema=PolicyOutput)
     g.add_node("sample", sample_one)
     g.add_node("gather", gather)
     g.add_node("simulate", simulate)

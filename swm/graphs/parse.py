@@ -6,13 +6,13 @@ from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
-from swm.context import SWMContext
+from swm.context import ParseContext
 from swm.graph_state import ParseInput, ParseOutput, SocialWorldState, checks_input, new_graph
 from swm.nodes.parse import after_check, after_prepare, check, parse, prepare
 
 
-def build() -> StateGraph[Any, SWMContext, Any, Any]:
-    g = new_graph(SocialWorldState, ParseInput, ParseOutput)
+def build() -> StateGraph[Any, ParseContext, Any, Any]:
+    g = new_graph(SocialWorldState, ParseInput, ParseOutput, context=ParseContext)
     g.add_node("prepare", checks_input(ParseInput)(prepare))
     g.add_node("parse", parse)
     g.add_node("check", check)

@@ -23,7 +23,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import RetryPolicy
 
 from swm.checkpoints import open_saver, open_store, run_thread
-from swm.context import SWMContext
+from swm.context import SelfPlayContext
 from swm.graph_state import checks_input
 from swm.nodes.selfplay import (
     advantages,
@@ -45,8 +45,9 @@ from swm.selfplay.state import SelfPlayInput, SelfPlayState
 STORE_RETRY = RetryPolicy(max_attempts=4, retry_on=sqlite3.OperationalError)
 
 
-def build() -> StateGraph[SelfPlayState, SWMContext, SelfPlayInput, SelfPlayState]:
-    g = StateGraph(SelfPlayState, context_schema=SWMContext, input_schema=SelfPlayInput, output_schema=SelfPlayState)
+def build() -> StateGraph[SelfPlayState, SelfPlayContext, SelfPlayInput, SelfPlayState]:
+    g = StateGraph(SelfPlayState, context_schema=SelfPlayContext, input_schema=SelfPlayInput,
+                   output_schema=SelfPlayState)
     g.add_node("start", checks_input(SelfPlayInput)(start), retry_policy=STORE_RETRY)
     g.add_node("rollout", rollout, retry_policy=STORE_RETRY)  # type: ignore[arg-type,call-overload]
     g.add_node("score", score, retry_policy=STORE_RETRY)
@@ -69,7 +70,7 @@ graph = build().compile()
 
 
 def train(plan: SelfPlayPlan | dict[str, Any], *, db: str | Path, thread_id: str | None = None,
-          context: SWMContext | None = None, on_event: Callable[[str, Any], None] | None = None,
+          context: SelfPlayContext | None = None, on_event: Callable[[str, Any], None] | None = None,
           max_concurrency: int | None = None) -> dict[str, Any]:
     """Run self-play for ``plan.iterations`` iterations, or resume ``thread_id`` where it stopped.
 
@@ -83,7 +84,7 @@ def train(plan: SelfPlayPlan | dict[str, Any], *, db: str | Path, thread_id: str
 
     plan = plan if isinstance(plan, SelfPlayPlan) else SelfPlayPlan.model_validate(plan)
     thread = thread_id or f"selfplay-{uuid.uuid4().hex[:10]}"
-    ctx = context or SWMContext(store=open_store(db))
+    ctx = context or SelfPlayContext(store=open_store(db))
     concurrency = max_concurrency or default_concurrency(plan.policy)
     config: RunnableConfig = {"configurable": {"thread_id": thread}, "max_concurrency": concurrency,
                               "recursion_limit": 20 + 10 * plan.iterations}

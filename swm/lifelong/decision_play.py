@@ -22,7 +22,7 @@ from typing import Any
 
 from openai import OpenAI, OpenAIError
 
-from swm.context import SWMContext
+from swm.context import ModelContext
 from swm.errors import ModelCallFailed
 from swm.lifelong.records import ActedTurn, EpisodeRecord, digest
 from swm.llm import EMBEDDED_RESENDS, EMBEDDED_TIMEOUT, ModelSpec, call_model, embedded_revived, is_embedded
@@ -154,13 +154,13 @@ def _complete(spec: str, shown: DecisionPrompt, temperature: float, seed: int, t
     return shown.prefill + text, stats
 
 
-def draw_mode(ctx: SWMContext) -> str | None:
+def draw_mode(ctx: ModelContext) -> str | None:
     """Return how the context's ``agent`` model draws a seeded move: the embedded engine's mode, else None."""
     spec = ctx.spec_for("agent")
     return draws.mode() if is_embedded(ModelSpec.parse(spec).name) and not spec.startswith("<injected") else None
 
 
-def sample_move(ctx: SWMContext, shown: DecisionPrompt, *, temperature: float, seed: int,
+def sample_move(ctx: ModelContext, shown: DecisionPrompt, *, temperature: float, seed: int,
                 siblings: int = 1) -> tuple[str, CallStats]:
     """Sample the learner's move for a rendered decision; return (the move's text, the call's usage).
 
@@ -175,7 +175,7 @@ def sample_move(ctx: SWMContext, shown: DecisionPrompt, *, temperature: float, s
     return str(reply.value or ""), reply.stats
 
 
-def play_decision(task: Task, ctx: SWMContext, *, episode_id: str, sample: int, siblings: int = 1,
+def play_decision(task: Task, ctx: ModelContext, *, episode_id: str, sample: int, siblings: int = 1,
                   **provenance: Any) -> tuple[EpisodeRecord, dict[str, CallStats]]:
     """Play one decision task under the context's ``agent`` model; return its checked record and usage.
 

@@ -14,7 +14,7 @@ from typing import Any
 from langgraph.runtime import RunControl
 
 from swm import drain
-from swm.context import SWMContext
+from swm.context import LifelongContext
 from swm.errors import ModelCallFailed
 from swm.games.store import load_record
 from swm.lifelong import store as ls
@@ -38,7 +38,7 @@ from swm.usage import add_stats, merge_usage
 warnings.filterwarnings("ignore", message="`durability` has no effect when no checkpointer is present")
 
 
-def run_episode(episode_graph: Any, task: Task, ctx: SWMContext, *, episode_id: str, memory: dict[str, str],
+def run_episode(episode_graph: Any, task: Task, ctx: LifelongContext, *, episode_id: str, memory: dict[str, str],
                 policy: str, max_turns: int, judge: bool, tested_agent: str | None = None,
                 **provenance: Any) -> tuple[EpisodeRecord, dict[str, Any]]:
     """Play one episode of a task through ``episode_graph``; return its record and the graph's usage.
@@ -61,7 +61,7 @@ def run_episode(episode_graph: Any, task: Task, ctx: SWMContext, *, episode_id: 
     return record, dict(out.get("usage") or {})
 
 
-def run_game(game_graph: Any, task: Task, ctx: SWMContext, *, episode_id: str, tested_agent: str | None,
+def run_game(game_graph: Any, task: Task, ctx: LifelongContext, *, episode_id: str, tested_agent: str | None,
              **provenance: Any) -> tuple[EpisodeRecord, dict[str, Any]]:
     """Play one game task through ``game_graph`` (no checkpointer: a killed game is replayed whole) and check it."""
     store = ctx.experience_store()
@@ -76,7 +76,7 @@ def run_game(game_graph: Any, task: Task, ctx: SWMContext, *, episode_id: str, t
     return record, dict(out.get("usage") or {})
 
 
-def play_job(job: EpisodeJob, ctx: SWMContext, episode_graph: Any, game_graph: Any = None,
+def play_job(job: EpisodeJob, ctx: LifelongContext, episode_graph: Any, game_graph: Any = None,
              in_flight: int = 1) -> dict[str, Any]:
     """Play and record one episode job (a Send branch, here or on a worker); a failure after retries is recorded.
 
@@ -133,12 +133,12 @@ def play_job(job: EpisodeJob, ctx: SWMContext, episode_graph: Any, game_graph: A
     return {phase_key: 1, "usage": merge_usage({}, usage), "prompts": record.prompts, "models": record.models}
 
 
-def learner_context(ctx: SWMContext, policy: PolicyVersion | None, self_play: bool,
-                    plan: LifelongPlan | None = None) -> SWMContext:
+def learner_context(ctx: LifelongContext, policy: PolicyVersion | None, self_play: bool,
+                    plan: LifelongPlan | None = None) -> LifelongContext:
     """Return the context an episode under ``policy`` runs with: the learner seats play its served model.
 
     The tested seat is the ``agent`` role, the other seats ``partner``; in self-play every seat
-    is the learner. The acting prompt's order is the plan's (`SWMContext.act_order`). A policy with no
+    is the learner. The acting prompt's order is the plan's (`ActContext.act_order`). A policy with no
     served model (p0, memory) keeps the run's models. A trained
     policy's adapter is found (or restored from the run's store) and checked first (`policy_spec`).
     """

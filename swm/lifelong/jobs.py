@@ -15,7 +15,7 @@ import math
 from typing import Any
 
 from swm.checkpoints.store import StoreRecords
-from swm.context import SWMContext
+from swm.context import LifelongContext
 from swm.errors import ModelCallFailed
 from swm.lifelong import store as ls
 from swm.lifelong.metrics import curriculum_for
@@ -28,7 +28,7 @@ SHIFT = "shift"  # the phase of the shifted test cells
 EVAL_PHASES = (*SPLITS, SHIFT)
 
 
-def plan_of(state: LifelongState, ctx: SWMContext | None = None) -> LifelongPlan:
+def plan_of(state: LifelongState, ctx: LifelongContext | None = None) -> LifelongPlan:
     """Return the run's plan; with ``ctx``, its ``out_dir`` is this invocation's.
 
     The state holds the `LifelongPlan` itself; a checkpoint written before it did holds its JSON

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from swm.context import SWMContext
+from swm.context import LifelongContext
 from swm.errors import ModelUnavailable
 from swm.lifelong.artifacts import local_adapter
 from swm.lifelong.plan import LifelongPlan
@@ -60,7 +60,7 @@ def runtime_lora_spec(policy: PolicyVersion, base_url: str, run_id: str = "") ->
     return spec
 
 
-def policy_spec(policy: PolicyVersion | None, ctx: SWMContext | None = None,
+def policy_spec(policy: PolicyVersion | None, ctx: LifelongContext | None = None,
                 plan: LifelongPlan | None = None) -> str | None:
     """Return the model spec that plays ``policy`` (serving it first), or None for the run's own models.
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from swm.context import SWMContext
+from swm.context import ModelContext
 from swm.lifelong.decision_play import draw_mode, sample_move, sampling_seed
 from swm.lifelong.records import ActedTurn, EpisodeRecord, digest
 from swm.tasks import Task, check
@@ -26,7 +26,7 @@ def _seed(task_id: str, sample: int, turn: int) -> int:
     return sampling_seed(task_id, sample) if turn == 0 else int(digest(task_id, sample, turn, size=8), 16)
 
 
-def _act(ctx: SWMContext, task: Task, shown: DecisionPrompt, index: int, sample: int,
+def _act(ctx: ModelContext, task: Task, shown: DecisionPrompt, index: int, sample: int,
          siblings: int = 1) -> tuple[ActedTurn, CallStats]:
     learner = str(task.truth["learner"])
     text, stats = sample_move(ctx, shown, temperature=ctx.temperature, seed=_seed(task.task_id, sample, index),
@@ -35,7 +35,7 @@ def _act(ctx: SWMContext, task: Task, shown: DecisionPrompt, index: int, sample:
                      state_key=digest(task.task_id, learner, shown.text)), stats
 
 
-def play_two_turn(task: Task, ctx: SWMContext, *, episode_id: str, sample: int, siblings: int = 1,
+def play_two_turn(task: Task, ctx: ModelContext, *, episode_id: str, sample: int, siblings: int = 1,
                   **provenance: Any) -> tuple[EpisodeRecord, dict[str, CallStats]]:
     """Play one two-turn task under the context's ``agent`` model; return its checked record and usage.
 

@@ -13,7 +13,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from swm import prompts
-from swm.context import SWMContext
+from swm.context import ActContext, EpisodeContext, ModelContext, PromptContext
 from swm.llm import ModelReply, call_model
 from swm.social.graph_state import EpisodeState, PolicyState
 from swm.social.models import ACTION_TYPES, AgentAction, Scenario, action_schema_for
@@ -22,7 +22,7 @@ from swm.social.store import load_turns
 from swm.state import SocialStep, is_none
 
 
-def scenario_of(ctx: SWMContext, state: PolicyState | EpisodeState) -> Scenario:
+def scenario_of(ctx: ModelContext, state: PolicyState | EpisodeState) -> Scenario:
     """Return the episode's scenario: the state holds it inline or by reference to the store."""
     return scenario_from(ctx.experience_store(), state["scenario"])
 
@@ -32,7 +32,7 @@ def role_of(state: PolicyState, agent: str) -> str:
     return "agent" if agent == state.get("tested_agent") else "partner"
 
 
-def history_for(ctx: SWMContext, state: PolicyState, agent: str) -> str:
+def history_for(ctx: ModelContext, state: PolicyState, agent: str) -> str:
     """Render what reached ``agent`` turn by turn (observations only, never predictions)."""
     lines = []
     for record in load_turns(ctx.experience_store(), state["episode_id"]):
@@ -42,7 +42,7 @@ def history_for(ctx: SWMContext, state: PolicyState, agent: str) -> str:
     return "\n".join(lines) or "(nothing yet: the conversation starts now)"
 
 
-def format_instructions(ctx: SWMContext, scenario: Scenario, agent: str) -> tuple[str, str]:
+def format_instructions(ctx: PromptContext, scenario: Scenario, agent: str) -> tuple[str, str]:
     """Render the action format block; return (text, prompt id)."""
     prompt = prompts.load("episode_format", ctx.prompt_version("episode_format"))
     others = [n for n in scenario.names if n != agent]
@@ -60,7 +60,7 @@ def salvage(reply: ModelReply, stage: str) -> tuple[AgentAction, str]:
     return AgentAction(), f"{stage}: reply did not fit the action schema ({reply.error}); acted none"
 
 
-def call_act(ctx: SWMContext, state: PolicyState, stage: str, variation: str = "") -> dict[str, Any]:
+def call_act(ctx: ActContext, state: PolicyState, stage: str, variation: str = "") -> dict[str, Any]:
     """Ask the acting agent for its action (one call); return the action, fallback and costs."""
     scenario = scenario_of(ctx, state)
     actor = state["actor"]
@@ -83,7 +83,7 @@ def call_act(ctx: SWMContext, state: PolicyState, stage: str, variation: str = "
             "prompts": {"act": prompt.id, "format": fmt_id}, "models": {role: ctx.spec_for(role)}}
 
 
-def act(state: PolicyState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+def act(state: PolicyState, runtime: Runtime[EpisodeContext]) -> dict[str, Any]:
     """The plain policy: act in one call."""
     out = call_act(runtime.context, state, "act")
     decision = {"policy": "plain", "action": out["action"].model_dump(), "intended": None,
@@ -93,7 +93,7 @@ def act(state: PolicyState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
             "models": out["models"]}
 
 
-def sample(state: PolicyState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+def sample(state: PolicyState, runtime: Runtime[ActContext]) -> dict[str, Any]:
     """Sample the intended action (one call); a failed sample is recorded and refined anyway."""
     out = call_act(runtime.context, state, "sample")
     return {"intended": out["action"].model_dump(), "sample_error": out["fallback"],

@@ -7,7 +7,7 @@ from collections import defaultdict
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from swm.context import SWMContext
+from swm.context import LifelongContext
 from swm.lifelong import store as ls
 from swm.lifelong.convert import build_pairs
 from swm.lifelong.jobs import plan_of, refuse_failed, task_from_id
@@ -16,7 +16,7 @@ from swm.lifelong.state import LifelongState
 from swm.nodes.lifelong import resend
 
 
-def convert(state: LifelongState, runtime: Runtime[SWMContext]) -> Command[str]:
+def convert(state: LifelongState, runtime: Runtime[LifelongContext]) -> Command[str]:
     """Build action and perception pairs from this cycle's episodes; they wait, ungated, for ``gate``.
 
     On a rerun after failed episodes it sends only those again (`resend`) and does not go on to

@@ -16,7 +16,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from swm.context import SWMContext
+from swm.context import EpisodeContext
 from swm.errors import InputError
 from swm.nodes.act import scenario_of
 from swm.scenarios import resolve
@@ -74,7 +74,7 @@ def end_reason(turns_done: int, max_turns: int, active: list[str], idle: int) ->
     return None
 
 
-def setup(state: EpisodeState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+def setup(state: EpisodeState, runtime: Runtime[EpisodeContext]) -> dict[str, Any]:
     """Check the input, start the episode row, and seat the first agent."""
     ctx = runtime.context
     store = ctx.experience_store()
@@ -120,7 +120,7 @@ def route(state: EpisodeState) -> str:
     return state["policies"][state["actor"]]
 
 
-def commit(state: EpisodeState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+def commit(state: EpisodeState, runtime: Runtime[EpisodeContext]) -> dict[str, Any]:
     """Apply the decided action: route observations, store the turn, and decide what comes next."""
     ctx = runtime.context
     scenario = scenario_of(ctx, state)
@@ -169,7 +169,7 @@ def commit(state: EpisodeState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
             "end_reason": reason or "", "usage_mark": total, "decision": {}}
 
 
-def finish(state: EpisodeState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+def finish(state: EpisodeState, runtime: Runtime[EpisodeContext]) -> dict[str, Any]:
     """Put the whole `SocialWorld` in the state once, and mark the episode finished in the store."""
     ctx = runtime.context
     store = ctx.experience_store()

@@ -15,7 +15,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from swm.context import SWMContext
+from swm.context import GameContext
 from swm.errors import InputError
 from swm.games.base import DEFAULT_GAME, GameState, HiddenRoleGame, Request, get_game
 from swm.games.graph_state import GameGraphState
@@ -43,7 +43,7 @@ def model_role_of(state: GameGraphState, side: str) -> str:
     return "agent" if tested in (None, "", side) else "partner"
 
 
-def setup(state: GameGraphState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+def setup(state: GameGraphState, runtime: Runtime[GameContext]) -> dict[str, Any]:
     """Check the input, deal the roles, write the game row with every seat's briefing."""
     ctx = runtime.context
     game = get_game(state.get("game") or DEFAULT_GAME)
@@ -82,7 +82,7 @@ def route(state: GameGraphState) -> str:
     return "finish" if state.get("done") else "act"
 
 
-def act(state: GameGraphState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+def act(state: GameGraphState, runtime: Runtime[GameContext]) -> dict[str, Any]:
     """Ask the requested seat for its move: one model call from its own perspective (none for ``random``)."""
     ctx = runtime.context
     game, current = _loaded(state)
@@ -105,7 +105,7 @@ def act(state: GameGraphState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
     return {**out, "decision": {**decision.model_dump(), "prompt": prompt}, "usage": {"act": stats}}
 
 
-def commit(state: GameGraphState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+def commit(state: GameGraphState, runtime: Runtime[GameContext]) -> dict[str, Any]:
     """Resolve the reply through the code moderator, store the move, and ask the game who acts next."""
     ctx = runtime.context
     game, current = _loaded(state)
@@ -125,7 +125,7 @@ def commit(state: GameGraphState, runtime: Runtime[SWMContext]) -> dict[str, Any
             "turn": state["turn"] + 1, "done": following is None, "decision": {}}
 
 
-def finish(state: GameGraphState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+def finish(state: GameGraphState, runtime: Runtime[GameContext]) -> dict[str, Any]:
     """Write the outcome and the run's cost to the game row; return the outcome and per-seat results."""
     store = runtime.context.experience_store()
     _, final = _loaded(state)

@@ -7,7 +7,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from swm.context import SWMContext
+from swm.context import LifelongContext
 from swm.lifelong import store as ls
 from swm.lifelong.gate import GateSettings, gate_pairs, reject_counts
 from swm.lifelong.jobs import plan_of
@@ -15,7 +15,7 @@ from swm.lifelong.records import TRACKS, PreferencePair
 from swm.lifelong.state import LifelongState
 
 
-def gate(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+def gate(state: LifelongState, runtime: Runtime[LifelongContext]) -> dict[str, Any]:
     """Gate the cycle's pairs (``plan.gating`` off keeps all, still recording the reasons)."""
     store = runtime.context.experience_store()
     plan, cycle = plan_of(state), state["cycle"]

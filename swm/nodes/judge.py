@@ -23,7 +23,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from swm import prompts
-from swm.context import SWMContext
+from swm.context import EpisodeContext, PromptContext
 from swm.llm import call_model
 from swm.nodes.act import history_for, scenario_of
 from swm.nodes.predict import render_future
@@ -45,7 +45,7 @@ from swm.state import SocialStep
 from swm.usage import add_stats, empty_stats
 
 
-def score(state: PolicyState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+def score(state: PolicyState, runtime: Runtime[EpisodeContext]) -> dict[str, Any]:
     """Rate one candidate's simulated future against the acting agent's goal (one call)."""
     ctx = runtime.context
     key = str(state["index"])
@@ -89,7 +89,7 @@ def participants_text(scenario: Scenario) -> str:
     return "\n".join(f"- {a.profile.private_text(a.name)} Goal: {a.goal}" for a in scenario.agents)
 
 
-def judge_agent(ctx: SWMContext, scenario: Scenario, agent: str, transcript: str,
+def judge_agent(ctx: PromptContext, scenario: Scenario, agent: str, transcript: str,
                 end_reason: str, key: str = "") -> tuple[Judgement, Any, list[str]]:
     """Judge one agent: one call, plus one repair call when dimensions are missing.
 
@@ -130,7 +130,7 @@ def judge_agent(ctx: SWMContext, scenario: Scenario, agent: str, transcript: str
     return judgement, stats, ids
 
 
-def judge_all_agents(ctx: SWMContext, scenario: Scenario, steps: list[SocialStep],
+def judge_all_agents(ctx: PromptContext, scenario: Scenario, steps: list[SocialStep],
                      key: str = "") -> tuple[dict[str, Judgement], Any, list[str]]:
     """Judge every agent in one call as sotopia does (`swm.social.sotopia_eval`); reformat once, else unscored.
 
@@ -165,7 +165,7 @@ def judge_all_agents(ctx: SWMContext, scenario: Scenario, steps: list[SocialStep
 JUDGE_PROTOCOLS = ("sotopia", "swm")
 
 
-def judge_episode(state: EpisodeState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+def judge_episode(state: EpisodeState, runtime: Runtime[EpisodeContext]) -> dict[str, Any]:
     """Judge every agent of the finished episode on SOTOPIA-EVAL's seven dimensions, by ``judge_protocol``."""
     ctx = runtime.context
     if state.get("judge") is False:

@@ -20,7 +20,7 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Send
 
-from swm.context import SWMContext
+from swm.context import LifelongContext
 from swm.graph_state import thread_run_id
 from swm.lifelong import store as ls
 from swm.lifelong.deploy import deploy_cycle
@@ -46,7 +46,7 @@ from swm.serving.embedded import engine_info
 from swm.tasks.splits import HELDOUT_VERSION, SPLITS
 
 
-def synthesize_node(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+def synthesize_node(state: LifelongState, runtime: Runtime[LifelongContext]) -> dict[str, Any]:
     """Make the cycle's tasks (cycle 0: the held-out tasks and the initial policy)."""
     store = runtime.context.experience_store()
     plan = plan_of(state)
@@ -67,10 +67,10 @@ def synthesize_node(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[
     return {"phase": "collect"} if isinstance(state.get("plan"), LifelongPlan) else {"phase": "collect", "plan": plan}
 
 
-EpisodeNode = Callable[[EpisodeJob, Runtime[SWMContext]], dict[str, Any]]
+EpisodeNode = Callable[[EpisodeJob, Runtime[LifelongContext]], dict[str, Any]]
 
 
-Runner = Callable[[EpisodeJob, SWMContext], dict[str, Any]]
+Runner = Callable[[EpisodeJob, LifelongContext], dict[str, Any]]
 
 
 def episode_player(episode_graph: Any, game_graph: Any = None, runner: Runner | None = None) -> EpisodeNode:
@@ -81,7 +81,7 @@ def episode_player(episode_graph: Any, game_graph: Any = None, runner: Runner | 
     instead (a Ray worker, `swm.commands.workers`), returning what `play_job` returns.
     """
 
-    def play(job: EpisodeJob, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+    def play(job: EpisodeJob, runtime: Runtime[LifelongContext]) -> dict[str, Any]:
         """Play one episode (training, or dev/test under a policy) and record it once."""
         if runner is not None:
             out = runner(job, runtime.context)
@@ -100,7 +100,7 @@ def episode_player(episode_graph: Any, game_graph: Any = None, runner: Runner | 
     return play
 
 
-def after_synthesize(state: LifelongState, runtime: Runtime[SWMContext]) -> list[Send] | str:
+def after_synthesize(state: LifelongState, runtime: Runtime[LifelongContext]) -> list[Send] | str:
     """Fan out the episodes still to play: baseline evaluation at cycle 0, collection after."""
     store = runtime.context.experience_store()
     if state.get("cycle", 0) == 0:
@@ -109,13 +109,13 @@ def after_synthesize(state: LifelongState, runtime: Runtime[SWMContext]) -> list
     return _fan_out(runtime, state, "collect", jobs) or "convert"
 
 
-def after_update(state: LifelongState, runtime: Runtime[SWMContext]) -> list[Send] | str:
+def after_update(state: LifelongState, runtime: Runtime[LifelongContext]) -> list[Send] | str:
     """Fan out the dev and test episodes still to play (the candidate's; the incumbent's are reused)."""
     store = runtime.context.experience_store()
     return _fan_out(runtime, state, "evaluate", pending_evaluations(state, store)) or "deploy"
 
 
-def resend(state: LifelongState, runtime: Runtime[SWMContext]) -> Command[str] | None:
+def resend(state: LifelongState, runtime: Runtime[LifelongContext]) -> Command[str] | None:
     """On a rerun (``ctx.resend_failed``), send again the current phase's episodes that failed, once.
 
     The node that would refuse them (``convert``, ``deploy``) returns this instead: the same
@@ -131,13 +131,13 @@ def resend(state: LifelongState, runtime: Runtime[SWMContext]) -> Command[str] |
     return Command(goto=sends) if isinstance(sends, list) and sends else None
 
 
-def _fan_out(runtime: Runtime[SWMContext], state: LifelongState, node: str, jobs: list[EpisodeJob]) -> list[Send]:
+def _fan_out(runtime: Runtime[LifelongContext], state: LifelongState, node: str, jobs: list[EpisodeJob]) -> list[Send]:
     """Send one branch per job, announcing how many to `stream_mode="custom"` readers."""
     runtime.stream_writer({"event": "fan_out", "cycle": state.get("cycle", 0), "node": node, "episodes": len(jobs)})
     return [Send(node, j) for j in jobs]
 
 
-def deploy_node(state: LifelongState, runtime: Runtime[SWMContext]) -> Command[str]:
+def deploy_node(state: LifelongState, runtime: Runtime[LifelongContext]) -> Command[str]:
     """Apply the deploy gate and write the R rows (`deploy_cycle`), announce the choice, and advance the cycle.
 
     It routes itself (the next cycle's ``synthesize``, or ``report``), so that on a rerun the failed
@@ -157,7 +157,7 @@ def deploy_node(state: LifelongState, runtime: Runtime[SWMContext]) -> Command[s
                            "decisions": {str(cycle): explain}})
 
 
-def report_node(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+def report_node(state: LifelongState, runtime: Runtime[LifelongContext]) -> dict[str, Any]:
     """Compute ACC/BWT/FWT/F_k, store them, and write the report and plots."""
 
     ctx = runtime.context

@@ -17,7 +17,7 @@ from typing import Any, get_args
 from langgraph.runtime import Runtime
 
 from swm import prompts, protocols
-from swm.context import SWMContext
+from swm.context import ParseContext, ParseT
 from swm.errors import InputError
 from swm.graph_state import Mode, ParseTask, SocialWorldState, story_hash
 from swm.llm import call_model
@@ -36,11 +36,11 @@ def check_narrative(narrative: Any, max_chars: int) -> str:
         raise InputError("the narrative is empty", "pass a story with at least one sentence")
     if len(narrative) > max_chars:
         raise InputError(f"the narrative has {len(narrative):,} characters, over the limit of {max_chars:,}",
-                         "split it, or raise SWMContext.max_narrative_chars / --max-chars")
+                         "split it, or raise ParseContext.max_narrative_chars / --max-chars")
     return narrative
 
 
-def _parse_prompt_ids(ctx: SWMContext, task: str) -> dict[str, str]:
+def _parse_prompt_ids(ctx: ParseContext, task: str) -> dict[str, str]:
     names = protocols.parse_prompt_names(ctx, task)
     ids = {key: protocols.load(ctx, name).id for key, name in names.items()}
     ids["feedback"] = protocols.load(ctx, "parse_feedback").id
@@ -57,7 +57,7 @@ def _cache_key(digest: str, parser: str, prompt_ids: dict[str, str], task: str) 
     return hashlib.sha256(material.encode()).hexdigest()
 
 
-def prepare(state: SocialWorldState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+def prepare(state: SocialWorldState, runtime: Runtime[ParseT]) -> dict[str, Any]:
     """Check the input, and load the story's parse from the cache when there is one."""
     ctx = runtime.context
     narrative = check_narrative(state.get("narrative"), ctx.max_narrative_chars)
@@ -85,7 +85,7 @@ def prepare(state: SocialWorldState, runtime: Runtime[SWMContext]) -> dict[str, 
             "prompts": {**prompt_ids, "protocol": ctx.prompt_protocol}, "models": {"parser": cached["parser"]}}
 
 
-def parse(state: SocialWorldState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+def parse(state: SocialWorldState, runtime: Runtime[ParseT]) -> dict[str, Any]:
     """Ask the parser model for the story's S3AP (one call)."""
     ctx = runtime.context
     task = state.get("task") or ctx.task
@@ -120,7 +120,7 @@ def _rank(world: SocialWorld | None, report: ValidationReport | None) -> tuple[i
     return (1, -len(report.errors), report.structural_score)
 
 
-def check(state: SocialWorldState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+def check(state: SocialWorldState, runtime: Runtime[ParseT]) -> dict[str, Any]:
     """Validate the latest candidate, keep the best parse so far, and write the feedback."""
     ctx = runtime.context
     candidate = state.get("candidate")

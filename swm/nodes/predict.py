@@ -16,7 +16,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from swm import prompts
-from swm.context import SWMContext
+from swm.context import ActContext, EpisodeContext
 from swm.llm import call_model
 from swm.nodes.act import history_for, scenario_of
 from swm.social.graph_state import PolicyState
@@ -45,7 +45,7 @@ def render_future(steps: list[dict[str, Any]], agents: list[str]) -> str:
     return json.dumps(world.to_s3ap()["socialized_context"], ensure_ascii=False)
 
 
-def simulate_future(ctx: SWMContext, state: PolicyState, action: AgentAction,
+def simulate_future(ctx: ActContext, state: PolicyState, action: AgentAction,
                     depth: int) -> tuple[dict[str, Any], CallStats, str]:
     """Simulate ``depth`` steps after ``action`` (one world-model call each).
 
@@ -75,7 +75,7 @@ def simulate_future(ctx: SWMContext, state: PolicyState, action: AgentAction,
     return {"steps": steps, "error": error}, stats, prompt.id
 
 
-def predict(state: PolicyState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+def predict(state: PolicyState, runtime: Runtime[ActContext]) -> dict[str, Any]:
     """Foresee one step after the intended action (one world-model call)."""
     ctx = runtime.context
     intended = AgentAction.model_validate(state["intended"])
@@ -85,7 +85,7 @@ def predict(state: PolicyState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
             "prompts": {"predict": prompt_id}, "models": {"world_model": ctx.spec_for("world_model")}}
 
 
-def simulate(state: PolicyState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+def simulate(state: PolicyState, runtime: Runtime[EpisodeContext]) -> dict[str, Any]:
     """Simulate one look-ahead candidate ``lookahead_depth`` steps ahead (k world-model calls)."""
     ctx = runtime.context
     key = str(state["index"])

@@ -7,7 +7,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from swm import prompts, protocols
-from swm.context import SWMContext
+from swm.context import AskContext, ParseContext
 from swm.errors import InputError
 from swm.graph_state import SocialWorldState
 from swm.llm import call_model
@@ -17,7 +17,7 @@ from swm.schemas import DirectAnswer, DirectResponse, ReasonedAnswer, ReasonedRe
 FULL_TEXT_TASKS = ("confaide",)
 
 
-def extra_info(state: SocialWorldState, ctx: SWMContext | None = None) -> str:
+def extra_info(state: SocialWorldState, ctx: ParseContext | None = None) -> str:
     """Render the parsed social state for the QA prompt, or say why there is none.
 
     Under the paper and repo protocols it is the repository's rendering (indented S3AP JSON, then
@@ -36,7 +36,7 @@ def extra_info(state: SocialWorldState, ctx: SWMContext | None = None) -> str:
                                         manual, schema)
 
 
-def _values(prompt: prompts.Prompt, state: SocialWorldState, ctx: SWMContext, mode: str,
+def _values(prompt: prompts.Prompt, state: SocialWorldState, ctx: ParseContext, mode: str,
             question: str) -> dict[str, str]:
     """Fill a QA template; the paper's templates put the S3AP in the story's place in s3ap_only mode."""
     values: dict[str, str] = {"question": question}
@@ -51,7 +51,7 @@ def _values(prompt: prompts.Prompt, state: SocialWorldState, ctx: SWMContext, mo
     return values
 
 
-def _manual_ids(ctx: SWMContext, prompt: prompts.Prompt, mode: str) -> dict[str, str]:
+def _manual_ids(ctx: ParseContext, prompt: prompts.Prompt, mode: str) -> dict[str, str]:
     if (not protocols.from_repository(ctx.prompt_protocol) or mode not in ("s3ap", "s3ap_only")
             or not prompt.name.startswith("qa_paper")):
         return {}
@@ -68,7 +68,7 @@ def state_use(state: SocialWorldState, mode: str) -> str:
     return "cached" if state.get("parse_cached") else "parsed"
 
 
-def answer(state: SocialWorldState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+def answer(state: SocialWorldState, runtime: Runtime[AskContext]) -> dict[str, Any]:
     """Answer the question in the state's mode (one call).
 
     The template is the protocol's (`swm.protocols.qa_prompt_name`): under ``paper`` the S3AP

@@ -14,7 +14,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from swm import prompts
-from swm.context import SWMContext
+from swm.context import ActT
 from swm.llm import call_model
 from swm.nodes.act import format_instructions, history_for, role_of, scenario_of
 from swm.nodes.predict import render_future
@@ -45,7 +45,7 @@ def _candidates_record(state: PolicyState) -> str | None:
     return json.dumps(record, ensure_ascii=False)
 
 
-def refine(state: PolicyState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+def refine(state: PolicyState, runtime: Runtime[ActT]) -> dict[str, Any]:
     """Refine the chosen action with its foreseen future (one call; none when there is no future)."""
     ctx = runtime.context
     scenario = scenario_of(ctx, state)

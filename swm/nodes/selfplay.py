@@ -13,7 +13,7 @@ from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
-from swm.context import SWMContext
+from swm.context import SelfPlayContext
 from swm.errors import SWMError
 from swm.graph_state import thread_run_id
 from swm.selfplay import loop
@@ -35,7 +35,7 @@ def plan_of(state: SelfPlayState | RolloutJob) -> SelfPlayPlan:
     return SelfPlayPlan.model_validate(state.get("plan") or {})
 
 
-def start(state: SelfPlayState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+def start(state: SelfPlayState, runtime: Runtime[SelfPlayContext]) -> dict[str, Any]:
     """Set the run up (iteration 0's adapter, the recorded plan) and begin the iteration."""
     plan = plan_of(state)
     iteration = state.get("iteration", 0)
@@ -47,7 +47,7 @@ def start(state: SelfPlayState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
             "stopped": None}
 
 
-def fan_out(state: SelfPlayState, runtime: Runtime[SWMContext]) -> list[Send] | str:
+def fan_out(state: SelfPlayState, runtime: Runtime[SelfPlayContext]) -> list[Send] | str:
     """Send each rollout not yet in the store; with none left, go on to scoring."""
     jobs = loop.rollout_jobs(plan_of(state), runtime.context.experience_store(), state["iteration"])
     # progress for `stream_mode="custom"` (Studio, the SDK)
@@ -56,7 +56,7 @@ def fan_out(state: SelfPlayState, runtime: Runtime[SWMContext]) -> list[Send] | 
     return [Send("rollout", job) for job in jobs] or "score"
 
 
-def rollout(job: RolloutJob, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+def rollout(job: RolloutJob, runtime: Runtime[SelfPlayContext]) -> dict[str, Any]:
     """Play one rollout under the iteration's adapter and store it (a failed one too, with its reason).
 
     A rollout already stored is not played again: a run killed after the store kept it but before
@@ -71,7 +71,7 @@ def rollout(job: RolloutJob, runtime: Runtime[SWMContext]) -> dict[str, Any]:
     return {"rolled": 1}
 
 
-def score(state: SelfPlayState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+def score(state: SelfPlayState, runtime: Runtime[SelfPlayContext]) -> dict[str, Any]:
     """Per-role rewards of the iteration's rollouts; failed rollouts are counted and dropped.
 
     An iteration whose every rollout failed stops the run (`NoRollouts`, one line) instead of updating on
@@ -95,13 +95,13 @@ def score(state: SelfPlayState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
     return {"current": {"score": stats}}
 
 
-def advantages(state: SelfPlayState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+def advantages(state: SelfPlayState, runtime: Runtime[SelfPlayContext]) -> dict[str, Any]:
     """Token advantages (hierarchical or group-normalised), normalised per role."""
     stats = loop.estimate_advantages(plan_of(state), runtime.context.experience_store(), state["iteration"])
     return {"current": {"advantages": stats}}
 
 
-def update(state: SelfPlayState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+def update(state: SelfPlayState, runtime: Runtime[SelfPlayContext]) -> dict[str, Any]:
     """PPO on the LoRA adapter and value head; the new adapter is saved atomically (or the run stops)."""
     stats = loop.update_policy(plan_of(state), runtime.context.experience_store(), state["iteration"])
     return {"current": {"update": stats}, "stopped": f"diverged: {stats['diverged']}" if "diverged" in stats else None}
@@ -111,7 +111,7 @@ def after_update(state: SelfPlayState) -> str:
     return "finish" if state.get("stopped") else "evaluate"
 
 
-def evaluate(state: SelfPlayState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+def evaluate(state: SelfPlayState, runtime: Runtime[SelfPlayContext]) -> dict[str, Any]:
     """Play the held-out tasks under the new adapter (as many at once as the run's max_concurrency), then record
     the iteration's summary."""
     plan, iteration = plan_of(state), state["iteration"]
@@ -128,7 +128,7 @@ def after_evaluate(state: SelfPlayState) -> str:
     return "start" if state["iteration"] < plan_of(state).iterations else "finish"
 
 
-def finish(state: SelfPlayState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+def finish(state: SelfPlayState, runtime: Runtime[SelfPlayContext]) -> dict[str, Any]:
     """End the run: the latest good checkpoint is the result."""
 
     plan = plan_of(state)

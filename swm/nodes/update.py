@@ -20,7 +20,7 @@ from langgraph.runtime import Runtime
 
 from swm import prompts
 from swm.checkpoints.store import StoreRecords
-from swm.context import SWMContext
+from swm.context import LifelongContext
 from swm.errors import InputError
 from swm.lifelong import store as ls
 from swm.lifelong.artifacts import keep_adapter, local_adapter
@@ -132,7 +132,7 @@ def train_policy(store: StoreRecords, plan: LifelongPlan, method: str, parent: P
                                     "served_check": checked}), []
 
 
-def update(state: LifelongState, runtime: Runtime[SWMContext]) -> dict[str, Any]:
+def update(state: LifelongState, runtime: Runtime[LifelongContext]) -> dict[str, Any]:
     """Make policy ``p<cycle>`` from this cycle's kept pairs and, with replay, every earlier cycle's."""
     ctx = runtime.context
     store = ctx.experience_store()
