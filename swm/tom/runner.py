@@ -186,6 +186,26 @@ def run_item(graph: Any, ctx: SWMContext, run_id: str, mode: str, item: TomItem)
 Progress = Callable[[str, dict[str, Any]], None]
 
 
+Queued = tuple[TomItem, threading.Event | None, threading.Event | None]  # an item, the event it waits on, its own
+
+
+def _leaders_first(todo: list[TomItem], mode: str) -> list[Queued]:
+    """Order the items so each story is parsed once: in a parsing mode, the first item of a story (its leader)
+    runs first and sets its event when done; the story's other items wait on it and reuse the cached parse."""
+    leaders: dict[str, threading.Event] = {}
+    order: list[Queued] = []
+    followers: list[Queued] = []
+    for item in todo:
+        digest = story_hash(item.story)
+        if mode in PARSE_MODES and digest in leaders:
+            followers.append((item, leaders[digest], None))
+        else:
+            ready = threading.Event()
+            leaders[digest] = ready
+            order.append((item, None, ready))
+    return order + followers  # leaders first: a follower only ever waits on a leader already started
+
+
 def run_mode(graph: Any, ctx: SWMContext, run_id: str, mode: str, items: list[TomItem],
              concurrency: int = 1, on_done: Progress | None = None) -> int:
     """Run every unfinished item of one mode; return how many ran. Stops at the first crash.
@@ -200,18 +220,7 @@ def run_mode(graph: Any, ctx: SWMContext, run_id: str, mode: str, items: list[To
     if not todo:
         return 0
     stop = threading.Event()
-    leaders: dict[str, threading.Event] = {}
-    order: list[tuple[TomItem, threading.Event | None, threading.Event | None]] = []
-    followers = []
-    for item in todo:
-        digest = story_hash(item.story)
-        if mode in PARSE_MODES and digest in leaders:
-            followers.append((item, leaders[digest], None))
-        else:
-            ready = threading.Event()
-            leaders[digest] = ready
-            order.append((item, None, ready))
-    order += followers  # leaders first: a follower only ever waits on a leader already started
+    order = _leaders_first(todo, mode)
 
     def work(item: TomItem, wait_for: threading.Event | None, ready: threading.Event | None) -> None:
         try:
