@@ -39,10 +39,10 @@ from swm.graphs.selfplay import train
 from swm.selfplay import store as sps
 from swm.selfplay.checkpoint import checkpoint_dir, warm_start_adapter
 from swm.selfplay.loop import ensure_initial_checkpoint
-from swm.selfplay.serving import POOL, SeededSampler, served_sampler
 from swm.selfplay.plan import RECIPE_ESTIMATOR, RECIPE_PPO, SelfPlayPlan
 from swm.selfplay.rollout import play
 from swm.selfplay.served import ServedSampler, default_concurrency, resolve_sampler
+from swm.selfplay.serving import POOL, SeededSampler, served_sampler
 from swm.stats import mcnemar_exact, wilson_interval
 from swm.tasks.checkers import Utterance
 from swm.tasks.families import NAME_POLICIES, SEAT_LEVELS, TWO_SEAT, two_seat_families

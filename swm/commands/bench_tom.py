@@ -6,7 +6,7 @@ import json
 import statistics
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -30,6 +30,9 @@ from swm.filenames import file_name
 from swm.nodes.parse import MODES
 from swm.tom.items import BENCHMARKS
 from swm.tom.loaders import benchmark_names
+
+if TYPE_CHECKING:
+    from swm.tom.runner import BenchmarkRun
 
 SIM = "sim"  # simulated ToMi-world stories, generated here (no --data): not a row of the benchmark table
 
@@ -117,10 +120,10 @@ def tom_command(benchmark: str, data: Path | None, samples: int, fantom_context:
             **({"samples": samples} if benchmark == "confaide" else {}),
             **({"fantom_context": fantom_context} if benchmark == "fantom" else {})}
     if report_only:
-        from swm.tom.runner import result_rows
+        from swm.tom.runner import BenchmarkRun, result_rows
 
         rows = result_rows(ctx.experience_store(), run_id, mode_list, items)
-        result: dict[str, Any] = {"rows": rows, "wall_seconds": 0.0, "skipped": len(rows)}
+        result = BenchmarkRun(rows=rows, wall_seconds=0.0, skipped=len(rows))
     else:
         result = _run_items(items, mode_list, ctx, db, run_id, meta, workers=workers, ray_address=ray_address,
                             in_flight=in_flight, progress=not no_progress)
@@ -131,7 +134,7 @@ def tom_command(benchmark: str, data: Path | None, samples: int, fantom_context:
 
 def _run_items(items: list[Any], mode_list: list[str], ctx: SWMContext, db: str | None, run_id: str,
                meta: dict[str, Any], *, workers: int, ray_address: str | None, in_flight: int,
-               progress: bool) -> dict[str, Any]:
+               progress: bool) -> BenchmarkRun:
     """Run every item not yet finished, here or on Ray workers, holding the run's lease."""
     from swm.checkpoints import hold_lease
     from swm.graphs import ask
@@ -144,7 +147,7 @@ def _run_items(items: list[Any], mode_list: list[str], ctx: SWMContext, db: str 
                              progress=progress, meta=meta, ask_graph=ask.build())
 
 
-def _report(out_dir: Path, label: str, result: dict[str, Any], mode_list: list[str], meta: dict[str, Any],
+def _report(out_dir: Path, label: str, result: BenchmarkRun, mode_list: list[str], meta: dict[str, Any],
             items: list[Any], ctx: SWMContext, *, run_id: str, db: str | None, seed: int, split: str,
             fantom_context: str | None, report_only: bool, as_json: bool) -> None:
     """Write the run's table (md, csv, json) and print it, or its JSON; then name the failed items."""
@@ -319,13 +322,13 @@ def _emit(payload: dict[str, Any], table: list[dict[str, Any]], out_dir: Path | 
         echo_json(payload)
 
 
-def _run_on_workers(items: list[Any], modes: list[str], ctx: Any, db: str | Path, run_id: str, workers: int,
-                    address: str | None, meta: dict[str, Any]) -> dict[str, Any]:
+def _run_on_workers(items: list[Any], modes: list[str], ctx: SWMContext, db: str | Path, run_id: str, workers: int,
+                    address: str | None, meta: dict[str, Any]) -> BenchmarkRun:
     """Run the unfinished items as Ray tasks (`swm.commands.workers`); return what `run_benchmark` returns."""
     import time
 
     from swm.commands.workers import run_tom_on_ray
-    from swm.tom.runner import ensure_tables, record_run, result_rows
+    from swm.tom.runner import BenchmarkRun, ensure_tables, record_run, result_rows
 
     store = ctx.experience_store()
     ensure_tables(store)
@@ -333,5 +336,5 @@ def _run_on_workers(items: list[Any], modes: list[str], ctx: Any, db: str | Path
     start = time.perf_counter()
     before = len([r for r in result_rows(store, run_id, modes, items) if r.get("status") != "failed"])
     _, startup = run_tom_on_ray(items, modes, ctx, db, run_id, workers=workers, address=address)
-    return {"rows": result_rows(store, run_id, modes, items), "wall_seconds": time.perf_counter() - start,
-            "skipped": before, "run": run_id, "engine_startup_seconds": startup}
+    return BenchmarkRun(rows=result_rows(store, run_id, modes, items), wall_seconds=time.perf_counter() - start,
+                        skipped=before, run=run_id, engine_startup_seconds=startup)

@@ -225,7 +225,8 @@ def write_report(store: StoreRecords, plan: LifelongPlan, usage: Mapping[str, An
     return path
 
 
-def _header_section(store: StoreRecords, plan: LifelongPlan, levels: list[str], curriculum: list[str]) -> list[str]:
+def _header_section(store: StoreRecords, plan: LifelongPlan, levels: Sequence[str],
+                    curriculum: Sequence[str]) -> list[str]:
     """The report's title, the run's settings and its evaluation protocol."""
     run = plan.run_id
     splits = ls.split_ids(store, run)
@@ -255,8 +256,8 @@ Matrices = dict[str, dict[str, dict[tuple[int, str], Cell]]]  # metric → curve
 Forgetting = dict[str, dict[str, dict[int, Estimate]]]  # metric → curve → forgetting per level
 
 
-def _matrix_sections(store: StoreRecords, run: str, levels: list[str],
-                     curriculum: list[str]) -> tuple[list[str], Matrices, Forgetting]:
+def _matrix_sections(store: StoreRecords, run: str, levels: Sequence[str],
+                     curriculum: Sequence[str]) -> tuple[list[str], Matrices, Forgetting]:
     """R[cycle, level] and its metrics per metric and curve (the metrics also stored in ``lifelong_metrics``);
     with the matrices and each curve's forgetting per level, which the plots draw."""
     sections: list[str] = []

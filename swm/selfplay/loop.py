@@ -31,7 +31,15 @@ from swm.selfplay.rewards import filtered_counts, score, score_game
 from swm.selfplay.rollout import Sampler, play
 from swm.selfplay.served import resolve_sampler
 from swm.selfplay.serving import POOL, SeededSampler, served_sampler
-from swm.selfplay.state import RolloutJob
+from swm.selfplay.state import (
+    AdvantageStats,
+    IterationSteps,
+    IterationSummary,
+    RoleReward,
+    RolloutJob,
+    ScoreStats,
+    UpdateStats,
+)
 from swm.stats import mean_ci
 from swm.tasks.families import Task
 from swm.training import advantages as adv
@@ -95,7 +103,7 @@ def run_rollout(plan: SelfPlayPlan, store: StoreRecords, job: RolloutJob, checkp
     return rollout
 
 
-def role_rewards(rollouts: list[Rollout]) -> dict[str, dict[str, Any]]:
+def role_rewards(rollouts: list[Rollout]) -> dict[str, RoleReward]:
     """Mean (with a 95% t-interval) of each role's seat return (the sum of its turns' rewards)."""
     by_role: dict[str, list[float]] = defaultdict(list)
     for r in rollouts:
@@ -105,7 +113,7 @@ def role_rewards(rollouts: list[Rollout]) -> dict[str, dict[str, Any]]:
     out = {}
     for role, values in sorted(by_role.items()):
         mean, half, n = mean_ci(values)
-        out[role] = {"mean": mean, "ci95": half, "n": n}
+        out[role] = RoleReward(mean=mean, ci95=half, n=n)
     return out
 
 
@@ -125,7 +133,7 @@ def shuffle_rewards(rollouts: list[Rollout], seed: int) -> None:
 
 
 def score_rollouts(plan: SelfPlayPlan, store: StoreRecords, iteration: int, phase: str,
-                   judge_model: Any = None) -> dict[str, Any]:
+                   judge_model: Any = None) -> ScoreStats:
     """Score every stored rollout of the iteration and phase; failed ones are counted and left out.
 
     With ``judge_model`` (and ``plan.reward.judge_weight > 0``) task turns are also judged one by one.
@@ -160,12 +168,12 @@ def score_rollouts(plan: SelfPlayPlan, store: StoreRecords, iteration: int, phas
     filtered = sum(v for k, v in counts.items() if k != "turns")
     tokens = sum(r.tokens for r in rollouts)
     seconds = sum(r.seconds for r in rollouts)
-    return {"rollouts": len(rollouts), "failed": len(rollouts) - len(good),
-            "failures": [r.failed for r in rollouts if r.failed][:5], "pass_rate": pass_rate,
-            "reward": role_rewards(good), "filtered": counts, "filtered_rate": filtered / counts["turns"]
-            if counts["turns"] else None, "tokens": tokens, "rollout_seconds": seconds,
-            "tokens_per_s": tokens / seconds if seconds else None, "judge": judged, "signals": signals,
-            "seconds": time.perf_counter() - start}
+    return ScoreStats(rollouts=len(rollouts), failed=len(rollouts) - len(good),
+                      failures=[r.failed for r in rollouts if r.failed][:5], pass_rate=pass_rate,
+                      reward=role_rewards(good), filtered=counts, filtered_rate=filtered / counts["turns"]
+                      if counts["turns"] else None, tokens=tokens, rollout_seconds=seconds,
+                      tokens_per_s=tokens / seconds if seconds else None, judge=judged, signals=signals,
+                      seconds=time.perf_counter() - start)
 
 
 def _baselines_file(run_dir: Path, iteration: int) -> Path:
@@ -188,7 +196,7 @@ def save_role_baselines(run_dir: Path, iteration: int, baselines: dict[str, floa
     os.replace(tmp, path)
 
 
-def estimate_advantages(plan: SelfPlayPlan, store: StoreRecords, iteration: int) -> dict[str, Any]:
+def estimate_advantages(plan: SelfPlayPlan, store: StoreRecords, iteration: int) -> AdvantageStats:
     """Compute token advantages and returns of the iteration's scored rollouts, normalised per role."""
     start = time.perf_counter()
     rollouts = [r for r in sps.load_rollouts(store, plan.run_id, iteration, "train") if not r.failed]
@@ -204,13 +212,12 @@ def estimate_advantages(plan: SelfPlayPlan, store: StoreRecords, iteration: int)
         sps.put_rollout(store, plan.run_id, "train", r)
     if baselines is not None:
         save_role_baselines(plan.run_dir, iteration, baselines)
-    return {"estimator": cfg.estimator, "turns": sum(len(s.turns) for r in rollouts for s in r.seats),
-            "baselines": baselines,
-            "raw_mean": sum(raw) / len(raw) if raw else None,
-            "raw_abs_max": max((abs(a) for a in raw), default=None), "seconds": time.perf_counter() - start}
+    return AdvantageStats(estimator=cfg.estimator, turns=sum(len(s.turns) for r in rollouts for s in r.seats),
+                          baselines=baselines, raw_mean=sum(raw) / len(raw) if raw else None,
+                          raw_abs_max=max((abs(a) for a in raw), default=None), seconds=time.perf_counter() - start)
 
 
-def update_policy(plan: SelfPlayPlan, store: StoreRecords, iteration: int) -> dict[str, Any]:
+def update_policy(plan: SelfPlayPlan, store: StoreRecords, iteration: int) -> UpdateStats:
     """PPO on the iteration's samples, saved atomically as checkpoint ``iteration + 1``.
 
     Idempotent: an existing checkpoint is read, not trained again. A diverging loss returns
@@ -235,7 +242,7 @@ def update_policy(plan: SelfPlayPlan, store: StoreRecords, iteration: int) -> di
             optimizer.load_state_dict(torch.load(previous / "optimizer.pt", weights_only=True))
         torch.manual_seed(plan.seed * 7919 + iteration)
         try:
-            stats = ppo_update(policy, optimizer, samples, ppo) if samples else {"steps": 0.0}
+            stats: UpdateStats = {**(ppo_update(policy, optimizer, samples, ppo) if samples else {"steps": 0.0})}
         except Diverged as err:
             POOL.forget(plan.policy)
             return {"diverged": str(err), "seconds": time.perf_counter() - start}
@@ -246,7 +253,7 @@ def update_policy(plan: SelfPlayPlan, store: StoreRecords, iteration: int) -> di
     return stats
 
 
-def evaluate_policy(plan: SelfPlayPlan, store: StoreRecords, iteration: int, concurrency: int = 1) -> dict[str, Any]:
+def evaluate_policy(plan: SelfPlayPlan, store: StoreRecords, iteration: int, concurrency: int = 1) -> ScoreStats:
     """Play the held-out tasks (or game seeds) under checkpoint ``iteration + 1``, one rollout each, and score them.
 
     Up to ``concurrency`` rollouts play at once; each is seeded by its own id, so the results do
@@ -275,19 +282,21 @@ def evaluate_policy(plan: SelfPlayPlan, store: StoreRecords, iteration: int, con
     return out
 
 
-def summarise(plan: SelfPlayPlan, current: dict[str, Any]) -> dict[str, Any]:
+def summarise(plan: SelfPlayPlan, current: IterationSteps) -> IterationSummary:
     """The iteration's numbers: per-role rewards (train, held-out) with 95% intervals, a game's per-role signals
     (`swm.games.signals`, train and held-out), KL, filter, speed."""
-    sc, up, ev = current.get("score", {}), current.get("update", {}), current.get("evaluate", {})
-    step_seconds = sum(float(current.get(k, {}).get("seconds") or 0.0) for k in ("score", "advantages", "update"))
-    return {"estimator": plan.advantage.estimator, "sampler": resolve_sampler(plan.policy),
-            "group_size": plan.group_size, "temperature": plan.policy.temperature,
-            "reward": sc.get("reward"), "pass_rate": sc.get("pass_rate"),
-            "eval_reward": ev.get("reward"), "eval_pass_rate": ev.get("pass_rate"),
-            "signals": sc.get("signals"), "eval_signals": ev.get("signals"), "kl": up.get("kl"),
-            "loss": up.get("loss"), "clipped": up.get("clipped"), "filtered_rate": sc.get("filtered_rate"),
-            "filtered": sc.get("filtered"), "rollouts": sc.get("rollouts"), "failed": sc.get("failed"),
-            "tokens": sc.get("tokens"), "tokens_per_s": sc.get("tokens_per_s"),
-            "sampling_seconds": float(sc.get("rollout_seconds") or 0.0),
-            "update_seconds": float(up.get("seconds") or 0.0), "evaluate_seconds": float(ev.get("seconds") or 0.0),
-            "seconds": float(sc.get("rollout_seconds") or 0.0) + step_seconds + float(ev.get("seconds") or 0.0)}
+    sc, up, ev = current.get("score"), current.get("update") or {}, current.get("evaluate")
+    step_seconds = sum(float(step.get("seconds") or 0.0) for step in (sc, current.get("advantages"), up) if step)
+    sampling = float(sc.get("rollout_seconds") or 0.0) if sc else 0.0
+    evaluating = float(ev.get("seconds") or 0.0) if ev else 0.0
+    return IterationSummary(
+        estimator=plan.advantage.estimator, sampler=resolve_sampler(plan.policy), group_size=plan.group_size,
+        temperature=plan.policy.temperature, reward=sc.get("reward") if sc else None,
+        pass_rate=sc.get("pass_rate") if sc else None, eval_reward=ev.get("reward") if ev else None,
+        eval_pass_rate=ev.get("pass_rate") if ev else None, signals=sc.get("signals") if sc else None,
+        eval_signals=ev.get("signals") if ev else None, kl=up.get("kl"), loss=up.get("loss"), clipped=up.get("clipped"),
+        filtered_rate=sc.get("filtered_rate") if sc else None, filtered=sc.get("filtered") if sc else None,
+        rollouts=sc.get("rollouts") if sc else None, failed=sc.get("failed") if sc else None,
+        tokens=sc.get("tokens") if sc else None, tokens_per_s=sc.get("tokens_per_s") if sc else None,
+        sampling_seconds=sampling, update_seconds=float(up.get("seconds") or 0.0), evaluate_seconds=evaluating,
+        seconds=sampling + step_seconds + evaluating)
