@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from swm.checkpoints.environment import item_failure
+from swm.checkpoints.environment import BatchRun, item_failure
 from swm.commands._common import (
     comma_list,
     concurrency_option,
@@ -61,7 +61,7 @@ def game_inputs(game: str, game_id: str, seed: int, n_players: int, policy: str,
 
 def run_games(ctx: SWMContext, db: str | Path, jobs: list[tuple[str, dict[str, Any]]],
               on_done: Callable[[], None] | None = None, workers: int = 0,
-              ray_address: str | None = None, concurrency: int = 1) -> dict[str, Any]:
+              ray_address: str | None = None, concurrency: int = 1) -> BatchRun:
     """Play (or resume) every game not yet done, each on its own checkpoint thread; one failure loses no other.
 
     ``workers`` > 0 plays them as Ray tasks (`swm.commands.workers`), that many at once; otherwise
@@ -113,7 +113,7 @@ def run_games(ctx: SWMContext, db: str | Path, jobs: list[tuple[str, dict[str, A
         with ThreadPoolExecutor(max_workers=workers if workers > 0 else max(1, concurrency)) as pool:
             for future in [pool.submit(one, game_id, inputs) for game_id, inputs in jobs]:
                 future.result()
-    return {**counts, "failed": failed, "wall": time.perf_counter() - start}
+    return BatchRun(ran=counts["ran"], skipped=counts["skipped"], failed=failed, wall=time.perf_counter() - start)
 
 
 @click.command("games")

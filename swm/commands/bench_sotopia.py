@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
@@ -29,6 +29,9 @@ from swm.context import ActOrder, SWMContext
 from swm.errors import InputError
 from swm.filenames import file_name
 from swm.nodes.env import POLICIES
+
+if TYPE_CHECKING:
+    from swm.social.bench import EpisodesRun
 
 ACT_ORDER_BEFORE = {"act_order": "sotopia"}  # a run begun before --act-order acted in SOTOPIA's order
 
@@ -159,7 +162,7 @@ def _recorded_options(ctx: SWMContext, run_id: str, options: dict[str, Any]) -> 
 
 def _play_episodes(ctx: SWMContext, db: str | None, run_id: str, opts: dict[str, Any], scenarios: list[Any],
                    chosen: list[str], seat_list: tuple[int, ...], *, episodes: int, workers: int,
-                   ray_address: str | None, in_flight: int, no_progress: bool) -> tuple[dict[str, Any], int]:
+                   ray_address: str | None, in_flight: int, no_progress: bool) -> tuple[EpisodesRun, int]:
     """Play every episode not yet done, here or on Ray workers, under the run's lease; return the result and the
     episodes that were in flight at once."""
     from contextlib import ExitStack
@@ -188,7 +191,7 @@ def _play_episodes(ctx: SWMContext, db: str | None, run_id: str, opts: dict[str,
     return result, in_flight
 
 
-def _report(ctx: SWMContext, folder: Path, result: dict[str, Any], opts: dict[str, Any], scenarios: list[Any],
+def _report(ctx: SWMContext, folder: Path, result: EpisodesRun, opts: dict[str, Any], scenarios: list[Any],
             chosen: list[str], *, run_id: str, seats: str, hard: bool, self_judged: bool, in_flight: int,
             as_json: bool) -> None:
     """Write the run's table, episodes and transcripts under ``folder``, then report it (`finish_bench`)."""

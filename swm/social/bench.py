@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
-from swm.checkpoints.environment import item_failure
+from swm.checkpoints.environment import BatchRun, item_failure
 from swm.checkpoints.store import StoreRecords
 from swm.context import SWMContext
 from swm.errors import ModelCallFailed
@@ -73,10 +73,16 @@ PlayEpisode = Callable[[str, dict[str, Any]], Any]
 EpisodeJob = tuple[str, Scenario, int, str]  # policy, scenario, tested seat (0-based), episode id
 
 
+class EpisodesRun(BatchRun):
+    """`run_bench`'s result: the batch's counts, and every episode's id (done before or now, or failed)."""
+
+    episodes: list[str]
+
+
 def run_bench(scenarios: list[Scenario], policies: list[str], ctx: SWMContext, play: PlayEpisode, run_id: str, *,
               partner_policy: str = "plain", max_turns: int = 20, concurrency: int = 1,
               seats: tuple[int, ...] = (0, 1), on_done: Callable[[], None] | None = None,
-              judge_protocol: str = "sotopia") -> dict[str, Any]:
+              judge_protocol: str = "sotopia") -> EpisodesRun:
     """Run every (policy, scenario, seat) episode not yet done; return {"episodes", "ran", "skipped", "failed", "wall"}.
 
     ``seats`` are the tested sides (0-based); a scenario with fewer seats skips the missing ones.
@@ -123,8 +129,8 @@ def run_bench(scenarios: list[Scenario], policies: list[str], ctx: SWMContext, p
                     failed[futures[future]] = reason
             if on_done:
                 on_done()
-    return {"episodes": ids, "ran": len(jobs) - len(failed), "skipped": skipped, "failed": failed,
-            "wall": time.perf_counter() - start}
+    return EpisodesRun(episodes=ids, ran=len(jobs) - len(failed), skipped=skipped, failed=failed,
+                       wall=time.perf_counter() - start)
 
 
 def _episodes(store: StoreRecords, run_id: str, policies: list[str], scenarios: list[Scenario],
