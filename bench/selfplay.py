@@ -31,7 +31,7 @@ from swm.games.signals import signals_table
 from swm.graphs.selfplay import train
 from swm.lifelong import store as ls
 from swm.lifelong.bridge import to_scenario
-from swm.selfplay import loop
+from swm.selfplay import loop, serving
 from swm.selfplay.checkpoint import checkpoint_dir
 from swm.selfplay.plan import SelfPlayPlan
 from swm.selfplay.rollout import history
@@ -197,9 +197,9 @@ def compare_samplers(args: argparse.Namespace) -> dict[str, Any]:
         name = scenario.names[0]
         turns.append(template.render(agent=name, background=scenario.background_for(name), history=history([]),
                                      turn=0))
-    served, _ = loop._served_sampler(plan, checkpoint, "bench-samplers", server_logprobs=True)
-    policy = loop.POOL.get(plan.policy, checkpoint)
-    torch_sampler = loop.SeededSampler(policy, "bench-samplers")
+    served, _ = serving.served_sampler(plan, checkpoint, "bench-samplers", server_logprobs=True)
+    policy = serving.POOL.get(plan.policy, checkpoint)
+    torch_sampler = serving.SeededSampler(policy, "bench-samplers")
     out: dict[str, Any] = {"turns": len(turns), "max_new_tokens": args.max_new_tokens}
     gaps: list[float] = []
     per_turn: list[float] = []

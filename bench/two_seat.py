@@ -38,10 +38,11 @@ from swm.checkpoints.store import ExperienceStore
 from swm.graphs.selfplay import train
 from swm.selfplay import store as sps
 from swm.selfplay.checkpoint import checkpoint_dir, warm_start_adapter
-from swm.selfplay.loop import POOL, SeededSampler, _served_sampler, ensure_initial_checkpoint
+from swm.selfplay.loop import ensure_initial_checkpoint
 from swm.selfplay.plan import RECIPE_ESTIMATOR, RECIPE_PPO, SelfPlayPlan
 from swm.selfplay.rollout import play
 from swm.selfplay.served import ServedSampler, default_concurrency, resolve_sampler
+from swm.selfplay.serving import POOL, SeededSampler, served_sampler
 from swm.stats import mcnemar_exact, wilson_interval
 from swm.tasks.checkers import Utterance
 from swm.tasks.families import NAME_POLICIES, SEAT_LEVELS, TWO_SEAT, two_seat_families
@@ -91,7 +92,7 @@ def evaluate(plan: dict[str, Any], iteration: int, n: int) -> list[dict[str, Any
                 "transcript": rollout.transcript()}
 
     if resolve_sampler(sp.policy) == "served":
-        served, _ = _served_sampler(sp, checkpoint, "eval")
+        served, _ = served_sampler(sp, checkpoint, "eval")
 
         def unscored(batch: Any) -> Any:
             return torch.zeros_like(batch.mask)

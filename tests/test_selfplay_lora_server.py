@@ -27,7 +27,7 @@ from test_selfplay_graph import run  # noqa: E402
 from swm.checkpoints import ExperienceStore  # noqa: E402
 from swm.cli import main  # noqa: E402
 from swm.errors import ModelUnavailable  # noqa: E402
-from swm.selfplay import loop  # noqa: E402
+from swm.selfplay import loop, serving  # noqa: E402
 from swm.selfplay.checkpoint import checkpoint_dir, save_atomic  # noqa: E402
 from swm.selfplay.plan import SelfPlayPlan  # noqa: E402
 from swm.selfplay.served import resolve_sampler  # noqa: E402
@@ -71,20 +71,20 @@ def job(plan: SelfPlayPlan, sample: int = 0) -> dict[str, Any]:
 
 def perturbed_checkpoint(plan: SelfPlayPlan, iteration: int = 1, scale: float = 0.5) -> Path:
     """Save checkpoint ``iteration`` with an adapter whose greedy replies differ from the base's (at this scale)."""
-    policy = loop.POOL.get(plan.policy, checkpoint_dir(plan.run_dir, 0))
+    policy = serving.POOL.get(plan.policy, checkpoint_dir(plan.run_dir, 0))
     with torch.no_grad():
         torch.manual_seed(3)
         for name, param in policy.model.named_parameters():
             if "lora_B" in name:
                 param.copy_(torch.randn_like(param) * scale)
     save_atomic(plan.run_dir, iteration, lambda tmp: policy.save(tmp, None, {"iteration": iteration}))
-    loop.POOL.forget(plan.policy)
+    serving.POOL.forget(plan.policy)
     return checkpoint_dir(plan.run_dir, iteration)
 
 
 def greedy(plan: SelfPlayPlan, checkpoint: Path, prompt: str, tokens: int = 6) -> str:
     """The torch policy's greedy reply under ``checkpoint`` (what the adapter says)."""
-    policy = loop.POOL.get(plan.policy, checkpoint)
+    policy = serving.POOL.get(plan.policy, checkpoint)
     ids = policy.prompt_ids(prompt)
     with torch.no_grad():
         out = policy.model.generate(input_ids=torch.tensor([ids]), do_sample=False, max_new_tokens=tokens)[0].tolist()
@@ -105,7 +105,7 @@ def test_a_served_rollout_samples_the_checkpoints_adapter_by_name(base: Path, vl
     rollout = loop.run_rollout(plan, store, job(plan), 0)
     checkpoint = checkpoint_dir(plan.run_dir, 0)
     sha = adapter_sha256(checkpoint / "adapter")
-    name = loop.lora_name(plan, 0, sha)
+    name = serving.lora_name(plan, 0, sha)
     assert rollout.failed is None and rollout.sampler == f"{name}@{url}"
     assert vllm.server.adapters() == {name: str((checkpoint / "adapter").resolve())}
     served = json.loads((checkpoint / "served.json").read_text())
@@ -113,7 +113,7 @@ def test_a_served_rollout_samples_the_checkpoints_adapter_by_name(base: Path, vl
     sampled = [b for b in vllm.server.bodies() if b.get("temperature")]
     assert sampled and {b["model"] for b in vllm.server.bodies()} == {name}, "every request names the adapter"
     assert all(b["top_k"] == -1 and b["repetition_penalty"] == 1.0 for b in sampled), "vLLM's pure sampling"
-    policy = loop.POOL.get(plan.policy, checkpoint)
+    policy = serving.POOL.get(plan.policy, checkpoint)
     for turn in (t for s in rollout.seats for t in s.turns):
         batch = collate([turn.prompt_ids], [turn.token_ids], policy.tokenizer.pad_token_id)
         with torch.no_grad():
@@ -133,7 +133,7 @@ def test_each_iterations_adapter_replaces_the_last_and_plays_its_own_weights(bas
     assert wanted[0] != wanted[1], "the perturbed adapter changes the greedy reply"
     replies, names = [], []
     for checkpoint in (first, second):
-        sampler, spec = loop._served_sampler(plan, checkpoint, "s")
+        sampler, spec = serving.served_sampler(plan, checkpoint, "s")
         names.append(spec.split("@")[0])
         replies.append(sampler.generate(prompt).text)
     assert replies == wanted, "near temperature 0 the server says what each checkpoint's adapter says"
@@ -162,10 +162,10 @@ def test_a_name_that_holds_other_weights_is_caught_by_its_content(base: Path, vl
     stale = tmp_path / "stale"
     shutil.copytree(checkpoint / "adapter", stale)
     (stale / "adapter_config.json").write_text((stale / "adapter_config.json").read_text() + " ")
-    name = loop.lora_name(plan, 0, adapter_sha256(checkpoint / "adapter"))
+    name = serving.lora_name(plan, 0, adapter_sha256(checkpoint / "adapter"))
     load_lora_adapter(vllm.server.base_url, name, str(stale))  # the server already holds the name, other content
     with pytest.raises(ServedMismatch, match="whose content is not the trained adapter's"):
-        loop._served_sampler(plan, checkpoint, "s")
+        serving.served_sampler(plan, checkpoint, "s")
 
 
 def test_a_server_without_runtime_lora_is_refused_in_one_line(base: Path, tmp_path: Path) -> None:
@@ -173,7 +173,7 @@ def test_a_server_without_runtime_lora_is_refused_in_one_line(base: Path, tmp_pa
         plan = make_plan(base, tmp_path / "out", server.base_url)
         loop.ensure_initial_checkpoint(plan)
         with pytest.raises(ModelUnavailable) as caught:
-            loop._served_sampler(plan, checkpoint_dir(plan.run_dir, 0), "s")
+            serving.served_sampler(plan, checkpoint_dir(plan.run_dir, 0), "s")
     text = caught.value.one_line()
     assert "\n" not in text and "cannot load LoRA adapters" in text and "VLLM_ALLOW_RUNTIME_LORA_UPDATING" in text
 

@@ -18,7 +18,7 @@ from test_selfplay_graph import run  # noqa: E402
 
 from swm.checkpoints import ExperienceStore  # noqa: E402
 from swm.errors import InputError  # noqa: E402
-from swm.selfplay import loop  # noqa: E402
+from swm.selfplay import loop, serving  # noqa: E402
 from swm.selfplay.checkpoint import checkpoint_dir, save_atomic  # noqa: E402
 from swm.selfplay.plan import SelfPlayPlan  # noqa: E402
 from swm.selfplay.served import ADAPTER_GGUF, resolve_sampler  # noqa: E402
@@ -68,7 +68,7 @@ def test_a_served_rollout_records_tokens_scored_under_the_sampling_checkpoint(ti
     assert first.sampler == embedded.embedded_spec(lora=checkpoint_dir(plan.run_dir, 0) / ADAPTER_GGUF,
                                                    base=tiny_gguf_llama / "base.gguf")
     turns = [t for s in first.seats for t in s.turns]
-    policy = loop.POOL.get(plan.policy, checkpoint_dir(plan.run_dir, 0))
+    policy = serving.POOL.get(plan.policy, checkpoint_dir(plan.run_dir, 0))
     assert all(s.turns[0].prompt_ids == policy.prompt_ids(s.turns[0].prompt) for s in first.seats if s.turns)
     assert first.append_ratio() == 1.0, "each seat's later prompts extend its chat, token for token"
     for turn in turns:
@@ -90,7 +90,7 @@ def test_the_served_reply_comes_from_the_checkpoints_adapter(tiny_gguf_llama: Pa
     plan = make_plan(tiny_gguf_llama, tmp_path / "out",
                      policy=policy_config(tiny_gguf_llama, temperature=1e-3, max_new_tokens=8))
     loop.ensure_initial_checkpoint(plan)
-    policy = loop.POOL.get(plan.policy, checkpoint_dir(plan.run_dir, 0))
+    policy = serving.POOL.get(plan.policy, checkpoint_dir(plan.run_dir, 0))
     prompt = "Ava, it is your turn."
     with torch.no_grad():
         base_reply = policy.model.generate(input_ids=torch.tensor([policy.prompt_ids(prompt)]), do_sample=False,
@@ -103,10 +103,10 @@ def test_the_served_reply_comes_from_the_checkpoints_adapter(tiny_gguf_llama: Pa
                                               max_new_tokens=8)[0].tolist()
     assert trained_reply != base_reply, "the perturbed adapter changes the greedy reply"
     save_atomic(plan.run_dir, 1, lambda tmp: policy.save(tmp, None, {"iteration": 1}))
-    loop.POOL.forget(plan.policy)
+    serving.POOL.forget(plan.policy)
     served = []
     for iteration in (0, 1):
-        sampler, spec = loop._served_sampler(plan, checkpoint_dir(plan.run_dir, iteration), "s")
+        sampler, spec = serving.served_sampler(plan, checkpoint_dir(plan.run_dir, iteration), "s")
         assert f"iter-000{iteration}" in spec
         served.append(sampler.generate(prompt).text)
     n = len(policy.prompt_ids(prompt))
@@ -148,7 +148,7 @@ def test_llama_cpps_own_log_probs_match_the_torch_recomputation(tiny_gguf_llama:
     plan = make_plan(tiny_gguf_llama, tmp_path / "out", policy=policy_config(tiny_gguf_llama, max_new_tokens=8,
                                                                             temperature=1.0))
     loop.ensure_initial_checkpoint(plan)
-    sampler, _ = loop._served_sampler(plan, checkpoint_dir(plan.run_dir, 0), "lp", server_logprobs=True)
+    sampler, _ = serving.served_sampler(plan, checkpoint_dir(plan.run_dir, 0), "lp", server_logprobs=True)
     gaps = []
     for i in range(6):
         gen = sampler.generate(f"Ava, it is turn {i}. Say hello.")

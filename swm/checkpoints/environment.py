@@ -13,6 +13,7 @@ import sqlite3
 from collections.abc import Iterator
 
 from langgraph.errors import GraphDrained
+from typing_extensions import TypedDict
 
 from swm.errors import EnvironmentFault, ModelUnavailable
 
@@ -102,6 +103,16 @@ def environment_fault(exc: BaseException) -> EnvironmentFault | None:
         if found is not None:
             return found
     return None
+
+
+class BatchRun(TypedDict):
+    """What a batch of items (benchmark games, episodes) did in one invocation: ran, skipped as already finished,
+    failed (item → `item_failure`'s line), and its wall time in seconds."""
+
+    ran: int
+    skipped: int
+    failed: dict[str, str]
+    wall: float
 
 
 def item_failure(exc: Exception) -> str:

@@ -12,6 +12,8 @@ import click
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import StateGraph
 
+from swm.checkpoints.environment import BatchRun
+from swm.checkpoints.store import StoreRecords
 from swm.context import ACT_ORDERS, SWMContext
 from swm.errors import InputError, ItemsFailed
 from swm.graph_state import story_hash
@@ -271,7 +273,7 @@ def run_graph(builder: StateGraph[Any, Any, Any, Any], inputs: Mapping[str, Any]
 RUNS_TABLE = "swm_runs"
 
 
-def record_run(store: Any, thread_id: str, kind: str, graph: str,
+def record_run(store: StoreRecords, thread_id: str, kind: str, graph: str,
                options: Mapping[str, Any] | None = None, **columns: Any) -> None:
     """Record a run's kind, graph, command and options in the store (kept from its first invocation).
 
@@ -333,7 +335,7 @@ def echo_json(value: Any) -> None:
 
 
 def finish_bench(folder: Path, stem: str, title: str, text: str, meta: Mapping[str, Any], table: Any,
-                 result: Mapping[str, Any], as_json: bool, unit: str) -> None:
+                 result: BatchRun, as_json: bool, unit: str) -> None:
     """Write a benchmark run's ``<stem>.md`` (table and settings) and ``<stem>.json``, then report it.
 
     Prints the table (or both as JSON), one ``problem:`` line per failed ``unit`` of

@@ -7,11 +7,11 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from swm.checkpoints.environment import item_failure
+from swm.checkpoints.environment import BatchRun, item_failure
 from swm.commands._common import (
     comma_list,
     concurrency_option,
@@ -29,6 +29,11 @@ from swm.commands.play import inject_test_models
 from swm.context import SWMContext
 from swm.errors import InputError
 from swm.filenames import file_name
+
+if TYPE_CHECKING:
+    from swm.checkpoints.store import StoreRecords
+    from swm.games.base import HiddenRoleGame
+    from swm.games.records import GameRecord
 
 GAME_ROLES = ("agent", "partner")
 
@@ -56,7 +61,7 @@ def game_inputs(game: str, game_id: str, seed: int, n_players: int, policy: str,
 
 def run_games(ctx: SWMContext, db: str | Path, jobs: list[tuple[str, dict[str, Any]]],
               on_done: Callable[[], None] | None = None, workers: int = 0,
-              ray_address: str | None = None, concurrency: int = 1) -> dict[str, Any]:
+              ray_address: str | None = None, concurrency: int = 1) -> BatchRun:
     """Play (or resume) every game not yet done, each on its own checkpoint thread; one failure loses no other.
 
     ``workers`` > 0 plays them as Ray tasks (`swm.commands.workers`), that many at once; otherwise
@@ -108,7 +113,7 @@ def run_games(ctx: SWMContext, db: str | Path, jobs: list[tuple[str, dict[str, A
         with ThreadPoolExecutor(max_workers=workers if workers > 0 else max(1, concurrency)) as pool:
             for future in [pool.submit(one, game_id, inputs) for game_id, inputs in jobs]:
                 future.result()
-    return {**counts, "failed": failed, "wall": time.perf_counter() - start}
+    return BatchRun(ran=counts["ran"], skipped=counts["skipped"], failed=failed, wall=time.perf_counter() - start)
 
 
 @click.command("games")
@@ -149,17 +154,11 @@ def games_command(game: str, n: int, n_players: int, policies: str, side: str, o
     from tqdm import tqdm
 
     from swm.games import POLICIES, default_players, get_game
-    from swm.games.metrics import markdown, summarise_games
-    from swm.games.store import get_game_row, load_record
+    from swm.games.metrics import markdown
 
     spec = get_game(game)
     chosen = comma_list(policies, POLICIES, "policy")
-    if side != "all" and side not in spec.sides:
-        raise InputError(f"unknown side {side!r} for {game}", f"use all or one of {', '.join(spec.sides)}")
-    if opponent not in ("same", *POLICIES):
-        raise InputError(f"unknown opponent policy {opponent!r}", f"use same or one of {', '.join(POLICIES)}")
-    if n < 1:
-        raise InputError(f"--n must be at least 1, got {n}")
+    _check_sides(spec, game, side, opponent, n)
     options = {"max_rounds": max_rounds} if max_rounds is not None else {}
     ctx = make_context(db, **models)
     inject_test_models(ctx)
@@ -178,16 +177,7 @@ def games_command(game: str, n: int, n_players: int, policies: str, side: str, o
     with tqdm(total=len(jobs), desc="games", disable=no_progress) as bar:
         result = run_games(ctx, db_path(db), jobs, on_done=lambda: bar.update(1), workers=workers,
                            ray_address=ray_address, concurrency=in_flight)
-    store = ctx.experience_store()
-    table = []
-    records_out = []
-    for policy in chosen:
-        ids = [game_id_for(run_id, policy, i, side, opponent) for i in range(n)]
-        done = [gid for gid in ids if (get_game_row(store, gid) or {}).get("status") == "done"]
-        records = [load_record(store, gid) for gid in done]
-        records_out += records
-        setting = policy if side == "all" else f"{side}={policy}, others={policy if opponent == 'same' else opponent}"
-        table.append({"setting": setting, "policy": policy, "metrics": summarise_games(records, spec.sides)})
+    table, records_out = _game_table(ctx.experience_store(), spec, chosen, run_id, n, side, opponent)
     folder.mkdir(parents=True, exist_ok=True)
     text = markdown(table, list(spec.sides))
     meta = {"run_id": run_id, "game": game, "n": n, "players": n_players, "policies": chosen, "side": side,
@@ -199,3 +189,32 @@ def games_command(game: str, n: int, n_players: int, policies: str, side: str, o
         for record in records_out:
             fh.write(record.model_dump_json() + "\n")
     finish_bench(folder, "games", f"{game} run {run_id}", text, meta, table, result, as_json, "game")
+
+
+def _check_sides(spec: HiddenRoleGame, game: str, side: str, opponent: str, n: int) -> None:
+    """Refuse a side the game lacks, an unknown opponent policy and fewer than one game."""
+    from swm.games import POLICIES
+
+    if side != "all" and side not in spec.sides:
+        raise InputError(f"unknown side {side!r} for {game}", f"use all or one of {', '.join(spec.sides)}")
+    if opponent not in ("same", *POLICIES):
+        raise InputError(f"unknown opponent policy {opponent!r}", f"use same or one of {', '.join(POLICIES)}")
+    if n < 1:
+        raise InputError(f"--n must be at least 1, got {n}")
+
+
+def _game_table(store: StoreRecords, spec: HiddenRoleGame, chosen: list[str], run_id: str, n: int, side: str,
+                opponent: str) -> tuple[list[dict[str, Any]], list[GameRecord]]:
+    """One row of metrics per policy setting over its finished games; and those games' records."""
+    from swm.games.metrics import summarise_games
+    from swm.games.store import get_game_row, load_record
+
+    table, records_out = [], []
+    for policy in chosen:
+        ids = [game_id_for(run_id, policy, i, side, opponent) for i in range(n)]
+        done = [gid for gid in ids if (get_game_row(store, gid) or {}).get("status") == "done"]
+        records = [load_record(store, gid) for gid in done]
+        records_out += records
+        setting = policy if side == "all" else f"{side}={policy}, others={policy if opponent == 'same' else opponent}"
+        table.append({"setting": setting, "policy": policy, "metrics": summarise_games(records, spec.sides)})
+    return table, records_out

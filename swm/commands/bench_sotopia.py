@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
@@ -29,6 +29,9 @@ from swm.context import ActOrder, SWMContext
 from swm.errors import InputError
 from swm.filenames import file_name
 from swm.nodes.env import POLICIES
+
+if TYPE_CHECKING:
+    from swm.social.bench import EpisodesRun
 
 ACT_ORDER_BEFORE = {"act_order": "sotopia"}  # a run begun before --act-order acted in SOTOPIA's order
 
@@ -116,30 +119,15 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
     a judge that is the agent's own model is warned about and recorded. Rerun with the same --db
     and --thread-id to resume: finished episodes are skipped.
     """
-    from tqdm import tqdm
-
-    from swm.social.bench import markdown, run_bench, setting_of, summarise
-    from swm.social.export import transcript, write_jsonl
-
     chosen = comma_list(policies, POLICIES, "policy")
     scenarios = _scenarios(hard, data, n)
     ctx = make_context(db, lookahead_width=width, lookahead_depth=depth, act_order=act_order, **models)
     inject_test_models(ctx)
     in_flight = resolve_concurrency(ctx, concurrency)
     run_id = thread_id or f"sotopia-{uuid.uuid4().hex[:10]}"
-    # a rerun goes on with what the run recorded for the options it leaves at their defaults (`run_options_for`)
-    from swm.checkpoints import run_options_for
-
-    options = {"partner_policy": partner_policy, "max_turns": max_turns, "width": width, "depth": depth,
-               "judge_protocol": judge_protocol, "act_order": act_order}
-    kept = run_options_for(ctx.experience_store(), run_id, options, given_options(*options), added=ACT_ORDER_BEFORE)
-    if kept != options:
-        click.echo(f"run {run_id} goes on with its recorded "
-                   f"{', '.join(f'{k} {kept[k]}' for k in options if kept[k] != options[k])}", err=True)
-        partner_policy, max_turns, judge_protocol = kept["partner_policy"], kept["max_turns"], kept["judge_protocol"]
-        width, depth, act_order = kept["width"], kept["depth"], kept["act_order"]
-        ctx.lookahead_width, ctx.lookahead_depth = width, depth
-        ctx = ctx.with_act_order(cast(ActOrder, act_order))
+    ctx, opts = _recorded_options(ctx, run_id, {"partner_policy": partner_policy, "max_turns": max_turns,
+                                                "width": width, "depth": depth, "judge_protocol": judge_protocol,
+                                                "act_order": act_order})
     record_run(ctx.experience_store(), run_id, "sotopia", "episode")
     folder = writable_out(out_dir or Path("swm-results") / file_name(run_id))
     seat_list = {"both": (0, 1), "first": (0,), "second": (1,)}[seats]
@@ -147,14 +135,42 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
     if self_judged:
         click.echo(f"warning: the judge is the tested agent's own model ({ctx.spec_for('judge')}): self-judging "
                    "inflates scores; pass --judge-model (or SWM_MODEL_JUDGE). Recorded in the results.", err=True)
-    click.echo(f"judge protocol: {judge_protocol}; acting prompt order: {act_order}", err=True)
+    click.echo(f"judge protocol: {opts['judge_protocol']}; acting prompt order: {opts['act_order']}", err=True)
     episodes = sum(1 for s in scenarios for k in seat_list if k < len(s.names)) * len(chosen)
     click.echo(f"run {run_id}: {len(scenarios)} scenarios × {len(seat_list)} seats × {len(chosen)} policies, "
-               f"max {max_turns} turns (rerun with --thread-id {run_id} --db {db_path(db)} to resume if "
+               f"max {opts['max_turns']} turns (rerun with --thread-id {run_id} --db {db_path(db)} to resume if "
                "interrupted)", err=True)
+    result, in_flight = _play_episodes(ctx, db, run_id, opts, scenarios, chosen, seat_list, episodes=episodes,
+                                       workers=workers, ray_address=ray_address, in_flight=in_flight,
+                                       no_progress=no_progress)
+    _report(ctx, folder, result, opts, scenarios, chosen, run_id=run_id, seats=seats, hard=hard,
+            self_judged=self_judged, in_flight=in_flight, as_json=as_json)
+
+
+def _recorded_options(ctx: SWMContext, run_id: str, options: dict[str, Any]) -> tuple[SWMContext, dict[str, Any]]:
+    """The options the run goes on with: a rerun keeps what it recorded for those left at their defaults."""
+    from swm.checkpoints import run_options_for
+
+    kept = run_options_for(ctx.experience_store(), run_id, options, given_options(*options), added=ACT_ORDER_BEFORE)
+    if kept != options:
+        click.echo(f"run {run_id} goes on with its recorded "
+                   f"{', '.join(f'{k} {kept[k]}' for k in options if kept[k] != options[k])}", err=True)
+        ctx.lookahead_width, ctx.lookahead_depth = kept["width"], kept["depth"]
+        ctx = ctx.with_act_order(cast(ActOrder, kept["act_order"]))
+    return ctx, kept
+
+
+def _play_episodes(ctx: SWMContext, db: str | None, run_id: str, opts: dict[str, Any], scenarios: list[Any],
+                   chosen: list[str], seat_list: tuple[int, ...], *, episodes: int, workers: int,
+                   ray_address: str | None, in_flight: int, no_progress: bool) -> tuple[EpisodesRun, int]:
+    """Play every episode not yet done, here or on Ray workers, under the run's lease; return the result and the
+    episodes that were in flight at once."""
     from contextlib import ExitStack
 
+    from tqdm import tqdm
+
     from swm.checkpoints import hold_lease, pin_run_options
+    from swm.social.bench import run_bench
 
     with ExitStack() as stack:
         stack.enter_context(hold_lease(db_path(db), run_id))
@@ -168,13 +184,20 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
             in_flight = workers
         # what an episode's result depends on; more scenarios, seats or policies only add episodes
         pin_run_options(ctx.experience_store(), run_id, {
-            "partner_policy": partner_policy, "max_turns": max_turns, "width": width, "depth": depth,
-            "judge_protocol": judge_protocol, "act_order": act_order,
-            **{f"{role}_model": ctx.spec_for(role) for role in EPISODE_ROLES}},
-            added=ACT_ORDER_BEFORE)
+            **opts, **{f"{role}_model": ctx.spec_for(role) for role in EPISODE_ROLES}}, added=ACT_ORDER_BEFORE)
         result = run_bench(scenarios, chosen, ctx, play, run_id,
-                           partner_policy=partner_policy, max_turns=max_turns, concurrency=in_flight,
-                           seats=seat_list, on_done=lambda: bar.update(1), judge_protocol=judge_protocol)
+                           partner_policy=opts["partner_policy"], max_turns=opts["max_turns"], concurrency=in_flight,
+                           seats=seat_list, on_done=lambda: bar.update(1), judge_protocol=opts["judge_protocol"])
+    return result, in_flight
+
+
+def _report(ctx: SWMContext, folder: Path, result: EpisodesRun, opts: dict[str, Any], scenarios: list[Any],
+            chosen: list[str], *, run_id: str, seats: str, hard: bool, self_judged: bool, in_flight: int,
+            as_json: bool) -> None:
+    """Write the run's table, episodes and transcripts under ``folder``, then report it (`finish_bench`)."""
+    from swm.social.bench import markdown, setting_of, summarise
+    from swm.social.export import transcript, write_jsonl
+
     store = ctx.experience_store()
     table = summarise(store, result["episodes"], chosen)
     (folder / "transcripts").mkdir(parents=True, exist_ok=True)
@@ -182,15 +205,15 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
     write_jsonl(store, done, folder / "episodes.jsonl")
     for eid in done:
         (folder / "transcripts" / f"{file_name(eid)}.txt").write_text(transcript(store, eid) + "\n", encoding="utf-8")
-    text = (f"Judge protocol: {judge_protocol}; acting prompt order: {act_order} (docs/protocols.md).\n\n"
-            + markdown(table))
+    text = (f"Judge protocol: {opts['judge_protocol']}; acting prompt order: {opts['act_order']} (docs/protocols.md)."
+            "\n\n" + markdown(table))
     if result["failed"]:
         text += (f"\n\nFailed episodes (not in the table): {len(result['failed'])}; rerun with the same "
                  "--thread-id to retry only them.")
-    meta = {"run_id": run_id, "judge_protocol": judge_protocol, "act_order": act_order, "policies": chosen,
-            "partner_policy": partner_policy, "max_turns": max_turns,
-            "scenarios": [s.id for s in scenarios], "seats": seats, "hard": hard, "width": width, "depth": depth,
-            "models": {r: ctx.spec_for(r) for r in EPISODE_ROLES}, "self_judged": self_judged,
+    meta = {"run_id": run_id, "judge_protocol": opts["judge_protocol"], "act_order": opts["act_order"],
+            "policies": chosen, "partner_policy": opts["partner_policy"], "max_turns": opts["max_turns"],
+            "scenarios": [s.id for s in scenarios], "seats": seats, "hard": hard, "width": opts["width"],
+            "depth": opts["depth"], "models": {r: ctx.spec_for(r) for r in EPISODE_ROLES}, "self_judged": self_judged,
             "settings": {s.id: setting_of(s) for s in scenarios}, "ran": result["ran"], "skipped": result["skipped"],
             "failed": result["failed"], "wall_seconds": round(result["wall"], 1),
             "serving": serving_record(ctx, in_flight)}

@@ -6,7 +6,7 @@ import json
 import statistics
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -24,11 +24,15 @@ from swm.commands._common import (
     run_options,
     writable_out,
 )
+from swm.context import SWMContext
 from swm.errors import InputError, ItemsFailed
 from swm.filenames import file_name
 from swm.nodes.parse import MODES
 from swm.tom.items import BENCHMARKS
 from swm.tom.loaders import benchmark_names
+
+if TYPE_CHECKING:
+    from swm.tom.runner import BenchmarkRun
 
 SIM = "sim"  # simulated ToMi-world stories, generated here (no --data): not a row of the benchmark table
 
@@ -88,12 +92,8 @@ def tom_command(benchmark: str, data: Path | None, samples: int, fantom_context:
     Every item goes through the ask graph as its own checkpoint thread; killed runs resume with
     the same --db and --thread-id, skipping finished items and giving the same table.
     """
-    from swm.graphs import ask
     from swm.protocols import prompt_set
-    from swm.tom.paper import prompt_protocol_line
-    from swm.tom.report import summarise, write_reports
     from swm.tom.rules import rule_line
-    from swm.tom.runner import result_rows, run_benchmark
 
     mode_list = comma_list(modes, MODES, "mode")
     items, label, split = _load_items(benchmark, data, samples, fantom_context, n, seed, paper_split)
@@ -119,23 +119,45 @@ def tom_command(benchmark: str, data: Path | None, samples: int, fantom_context:
             "split": split,
             **({"samples": samples} if benchmark == "confaide" else {}),
             **({"fantom_context": fantom_context} if benchmark == "fantom" else {})}
-    result: dict[str, Any]
     if report_only:
-        rows = result_rows(ctx.experience_store(), run_id, mode_list, items)
-        result = {"rows": rows, "wall_seconds": 0.0, "skipped": len(rows)}
-    else:
-        from swm.checkpoints import hold_lease
+        from swm.tom.runner import BenchmarkRun, result_rows
 
-        with hold_lease(db_path(db), run_id):  # one process per run: a second one stops at once
-            if workers > 0:
-                result = _run_on_workers(items, mode_list, ctx, db_path(db), run_id, workers, ray_address, meta)
-            else:
-                result = run_benchmark(items, mode_list, ctx, db_path(db), run_id, concurrency=in_flight,
-                                       progress=not no_progress, meta=meta, ask_graph=ask.build())
-        rows = result["rows"]
+        rows = result_rows(ctx.experience_store(), run_id, mode_list, items)
+        result = BenchmarkRun(rows=rows, wall_seconds=0.0, skipped=len(rows))
+    else:
+        result = _run_items(items, mode_list, ctx, db, run_id, meta, workers=workers, ray_address=ray_address,
+                            in_flight=in_flight, progress=not no_progress)
+    _report(out_dir, label, result, mode_list, meta, items, ctx, run_id=run_id, db=db, seed=seed, split=split,
+            fantom_context=fantom_context if benchmark == "fantom" else None, report_only=report_only,
+            as_json=as_json)
+
+
+def _run_items(items: list[Any], mode_list: list[str], ctx: SWMContext, db: str | None, run_id: str,
+               meta: dict[str, Any], *, workers: int, ray_address: str | None, in_flight: int,
+               progress: bool) -> BenchmarkRun:
+    """Run every item not yet finished, here or on Ray workers, holding the run's lease."""
+    from swm.checkpoints import hold_lease
+    from swm.graphs import ask
+    from swm.tom.runner import run_benchmark
+
+    with hold_lease(db_path(db), run_id):  # one process per run: a second one stops at once
+        if workers > 0:
+            return _run_on_workers(items, mode_list, ctx, db_path(db), run_id, workers, ray_address, meta)
+        return run_benchmark(items, mode_list, ctx, db_path(db), run_id, concurrency=in_flight,
+                             progress=progress, meta=meta, ask_graph=ask.build())
+
+
+def _report(out_dir: Path, label: str, result: BenchmarkRun, mode_list: list[str], meta: dict[str, Any],
+            items: list[Any], ctx: SWMContext, *, run_id: str, db: str | None, seed: int, split: str,
+            fantom_context: str | None, report_only: bool, as_json: bool) -> None:
+    """Write the run's table (md, csv, json) and print it, or its JSON; then name the failed items."""
+    from swm.tom.paper import prompt_protocol_line
+    from swm.tom.report import summarise, write_reports
+
+    rows = result["rows"]
     summary = summarise(rows, mode_list)
     header = {"data": meta["data"], "questions": len(items), "seed": seed, "run": run_id,
-              "scorer rule": meta["scorer"], **({"FANToM context": fantom_context} if benchmark == "fantom" else {}),
+              "scorer rule": meta["scorer"], **({"FANToM context": fantom_context} if fantom_context else {}),
               "models": f"parser={ctx.spec_for('parser')}, qa={ctx.spec_for('qa')}",
               "prompt protocol": prompt_protocol_line(ctx, rows), "split": split,
               "wall time (this invocation)": f"{result['wall_seconds']:.1f} s",
@@ -300,13 +322,13 @@ def _emit(payload: dict[str, Any], table: list[dict[str, Any]], out_dir: Path | 
         echo_json(payload)
 
 
-def _run_on_workers(items: list[Any], modes: list[str], ctx: Any, db: str | Path, run_id: str, workers: int,
-                    address: str | None, meta: dict[str, Any]) -> dict[str, Any]:
+def _run_on_workers(items: list[Any], modes: list[str], ctx: SWMContext, db: str | Path, run_id: str, workers: int,
+                    address: str | None, meta: dict[str, Any]) -> BenchmarkRun:
     """Run the unfinished items as Ray tasks (`swm.commands.workers`); return what `run_benchmark` returns."""
     import time
 
     from swm.commands.workers import run_tom_on_ray
-    from swm.tom.runner import ensure_tables, record_run, result_rows
+    from swm.tom.runner import BenchmarkRun, ensure_tables, record_run, result_rows
 
     store = ctx.experience_store()
     ensure_tables(store)
@@ -314,5 +336,5 @@ def _run_on_workers(items: list[Any], modes: list[str], ctx: Any, db: str | Path
     start = time.perf_counter()
     before = len([r for r in result_rows(store, run_id, modes, items) if r.get("status") != "failed"])
     _, startup = run_tom_on_ray(items, modes, ctx, db, run_id, workers=workers, address=address)
-    return {"rows": result_rows(store, run_id, modes, items), "wall_seconds": time.perf_counter() - start,
-            "skipped": before, "run": run_id, "engine_startup_seconds": startup}
+    return BenchmarkRun(rows=result_rows(store, run_id, modes, items), wall_seconds=time.perf_counter() - start,
+                        skipped=before, run=run_id, engine_startup_seconds=startup)

@@ -21,6 +21,7 @@ from swm.commands._common import (
     run_options,
 )
 from swm.commands.progress import PROGRESS_ALIASES, printer, quiet_option
+from swm.context import SWMContext
 from swm.errors import InputError, ModelOutputError, NoSocialState
 from swm.nodes.parse import MODES, NEEDS_PARSE, TASKS
 from swm.usage import total_usage
@@ -167,7 +168,7 @@ def ask_command(story: str, question: str, mode: str, task: str, max_attempts: i
 ASKS_TABLE = "swm_asks"
 
 
-def record_ask(ctx: Any, thread: str, question: str, mode: str, out: dict[str, Any], used: str) -> None:
+def record_ask(ctx: SWMContext, thread: str, question: str, mode: str, out: dict[str, Any], used: str) -> None:
     """Keep an ask's question, answer and the social state it stood on, for the results browser."""
     ctx.experience_store().insert(ASKS_TABLE, {
         "thread_id": thread, "question": question, "mode": mode, "answer": out.get("answer") or "",

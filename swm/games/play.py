@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from langchain_core.language_models import BaseChatModel
+
 from swm.games.base import GameState, HiddenRoleGame, Request, get_game
 from swm.games.moderator import move_schema, observations_of, prompt_for, resolve
 from swm.games.records import Decision, GameRecord, MoveRecord, record_move
@@ -61,7 +63,7 @@ def random_decider(seed: int) -> Decider:
     return lambda turn: random_decision(turn.request, seed, turn.index)
 
 
-def decide_with_model(model: Any, request: Request, prompt: str, players: list[str],
+def decide_with_model(model: BaseChatModel, request: Request, prompt: str, players: list[str],
                       prompt_id: str | None = None, spec: str | None = None) -> Decision:
     """Ask a chat model for its move (one call, a bounded schema); a reply that does not fit keeps its text."""
     reply = call_model(model, prompt, move_schema(tuple(players), request.kind, request.with_message))
@@ -76,7 +78,7 @@ def decide_with_model(model: Any, request: Request, prompt: str, players: list[s
     return Decision(target=getattr(reply.value, "target", None), text=getattr(reply.value, "say", "") or "", **cost)
 
 
-def model_decider(model: Any, spec: str | None = None) -> Decider:
+def model_decider(model: BaseChatModel, spec: str | None = None) -> Decider:
     """A decider that asks ``model`` (any LangChain chat model) for every move it is given."""
     return lambda turn: decide_with_model(model, turn.request, turn.prompt, turn.state.players,
                                           turn.prompt_id, spec)

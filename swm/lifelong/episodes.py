@@ -30,7 +30,7 @@ from swm.lifelong.two_turn_play import play_two_turn
 from swm.lifelong.update import PolicyVersion, memory_text
 from swm.social.store import load_turns
 from swm.tasks.families import DECISION, GAME_FAMILIES, TWO_TURN, Task, turn_limit
-from swm.usage import add_stats, merge_usage
+from swm.usage import CallStats, add_stats, merge_usage
 
 # The inner episode graph has no checkpointer; without a durability of its own it inherits an
 # outer durability="sync" and LangGraph fails (AttributeError: _put_checkpoint_fut). Passing one
@@ -40,7 +40,7 @@ warnings.filterwarnings("ignore", message="`durability` has no effect when no ch
 
 def run_episode(episode_graph: Any, task: Task, ctx: LifelongContext, *, episode_id: str, memory: dict[str, str],
                 policy: str, max_turns: int, judge: bool, tested_agent: str | None = None,
-                **provenance: Any) -> tuple[EpisodeRecord, dict[str, Any]]:
+                **provenance: Any) -> tuple[EpisodeRecord, dict[str, CallStats]]:
     """Play one episode of a task through ``episode_graph``; return its record and the graph's usage.
 
     The episode graph has no checkpointer of its own: an episode interrupted by a kill is played
@@ -62,7 +62,7 @@ def run_episode(episode_graph: Any, task: Task, ctx: LifelongContext, *, episode
 
 
 def run_game(game_graph: Any, task: Task, ctx: LifelongContext, *, episode_id: str, tested_agent: str | None,
-             **provenance: Any) -> tuple[EpisodeRecord, dict[str, Any]]:
+             **provenance: Any) -> tuple[EpisodeRecord, dict[str, CallStats]]:
     """Play one game task through ``game_graph`` (no checkpointer: a killed game is replayed whole) and check it."""
     store = ctx.experience_store()
     if store.has_table("game_moves"):

@@ -45,22 +45,37 @@ import os
 import shutil
 import time
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from swm.errors import InputError
 from swm.lifelong.samples import Sample, by_task
+from swm.serving.gguf_lora import ADAPTER_META, base_meta
+from swm.tasks import check
+from swm.tasks.checkers import Utterance
+from swm.tasks.decisions import decision_prompt
+from swm.tasks.families import DECISION, Task, task_of_id
+from swm.training.advantages import ESTIMATORS, AdvantageConfig, assign_advantages
+from swm.training.base import load_base, shipped_gguf
+from swm.training.config import PolicyConfig, PPOConfig
+from swm.training.device import choose_placement
 from swm.training.stats import TrainStats
+from swm.training.trajectory import Rollout, SeatTrajectory, SeatTurn
+from swm.training.trl_update import TrainSettings, attach_adapter, finish_adapter, finished_stats
+
+if TYPE_CHECKING:
+    import torch
+
+    from swm.training.policy import LoraValueModel
+    from swm.training.ppo import Sample as TrainingSample
 
 VALUE_HEAD = "value_head.pt"
 Groups = Literal["mixed", "all"]
 
 
-def rollouts_of(samples: Sequence[Sample], groups: Groups = "mixed") -> list[Any]:
+def rollouts_of(samples: Sequence[Sample], groups: Groups = "mixed") -> list[Rollout]:
     """Return one-turn self-play rollouts of the samples (reward 1 pass, 0 fail), a task's samples one group."""
-    from swm.training.trajectory import Rollout, SeatTrajectory, SeatTurn
-
     out: list[Rollout] = []
     for n, ((_, task, _), group) in enumerate(sorted(by_task(samples).items(), key=lambda kv: kv[0])):
         if groups == "mixed" and len({s.passed for s in group}) < 2:
@@ -76,7 +91,7 @@ def rollouts_of(samples: Sequence[Sample], groups: Groups = "mixed") -> list[Any
     return out
 
 
-def _tokenise(policy: Any, rollouts: Sequence[Any], max_length: int) -> None:
+def _tokenise(policy: LoraValueModel, rollouts: Sequence[Rollout], max_length: int) -> None:
     """Fill each turn's prompt and completion token ids (the completion ends with the end-of-reply token)."""
     tok = policy.tokenizer
     for r in rollouts:
@@ -86,10 +101,10 @@ def _tokenise(policy: Any, rollouts: Sequence[Any], max_length: int) -> None:
         turn.token_ids = ids[: max(1, max_length - len(turn.prompt_ids))]
 
 
-def _score(policy: Any, rollouts: Sequence[Any], values: bool) -> None:
+def _score(policy: LoraValueModel, rollouts: Sequence[Rollout], values: bool) -> None:
     """Score every turn under the policy before the update: its log-probabilities (the sampling policy's,
-    so the ratio starts at 1) and, for the hierarchical estimator, the value head's values."""
-    from swm.training.ppo import score_turns
+    so the ratio starts at 1) and, for an estimator that reads the value head (``critic``), the head's values."""
+    from swm.training.ppo import score_turns  # noqa: PLC0415 - imports torch at its top ([train])
 
     turns = [r.seats[0].turns[0] for r in rollouts]
     for turn, (logprobs, value) in zip(turns, score_turns(policy, turns), strict=True):
@@ -105,11 +120,9 @@ def epochs_for(steps: int, rows: int, batch: int, epochs: float) -> int:
     return max(1, math.ceil(steps / max(1, math.ceil(rows / batch))))
 
 
-def decision_tasks(samples: Sequence[Sample]) -> list[Any]:
+def decision_tasks(samples: Sequence[Sample]) -> list[Task]:
     """The distinct decision tasks of the samples, regenerated from their ids (`swm.tasks.families.task_of_id`)."""
-    from swm.tasks.families import DECISION, task_of_id
-
-    out, seen = [], set()
+    out, seen = [], set[str]()
     for s in samples:
         if s.level != DECISION or s.task_id.count(":") not in (3, 4) or s.task_id in seen:
             continue
@@ -118,18 +131,14 @@ def decision_tasks(samples: Sequence[Sample]) -> list[Any]:
     return out
 
 
-def fresh_rollouts(policy: Any, tasks: Sequence[Any], group: int, round_: int, seed: int) -> list[Any]:
+def fresh_rollouts(policy: LoraValueModel, tasks: Sequence[Task], group: int, round_: int,
+                   seed: int) -> list[Rollout]:
     """Sample ``group`` moves of each decision task from ``policy`` (torch, seeded) and check them: one round.
 
     A move is drawn as a decision's is served (`swm.lifelong.decision_play`): the decision's prompt,
     its prefill as the reply's forced start (context, not a generated token), ending at a newline.
     """
-    from swm.tasks import check
-    from swm.tasks.checkers import Utterance
-    from swm.tasks.decisions import decision_prompt
-    from swm.training.trajectory import Rollout, SeatTrajectory, SeatTurn
-
-    out = []
+    out: list[Rollout] = []
     for n, task in enumerate(tasks):
         shown = decision_prompt(task)
         for g in range(group):
@@ -145,8 +154,32 @@ def fresh_rollouts(policy: Any, tasks: Sequence[Any], group: int, round_: int, s
     return out
 
 
+@dataclass
+class _Training:
+    """One PPO run's moving parts: the policy and its optimizer, the configs, and what has been trained so far."""
+
+    policy: LoraValueModel
+    optimizer: torch.optim.Optimizer
+    ppo: PPOConfig
+    advantage: AdvantageConfig
+    critic: bool  # the estimator reads the value head (`swm.training.advantages.Estimator.critic`)
+    baselines: dict[str, float] = field(default_factory=dict)
+    tokens: int = 0
+    steps: int = 0
+    parts: dict[str, float] = field(default_factory=dict)  # the last update's mean loss parts
+    rounds: list[dict[str, float]] = field(default_factory=list)
+
+    def update(self, samples: Sequence[TrainingSample], ppo: PPOConfig) -> None:
+        """Run PPO on ``samples``, counting its tokens (per epoch) and optimizer steps."""
+        from swm.training.ppo import ppo_update  # noqa: PLC0415 - imports torch at its top ([train])
+
+        self.parts = ppo_update(self.policy, self.optimizer, samples, ppo)
+        self.tokens += ppo.epochs * sum(len(s.prompt_ids) + len(s.token_ids) for s in samples)
+        self.steps += int(self.parts.pop("steps", 0))
+
+
 def train_ppo(samples: Sequence[Sample], base: str | None, out_dir: Path, *, parent_adapter: str | None,
-              settings: Any, estimator: str = "hierarchical",
+              settings: TrainSettings, estimator: str = "hierarchical",
               temperature: float = 0.7, groups: Groups = "mixed", iterations: int = 1, group: int = 8) -> TrainStats:
     """Train one LoRA adapter (and value head) by PPO on the samples into ``out_dir``; return its stats.
 
@@ -155,9 +188,7 @@ def train_ppo(samples: Sequence[Sample], base: str | None, out_dir: Path, *, par
     is (a fresh π_old), checks them, and runs the same update on them. A finished adapter already in
     ``out_dir`` is reused (see `swm.training.trl_update.train_adapter`).
     """
-    from swm.training.base import load_base, shipped_gguf
-    from swm.training.device import choose_placement
-    from swm.training.trl_update import attach_adapter, finish_adapter, finished_stats
+    from swm.training.ppo import Diverged  # noqa: PLC0415 - imports torch at its top ([train])
 
     out_dir = Path(out_dir)
     done = finished_stats(out_dir)
@@ -167,19 +198,44 @@ def train_ppo(samples: Sequence[Sample], base: str | None, out_dir: Path, *, par
     if not rollouts:
         raise InputError("no ppo training rows", "no task had both a passing and a failing sample this cycle; "
                          "collect more (--episodes-per-level, --samples-per-task) or use --update rs-sft")
-    import torch
+    partial = out_dir.with_name(out_dir.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    policy, meta = _load_policy(base, parent_adapter, settings, temperature)
+    critic = ESTIMATORS.row(estimator).critic
+    ppo = PPOConfig(lr=settings.learning_rate, epochs=epochs_for(settings.max_steps, len(rollouts),
+                                                                  settings.batch_size, settings.epochs),
+                    minibatch=settings.batch_size, value_coef=0.5 if critic else 0.0)
+    start = time.perf_counter()
+    try:
+        run = _first_update(policy, rollouts, settings, ppo, AdvantageConfig(estimator=estimator), critic)
+        tasks = decision_tasks(samples) if iterations > 1 else []
+        for round_ in range(1, iterations if tasks else 1):
+            _sampling_round(run, tasks, group, round_, settings.seed, groups)
+    except Diverged as exc:
+        raise InputError(f"the ppo update diverged ({exc})", "lower --train-lr and rerun the same --thread-id") from exc
+    seconds = time.perf_counter() - start
+    stats = _save(run, partial, meta, rows=len(rollouts), seconds=seconds, seed=settings.seed,
+                  method=f"ppo/{estimator}", parent_adapter=parent_adapter)
+    finish_adapter(partial, out_dir, stats, {**asdict(settings), "estimator": estimator, "groups": groups,
+                                             "temperature": temperature, "ppo": ppo.model_dump(),
+                                             "advantage": run.advantage.model_dump(), "iterations": iterations,
+                                             "group": group, "rounds": run.rounds,
+                                             "update": {k: round(v, 6) for k, v in run.parts.items()}})
+    return stats
 
-    from swm.serving.gguf_lora import ADAPTER_META, base_meta
-    from swm.training import advantages as adv
-    from swm.training.advantages import assign_advantages
-    from swm.training.config import PolicyConfig, PPOConfig
-    from swm.training.policy import LoraValueModel
-    from swm.training.ppo import Diverged, make_optimizer, ppo_update, training_samples
+
+def _load_policy(base: str | None, parent_adapter: str | None, settings: TrainSettings,
+                 temperature: float) -> tuple[LoraValueModel, dict[str, object]]:
+    """Load the base with the parent's adapter (a fresh one when None) and its value head (zero when it has none).
+
+    Return the policy and the base's metadata that the adapter is saved with (`swm.serving.gguf_lora`).
+    """
+    import torch  # noqa: PLC0415 - [train]
+
+    from swm.training.policy import LoraValueModel  # noqa: PLC0415 - imports torch at its top ([train])
 
     if os.environ.get("SWM_TRAIN_THREADS"):
         torch.set_num_threads(int(os.environ["SWM_TRAIN_THREADS"]))
-    partial = out_dir.with_name(out_dir.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
     torch.manual_seed(settings.seed)
     model, tokenizer = load_base(base, choose_placement(settings.device, settings.dtype))
     meta = base_meta(model.config, str(base or shipped_gguf()))
@@ -191,63 +247,56 @@ def train_ppo(samples: Sequence[Sample], base: str | None, out_dir: Path, *, par
     else:
         torch.nn.init.zeros_(head.weight)
         torch.nn.init.zeros_(head.bias)
-    policy = LoraValueModel(model, tokenizer, head, PolicyConfig(temperature=temperature))
-    advantage = adv.AdvantageConfig(estimator=estimator)
-    rows = len(rollouts)
-    epochs = epochs_for(settings.max_steps, rows, settings.batch_size, settings.epochs)
-    ppo = PPOConfig(lr=settings.learning_rate, epochs=epochs, minibatch=settings.batch_size,
-                    value_coef=0.5 if estimator == "hierarchical" else 0.0)
-    start = time.perf_counter()
+    return LoraValueModel(model, tokenizer, head, PolicyConfig(temperature=temperature)), meta
+
+
+def _first_update(policy: LoraValueModel, rollouts: list[Rollout], settings: TrainSettings, ppo: PPOConfig,
+                  advantage: AdvantageConfig, critic: bool) -> _Training:
+    """PPO on the cycle's own samples, in a seeded order: the run's first update."""
+    import torch  # noqa: PLC0415 - [train]
+
+    from swm.training.ppo import make_optimizer, training_samples  # noqa: PLC0415 - imports torch at its top
+
     _tokenise(policy, rollouts, settings.max_length)
-    _score(policy, rollouts, values=estimator == "hierarchical")
+    _score(policy, rollouts, values=critic)
     baselines: dict[str, float] = {}
     assign_advantages(rollouts, advantage, baselines)
     batch = training_samples(rollouts)
     order = torch.randperm(len(batch), generator=torch.Generator().manual_seed(settings.seed)).tolist()
-    batch = [batch[i] for i in order]
-    optimizer = make_optimizer(policy, ppo)
-    tasks = decision_tasks(samples) if iterations > 1 else []
-    rounds: list[dict[str, float]] = []
-    tokens = 0
-    steps = 0
-    try:
-        parts = ppo_update(policy, optimizer, batch, ppo)
-        tokens += epochs * sum(len(s.prompt_ids) + len(s.token_ids) for s in batch)
-        steps += int(parts.pop("steps", 0))
-        for round_ in range(1, iterations if tasks else 1):
-            fresh = fresh_rollouts(policy, tasks, group, round_, settings.seed)
-            passed = sum(r.seats[0].outcome for r in fresh) / len(fresh)
-            if groups == "mixed":
-                by_group: dict[str, list[Any]] = {}
-                for r in fresh:
-                    by_group.setdefault(r.task_id, []).append(r)
-                fresh = [r for g in by_group.values() if len({x.seats[0].outcome for x in g}) > 1 for r in g]
-            rounds.append({"round": float(round_), "pass_rate": round(passed, 4), "rows": float(len(fresh))})
-            if not fresh:
-                continue
-            if estimator == "hierarchical":
-                _score(policy, fresh, values=True)  # values for GAE; log-probs re-read under π_old (this round's)
-            else:
-                _score(policy, fresh, values=False)
-            assign_advantages(fresh, advantage, baselines)
-            more = training_samples(fresh)
-            parts = ppo_update(policy, optimizer, more, ppo.model_copy(update={"epochs": 1}))
-            tokens += sum(len(s.prompt_ids) + len(s.token_ids) for s in more)
-            steps += int(parts.pop("steps", 0))
-    except Diverged as exc:
-        raise InputError(f"the ppo update diverged ({exc})", "lower --train-lr and rerun the same --thread-id") from exc
-    seconds = time.perf_counter() - start
-    model.save_pretrained(str(partial), selected_adapters=["default"])
-    torch.save(head.state_dict(), partial / VALUE_HEAD)
+    run = _Training(policy, make_optimizer(policy, ppo), ppo, advantage, critic, baselines)
+    run.update([batch[i] for i in order], ppo)
+    return run
+
+
+def _sampling_round(run: _Training, tasks: Sequence[Task], group: int, round_: int, seed: int, groups: Groups) -> None:
+    """Sample ``group`` fresh moves of each task from the policy as it now is, check them, and run one PPO epoch."""
+    from swm.training.ppo import training_samples  # noqa: PLC0415 - imports torch at its top ([train])
+
+    fresh = fresh_rollouts(run.policy, tasks, group, round_, seed)
+    passed = sum(r.seats[0].outcome for r in fresh) / len(fresh)
+    if groups == "mixed":
+        by_group: dict[str, list[Rollout]] = {}
+        for r in fresh:
+            by_group.setdefault(r.task_id, []).append(r)
+        fresh = [r for g in by_group.values() if len({x.seats[0].outcome for x in g}) > 1 for r in g]
+    run.rounds.append({"round": float(round_), "pass_rate": round(passed, 4), "rows": float(len(fresh))})
+    if not fresh:
+        return
+    _score(run.policy, fresh, values=run.critic)  # values for GAE; log-probs re-read under π_old (this round's)
+    assign_advantages(fresh, run.advantage, run.baselines)
+    run.update(training_samples(fresh), run.ppo.model_copy(update={"epochs": 1}))
+
+
+def _save(run: _Training, partial: Path, meta: dict[str, object], *, rows: int, seconds: float, seed: int,
+          method: str, parent_adapter: str | None) -> TrainStats:
+    """Write the adapter, its value head and the base's metadata into ``partial``; return the run's stats."""
+    import torch  # noqa: PLC0415 - [train]
+
+    run.policy.model.save_pretrained(str(partial), selected_adapters=["default"])
+    torch.save(run.policy.value_head.state_dict(), partial / VALUE_HEAD)
     (partial / ADAPTER_META).write_text(json.dumps(meta))
-    stats = TrainStats(method=f"ppo/{estimator}", examples=rows, pairs_used=rows, steps=steps,
-                       loss=[round(float(parts.get("loss", 0.0)), 6)], seconds=round(seconds, 3), tokens=tokens,
-                       tokens_per_s=round(tokens / seconds, 1) if seconds else 0.0, seed=settings.seed,
-                       adapter_bytes=(partial / "adapter_model.safetensors").stat().st_size,
-                       from_adapter=str(parent_adapter) if parent_adapter else None)
-    finish_adapter(partial, out_dir, stats, {**asdict(settings), "estimator": estimator, "groups": groups,
-                                             "temperature": temperature, "ppo": ppo.model_dump(),
-                                             "advantage": advantage.model_dump(), "iterations": iterations,
-                                             "group": group, "rounds": rounds,
-                                             "update": {k: round(v, 6) for k, v in parts.items()}})
-    return stats
+    return TrainStats(method=method, examples=rows, pairs_used=rows, steps=run.steps,
+                      loss=[round(float(run.parts.get("loss", 0.0)), 6)], seconds=round(seconds, 3),
+                      tokens=run.tokens, tokens_per_s=round(run.tokens / seconds, 1) if seconds else 0.0, seed=seed,
+                      adapter_bytes=(partial / "adapter_model.safetensors").stat().st_size,
+                      from_adapter=str(parent_adapter) if parent_adapter else None)

@@ -192,51 +192,10 @@ def write_report(store: StoreRecords, plan: LifelongPlan, usage: Mapping[str, An
     curriculum = curriculum_for(levels, plan.cycles)
     out_dir = Path(plan.out_dir).expanduser()
     out_dir.mkdir(parents=True, exist_ok=True)
-    splits = ls.split_ids(store, run)
-    sections = [f"# Lifelong run `{run}`", "",
-                f"Cycles {plan.cycles}, levels {', '.join(levels)} (curriculum: "
-                f"{', '.join(f'{i + 1}:{lv}' for i, lv in enumerate(curriculum))}), families "
-                f"{', '.join(plan.families)}; {plan.episodes_per_level} training episodes per cycle "
-                f"({plan.samples_per_task} samples per task); acting strategy `{plan.act_strategy}` in "
-                f"training, `{plan.eval_act_strategy}` in evaluations, "
-                f"{'self-play' if plan.self_play else 'fixed partners'}, update "
-                f"`{plan.update}`, gating {'on' if plan.gating else 'OFF (ablation)'}, names "
-                f"`{plan.names}`, kept-sample balance "
-                f"{f'on (share {plan.balance_share})' if plan.balance else 'off'}, replay "
-                f"{'on' if plan.replay else 'off'}, ε = {plan.epsilon}, max turns {plan.max_turns}.", "",
-                "## Evaluation protocol", "",
-                f"The deploy gate chooses on the **dev** split ({len(splits.get('dev', []))} tasks, "
-                f"{plan.dev_per_cell} per family and level); R is filled from the **test** split "
-                f"({len(splits.get('test', []))} tasks, {plan.heldout_per_cell} per family and level), which "
-                "chooses nothing. Every candidate, deployed or refused, is evaluated on both. The *deployed* curve "
-                "is the policy in service after each cycle; the *candidate* curve is the policy each cycle "
-                "trained. Each row counts its own policy's test episodes (the policy column names them), so a "
-                "refused candidate's loss shows in the candidate curve, and the deployed curve only stays flat "
-                "where the same policy stayed in service. Task ids per split: table `lifelong_splits`.", ""]
+    sections = _header_section(store, plan, levels, curriculum)
     sections += _policies_section(store, run, agent_spec) + _played_section(store, run, agent_spec)
-    r_by_metric: dict[str, dict[str, dict[tuple[int, str], Cell]]] = {}
-    forgetting: dict[str, dict[str, dict[int, Estimate]]] = {}
-    metric_rows = []
-    for metric in METRICS:
-        for curve in CURVES:
-            r = ls.matrix(store, run, metric, curve)
-            title = f"## R[cycle, level] — {curve} curve — {metric} rate on the test split (Wilson 95% CI)"
-            if not r:
-                sections += [title, "", "(no evaluations recorded)", ""]
-                continue
-            r_by_metric.setdefault(metric, {})[curve] = r
-            sections += [title, "", _matrix_table(r, levels, curriculum, ls.matrix_policies(store, run, curve)), ""]
-            found = summary(r, levels, curriculum)
-            forgetting.setdefault(metric, {})[curve] = {int(k[2:]): v for k, v in found.items()
-                                                        if k.startswith("F_") and v is not None}
-            sections += [f"### Metrics — {curve} curve, {metric} (value [95% CI])", ""]
-            sections += [f"* **{name}**: {_fmt(est)}" for name, est in found.items()]
-            sections.append("")
-            metric_rows += [{"run_id": run, "curve": curve, "metric": metric, "name": name,
-                             "value": e.value if e else None, "low": e.low if e else None,
-                             "high": e.high if e else None} for name, e in found.items()]
-    if metric_rows:
-        store.insert_all("lifelong_metrics", metric_rows, pk=("run_id", "curve", "metric", "name"), replace=True)
+    matrices, r_by_metric, forgetting = _matrix_sections(store, run, levels, curriculum)
+    sections += matrices
     sections += _shift_section(store, run, plan)
     counts = ls.gate_counts(store, run)
     sections += ["## Pair gate", "", f"Pairs built {counts.get('_total', 0)}, kept {counts.get('_kept', 0)}. "
@@ -264,3 +223,65 @@ def write_report(store: StoreRecords, plan: LifelongPlan, usage: Mapping[str, An
     path = out_dir / "report.md"
     path.write_text(redact_text("\n".join(sections) + "\n"), encoding="utf-8")
     return path
+
+
+def _header_section(store: StoreRecords, plan: LifelongPlan, levels: Sequence[str],
+                    curriculum: Sequence[str]) -> list[str]:
+    """The report's title, the run's settings and its evaluation protocol."""
+    run = plan.run_id
+    splits = ls.split_ids(store, run)
+    return [f"# Lifelong run `{run}`", "",
+            f"Cycles {plan.cycles}, levels {', '.join(levels)} (curriculum: "
+            f"{', '.join(f'{i + 1}:{lv}' for i, lv in enumerate(curriculum))}), families "
+            f"{', '.join(plan.families)}; {plan.episodes_per_level} training episodes per cycle "
+            f"({plan.samples_per_task} samples per task); acting strategy `{plan.act_strategy}` in "
+            f"training, `{plan.eval_act_strategy}` in evaluations, "
+            f"{'self-play' if plan.self_play else 'fixed partners'}, update "
+            f"`{plan.update}`, gating {'on' if plan.gating else 'OFF (ablation)'}, names "
+            f"`{plan.names}`, kept-sample balance "
+            f"{f'on (share {plan.balance_share})' if plan.balance else 'off'}, replay "
+            f"{'on' if plan.replay else 'off'}, ε = {plan.epsilon}, max turns {plan.max_turns}.", "",
+            "## Evaluation protocol", "",
+            f"The deploy gate chooses on the **dev** split ({len(splits.get('dev', []))} tasks, "
+            f"{plan.dev_per_cell} per family and level); R is filled from the **test** split "
+            f"({len(splits.get('test', []))} tasks, {plan.heldout_per_cell} per family and level), which "
+            "chooses nothing. Every candidate, deployed or refused, is evaluated on both. The *deployed* curve "
+            "is the policy in service after each cycle; the *candidate* curve is the policy each cycle "
+            "trained. Each row counts its own policy's test episodes (the policy column names them), so a "
+            "refused candidate's loss shows in the candidate curve, and the deployed curve only stays flat "
+            "where the same policy stayed in service. Task ids per split: table `lifelong_splits`.", ""]
+
+
+Matrices = dict[str, dict[str, dict[tuple[int, str], Cell]]]  # metric → curve → R[cycle, level]
+Forgetting = dict[str, dict[str, dict[int, Estimate]]]  # metric → curve → forgetting per level
+
+
+def _matrix_sections(store: StoreRecords, run: str, levels: Sequence[str],
+                     curriculum: Sequence[str]) -> tuple[list[str], Matrices, Forgetting]:
+    """R[cycle, level] and its metrics per metric and curve (the metrics also stored in ``lifelong_metrics``);
+    with the matrices and each curve's forgetting per level, which the plots draw."""
+    sections: list[str] = []
+    r_by_metric: Matrices = {}
+    forgetting: Forgetting = {}
+    metric_rows = []
+    for metric in METRICS:
+        for curve in CURVES:
+            r = ls.matrix(store, run, metric, curve)
+            title = f"## R[cycle, level] — {curve} curve — {metric} rate on the test split (Wilson 95% CI)"
+            if not r:
+                sections += [title, "", "(no evaluations recorded)", ""]
+                continue
+            r_by_metric.setdefault(metric, {})[curve] = r
+            sections += [title, "", _matrix_table(r, levels, curriculum, ls.matrix_policies(store, run, curve)), ""]
+            found = summary(r, levels, curriculum)
+            forgetting.setdefault(metric, {})[curve] = {int(k[2:]): v for k, v in found.items()
+                                                        if k.startswith("F_") and v is not None}
+            sections += [f"### Metrics — {curve} curve, {metric} (value [95% CI])", ""]
+            sections += [f"* **{name}**: {_fmt(est)}" for name, est in found.items()]
+            sections.append("")
+            metric_rows += [{"run_id": run, "curve": curve, "metric": metric, "name": name,
+                             "value": e.value if e else None, "low": e.low if e else None,
+                             "high": e.high if e else None} for name, e in found.items()]
+    if metric_rows:
+        store.insert_all("lifelong_metrics", metric_rows, pk=("run_id", "curve", "metric", "name"), replace=True)
+    return sections, r_by_metric, forgetting

@@ -29,6 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from swm.checkpoints.store import StoreRecords
 from swm.lifelong.records import ActedTurn, EpisodeRecord
 from swm.tasks.families import TWO_TURN
 
@@ -82,14 +83,14 @@ def samples_of(episodes: Iterable[EpisodeRecord], passed: dict[str, bool]) -> li
     return out
 
 
-def put_samples(store: Any, samples: Iterable[Sample]) -> None:
+def put_samples(store: StoreRecords, samples: Iterable[Sample]) -> None:
     """Write samples once each (a rerun writes nothing twice)."""
     rows = [s.model_dump() for s in samples]
     if rows:
         store.insert_all(TABLE, rows, pk="episode_id", ignore=True)
 
 
-def load_samples(store: Any, run_id: str, cycles: Iterable[int]) -> list[Sample]:
+def load_samples(store: StoreRecords, run_id: str, cycles: Iterable[int]) -> list[Sample]:
     """Return a run's samples of the given cycles, in a stable order."""
     wanted = sorted(set(cycles))
     if not store.has_table(TABLE) or not wanted:

@@ -23,6 +23,7 @@ from functools import cache
 from pathlib import Path
 from typing import Annotated, Any
 
+from langchain_core.language_models import BaseChatModel
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
@@ -108,8 +109,8 @@ def fallback_notes(exemplars: Sequence[dict[str, str]]) -> list[str]:
             for e in exemplars[:2]]
 
 
-def distill(model: Any, family: str, level: str, exemplars: Sequence[dict[str, str]]) -> tuple[list[str], CallStats,
-                                                                                                  str | None]:
+def distill(model: BaseChatModel, family: str, level: str,
+            exemplars: Sequence[dict[str, str]]) -> tuple[list[str], CallStats, str | None]:
     """Ask the model for strategy notes from exemplars; fall back to rule-made notes on a bad reply."""
     prompt = prompts.load("lifelong_distill")
     shown = "\n".join(f"- situation: {e['situation']}\n  better: {e['better']}\n  worse: {e['worse']}"
@@ -120,7 +121,7 @@ def distill(model: Any, family: str, level: str, exemplars: Sequence[dict[str, s
 
 
 def memory_update(parent: PolicyVersion, version: str, cycle: int, pairs: Sequence[PreferencePair],
-                  model: Any | None = None) -> tuple[PolicyVersion, CallStats, list[str]]:
+                  model: BaseChatModel | None = None) -> tuple[PolicyVersion, CallStats, list[str]]:
     """Build the next memory policy: the parent's memory, refreshed for families and levels with new pairs."""
     usage = empty_stats()
     errors: list[str] = []

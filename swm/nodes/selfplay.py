@@ -7,8 +7,6 @@ without repeating finished work.
 
 from __future__ import annotations
 
-from typing import Any
-
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from langgraph.types import Send
@@ -19,7 +17,7 @@ from swm.graph_state import thread_run_id
 from swm.selfplay import loop
 from swm.selfplay.checkpoint import checkpoint_dir, latest
 from swm.selfplay.plan import SelfPlayPlan
-from swm.selfplay.state import RolloutJob, SelfPlayState
+from swm.selfplay.state import IterationSteps, RolloutJob, SelfPlayState
 from swm.selfplay.store import drop_failed, put_iteration, put_run, rollout_done
 
 
@@ -35,7 +33,7 @@ def plan_of(state: SelfPlayState | RolloutJob) -> SelfPlayPlan:
     return SelfPlayPlan.model_validate(state.get("plan") or {})
 
 
-def start(state: SelfPlayState, runtime: Runtime[SelfPlayContext]) -> dict[str, Any]:
+def start(state: SelfPlayState, runtime: Runtime[SelfPlayContext]) -> SelfPlayState:
     """Set the run up (iteration 0's adapter, the recorded plan) and begin the iteration."""
     plan = plan_of(state)
     iteration = state.get("iteration", 0)
@@ -56,7 +54,7 @@ def fan_out(state: SelfPlayState, runtime: Runtime[SelfPlayContext]) -> list[Sen
     return [Send("rollout", job) for job in jobs] or "score"
 
 
-def rollout(job: RolloutJob, runtime: Runtime[SelfPlayContext]) -> dict[str, Any]:
+def rollout(job: RolloutJob, runtime: Runtime[SelfPlayContext]) -> SelfPlayState:
     """Play one rollout under the iteration's adapter and store it (a failed one too, with its reason).
 
     A rollout already stored is not played again: a run killed after the store kept it but before
@@ -71,7 +69,7 @@ def rollout(job: RolloutJob, runtime: Runtime[SelfPlayContext]) -> dict[str, Any
     return {"rolled": 1}
 
 
-def score(state: SelfPlayState, runtime: Runtime[SelfPlayContext]) -> dict[str, Any]:
+def score(state: SelfPlayState, runtime: Runtime[SelfPlayContext]) -> SelfPlayState:
     """Per-role rewards of the iteration's rollouts; failed rollouts are counted and dropped.
 
     An iteration whose every rollout failed stops the run (`NoRollouts`, one line) instead of updating on
@@ -95,13 +93,13 @@ def score(state: SelfPlayState, runtime: Runtime[SelfPlayContext]) -> dict[str, 
     return {"current": {"score": stats}}
 
 
-def advantages(state: SelfPlayState, runtime: Runtime[SelfPlayContext]) -> dict[str, Any]:
+def advantages(state: SelfPlayState, runtime: Runtime[SelfPlayContext]) -> SelfPlayState:
     """Token advantages (hierarchical or group-normalised), normalised per role."""
     stats = loop.estimate_advantages(plan_of(state), runtime.context.experience_store(), state["iteration"])
     return {"current": {"advantages": stats}}
 
 
-def update(state: SelfPlayState, runtime: Runtime[SelfPlayContext]) -> dict[str, Any]:
+def update(state: SelfPlayState, runtime: Runtime[SelfPlayContext]) -> SelfPlayState:
     """PPO on the LoRA adapter and value head; the new adapter is saved atomically (or the run stops)."""
     stats = loop.update_policy(plan_of(state), runtime.context.experience_store(), state["iteration"])
     return {"current": {"update": stats}, "stopped": f"diverged: {stats['diverged']}" if "diverged" in stats else None}
@@ -111,13 +109,13 @@ def after_update(state: SelfPlayState) -> str:
     return "finish" if state.get("stopped") else "evaluate"
 
 
-def evaluate(state: SelfPlayState, runtime: Runtime[SelfPlayContext]) -> dict[str, Any]:
+def evaluate(state: SelfPlayState, runtime: Runtime[SelfPlayContext]) -> SelfPlayState:
     """Play the held-out tasks under the new adapter (as many at once as the run's max_concurrency), then record
     the iteration's summary."""
     plan, iteration = plan_of(state), state["iteration"]
     store = runtime.context.experience_store()
     stats = loop.evaluate_policy(plan, store, iteration, int(get_config().get("max_concurrency") or 1))
-    current = {**(state.get("current") or {}), "evaluate": stats}
+    current: IterationSteps = {**(state.get("current") or {}), "evaluate": stats}
     summary = loop.summarise(plan, current)
     put_iteration(store, plan.run_id, iteration, summary)
     runtime.stream_writer({"event": "iteration", "iteration": iteration, "summary": summary})
@@ -128,7 +126,7 @@ def after_evaluate(state: SelfPlayState) -> str:
     return "start" if state["iteration"] < plan_of(state).iterations else "finish"
 
 
-def finish(state: SelfPlayState, runtime: Runtime[SelfPlayContext]) -> dict[str, Any]:
+def finish(state: SelfPlayState, runtime: Runtime[SelfPlayContext]) -> SelfPlayState:
     """End the run: the latest good checkpoint is the result."""
 
     plan = plan_of(state)

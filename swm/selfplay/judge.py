@@ -9,8 +9,7 @@ stored on the turns, so scoring a rollout again makes no new call.
 
 from __future__ import annotations
 
-from typing import Any
-
+from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, ConfigDict, Field
 
 from swm import prompts
@@ -29,7 +28,7 @@ class TurnScore(BaseModel):
     score: int = Field(ge=0, le=10, description="0 harmful or nonsense .. 10 the best possible turn")
 
 
-def judge_turns(model: Any, rollout: Rollout, task: Task) -> tuple[dict[int, float], dict[str, int]]:
+def judge_turns(model: BaseChatModel, rollout: Rollout, task: Task) -> tuple[dict[int, float], dict[str, int]]:
     """Return {turn index: score in [0, 1]} for every turn of a task rollout, and call counts."""
     template = prompts.load("selfplay_judge")
     goals = {b.name: b.goal for b in task.agents}

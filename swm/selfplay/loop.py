@@ -1,5 +1,7 @@
 """The steps of one self-play iteration, called by the graph's nodes: roll out, score, estimate, update, evaluate.
 
+The policy cache, the samplers and the serving checks are `swm.selfplay.serving`'s.
+
 Bulk data lives in the experience store (`swm.selfplay.store`) and the run directory
 (checkpoints); every step is idempotent, so a node interrupted by a kill is simply run again:
 a rollout already stored is not played again, scoring and advantages rewrite the same rows
@@ -11,18 +13,14 @@ without the train extra.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from swm.checkpoints.store import StoreRecords
-from swm.credentials import redact_url
 from swm.games.signals import summarise_signals
 from swm.selfplay import store as sps
 from swm.selfplay.checkpoint import checkpoint_dir, has_checkpoint, meta, save_atomic
@@ -31,79 +29,21 @@ from swm.selfplay.judge import judge_turns
 from swm.selfplay.plan import SelfPlayPlan
 from swm.selfplay.rewards import filtered_counts, score, score_game
 from swm.selfplay.rollout import Sampler, play
-from swm.selfplay.served import (
-    LORA_SLOTS,
-    SERVERS,
-    VLLM_SAMPLING,
-    ServedSampler,
-    probe_prompts,
-    resolve_sampler,
-    served_base,
-    verify_logprobs,
+from swm.selfplay.served import resolve_sampler
+from swm.selfplay.serving import POOL, SeededSampler, served_sampler
+from swm.selfplay.state import (
+    AdvantageStats,
+    IterationSteps,
+    IterationSummary,
+    RoleReward,
+    RolloutJob,
+    ScoreStats,
+    UpdateStats,
 )
-from swm.selfplay.state import RolloutJob
-from swm.serving.verify import adapter_sha256, check_probe, check_runtime_identity, greedy_probe, listed_adapters
 from swm.stats import mean_ci
 from swm.tasks.families import Task
 from swm.training import advantages as adv
-from swm.training.config import PolicyConfig
-from swm.training.trajectory import Generation, Rollout
-from swm.training.transcript import SeatChat
-
-if TYPE_CHECKING:
-    from swm.training.policy import Batch, LoraValueModel
-
-
-class PolicyPool:
-    """One policy per base model per process; a checkpoint's weights are loaded into it in place."""
-
-    def __init__(self) -> None:
-        self.lock = threading.RLock()
-        self._policies: dict[str, LoraValueModel] = {}
-        self._loaded: dict[str, str] = {}
-
-    def get(self, config: PolicyConfig, checkpoint: Path | None) -> LoraValueModel:
-        """Return the policy of ``config`` holding ``checkpoint``'s weights (a fresh adapter when None)."""
-        from swm.training.policy import LoraValueModel
-
-        key = config.model_dump_json()
-        with self.lock:
-            if key not in self._policies:
-                self._policies[key] = LoraValueModel.create(config)
-                self._loaded[key] = ""
-            policy = self._policies[key]
-            if checkpoint is not None and self._loaded[key] != str(checkpoint):
-                policy.load_weights(checkpoint)
-                self._loaded[key] = str(checkpoint)
-            return policy
-
-    def forget(self, config: PolicyConfig) -> None:
-        """Mark the in-memory weights as unknown (after a diverged update), so the next get reloads them."""
-        with self.lock:
-            self._loaded[config.model_dump_json()] = ""
-
-
-POOL = PolicyPool()
-
-
-class SeededSampler:
-    """Samples every turn of a rollout with a seed made from the run's seed, the rollout and the turn.
-
-    The run id is not part of it, so two runs with the same seed (the benchmark's two estimators)
-    sample the same iteration-0 rollouts from the same initial adapter.
-    """
-
-    def __init__(self, policy: LoraValueModel, seed_key: str) -> None:
-        self.policy = policy
-        self.seed_key = seed_key
-        self.calls = 0
-
-    def generate(self, prompt: str, prefill: str = "", stop: str | None = None,
-                 max_tokens: int | None = None, chat: SeatChat | None = None) -> Generation:
-        gen = self.policy.generate(prompt, seed=f"{self.seed_key}/{self.calls}", prefill=prefill, stop=stop,
-                                   max_tokens=max_tokens, chat=chat)
-        self.calls += 1
-        return gen
+from swm.training.trajectory import Rollout
 
 
 def ensure_initial_checkpoint(plan: SelfPlayPlan) -> None:
@@ -143,152 +83,6 @@ def _play(plan: SelfPlayPlan, job: RolloutJob, sampler: Sampler) -> Rollout:
                              rollout_id=rollout_id, iteration=iteration, sample=sample, transcript=plan.transcript)
 
 
-def _served_sampler(plan: SelfPlayPlan, checkpoint: Path, seed_key: str,
-                    server_logprobs: bool = False) -> tuple[ServedSampler, str]:
-    """A sampler on llama.cpp serving ``checkpoint``'s adapter, scored in torch; and the spec it was served as.
-
-    ``server_logprobs`` also keeps llama.cpp's own log-probs of each turn (bench.selfplay --samplers).
-    With the plan's ``lora_server`` the adapter is served there instead (`_runtime_lora_sampler`).
-    """
-    if plan.policy.lora_server:
-        return _runtime_lora_sampler(plan, checkpoint, seed_key, server_logprobs)
-    from swm.serving.adapters import serve_adapter
-    from swm.serving.gguf_lora import base_meta
-
-    with POOL.lock:
-        policy = POOL.get(plan.policy, checkpoint)
-        meta_of_base = base_meta(policy.model.config, plan.policy.base)
-    base = served_base(plan.policy)
-    with _SERVING:
-        spec, lora = serve_adapter(checkpoint / "adapter", base_gguf=base, meta=meta_of_base)
-        assert lora is not None  # embedded serving always writes the GGUF LoRA
-        server = SERVERS.serve(str(plan.run_dir), lora, base)
-        verify_checkpoint(plan, checkpoint, lora, server)
-    return ServedSampler(policy, server.base_url, seed_key, _scorer(plan, checkpoint), server_logprobs=server_logprobs,
-                         fields=server.fields), spec
-
-
-def _scorer(plan: SelfPlayPlan, checkpoint: Path) -> Callable[[Batch], Any]:
-    """Score a batch under ``checkpoint`` with the shared torch policy (its lock held)."""
-    import torch
-
-    def score(batch: Batch) -> Any:
-        with POOL.lock, torch.no_grad():
-            logprobs, _ = POOL.get(plan.policy, checkpoint).score(batch)
-        return logprobs
-
-    return score
-
-
-def lora_name(plan: SelfPlayPlan, iteration: int, sha256: str) -> str:
-    """The name a runtime-LoRA server knows a checkpoint's adapter by: unique per run and content."""
-    digest = hashlib.sha256(f"{plan.run_id}/{sha256}".encode()).hexdigest()[:12]
-    return f"swm-selfplay-i{iteration}-{digest}"
-
-
-def _runtime_lora_sampler(plan: SelfPlayPlan, checkpoint: Path, seed_key: str,
-                          server_logprobs: bool = False) -> tuple[ServedSampler, str]:
-    """A sampler on the plan's runtime-LoRA server playing ``checkpoint``'s adapter by name, scored in torch.
-
-    The adapter directory is loaded under a name made from its content (`lora_name`), the run's
-    previous adapter unloaded, and the server checked to play it (`verify_runtime_checkpoint`) before
-    any rollout samples from it; the spec is ``name@url``.
-    """
-    url = str(plan.policy.lora_server)
-    adapter = (checkpoint / "adapter").resolve()
-    with POOL.lock:
-        policy = POOL.get(plan.policy, checkpoint)
-    with _SERVING:
-        sha = adapter_sha256(adapter)
-        name = lora_name(plan, _iteration_of(checkpoint), sha)
-        if LORA_SLOTS.serve(str(plan.run_dir), url, name, str(adapter)):
-            _verified.discard((url, name))  # loaded just now: checked again
-        try:
-            verify_runtime_checkpoint(plan, checkpoint, url, name, sha)
-        except Exception:
-            LORA_SLOTS.forget(str(plan.run_dir))
-            raise
-    return ServedSampler(policy, url, seed_key, _scorer(plan, checkpoint), server_logprobs=server_logprobs,
-                         model=name, sampling=VLLM_SAMPLING,
-                         reload=lambda: _reload_runtime(plan, checkpoint, url, name, sha)), f"{name}@{url.rstrip('/')}"
-
-
-def _reload_runtime(plan: SelfPlayPlan, checkpoint: Path, url: str, name: str, sha256: str) -> None:
-    """Load and verify the adapter again on a server that forgot it (a restart); once for all rollouts waiting."""
-    with _SERVING:
-        if (url, name) in _verified and name in listed_adapters(url):
-            return  # another rollout got it back already
-        LORA_SLOTS.forget(str(plan.run_dir))
-        _verified.discard((url, name))
-        LORA_SLOTS.serve(str(plan.run_dir), url, name, str((checkpoint / "adapter").resolve()))
-        verify_runtime_checkpoint(plan, checkpoint, url, name, sha256)
-
-
-def _iteration_of(checkpoint: Path) -> int:
-    """The iteration of a checkpoint folder (``iter-0003`` → 3)."""
-    return int(checkpoint.name.rsplit("-", 1)[-1])
-
-
-def verify_runtime_checkpoint(plan: SelfPlayPlan, checkpoint: Path, url: str, name: str, sha256: str) -> None:
-    """Check once per load that the runtime-LoRA server plays the checkpoint's adapter (`swm.serving.verify`).
-
-    Identity: the server lists ``name`` in ``/v1/models``, and where it says which directory it loaded
-    (vLLM's ``root``) and that directory is readable here, its content hash is the checkpoint's.
-    Probe: the fixed prompt decoded greedily by the server under ``name`` and by the torch policy
-    must give the same reply, and the server's next-token log-probs where the adapter and the base
-    differ most must be the adapter's, greedy and sampled (`swm.selfplay.served.verify_logprobs`).
-    What was verified is written beside the checkpoint (``served.json``).
-    """
-    key = (url, name)
-    if key in _verified:
-        return
-    check_runtime_identity(url, name, sha256)
-    with POOL.lock:
-        policy = POOL.get(plan.policy, checkpoint)
-        prompt = policy.tokenizer.apply_chat_template([{"role": "user", "content": PROBE}],
-                                                      add_generation_prompt=True, tokenize=False)
-        probe = greedy_probe(policy.model, policy.tokenizer, str(prompt))
-    check_probe(url, name, probe, policy.tokenizer)
-    logprobs = verify_logprobs(policy, POOL.lock, url, name, probe_prompts(plan, _iteration_of(checkpoint), PROBE),
-                               plan.policy.temperature)
-    (checkpoint / "served.json").write_text(json.dumps({"server": redact_url(url), "name": name, "sha256": sha256,
-                                                        "probe": probe.record(), "logprobs": logprobs}))
-    _verified.add(key)
-
-
-PROBE = "Say hello to the other players in one short sentence."
-_verified: set[tuple[str, str]] = set()
-# Rollouts run in parallel threads: the first to need an iteration's adapter converts, serves and
-# verifies it; the others wait for that instead of converting the same file or probing twice.
-_SERVING = threading.Lock()
-
-
-def verify_checkpoint(plan: SelfPlayPlan, checkpoint: Path, lora: Path, server: Any) -> None:
-    """Check once per server and adapter that llama.cpp plays the checkpoint's adapter (`swm.serving.verify`).
-
-    Identity: the GGUF LoRA was converted from this checkpoint's adapter. Probe: a fixed prompt,
-    decoded greedily by the server and by the torch policy, must give the same reply. What was
-    verified is written beside the checkpoint (``served.json``); a mismatch raises `ServedMismatch`
-    and stops the iteration before a rollout samples the wrong policy.
-    """
-    from swm.serving.embedded import served_lora
-    from swm.serving.verify import check_embedded_identity
-
-    key = (server.base_url, str(lora))
-    if key in _verified:
-        return
-    sha = adapter_sha256(checkpoint / "adapter")
-    check_embedded_identity(lora, served_lora(server), sha)
-    with POOL.lock:
-        policy = POOL.get(plan.policy, checkpoint)
-        prompt = policy.tokenizer.apply_chat_template([{"role": "user", "content": PROBE}],
-                                                      add_generation_prompt=True, tokenize=False)
-        probe = greedy_probe(policy.model, policy.tokenizer, str(prompt))
-    check_probe(server.base_url, "embedded", probe, policy.tokenizer, fields=server.fields)
-    (checkpoint / "served.json").write_text(json.dumps({"gguf": str(lora), "sha256": sha, "probe": probe.record()}))
-    _verified.add(key)
-
-
 def run_rollout(plan: SelfPlayPlan, store: StoreRecords, job: RolloutJob, checkpoint_iteration: int) -> Rollout:
     """Play one rollout under the checkpoint of ``checkpoint_iteration`` and store it (failed or not).
 
@@ -298,7 +92,7 @@ def run_rollout(plan: SelfPlayPlan, store: StoreRecords, job: RolloutJob, checkp
     checkpoint = checkpoint_dir(plan.run_dir, checkpoint_iteration)
     seed_key = f"{plan.seed}/{job['rollout_id'].split('/', 1)[1]}"
     if resolve_sampler(plan.policy) == "served":
-        sampler, spec = _served_sampler(plan, checkpoint, seed_key)
+        sampler, spec = served_sampler(plan, checkpoint, seed_key)
         rollout = _play(plan, job, sampler)
         rollout.sampler = spec
     else:
@@ -309,7 +103,7 @@ def run_rollout(plan: SelfPlayPlan, store: StoreRecords, job: RolloutJob, checkp
     return rollout
 
 
-def role_rewards(rollouts: list[Rollout]) -> dict[str, dict[str, Any]]:
+def role_rewards(rollouts: list[Rollout]) -> dict[str, RoleReward]:
     """Mean (with a 95% t-interval) of each role's seat return (the sum of its turns' rewards)."""
     by_role: dict[str, list[float]] = defaultdict(list)
     for r in rollouts:
@@ -319,7 +113,7 @@ def role_rewards(rollouts: list[Rollout]) -> dict[str, dict[str, Any]]:
     out = {}
     for role, values in sorted(by_role.items()):
         mean, half, n = mean_ci(values)
-        out[role] = {"mean": mean, "ci95": half, "n": n}
+        out[role] = RoleReward(mean=mean, ci95=half, n=n)
     return out
 
 
@@ -339,7 +133,7 @@ def shuffle_rewards(rollouts: list[Rollout], seed: int) -> None:
 
 
 def score_rollouts(plan: SelfPlayPlan, store: StoreRecords, iteration: int, phase: str,
-                   judge_model: Any = None) -> dict[str, Any]:
+                   judge_model: Any = None) -> ScoreStats:
     """Score every stored rollout of the iteration and phase; failed ones are counted and left out.
 
     With ``judge_model`` (and ``plan.reward.judge_weight > 0``) task turns are also judged one by one.
@@ -374,12 +168,12 @@ def score_rollouts(plan: SelfPlayPlan, store: StoreRecords, iteration: int, phas
     filtered = sum(v for k, v in counts.items() if k != "turns")
     tokens = sum(r.tokens for r in rollouts)
     seconds = sum(r.seconds for r in rollouts)
-    return {"rollouts": len(rollouts), "failed": len(rollouts) - len(good),
-            "failures": [r.failed for r in rollouts if r.failed][:5], "pass_rate": pass_rate,
-            "reward": role_rewards(good), "filtered": counts, "filtered_rate": filtered / counts["turns"]
-            if counts["turns"] else None, "tokens": tokens, "rollout_seconds": seconds,
-            "tokens_per_s": tokens / seconds if seconds else None, "judge": judged, "signals": signals,
-            "seconds": time.perf_counter() - start}
+    return ScoreStats(rollouts=len(rollouts), failed=len(rollouts) - len(good),
+                      failures=[r.failed for r in rollouts if r.failed][:5], pass_rate=pass_rate,
+                      reward=role_rewards(good), filtered=counts, filtered_rate=filtered / counts["turns"]
+                      if counts["turns"] else None, tokens=tokens, rollout_seconds=seconds,
+                      tokens_per_s=tokens / seconds if seconds else None, judge=judged, signals=signals,
+                      seconds=time.perf_counter() - start)
 
 
 def _baselines_file(run_dir: Path, iteration: int) -> Path:
@@ -402,12 +196,12 @@ def save_role_baselines(run_dir: Path, iteration: int, baselines: dict[str, floa
     os.replace(tmp, path)
 
 
-def estimate_advantages(plan: SelfPlayPlan, store: StoreRecords, iteration: int) -> dict[str, Any]:
+def estimate_advantages(plan: SelfPlayPlan, store: StoreRecords, iteration: int) -> AdvantageStats:
     """Compute token advantages and returns of the iteration's scored rollouts, normalised per role."""
     start = time.perf_counter()
     rollouts = [r for r in sps.load_rollouts(store, plan.run_id, iteration, "train") if not r.failed]
     cfg = plan.advantage
-    if cfg.estimator == "hierarchical":
+    if adv.estimator(cfg.estimator).critic:  # the estimator reads the value head: fill its token values
         with POOL.lock:
             from swm.training.ppo import token_values
 
@@ -418,13 +212,12 @@ def estimate_advantages(plan: SelfPlayPlan, store: StoreRecords, iteration: int)
         sps.put_rollout(store, plan.run_id, "train", r)
     if baselines is not None:
         save_role_baselines(plan.run_dir, iteration, baselines)
-    return {"estimator": cfg.estimator, "turns": sum(len(s.turns) for r in rollouts for s in r.seats),
-            "baselines": baselines,
-            "raw_mean": sum(raw) / len(raw) if raw else None,
-            "raw_abs_max": max((abs(a) for a in raw), default=None), "seconds": time.perf_counter() - start}
+    return AdvantageStats(estimator=cfg.estimator, turns=sum(len(s.turns) for r in rollouts for s in r.seats),
+                          baselines=baselines, raw_mean=sum(raw) / len(raw) if raw else None,
+                          raw_abs_max=max((abs(a) for a in raw), default=None), seconds=time.perf_counter() - start)
 
 
-def update_policy(plan: SelfPlayPlan, store: StoreRecords, iteration: int) -> dict[str, Any]:
+def update_policy(plan: SelfPlayPlan, store: StoreRecords, iteration: int) -> UpdateStats:
     """PPO on the iteration's samples, saved atomically as checkpoint ``iteration + 1``.
 
     Idempotent: an existing checkpoint is read, not trained again. A diverging loss returns
@@ -440,7 +233,8 @@ def update_policy(plan: SelfPlayPlan, store: StoreRecords, iteration: int) -> di
     rollouts = [r for r in sps.load_rollouts(store, plan.run_id, iteration, "train") if not r.failed]
     samples = training_samples(rollouts, plan.ppo.sequences)
     previous = checkpoint_dir(plan.run_dir, iteration)
-    ppo = plan.ppo if plan.advantage.estimator == "hierarchical" else plan.ppo.model_copy(update={"value_coef": 0.0})
+    critic = adv.estimator(plan.advantage.estimator).critic  # only an estimator that reads the value head trains it
+    ppo = plan.ppo if critic else plan.ppo.model_copy(update={"value_coef": 0.0})
     with POOL.lock:
         policy = POOL.get(plan.policy, previous)
         optimizer = make_optimizer(policy, ppo)
@@ -448,7 +242,7 @@ def update_policy(plan: SelfPlayPlan, store: StoreRecords, iteration: int) -> di
             optimizer.load_state_dict(torch.load(previous / "optimizer.pt", weights_only=True))
         torch.manual_seed(plan.seed * 7919 + iteration)
         try:
-            stats = ppo_update(policy, optimizer, samples, ppo) if samples else {"steps": 0.0}
+            stats: UpdateStats = {**(ppo_update(policy, optimizer, samples, ppo) if samples else {"steps": 0.0})}
         except Diverged as err:
             POOL.forget(plan.policy)
             return {"diverged": str(err), "seconds": time.perf_counter() - start}
@@ -459,7 +253,7 @@ def update_policy(plan: SelfPlayPlan, store: StoreRecords, iteration: int) -> di
     return stats
 
 
-def evaluate_policy(plan: SelfPlayPlan, store: StoreRecords, iteration: int, concurrency: int = 1) -> dict[str, Any]:
+def evaluate_policy(plan: SelfPlayPlan, store: StoreRecords, iteration: int, concurrency: int = 1) -> ScoreStats:
     """Play the held-out tasks (or game seeds) under checkpoint ``iteration + 1``, one rollout each, and score them.
 
     Up to ``concurrency`` rollouts play at once; each is seeded by its own id, so the results do
@@ -479,7 +273,7 @@ def evaluate_policy(plan: SelfPlayPlan, store: StoreRecords, iteration: int, con
         if resolve_sampler(plan.policy) == "served":
             # start the adapter's server from this thread, which lives as long as the run: a server is
             # stopped when the thread that started it ends (PR_SET_PDEATHSIG), as the pool's threads do
-            _served_sampler(plan, checkpoint_dir(plan.run_dir, iteration + 1), "start")
+            served_sampler(plan, checkpoint_dir(plan.run_dir, iteration + 1), "start")
         with ThreadPoolExecutor(max_workers=concurrency) as pool:
             for future in [pool.submit(run_rollout, plan, store, job, iteration + 1) for job in jobs]:
                 future.result()
@@ -488,19 +282,21 @@ def evaluate_policy(plan: SelfPlayPlan, store: StoreRecords, iteration: int, con
     return out
 
 
-def summarise(plan: SelfPlayPlan, current: dict[str, Any]) -> dict[str, Any]:
+def summarise(plan: SelfPlayPlan, current: IterationSteps) -> IterationSummary:
     """The iteration's numbers: per-role rewards (train, held-out) with 95% intervals, a game's per-role signals
     (`swm.games.signals`, train and held-out), KL, filter, speed."""
-    sc, up, ev = current.get("score", {}), current.get("update", {}), current.get("evaluate", {})
-    step_seconds = sum(float(current.get(k, {}).get("seconds") or 0.0) for k in ("score", "advantages", "update"))
-    return {"estimator": plan.advantage.estimator, "sampler": resolve_sampler(plan.policy),
-            "group_size": plan.group_size, "temperature": plan.policy.temperature,
-            "reward": sc.get("reward"), "pass_rate": sc.get("pass_rate"),
-            "eval_reward": ev.get("reward"), "eval_pass_rate": ev.get("pass_rate"),
-            "signals": sc.get("signals"), "eval_signals": ev.get("signals"), "kl": up.get("kl"),
-            "loss": up.get("loss"), "clipped": up.get("clipped"), "filtered_rate": sc.get("filtered_rate"),
-            "filtered": sc.get("filtered"), "rollouts": sc.get("rollouts"), "failed": sc.get("failed"),
-            "tokens": sc.get("tokens"), "tokens_per_s": sc.get("tokens_per_s"),
-            "sampling_seconds": float(sc.get("rollout_seconds") or 0.0),
-            "update_seconds": float(up.get("seconds") or 0.0), "evaluate_seconds": float(ev.get("seconds") or 0.0),
-            "seconds": float(sc.get("rollout_seconds") or 0.0) + step_seconds + float(ev.get("seconds") or 0.0)}
+    sc, up, ev = current.get("score"), current.get("update") or {}, current.get("evaluate")
+    step_seconds = sum(float(step.get("seconds") or 0.0) for step in (sc, current.get("advantages"), up) if step)
+    sampling = float(sc.get("rollout_seconds") or 0.0) if sc else 0.0
+    evaluating = float(ev.get("seconds") or 0.0) if ev else 0.0
+    return IterationSummary(
+        estimator=plan.advantage.estimator, sampler=resolve_sampler(plan.policy), group_size=plan.group_size,
+        temperature=plan.policy.temperature, reward=sc.get("reward") if sc else None,
+        pass_rate=sc.get("pass_rate") if sc else None, eval_reward=ev.get("reward") if ev else None,
+        eval_pass_rate=ev.get("pass_rate") if ev else None, signals=sc.get("signals") if sc else None,
+        eval_signals=ev.get("signals") if ev else None, kl=up.get("kl"), loss=up.get("loss"), clipped=up.get("clipped"),
+        filtered_rate=sc.get("filtered_rate") if sc else None, filtered=sc.get("filtered") if sc else None,
+        rollouts=sc.get("rollouts") if sc else None, failed=sc.get("failed") if sc else None,
+        tokens=sc.get("tokens") if sc else None, tokens_per_s=sc.get("tokens_per_s") if sc else None,
+        sampling_seconds=sampling, update_seconds=float(up.get("seconds") or 0.0), evaluate_seconds=evaluating,
+        seconds=sampling + step_seconds + evaluating)

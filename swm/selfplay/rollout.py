@@ -90,6 +90,24 @@ def record_appends(seats: Iterable[SeatTrajectory]) -> None:
         seat.appended, seat.append_checked = append_counts(seat.turns)
 
 
+def _sample_turn(task: Task, scenario: Scenario, speaker: str, said: list[tuple[str, str]], turn: int,
+                 sampler: Sampler, chat: SeatChat | None) -> tuple[str, Generation]:
+    """Prompt ``speaker`` for its turn (a seat level's form, the seat's chat, or the whole transcript) and sample
+    its reply; return the prompt and the reply."""
+    if task.level in SEAT_LEVELS:
+        shown = seat_prompt(task, speaker, said)
+        prompt = shown.text
+        if chat is not None and chat.messages:  # a later turn: what the partner said since, then the form
+            prompt = seat_message(scenario, speaker, said, turn, chat)
+        return prompt, generate(sampler, prompt, chat, prefill=shown.prefill,
+                                stop="\n" if ends_at_newline(shown) else None, max_tokens=shown.max_tokens)
+    if chat is not None:
+        prompt = seat_message(scenario, speaker, said, turn, chat)
+        return prompt, generate(sampler, prompt, chat)
+    prompt = turn_prompt(scenario, speaker, said, turn)
+    return prompt, sampler.generate(prompt)
+
+
 def play(task: Task, sampler: Sampler | Mapping[str, Sampler], *, rollout_id: str, iteration: int, sample: int,
          max_turns: int, transcript: Transcript = DEFAULT_TRANSCRIPT) -> Rollout:
     """Play ``task`` with ``sampler`` in every seat; return the rollout (``failed`` set on an error).
@@ -110,19 +128,7 @@ def play(task: Task, sampler: Sampler | Mapping[str, Sampler], *, rollout_id: st
         seat_sampler = sampler[speaker] if isinstance(sampler, Mapping) else sampler
         chat = chats.setdefault(speaker, SeatChat()) if transcript == "append" and takes_chat(seat_sampler) else None
         try:
-            if task.level in SEAT_LEVELS:
-                shown = seat_prompt(task, speaker, said)
-                prompt = shown.text
-                if chat is not None and chat.messages:  # a later turn: what the partner said since, then the form
-                    prompt = seat_message(scenario, speaker, said, turn, chat)
-                gen = generate(seat_sampler, prompt, chat, prefill=shown.prefill,
-                               stop="\n" if ends_at_newline(shown) else None, max_tokens=shown.max_tokens)
-            elif chat is not None:
-                prompt = seat_message(scenario, speaker, said, turn, chat)
-                gen = generate(seat_sampler, prompt, chat)
-            else:
-                prompt = turn_prompt(scenario, speaker, said, turn)
-                gen = seat_sampler.generate(prompt)
+            prompt, gen = _sample_turn(task, scenario, speaker, said, turn, seat_sampler, chat)
         except SWMError:  # what the run stands on (the server, its adapter) failed: the run stops, not the rollout
             raise
         except Exception as err:  # noqa: BLE001 - any model error fails the rollout, recorded with its reason

@@ -24,7 +24,7 @@ With ``lora_server`` (a vLLM-class server with runtime LoRA loading) no GGUF is 
 checkpoint's PEFT adapter directory is loaded there by name (``/v1/load_lora_adapter``; the run's
 previous adapter is unloaded) and each request names it as its ``model``. The server samples the
 base in its own precision with the same tokenizer, so only the second approximation remains.
-Either way the adapter is verified before a rollout samples from it (`swm.selfplay.loop`); on a
+Either way the adapter is verified before a rollout samples from it (`swm.selfplay.serving`); on a
 runtime-LoRA server also by its log-probabilities (`verify_logprobs`), on prompts the run trains on,
 greedy and sampled. A runtime-LoRA server that forgets the adapter mid-iteration (restarted: HTTP 404
 for the name) gets it loaded and verified again (the sampler's ``reload``) and the request is sent again.

@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Mapping
 
 from swm.checkpoints.store import StoreRecords
 from swm.selfplay.plan import SelfPlayPlan
@@ -50,7 +50,7 @@ def load_rollouts(store: StoreRecords, run_id: str, iteration: int, phase: str) 
     return [Rollout.model_validate_json(r["rollout"]) for r in rows]
 
 
-def put_iteration(store: StoreRecords, run_id: str, iteration: int, summary: dict[str, Any]) -> None:
+def put_iteration(store: StoreRecords, run_id: str, iteration: int, summary: Mapping[str, object]) -> None:
     store.insert("selfplay_iterations", {"key": f"{run_id}/{iteration}", "run_id": run_id, "iteration": iteration,
                                          **summary, "created": time.time()}, pk="key", replace=True)
 

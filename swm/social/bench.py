@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
-from swm.checkpoints.environment import item_failure
+from swm.checkpoints.environment import BatchRun, item_failure
 from swm.checkpoints.store import StoreRecords
 from swm.context import SWMContext
 from swm.errors import ModelCallFailed
@@ -70,35 +70,27 @@ def setting_of(scenario: Scenario) -> str:
 
 PlayEpisode = Callable[[str, dict[str, Any]], Any]
 """Run (or resume) one episode: ``play(episode_id, episode graph input)``."""
+EpisodeJob = tuple[str, Scenario, int, str]  # policy, scenario, tested seat (0-based), episode id
+
+
+class EpisodesRun(BatchRun):
+    """`run_bench`'s result: the batch's counts, and every episode's id (done before or now, or failed)."""
+
+    episodes: list[str]
 
 
 def run_bench(scenarios: list[Scenario], policies: list[str], ctx: SWMContext, play: PlayEpisode, run_id: str, *,
               partner_policy: str = "plain", max_turns: int = 20, concurrency: int = 1,
               seats: tuple[int, ...] = (0, 1), on_done: Callable[[], None] | None = None,
-              judge_protocol: str = "sotopia") -> dict[str, Any]:
+              judge_protocol: str = "sotopia") -> EpisodesRun:
     """Run every (policy, scenario, seat) episode not yet done; return {"episodes", "ran", "skipped", "failed", "wall"}.
 
     ``seats`` are the tested sides (0-based); a scenario with fewer seats skips the missing ones.
     """
     store = ctx.experience_store()
     self_judged = ctx.judge_is_agent()
-    jobs: list[tuple[str, Scenario, int, str]] = []
-    ids: list[str] = []
-    skipped = 0
-    for policy in policies:
-        for scenario in scenarios:
-            for seat in seats:
-                if seat >= len(scenario.names):
-                    continue
-                eid = episode_id_for(run_id, policy, scenario, seat)
-                ids.append(eid)
-                row = get_episode(store, eid)
-                if row is not None and row.get("status") == "done":
-                    skipped += 1
-                    if on_done:
-                        on_done()
-                    continue
-                jobs.append((policy, scenario, seat, eid))
+    ids, jobs = _episodes(store, run_id, policies, scenarios, seats, on_done)
+    skipped = len(ids) - len(jobs)
     failed: dict[str, str] = {}
     lock = threading.Lock()
     start = time.perf_counter()
@@ -137,8 +129,29 @@ def run_bench(scenarios: list[Scenario], policies: list[str], ctx: SWMContext, p
                     failed[futures[future]] = reason
             if on_done:
                 on_done()
-    return {"episodes": ids, "ran": len(jobs) - len(failed), "skipped": skipped, "failed": failed,
-            "wall": time.perf_counter() - start}
+    return EpisodesRun(episodes=ids, ran=len(jobs) - len(failed), skipped=skipped, failed=failed,
+                       wall=time.perf_counter() - start)
+
+
+def _episodes(store: StoreRecords, run_id: str, policies: list[str], scenarios: list[Scenario],
+              seats: tuple[int, ...], on_done: Callable[[], None] | None) -> tuple[list[str], list[EpisodeJob]]:
+    """Every (policy, scenario, seat) episode's id, and those not yet done to play (``on_done`` called per done one)."""
+    jobs: list[EpisodeJob] = []
+    ids: list[str] = []
+    for policy in policies:
+        for scenario in scenarios:
+            for seat in seats:
+                if seat >= len(scenario.names):
+                    continue
+                eid = episode_id_for(run_id, policy, scenario, seat)
+                ids.append(eid)
+                row = get_episode(store, eid)
+                if row is not None and row.get("status") == "done":
+                    if on_done:
+                        on_done()
+                    continue
+                jobs.append((policy, scenario, seat, eid))
+    return ids, jobs
 
 
 def summarise(store: StoreRecords, episode_ids: Iterable[str], policies: list[str]) -> list[dict[str, Any]]:

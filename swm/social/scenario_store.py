@@ -25,6 +25,7 @@ from typing import Any
 
 from typing_extensions import TypedDict
 
+from swm.checkpoints.store import StoreRecords
 from swm.errors import InputError
 from swm.social.models import Scenario
 
@@ -65,7 +66,7 @@ def is_durable(store: Any) -> bool:
     return str(getattr(store, "path", "")) != ":memory:"
 
 
-def put_scenario(store: Any, scenario: Scenario) -> ScenarioRef:
+def put_scenario(store: StoreRecords, scenario: Scenario) -> ScenarioRef:
     """Store the scenario once (a second put of the same content writes nothing); return its reference."""
     ref = reference(scenario)
     if not (store.has_table(TABLE) and store.count(TABLE, "ref = ?", [ref["ref"]])):

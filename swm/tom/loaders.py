@@ -223,50 +223,54 @@ def load_fantom(path: str | Path, context: str = "short", seed: int = 99,
     if isinstance(rows, dict):
         rows = rows.get("data", list(rows.values()))
     rng = random.Random(seed)
+    return [item for set_index, row in enumerate(rows) for item in _fantom_set(row, set_index, context, rng, target)]
+
+
+def _fantom_set(row: dict[str, Any], set_index: int, context: str, rng: random.Random,
+                target: str | None) -> list[TomItem]:
+    """One FANToM set's items (`load_fantom`): fact, belief (multiple choice, order drawn from ``rng``), list and
+    binary questions."""
     items: list[TomItem] = []
-    for set_index, row in enumerate(rows):
-        set_id = str(row.get("set_id", set_index))
-        story = str(row.get(f"{context}_context") or row.get("short_context") or "").strip()
+    set_id = str(row.get("set_id", set_index))
+    story = str(row.get(f"{context}_context") or row.get("short_context") or "").strip()
+    relabel = full_context_access(row) if context == "full" else {}
 
-        relabel = full_context_access(row) if context == "full" else {}
+    def add(kind: str, qa: dict[str, Any], suffix: str, question: str | None = None, **extra: Any) -> None:
+        access = relabel.get(id(qa), qa.get("missed_info_accessibility"))
+        if target and kind != "fantom_fact" and access != target:
+            return
+        items.append(TomItem(
+            id=f"fantom-{set_id}-{suffix}", story=story, question=question or str(qa["question"]),
+            answer=extra.pop("answer", qa.get("correct_answer")), wrong_answer=qa.get("wrong_answer"),
+            qtype=extra.pop("qtype", str(qa.get("question_type", kind))), benchmark="fantom", kind=kind,
+            group=set_id, meta={"missed_info_accessibility": access, "tom_type": qa.get("tom_type")}, **extra))
 
-        def add(kind: str, qa: dict[str, Any], suffix: str, question: str | None = None,
-                set_id: str = set_id, story: str = story, relabel: dict[int, str] = relabel, **extra: Any) -> None:
-            access = relabel.get(id(qa), qa.get("missed_info_accessibility"))
-            if target and kind != "fantom_fact" and access != target:
-                return
-            items.append(TomItem(
-                id=f"fantom-{set_id}-{suffix}", story=story, question=question or str(qa["question"]),
-                answer=extra.pop("answer", qa.get("correct_answer")), wrong_answer=qa.get("wrong_answer"),
-                qtype=extra.pop("qtype", str(qa.get("question_type", kind))), benchmark="fantom", kind=kind,
-                group=set_id, meta={"missed_info_accessibility": access, "tom_type": qa.get("tom_type")}, **extra))
-
-        fact = row.get("factQA")
-        if fact:
-            add("fantom_fact", fact, "fact", qtype="fact")
-        for i, qa in enumerate(row.get("beliefQAs") or []):
-            wrong, right = str(qa["wrong_answer"]), str(qa["correct_answer"])
-            options = {"a": wrong, "b": right} if rng.choice([True, False]) else {"a": right, "b": wrong}
-            letter = next(k for k, v in options.items() if v == right)
-            question = (f"{qa['question']}\n(a) {options['a']}\n(b) {options['b']}\n\nChoose an answer from above:")
-            add("fantom_belief_mc", qa, f"belief{i}", question=question, options=options, answer_letter=letter,
-                answer=right, qtype=f"{qa.get('question_type', 'tom:belief')}:multiple-choice")
-        fact_q = (fact or {}).get("question", "")
-        fact_a = (fact or {}).get("correct_answer", "")
-        for key, label in (("answerabilityQA_list", "answerability_list"),
-                           ("infoAccessibilityQA_list", "info_accessibility_list")):
-            qa = row.get(key)
-            if qa:
-                lead = (f"Target: {fact_q}" if key.startswith("answer") else f"Information: {fact_q} {fact_a}")
-                add("fantom_list", qa, label, question=f"{lead}\nQuestion: {qa['question']}")
-        for key, label in (("answerabilityQAs_binary", "answerability_binary"),
-                           ("infoAccessibilityQAs_binary", "info_accessibility_binary")):
-            for i, qa in enumerate(row.get(key) or []):
-                if context == "short" and qa.get("correct_answer") == "no:long":
-                    continue
-                lead = (f"Target: {fact_q}" if key.startswith("answer") else f"Information: {fact_q} {fact_a}")
-                add("fantom_binary", qa, f"{label}{i}",
-                    question=f"{lead}\nQuestion: {qa['question']} Answer yes or no.")
+    fact = row.get("factQA")
+    if fact:
+        add("fantom_fact", fact, "fact", qtype="fact")
+    for i, qa in enumerate(row.get("beliefQAs") or []):
+        wrong, right = str(qa["wrong_answer"]), str(qa["correct_answer"])
+        options = {"a": wrong, "b": right} if rng.choice([True, False]) else {"a": right, "b": wrong}
+        letter = next(k for k, v in options.items() if v == right)
+        question = (f"{qa['question']}\n(a) {options['a']}\n(b) {options['b']}\n\nChoose an answer from above:")
+        add("fantom_belief_mc", qa, f"belief{i}", question=question, options=options, answer_letter=letter,
+            answer=right, qtype=f"{qa.get('question_type', 'tom:belief')}:multiple-choice")
+    fact_q = (fact or {}).get("question", "")
+    fact_a = (fact or {}).get("correct_answer", "")
+    for key, label in (("answerabilityQA_list", "answerability_list"),
+                       ("infoAccessibilityQA_list", "info_accessibility_list")):
+        qa = row.get(key)
+        if qa:
+            lead = (f"Target: {fact_q}" if key.startswith("answer") else f"Information: {fact_q} {fact_a}")
+            add("fantom_list", qa, label, question=f"{lead}\nQuestion: {qa['question']}")
+    for key, label in (("answerabilityQAs_binary", "answerability_binary"),
+                       ("infoAccessibilityQAs_binary", "info_accessibility_binary")):
+        for i, qa in enumerate(row.get(key) or []):
+            if context == "short" and qa.get("correct_answer") == "no:long":
+                continue
+            lead = (f"Target: {fact_q}" if key.startswith("answer") else f"Information: {fact_q} {fact_a}")
+            add("fantom_binary", qa, f"{label}{i}",
+                question=f"{lead}\nQuestion: {qa['question']} Answer yes or no.")
     return items
 
 

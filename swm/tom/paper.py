@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from swm.context import SWMContext
 from swm.protocols import from_repository
 from swm.tom.items import TomItem
 
@@ -34,7 +35,7 @@ def paper_question(item: TomItem) -> str:
     return item.question
 
 
-def prompt_protocol_line(ctx: Any, rows: list[dict[str, Any]]) -> str:
+def prompt_protocol_line(ctx: SWMContext, rows: list[dict[str, Any]]) -> str:
     """Say which prompt protocol produced these rows, with the prompt ids they recorded."""
     protocols = sorted({str(r.get("prompt_protocol") or "unrecorded") for r in rows}) or [ctx.prompt_protocol]
     ids: set[str] = set()

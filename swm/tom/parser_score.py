@@ -36,6 +36,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from swm import prompts
+from swm.context import SWMContext
 from swm.llm import call_model
 from swm.schemas import Reasoning
 from swm.state import SocialWorld, is_none
@@ -201,7 +202,7 @@ class JudgeVerdict(BaseModel):
     score: float = Field(ge=0.0, le=1.0, description="Observation accuracy in [0, 1].")
 
 
-def judge_observation(ctx: Any, story: str, generated: Any, reference: Any = None,
+def judge_observation(ctx: SWMContext, story: str, generated: Any, reference: Any = None,
                       question: str = "") -> dict[str, Any]:
     """Ask the judge model to rate observation accuracy (one call); returns score, reasoning, usage.
 

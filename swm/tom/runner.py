@@ -26,10 +26,11 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired
 
 from langchain_core.runnables import RunnableConfig
 from tqdm import tqdm
+from typing_extensions import TypedDict
 
 from swm.checkpoints import open_saver, run_thread
 from swm.checkpoints.store import StoreRecords
@@ -186,6 +187,36 @@ def run_item(graph: Any, ctx: SWMContext, run_id: str, mode: str, item: TomItem)
 Progress = Callable[[str, dict[str, Any]], None]
 
 
+class BenchmarkRun(TypedDict):
+    """What a benchmark run did (`run_benchmark`, or its items on Ray workers): every answer row, and its timing."""
+
+    rows: list[dict[str, Any]]  # `result_rows`: one per item and mode finished
+    wall_seconds: float  # this invocation's
+    skipped: int  # answers already finished before it
+    run: NotRequired[str]
+    engine_startup_seconds: NotRequired[float]  # Ray's start, included in the wall time
+
+
+Queued = tuple[TomItem, threading.Event | None, threading.Event | None]  # an item, the event it waits on, its own
+
+
+def _leaders_first(todo: list[TomItem], mode: str) -> list[Queued]:
+    """Order the items so each story is parsed once: in a parsing mode, the first item of a story (its leader)
+    runs first and sets its event when done; the story's other items wait on it and reuse the cached parse."""
+    leaders: dict[str, threading.Event] = {}
+    order: list[Queued] = []
+    followers: list[Queued] = []
+    for item in todo:
+        digest = story_hash(item.story)
+        if mode in PARSE_MODES and digest in leaders:
+            followers.append((item, leaders[digest], None))
+        else:
+            ready = threading.Event()
+            leaders[digest] = ready
+            order.append((item, None, ready))
+    return order + followers  # leaders first: a follower only ever waits on a leader already started
+
+
 def run_mode(graph: Any, ctx: SWMContext, run_id: str, mode: str, items: list[TomItem],
              concurrency: int = 1, on_done: Progress | None = None) -> int:
     """Run every unfinished item of one mode; return how many ran. Stops at the first crash.
@@ -200,18 +231,7 @@ def run_mode(graph: Any, ctx: SWMContext, run_id: str, mode: str, items: list[To
     if not todo:
         return 0
     stop = threading.Event()
-    leaders: dict[str, threading.Event] = {}
-    order: list[tuple[TomItem, threading.Event | None, threading.Event | None]] = []
-    followers = []
-    for item in todo:
-        digest = story_hash(item.story)
-        if mode in PARSE_MODES and digest in leaders:
-            followers.append((item, leaders[digest], None))
-        else:
-            ready = threading.Event()
-            leaders[digest] = ready
-            order.append((item, None, ready))
-    order += followers  # leaders first: a follower only ever waits on a leader already started
+    order = _leaders_first(todo, mode)
 
     def work(item: TomItem, wait_for: threading.Event | None, ready: threading.Event | None) -> None:
         try:
@@ -253,7 +273,7 @@ def run_mode(graph: Any, ctx: SWMContext, run_id: str, mode: str, items: list[To
 
 def run_benchmark(items: list[TomItem], modes: list[str], ctx: SWMContext, db: str | Path, run_id: str,
                   concurrency: int = 1, progress: bool = True, meta: dict[str, Any] | None = None, *,
-                  ask_graph: Any) -> dict[str, Any]:
+                  ask_graph: Any) -> BenchmarkRun:
     """Run items in each mode through ``ask_graph`` (a `StateGraph`, compiled here on the SQLite
     checkpointer at ``db``); return the rows and timing."""
 
@@ -292,4 +312,4 @@ def run_benchmark(items: list[TomItem], modes: list[str], ctx: SWMContext, db: s
             finally:
                 bar.close()
     rows = result_rows(store, run_id, modes, items)
-    return {"rows": rows, "wall_seconds": time.perf_counter() - start, "skipped": skipped, "run": run_id}
+    return BenchmarkRun(rows=rows, wall_seconds=time.perf_counter() - start, skipped=skipped, run=run_id)

@@ -199,19 +199,8 @@ def train_adapter(method: str, rows: list[dict[str, Any]], base: str | None, out
     trainer_cls = {"sft": trl.SFTTrainer, "dpo": trl.DPOTrainer, "kto": trl.KTOTrainer}[method]
     args = _config(method, trl, partial, settings, placement)
     start = time.perf_counter()
-    try:
-        with _tensorboard_dir(settings.logging_dir):
-            trainer = trainer_cls(model=model, args=args, train_dataset=data, processing_class=tokenizer)
-        # without a progress bar transformers prints every step's log dict on stdout, where `swm learn --json`
-        # writes its result; the losses are kept in the trainer's log history (TrainStats.loss)
-        trainer.remove_callback(transformers.PrinterCallback)
-        result = trainer.train()
-    except (RuntimeError, MemoryError) as exc:
-        shutil.rmtree(partial, ignore_errors=True)
-        if _is_oom(exc):
-            raise InputError(f"{method} training ran out of memory", "lower --train-batch-size or "
-                             "--train-max-length, then rerun the same --thread-id to resume") from exc
-        raise
+    trainer, result = _train(method, transformers, trainer_cls, partial, settings.logging_dir, model=model,
+                             args=args, train_dataset=data, processing_class=tokenizer)
     seconds = time.perf_counter() - start
     steps = int(result.global_step)
     tokens = int(per_row * rows_seen(len(rows), steps * int(getattr(args, "gradient_accumulation_steps", 1) or 1),
@@ -228,6 +217,24 @@ def train_adapter(method: str, rows: list[dict[str, Any]], base: str | None, out
                        from_adapter=str(parent_adapter) if parent_adapter else None)
     finish_adapter(partial, out_dir, stats, asdict(settings))
     return stats
+
+
+def _train(method: str, transformers: Any, trainer_cls: Any, partial: Path, logging_dir: str | None,
+           **trainer_args: Any) -> tuple[Any, Any]:
+    """Build the TRL trainer and train; return it and its result. Running out of memory is an `InputError`."""
+    try:
+        with _tensorboard_dir(logging_dir):
+            trainer = trainer_cls(**trainer_args)
+        # without a progress bar transformers prints every step's log dict on stdout, where `swm learn --json`
+        # writes its result; the losses are kept in the trainer's log history (TrainStats.loss)
+        trainer.remove_callback(transformers.PrinterCallback)
+        return trainer, trainer.train()
+    except (RuntimeError, MemoryError) as exc:
+        shutil.rmtree(partial, ignore_errors=True)
+        if _is_oom(exc):
+            raise InputError(f"{method} training ran out of memory", "lower --train-batch-size or "
+                             "--train-max-length, then rerun the same --thread-id to resume") from exc
+        raise
 
 
 def finish_adapter(partial: Path, out_dir: Path, stats: TrainStats, settings: dict[str, Any]) -> None:
