@@ -15,7 +15,8 @@ def test_a_gguf_base_is_dequantised_once_and_loads_the_same_from_the_cache(
     import torch
     import transformers
 
-    from swm.training.base import dequantised_cache, load_base
+    from swm.serving.engine import dequantised_cache
+    from swm.training.base import load_base
 
     monkeypatch.setenv("SWM_CACHE_DIR", str(tmp_path / "cache"))
     gguf = tiny_gguf_llama / "base.gguf"

@@ -14,6 +14,7 @@ adds CMake flags after swm's own, as it does for llama-cpp-python.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
@@ -51,6 +52,18 @@ def cache_root() -> Path:
     """Return swm's per-user cache folder (``SWM_CACHE_DIR``, else ``swm`` in the XDG cache)."""
     return Path(os.environ.get("SWM_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "swm"))
+
+
+def dequantised_cache(gguf: Path) -> Path | None:
+    """Return where `swm.training.base.load_base` keeps the dequantised checkpoint of ``gguf`` (None: unreadable)."""
+    digest = hashlib.sha256()
+    try:
+        with gguf.open("rb") as f:
+            while chunk := f.read(1 << 22):
+                digest.update(chunk)
+    except OSError:
+        return None
+    return cache_root() / "bases" / digest.hexdigest()[:32]
 
 
 def cache_dir() -> Path:

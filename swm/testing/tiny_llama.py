@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from swm.serving.embedded import gguf_path
+from swm.serving.engine import dequantised_cache
 from swm.serving.gguf_lora import write_base_gguf
-from swm.training.base import dequantised_cache
 
 
 def make_tiny_llama(out: Path, seed: int = 0) -> Path:

@@ -14,7 +14,6 @@ same float32 tensors and tokenizer (`tests/test_base_cache.py`); an unwritable c
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import tempfile
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from swm.errors import InputError
+from swm.serving.engine import dequantised_cache
 from swm.training.device import Placement, place
 
 INSTALL_HINT = "pip install torch==2.13.0 first, then pip install -e '.[train]'"
@@ -109,20 +109,6 @@ def _one_at_a_time(cached: Path | None) -> Iterator[None]:
         yield
     finally:
         lock.release()
-
-
-def dequantised_cache(gguf: Path) -> Path | None:
-    """Return where the dequantised checkpoint of ``gguf`` lives in the per-user cache (None: no usable cache)."""
-    from swm.serving.engine import cache_root
-
-    digest = hashlib.sha256()
-    try:
-        with gguf.open("rb") as f:
-            while chunk := f.read(1 << 22):
-                digest.update(chunk)
-    except OSError:
-        return None
-    return cache_root() / "bases" / digest.hexdigest()[:32]
 
 
 def _save_dequantised(model: Any, tokenizer: Any, cached: Path) -> None:
