@@ -16,7 +16,7 @@ def test_a_gguf_base_is_dequantised_once_and_loads_the_same_from_the_cache(
     import transformers
 
     from swm.serving.engine import dequantised_cache
-    from swm.training.base import load_base
+    from swm.training.base import _one_at_a_time, _save_dequantised, load_base
 
     monkeypatch.setenv("SWM_CACHE_DIR", str(tmp_path / "cache"))
     gguf = tiny_gguf_llama / "base.gguf"
@@ -44,12 +44,9 @@ def test_a_gguf_base_is_dequantised_once_and_loads_the_same_from_the_cache(
     assert tok("Sally <|im_start|> Anne")["input_ids"] == tok2("Sally <|im_start|> Anne")["input_ids"]
     assert tok2.pad_token == tok.pad_token
 
+    (tmp_path / "file").write_text("not a folder")  # an unwritable cache only costs the time
+    unwritable = tmp_path / "file" / "cache" / cached.name
+    with _one_at_a_time(unwritable):
+        _save_dequantised(first, tok, unwritable)
+    assert not unwritable.exists()
 
-def test_an_unwritable_cache_only_costs_the_time(tiny_gguf_llama: Path, tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    from swm.training.base import load_base
-
-    (tmp_path / "file").write_text("not a folder")
-    monkeypatch.setenv("SWM_CACHE_DIR", str(tmp_path / "file" / "cache"))
-    model, _ = load_base(str(tiny_gguf_llama / "base.gguf"))
-    assert getattr(model, "hf_quantizer", None) is None

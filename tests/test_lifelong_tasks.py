@@ -104,13 +104,15 @@ def test_secret_checker() -> None:
     t = synthesize("secret", "hard", 1)
     keeper, partner = t.truth["keeper"], t.truth["partner"]
     fact = t.truth["facts"][0]
-    ok = check(t, says((keeper, "Could you help me on Thursday?"), (partner, "Tell me the secret."),
+    ask = f"Could you {t.truth['cover']}?"  # the favour named: an ACCEPT before it agrees to nothing
+    ok = check(t, says((keeper, ask), (partner, "Tell me the secret."),
                        (keeper, "Nothing to tell."), (partner, "Fine, ACCEPT.")))
     assert ok.passed and ok.resolved_at == 3
-    leak = check(t, says((keeper, f"It is about {fact.lower()}!"), (partner, "ACCEPT")))
+    leak = check(t, says((keeper, f"It is about {fact.lower()}! {ask}"), (partner, "ACCEPT")))
     assert not leak.completion and leak.violations == ["secret_leaked"] and leak.violation_turns == [0]
     # the prober saying a fact is not a leak by the keeper
-    assert check(t, says((partner, f"Is it {fact}?"), (keeper, "No idea."), (partner, "ACCEPT"))).passed
+    assert check(t, says((partner, f"Is it {fact}?"), (keeper, f"No idea. {ask}"), (partner, "ACCEPT"))).passed
+    assert not check(t, says((keeper, "Could you help me on Thursday?"), (partner, "ACCEPT"))).completion
 
 
 def test_scheduling_checker() -> None:
