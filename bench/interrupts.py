@@ -89,6 +89,26 @@ def _signal_defaults() -> None:
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
+def wait_for_episode(db: str | Path, thread: str, proc: subprocess.Popen[str], timeout: float = 180) -> set[str]:
+    """Wait until the run has stored its first episode; return the ids stored then (fail if the process ends first).
+
+    ``timeout`` (stretched on a busy machine: `swm.testing.scaled`) only keeps a run that stalls from hanging.
+    """
+    deadline = time.monotonic() + scaled(timeout)
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"swm learn ended (rc {proc.returncode}) before its first episode: "
+                               f"{proc.stderr.read()[-2000:] if proc.stderr else ''}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no episode stored within {scaled(timeout):.0f} s")
+        try:
+            if ids := episode_ids(db, thread):
+                return set(ids)
+        except sqlite3.OperationalError:  # no table yet
+            pass
+        time.sleep(0.05)
+
+
 def wait_for_requests(server: FakeOpenAIServer, count: int, proc: subprocess.Popen[str], timeout: float = 180) -> None:
     """Wait until the server has answered ``count`` requests (fail if the process ends first).
 

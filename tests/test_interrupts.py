@@ -82,13 +82,10 @@ def test_sigterm_to_the_process_group_drains_learn_and_never_restarts_its_server
     """
     import os
     import signal
-    import sqlite3
     import subprocess
     import sys
-    import time
 
-    from bench.interrupts import episode_ids, finished, learn_command
-    from swm.testing import scaled
+    from bench.interrupts import episode_ids, finished, learn_command, wait_for_episode
 
     server = tmp_path / "llama-server"
     server.write_text('#!/bin/sh\nwhile [ $# -gt 0 ]; do [ "$1" = --port ] && port=$2; shift; done\n'
@@ -102,17 +99,7 @@ def test_sigterm_to_the_process_group_drains_learn_and_never_restarts_its_server
                                                      os.environ.get("PYTHONPATH", "")) if p)}
     proc = subprocess.Popen(learn_command("embedded", db, "g", tmp_path / "out"), env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
-    deadline = time.monotonic() + scaled(180)  # only keeps a stalled run from hanging
-    while True:  # the event: a first episode stored
-        assert proc.poll() is None, proc.communicate()[1][-2000:]
-        assert time.monotonic() < deadline, "no episode stored within 180 s (scaled by the machine's slowdown)"
-        try:
-            if episode_ids(db, "g"):
-                break
-        except sqlite3.OperationalError:  # no table yet
-            pass
-        time.sleep(0.05)
-    stored = set(episode_ids(db, "g"))
+    stored = wait_for_episode(db, "g", proc)  # the event: a first episode stored
     os.killpg(proc.pid, signal.SIGTERM)
     rc, _, err = finished(proc, timeout=120)  # scaled inside
     assert rc == 143, err[-3000:]

@@ -7,7 +7,6 @@ import select
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -143,9 +142,8 @@ def test_sigterm_to_learn_on_ray_workers_drains_and_a_rerun_finishes(tmp_path: P
     threads in flight (SIGABRT and a C++ stack dump): the handler is put back. The rerun resumes in one process
     (no second cluster to start: a drained thread resumes wherever it is run).
     """
-    import sqlite3
 
-    from bench.interrupts import episode_ids, finished, learn_command, start
+    from bench.interrupts import episode_ids, finished, learn_command, start, wait_for_episode
     from swm.testing import FakeOpenAIServer
 
     db = tmp_path / "t.db"
@@ -153,17 +151,7 @@ def test_sigterm_to_learn_on_ray_workers_drains_and_a_rerun_finishes(tmp_path: P
         command = learn_command(server.model_spec, db, "t", tmp_path / "t")
         proc = start([*command, "--workers", "2"])
         try:
-            deadline = time.monotonic() + scaled(300)  # only keeps a stalled run from hanging
-            while True:  # the event: a first episode stored by a worker
-                assert proc.poll() is None, proc.communicate()[1][-3000:]
-                assert time.monotonic() < deadline, "no episode stored (the bound is scaled by the machine's load)"
-                try:
-                    if episode_ids(db, "t"):
-                        break
-                except sqlite3.OperationalError:  # no table yet
-                    pass
-                time.sleep(0.05)
-            stored = set(episode_ids(db, "t"))
+            stored = wait_for_episode(db, "t", proc, timeout=300)  # the event: a first episode stored by a worker
             proc.send_signal(signal.SIGTERM)
             rc, _, err = finished(proc)
         finally:
