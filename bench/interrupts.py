@@ -89,7 +89,7 @@ def _signal_defaults() -> None:
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
-def wait_for_episode(db: str | Path, thread: str, proc: subprocess.Popen[str], timeout: float = 180) -> set[str]:
+def wait_for_episode(db: Path, thread: str, proc: subprocess.Popen[str], timeout: float = 180) -> set[str]:
     """Wait until the run has stored its first episode; return the ids stored then (fail if the process ends first).
 
     ``timeout`` (stretched on a busy machine: `swm.testing.scaled`) only keeps a run that stalls from hanging.
