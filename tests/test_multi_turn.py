@@ -10,10 +10,12 @@ from swm.selfplay.rewards import RewardConfig, score
 from swm.selfplay.rollout import play
 from swm.tasks.checkers import Utterance
 from swm.tasks.families import MULTI_TURN, Task, Variant, synthesize, task_of_id
-from swm.tasks.multi_turn import BUDGET, CAP, LIST_RANGE, people_named
+from swm.tasks.multi_turn import BUDGET, CAP, LIST_RANGE, follow_up, people_named
 from swm.tasks.splits import decision_digest, split_tasks
 from swm.tasks.two_seat import seat_prompt
 from swm.tasks.verify import check
+from swm.training.trajectory import Generation
+from swm.training.transcript import SeatChat
 
 # the splits' first tasks, pinned: a change to the generator that moves them fails here (a new benchmark version)
 DIGESTS = {("test", 200): "8f0c5c6a557ee0ec", ("dev", 100): "ffd419e1866ed10a"}
@@ -143,11 +145,11 @@ def test_a_rollout_stops_at_the_budget_and_the_seat_over_the_cap_pays_for_it() -
     t = task(2)
     a, b = t.names
     dump = ", ".join(others(t, 1)[:5])
-    sampler = Scripted(["Hi.", f"Mine: {dump}"] + ["Hmm."] * 20)
+    sampler = Scripted(["Hi.", f"Mine: {dump}"] + ["Hmm."] * 20)  # the last two: "ANSWER:Hmm.", a wrong answer
     rollout = play(t, sampler, rollout_id="r", iteration=0, sample=0, max_turns=20)
-    assert rollout.end_reason == "max_turns" and len(rollout.order) == BUDGET
+    assert rollout.end_reason == "answered" and len(rollout.order) == BUDGET
     scored, verdict = score(rollout, t, RewardConfig())
-    assert verdict.violations == ["too_many_names"]
+    assert verdict.violations == ["too_many_names", "wrong_answer"] and verdict.violation_turns == [1]
     assert {s.seat: s.turns[-1].reward for s in scored.seats} == {a: 0.0, b: -0.5}
 
 
@@ -160,3 +162,55 @@ def test_a_wrong_answer_beside_a_broken_rule_costs_its_seat_nothing() -> None:
     scored, verdict = score(rollout, t, RewardConfig())
     assert verdict.violations == ["too_many_names", "wrong_answer"] and verdict.violation_turns == [0]
     assert {s.seat: s.turns[-1].reward for s in scored.seats} == {a: -0.5, b: 0.0}
+
+
+class ChatScripted(Scripted):
+    """`Scripted`, taking the seat's chat as an append-only sampler does (so the rollout sends follow-ups)."""
+
+    def generate(self, prompt: str, prefill: str = "", stop: str | None = None,  # type: ignore[override]
+                 max_tokens: int | None = None, chat: SeatChat | None = None) -> Generation:
+        return super().generate(prompt, prefill, stop, max_tokens)
+
+
+def prefills(sampler: Scripted) -> list[str]:
+    return [prefill for _, prefill, _, _ in sampler.calls]
+
+
+def test_each_seats_last_message_within_the_budget_starts_with_answer() -> None:
+    t = task(2)
+    friend = t.truth["friend"]
+    sampler = Scripted(["Hi."] * (BUDGET - 2) + [f" {friend}"] * 2)
+    rollout = play(t, sampler, rollout_id="r", iteration=0, sample=0, max_turns=20)
+    assert prefills(sampler) == [""] * (BUDGET - 2) + ["ANSWER:"] * 2
+    scored, verdict = score(rollout, t, RewardConfig())
+    assert verdict.passed and rollout.end_reason == "settled"
+    assert [s.turns[-1].text for s in scored.seats] == [f"ANSWER: {friend}"] * 2
+
+
+def test_a_seat_that_answered_closes_freely_and_a_free_closing_prefills_nothing() -> None:
+    t = task(2)
+    friend = t.truth["friend"]
+    answered = Scripted([f"ANSWER: {friend}"] + ["Hmm."] * (BUDGET - 1))
+    play(t, answered, rollout_id="r", iteration=0, sample=0, max_turns=20)
+    assert prefills(answered) == [""] * (BUDGET - 1) + ["ANSWER:"]  # only the seat that has not answered
+    free = t.model_copy(update={"truth": {**t.truth, "closing": "free"}})
+    silent = Scripted(["Hmm."] * BUDGET)
+    rollout = play(free, silent, rollout_id="r", iteration=0, sample=0, max_turns=20)
+    assert prefills(silent) == [""] * BUDGET and not check(free, says(*zip(rollout.order, ["Hmm."] * BUDGET,
+                                                                           strict=True))).detail["answered"]
+
+
+def test_an_appending_seat_hears_what_was_said_since_its_last_message_and_the_messages_left() -> None:
+    t = task(2)
+    a, b, friend = *t.names, t.truth["friend"]
+    replies = ["Do you know Zed?", "No. Do you know Yan?", "No."] + ["Hmm."] * 3 + [f" {friend}"] * 2
+    sampler = ChatScripted(replies)
+    play(t, sampler, rollout_id="r", iteration=0, sample=0, max_turns=20)
+    prompts = [prompt for prompt, _, _, _ in sampler.calls]
+    said = list(zip([a, b] * BUDGET, replies, strict=False))
+    assert prompts[0] == seat_prompt(t, a, []).text and prompts[1] == seat_prompt(t, b, said[:1]).text
+    assert prompts[2] == follow_up(t, a, said[:2]) and f"{b}: No. Do you know Yan?" in prompts[2]
+    assert "Do you know Zed?" not in prompts[2] and f"{BUDGET - 2} messages are left" in prompts[2]
+    assert prompts[3].startswith(f"Said since your last message:\n{a}: No.\n")
+    last = "This is your last message"
+    assert all(last in p for p in prompts[-2:]) and not any(last in p for p in prompts[:-2])

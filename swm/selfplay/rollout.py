@@ -36,7 +36,7 @@ from swm.lifelong.bridge import to_scenario
 from swm.social.models import Scenario
 from swm.tasks.checkers import Utterance
 from swm.tasks.families import SEAT_LEVELS, Task
-from swm.tasks.two_seat import ends_at_newline, seat_prompt
+from swm.tasks.two_seat import ends_at_newline, follow_up, seat_prompt
 from swm.tasks.verify import check
 from swm.training.trajectory import Generation, Rollout, SeatTrajectory, SeatTurn
 from swm.training.transcript import DEFAULT_TRANSCRIPT, SeatChat, Transcript, append_counts, takes_chat
@@ -97,8 +97,8 @@ def _sample_turn(task: Task, scenario: Scenario, speaker: str, said: list[tuple[
     if task.level in SEAT_LEVELS:
         shown = seat_prompt(task, speaker, said)
         prompt = shown.text
-        if chat is not None and chat.messages:  # a later turn: what the partner said since, then the form
-            prompt = seat_message(scenario, speaker, said, turn, chat)
+        if chat is not None and chat.messages:  # a later turn: what the partner said since (the level's own form)
+            prompt = follow_up(task, speaker, said) or seat_message(scenario, speaker, said, turn, chat)
         return prompt, generate(sampler, prompt, chat, prefill=shown.prefill,
                                 stop="\n" if ends_at_newline(shown) else None, max_tokens=shown.max_tokens)
     if chat is not None:

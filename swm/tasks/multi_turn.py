@@ -23,6 +23,13 @@ The checker's rules (``truth`` holds the lists, the friend, ``cap`` and ``budget
   ``wrong_answer`` (both failed attempts, `swm.tasks.checkers.is_attempt`).
 * **budget**: a message after the first ``budget`` is not part of the task (its answers are not read).
 
+**Closing** (`CLOSING`, ``truth["closing"]`` overrides it per task): with ``"answer"``, the default, a seat's last
+message within the budget, when it has not answered yet, starts with ``ANSWER:`` (the reply's prefill, as the
+two-seat finder's), so every seat answers by the end; what it names is still its own choice, read by the
+checker. With ``"free"`` a seat writes ``ANSWER:`` itself or never does (the 2026-11-28 pilot: the base model
+never did, 0 of 160 messages). In an append-only seat chat a later turn's message is `follow_up`
+(``prompts/multi_turn_mutual_friend_turn``): what the partner said since, the messages left, the rules.
+
 Complete when both seats' first answers name the shared friend and no message broke the cap;
 ``resolved_at`` is the turn of the second right answer. ``detail["answered"]``: both seats answered
 (the rollout ends there), ``detail["max_named"]``: the most people one message named,
@@ -56,7 +63,9 @@ LIST_RANGE = (8, 12)  # each seat's friends, the shared one included
 CAP = 3  # people one message may name
 BUDGET = 8  # messages, both seats together
 MESSAGE_TOKENS = 40
-PROMPT = "multi_turn_mutual_friend"
+PROMPT, TURN_PROMPT = "multi_turn_mutual_friend", "multi_turn_mutual_friend_turn"
+CLOSING = "answer"  # "answer": a seat's last message starts with ANSWER: (prefilled); "free": it need not
+ANSWER_PREFILL = "ANSWER:"
 _WORD_RE = re.compile(r"[A-Za-z][\w'-]*")
 _ANSWER_RE = re.compile(r"ANSWER:\s*([A-Za-z][\w'-]*(?:\s+[A-Za-z][\w'-]*)?)")
 
@@ -87,6 +96,13 @@ def multi_turn_task(family: str, seed: int, split: str = "train", variant: Varia
                        "budget": BUDGET})
 
 
+def closes(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> bool:
+    """Whether ``agent``'s next message is its last within the budget, unanswered, under the ``answer`` closing."""
+    left = task.truth["budget"] - len(said)
+    answered = any(who == agent and _ANSWER_RE.search(text) for who, text in said)
+    return task.truth.get("closing", CLOSING) == "answer" and 0 < left <= len(task.truth["seats"]) and not answered
+
+
 def seat_prompt(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> DecisionPrompt:
     """Render ``agent``'s next message from what was said so far (``(speaker, text)`` per turn): one line."""
     seats, lists = task.truth["seats"], task.truth["lists"]
@@ -96,7 +112,17 @@ def seat_prompt(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> Deci
     text = template.render(mine="\n".join(f"- {name}" for name in mine), partner=partner, said=heard,
                            cap=task.truth["cap"], budget=task.truth["budget"],
                            left=task.truth["budget"] - len(said))
-    return DecisionPrompt(name=template.id, text=text, prefill="", max_tokens=MESSAGE_TOKENS, one_line=True)
+    return DecisionPrompt(name=template.id, text=text, prefill=ANSWER_PREFILL if closes(task, agent, said) else "",
+                          max_tokens=MESSAGE_TOKENS, one_line=True)
+
+
+def follow_up(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> str:
+    """The message ``agent``'s append-only chat grows by at a later turn: what was said since its last message."""
+    last = max(i for i, (who, _) in enumerate(said) if who == agent)
+    heard = "\n".join(f"{who}: {text}" for who, text in said[last + 1:]) or "(nothing)"
+    left = task.truth["budget"] - len(said)
+    closing = "This is your last message: name the shared friend. " if closes(task, agent, said) else ""
+    return prompts.load(TURN_PROMPT).render(said=heard, left=left, cap=task.truth["cap"], closing=closing)
 
 
 def people_named(text: str, task: Task) -> set[str]:

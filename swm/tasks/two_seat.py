@@ -58,6 +58,7 @@ from swm.tasks.families import (
     register_two_seat,
     task_id,
 )
+from swm.tasks.multi_turn import follow_up as multi_turn_follow_up
 from swm.tasks.multi_turn import seat_prompt as multi_turn_prompt
 
 SPEAKER, FINDER = "speaker", "finder"
@@ -97,6 +98,11 @@ def seat_prompt(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> Deci
         heard = "\n".join(t for who, t in said if who == partner) or "(nothing yet)"
         text = template.render(mine=mine, partner=partner, said=heard)
     return DecisionPrompt(name=template.id, text=text, prefill=seat.prefill, max_tokens=seat.max_tokens)
+
+
+def follow_up(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> str | None:
+    """A later turn's message in ``agent``'s append-only chat where the level has its own (multi-turn), else None."""
+    return multi_turn_follow_up(task, agent, said) if task.level == MULTI_TURN else None
 
 
 def ends_at_newline(prompt: DecisionPrompt) -> bool:
