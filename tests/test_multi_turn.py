@@ -214,3 +214,12 @@ def test_an_appending_seat_hears_what_was_said_since_its_last_message_and_the_me
     assert prompts[3].startswith(f"Said since your last message:\n{a}: No.\n")
     last = "This is your last message"
     assert all(last in p for p in prompts[-2:]) and not any(last in p for p in prompts[:-2])
+
+
+def test_a_served_run_probes_its_adapter_on_the_tasks_own_first_prompts() -> None:
+    from swm.selfplay.served import PROBE_TASKS, probe_prompts
+
+    plan = SelfPlayPlan(family="mutual_friend", level=MULTI_TURN)
+    fixed, *firsts = probe_prompts(plan, 0, "fixed")
+    tasks = [Task.model_validate(u["task"]) for u in list(plan.units("train", 0).values())[:PROBE_TASKS]]
+    assert fixed == "fixed" and firsts == [seat_prompt(t, t.names[0], []).text for t in tasks]

@@ -51,7 +51,7 @@ from swm.serving.embedded import PYTHON, engine, revive, slots
 from swm.serving.llama_server import ENGINE
 from swm.serving.runtime_lora import LoraSlots
 from swm.serving.verify import check_logprobs, logprob_probes
-from swm.tasks.families import TWO_SEAT, Task
+from swm.tasks.families import SEAT_LEVELS, Task
 from swm.tasks.two_seat import seat_prompt
 from swm.training.config import PolicyConfig
 from swm.training.trajectory import Generation
@@ -137,7 +137,7 @@ def probe_prompts(plan: SelfPlayPlan, iteration: int, fixed: str) -> list[str]:
         task = Task.model_validate(unit["task"])
         scenario = to_scenario(task)
         speaker = scenario.names[0]
-        if task.level == TWO_SEAT:
+        if task.level in SEAT_LEVELS:  # two-seat and multi-turn: the task's own seat prompt
             prompts.append(seat_prompt(task, speaker, []).text)
         else:
             prompts.append(turn_prompt(scenario, speaker, [], 0))
