@@ -10,7 +10,7 @@ from swm.selfplay.rewards import RewardConfig, score
 from swm.selfplay.rollout import play
 from swm.tasks.checkers import Utterance
 from swm.tasks.families import MULTI_TURN, Task, Variant, synthesize, task_of_id
-from swm.tasks.multi_turn import BUDGET, CAP, LIST_RANGE, follow_up, people_named
+from swm.tasks.multi_turn import BUDGET, CAP, LIST_PREFILL, LIST_RANGE, follow_up, people_named
 from swm.tasks.splits import decision_digest, split_tasks
 from swm.tasks.two_seat import seat_prompt
 from swm.tasks.verify import check
@@ -28,6 +28,11 @@ def says(*lines: tuple[str, str]) -> list[Utterance]:
 
 def task(seed: int = 1) -> Task:
     return synthesize("mutual_friend", MULTI_TURN, seed, variant=Variant(names="train"))
+
+
+def free(t: Task) -> Task:
+    """The task with its messages in the free form (any one line) instead of the listed one."""
+    return t.model_copy(update={"truth": {**t.truth, "form": "free"}})
 
 
 def others(t: Task, seat: int) -> list[str]:
@@ -124,7 +129,7 @@ def test_an_answer_after_the_budget_does_not_count() -> None:
 
 
 def test_one_policy_talks_in_both_seats_until_both_answer_and_both_get_the_joint_reward() -> None:
-    t = task(2)
+    t = free(task(2))
     a, b, friend = *t.names, t.truth["friend"]
     mine = others(t, 0)
     replies = [f"Do you know {mine[0]}, {mine[1]} or {mine[2]}?", "No, none of them.", f"And {friend}?",
@@ -181,7 +186,8 @@ def test_each_seats_last_message_within_the_budget_starts_with_answer() -> None:
     friend = t.truth["friend"]
     sampler = Scripted(["Hi."] * (BUDGET - 2) + [f" {friend}"] * 2)
     rollout = play(t, sampler, rollout_id="r", iteration=0, sample=0, max_turns=20)
-    assert prefills(sampler) == [""] * (BUDGET - 2) + ["ANSWER:"] * 2
+    assert prefills(sampler) == [LIST_PREFILL] * (BUDGET - 2) + ["ANSWER:"] * 2
+    assert [stop for _, _, stop, _ in sampler.calls] == [f"\n{CAP + 1}."] * (BUDGET - 2) + ["\n"] * 2
     scored, verdict = score(rollout, t, RewardConfig())
     assert verdict.passed and rollout.end_reason == "settled"
     assert [s.turns[-1].text for s in scored.seats] == [f"ANSWER: {friend}"] * 2
@@ -192,16 +198,16 @@ def test_a_seat_that_answered_closes_freely_and_a_free_closing_prefills_nothing(
     friend = t.truth["friend"]
     answered = Scripted([f"ANSWER: {friend}"] + ["Hmm."] * (BUDGET - 1))
     play(t, answered, rollout_id="r", iteration=0, sample=0, max_turns=20)
-    assert prefills(answered) == [""] * (BUDGET - 1) + ["ANSWER:"]  # only the seat that has not answered
-    free = t.model_copy(update={"truth": {**t.truth, "closing": "free"}})
+    assert prefills(answered) == [LIST_PREFILL] * (BUDGET - 1) + ["ANSWER:"]  # only the seat yet to answer
+    open_end = free(t).model_copy(update={"truth": {**free(t).truth, "closing": "free"}})
     silent = Scripted(["Hmm."] * BUDGET)
-    rollout = play(free, silent, rollout_id="r", iteration=0, sample=0, max_turns=20)
-    assert prefills(silent) == [""] * BUDGET and not check(free, says(*zip(rollout.order, ["Hmm."] * BUDGET,
-                                                                           strict=True))).detail["answered"]
+    rollout = play(open_end, silent, rollout_id="r", iteration=0, sample=0, max_turns=20)
+    assert prefills(silent) == [""] * BUDGET and not check(open_end, says(*zip(rollout.order, ["Hmm."] * BUDGET,
+                                                                               strict=True))).detail["answered"]
 
 
 def test_an_appending_seat_hears_what_was_said_since_its_last_message_and_the_messages_left() -> None:
-    t = task(2)
+    t = free(task(2))
     a, b, friend = *t.names, t.truth["friend"]
     replies = ["Do you know Zed?", "No. Do you know Yan?", "No."] + ["Hmm."] * 3 + [f" {friend}"] * 2
     sampler = ChatScripted(replies)
@@ -223,3 +229,21 @@ def test_a_served_run_probes_its_adapter_on_the_tasks_own_first_prompts() -> Non
     fixed, *firsts = probe_prompts(plan, 0, "fixed")
     tasks = [Task.model_validate(u["task"]) for u in list(plan.units("train", 0).values())[:PROBE_TASKS]]
     assert fixed == "fixed" and firsts == [seat_prompt(t, t.names[0], []).text for t in tasks]
+
+
+def test_a_listed_message_names_at_most_the_cap_and_the_last_asks_the_finders_question() -> None:
+    t = task(2)
+    a, b, friend = *t.names, t.truth["friend"]
+    mine = others(t, 0)
+    replies = [f" {mine[0]}\n2. {mine[1]}\n3. {mine[2]}"] + [" Hmm."] * (BUDGET - 3) + [f" {friend}"] * 2
+    sampler = ChatScripted(replies)
+    rollout = play(t, sampler, rollout_id="r", iteration=0, sample=0, max_turns=20)
+    prompts = [prompt for prompt, _, _, _ in sampler.calls]
+    first = rollout.transcript()[0][1]
+    assert first == f"My friends:\n1. {mine[0]}\n2. {mine[1]}\n3. {mine[2]}" and people_named(first, t) == {
+        n.casefold() for n in mine[:3]}
+    assert f"{a}: {first}" in prompts[1] and f"Tell {a} up to {CAP} of your friends" in prompts[1]
+    assert prompts[2].startswith(f"Said since your last message:\n{b}: My friends:\n1. Hmm.")
+    assert all("Which one? Answer as ANSWER: First Last" in p for p in prompts[-2:])
+    assert not any("Which one?" in p for p in prompts[:-2])
+    assert score(rollout, t, RewardConfig())[1].passed

@@ -99,8 +99,8 @@ def _sample_turn(task: Task, scenario: Scenario, speaker: str, said: list[tuple[
         prompt = shown.text
         if chat is not None and chat.messages:  # a later turn: what the partner said since (the level's own form)
             prompt = follow_up(task, speaker, said) or seat_message(scenario, speaker, said, turn, chat)
-        return prompt, generate(sampler, prompt, chat, prefill=shown.prefill,
-                                stop="\n" if ends_at_newline(shown) else None, max_tokens=shown.max_tokens)
+        stop = shown.stop or ("\n" if ends_at_newline(shown) else None)
+        return prompt, generate(sampler, prompt, chat, prefill=shown.prefill, stop=stop, max_tokens=shown.max_tokens)
     if chat is not None:
         prompt = seat_message(scenario, speaker, said, turn, chat)
         return prompt, generate(sampler, prompt, chat)

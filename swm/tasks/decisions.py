@@ -42,6 +42,7 @@ class DecisionPrompt:
     prefill: str
     max_tokens: int = 24  # the move's length limit (one line: a name, a slot, a reply of a sentence or two)
     one_line: bool = False  # a newline ends the reply (a multi-turn message)
+    stop: str | None = None  # a string that ends the reply (a multi-turn list's item past the cap)
 
 
 def _bullets(names: list[str]) -> str:

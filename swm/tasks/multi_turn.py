@@ -23,6 +23,15 @@ The checker's rules (``truth`` holds the lists, the friend, ``cap`` and ``budget
   ``wrong_answer`` (both failed attempts, `swm.tasks.checkers.is_attempt`).
 * **budget**: a message after the first ``budget`` is not part of the task (its answers are not read).
 
+**Form** (`FORM`, ``truth["form"]`` overrides it per task): with ``"listed"``, the default, a message that is
+not an answer is a list of the seat's friends: its reply starts ``My friends:`` and a numbered first item
+(``LIST_PREFILL``) and ends before item ``cap + 1``, so a message names at most ``cap`` people of its own
+accord (a name written inside an item still counts); the prompts ask for up to ``cap`` friends a message and,
+at a seat's last message, ask the two-seat finder's question (``prompts/multi_turn_mutual_friend_listed*``).
+With ``"free"`` a message is any one line (``prompts/multi_turn_mutual_friend*``): the small model echoed
+the prompt's headings there and copied its ``First Last`` placeholder into its answers (0 of 50 test tasks
+from the two-seat stage's adapter, 2026-11-28).
+
 **Closing** (`CLOSING`, ``truth["closing"]`` overrides it per task): with ``"answer"``, the default, a seat's last
 message within the budget, when it has not answered yet, starts with ``ANSWER:`` (the reply's prefill, as the
 two-seat finder's), so every seat answers by the end; what it names is still its own choice, read by the
@@ -64,6 +73,10 @@ CAP = 3  # people one message may name
 BUDGET = 8  # messages, both seats together
 MESSAGE_TOKENS = 40
 PROMPT, TURN_PROMPT = "multi_turn_mutual_friend", "multi_turn_mutual_friend_turn"
+PROMPTS = {"free": (PROMPT, TURN_PROMPT),
+           "listed": ("multi_turn_mutual_friend_listed", "multi_turn_mutual_friend_listed_turn")}
+FORM = "listed"  # "listed": a message lists up to CAP of the seat's friends (LIST_PREFILL); "free": any one line
+LIST_PREFILL = "My friends:\n1."
 CLOSING = "answer"  # "answer": a seat's last message starts with ANSWER: (prefilled); "free": it need not
 ANSWER_PREFILL = "ANSWER:"
 _WORD_RE = re.compile(r"[A-Za-z][\w'-]*")
@@ -103,26 +116,50 @@ def closes(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> bool:
     return task.truth.get("closing", CLOSING) == "answer" and 0 < left <= len(task.truth["seats"]) and not answered
 
 
+def _form(task: Task) -> str:
+    form = str(task.truth.get("form", FORM))
+    if form not in PROMPTS:
+        raise ValueError(f"unknown multi-turn form {form!r}; the forms are {', '.join(PROMPTS)}")
+    return form
+
+
+def _ask(task: Task, partner: str, closing: bool) -> str:
+    """The listed form's request: more friends, or at a seat's last message the two-seat finder's question."""
+    if closing:
+        return "Exactly one name is on both lists. Which one? Answer as ANSWER: First Last"
+    return f"Tell {partner} up to {task.truth['cap']} of your friends you have not told yet, one name per line."
+
+
 def seat_prompt(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> DecisionPrompt:
-    """Render ``agent``'s next message from what was said so far (``(speaker, text)`` per turn): one line."""
+    """Render ``agent``'s next message from what was said so far (``(speaker, text)`` per turn)."""
     seats, lists = task.truth["seats"], task.truth["lists"]
     mine, partner = lists[seats.index(agent)], seats[1 - seats.index(agent)]
     heard = "\n".join(f"{'You' if who == agent else who}: {text}" for who, text in said) or "(nothing yet)"
-    template = prompts.load(PROMPT)
-    text = template.render(mine="\n".join(f"- {name}" for name in mine), partner=partner, said=heard,
-                           cap=task.truth["cap"], budget=task.truth["budget"],
-                           left=task.truth["budget"] - len(said))
-    return DecisionPrompt(name=template.id, text=text, prefill=ANSWER_PREFILL if closes(task, agent, said) else "",
-                          max_tokens=MESSAGE_TOKENS, one_line=True)
+    form, closing = _form(task), closes(task, agent, said)
+    template = prompts.load(PROMPTS[form][0])
+    values = {"mine": "\n".join(f"- {name}" for name in mine), "partner": partner, "said": heard,
+              "cap": task.truth["cap"], "left": task.truth["budget"] - len(said)}
+    extra = {"ask": _ask(task, partner, closing)} if form == "listed" else {"budget": task.truth["budget"]}
+    text = template.render(**values, **extra)
+    if closing:
+        return DecisionPrompt(name=template.id, text=text, prefill=ANSWER_PREFILL, max_tokens=MESSAGE_TOKENS,
+                              one_line=True)
+    if form == "listed":
+        return DecisionPrompt(name=template.id, text=text, prefill=LIST_PREFILL, max_tokens=MESSAGE_TOKENS,
+                              stop=f"\n{task.truth['cap'] + 1}.")
+    return DecisionPrompt(name=template.id, text=text, prefill="", max_tokens=MESSAGE_TOKENS, one_line=True)
 
 
 def follow_up(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> str:
     """The message ``agent``'s append-only chat grows by at a later turn: what was said since its last message."""
     last = max(i for i, (who, _) in enumerate(said) if who == agent)
     heard = "\n".join(f"{who}: {text}" for who, text in said[last + 1:]) or "(nothing)"
-    left = task.truth["budget"] - len(said)
-    closing = "This is your last message: name the shared friend. " if closes(task, agent, said) else ""
-    return prompts.load(TURN_PROMPT).render(said=heard, left=left, cap=task.truth["cap"], closing=closing)
+    left, closing = task.truth["budget"] - len(said), closes(task, agent, said)
+    partner = task.truth["seats"][1 - task.truth["seats"].index(agent)]
+    if _form(task) == "listed":
+        return prompts.load(PROMPTS["listed"][1]).render(said=heard, left=left, ask=_ask(task, partner, closing))
+    last_line = "This is your last message: name the shared friend. " if closing else ""
+    return prompts.load(TURN_PROMPT).render(said=heard, left=left, cap=task.truth["cap"], closing=last_line)
 
 
 def people_named(text: str, task: Task) -> set[str]:
