@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal, Required, TypeVar
 
 from langgraph.config import get_config
 from langgraph.graph import StateGraph
+from langgraph.typing import InputT, OutputT, StateT
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
@@ -207,8 +208,7 @@ def thread_run_id(run_id: str, default: str) -> str:
     return str(thread) if thread else run_id
 
 
-def new_graph(state: type[Any] = SocialWorldState, input_schema: type[Any] | None = None,
-              output_schema: type[Any] | None = None, *, context: type[C]) -> StateGraph[Any, C, Any, Any]:
+def new_graph(state: type[StateT], input_schema: type[InputT], output_schema: type[OutputT], *,
+              context: type[C]) -> StateGraph[StateT, C, InputT, OutputT]:
     """Start a graph over ``state`` with ``context`` (its own context class) as its runtime context."""
-    return StateGraph(state, context_schema=context, input_schema=input_schema,  # type: ignore[arg-type]
-                      output_schema=output_schema)
+    return StateGraph(state, context_schema=context, input_schema=input_schema, output_schema=output_schema)
