@@ -47,7 +47,7 @@ ORDERED_PROMPTS = ("episode_act", "foresee_predict", "foresee_refine")
 C = TypeVar("C", bound="ModelContext")
 
 
-def refuse_unknown_keys(context: Any, known: Collection[str], also: Collection[str] = ()) -> None:
+def refuse_unknown_keys(context: object, known: Collection[str], also: Collection[str] = ()) -> None:
     """Raise an `InputError` naming every key of ``context`` in neither ``known`` nor ``also`` (with the closest one).
 
     ``known`` are the keys the graph reads (the hint lists them); ``also`` are keys taken and left unread.

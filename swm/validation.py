@@ -57,7 +57,7 @@ class StepReader:
             out[canonical] = text
         return out
 
-    def _items(self, value: Any, name: str, index: int) -> list[tuple[str, Any]] | None:
+    def _items(self, value: object, name: str, index: int) -> list[tuple[str, Any]] | None:
         if isinstance(value, Mapping):
             return [(str(k), v) for k, v in value.items()]
         if not isinstance(value, list):
@@ -163,7 +163,7 @@ def unknown_agent(unknown: list[str], agents: list[str]) -> list[Issue]:
                   message=f"unknown agent {name!r} (known: {', '.join(agents) or 'none'})") for name in unknown]
 
 
-def _check_step(reader: StepReader, raw: Any, index: int, n_steps: int) -> Fields | None:
+def _check_step(reader: StepReader, raw: object, index: int, n_steps: int) -> Fields | None:
     """Run every per-step check on one raw step; return its observations (None when unreadable)."""
     if not isinstance(raw, Mapping):
         reader.total += len(_REQUIRED) + 2
@@ -184,7 +184,7 @@ def _check_step(reader: StepReader, raw: Any, index: int, n_steps: int) -> Field
     return observations
 
 
-def validate_s3ap(obj: Any, expected_agents: Iterable[str] | None = None) -> ValidationReport:
+def validate_s3ap(obj: object, expected_agents: Iterable[str] | None = None) -> ValidationReport:
     """Score a raw S3AP object's structure in [0, 1] and run the paper critic's rule checks.
 
     The structural score (appendix A.3 step 1) is the fraction of checks passed: per step,

@@ -36,7 +36,7 @@ def thread_status(snapshot: StateSnapshot) -> Status:
 def differences(stored: Mapping[str, Any], given: Mapping[str, Any], keys: Any = None) -> list[str]:
     """List ``key: stored → given`` for each key (all of ``given`` by default) whose values differ."""
 
-    def short(value: Any) -> str:
+    def short(value: object) -> str:
         text = repr(value)
         return text if len(text) <= 40 else text[:37] + "..."
 
@@ -101,7 +101,7 @@ def reopen(graph: Any, config: RunnableConfig, after: str) -> StateSnapshot:
     return graph.get_state(config)
 
 
-def run_thread(graph: Any, inputs: Mapping[str, Any], config: RunnableConfig, context: Any,
+def run_thread(graph: Any, inputs: Mapping[str, Any], config: RunnableConfig, context: object,
                announce: Callable[[Status, StateSnapshot], None] | None = None,
                on_event: Callable[[str, Any], None] | None = None,
                redo: Callable[[Mapping[str, Any]], str | None] | None = None) -> tuple[dict[str, Any], Status]:

@@ -320,7 +320,7 @@ def writable_out(folder: str | Path) -> Path:
     return path
 
 
-def to_jsonable(value: Any) -> Any:
+def to_jsonable(value: object) -> Any:
     if hasattr(value, "model_dump"):
         return value.model_dump(mode="json")
     if isinstance(value, Mapping):
@@ -330,11 +330,11 @@ def to_jsonable(value: Any) -> Any:
     return value
 
 
-def echo_json(value: Any) -> None:
+def echo_json(value: object) -> None:
     click.echo(json.dumps(to_jsonable(value), indent=2, ensure_ascii=False))
 
 
-def finish_bench(folder: Path, stem: str, title: str, text: str, meta: Mapping[str, Any], table: Any,
+def finish_bench(folder: Path, stem: str, title: str, text: str, meta: Mapping[str, Any], table: object,
                  result: BatchRun, as_json: bool, unit: str) -> None:
     """Write a benchmark run's ``<stem>.md`` (table and settings) and ``<stem>.json``, then report it.
 

@@ -304,7 +304,7 @@ def _announce(graph: Any, snapshot: Any, status: str, config: RunnableConfig, ct
         click.echo(f"playing again the {len(failed)} episode(s) that failed", err=True)
 
 
-def _stream(graph: Any, inputs: Any, config: RunnableConfig, ctx: SWMContext, plan: LifelongPlan,
+def _stream(graph: Any, inputs: object, config: RunnableConfig, ctx: SWMContext, plan: LifelongPlan,
             seen: dict[str, Any], progress: bool = True) -> dict[str, Any]:
     """Run the graph with a progress bar of finished episodes (none when not ``progress``); return its final values."""
     from tqdm import tqdm  # type: ignore[import-untyped]

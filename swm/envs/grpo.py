@@ -69,14 +69,14 @@ def decision_rows(families: Iterable[str], seeds: Iterable[int], split: str = "t
 
 
 def decision_dataset(families: Iterable[str] = DECISION_FAMILIES, seeds: Iterable[int] = range(100),
-                     split: str = "train", tokenizer: Any = None) -> Any:
+                     split: str = "train", tokenizer: object = None) -> Any:
     """A Hugging Face ``Dataset`` of `decision_rows` (what ``GRPOTrainer(train_dataset=...)`` takes)."""
     from datasets import Dataset
 
     return Dataset.from_list(decision_rows(families, seeds, split, tokenizer))
 
 
-def move_text(prefill: str, completion: Any) -> str:
+def move_text(prefill: str, completion: object) -> str:
     """The learner's move as swm reads it: the prefill, then the completion (text, or TRL's assistant messages).
 
     A completion that already starts with the prefill (a chat model given no prefill may write it) is the

@@ -76,7 +76,7 @@ def run_game(game_graph: Any, task: Task, ctx: LifelongContext, *, episode_id: s
     return record, dict(out.get("usage") or {})
 
 
-def play_job(job: EpisodeJob, ctx: LifelongContext, episode_graph: Any, game_graph: Any = None,
+def play_job(job: EpisodeJob, ctx: LifelongContext, episode_graph: object, game_graph: object = None,
              in_flight: int = 1) -> dict[str, Any]:
     """Play and record one episode job (a Send branch, here or on a worker); a failure after retries is recorded.
 

@@ -73,7 +73,7 @@ EpisodeNode = Callable[[EpisodeJob, Runtime[LifelongContext]], dict[str, Any]]
 Runner = Callable[[EpisodeJob, LifelongContext], dict[str, Any]]
 
 
-def episode_player(episode_graph: Any, game_graph: Any = None, runner: Runner | None = None) -> EpisodeNode:
+def episode_player(episode_graph: object, game_graph: object = None, runner: Runner | None = None) -> EpisodeNode:
     """Return the Send-branch node that plays one episode job through ``episode_graph`` and records it once.
 
     The graph module passes the compiled episode graph in (and the game graph, for game families such

@@ -22,7 +22,7 @@ from swm.errors import InputError
 PAGE = 50
 
 
-def decode(value: Any) -> Any:
+def decode(value: object) -> Any:
     """Return a JSON text column as its value (other values as they are)."""
     if isinstance(value, str) and value[:1] in "[{":
         try:
