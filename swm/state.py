@@ -119,7 +119,7 @@ class SocialWorld(BaseModel):
             world.steps.append(world._step_from_raw(index, raw, closed))
         return world
 
-    def _step_from_raw(self, index: int, raw: Mapping[str, Any], closed: bool) -> SocialStep:
+    def _step_from_raw(self, index: int, raw: Mapping[str, object], closed: bool) -> SocialStep:
         observations = self._per_agent(raw.get("observations"), closed)
         actions = self._per_agent(raw.get("actions"), closed)
         dialogue = self._per_agent(raw.get("dialogue"), closed)

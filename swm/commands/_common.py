@@ -233,10 +233,10 @@ def encoding_option(f: F) -> F:
                         help="Text encoding of the story file (a file that does not decode is refused).")(f)
 
 
-def run_graph(builder: StateGraph[Any, Any, Any, Any], inputs: Mapping[str, Any], ctx: SWMContext,
+def run_graph(builder: StateGraph[Any, Any, Any, Any], inputs: Mapping[str, object], ctx: SWMContext,
               db: str | Path | None, thread_id: str | None, prefix: str,
               on_event: Callable[[str, Any], None] | None = None,
-              redo: Callable[[Mapping[str, Any]], str | None] | None = None) -> tuple[dict[str, Any], str]:
+              redo: Callable[[Mapping[str, object]], str | None] | None = None) -> tuple[dict[str, Any], str]:
     """Run a graph on the SQLite checkpointer, resuming the thread if it stopped part-way.
 
     ``on_event`` gets the run's progress as it goes, ``redo`` says where a finished thread with an
@@ -274,7 +274,7 @@ RUNS_TABLE = "swm_runs"
 
 
 def record_run(store: StoreRecords, thread_id: str, kind: str, graph: str,
-               options: Mapping[str, Any] | None = None, **columns: Any) -> None:
+               options: Mapping[str, object] | None = None, **columns: Any) -> None:
     """Record a run's kind, graph, command and options in the store (kept from its first invocation).
 
     The results browser reads a run's kind from here, so a run given its own ``--thread-id`` shows
@@ -334,7 +334,7 @@ def echo_json(value: object) -> None:
     click.echo(json.dumps(to_jsonable(value), indent=2, ensure_ascii=False))
 
 
-def finish_bench(folder: Path, stem: str, title: str, text: str, meta: Mapping[str, Any], table: object,
+def finish_bench(folder: Path, stem: str, title: str, text: str, meta: Mapping[str, object], table: object,
                  result: BatchRun, as_json: bool, unit: str) -> None:
     """Write a benchmark run's ``<stem>.md`` (table and settings) and ``<stem>.json``, then report it.
 

@@ -134,7 +134,7 @@ def _plan_option(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]
     return click.option(flag, name, default=default, metavar=_METAVAR.get(name), **common)
 
 
-def plan_options(command: Callable[..., Any]) -> Callable[..., Any]:
+def plan_options(command: Callable[..., object]) -> Callable[..., Any]:
     """Add ``swm learn``'s plan options (`CLI_PLAN`) and its --train-* options (`TrainSettings`)."""
     from swm.training.trl_update import TrainSettings
 

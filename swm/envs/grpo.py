@@ -99,7 +99,7 @@ def seat_reward(task: Task, move: str, config: RewardConfig = REWARD) -> float:
     return float(scored.seats[0].turns[0].reward)
 
 
-def checker_reward(completions: Sequence[Any], family: Sequence[str], level: Sequence[str], seed: Sequence[int],
+def checker_reward(completions: Sequence[object], family: Sequence[str], level: Sequence[str], seed: Sequence[int],
                    split: Sequence[str], prefill: Sequence[str], **_: Any) -> list[float | None]:
     """TRL reward function: swm's checker reward of each completion, read as its row's move (never None)."""
     return [seat_reward(task_of(f, lv, int(s), sp), move_text(p, c))
