@@ -11,6 +11,8 @@ from typing import Any
 import click
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import StateGraph
+from langgraph.types import StateSnapshot
+from langgraph.typing import ContextT, InputT, OutputT, StateT
 
 from swm.checkpoints.environment import BatchRun
 from swm.checkpoints.store import StoreRecords
@@ -233,7 +235,7 @@ def encoding_option(f: F) -> F:
                         help="Text encoding of the story file (a file that does not decode is refused).")(f)
 
 
-def run_graph(builder: StateGraph[Any, Any, Any, Any], inputs: Mapping[str, object], ctx: SWMContext,
+def run_graph(builder: StateGraph[StateT, ContextT, InputT, OutputT], inputs: Mapping[str, object], ctx: SWMContext,
               db: str | Path | None, thread_id: str | None, prefix: str,
               on_event: Callable[[str, Any], None] | None = None,
               redo: Callable[[Mapping[str, object]], str | None] | None = None) -> tuple[dict[str, Any], str]:
@@ -248,10 +250,10 @@ def run_graph(builder: StateGraph[Any, Any, Any, Any], inputs: Mapping[str, obje
 
     thread = thread_id or f"{prefix}-{uuid.uuid4().hex[:12]}"
     config: RunnableConfig = {"configurable": {"thread_id": thread}}
-    story: dict[str, Any] = {"story_hash": story_hash(str(inputs["narrative"]))} if inputs.get("narrative") else {}
+    story: dict[str, str] = {"story_hash": story_hash(str(inputs["narrative"]))} if inputs.get("narrative") else {}
     record_run(ctx.experience_store(), thread, prefix, prefix if prefix != "play" else "episode", None, **story)
 
-    def announce(status: str, snapshot: Any) -> None:
+    def announce(status: str, snapshot: StateSnapshot) -> None:
         changed = differences(snapshot.values, inputs) if status != "started" else []
         if changed:
             kind = "finished" if status == "finished" else "stopped"
