@@ -20,6 +20,7 @@ from typing import Any
 from bench.meter import METERS, Call, by_tokens, sent_size, shared_prefixes
 from swm.checkpoints import open_saver, open_store, run_thread
 from swm.context import SWMContext
+from swm.games.graph_state import GameInput
 from swm.graphs import episode, game, lifelong
 from swm.graphs.selfplay import train
 from swm.lifelong import store as ls
@@ -29,6 +30,7 @@ from swm.lifelong.update import training_rows
 from swm.scenarios import shipped
 from swm.selfplay import store as sps
 from swm.selfplay.served import default_concurrency
+from swm.social.graph_state import ActStrategy, EpisodeInput
 from swm.tasks.decisions import decision_prompt, decision_task
 from swm.training.config import PolicyConfig
 from swm.training.trl_update import TrainSettings, train_adapter
@@ -208,7 +210,7 @@ def _store(folder: Path) -> Any:
     return open_store(folder / "bench.db")
 
 
-def episodes(model: str, policy: str, n: int, turns: int, folder: Path, act_order: str = "sotopia") -> Row:
+def episodes(model: str, policy: ActStrategy, n: int, turns: int, folder: Path, act_order: str = "sotopia") -> Row:
     """``n`` SOTOPIA episodes (the shipped scenarios in turn) of ``turns`` turns, all at once; no judge.
 
     ``act_order``: the acting prompt's order (`SWMContext.act_order`).
@@ -217,10 +219,10 @@ def episodes(model: str, policy: str, n: int, turns: int, folder: Path, act_orde
     graph = episode.build().compile()
     scenarios = shipped()
     ctx = SWMContext(model=model, temperature=0.7, store=_store(folder), act_order=act_order)  # type: ignore[arg-type]
-    inputs = []
+    inputs: list[EpisodeInput] = []
     for i in range(n):
         scenario = scenarios[i % len(scenarios)]
-        inputs.append({"scenario": scenario.model_dump(mode="json"), "episode_id": f"bench-engine-{policy}-{i}",
+        inputs.append({"scenario": scenario.id, "episode_id": f"bench-engine-{policy}-{i}",
                        "policies": dict.fromkeys(scenario.names, policy), "max_turns": turns, "judge": False})
     label = f"{policy} episodes ({n} x {turns} turns{'' if act_order == 'sotopia' else ', ' + act_order + ' order'})"
     row, window = Row(label, n), Window()
@@ -312,7 +314,7 @@ def werewolf(model: str, games: int, players: int, rounds: int, folder: Path) ->
     graph = game.build().compile()
     ctx = SWMContext(model=model, temperature=0.7, store=_store(folder))
     # as `swm bench games --policies plain` plays them: the model in every seat
-    inputs = [{"game": "werewolf", "game_id": f"bench-engine-ww-{i}", "seed": i, "n_players": players,
+    inputs: list[GameInput] = [{"game": "werewolf", "game_id": f"bench-engine-ww-{i}", "seed": i, "n_players": players,
                "options": {"max_rounds": rounds}, "policies": {"village": "plain", "werewolves": "plain"},
                "tested_side": None} for i in range(games)]
     row, window = Row(f"werewolf ({games} games x {players} seats, {rounds} round)", games), Window()
@@ -331,10 +333,11 @@ def run(names: list[str], model: str, sizes: dict[str, Any], echo: Any = print) 
         started = time.perf_counter()
         try:
             if name in ("plain", "foresee"):
+                policy: ActStrategy = "plain" if name == "plain" else "foresee"
                 for order in s.get("act_orders", ["sotopia"])[:-1]:  # every order but the last: a row each
                     (folder / order).mkdir()
-                    rows.append(episodes(model, name, s["n"], s["turns"], folder / order, order))
-                row = episodes(model, name, s["n"], s["turns"], folder, s.get("act_orders", ["sotopia"])[-1])
+                    rows.append(episodes(model, policy, s["n"], s["turns"], folder / order, order))
+                row = episodes(model, policy, s["n"], s["turns"], folder, s.get("act_orders", ["sotopia"])[-1])
             elif name == "lifelong":
                 row = lifelong_cycle(model, s["n"], s["episodes"], s["update"], s["train_steps"], folder,
                                      s.get("eval", 1))

@@ -14,6 +14,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar, cast, get_args
 
+from langchain_core.language_models import BaseChatModel
 from pydantic import TypeAdapter
 from pydantic.json_schema import SkipJsonSchema
 
@@ -24,6 +25,7 @@ from swm.faults import DEFAULT_LIMIT, FailureStreak
 from swm.llm import (
     DEFAULT_MAX_RETRIES,
     ROLES,
+    ModelReply,
     ModelSpec,
     default_spec,
     is_embedded,
@@ -47,7 +49,7 @@ ORDERED_PROMPTS = ("episode_act", "foresee_predict", "foresee_refine")
 C = TypeVar("C", bound="ModelContext")
 
 
-def refuse_unknown_keys(context: Any, known: Collection[str], also: Collection[str] = ()) -> None:
+def refuse_unknown_keys(context: object, known: Collection[str], also: Collection[str] = ()) -> None:
     """Raise an `InputError` naming every key of ``context`` in neither ``known`` nor ``also`` (with the closest one).
 
     ``known`` are the keys the graph reads (the hint lists them); ``also`` are keys taken and left unread.
@@ -112,8 +114,8 @@ class ModelContext:
     models: dict[str, str] = field(default_factory=dict)
     # Python objects (tests inject scripted models): no JSON form, so left out of the context schema
     # that Studio and the server show; over the API, models are chosen by spec strings
-    llm: SkipJsonSchema[Any] = None
-    chat_models: SkipJsonSchema[dict[str, Any]] = field(default_factory=dict)
+    llm: SkipJsonSchema[BaseChatModel | None] = None
+    chat_models: SkipJsonSchema[dict[str, BaseChatModel]] = field(default_factory=dict)
     temperature: float = 0.0
     max_tokens: int | None = None
     # endpoint faults: seconds per request (None: 120, or 600 for the embedded server) and the
@@ -169,7 +171,7 @@ class ModelContext:
             return self.chat_models.get("judge", self.llm) is self.chat_models.get("agent", self.llm)
         return self._spec("judge") == self._spec("agent")
 
-    def model_for(self, role: str) -> Any:
+    def model_for(self, role: str) -> BaseChatModel:
         """Return the chat model for a role, built once per context."""
         if role in self.chat_models:
             return self.chat_models[role]
@@ -194,7 +196,7 @@ class ModelContext:
                     self.store = served_store() or ExperienceStore(":memory:")
         return self.store
 
-    def record_failed_reply(self, node: str, role: str, reply: Any, key: str = "") -> None:
+    def record_failed_reply(self, node: str, role: str, reply: ModelReply, key: str = "") -> None:
         """Keep a reply that did not fit its schema (bounded) in the store's ``failed_replies`` table."""
         if reply.error is None:
             return

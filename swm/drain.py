@@ -82,7 +82,7 @@ def drained_exit_code(reason: str | None = None) -> int:
         return 130
 
 
-def _handle(signum: int, frame: Any) -> None:
+def _handle(signum: int, frame: object) -> None:
     global _received
     if _received is not None or _control is None:
         raise SignalInterrupt(signum)

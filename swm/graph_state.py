@@ -21,7 +21,9 @@ from typing import Annotated, Any, Literal, Required, TypeVar
 
 from langgraph.config import get_config
 from langgraph.graph import StateGraph
+from langgraph.typing import InputT, OutputT, StateT
 from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic_core import ErrorDetails
 from typing_extensions import TypedDict
 
 from swm.context import ModelContext, ParseTask
@@ -34,9 +36,10 @@ Mode = Literal["vanilla", "cot", "s3ap", "s3ap_only"]
 # or no parse at all (a mode that does not use one)
 SocialStateUse = Literal["parsed", "cached", "none", "not used"]
 Usage = Annotated[dict[str, CallStats], merge_usage]
+V = TypeVar("V")
 
 
-def merge_dict(left: Mapping[str, Any] | None, right: Mapping[str, Any] | None) -> dict[str, Any]:
+def merge_dict(left: Mapping[str, V] | None, right: Mapping[str, V] | None) -> dict[str, V]:
     """Reducer: later keys win."""
     return {**(left or {}), **(right or {})}
 
@@ -122,7 +125,7 @@ class AskOutput(ParseOutput, total=False):
     social_state: SocialStateUse
 
 
-def check_input(schema: type[Any], state: Mapping[str, Any]) -> None:
+def check_input(schema: type[Any], state: Mapping[str, object]) -> None:
     """Raise an `InputError` naming every input key of ``state`` that does not fit ``schema``."""
     keys = schema.__required_keys__ | schema.__optional_keys__
     given = {k: v for k, v in state.items() if k in keys}
@@ -134,7 +137,7 @@ def check_input(schema: type[Any], state: Mapping[str, Any]) -> None:
         raise InputError(f"invalid {schema.__name__}: {problems}", "see the graph's input schema") from None
 
 
-def _fields_of(kind: Any) -> dict[str, Any]:
+def _fields_of(kind: object) -> dict[str, object]:
     """Return a TypedDict's or pydantic model's fields with their types ({} for anything else)."""
 
 
@@ -150,7 +153,7 @@ def _fields_of(kind: Any) -> dict[str, Any]:
     return {}
 
 
-def _closest(schema: type[Any], error: Mapping[str, Any]) -> str:
+def _closest(schema: type[Any], error: ErrorDetails) -> str:
     """For an unknown key, name the closest valid key at the same place (`` (did you mean 'x'?)``)."""
 
     if error.get("type") != "extra_forbidden" or not error.get("loc"):
@@ -172,7 +175,7 @@ def _adapter(schema: type[Any]) -> TypeAdapter[Any]:
     return _ADAPTERS[schema]
 
 
-NodeT = TypeVar("NodeT", bound=Callable[..., Any])
+NodeT = TypeVar("NodeT", bound=Callable[..., object])
 C = TypeVar("C", bound=ModelContext)
 
 
@@ -181,7 +184,7 @@ def checks_input(schema: type[Any]) -> Callable[[NodeT], NodeT]:
 
     def wrap(node: NodeT) -> NodeT:
         @functools.wraps(node)
-        def checked(state: Any, *args: Any, **kwargs: Any) -> Any:
+        def checked(state: Mapping[str, object], *args: object, **kwargs: object) -> object:
             check_input(schema, state)
             return node(state, *args, **kwargs)
 
@@ -207,8 +210,7 @@ def thread_run_id(run_id: str, default: str) -> str:
     return str(thread) if thread else run_id
 
 
-def new_graph(state: type[Any] = SocialWorldState, input_schema: type[Any] | None = None,
-              output_schema: type[Any] | None = None, *, context: type[C]) -> StateGraph[Any, C, Any, Any]:
+def new_graph(state: type[StateT], input_schema: type[InputT], output_schema: type[OutputT], *,
+              context: type[C]) -> StateGraph[StateT, C, InputT, OutputT]:
     """Start a graph over ``state`` with ``context`` (its own context class) as its runtime context."""
-    return StateGraph(state, context_schema=context, input_schema=input_schema,  # type: ignore[arg-type]
-                      output_schema=output_schema)
+    return StateGraph(state, context_schema=context, input_schema=input_schema, output_schema=output_schema)

@@ -20,7 +20,7 @@ from swm.errors import InputError
 NUL = "\x00"
 
 
-def without_nul(value: Any) -> tuple[Any, int]:
+def without_nul(value: object) -> tuple[Any, int]:
     """Return ``value`` with every NUL character removed from its strings (nested too), and how many went.
 
     PostgreSQL stores no NUL in text and JSONB, so text that reaches a backend (a model's reply, a
@@ -108,7 +108,7 @@ def refuse_duplicate_ids(entries: Iterable[tuple[str, str]], what: str) -> None:
         seen[key] = where
 
 
-def message_without_nul(message: Any) -> tuple[Any, int]:
+def message_without_nul(message: object) -> tuple[Any, int]:
     """Remove NUL characters from a reply's text and tool-call arguments; return it and how many went.
 
     A model can emit ``\\u0000``; PostgreSQL refuses it in text and JSONB, and a thread whose

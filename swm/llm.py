@@ -338,7 +338,7 @@ def _structured(model: BaseChatModel, schema: type[BaseModel]) -> tuple[Runnable
     return bound, runnable.last
 
 
-def _describe_parse_error(error: Any, raw: AIMessage | None) -> str:
+def _describe_parse_error(error: object, raw: AIMessage | None) -> str:
     if error is not None:
         text = str(error).splitlines()[0] if str(error) else type(error).__name__
     elif raw is not None and (raw.response_metadata or {}).get("finish_reason") == "length":
@@ -365,7 +365,7 @@ def _attempts(model: BaseChatModel, exc: BaseException | None = None) -> str:
     return f"{retries + 1} attempt{'s' if retries else ''}" if isinstance(retries, int) else "its attempts"
 
 
-def _wait_asked(exc: Any) -> str:
+def _wait_asked(exc: object) -> str:
     """Describe a ``Retry-After`` longer than the client waits (it then does not retry at all), or ''."""
     from openai._constants import MAX_RETRY_AFTER_DELAY
 
@@ -381,7 +381,7 @@ def _wait_asked(exc: Any) -> str:
            "so it was not retried"
 
 
-def _server_message(exc: Any) -> str:
+def _server_message(exc: object) -> str:
     body = getattr(exc, "body", None)
     message = body.get("message") if isinstance(body, dict) else None
     text = str(message or getattr(exc, "message", "") or exc)

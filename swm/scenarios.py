@@ -92,7 +92,7 @@ def load_sotopia(path: str | Path | None = None, hard: bool | None = None) -> li
     return [s for s in scenarios if hard is None or s.hard == hard]
 
 
-def _relationship(value: Any) -> str:
+def _relationship(value: object) -> str:
     if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
         return RELATIONSHIPS.get(int(value), str(value))
     return str(value or "stranger")

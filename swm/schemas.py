@@ -21,13 +21,13 @@ REASONING_CAP = 1000
 TRUNCATED_MARK = " [...truncated]"
 
 
-def _truncate(value: Any) -> Any:
+def _truncate(value: object) -> Any:
     if isinstance(value, str) and len(value) > REASONING_CAP:
         return value[: REASONING_CAP - len(TRUNCATED_MARK)] + TRUNCATED_MARK
     return value
 
 
-def was_truncated(reasoning: Any) -> bool:
+def was_truncated(reasoning: object) -> bool:
     """Tell whether a reasoning string was cut to `REASONING_CAP` on return."""
     return isinstance(reasoning, str) and len(reasoning) == REASONING_CAP and reasoning.endswith(TRUNCATED_MARK)
 

@@ -103,7 +103,7 @@ class SocialWorld(BaseModel):
 
     # ---- the paper's JSON -------------------------------------------------------------
     @classmethod
-    def from_s3ap(cls, obj: Any, agents: Iterable[str] | None = None) -> SocialWorld:
+    def from_s3ap(cls, obj: object, agents: Iterable[str] | None = None) -> SocialWorld:
         """Read the paper's S3AP JSON in either form; names are matched to known agents.
 
         Unknown names are kept as written (so `swm.validation.validate_s3ap` can report them) unless they
@@ -119,7 +119,7 @@ class SocialWorld(BaseModel):
             world.steps.append(world._step_from_raw(index, raw, closed))
         return world
 
-    def _step_from_raw(self, index: int, raw: Mapping[str, Any], closed: bool) -> SocialStep:
+    def _step_from_raw(self, index: int, raw: Mapping[str, object], closed: bool) -> SocialStep:
         observations = self._per_agent(raw.get("observations"), closed)
         actions = self._per_agent(raw.get("actions"), closed)
         dialogue = self._per_agent(raw.get("dialogue"), closed)
@@ -136,7 +136,7 @@ class SocialWorld(BaseModel):
                 step.mental_states[agent] = mental
         return step
 
-    def _per_agent(self, value: Any, closed: bool) -> dict[str, str]:
+    def _per_agent(self, value: object, closed: bool) -> dict[str, str]:
         """Read a per-agent field from the dict form or the ``"name: text"`` list form."""
         if value is None:
             return {}
@@ -269,7 +269,7 @@ class SocialWorld(BaseModel):
         return json.dumps(self.to_s3ap(), ensure_ascii=False)
 
 
-def unwrap_s3ap(obj: Any) -> tuple[list[str], list[Any]]:
+def unwrap_s3ap(obj: object) -> tuple[list[str], list[Any]]:
     """Return (agent names, raw steps) from a wrapped S3AP object, a bare list or a JSON string."""
     if isinstance(obj, str | bytes):
         obj = json.loads(obj)

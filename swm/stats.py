@@ -36,7 +36,6 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 Z95 = 1.959963984540054  # the two-sided 95% quantile of the standard normal
 
@@ -230,17 +229,17 @@ def bounded_mean_interval(values: Sequence[float], seed: int = 0) -> tuple[float
 _WORD_RE = re.compile(r"[a-z0-9$']+")
 
 
-def words(text: Any) -> list[str]:
+def words(text: object) -> list[str]:
     """Split text into lowercase words (letters, digits, ``$`` and ``'``); punctuation separates."""
     return _WORD_RE.findall(str(text or "").casefold())
 
 
-def fantom_tokens(text: Any) -> list[str]:
+def fantom_tokens(text: object) -> list[str]:
     """FANToM's official tokenisation for fact F1: lowercase, split on whitespace (punctuation stays attached)."""
     return str(text or "").lower().split()
 
 
-def token_f1(answer: Any, gold: Any, tokenize: Callable[[Any], list[str]] = words) -> float:
+def token_f1(answer: object, gold: object, tokenize: Callable[[object], list[str]] = words) -> float:
     """Return the bag-of-words F1 between answer and gold (0 when either has no token)."""
     a, g = tokenize(answer), tokenize(gold)
     common = sum((Counter(a) & Counter(g)).values())

@@ -54,7 +54,7 @@ def total_usage(usage: Mapping[str, Mapping[str, Any]] | None) -> CallStats:
     return out
 
 
-def usage_of(message: Any) -> tuple[int, int, bool]:
+def usage_of(message: object) -> tuple[int, int, bool]:
     """Return the reply's prompt and completion tokens, and whether the server's count was unusable.
 
     A server that sends no ``usage``, or negative / non-integer counts, has its call counted as

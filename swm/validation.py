@@ -39,7 +39,7 @@ class StepReader:
         self.passed += ok
         return ok
 
-    def read(self, raw: Mapping[str, Any], name: str, index: int) -> Fields | None:
+    def read(self, raw: Mapping[str, object], name: str, index: int) -> Fields | None:
         """Read ``observations`` or ``actions`` in dict or list form; None when it is not well formed."""
         items = self._items(raw.get(name), name, index)
         if items is None:
@@ -57,7 +57,7 @@ class StepReader:
             out[canonical] = text
         return out
 
-    def _items(self, value: Any, name: str, index: int) -> list[tuple[str, Any]] | None:
+    def _items(self, value: object, name: str, index: int) -> list[tuple[str, Any]] | None:
         if isinstance(value, Mapping):
             return [(str(k), v) for k, v in value.items()]
         if not isinstance(value, list):
@@ -75,7 +75,7 @@ class StepReader:
 
 # ---- structural checks (they count towards the score) -----------------------------------------
 
-def missing_field(reader: StepReader, raw: Mapping[str, Any], index: int) -> list[Issue]:
+def missing_field(reader: StepReader, raw: Mapping[str, object], index: int) -> list[Issue]:
     """Each required field is present; ``timestep`` and ``state`` are strings (``bad_field`` otherwise)."""
     issues = []
     for name in _REQUIRED:
@@ -90,7 +90,7 @@ def missing_field(reader: StepReader, raw: Mapping[str, Any], index: int) -> lis
     return issues
 
 
-def missing_agent(reader: StepReader, raw: Mapping[str, Any], name: str, parsed: Fields | None,
+def missing_agent(reader: StepReader, raw: Mapping[str, object], name: str, parsed: Fields | None,
                   index: int) -> list[Issue]:
     """``observations``/``actions`` are well formed (``bad_field``) and cover every agent."""
     if parsed is None:
@@ -120,7 +120,7 @@ def bad_tag_index(agent: str, text: str, index: int, agents: list[str]) -> list[
             if m.group(1) is not None and agents and int(m.group(1)) >= len(agents)]
 
 
-def mental_state_misplaced(raw: Mapping[str, Any], index: int) -> list[Issue]:
+def mental_state_misplaced(raw: Mapping[str, object], index: int) -> list[Issue]:
     """No ``<mental_state>`` outside observations."""
     return [Issue(code="mental_state_misplaced", step=index,
                   message=f"a <mental_state> tag appears in '{name}'; put it in observations")
@@ -163,7 +163,7 @@ def unknown_agent(unknown: list[str], agents: list[str]) -> list[Issue]:
                   message=f"unknown agent {name!r} (known: {', '.join(agents) or 'none'})") for name in unknown]
 
 
-def _check_step(reader: StepReader, raw: Any, index: int, n_steps: int) -> Fields | None:
+def _check_step(reader: StepReader, raw: object, index: int, n_steps: int) -> Fields | None:
     """Run every per-step check on one raw step; return its observations (None when unreadable)."""
     if not isinstance(raw, Mapping):
         reader.total += len(_REQUIRED) + 2
@@ -184,7 +184,7 @@ def _check_step(reader: StepReader, raw: Any, index: int, n_steps: int) -> Field
     return observations
 
 
-def validate_s3ap(obj: Any, expected_agents: Iterable[str] | None = None) -> ValidationReport:
+def validate_s3ap(obj: object, expected_agents: Iterable[str] | None = None) -> ValidationReport:
     """Score a raw S3AP object's structure in [0, 1] and run the paper critic's rule checks.
 
     The structural score (appendix A.3 step 1) is the fraction of checks passed: per step,

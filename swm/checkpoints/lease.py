@@ -298,7 +298,7 @@ class _Renewer(threading.Thread):
             return
 
 
-def _release_quietly(conn: Any, path: str | Path, lease: Lease) -> None:
+def _release_quietly(conn: object, path: str | Path, lease: Lease) -> None:
     """Release the lease, on a fresh connection if ours broke; a failure is a warning (the lease then goes stale)."""
     try:
         release(conn, lease)

@@ -21,17 +21,26 @@ import re
 import threading
 import time
 import zlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver, ChannelVersions, Checkpoint, CheckpointMetadata
 
 from swm.checkpoints.savers import SERDE, AsyncOnThreads
-from swm.checkpoints.store import StoreRecords
+from swm.checkpoints.store import PrimaryKey, StoreRecords
 from swm.credentials import redact_text
 from swm.errors import InputError
 from swm.inputs import without_nul
 
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection, Connection
+    from psycopg.rows import DictRow, TupleRow
+    from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
 SCHEMES = ("postgresql://", "postgres://")
+Statements = list[tuple[str, tuple[object, ...]]]  # maintenance statements with their parameters
 
 
 def is_postgres(target: object) -> bool:
@@ -39,7 +48,7 @@ def is_postgres(target: object) -> bool:
     return str(target).startswith(SCHEMES)
 
 
-def _pool(url: str, max_size: int = 8, prepare: bool = True) -> Any:
+def _pool(url: str, max_size: int = 8, prepare: bool = True) -> ConnectionPool[Connection[DictRow]]:
     """Open a connection pool; the store's pool prepares nothing (its tables widen, and a prepared
     ``select *`` would then refuse: "cached plan must not change result type")."""
     from psycopg.rows import dict_row
@@ -47,10 +56,9 @@ def _pool(url: str, max_size: int = 8, prepare: bool = True) -> Any:
 
     try:
         # check: a connection the server ended (restart, failover, idle timeout) is replaced on checkout
-        pool = ConnectionPool(url, min_size=1, max_size=max_size, open=True, timeout=30,
-                              check=ConnectionPool.check_connection,
-                              kwargs={"autocommit": True, "prepare_threshold": 0 if prepare else None,
-                                      "row_factory": dict_row})
+        pool: ConnectionPool[Connection[DictRow]] = ConnectionPool(
+            url, min_size=1, max_size=max_size, open=True, timeout=30, check=ConnectionPool.check_connection,
+            kwargs={"autocommit": True, "prepare_threshold": 0 if prepare else None, "row_factory": dict_row})
         pool.wait(timeout=10)
     except Exception as exc:  # psycopg_pool.PoolTimeout, psycopg.OperationalError
         raise InputError(f"cannot open the PostgreSQL database {redact(url)}: {type(exc).__name__}",
@@ -63,7 +71,7 @@ def redact(url: str) -> str:
     return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1:***@", url)
 
 
-def _text_safe(checkpoint: Any, metadata: Any) -> tuple[Any, Any]:
+def _text_safe(checkpoint: Checkpoint, metadata: CheckpointMetadata) -> tuple[Checkpoint, CheckpointMetadata]:
     """Remove NUL characters from the strings the saver puts in JSONB (inline channel values, metadata).
 
     PostgreSQL's JSONB refuses ``\\u0000``, and a refused checkpoint is retried from the same pending
@@ -100,7 +108,7 @@ _COPY_THREAD = [
     "FROM checkpoint_writes WHERE thread_id = %s ON CONFLICT DO NOTHING"]
 
 
-def _maintenance(run_ids: Sequence[str] | None = None, copy: tuple[str, str] | None = None) -> list[tuple[str, Any]]:
+def _maintenance(run_ids: Sequence[str] | None = None, copy: tuple[str, str] | None = None) -> Statements:
     """Return the statements (with parameters) that delete the checkpoints of ``run_ids`` or copy a thread."""
     if run_ids is not None:
         if isinstance(run_ids, str):
@@ -116,18 +124,20 @@ def _nul_safe(saver_class: type) -> type:
     a run's checkpoints and copy a thread, and, for the sync saver, the async interface on worker threads."""
 
     class NulSafe(saver_class):  # type: ignore[valid-type,misc]
-        def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+                new_versions: ChannelVersions) -> RunnableConfig:
             return super().put(config, *_text_safe(checkpoint, metadata), new_versions)
 
-        async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+                       new_versions: ChannelVersions) -> RunnableConfig:
             return await super().aput(config, *_text_safe(checkpoint, metadata), new_versions)
 
-        def _run(self, statements: list[tuple[str, Any]]) -> None:
+        def _run(self, statements: Statements) -> None:
             with self._cursor() as cur, cur.connection.transaction():
                 for sql, params in statements:
                     cur.execute(sql, params)
 
-        async def _arun(self, statements: list[tuple[str, Any]]) -> None:
+        async def _arun(self, statements: Statements) -> None:
             async with self._cursor() as cur, cur.connection.transaction():
                 for sql, params in statements:
                     await cur.execute(sql, params)
@@ -160,7 +170,7 @@ def _sync_saver(saver_class: type) -> type:
 
 
 @contextmanager
-def postgres_saver(url: str) -> Iterator[Any]:
+def postgres_saver(url: str) -> Iterator[BaseCheckpointSaver[str]]:
     """Yield a Postgres checkpointer on ``url`` (tables set up on first use) and close it afterwards."""
     from langgraph.checkpoint.postgres import PostgresSaver
 
@@ -176,23 +186,23 @@ def postgres_saver(url: str) -> Iterator[Any]:
 
 
 @asynccontextmanager
-async def async_postgres_saver(url: str) -> Any:
+async def async_postgres_saver(url: str) -> AsyncIterator[BaseCheckpointSaver[str]]:
     """Yield an async Postgres checkpointer (LangGraph server / Studio) on ``url``."""
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
     from psycopg.rows import dict_row
     from psycopg_pool import AsyncConnectionPool
 
 
-    async with AsyncConnectionPool(url, min_size=1, max_size=8, open=False,
-                                   check=AsyncConnectionPool.check_connection,
-                                   kwargs={"autocommit": True, "prepare_threshold": 0,
-                                           "row_factory": dict_row}) as pool:
+    opened: AsyncConnectionPool[AsyncConnection[DictRow]] = AsyncConnectionPool(
+        url, min_size=1, max_size=8, open=False, check=AsyncConnectionPool.check_connection,
+        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row})
+    async with opened as pool:
         saver = _nul_safe(AsyncPostgresSaver)(pool, serde=SERDE)
         async with pool.connection() as conn:
             pause = LOCK_POLL_S[0]
             while True:  # polled, as `advisory_lock` explains
                 cursor = await conn.execute("select pg_try_advisory_lock(%s) as ok", [_lock_id("checkpoint-setup")])
-                row: Any = await cursor.fetchone()
+                row = await cursor.fetchone()
                 if row and row["ok"]:
                     break
                 await asyncio.sleep(pause)
@@ -212,7 +222,7 @@ LOCK_POLL_S = (0.02, 0.5)  # first and longest pause between tries of an advisor
 
 
 @contextmanager
-def advisory_lock(conn: Any, name: str) -> Iterator[None]:
+def advisory_lock(conn: Connection[DictRow] | Connection[TupleRow], name: str) -> Iterator[None]:
     """Hold PostgreSQL's session advisory lock ``name`` on ``conn`` (a psycopg connection) for the block.
 
     Taken by polling ``pg_try_advisory_lock``, never by a blocking ``pg_advisory_lock``: the holder
@@ -223,6 +233,7 @@ def advisory_lock(conn: Any, name: str) -> Iterator[None]:
 
     def taken() -> bool:
         row = conn.execute("select pg_try_advisory_lock(%s) as ok", [_lock_id(name)]).fetchone()
+        assert row is not None  # a select of one value returns one row
         return bool(row["ok"] if isinstance(row, dict) else row[0])  # pools hand out dict rows
 
     pause = LOCK_POLL_S[0]
@@ -236,7 +247,7 @@ def advisory_lock(conn: Any, name: str) -> Iterator[None]:
 
 
 @contextmanager
-def _ddl_lock(pool: Any, name: str) -> Iterator[None]:
+def _ddl_lock(pool: ConnectionPool[Connection[DictRow]], name: str) -> Iterator[None]:
     """Serialise schema changes across processes (two workers creating one table would collide)."""
     with pool.connection() as conn, advisory_lock(conn, name):
         yield
@@ -250,7 +261,7 @@ def _sql(sql: str) -> str:
     return _PLACEHOLDER.sub("%s", sql.replace("%", "%%"))
 
 
-def _column_type(value: Any) -> str:
+def _column_type(value: object) -> str:
     if isinstance(value, bool | int):
         return "BIGINT"
     if isinstance(value, float):
@@ -260,7 +271,7 @@ def _column_type(value: Any) -> str:
     return "TEXT"
 
 
-def _value(value: Any) -> Any:
+def _value(value: object) -> object:
     if isinstance(value, str):
         return redact_text(value.replace("\x00", ""))  # PostgreSQL's text holds no NUL (JSON text escapes it: kept)
     if isinstance(value, bool):
@@ -315,7 +326,7 @@ class PostgresExperienceStore(StoreRecords):
         """Return a table's column names (empty when it does not exist)."""
         return set(self._columns[table]) if self.has_table(table) else set()
 
-    def create_table(self, table: str, columns: Mapping[str, type], *, pk: str | Iterable[str] | None = None,
+    def create_table(self, table: str, columns: Mapping[str, type], *, pk: PrimaryKey = None,
                      indexes: Iterable[Iterable[str]] = ()) -> None:
         """Create a table (and its indexes) unless it exists; columns map names to Python types."""
         if self.has_table(table):
@@ -339,7 +350,7 @@ class PostgresExperienceStore(StoreRecords):
             conn.execute(f"create index if not exists {name} on {_ident(table)} "  # type: ignore[arg-type]
                          f"({', '.join(_ident(c) for c in cols)})")
 
-    def _ensure(self, table: str, row: Mapping[str, Any], pk: str | Iterable[str] | None) -> None:
+    def _ensure(self, table: str, row: Mapping[str, object], pk: PrimaryKey) -> None:
         if not self.has_table(table):
             self.create_table(table, {c: type(v) if v is not None else str for c, v in row.items()}, pk=pk)
         missing = [c for c in row if c not in self._columns[table]]
@@ -351,12 +362,12 @@ class PostgresExperienceStore(StoreRecords):
             self._columns[table].update(missing)
 
     # ---- generic rows ----------------------------------------------------------------------
-    def insert(self, table: str, row: Mapping[str, Any], *, pk: str | Iterable[str] | None = None,
+    def insert(self, table: str, row: Mapping[str, object], *, pk: PrimaryKey = None,
                replace: bool = False, ignore: bool = False) -> None:
         """Append a row (dict/list values are stored as JSON text)."""
         self.insert_all(table, [row], pk=pk, replace=replace, ignore=ignore)
 
-    def insert_all(self, table: str, rows: Iterable[Mapping[str, Any]], *, pk: str | Iterable[str] | None = None,
+    def insert_all(self, table: str, rows: Iterable[Mapping[str, object]], *, pk: PrimaryKey = None,
                    replace: bool = False, ignore: bool = False) -> None:
         batch = [{k: _value(v) for k, v in r.items()} for r in rows]
         if not batch:
@@ -379,17 +390,17 @@ class PostgresExperienceStore(StoreRecords):
                     sql += " on conflict do nothing"
                 conn.execute(sql, [row[c] for c in cols])  # type: ignore[arg-type]
 
-    def rows(self, sql: str, params: Iterable[Any] | Mapping[str, Any] = ()) -> Iterator[dict[str, Any]]:
+    def rows(self, sql: str, params: Iterable[object] | Mapping[str, object] = ()) -> Iterator[dict[str, Any]]:
         with self.pool.connection() as conn:
             result = conn.execute(_sql(sql), list(params) if not isinstance(params, Mapping) else params)  # type: ignore[arg-type]
             return iter(result.fetchall() if result.description else [])
 
-    def execute(self, sql: str, params: Iterable[Any] = ()) -> None:
+    def execute(self, sql: str, params: Iterable[object] = ()) -> None:
         """Run one write statement (update, delete) in its own transaction."""
         with self.pool.connection() as conn, conn.transaction():
             conn.execute(_sql(sql), list(params))  # type: ignore[arg-type]
 
-    def count(self, table: str, where: str | None = None, params: Iterable[Any] = ()) -> int:
+    def count(self, table: str, where: str | None = None, params: Iterable[object] = ()) -> int:
         if not self.has_table(table):
             return 0
         rows = list(self.rows(f"select count(*) as n from {_ident(table)} where {where or 'true'}", params))

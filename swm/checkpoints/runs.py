@@ -33,10 +33,10 @@ def thread_status(snapshot: StateSnapshot) -> Status:
     return "finished" if snapshot.values else "started"
 
 
-def differences(stored: Mapping[str, Any], given: Mapping[str, Any], keys: Any = None) -> list[str]:
+def differences(stored: Mapping[str, object], given: Mapping[str, object], keys: Any = None) -> list[str]:
     """List ``key: stored → given`` for each key (all of ``given`` by default) whose values differ."""
 
-    def short(value: Any) -> str:
+    def short(value: object) -> str:
         text = repr(value)
         return text if len(text) <= 40 else text[:37] + "..."
 
@@ -47,8 +47,8 @@ def differences(stored: Mapping[str, Any], given: Mapping[str, Any], keys: Any =
 RUN_OPTIONS_TABLE = "swm_run_options"
 
 
-def run_options_for(store: StoreRecords, run_id: str, options: Mapping[str, Any], given: Collection[str],
-                    added: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def run_options_for(store: StoreRecords, run_id: str, options: Mapping[str, object], given: Collection[str],
+                    added: Mapping[str, object] | None = None) -> dict[str, Any]:
     """Return the options a run goes on with: the ones it recorded, except those ``given`` on the command line.
 
     The rule `swm learn` follows too: an option left at its default means "as the run was started",
@@ -64,8 +64,8 @@ def run_options_for(store: StoreRecords, run_id: str, options: Mapping[str, Any]
     return {key: stored[key] if key in stored and key not in given else value for key, value in options.items()}
 
 
-def pin_run_options(store: StoreRecords, run_id: str, options: Mapping[str, Any],
-                    added: Mapping[str, Any] | None = None) -> list[str]:
+def pin_run_options(store: StoreRecords, run_id: str, options: Mapping[str, object],
+                    added: Mapping[str, object] | None = None) -> list[str]:
     """Record a run's options on its first invocation; refuse a rerun whose options differ.
 
     For runs made of many threads (a benchmark), whose finished items would otherwise be reused
@@ -101,10 +101,10 @@ def reopen(graph: Any, config: RunnableConfig, after: str) -> StateSnapshot:
     return graph.get_state(config)
 
 
-def run_thread(graph: Any, inputs: Mapping[str, Any], config: RunnableConfig, context: Any,
+def run_thread(graph: Any, inputs: Mapping[str, object], config: RunnableConfig, context: object,
                announce: Callable[[Status, StateSnapshot], None] | None = None,
                on_event: Callable[[str, Any], None] | None = None,
-               redo: Callable[[Mapping[str, Any]], str | None] | None = None) -> tuple[dict[str, Any], Status]:
+               redo: Callable[[Mapping[str, object]], str | None] | None = None) -> tuple[dict[str, Any], Status]:
     """Start the thread, resume it at the node where it stopped, or return its finished state.
 
     ``redo(values)``: for a finished thread whose result is unusable (a failed reply), the node

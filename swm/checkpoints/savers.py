@@ -11,7 +11,15 @@ from pathlib import Path
 from typing import Any
 
 import aiosqlite
-from langgraph.checkpoint.base import BaseCheckpointSaver
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
@@ -76,19 +84,21 @@ class AsyncOnThreads(BaseCheckpointSaver):
     the same saver, checks and all; LangGraph's sync SQLite and PostgreSQL savers' own async methods raise.
     """
 
-    async def aget_tuple(self, config: Any) -> Any:
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return await asyncio.to_thread(self.get_tuple, config)
 
-    async def alist(self, config: Any, *, filter: dict[str, Any] | None = None, before: Any = None,
-                    limit: int | None = None) -> AsyncIterator[Any]:
+    async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
+                    before: RunnableConfig | None = None, limit: int | None = None) -> AsyncIterator[CheckpointTuple]:
         found = await asyncio.to_thread(lambda: list(self.list(config, filter=filter, before=before, limit=limit)))
         for item in found:
             yield item
 
-    async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+    async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+                   new_versions: ChannelVersions) -> RunnableConfig:
         return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
 
-    async def aput_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+    async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, object]], task_id: str,
+                          task_path: str = "") -> None:
         await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
 
     async def adelete_thread(self, thread_id: str) -> None:
@@ -111,18 +121,20 @@ class FileCheckedSqliteSaver(AsyncOnThreads, SqliteSaver):
     write landed, and the run stops (drained, or at once) before it pays for steps it could not keep.
     """
 
-    def __init__(self, conn: sqlite3.Connection, path: str | Path, **kwargs: Any) -> None:
-        super().__init__(conn, **kwargs)
+    def __init__(self, conn: sqlite3.Connection, path: str | Path, *, serde: SerializerProtocol | None = None) -> None:
+        super().__init__(conn, serde=serde)
         self.path = absolute(path)
         self.identity = file_identity(self.path)
 
-    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+    def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+            new_versions: ChannelVersions) -> RunnableConfig:
         ensure_same_file(self.path, self.identity)
         saved = super().put(config, checkpoint, metadata, new_versions)
         ensure_writable(self.path, landed=True)
         return saved
 
-    def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+    def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, object]], task_id: str,
+                   task_path: str = "") -> None:
         ensure_same_file(self.path, self.identity)
         super().put_writes(config, writes, task_id, task_path)
         ensure_writable(self.path, landed=True)

@@ -23,6 +23,11 @@ from swm.checkpoints.writable import ensure_writable
 from swm.credentials import redact_text
 
 FAILED_REPLY_CHARS = 8_000  # a reply kept for audit is cut here: a runaway model can send megabytes
+PrimaryKey = str | Iterable[str] | None  # a table's key column, or its columns, or none
+
+
+def _columns(pk: PrimaryKey) -> str | tuple[str, ...] | None:
+    return pk if pk is None or isinstance(pk, str) else tuple(pk)
 
 
 class StoreRecords:
@@ -33,18 +38,18 @@ class StoreRecords:
 
     path: str
 
-    def insert(self, table: str, row: Mapping[str, Any], *, pk: Any = None, replace: bool = False,
+    def insert(self, table: str, row: Mapping[str, object], *, pk: PrimaryKey = None, replace: bool = False,
                ignore: bool = False) -> None:
         raise NotImplementedError
 
-    def insert_all(self, table: str, rows: Iterable[Mapping[str, Any]], *, pk: Any = None, replace: bool = False,
-                   ignore: bool = False) -> None:
+    def insert_all(self, table: str, rows: Iterable[Mapping[str, object]], *, pk: PrimaryKey = None,
+                   replace: bool = False, ignore: bool = False) -> None:
         raise NotImplementedError
 
-    def rows(self, sql: str, params: Iterable[Any] | Mapping[str, Any] = ()) -> Iterator[dict[str, Any]]:
+    def rows(self, sql: str, params: Iterable[object] | Mapping[str, object] = ()) -> Iterator[dict[str, Any]]:
         raise NotImplementedError
 
-    def count(self, table: str, where: str | None = None, params: Iterable[Any] = ()) -> int:
+    def count(self, table: str, where: str | None = None, params: Iterable[object] = ()) -> int:
         raise NotImplementedError
 
     def has_table(self, table: str) -> bool:
@@ -53,20 +58,20 @@ class StoreRecords:
     def columns(self, table: str) -> set[str]:
         raise NotImplementedError
 
-    def create_table(self, table: str, columns: Mapping[str, type], *, pk: Any = None,
+    def create_table(self, table: str, columns: Mapping[str, type], *, pk: PrimaryKey = None,
                      indexes: Iterable[Iterable[str]] = ()) -> None:
         raise NotImplementedError
 
     def create_index(self, table: str, columns: Iterable[str]) -> None:
         raise NotImplementedError
 
-    def execute(self, sql: str, params: Iterable[Any] = ()) -> None:
+    def execute(self, sql: str, params: Iterable[object] = ()) -> None:
         raise NotImplementedError
 
     def close(self) -> None:
         raise NotImplementedError
 
-    def get(self, table: str, key_column: str, key: Any, json_columns: Iterable[str] = ()) -> dict[str, Any] | None:
+    def get(self, table: str, key_column: str, key: object, json_columns: Iterable[str] = ()) -> dict[str, Any] | None:
         """Return the row whose ``key_column`` is ``key`` with its JSON columns decoded, or None."""
         if not self.has_table(table):
             return None
@@ -92,7 +97,7 @@ class StoreRecords:
         return {**row, "s3ap": json.loads(row["s3ap"]), "report": json.loads(row["report"])}
 
     def put_parse(self, key: str, *, story_hash: str, parser: str, prompt: str, task: str,
-                  s3ap: Mapping[str, Any], report: Mapping[str, Any], attempts: int) -> None:
+                  s3ap: Mapping[str, object], report: Mapping[str, object], attempts: int) -> None:
         self.insert("parses", {"key": key, "story_hash": story_hash, "parser": parser, "prompt": prompt,
                                "task": task, "s3ap": dict(s3ap), "report": dict(report),
                                "attempts": attempts, "created": time.time()}, pk="key", replace=True)
@@ -162,26 +167,26 @@ class ExperienceStore(StoreRecords):
                 self.conn.commit()
             ensure_writable(self.identity_path, landed=True)
 
-    def insert(self, table: str, row: Mapping[str, Any], *, pk: str | tuple[str, ...] | None = None,
+    def insert(self, table: str, row: Mapping[str, object], *, pk: PrimaryKey = None,
                replace: bool = False, ignore: bool = False) -> None:
         """Append a row (dict/list values are stored as JSON text)."""
         clean = {k: _jsonable(v) for k, v in row.items()}
         with self._writing():
-            self.db[table].insert(clean, pk=pk, replace=replace, ignore=ignore, alter=True)  # type: ignore[union-attr]
+            self.db[table].insert(clean, pk=_columns(pk), replace=replace, ignore=ignore, alter=True)  # type: ignore[union-attr]
 
-    def insert_all(self, table: str, rows: Iterable[Mapping[str, Any]], *, pk: str | tuple[str, ...] | None = None,
+    def insert_all(self, table: str, rows: Iterable[Mapping[str, object]], *, pk: PrimaryKey = None,
                    replace: bool = False, ignore: bool = False) -> None:
         with self._writing():
             self.db[table].insert_all(  # type: ignore[union-attr]
                 ({k: _jsonable(v) for k, v in r.items()} for r in rows),
-                pk=pk, replace=replace, ignore=ignore, alter=True)
+                pk=_columns(pk), replace=replace, ignore=ignore, alter=True)
 
-    def rows(self, sql: str, params: Iterable[Any] | Mapping[str, Any] = ()) -> Iterator[dict[str, Any]]:
+    def rows(self, sql: str, params: Iterable[object] | Mapping[str, object] = ()) -> Iterator[dict[str, Any]]:
         with self.lock:
             result = list(self.db.query(sql, params))  # type: ignore[arg-type]
         return iter(result)
 
-    def count(self, table: str, where: str | None = None, params: Iterable[Any] = ()) -> int:
+    def count(self, table: str, where: str | None = None, params: Iterable[object] = ()) -> int:
         with self.lock:
             if table not in self.db.table_names():
                 return 0
@@ -196,12 +201,12 @@ class ExperienceStore(StoreRecords):
         with self.lock:
             return set(self.db.table(table).columns_dict) if table in self.db.table_names() else set()
 
-    def create_table(self, table: str, columns: Mapping[str, type], *, pk: str | None = None,
+    def create_table(self, table: str, columns: Mapping[str, type], *, pk: PrimaryKey = None,
                      indexes: Iterable[Iterable[str]] = ()) -> None:
         """Create a table (and its indexes) unless it exists; columns map names to Python types."""
         with self._writing():
             if table not in self.db.table_names():
-                self.db.table(table).create(dict(columns), pk=pk)  # type: ignore[union-attr]
+                self.db.table(table).create(dict(columns), pk=_columns(pk))  # type: ignore[union-attr]
             for index in indexes:
                 self.db.table(table).create_index(list(index), if_not_exists=True)  # type: ignore[union-attr]
 
@@ -209,7 +214,7 @@ class ExperienceStore(StoreRecords):
         with self._writing():
             self.db.table(table).create_index(list(columns), if_not_exists=True)  # type: ignore[union-attr]
 
-    def execute(self, sql: str, params: Iterable[Any] = ()) -> None:
+    def execute(self, sql: str, params: Iterable[object] = ()) -> None:
         """Run one write statement (update, delete) in its own transaction."""
         with self._writing():
             self.conn.execute(sql, list(params))
@@ -237,7 +242,7 @@ def served_store() -> StoreRecords | None:
     return _SERVED[0] if _SERVED else None
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(value: object) -> object:
     """A value as the store keeps it: containers and models as JSON text, every text with its keys hidden."""
     if isinstance(value, dict | list | tuple):
         value = json.dumps(value, ensure_ascii=False, default=str)

@@ -19,14 +19,21 @@ import functools
 import os
 import sqlite3
 import stat
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 from swm import drain
 from swm.checkpoints.environment import RESUME
 from swm.checkpoints.health import open_connections, register_connection, sqlite_descriptor
 from swm.errors import EnvironmentFault
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsLenAndGetItem
+
+    Parameters = SupportsLenAndGetItem[object] | Mapping[str, object]  # a statement's values, by position or name
 
 SUFFIXES = ("", "-wal", "-shm")  # the database, its write-ahead log and its shared memory
 FS_IOC_GETFLAGS, FS_IMMUTABLE_FL = 0x80086601, 0x10  # Linux's file attribute flags (lsattr)
@@ -148,17 +155,17 @@ class GuardedConnection(sqlite3.Connection):
             keep_shared_memory(self.path)
             raise found.fault()
 
-    def execute(self, *args: Any, **kwargs: Any) -> sqlite3.Cursor:
+    def execute(self, sql: str, parameters: Parameters = (), /) -> sqlite3.Cursor:
         self.guard()
-        return super().execute(*args, **kwargs)
+        return super().execute(sql, parameters)
 
-    def executemany(self, *args: Any, **kwargs: Any) -> sqlite3.Cursor:
+    def executemany(self, sql: str, parameters: Iterable[Parameters], /) -> sqlite3.Cursor:
         self.guard()
-        return super().executemany(*args, **kwargs)
+        return super().executemany(sql, parameters)
 
-    def executescript(self, *args: Any, **kwargs: Any) -> sqlite3.Cursor:
+    def executescript(self, sql_script: str, /) -> sqlite3.Cursor:
         self.guard()
-        return super().executescript(*args, **kwargs)
+        return super().executescript(sql_script)
 
     def cursor(self, factory: Any = None) -> Any:
         return super().cursor(factory or GuardedCursor)
@@ -167,9 +174,10 @@ class GuardedConnection(sqlite3.Connection):
         self.guard()
         super().commit()
 
-    def __exit__(self, *exc: Any) -> Any:
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None, /) -> Literal[False]:
         self.guard()
-        return super().__exit__(*exc)
+        return super().__exit__(kind, error, traceback)
 
     def close(self) -> None:
         found = refusal(self.path)
@@ -181,17 +189,17 @@ class GuardedConnection(sqlite3.Connection):
 class GuardedCursor(sqlite3.Cursor):
     """A cursor of a `GuardedConnection`: each statement is guarded as the connection's are."""
 
-    def execute(self, *args: Any, **kwargs: Any) -> Any:
+    def execute(self, sql: str, parameters: Parameters = (), /) -> Self:
         self.connection.guard()  # type: ignore[attr-defined]
-        return super().execute(*args, **kwargs)
+        return super().execute(sql, parameters)
 
-    def executemany(self, *args: Any, **kwargs: Any) -> Any:
+    def executemany(self, sql: str, parameters: Iterable[Parameters], /) -> Self:
         self.connection.guard()  # type: ignore[attr-defined]
-        return super().executemany(*args, **kwargs)
+        return super().executemany(sql, parameters)
 
-    def executescript(self, *args: Any, **kwargs: Any) -> Any:
+    def executescript(self, sql_script: str, /) -> sqlite3.Cursor:
         self.connection.guard()  # type: ignore[attr-defined]
-        return super().executescript(*args, **kwargs)
+        return super().executescript(sql_script)
 
 
 def keep_shared_memory(path: str) -> None:
@@ -218,7 +226,7 @@ def _skip_checkpoint_on_close(conn: sqlite3.Connection) -> None:
 
 
 @functools.cache
-def _library() -> Any:
+def _library() -> ctypes.CDLL:
     library = ctypes.CDLL(_sqlite3.__file__)  # the module and the SQLite library it links
     library.sqlite3_db_filename.restype = ctypes.c_char_p
     library.sqlite3_db_filename.argtypes = [ctypes.c_void_p, ctypes.c_char_p]

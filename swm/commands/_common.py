@@ -11,6 +11,8 @@ from typing import Any
 import click
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import StateGraph
+from langgraph.types import StateSnapshot
+from langgraph.typing import ContextT, InputT, OutputT, StateT
 
 from swm.checkpoints.environment import BatchRun
 from swm.checkpoints.store import StoreRecords
@@ -233,10 +235,10 @@ def encoding_option(f: F) -> F:
                         help="Text encoding of the story file (a file that does not decode is refused).")(f)
 
 
-def run_graph(builder: StateGraph[Any, Any, Any, Any], inputs: Mapping[str, Any], ctx: SWMContext,
+def run_graph(builder: StateGraph[StateT, ContextT, InputT, OutputT], inputs: Mapping[str, object], ctx: SWMContext,
               db: str | Path | None, thread_id: str | None, prefix: str,
               on_event: Callable[[str, Any], None] | None = None,
-              redo: Callable[[Mapping[str, Any]], str | None] | None = None) -> tuple[dict[str, Any], str]:
+              redo: Callable[[Mapping[str, object]], str | None] | None = None) -> tuple[dict[str, Any], str]:
     """Run a graph on the SQLite checkpointer, resuming the thread if it stopped part-way.
 
     ``on_event`` gets the run's progress as it goes, ``redo`` says where a finished thread with an
@@ -248,10 +250,10 @@ def run_graph(builder: StateGraph[Any, Any, Any, Any], inputs: Mapping[str, Any]
 
     thread = thread_id or f"{prefix}-{uuid.uuid4().hex[:12]}"
     config: RunnableConfig = {"configurable": {"thread_id": thread}}
-    story: dict[str, Any] = {"story_hash": story_hash(str(inputs["narrative"]))} if inputs.get("narrative") else {}
+    story: dict[str, str] = {"story_hash": story_hash(str(inputs["narrative"]))} if inputs.get("narrative") else {}
     record_run(ctx.experience_store(), thread, prefix, prefix if prefix != "play" else "episode", None, **story)
 
-    def announce(status: str, snapshot: Any) -> None:
+    def announce(status: str, snapshot: StateSnapshot) -> None:
         changed = differences(snapshot.values, inputs) if status != "started" else []
         if changed:
             kind = "finished" if status == "finished" else "stopped"
@@ -274,7 +276,7 @@ RUNS_TABLE = "swm_runs"
 
 
 def record_run(store: StoreRecords, thread_id: str, kind: str, graph: str,
-               options: Mapping[str, Any] | None = None, **columns: Any) -> None:
+               options: Mapping[str, object] | None = None, **columns: Any) -> None:
     """Record a run's kind, graph, command and options in the store (kept from its first invocation).
 
     The results browser reads a run's kind from here, so a run given its own ``--thread-id`` shows
@@ -320,7 +322,7 @@ def writable_out(folder: str | Path) -> Path:
     return path
 
 
-def to_jsonable(value: Any) -> Any:
+def to_jsonable(value: object) -> Any:
     if hasattr(value, "model_dump"):
         return value.model_dump(mode="json")
     if isinstance(value, Mapping):
@@ -330,11 +332,11 @@ def to_jsonable(value: Any) -> Any:
     return value
 
 
-def echo_json(value: Any) -> None:
+def echo_json(value: object) -> None:
     click.echo(json.dumps(to_jsonable(value), indent=2, ensure_ascii=False))
 
 
-def finish_bench(folder: Path, stem: str, title: str, text: str, meta: Mapping[str, Any], table: Any,
+def finish_bench(folder: Path, stem: str, title: str, text: str, meta: Mapping[str, object], table: object,
                  result: BatchRun, as_json: bool, unit: str) -> None:
     """Write a benchmark run's ``<stem>.md`` (table and settings) and ``<stem>.json``, then report it.
 

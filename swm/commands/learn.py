@@ -13,7 +13,8 @@ from typing import Any, Literal, Union, cast, get_args, get_origin
 
 import click
 from langchain_core.runnables import RunnableConfig
-from langgraph.types import Command
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Command, StateSnapshot
 from pydantic import ValidationError
 
 from swm import drain
@@ -33,15 +34,17 @@ from swm.commands._common import (
     writable_out,
 )
 from swm.commands.play import inject_test_models
-from swm.context import SWMContext
+from swm.context import LifelongContext, SWMContext
 from swm.credentials import remember
 from swm.errors import InputError, ItemsFailed
 from swm.filenames import file_name
 from swm.lifelong.jobs import SHIFT, plan_of, shift_tasks
 from swm.lifelong.plan import LifelongPlan
-from swm.lifelong.state import LifelongState
+from swm.lifelong.state import LifelongInput, LifelongOutput, LifelongState
 from swm.training.advantages import Names
 from swm.usage import total_usage
+
+LifelongGraph = CompiledStateGraph[LifelongState, LifelongContext, LifelongInput, LifelongOutput]
 
 
 def _expected_episodes(plan: LifelongPlan) -> int:
@@ -134,7 +137,7 @@ def _plan_option(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]
     return click.option(flag, name, default=default, metavar=_METAVAR.get(name), **common)
 
 
-def plan_options(command: Callable[..., Any]) -> Callable[..., Any]:
+def plan_options(command: Callable[..., object]) -> Callable[..., Any]:
     """Add ``swm learn``'s plan options (`CLI_PLAN`) and its --train-* options (`TrainSettings`)."""
     from swm.training.trl_update import TrainSettings
 
@@ -247,7 +250,7 @@ def _run_thread(plan: LifelongPlan, ctx: SWMContext, config: RunnableConfig, db:
         graph = lifelong.build(runner).compile(checkpointer=saver)
         snapshot = graph.get_state(config)
         status = thread_status(snapshot)
-        inputs: Any = {"plan": plan}
+        inputs: LifelongInput | None = {"plan": plan}
         if status != "started":
             stored = plan_of(cast(LifelongState, snapshot.values))
             plan, extend = _reconcile(thread, status, stored, plan, _given_options())
@@ -287,7 +290,8 @@ def check_training(plan: LifelongPlan) -> None:
                          "--thread-id")
 
 
-def _announce(graph: Any, snapshot: Any, status: str, config: RunnableConfig, ctx: SWMContext) -> None:
+def _announce(graph: LifelongGraph, snapshot: StateSnapshot, status: str, config: RunnableConfig,
+              ctx: SWMContext) -> None:
     """Say what the run does: starts a thread, or resumes one (sending failed episodes again, if any)."""
     from swm.checkpoints import pending_nodes
     from swm.lifelong.jobs import failed_now
@@ -304,8 +308,8 @@ def _announce(graph: Any, snapshot: Any, status: str, config: RunnableConfig, ct
         click.echo(f"playing again the {len(failed)} episode(s) that failed", err=True)
 
 
-def _stream(graph: Any, inputs: Any, config: RunnableConfig, ctx: SWMContext, plan: LifelongPlan,
-            seen: dict[str, Any], progress: bool = True) -> dict[str, Any]:
+def _stream(graph: LifelongGraph, inputs: LifelongInput | None, config: RunnableConfig, ctx: SWMContext,
+            plan: LifelongPlan, seen: dict[str, Any], progress: bool = True) -> dict[str, Any]:
     """Run the graph with a progress bar of finished episodes (none when not ``progress``); return its final values."""
     from tqdm import tqdm  # type: ignore[import-untyped]
 

@@ -27,7 +27,7 @@ from swm.nodes.parse import MODES, NEEDS_PARSE, TASKS
 from swm.usage import total_usage
 
 
-def parse_again(values: Mapping[str, Any]) -> str | None:
+def parse_again(values: Mapping[str, object]) -> str | None:
     """Where a finished thread with no usable parse goes on again on a rerun: from its start (None: it has one).
 
     Its failed replies are not replayed: ``prepare`` runs again and, the story not being in the parse
@@ -36,7 +36,7 @@ def parse_again(values: Mapping[str, Any]) -> str | None:
     return START if values.get("world") is None else None
 
 
-def ask_again(values: Mapping[str, Any]) -> str | None:
+def ask_again(values: Mapping[str, object]) -> str | None:
     """Where a finished ask thread with no usable answer goes on again on a rerun (None: it has one).
 
     With no usable parse in an S3AP mode, from its start (the parse is made again, `parse_again`);

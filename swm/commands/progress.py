@@ -35,7 +35,7 @@ def quiet_option(f: F) -> F:
                         help="Print no progress lines while it runs.")(f)
 
 
-def retry_reason(update: Any) -> str | None:
+def retry_reason(update: object) -> str | None:
     """Return why the parse check sent a story back to the parser (its first issue), or None when it did not."""
     if not isinstance(update, dict) or update.get("parse_done") is not False:
         return None
@@ -51,7 +51,7 @@ def stats_cell(stats: dict[str, Any] | None) -> str:
     return ", ".join(f"{role} {v['mean']:.2f}±{v['ci95'] or 0:.2f} (n={v['n']})" for role, v in stats.items())
 
 
-def iteration_line(i: Any, s: dict[str, Any]) -> str:
+def iteration_line(i: object, s: dict[str, Any]) -> str:
     """Return the one-line summary of a self-play iteration."""
     kl = s.get("kl")
     legal = ((s.get("signals") or {}).get("legal") or {}).get("all") or {}
@@ -83,7 +83,7 @@ def describe(event: dict[str, Any]) -> str | None:
     return None
 
 
-def finished(node: str, update: Any) -> list[str]:
+def finished(node: str, update: object) -> list[str]:
     """Return the lines for a node that finished: self-play rollouts and iteration summaries.
 
     These come from node results, not the custom stream, as self-play runs under

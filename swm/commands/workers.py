@@ -27,10 +27,21 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from swm.context import LifelongContext, SWMContext
 from swm.errors import EnvironmentFault, InputError
+
+if TYPE_CHECKING:
+    from langgraph.graph.state import CompiledStateGraph
+
+    from swm.context import EpisodeContext, GameContext
+    from swm.games.graph_state import GameGraphState, GameInput, GameOutput
+    from swm.lifelong.state import EpisodeJob, LifelongState
+    from swm.nodes.lifelong import Runner
+    from swm.social.graph_state import EpisodeInput, EpisodeOutput, EpisodeState
+    from swm.tom.items import TomItem
 
 # Fields of the runtime context that travel to workers: plain settings only (no models, no store).
 _PLAIN = ("model", "models", "temperature", "max_tokens", "timeout", "max_retries", "max_failures_in_a_row", "task",
@@ -66,7 +77,7 @@ def _worker_context(settings: dict[str, Any], db: str, holds: str) -> Iterator[S
         ctx.store.close()
 
 
-def _tom_item(settings: dict[str, Any], db: str, run_id: str, mode: str, item: Any) -> dict[str, Any]:
+def _tom_item(settings: dict[str, Any], db: str, run_id: str, mode: str, item: TomItem) -> dict[str, Any]:
     """Run one ToM item in a worker: resume its thread on the shared database, store its row, return it."""
     from swm.checkpoints import open_saver
     from swm.graphs import ask
@@ -80,7 +91,7 @@ def _tom_item(settings: dict[str, Any], db: str, run_id: str, mode: str, item: A
         return row
 
 
-def run_tom_on_ray(items: list[Any], modes: list[str], ctx: SWMContext, db: str | Path, run_id: str, *,
+def run_tom_on_ray(items: list[TomItem], modes: list[str], ctx: SWMContext, db: str | Path, run_id: str, *,
                    workers: int, address: str | None = None, max_retries: int = 3,
                    on_done: Callable[[str, dict[str, Any]], None] | None = None) -> tuple[int, float]:
     """Run every unfinished (mode, item) as a Ray task; return how many ran and the seconds Ray took to start.
@@ -107,7 +118,7 @@ def run_tom_on_ray(items: list[Any], modes: list[str], ctx: SWMContext, db: str 
     return len(todo), startup
 
 
-def _ray() -> Any:
+def _ray() -> ModuleType:
     try:
         import ray
     except ImportError as exc:
@@ -160,7 +171,7 @@ def _start_failed(workers: int, exc: BaseException) -> EnvironmentFault:
 
 
 @contextmanager
-def ray_cluster(workers: int, address: str | None, db: str | Path) -> Iterator[Any]:
+def ray_cluster(workers: int, address: str | None, db: str | Path) -> Iterator[ModuleType]:
     """Join ``address`` (or start a local cluster of ``workers`` CPUs) for the block; yield the ``ray`` module."""
     from swm.checkpoints import is_postgres
 
@@ -221,7 +232,7 @@ def _thread(graph_name: str, settings: dict[str, Any], db: str, thread_id: str, 
 GRAPHS = ("episode", "game")  # graphs whose threads the benches hand to workers
 
 
-def player_on_ray(ray: Any, graph_name: str, ctx: SWMContext, db: str | Path,
+def player_on_ray(ray: ModuleType, graph_name: str, ctx: SWMContext, db: str | Path,
                   max_retries: int = 3) -> Callable[[str, dict[str, Any]], None]:
     """Return ``play(thread_id, inputs)`` that runs one ``graph_name`` thread as a Ray task and waits for it.
 
@@ -240,7 +251,8 @@ def player_on_ray(ray: Any, graph_name: str, ctx: SWMContext, db: str | Path,
 
 
 @functools.cache
-def _lifelong_graphs() -> tuple[Any, Any]:
+def _lifelong_graphs() -> tuple[CompiledStateGraph[EpisodeState, EpisodeContext, EpisodeInput, EpisodeOutput],
+                             CompiledStateGraph[GameGraphState, GameContext, GameInput, GameOutput]]:
     """Compile the episode and game graphs once per worker process, with no checkpointer (as graphs/lifelong.py)."""
     from swm.graphs import episode, game
 
@@ -248,7 +260,7 @@ def _lifelong_graphs() -> tuple[Any, Any]:
             game.build().compile(checkpointer=False))
 
 
-def _lifelong_job(settings: dict[str, Any], db: str, job: dict[str, Any]) -> dict[str, Any]:
+def _lifelong_job(settings: dict[str, Any], db: str, job: dict[str, Any]) -> LifelongState:
     """Play one lifelong episode job in a worker; return the Send branch's update (counts, usage, provenance)."""
     from swm.lifelong.episodes import play_job
 
@@ -256,14 +268,14 @@ def _lifelong_job(settings: dict[str, Any], db: str, job: dict[str, Any]) -> dic
         return play_job(job, ctx, *_lifelong_graphs())  # type: ignore[arg-type]
 
 
-def lifelong_runner_on_ray(ray: Any, ctx: SWMContext, db: str | Path,
-                           max_retries: int = 3) -> Callable[[Any, LifelongContext], dict[str, Any]]:
+def lifelong_runner_on_ray(ray: ModuleType, ctx: SWMContext, db: str | Path,
+                           max_retries: int = 3) -> Runner:
     """Return a `graphs.lifelong.build` runner that plays each collect/evaluate episode as a Ray task."""
     settings = context_settings(ctx)
     task = ray.remote(num_cpus=1, max_retries=max_retries)(_lifelong_job)
 
-    def run(job: Any, _ctx: LifelongContext) -> dict[str, Any]:
-        out: dict[str, Any] = ray.get(task.remote(settings, str(db), dict(job)))
+    def run(job: EpisodeJob, _ctx: LifelongContext) -> LifelongState:
+        out: LifelongState = ray.get(task.remote(settings, str(db), dict(job)))
         return out
 
     return run

@@ -69,14 +69,14 @@ def decision_rows(families: Iterable[str], seeds: Iterable[int], split: str = "t
 
 
 def decision_dataset(families: Iterable[str] = DECISION_FAMILIES, seeds: Iterable[int] = range(100),
-                     split: str = "train", tokenizer: Any = None) -> Any:
+                     split: str = "train", tokenizer: object = None) -> Any:
     """A Hugging Face ``Dataset`` of `decision_rows` (what ``GRPOTrainer(train_dataset=...)`` takes)."""
     from datasets import Dataset
 
     return Dataset.from_list(decision_rows(families, seeds, split, tokenizer))
 
 
-def move_text(prefill: str, completion: Any) -> str:
+def move_text(prefill: str, completion: object) -> str:
     """The learner's move as swm reads it: the prefill, then the completion (text, or TRL's assistant messages).
 
     A completion that already starts with the prefill (a chat model given no prefill may write it) is the
@@ -99,7 +99,7 @@ def seat_reward(task: Task, move: str, config: RewardConfig = REWARD) -> float:
     return float(scored.seats[0].turns[0].reward)
 
 
-def checker_reward(completions: Sequence[Any], family: Sequence[str], level: Sequence[str], seed: Sequence[int],
+def checker_reward(completions: Sequence[object], family: Sequence[str], level: Sequence[str], seed: Sequence[int],
                    split: Sequence[str], prefill: Sequence[str], **_: Any) -> list[float | None]:
     """TRL reward function: swm's checker reward of each completion, read as its row's move (never None)."""
     return [seat_reward(task_of(f, lv, int(s), sp), move_text(p, c))

@@ -78,7 +78,7 @@ class GuardedPolicy:
                  max_tokens: int | None = None) -> Generation:
         return self._checked(prompt, self.policy.generate(prompt, prefill=prefill, stop=stop, max_tokens=max_tokens))
 
-    def _checked(self, prompt: str, gen: Any) -> Generation:
+    def _checked(self, prompt: str, gen: object) -> Generation:
         if not isinstance(gen, Generation):
             raise PolicyReplyError(f"the policy's generate returned {type(gen).__name__}, not a Generation "
                                    "(swm.training.trajectory.Generation: text, prompt_ids, token_ids, logprobs)")
@@ -474,7 +474,7 @@ class ChatSampler:
 
 
 def reply_generation(prompt: str, reply: str, prefill: str = "", stop: str | None = None,
-                     tokenizer: Any = None) -> Generation:
+                     tokenizer: object = None) -> Generation:
     """A chat reply as a `Generation`: the move as swm reads it (``prefill`` first, cut at ``stop``), token ids
     from ``tokenizer`` (else one placeholder id 0) and unknown (NaN) log-probabilities."""
     if stop and stop in reply:
@@ -508,7 +508,7 @@ class AsyncSeat:
 
 async def run_async(env: SocialEnv, task: Task | Scenario,
                     turns: Mapping[str, Callable[[str], Coroutine[Any, Any, str]]], *, sample: int = 0,
-                    tokenizer: Any = None) -> Episode:
+                    tokenizer: object = None) -> Episode:
     """Play ``task`` (or a SOTOPIA scenario) with each seat's async ``turn`` (by seat, every one of ``env.seats``).
 
     For engines whose agents are coroutines (verifiers' interactions): swm's episode runs in a worker thread and

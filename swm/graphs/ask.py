@@ -5,8 +5,6 @@ The parse steps run only in the S3AP modes and only for a story not already in t
 
 from __future__ import annotations
 
-from typing import Any
-
 from langgraph.graph import END, START, StateGraph
 
 from swm.context import AskContext
@@ -15,7 +13,7 @@ from swm.nodes.parse import after_check, after_prepare, check, parse, prepare
 from swm.nodes.qa import answer
 
 
-def build() -> StateGraph[Any, AskContext, Any, Any]:
+def build() -> StateGraph[SocialWorldState, AskContext, AskInput, AskOutput]:
     g = new_graph(SocialWorldState, AskInput, AskOutput, context=AskContext)
     g.add_node("prepare", checks_input(AskInput)(prepare))
     g.add_node("parse", parse)

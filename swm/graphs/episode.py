@@ -32,11 +32,10 @@ replayed. The state stays constant-sized: turns live in the store, not in a grow
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
-from swm.context import EpisodeContext
+from swm.context import ActContext, EpisodeContext
 from swm.graph_state import checks_input
 from swm.graphs import foresee_act, lookahead
 from swm.nodes.act import act
@@ -53,7 +52,7 @@ from swm.social.graph_state import (
 )
 
 
-def build_plain() -> StateGraph[Any, EpisodeContext, Any, Any]:
+def build_plain() -> StateGraph[PolicyState, EpisodeContext, PolicyInput, PolicyOutput]:
     """The plain policy: one ``act`` call."""
     g = StateGraph(PolicyState, context_schema=EpisodeContext, input_schema=PolicyInput, output_schema=PolicyOutput)
     g.add_node("act", act)
@@ -63,14 +62,17 @@ def build_plain() -> StateGraph[Any, EpisodeContext, Any, Any]:
 
 
 # each a graph over its own context, every one of which an EpisodeContext is
-POLICY_BUILDERS: dict[str, Callable[[], StateGraph[Any, Any, Any, Any]]] = {
+PolicyGraph = StateGraph[PolicyState, ActContext, PolicyInput, PolicyOutput] | StateGraph[
+    PolicyState, EpisodeContext, PolicyInput, PolicyOutput]
+POLICY_BUILDERS: dict[str, Callable[[], PolicyGraph]] = {
     "plain": build_plain, "foresee": foresee_act.build, "lookahead": lookahead.build}
 # a checkpoint from before a rename routes its strategy's earlier name to the strategy
 ROUTES: dict[Hashable, str] = {"plain": "plain", "foresee": "foresee", "lookahead": "lookahead", "judge": "judge",
                               **{old: str(new) for old, new in RENAMED_STRATEGIES.items()}}
 
 
-def build(policy_checkpointer: bool | None = None) -> StateGraph[Any, EpisodeContext, Any, Any]:
+def build(policy_checkpointer: bool | None = None
+          ) -> StateGraph[EpisodeState, EpisodeContext, EpisodeInput, EpisodeOutput]:
     """Wire the episode; ``policy_checkpointer=False`` keeps the policy subgraphs off any checkpointer.
 
     By default a policy subgraph checkpoints through its parent's saver, so a kill inside a turn

@@ -9,8 +9,6 @@ agent's refined action (appendix A.4.3's prompt). A ``predict`` reply that does 
 
 from __future__ import annotations
 
-from typing import Any
-
 from langgraph.graph import END, START, StateGraph
 
 from swm.context import ActContext
@@ -21,7 +19,7 @@ from swm.nodes.refine import refine
 from swm.social.graph_state import PolicyInput, PolicyOutput, PolicyState
 
 
-def build() -> StateGraph[Any, ActContext, Any, Any]:
+def build() -> StateGraph[PolicyState, ActContext, PolicyInput, PolicyOutput]:
     g = StateGraph(PolicyState, context_schema=ActContext, input_schema=PolicyInput, output_schema=PolicyOutput)
     g.add_node("sample", checks_input(PolicyInput)(sample))
     g.add_node("predict", predict)

@@ -25,7 +25,6 @@ and its nodes do not change.
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
@@ -37,7 +36,7 @@ from swm.nodes.game import act, commit, finish, route, setup
 ROUTES: dict[Hashable, str] = {"act": "act", "finish": "finish"}
 
 
-def build() -> StateGraph[Any, GameContext, Any, Any]:
+def build() -> StateGraph[GameGraphState, GameContext, GameInput, GameOutput]:
     g = StateGraph(GameGraphState, context_schema=GameContext, input_schema=GameInput, output_schema=GameOutput)
     g.add_node("setup", checks_input(GameInput)(setup))
     g.add_node("act", act)

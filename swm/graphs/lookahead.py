@@ -78,7 +78,7 @@ def after_simulate(state: PolicyState, runtime: Runtime[EpisodeContext]) -> list
     return [Send("score", _branch(state, int(k))) for k in sorted(state.get("candidates") or {}, key=int)]
 
 
-def build() -> StateGraph[Any, EpisodeContext, Any, Any]:
+def build() -> StateGraph[PolicyState, EpisodeContext, PolicyInput, PolicyOutput]:
     g = StateGraph(PolicyState, context_schema=EpisodeContext, input_schema=PolicyInput, output_schema=PolicyOutput)
     g.add_node("sample", sample_one)
     g.add_node("gather", gather)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from langgraph.graph import END, START, StateGraph
 
 from swm.context import ParseContext
@@ -11,7 +9,7 @@ from swm.graph_state import ParseInput, ParseOutput, SocialWorldState, checks_in
 from swm.nodes.parse import after_check, after_prepare, check, parse, prepare
 
 
-def build() -> StateGraph[Any, ParseContext, Any, Any]:
+def build() -> StateGraph[SocialWorldState, ParseContext, ParseInput, ParseOutput]:
     g = new_graph(SocialWorldState, ParseInput, ParseOutput, context=ParseContext)
     g.add_node("prepare", checks_input(ParseInput)(prepare))
     g.add_node("parse", parse)

@@ -25,7 +25,7 @@ from swm.lifelong.jobs import job_plan, task_from_id
 from swm.lifelong.plan import LifelongPlan
 from swm.lifelong.records import EpisodeRecord
 from swm.lifelong.serve import policy_spec
-from swm.lifelong.state import EpisodeJob
+from swm.lifelong.state import EpisodeJob, LifelongState
 from swm.lifelong.two_turn_play import play_two_turn
 from swm.lifelong.update import PolicyVersion, memory_text
 from swm.social.store import load_turns
@@ -76,8 +76,8 @@ def run_game(game_graph: Any, task: Task, ctx: LifelongContext, *, episode_id: s
     return record, dict(out.get("usage") or {})
 
 
-def play_job(job: EpisodeJob, ctx: LifelongContext, episode_graph: Any, game_graph: Any = None,
-             in_flight: int = 1) -> dict[str, Any]:
+def play_job(job: EpisodeJob, ctx: LifelongContext, episode_graph: object, game_graph: object = None,
+             in_flight: int = 1) -> LifelongState:
     """Play and record one episode job (a Send branch, here or on a worker); a failure after retries is recorded.
 
     ``in_flight``: how many branches this process plays at once; up to that many samples of a
@@ -87,9 +87,9 @@ def play_job(job: EpisodeJob, ctx: LifelongContext, episode_graph: Any, game_gra
     with the process) returns the same usage, and the report's totals match the calls made.
     """
     store = ctx.experience_store()
-    phase_key = "collected" if job["phase"] == "collect" else "evaluated"
+    counted: LifelongState = {"collected": 1} if job["phase"] == "collect" else {"evaluated": 1}
     if ls.episode_done(store, job["episode_id"]):
-        return {phase_key: 1, "usage": ls.episode_usage(store, job["episode_id"])}
+        return {**counted, "usage": ls.episode_usage(store, job["episode_id"])}
     cut_short = ls.take_attempt_usage(store, job["episode_id"])  # an attempt a kill interrupted
     plan = job_plan(job)
     task = task_from_id(job["task_id"])
@@ -130,7 +130,7 @@ def play_job(job: EpisodeJob, ctx: LifelongContext, episode_graph: Any, game_gra
     if cut_short["calls"]:
         usage[f"{job['phase']}/interrupted"] = cut_short
     ls.put_episode(store, record, passed_of(record, plan), usage=usage)
-    return {phase_key: 1, "usage": merge_usage({}, usage), "prompts": record.prompts, "models": record.models}
+    return {**counted, "usage": merge_usage({}, usage), "prompts": record.prompts, "models": record.models}
 
 
 def learner_context(ctx: LifelongContext, policy: PolicyVersion | None, self_play: bool,

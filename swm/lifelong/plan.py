@@ -150,7 +150,7 @@ class LifelongPlan(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _earlier_names(cls, data: Any) -> Any:
+    def _earlier_names(cls, data: object) -> Any:
         """Read a plan stored under the earlier names: ``policy``/``eval_policy``, strategy ``rollout``."""
         if not isinstance(data, dict):
             return data

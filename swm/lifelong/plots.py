@@ -38,7 +38,7 @@ def _episodes(cells: Sequence[Cell]) -> str:
     return f"n = {ns[0]} test episodes per point" if len(ns) == 1 else f"n = {ns[0]}–{ns[-1]} test episodes per point"
 
 
-def _series(ax: Any, xs: list[float], ys: list[float], curve: str, colour: Any, label: str) -> Any:
+def _series(ax: Any, xs: list[float], ys: list[float], curve: str, colour: object, label: str) -> Any:
     marker = MARKER.get(curve, "^")
     (line,) = ax.plot(xs, ys, STYLE.get(curve, ":"), marker=marker, color=colour, label=label,
                       markerfacecolor=colour if FILLED.get(curve, True) else "none", markersize=6)

@@ -52,7 +52,7 @@ def _fmt(e: Estimate | None) -> str:
     return "n/a (too few cycles)" if e is None else str(e)
 
 
-def served_as(policy: Mapping[str, Any], played: Sequence[str], fallback: str) -> str:
+def served_as(policy: Mapping[str, object], played: Sequence[str], fallback: str) -> str:
     """Name the model spec a policy was served as: its own record, else what its episodes recorded."""
     if policy.get("served_as"):
         return str(policy["served_as"])

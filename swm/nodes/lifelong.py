@@ -14,7 +14,6 @@ test cells, phase ``shift``, are in neither);
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
@@ -46,7 +45,7 @@ from swm.serving.embedded import engine_info
 from swm.tasks.splits import HELDOUT_VERSION, SPLITS
 
 
-def synthesize_node(state: LifelongState, runtime: Runtime[LifelongContext]) -> dict[str, Any]:
+def synthesize_node(state: LifelongState, runtime: Runtime[LifelongContext]) -> LifelongState:
     """Make the cycle's tasks (cycle 0: the held-out tasks and the initial policy)."""
     store = runtime.context.experience_store()
     plan = plan_of(state)
@@ -67,13 +66,13 @@ def synthesize_node(state: LifelongState, runtime: Runtime[LifelongContext]) -> 
     return {"phase": "collect"} if isinstance(state.get("plan"), LifelongPlan) else {"phase": "collect", "plan": plan}
 
 
-EpisodeNode = Callable[[EpisodeJob, Runtime[LifelongContext]], dict[str, Any]]
+EpisodeNode = Callable[[EpisodeJob, Runtime[LifelongContext]], LifelongState]
 
 
-Runner = Callable[[EpisodeJob, LifelongContext], dict[str, Any]]
+Runner = Callable[[EpisodeJob, LifelongContext], LifelongState]
 
 
-def episode_player(episode_graph: Any, game_graph: Any = None, runner: Runner | None = None) -> EpisodeNode:
+def episode_player(episode_graph: object, game_graph: object = None, runner: Runner | None = None) -> EpisodeNode:
     """Return the Send-branch node that plays one episode job through ``episode_graph`` and records it once.
 
     The graph module passes the compiled episode graph in (and the game graph, for game families such
@@ -81,7 +80,7 @@ def episode_player(episode_graph: Any, game_graph: Any = None, runner: Runner | 
     instead (a Ray worker, `swm.commands.workers`), returning what `play_job` returns.
     """
 
-    def play(job: EpisodeJob, runtime: Runtime[LifelongContext]) -> dict[str, Any]:
+    def play(job: EpisodeJob, runtime: Runtime[LifelongContext]) -> LifelongState:
         """Play one episode (training, or dev/test under a policy) and record it once."""
         if runner is not None:
             out = runner(job, runtime.context)
@@ -157,7 +156,7 @@ def deploy_node(state: LifelongState, runtime: Runtime[LifelongContext]) -> Comm
                            "decisions": {str(cycle): explain}})
 
 
-def report_node(state: LifelongState, runtime: Runtime[LifelongContext]) -> dict[str, Any]:
+def report_node(state: LifelongState, runtime: Runtime[LifelongContext]) -> LifelongState:
     """Compute ACC/BWT/FWT/F_k, store them, and write the report and plots."""
 
     ctx = runtime.context

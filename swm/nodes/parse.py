@@ -30,7 +30,7 @@ MODES: tuple[str, ...] = get_args(Mode)
 NEEDS_PARSE = ("s3ap", "s3ap_only")
 
 
-def check_narrative(narrative: Any, max_chars: int) -> str:
+def check_narrative(narrative: object, max_chars: int) -> str:
     """Return the narrative or raise an `InputError` saying what to do."""
     if not isinstance(narrative, str) or not narrative.strip():
         raise InputError("the narrative is empty", "pass a story with at least one sentence")

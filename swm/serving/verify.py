@@ -187,7 +187,7 @@ def probe_difference(probe: Probe, served: str, tokenizer: Any, tolerance: float
             f"{served!r}")
 
 
-def check_probe(base_url: str, model: str, probe: Probe, tokenizer: Any, tolerance: float = PROBE_TOLERANCE,
+def check_probe(base_url: str, model: str, probe: Probe, tokenizer: object, tolerance: float = PROBE_TOLERANCE,
                 fields: dict[str, Any] | None = None) -> None:
     """Raise `ServedMismatch` unless the server's greedy reply to the probe is the adapter's own.
 
@@ -363,7 +363,7 @@ def _log_softmax(values: Sequence[float]) -> list[float]:
     return [v - total for v in values]
 
 
-def check_logprobs(base_url: str, model: str, probes: Sequence[LogprobProbe], tokenizer: Any, temperature: float,
+def check_logprobs(base_url: str, model: str, probes: Sequence[LogprobProbe], tokenizer: object, temperature: float,
                    seed: int = 0, fields: dict[str, Any] | None = None, top: int = LOGPROB_TOP,
                    tolerance: float = LOGPROB_TOLERANCE) -> dict[str, Any]:
     """Raise `ServedMismatch` unless the server's next-token log-probs at every probe are the adapter's.

@@ -112,7 +112,7 @@ class Judgement(BaseModel):
 _NUMBER_RE = re.compile(r"[-+−]?\d+(?:\.\d+)?")
 
 
-def _number(value: Any) -> float | None:
+def _number(value: object) -> float | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):
@@ -164,7 +164,7 @@ def read_scores(args: dict[str, Any] | None, strict: bool = False
     return scores, reasons, repairs, missing
 
 
-def raw_arguments(message: Any) -> dict[str, Any] | None:
+def raw_arguments(message: object) -> dict[str, Any] | None:
     """Return the tool-call arguments of a raw reply, even when they failed validation."""
     if message is None:
         return None

@@ -115,7 +115,7 @@ class AgentProfile(BaseModel):
 
     @field_validator("moral_values", "schwartz_personal_values", mode="before")
     @classmethod
-    def _listify(cls, value: Any) -> Any:
+    def _listify(cls, value: object) -> Any:
         return [value] if isinstance(value, str) else value or []
 
     @field_validator("age", mode="before")

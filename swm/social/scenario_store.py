@@ -55,13 +55,13 @@ def reference(scenario: Scenario) -> ScenarioRef:
     return {"id": scenario.id, "ref": PREFIX + hashlib.sha256(canonical_json(scenario).encode()).hexdigest()}
 
 
-def is_reference(value: Any) -> bool:
+def is_reference(value: object) -> bool:
     """Tell a reference from a scenario given inline."""
     return (isinstance(value, Mapping) and set(value) == {"id", "ref"} and isinstance(value["ref"], str)
             and value["ref"].startswith(PREFIX))
 
 
-def is_durable(store: Any) -> bool:
+def is_durable(store: object) -> bool:
     """Tell whether a store outlives the process (a file or a server, not the in-memory fallback)."""
     return str(getattr(store, "path", "")) != ":memory:"
 

@@ -149,7 +149,7 @@ def history_text(scenario: Scenario, steps: list[SocialStep]) -> str:
     return "\n".join(lines)
 
 
-def judgements_from(value: Any, names: list[str], protocol: str) -> dict[str, Judgement]:
+def judgements_from(value: object, names: list[str], protocol: str) -> dict[str, Judgement]:
     """Read a validated ``EnvResponse`` into one `Judgement` per participant, in seat order."""
     out = {}
     for i, name in enumerate(names):

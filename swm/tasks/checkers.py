@@ -89,7 +89,7 @@ class Agreement:
 
 
 def find_agreement(turns: Sequence[Utterance], agents: Sequence[str],
-                   offer_of: Callable[[str], Any]) -> Agreement | None:
+                   offer_of: Callable[[str], object]) -> Agreement | None:
     """Return the first offer every agent agreed to (see the module docstring), or None."""
     current: Agreement | None = None
     everyone = set(agents)

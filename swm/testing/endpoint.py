@@ -236,7 +236,7 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         pass
 
-    def _send(self, code: int, payload: Any, headers: Mapping[str, str] | None = None) -> None:
+    def _send(self, code: int, payload: object, headers: Mapping[str, str] | None = None) -> None:
         data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
@@ -479,7 +479,7 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 128  # 32+ concurrent clients connect at once
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
+    def handle_error(self, request: Any, client_address: object) -> None:
         if isinstance(sys.exc_info()[1], ConnectionError):  # a client that timed out on a hung request left
             return
         super().handle_error(request, client_address)

@@ -59,7 +59,7 @@ class ScriptedChatModel(BaseChatModel):
     def calls(self) -> int:
         return len(self._prompts)
 
-    def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any) -> Any:
+    def bind_tools(self, tools: Sequence[Any], *, tool_choice: object = None, **kwargs: Any) -> Any:
         formatted = [convert_to_openai_tool(t) for t in tools]
         return self.bind(tools=formatted, tool_choice=tool_choice, **kwargs)
 

@@ -136,7 +136,7 @@ class FakeOpenAIServer:
         """The swm model spec that points every role at this server."""
         return f"fake@{self.base_url}"
 
-    def _call(self, method: str, path: str, payload: Any = None) -> Any:
+    def _call(self, method: str, path: str, payload: object = None) -> Any:
         data = None if payload is None else json.dumps(payload).encode()
         request = urllib.request.Request(f"{self.base_url}{path}", data=data, method=method,
                                          headers={"Content-Type": "application/json"})

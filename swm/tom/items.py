@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from swm.tables import Table
 
@@ -51,6 +51,18 @@ def register_benchmark(row: Benchmark) -> Benchmark:
 def benchmark_names() -> tuple[str, ...]:
     """Return the registered benchmarks' names, in registration order."""
     return BENCHMARKS.names()
+
+
+class Score(TypedDict):
+    """One answer scored (`swm.tom.scoring.score_answer`): the headline verdict, and the named readings beside it."""
+
+    exact: bool
+    loose: bool
+    strict: bool
+    value: float  # what the item contributes to the headline
+    chosen: str | None  # the option picked, the yes/no read, or the ConfAIde flags raised
+    rule: str  # the headline rule's name (`swm.tom.rules.HEADLINE`)
+    variants: dict[str, int]  # each named reading's verdict, 0 or 1
 
 
 @dataclass

@@ -195,7 +195,7 @@ def load_mmtom(path: str | Path) -> list[TomItem]:
     return items
 
 
-def _mmtom_item(item_id: str, story: str, question: str, row: dict[str, Any], qtype: Any) -> TomItem:
+def _mmtom_item(item_id: str, story: str, question: str, row: dict[str, Any], qtype: object) -> TomItem:
     options = {m[1]: m[2].strip() for m in _OPTION_RE.finditer(question)}
     answer_letter = str(row["answer"]).strip().lower()
     return TomItem(id=item_id, story=story, question=question, answer=options.get(answer_letter, answer_letter),

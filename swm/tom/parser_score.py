@@ -101,7 +101,8 @@ def _anchor(world: SocialWorld, event: Event, start: int) -> int | None:
     return None
 
 
-def observation_fidelity(parse: Any, events: list[Event], agents: list[str]) -> tuple[float, int, list[str], list[str]]:
+def observation_fidelity(parse: object, events: list[Event], agents: list[str]
+                         ) -> tuple[float, int, list[str], list[str]]:
     """Return (score, pairs, wrong pairs, unanchored events) of a parse against gold events."""
     try:
         world = SocialWorld.from_s3ap(parse, agents=agents).expand_tags()
@@ -140,7 +141,7 @@ def observation_fidelity(parse: Any, events: list[Event], agents: list[str]) -> 
     return (agree / pairs if pairs else 0.0), pairs, wrong, unanchored
 
 
-def score_parse(parse: Any, story: SimStory) -> ParseScore:
+def score_parse(parse: object, story: SimStory) -> ParseScore:
     """Score a parse (either S3AP form, a `SocialWorld`, or None) against a simulated story's gold."""
     if parse is None:
         return ParseScore(structural=0.0, observation=0.0, overall=0.0, pairs=0, wrong=["no parse"])
@@ -202,7 +203,7 @@ class JudgeVerdict(BaseModel):
     score: float = Field(ge=0.0, le=1.0, description="Observation accuracy in [0, 1].")
 
 
-def judge_observation(ctx: SWMContext, story: str, generated: Any, reference: Any = None,
+def judge_observation(ctx: SWMContext, story: str, generated: object, reference: object = None,
                       question: str = "") -> dict[str, Any]:
     """Ask the judge model to rate observation accuracy (one call); returns score, reasoning, usage.
 

@@ -19,8 +19,6 @@ not copied; the tests in ``tests/test_tom_rules.py`` check the same verdicts on 
 
 from __future__ import annotations
 
-from typing import Any
-
 from swm.tom.items import BENCHMARKS
 
 # benchmark -> (headline rule, its one-line definition); the variants each scorer also reports are
@@ -77,7 +75,7 @@ def rule_line(benchmark: str) -> str:
 
 
 # ---- FANToM (eval_fantom.py) ---------------------------------------------------------------------------
-def fantom_response(answer: Any) -> str:
+def fantom_response(answer: object) -> str:
     """Return what FANToM's evaluator reads of a reply (``parse_response``): the text after its last
     ``Answer:``, else after its last ``Choose an answer from above:``, stripped; the reply unchanged
     (not stripped) when it has neither. Every official FANToM rule reads this text."""
@@ -88,7 +86,7 @@ def fantom_response(answer: Any) -> str:
     return text
 
 
-def fantom_choice_official(answer: Any, letter: str | None) -> bool:
+def fantom_choice_official(answer: object, letter: str | None) -> bool:
     """FANToM's multiple-choice rule: the gold letter opens the answer as ``(x)``, ``x)``, ``x.``, ``x:``,
     ``x,``, is the whole answer, or appears anywhere as ``(x)``.
 
@@ -101,7 +99,7 @@ def fantom_choice_official(answer: Any, letter: str | None) -> bool:
     return text.startswith((f"({x})", f"{x})", f"{x}.", f"{x}:", f"{x},")) or f"({x})" in text or text == x
 
 
-def fantom_yes_no_official(answer: Any) -> int:
+def fantom_yes_no_official(answer: object) -> int:
     """FANToM's yes/no reading: 1 yes, 0 no, -1 unparsable (counted wrong and as its own label in the F1).
 
     Lowercased, quotes stripped (no whitespace stripped); "yes" is looked for first: a reply that
@@ -119,30 +117,30 @@ def fantom_yes_no_official(answer: Any) -> int:
 
 
 # ---- ConfAIde (eval.py) --------------------------------------------------------------------------------
-def confaide_response(answer: Any) -> str:
+def confaide_response(answer: object) -> str:
     """Return what ConfAIde's evaluator reads of a tier 3/4 response: the text after its last ``Answer:``."""
     text = str(answer or "")
     return text.split("Answer:")[-1] if "Answer:" in text else text
 
 
 # ---- the S3AP repository's readers ---------------------------------------------------------------------
-def _untagged(answer: Any) -> str:
+def _untagged(answer: object) -> str:
     return str(answer or "").replace("<answer>", "").replace("</answer>", "").strip()
 
 
-def tomi_s3ap(answer: Any, gold: Any) -> bool:
+def tomi_s3ap(answer: object, gold: object) -> bool:
     """The S3AP repository's ToMi rule: the gold, lowercased, is a substring of the lowercased answer."""
     return str(gold).lower() in str(answer or "").lower()
 
 
-def hitom_s3ap(answer: Any, options: dict[str, str], gold: Any) -> bool:
+def hitom_s3ap(answer: object, options: dict[str, str], gold: object) -> bool:
     """The S3AP repository's Hi-ToM rule: ``str.capitalize()`` of the untagged answer is an option letter
     whose option text equals the gold ("b" and "B" count; "B. blue_crate" and "(B)" do not)."""
     letter = _untagged(answer).capitalize()
     return letter in options and options[letter] == str(gold)
 
 
-def mmtom_s3ap(answer: Any, letter: str | None) -> bool:
+def mmtom_s3ap(answer: object, letter: str | None) -> bool:
     """The S3AP repository's MMToM-QA rule: the untagged answer equals the gold letter, case aside."""
     return bool(letter) and _untagged(answer).lower() == str(letter).lower()
 

@@ -217,7 +217,7 @@ def _leaders_first(todo: list[TomItem], mode: str) -> list[Queued]:
     return order + followers  # leaders first: a follower only ever waits on a leader already started
 
 
-def run_mode(graph: Any, ctx: SWMContext, run_id: str, mode: str, items: list[TomItem],
+def run_mode(graph: object, ctx: SWMContext, run_id: str, mode: str, items: list[TomItem],
              concurrency: int = 1, on_done: Progress | None = None) -> int:
     """Run every unfinished item of one mode; return how many ran. Stops at the first crash.
 

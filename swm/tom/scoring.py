@@ -16,7 +16,6 @@ is loose-right, strict-wrong for gold "basket"); for other rules it equals the h
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from swm.stats import fantom_tokens
 from swm.stats import mean_interval as mean_interval  # re-exported: swm.tom.scoring.mean_interval
@@ -24,13 +23,13 @@ from swm.stats import token_f1 as _token_f1
 from swm.stats import wilson_interval as wilson_interval  # re-exported: swm.tom.wilson_interval
 from swm.tom import rules
 from swm.tom.confaide import score_confaide
-from swm.tom.items import BENCHMARKS, TomItem
+from swm.tom.items import BENCHMARKS, Score, TomItem
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = re.compile(r"[^\w\s]")
 
 
-def normalise(text: Any) -> str:
+def normalise(text: object) -> str:
     """Lowercase, ``_``/``-`` to spaces, punctuation and the articles a/an/the dropped, spaces collapsed."""
     s = str(text or "").lower().replace("_", " ").replace("-", " ")
     s = _PUNCT.sub(" ", s)
@@ -38,12 +37,12 @@ def normalise(text: Any) -> str:
     return " ".join(s.split())
 
 
-def exact_match(answer: Any, gold: Any) -> bool:
+def exact_match(answer: object, gold: object) -> bool:
     """Tell whether the normalised answer equals the normalised gold."""
     return bool(normalise(gold)) and normalise(answer) == normalise(gold)
 
 
-def contains_match(answer: Any, gold: Any) -> bool:
+def contains_match(answer: object, gold: object) -> bool:
     """The paper's looser ToMi rule: the normalised gold appears, as whole words, in the answer."""
     g, a = normalise(gold), normalise(answer)
     return bool(g) and re.search(rf"(?:^| ){re.escape(g)}(?: |$)", a) is not None
@@ -66,7 +65,7 @@ def _names(text: str, phrase: str) -> bool:
     return bool(phrase) and re.search(rf"(?:^| ){re.escape(phrase)}(?: |$)", text) is not None
 
 
-def strict_match(answer: Any, gold: Any, story: str) -> bool:
+def strict_match(answer: object, gold: object, story: str) -> bool:
     """The strict ToMi rule: the answer names the gold and no other candidate location of its kind.
 
     Candidates are the story's containers when the gold is a container, its rooms when the gold
@@ -87,7 +86,7 @@ def strict_match(answer: Any, gold: Any, story: str) -> bool:
 _LETTER_RE = re.compile(r"^\s*(?:option\s+|answer\s*:?\s*)?(?:\(([a-z])\)|([a-z])(?:[.):,]|\s*$))", re.I)
 
 
-def choose_option(answer: Any, options: dict[str, str]) -> str | None:
+def choose_option(answer: object, options: dict[str, str]) -> str | None:
     """Map an answer to the letter of the option it picks, or None.
 
     In order: the answer equals an option's text (normalised); it is, or starts with, a letter
@@ -117,12 +116,12 @@ def choose_option(answer: Any, options: dict[str, str]) -> str | None:
     return found[0] if len(found) == 1 else None
 
 
-def token_f1(answer: Any, gold: Any) -> float:
+def token_f1(answer: object, gold: object) -> float:
     """FANToM's word-overlap F1 between answer and gold (`swm.stats.token_f1` on FANToM's own tokens)."""
     return _token_f1(answer, gold, fantom_tokens)
 
 
-def binary_answer(answer: Any) -> int:
+def binary_answer(answer: object) -> int:
     """FANToM's yes/no reading: 1 for yes/true/knows, 0 for no/false/does not know, -1 otherwise."""
     a = " " + str(answer or "").lower().strip().strip("'\"") + " "
     if a.strip().startswith(("yes", "true")) or any(t in a for t in (" yes,", " yes ", " yes.", " knows ")):
@@ -133,13 +132,13 @@ def binary_answer(answer: Any) -> int:
     return -1
 
 
-def list_answer_ok(answer: Any, correct: list[str], wrong: list[str]) -> bool:
+def list_answer_ok(answer: object, correct: list[str], wrong: list[str]) -> bool:
     """FANToM's list rule: every name that should be listed is, and none that should not be."""
     text = str(answer or "").lower()
     return all(c.lower() in text for c in correct) and not any(w.lower() in text for w in wrong)
 
 
-def score_answer(item: TomItem, answer: Any) -> dict[str, Any]:
+def score_answer(item: TomItem, answer: object) -> Score:
     """Score one answer to one item: the headline verdict by the benchmark's own rule, the named readings beside.
 
     Returns ``exact``, ``loose``, ``strict``, ``value`` (what the item contributes to the headline),

@@ -40,7 +40,7 @@ def manifests() -> dict[str, Any]:
     return dict(json.loads(resources.files("swm").joinpath("data/paper_splits.json").read_text(encoding="utf-8")))
 
 
-def canonical_hash(record: Any) -> str:
+def canonical_hash(record: object) -> str:
     """Hash one record as the repository's manifest generator does (sorted keys, compact, UTF-8)."""
     payload = json.dumps(record, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()

@@ -65,7 +65,7 @@ class TrainSettings:
     dtype: str | None = None  # float32 | bfloat16 | float16 [default: $SWM_DTYPE, else bfloat16 on a GPU, float32]
 
 
-def attach_adapter(model: Any, adapter: str | Path | None, settings: TrainSettings | None = None) -> Any:
+def attach_adapter(model: object, adapter: str | Path | None, settings: TrainSettings | None = None) -> Any:
     """Return a PEFT model: the incumbent's adapter loaded trainable, or a fresh seeded LoRA."""
     _, transformers, peft, _ = imports()
     settings = settings or TrainSettings()

@@ -34,7 +34,7 @@ from swm.ui.store import PAGE, ReadOnlyStore, decode
 HERE = Path(__file__).parent
 
 
-def url(text: Any) -> str:
+def url(text: object) -> str:
     """Quote an id for a URL path or query the same way everywhere (``/`` and ``:`` kept readable)."""
     return quote(str(text), safe="/:")
 
@@ -95,14 +95,14 @@ def _flat(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def when(value: Any) -> str:
+def when(value: object) -> str:
     """Format a Unix time (seconds) as ``YYYY-MM-DD HH:MM:SS`` UTC; other values as they are."""
     if isinstance(value, int | float) and 1e9 < value < 1e10:
         return dt.datetime.fromtimestamp(value, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
     return "" if value is None else str(value)
 
 
-def cell(value: Any, digits: int = 3) -> str:
+def cell(value: object, digits: int = 3) -> str:
     """Render a table cell: numbers rounded, a mean with its interval as ``m ± h (n=…)``, a dict as
     ``key: value`` pairs, a list joined, a Unix time as a date; never Python's dict text.
     """

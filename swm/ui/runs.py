@@ -98,7 +98,7 @@ def kind_filter(store: ReadOnlyStore, kind: str, key: str) -> tuple[str, list[An
             f" and ({' or '.join(guessed)})))", [kind, *params])
 
 
-def _usage_total(usages: Iterable[Any]) -> dict[str, float]:
+def _usage_total(usages: Iterable[object]) -> dict[str, float]:
     total = {"calls": 0.0, "prompt_tokens": 0.0, "completion_tokens": 0.0, "seconds": 0.0}
     for usage in usages:
         for stats in (decode(usage) or {}).values():

@@ -22,7 +22,7 @@ from swm.errors import InputError
 PAGE = 50
 
 
-def decode(value: Any) -> Any:
+def decode(value: object) -> Any:
     """Return a JSON text column as its value (other values as they are)."""
     if isinstance(value, str) and value[:1] in "[{":
         try:
@@ -63,7 +63,7 @@ class ReadOnlyStore:
             raise InputError(f"cannot reach {self.label}: {str(exc).strip().splitlines()[0]}",
                              "start PostgreSQL or pass another --db") from exc
 
-    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+    def rows(self, sql: str, params: Sequence[object] = ()) -> list[dict[str, Any]]:
         """Run one query and return its rows as dicts."""
         with self._lock:
             if self.postgres:
@@ -84,7 +84,7 @@ class ReadOnlyStore:
             self._tables = None  # a run may have created it since
         return table in self.tables()
 
-    def select(self, table: str, where: str = "1 = 1", params: Iterable[Any] = (), *, order: str = "",
+    def select(self, table: str, where: str = "1 = 1", params: Iterable[object] = (), *, order: str = "",
                limit: int | None = None, offset: int = 0, json_columns: Iterable[str] = ()) -> list[dict[str, Any]]:
         """Select rows of a table (none when the table does not exist), JSON columns decoded."""
         if not self.has(table):
@@ -113,13 +113,13 @@ class RecordsView(StoreRecords):
         self.store = store
         self.path = store.label
 
-    def rows(self, sql: str, params: Iterable[Any] | Mapping[str, Any] = ()) -> Iterator[dict[str, Any]]:
+    def rows(self, sql: str, params: Iterable[object] | Mapping[str, object] = ()) -> Iterator[dict[str, Any]]:
         return iter(self.store.rows(sql, list(params) if not isinstance(params, Mapping) else []))
 
     def has_table(self, table: str) -> bool:
         return self.store.has(table)
 
-    def count(self, table: str, where: str | None = None, params: Iterable[Any] = ()) -> int:
+    def count(self, table: str, where: str | None = None, params: Iterable[object] = ()) -> int:
         if not self.store.has(table):
             return 0
         sql = f'select count(*) as n from "{table}"' + (f" where {where}" if where else "")

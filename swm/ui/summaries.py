@@ -43,7 +43,7 @@ def rate(successes: int, n: int) -> dict[str, Any]:
     return {"rate": successes / n if n else None, "low": low, "high": high, "successes": successes, "n": n}
 
 
-def mean(values: Iterable[Any]) -> dict[str, Any]:
+def mean(values: Iterable[object]) -> dict[str, Any]:
     """Return a mean with its 95% t interval: ``{"mean", "low", "high", "n"}`` (None when no value)."""
     m, half, n = mean_ci([float(v) for v in values if isinstance(v, int | float)])
     if m is None:

@@ -19,7 +19,7 @@ DIMENSIONS = ("believability", "relationship", "knowledge", "secret", "social_ru
               "financial_and_material_benefits", "goal")
 
 
-def _action_text(action: Any) -> str:
+def _action_text(action: object) -> str:
     action = decode(action)
     if isinstance(action, dict):
         kind, argument = action.get("action_type", ""), action.get("argument", "")
@@ -41,7 +41,7 @@ def foresight(predicted: str, actual: str) -> bool:
 GOAL_TAGS = re.compile(r"\s*</?(?:extra_info|strategy_hint|clarification_hint)>\s*")
 
 
-def goal_parts(goal: Any) -> list[str]:
+def goal_parts(goal: object) -> list[str]:
     """Split a SOTOPIA goal into its text and each tagged hint, tags removed, for a page to show as prose."""
     return [part for part in GOAL_TAGS.split(str(goal or "")) if part.strip()]
 
@@ -82,7 +82,7 @@ def episode(store: ReadOnlyStore, episode_id: str) -> dict[str, Any] | None:
             "dimensions": DIMENSIONS, "failed": failed, "goals": goals}
 
 
-def step_cells(step: Any) -> list[dict[str, str]]:
+def step_cells(step: object) -> list[dict[str, str]]:
     """Return a turn's recorded social state, one row per agent: what it observed and its mental state."""
     if not isinstance(step, dict):
         return []
@@ -270,7 +270,7 @@ def selfplay(store: ReadOnlyStore, run_id: str) -> dict[str, Any]:
             "kl_series": kl, "rollouts": listed}
 
 
-def flat_settings(value: Any, prefix: str = "") -> list[dict[str, Any]]:
+def flat_settings(value: object, prefix: str = "") -> list[dict[str, Any]]:
     """Return a nested plan as ``{"setting": "ppo.lr", "value": …}`` rows, one per leaf, in the plan's order."""
     if isinstance(value, dict) and value:
         return [row for k, v in value.items() for row in flat_settings(v, f"{prefix}{k}.")]
