@@ -49,7 +49,7 @@ CALIBRATED = ["--levels", "decision", "--families", "mutual_friend", "--episodes
               "--samples-per-task", "2", "--temperature", "0.7", "--concurrency", "1"]
 
 
-@pytest.mark.timeout(900)  # about a minute on a quiet 2-core machine; the suite's 300 s is not enough when busy
+@pytest.mark.timeout(900)  # 65 s of CPU (2026-11-28), mostly one thread; the suite's 300 s is not enough when busy
 def test_swm_learn_rs_sft_trains_serves_and_evaluates_the_shipped_model(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     one_thread_each(monkeypatch)
