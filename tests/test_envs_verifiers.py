@@ -112,11 +112,21 @@ def _key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_KEY", "sk-no-key-needed")
 
 
+# The scripted policy's seed per family (7 otherwise). Werewolf's: seed 7 played deal 0 to a draw after 4 rounds,
+# 48 moves (97 s through the subprocess harness); seed 20 plays it in 12 (one night and day, the werewolf voted
+# out), so the ±1 for the side that won is on every seat's reward, with an illegal move's −0.5 beside it.
+POLICY_SEED = {"werewolf": 20}
+
+
 @pytest.mark.parametrize(("family", "level"), SHAPES)
 def test_each_seats_reward_is_swms(family: str, level: str) -> None:
-    policy = ScriptedPolicy(seed=7)
+    policy = ScriptedPolicy(seed=POLICY_SEED.get(family, 7))
     with FakeOpenAIServer(scripts={"<text>": policy}) as server:
-        check_traces(family, level, 0, play(server, family, level, 0), RewardConfig(quality_filter=False))
+        traces = play(server, family, level, 0)
+        check_traces(family, level, 0, traces, RewardConfig(quality_filter=False))
+    if family == "werewolf":  # the seed above still plays the short game that a side wins
+        verdict = traces[0].info["swm"]["verdict"]
+        assert verdict["detail"]["winner"] == "village" and len(policy.replies) == 12, verdict["detail"]
 
 
 def test_an_episode_with_the_judge_is_scored_as_swm_scores_it() -> None:

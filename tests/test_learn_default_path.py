@@ -4,6 +4,14 @@ The embedded base is a GGUF that transformers dequantises; before the fix TRL re
 ("quantized model") after the whole collection. These tests walk the user's path through the CLI
 with a few samples and one training step, and train DPO and KTO one step each on the same base.
 Needs the [embedded] and [train] extras, which CI installs.
+
+The two `swm learn` runs draw on the default engine, llama-server (`swm engine build`, which scripts/install runs),
+at one thread and one episode at a time (``--concurrency 1``): each seeded draw is then a request of its own that
+nothing else shares a batch with, so the same seed gives the same move on every run (`swm.serving.draws`; batched
+with other sequences, a draw may part at a near tie). Calibrated on that engine (2026-11-28): of the training tasks'
+two samples at temperature 0.7, the first to pass is task 6's first (train:mutual_friend:decision:1006, ``ANSWER:
+Uma Silva``; its second fails), so 14 episodes give rs-sft a passing sample and ppo a task with both outcomes; the
+next passing samples are tasks 18 and 19's second (of 40 episodes, the size before: 3 passed).
 """
 
 from __future__ import annotations
@@ -27,30 +35,41 @@ from swm.tasks.families import task_of_id  # noqa: E402
 from swm.training.trl_update import TrainSettings, load_base, train_adapter  # noqa: E402
 
 
-@pytest.mark.timeout(900)  # about two minutes on a quiet 2-core machine; the suite's 300 s is not enough when busy
+def one_thread_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    """llama.cpp and torch on one thread: the seeded draws calibrated above are those of one thread, and on a machine
+    busy with other work (two test workers on two cores) a second spin-waiting thread only burns CPU."""
+    monkeypatch.setenv("SWM_EMBEDDED_THREADS", "1")
+    monkeypatch.setenv("SWM_TRAIN_THREADS", "1")
+    monkeypatch.delenv("SWM_EMBEDDED_ENGINE", raising=False)  # the default engine
+    monkeypatch.delenv("SWM_EMBEDDED_DRAW", raising=False)
+
+
+# 7 tasks of 2 samples: the first passing sample (task 6's first, the module's docstring) and its failing sibling
+CALIBRATED = ["--levels", "decision", "--families", "mutual_friend", "--episodes-per-level", "14",
+              "--samples-per-task", "2", "--temperature", "0.7", "--concurrency", "1"]
+
+
+@pytest.mark.timeout(900)  # 65 s of CPU (2026-11-28), mostly one thread; the suite's 300 s is not enough when busy
 def test_swm_learn_rs_sft_trains_serves_and_evaluates_the_shipped_model(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SWM_EMBEDDED_THREADS", "1")  # the seeded draws below are those of one thread
-    # ... on llama-cpp-python's server, whose sampler the 40 draws were calibrated on (llama-server's differs)
-    monkeypatch.setenv("SWM_EMBEDDED_ENGINE", "python")
+    one_thread_each(monkeypatch)
     db, out = tmp_path / "learn.db", tmp_path / "out"
     result = CliRunner().invoke(main, [
-        "learn", "--update", "rs-sft", "--levels", "decision", "--families", "mutual_friend", "--cycles", "1",
-        "--episodes-per-level", "40", "--samples-per-task", "2", "--heldout-per-cell", "2", "--dev-per-cell", "2",
-        "--train-steps", "1", "--train-batch-size", "1", "--temperature", "0.7", "--db", str(db),
+        "learn", "--update", "rs-sft", *CALIBRATED, "--cycles", "1", "--heldout-per-cell", "1", "--dev-per-cell", "1",
+        "--train-steps", "1", "--train-batch-size", "1", "--db", str(db),
         "--thread-id", "default", "--out", str(out), "--json"])
     assert result.exit_code == 0, result.output[-2000:]
     summary = result.stdout[-2000:]  # the trainer logs its loss dicts on stdout before the JSON summary
     store = ExperienceStore(db)
     policy = ls.get_policy(store, "default", "p1")
     assert policy is not None and policy.kind == "rs-sft" and policy.train is not None, summary
-    assert policy.train.steps == 1 and policy.pairs_used >= 1, "no checker-passing sample in 40 seeded draws"
+    assert policy.train.steps == 1 and policy.pairs_used >= 1, "no checker-passing sample in 14 seeded draws"
     # D2: tokens are counted from the chat template's ids (about a hundred a row), not the encoding's key count
     assert policy.train.tokens >= 60 and policy.train.from_adapter is None
     assert policy.served_as and policy.served_as.startswith("embedded:lora=") and Path(policy.adapter_gguf).is_file()
     played = list(store.rows("select models from lifelong_episodes where run_id = 'default' and policy_version = 'p1' "
                              "and phase in ('dev', 'test')"))
-    assert len(played) == 4 and all(json.loads(r["models"])["agent"] == policy.served_as for r in played)
+    assert len(played) == 2 and all(json.loads(r["models"])["agent"] == policy.served_as for r in played)
     rows = [json.loads(line) for line in (out / "exports" / "sft" / "cycle1.jsonl").read_text().splitlines()]
     assert rows and all(r["messages"][-1]["content"].startswith("ANSWER:") for r in rows)
     assert all(r["messages"][0]["content"] == decision_prompt(task_of_id(r["task_id"])).text
@@ -60,14 +79,12 @@ def test_swm_learn_rs_sft_trains_serves_and_evaluates_the_shipped_model(tmp_path
 @pytest.mark.timeout(900)
 def test_swm_learn_ppo_trains_serves_and_evaluates_the_shipped_model(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """`--update ppo` (group estimator) on the same 40 seeded draws: trained on the tasks with both outcomes."""
-    monkeypatch.setenv("SWM_EMBEDDED_THREADS", "1")
-    monkeypatch.setenv("SWM_EMBEDDED_ENGINE", "python")  # the draws of the rs-sft test above
+    """`--update ppo` (group estimator) on the same 14 seeded draws: trained on the tasks with both outcomes."""
+    one_thread_each(monkeypatch)
     db, out = tmp_path / "learn.db", tmp_path / "out"
     result = CliRunner().invoke(main, [
-        "learn", "--update", "ppo", "--estimator", "group", "--levels", "decision", "--families", "mutual_friend",
-        "--cycles", "1", "--episodes-per-level", "40", "--samples-per-task", "2", "--heldout-per-cell", "1",
-        "--dev-per-cell", "1", "--train-steps", "1", "--train-batch-size", "2", "--temperature", "0.7",
+        "learn", "--update", "ppo", "--estimator", "group", *CALIBRATED, "--cycles", "1", "--heldout-per-cell", "1",
+        "--dev-per-cell", "1", "--train-steps", "1", "--train-batch-size", "2",
         "--db", str(db), "--thread-id", "ppo", "--out", str(out), "--json"])
     assert result.exit_code == 0, result.output[-2000:]
     store = ExperienceStore(db)
@@ -89,7 +106,9 @@ def test_the_dequantised_base_is_not_a_quantized_model() -> None:
 
 
 @pytest.mark.parametrize("method", ["dpo", "kto"])
-def test_preference_methods_train_the_shipped_model(tmp_path: Path, method: str) -> None:
+def test_preference_methods_train_the_shipped_model(tmp_path: Path, method: str,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    one_thread_each(monkeypatch)
     task = decision_task("mutual_friend", 0)
     prompt = decision_prompt(task).text
     friend, wrong = task.truth["friend"], next(n for n in task.truth["lists"][0] if n != task.truth["friend"])
