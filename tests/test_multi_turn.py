@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from test_two_seat import Scripted
 
+from swm.prompts import load
 from swm.selfplay.plan import SelfPlayPlan
 from swm.selfplay.rewards import RewardConfig, score
 from swm.selfplay.rollout import play
@@ -244,6 +245,10 @@ def test_a_listed_message_names_at_most_the_cap_and_the_last_asks_the_finders_qu
         n.casefold() for n in mine[:3]}
     assert f"{a}: {first}" in prompts[1] and f"Tell {a} up to {CAP} of your friends" in prompts[1]
     assert prompts[2].startswith(f"Said since your last message:\n{b}: My friends:\n1. Hmm.")
-    assert all("Which one? Answer as ANSWER: First Last" in p for p in prompts[-2:])
     assert not any("Which one?" in p for p in prompts[:-2])
+    for seat, (mine_, prompt) in enumerate(zip(t.truth["lists"], prompts[-2:], strict=True)):  # the finder's prompt
+        partner = t.names[1 - seat]
+        words = "\n".join(text for who, text in rollout.transcript()[:BUDGET - 2 + seat] if who == partner)
+        assert prompt == load("two_seat_mutual_friend_find").render(
+            mine="\n".join(f"- {n}" for n in mine_), partner=partner, said=words)
     assert score(rollout, t, RewardConfig())[1].passed

@@ -26,8 +26,9 @@ The checker's rules (``truth`` holds the lists, the friend, ``cap`` and ``budget
 **Form** (`FORM`, ``truth["form"]`` overrides it per task): with ``"listed"``, the default, a message that is
 not an answer is a list of the seat's friends: its reply starts ``My friends:`` and a numbered first item
 (``LIST_PREFILL``) and ends before item ``cap + 1``, so a message names at most ``cap`` people of its own
-accord (a name written inside an item still counts); the prompts ask for up to ``cap`` friends a message and,
-at a seat's last message, ask the two-seat finder's question (``prompts/multi_turn_mutual_friend_listed*``).
+accord (a name written inside an item still counts); the prompts ask for up to ``cap`` friends a message
+(``prompts/multi_turn_mutual_friend_listed*``), and a seat's last message is the two-seat finder's prompt
+(`FINDER_PROMPT`: its own list, everything the partner said, "Which one?"), the step the two-seat stage trained.
 With ``"free"`` a message is any one line (``prompts/multi_turn_mutual_friend*``): the small model echoed
 the prompt's headings there and copied its ``First Last`` placeholder into its answers (0 of 50 test tasks
 from the two-seat stage's adapter, 2026-11-28).
@@ -77,6 +78,7 @@ PROMPTS = {"free": (PROMPT, TURN_PROMPT),
            "listed": ("multi_turn_mutual_friend_listed", "multi_turn_mutual_friend_listed_turn")}
 FORM = "listed"  # "listed": a message lists up to CAP of the seat's friends (LIST_PREFILL); "free": any one line
 LIST_PREFILL = "My friends:\n1."
+FINDER_PROMPT = "two_seat_mutual_friend_find"  # the listed form's closing: the two-seat finder's own question
 CLOSING = "answer"  # "answer": a seat's last message starts with ANSWER: (prefilled); "free": it need not
 ANSWER_PREFILL = "ANSWER:"
 _WORD_RE = re.compile(r"[A-Za-z][\w'-]*")
@@ -123,11 +125,19 @@ def _form(task: Task) -> str:
     return form
 
 
-def _ask(task: Task, partner: str, closing: bool) -> str:
-    """The listed form's request: more friends, or at a seat's last message the two-seat finder's question."""
-    if closing:
-        return "Exactly one name is on both lists. Which one? Answer as ANSWER: First Last"
+def _ask(task: Task, partner: str) -> str:
+    """The listed form's request for a message that is not the seat's last."""
     return f"Tell {partner} up to {task.truth['cap']} of your friends you have not told yet, one name per line."
+
+
+def _finder(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> tuple[str, str]:
+    """The listed form's closing message: the two-seat finder's prompt over all the partner said (id, text)."""
+    seats, lists = task.truth["seats"], task.truth["lists"]
+    partner = seats[1 - seats.index(agent)]
+    words = "\n".join(text for who, text in said if who == partner) or "(nothing yet)"
+    template = prompts.load(FINDER_PROMPT)
+    mine = "\n".join(f"- {name}" for name in lists[seats.index(agent)])
+    return template.id, template.render(mine=mine, partner=partner, said=words)
 
 
 def seat_prompt(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> DecisionPrompt:
@@ -136,10 +146,13 @@ def seat_prompt(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> Deci
     mine, partner = lists[seats.index(agent)], seats[1 - seats.index(agent)]
     heard = "\n".join(f"{'You' if who == agent else who}: {text}" for who, text in said) or "(nothing yet)"
     form, closing = _form(task), closes(task, agent, said)
+    if closing and form == "listed":
+        name, text = _finder(task, agent, said)
+        return DecisionPrompt(name=name, text=text, prefill=ANSWER_PREFILL, max_tokens=MESSAGE_TOKENS, one_line=True)
     template = prompts.load(PROMPTS[form][0])
     values = {"mine": "\n".join(f"- {name}" for name in mine), "partner": partner, "said": heard,
               "cap": task.truth["cap"], "left": task.truth["budget"] - len(said)}
-    extra = {"ask": _ask(task, partner, closing)} if form == "listed" else {"budget": task.truth["budget"]}
+    extra = {"ask": _ask(task, partner)} if form == "listed" else {"budget": task.truth["budget"]}
     text = template.render(**values, **extra)
     if closing:
         return DecisionPrompt(name=template.id, text=text, prefill=ANSWER_PREFILL, max_tokens=MESSAGE_TOKENS,
@@ -157,7 +170,9 @@ def follow_up(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> str:
     left, closing = task.truth["budget"] - len(said), closes(task, agent, said)
     partner = task.truth["seats"][1 - task.truth["seats"].index(agent)]
     if _form(task) == "listed":
-        return prompts.load(PROMPTS["listed"][1]).render(said=heard, left=left, ask=_ask(task, partner, closing))
+        if closing:
+            return _finder(task, agent, said)[1]
+        return prompts.load(PROMPTS["listed"][1]).render(said=heard, left=left, ask=_ask(task, partner))
     last_line = "This is your last message: name the shared friend. " if closing else ""
     return prompts.load(TURN_PROMPT).render(said=heard, left=left, cap=task.truth["cap"], closing=last_line)
 
