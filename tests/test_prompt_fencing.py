@@ -53,6 +53,8 @@ SWM_AUTHORED = {
         "price", "said", "reply")},
     # multi_turn_*: numbers of the task's rules (people a message may name, the message budget, messages left)
     **{slot: "multi_turn_*: a number of the task's rules, from swm's generator" for slot in ("cap", "budget", "left")},
+    # multi_turn_*_turn, _listed: swm's own fixed request for the message (the partner's name and the cap filled in)
+    **{slot: "multi_turn_*: swm's fixed request for the next message" for slot in ("ask", "closing")},
 }
 
 
