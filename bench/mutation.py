@@ -50,6 +50,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "swm.tasks.two_turn": ("tests/test_two_turn_rules.py", "tests/test_reward_invariants.py", "tests/test_two_turn.py"),
     "swm.selfplay.rewards": ("tests/test_reward_mix.py", "tests/test_reward_invariants.py",
                              "tests/test_selfplay_rewards.py", "tests/test_selfplay_rollout.py"),
+    "swm.tasks.multi_turn": ("tests/test_multi_turn.py", "tests/test_reward_invariants.py"),
 }
 # mutants a review found surviving, kept so that a later run shows them killed: (module, old, new, what)
 NAMED: tuple[tuple[str, str, str, str], ...] = (

@@ -252,3 +252,28 @@ def test_a_listed_message_names_at_most_the_cap_and_the_last_asks_the_finders_qu
         assert prompt == load("two_seat_mutual_friend_find").render(
             mine="\n".join(f"- {n}" for n in mine_), partner=partner, said=words)
     assert score(rollout, t, RewardConfig())[1].passed
+
+
+def test_last_names_alone_count_and_the_most_named_in_one_message_is_recorded() -> None:
+    t = task()
+    a, b = t.names
+    (p, q, r), own = others(t, 0)[:3], {part for seat in t.names for part in seat.split()}
+    lasts = sorted({n.split()[-1] for n in others(t, 0)} - {n.split()[0] for n in others(t, 0)} - own)
+    assert people_named(lasts[0], t) == {lasts[0].casefold()}
+    quiet = check(t, says((a, "Hello."), (b, "Hi.")))
+    assert quiet.detail["max_named"] == 0 and quiet.detail["friend_said_at"] is None
+    busy = check(t, says((a, f"{p}, {q} or {r}?"), (b, f"Not {p}.")))
+    assert busy.detail["max_named"] == 3
+
+
+def test_free_messages_close_on_the_free_prompt_and_a_later_follow_up_holds_only_the_news() -> None:
+    t = free(task(2))
+    sampler = Scripted(["Hmm."] * BUDGET)
+    play(t, sampler, rollout_id="r", iteration=0, sample=0, max_turns=20)
+    last = sampler.calls[-1]
+    assert last[1:3] == ("ANSWER:", "\n") and "Which one?" not in last[0] and "1 are left" in last[0]
+    replies = [f"A{i}." for i in range(BUDGET)]
+    chatty = ChatScripted(replies)
+    play(t, chatty, rollout_id="r", iteration=0, sample=0, max_turns=20)
+    fifth = chatty.calls[4][0]  # seat A's third message: only what B said since A's second
+    assert "A3." in fifth and "A1." not in fifth and f"{BUDGET - 4} messages are left" in fifth
