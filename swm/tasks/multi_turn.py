@@ -37,8 +37,8 @@ from the two-seat stage's adapter, 2026-11-28).
 message within the budget, when it has not answered yet, starts with ``ANSWER:`` (the reply's prefill, as the
 two-seat finder's), so every seat answers by the end; what it names is still its own choice, read by the
 checker. With ``"free"`` a seat writes ``ANSWER:`` itself or never does (the 2026-11-28 pilot: the base model
-never did, 0 of 160 messages). In an append-only seat chat a later turn's message is `follow_up`
-(``prompts/multi_turn_mutual_friend_turn``): what the partner said since, the messages left, the rules.
+never did, 0 of 160 messages). In an append-only seat chat a later turn's message is `follow_up` (the form's
+``_turn`` prompt): what the partner said since, the messages left, the request.
 
 Complete when both seats' first answers name the shared friend and no message broke the cap;
 ``resolved_at`` is the turn of the second right answer. ``detail["answered"]``: both seats answered
@@ -54,7 +54,7 @@ from collections.abc import Sequence
 
 from swm import prompts
 from swm.tasks.checkers import Utterance, Verdict
-from swm.tasks.decisions import DecisionPrompt
+from swm.tasks.decisions import DecisionPrompt, _bullets
 from swm.tasks.families import (
     GENERATOR_VERSION,
     GENERATORS,
@@ -136,21 +136,20 @@ def _finder(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> tuple[st
     partner = seats[1 - seats.index(agent)]
     words = "\n".join(text for who, text in said if who == partner) or "(nothing yet)"
     template = prompts.load(FINDER_PROMPT)
-    mine = "\n".join(f"- {name}" for name in lists[seats.index(agent)])
-    return template.id, template.render(mine=mine, partner=partner, said=words)
+    return template.id, template.render(mine=_bullets(lists[seats.index(agent)]), partner=partner, said=words)
 
 
 def seat_prompt(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> DecisionPrompt:
     """Render ``agent``'s next message from what was said so far (``(speaker, text)`` per turn)."""
-    seats, lists = task.truth["seats"], task.truth["lists"]
-    mine, partner = lists[seats.index(agent)], seats[1 - seats.index(agent)]
-    heard = "\n".join(f"{'You' if who == agent else who}: {text}" for who, text in said) or "(nothing yet)"
     form, closing = _form(task), closes(task, agent, said)
     if closing and form == "listed":
         name, text = _finder(task, agent, said)
         return DecisionPrompt(name=name, text=text, prefill=ANSWER_PREFILL, max_tokens=MESSAGE_TOKENS, one_line=True)
+    seats, lists = task.truth["seats"], task.truth["lists"]
+    mine, partner = lists[seats.index(agent)], seats[1 - seats.index(agent)]
+    heard = "\n".join(f"{'You' if who == agent else who}: {text}" for who, text in said) or "(nothing yet)"
     template = prompts.load(PROMPTS[form][0])
-    values = {"mine": "\n".join(f"- {name}" for name in mine), "partner": partner, "said": heard,
+    values = {"mine": _bullets(mine), "partner": partner, "said": heard,
               "cap": task.truth["cap"], "left": task.truth["budget"] - len(said)}
     extra = {"ask": _ask(task, partner)} if form == "listed" else {"budget": task.truth["budget"]}
     text = template.render(**values, **extra)
