@@ -63,7 +63,7 @@ def plan_of(args: argparse.Namespace, arm: str) -> dict[str, Any]:
             "policy": {"base": args.base, "sampler": args.sampler, "temperature": args.temperature,
                        "init_adapter": args.warm, "threads": args.threads, "lora_r": 8, "lora_alpha": 16},
             "ppo": {"lr": args.lr, "kl_coef": args.kl_coef, "minibatch": args.minibatch, "epochs": args.epochs},
-            "advantage": {"estimator": args.estimator}}
+            "advantage": {"estimator": args.estimator}, "reward": {"answer": args.answer_reward}}
 
 
 def evaluate(plan: dict[str, Any], iteration: int, n: int) -> list[dict[str, Any]]:
@@ -229,6 +229,8 @@ def main() -> None:
     ap.add_argument("--minibatch", type=int, default=RECIPE_PPO.minibatch)
     ap.add_argument("--epochs", type=int, default=RECIPE_PPO.epochs)
     ap.add_argument("--temperature", type=float, default=0.7)
+    ap.add_argument("--answer-reward", type=float, default=0.0, help="added to a seat's reward when its own "
+                    "first answer is right (multi-turn; 0: the joint reward alone)")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--sampler", default="served", choices=["served", "torch", "auto"],
                     help="served: llama.cpp samples every rollout (training and evaluation) from the iteration's "

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from swm.selfplay.rewards import RewardConfig, filtered_counts, quality_flag, score, score_game
 from swm.tasks.families import synthesize
+from swm.tasks.multi_turn import multi_turn_task
 from swm.training.trajectory import Rollout, SeatTrajectory, SeatTurn
 
 CONFIG = RewardConfig()
@@ -146,3 +147,20 @@ def test_a_move_that_leaks_and_answers_wrong_still_pays_for_the_leak() -> None:
     scored, verdict = score(move, task, CONFIG)
     assert verdict.violations == ["private_leaked:buyer", "wrong_answer"]
     assert scored.seats[0].outcome == -0.5 and scored.seats[0].violations == verdict.violations
+
+
+def test_answer_reward_credits_only_the_seat_whose_own_answer_is_right() -> None:
+    """`answer` adds to the seat that answered right alone; the joint outcome is unchanged; 0 leaves it out."""
+    task = multi_turn_task("mutual_friend", 3)
+    a, b = task.truth["seats"]
+    friend = task.truth["friend"]
+    wrong = next(n for n in task.truth["lists"][1] if n != friend)
+    turns = [(a, f"ANSWER: {friend}"), (b, f"ANSWER: {wrong}")]
+    half = RewardConfig(answer=0.5)
+    scored, verdict = score(rollout(*turns), task, half)
+    assert not verdict.completion
+    assert {s.seat: s.outcome for s in scored.seats} == {a: 0.5, b: 0.0}
+    plain, _ = score(rollout(*turns), task, RewardConfig())
+    assert {s.seat: s.outcome for s in plain.seats} == {a: 0.0, b: 0.0}
+    both, verdict = score(rollout((a, f"ANSWER: {friend}"), (b, f"ANSWER: {friend}")), task, half)
+    assert verdict.completion and {s.seat: s.outcome for s in both.seats} == {a: 1.5, b: 1.5}

@@ -109,6 +109,9 @@ def apply_preset(ctx: click.Context, name: str | None, params: dict[str, Any]) -
 @click.option("--judge-model", default=None, metavar="SPEC",
               help="The judge's model (a spec as for every role; default: SWM_MODEL_JUDGE, SWM_MODEL, OpenAI or "
                    "the embedded model).")
+@click.option("--answer-reward", default=0.0, show_default=True, type=click.FloatRange(min=0),
+              help="Added to a seat's reward when its own first answer is right (multi-turn tasks; 0: the joint "
+                   "reward alone).")
 @click.option("--no-filter", is_flag=True, help="Turn the quality filter off (the reward-hacking ablation).")
 @click.option("--base", default="embedded", show_default=True,
               help="Base model: 'embedded' (SmolLM2 GGUF, dequantised), a .gguf file or a HF model directory.")
@@ -189,7 +192,7 @@ def selfplay_plan(thread: str, o: dict[str, Any]) -> SelfPlayPlan:
             "advantage": {"estimator": o["estimator"], "gamma": o["gamma"], "lam": o["lam"],
                           "gamma_tok": o["gamma_tok"], "lam_tok": o["lam_tok"], "turn_signal": o["turn_signal"]},
             "reward": {"judge_weight": o["judge_weight"], "quality_filter": not o["no_filter"],
-                       "illegal_move": o["illegal_reward"]}})
+                       "illegal_move": o["illegal_reward"], "answer": o["answer_reward"]}})
     except ValidationError as err:
         raise InputError(f"bad self-play setting: {err.errors()[0]['loc']}: {err.errors()[0]['msg']}") from err
 

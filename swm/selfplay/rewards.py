@@ -2,7 +2,11 @@
 
 Outcome per seat, at the seat's last turn: ``completion · 1[task completed] + violation ·
 min(#violations in the seat's own turns, max_violations)`` (the checker's ``violation_turns``,
-attributed to their speakers: a leak costs the seat that leaked). A failed *attempt* (a wrong
+attributed to their speakers: a leak costs the seat that leaked), plus ``answer · 1[the seat's own
+first answer is right]`` where the checker reports each seat's answer (the multi-turn task's
+``detail["right"]``; ``answer=0``, the default, leaves the joint reward alone). That term is a
+seat's own credit: on a conversation where success is rare it rewards the seat that found the
+friend even when its partner did not. A failed *attempt* (a wrong
 or hedged answer, `swm.tasks.checkers.is_attempt`) is no violation: it scores 0, as silence or
 leaving does, so answering never has a lower expected reward than staying out. With
 ``judge_weight > 0`` every turn also gets ``judge_weight · judge`` (a per-turn judge score in
@@ -57,6 +61,8 @@ class RewardConfig(BaseModel):
     illegal_move: float = Field(-0.5, le=0, description="reward of an illegal game move at its own turn "
                                 "(the per-move legality signal; 0: off)")
     judge_weight: float = Field(0.0, ge=0, description="weight of the per-turn judge score (0: no judge)")
+    answer: float = Field(0.0, ge=0, description="added to a seat's outcome when its own first answer is right "
+                          "(the checker's detail['right'], multi-turn tasks); 0: the joint reward alone")
     quality_filter: bool = True
     filtered_reward: float = 0.0
     filtered: Literal["cap", "zero"] = "cap"
@@ -122,11 +128,13 @@ def score(rollout: Rollout, task: Task, config: RewardConfig,
     broken = set(verdict.violation_turns) if any(not is_attempt(v) for v in verdict.violations) else set()
     rollout.verdict = verdict.model_dump()
     outcomes = {}
+    listed = verdict.detail.get("right")
+    right: Mapping[str, object] = listed if isinstance(listed, dict) else {}
     for seat in rollout.seats:
         own = {t.turn for t in seat.turns}
         seat.violations = list(verdict.violations) if broken & own else []
         outcomes[seat.seat] = config.completion * float(verdict.completion) + config.violation * min(
-            len(broken & own), config.max_violations)
+            len(broken & own), config.max_violations) + config.answer * float(right.get(seat.seat) is True)
     _assign(rollout, outcomes, broken, config, judge)
     return rollout, verdict
 
