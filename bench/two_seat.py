@@ -143,13 +143,14 @@ def same_draws(db: Path, arms: list[str]) -> dict[str, int]:
 
 def report(results: dict[str, Any]) -> str:
     """The results page's tables."""
-    lines = ["| arm | iter | train joint success (Wilson 95%) | reward speaker | reward finder | sampling s | "
-             "update s | other s |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| arm | iter | train joint success (Wilson 95%) | mean reward by role | sampling s | update s | "
+             "other s |", "|---|---|---|---|---|---|---|"]
     for arm in ARMS:
         for i, s in sorted((results.get("curves", {}).get(arm) or {}).items(), key=lambda kv: int(kv[0])):
-            rew = s.get("reward") or {}
-            lines.append(f"| {arm} | {i} | {_train_success(s)} | {(rew.get('speaker') or {}).get('mean', 0):.3f} | "
-                         f"{(rew.get('finder') or {}).get('mean', 0):.3f} | {s.get('sampling_s', 0):.0f} | "
+            # the task's own roles: speaker / finder (two-seat), opener / responder (multi-turn)
+            roles = ", ".join(f"{role} {float((v or {}).get('mean', 0)):.3f}"
+                              for role, v in sorted((s.get("reward") or {}).items()))
+            lines.append(f"| {arm} | {i} | {_train_success(s)} | {roles or '-'} | {s.get('sampling_s', 0):.0f} | "
                          f"{s.get('update_s', 0):.0f} | {s.get('other_s', 0):.0f} |")
     evals = results.get("eval") or {}
     if evals:

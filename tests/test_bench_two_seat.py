@@ -41,3 +41,13 @@ def test_staged_runs_are_numbered_across_stages_and_compared_with_the_first_warm
     assert "| shuffled after 2 → selfplay after 2 | 0 | 3 | 0.25 |" in table
     assert "| shuffled | 3 | 1/4 = 0.250" in table
     assert "| shuffled after 4 → selfplay after 4 | 0 | 7 |" in table
+
+
+def test_the_report_shows_each_tasks_own_roles_rewards() -> None:
+    """Two-seat roles (speaker, finder) and multi-turn ones (opener, responder) are both tabled as they are."""
+    from bench.two_seat import report  # noqa: PLC0415
+
+    curve = _curve([0.25])
+    curve["0"]["reward"] = {"opener": {"mean": 0.125}, "responder": {"mean": 0.5}}  # type: ignore[assignment]
+    table = report({"curves": {"selfplay": curve}})
+    assert "| selfplay | 0 | 1/4 = 0.250 [" in table and "| opener 0.125, responder 0.500 |" in table
