@@ -15,6 +15,7 @@ move whatever the server evaluated before; `swm.serving.draws` has the modes (``
 
 from __future__ import annotations
 
+import atexit
 import threading
 import time
 from pathlib import Path
@@ -46,6 +47,19 @@ _vocabs: dict[Path, Any] = {}
 _formatters: dict[Path, Any] = {}
 # the samples of one prompt played at once in this process: one request with n choices (llama-server)
 _gathered: choices.Gather[tuple[str, Any]] = choices.Gather()
+
+
+def close_vocabs() -> None:
+    """Free the cached tokenizers; run at exit, while llama-cpp-python's library is still loaded (freed later,
+    by the garbage collector at interpreter shutdown, each printed an ``Exception ignored in Llama.__del__``
+    traceback at the end of a run)."""
+    with _template_lock:
+        _formatters.clear()
+        while _vocabs:
+            _vocabs.popitem()[1].close()
+
+
+atexit.register(close_vocabs)
 
 
 def _vocab(base: Path) -> Any:
