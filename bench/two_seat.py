@@ -41,7 +41,7 @@ from swm.selfplay.checkpoint import checkpoint_dir, warm_start_adapter
 from swm.selfplay.loop import ensure_initial_checkpoint
 from swm.selfplay.plan import RECIPE_ESTIMATOR, RECIPE_PPO, SelfPlayPlan
 from swm.selfplay.rollout import play
-from swm.selfplay.served import ServedSampler, default_concurrency, resolve_sampler
+from swm.selfplay.served import ServedSampler, default_concurrency, plan_seats, resolve_sampler
 from swm.selfplay.serving import POOL, SeededSampler, served_sampler
 from swm.stats import mcnemar_exact, wilson_interval
 from swm.tasks.checkers import Utterance
@@ -102,7 +102,7 @@ def evaluate(plan: dict[str, Any], iteration: int, n: int) -> list[dict[str, Any
                                     fields=served.fields)
             return one(task, sampler)
 
-        with ThreadPoolExecutor(max_workers=default_concurrency(sp.policy)) as pool:
+        with ThreadPoolExecutor(max_workers=default_concurrency(sp.policy, plan_seats(sp))) as pool:
             return list(pool.map(job, tasks))
     with POOL.lock:
         policy = POOL.get(sp.policy, checkpoint)

@@ -136,3 +136,23 @@ def test_a_seeded_draw_repeated_after_other_requests_filled_the_slots_is_the_fir
             again = list(pool.map(lambda i: draw_(i, seeds[i]), range(len(tasks))))
             assert all(isinstance(f.result(), str) for f in others)
     assert again == first
+
+
+def test_in_seat_mode_rollouts_in_flight_leave_every_seat_a_slot_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Served rollouts in flight: the server's slots, divided by a rollout's seats when each seat pins a slot."""
+    from swm.selfplay import served  # noqa: PLC0415
+    from swm.selfplay.plan import SelfPlayPlan  # noqa: PLC0415
+    from swm.training.config import PolicyConfig  # noqa: PLC0415
+
+    monkeypatch.setattr(served, "engine", lambda: served.ENGINE)
+    monkeypatch.setenv("SWM_EMBEDDED_SLOTS", "4")
+    config = PolicyConfig(sampler="served")
+    task_plan = SelfPlayPlan(run_id="r", level="two-seat", family="mutual_friend")
+    game_plan = SelfPlayPlan(run_id="g", game="werewolf", players=5)
+    assert (served.plan_seats(task_plan), served.plan_seats(game_plan)) == (2, 5)
+    monkeypatch.delenv("SWM_EMBEDDED_DRAW", raising=False)
+    assert served.default_concurrency(config, 2) == 4  # fresh: every draw evaluates its whole prompt anyway
+    monkeypatch.setenv("SWM_EMBEDDED_DRAW", "seat")
+    assert served.default_concurrency(config, 2) == 2
+    assert served.default_concurrency(config, 5) == 1  # never none
+    assert served.default_concurrency(config) == 4

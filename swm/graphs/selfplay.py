@@ -38,7 +38,7 @@ from swm.nodes.selfplay import (
     update,
 )
 from swm.selfplay.plan import SelfPlayPlan
-from swm.selfplay.served import default_concurrency
+from swm.selfplay.served import default_concurrency, plan_seats
 from swm.selfplay.state import SelfPlayInput, SelfPlayState
 
 # The checkpointer and the experience store share one SQLite file (see graphs/lifelong.py).
@@ -85,7 +85,7 @@ def train(plan: SelfPlayPlan | dict[str, Any], *, db: str | Path, thread_id: str
     plan = plan if isinstance(plan, SelfPlayPlan) else SelfPlayPlan.model_validate(plan)
     thread = thread_id or f"selfplay-{uuid.uuid4().hex[:10]}"
     ctx = context or SelfPlayContext(store=open_store(db))
-    concurrency = max_concurrency or default_concurrency(plan.policy)
+    concurrency = max_concurrency or default_concurrency(plan.policy, plan_seats(plan))
     config: RunnableConfig = {"configurable": {"thread_id": thread}, "max_concurrency": concurrency,
                               "recursion_limit": 20 + 10 * plan.iterations}
     with open_saver(db) as saver:

@@ -103,13 +103,25 @@ RELOADS = 2  # loads of an adapter a runtime-LoRA server forgot, per request, be
 RUNTIME_LORA_CONCURRENCY = 8  # a vLLM-class server batches what it is sent; torch scores one turn at a time
 
 
-def default_concurrency(config: PolicyConfig) -> int:
-    """Rollouts in flight by default: the embedded server's slots (8 on a ``lora_server``) when served; 1 in torch."""
+def default_concurrency(config: PolicyConfig, seats: int = 1) -> int:
+    """Rollouts in flight by default: the embedded server's slots (8 on a ``lora_server``) when served; 1 in torch.
+
+    In the ``seat`` draw mode (`swm.serving.draws`) every seat in flight holds a slot of its own, so a rollout of
+    ``seats`` seats takes that many: the slots divided by ``seats`` (two rollouts of two seats on four slots).
+    More would pin two seats to one slot, and each would evaluate its whole prompt again, drawn differently.
+    """
     if resolve_sampler(config) != "served":
         return 1
     if config.lora_server:
         return RUNTIME_LORA_CONCURRENCY
+    if draws.mode() == "seat" and engine() == ENGINE:
+        return max(1, slots() // max(1, seats))
     return max(1, slots())
+
+
+def plan_seats(plan: SelfPlayPlan) -> int:
+    """Seats one rollout of ``plan`` plays: the game's players, else the task's two seats."""
+    return plan.players if plan.game else 2
 
 
 def seed_of(key: str) -> int:
