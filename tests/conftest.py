@@ -16,6 +16,15 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+# One thread per test worker for torch (OMP_NUM_THREADS, read when torch starts; SWM_TRAIN_THREADS for the trainers
+# that set it) and for llama.cpp (SWM_EMBEDDED_THREADS): the suite's two xdist workers share two cores, where the
+# default of one thread per core has each worker's spin-waiting threads contend with the other's (alone on a busy
+# 2-core machine, 2026-11-28: test_selfplay_ppo.py 37 CPU-seconds at torch's default, 24 at one thread;
+# test_transcripts.py 46 and 34). Set before any test imports torch, inherited by the processes tests start; a value
+# the user set wins.
+for _threads in ("OMP_NUM_THREADS", "SWM_TRAIN_THREADS", "SWM_EMBEDDED_THREADS"):
+    os.environ.setdefault(_threads, "1")
+
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 
 

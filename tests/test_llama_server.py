@@ -368,8 +368,9 @@ def test_the_samples_of_a_decision_played_at_once_share_one_request(monkeypatch:
 
 
 def test_a_decisions_move_is_drawn_without_a_repeat_penalty_on_its_prompt() -> None:
-    """llama-server's repeat penalty also covers the prompt: with the chat calls' 1.1, SmolLM2's mutual-friend moves
-    averaged 13.6 tokens and 10 of 40 ran to the cap (the newline a move ends at, penalised); 6.4 and 2 without."""
+    """llama-server's repeat penalty also covers the prompt: with the chat calls' 1.1, SmolLM2's first 20 mutual-friend
+    moves averaged 13.0 tokens and 4 ran to the 24-token cap (the newline a move ends at, penalised); 6.6 and 1
+    without (2026-11-28; over 40 moves, 11.6 and 8 against 6.5 and 2)."""
     import statistics
 
     from swm.lifelong.decision_play import DECISION_SAMPLING, _complete, sampling_seed
@@ -377,11 +378,11 @@ def test_a_decisions_move_is_drawn_without_a_repeat_penalty_on_its_prompt() -> N
 
     assert DECISION_SAMPLING["repeat_penalty"] == 1.0
     embedded.ensure_server()
-    tasks = [decision_task("mutual_friend", i) for i in range(40)]
+    tasks = [decision_task("mutual_friend", i) for i in range(20)]
     shown = [decision_prompt(t) for t in tasks]
     with ThreadPoolExecutor(4) as pool:
         moves = list(pool.map(lambda i: _complete("embedded", shown[i], 0.7, sampling_seed(tasks[i].task_id, 0),
-                                                  300.0), range(40)))
+                                                  300.0), range(len(tasks))))
     lengths = [stats["completion_tokens"] for _, stats in moves]
     assert statistics.mean(lengths) < 9, f"moves averaged {statistics.mean(lengths):.1f} tokens"
-    assert sum(n >= shown[0].max_tokens for n in lengths) <= 5
+    assert sum(n >= shown[0].max_tokens for n in lengths) <= 3
