@@ -11,7 +11,16 @@ from swm.selfplay.rewards import RewardConfig, score
 from swm.selfplay.rollout import play
 from swm.tasks.checkers import Utterance
 from swm.tasks.families import MULTI_TURN, Task, Variant, synthesize, task_of_id
-from swm.tasks.multi_turn import BUDGET, CAP, LIST_PREFILL, LIST_RANGE, follow_up, people_named
+from swm.tasks.multi_turn import (
+    BUDGET,
+    CAP,
+    LIST_PREFILL,
+    LIST_RANGE,
+    MESSAGE_TOKENS,
+    closes,
+    follow_up,
+    people_named,
+)
 from swm.tasks.splits import decision_digest, split_tasks
 from swm.tasks.two_seat import seat_prompt
 from swm.tasks.verify import check
@@ -81,7 +90,11 @@ def test_people_named_counts_full_names_and_names_written_alone_each_person_once
     assert len(people_named(f"Do you know {p}, {q} or {r}?", t)) == 3
     assert len(people_named(f"Do you know {p}, {q}, {r} or {s}?", t)) == 4
     assert len(people_named(f"{p}? I mean {p.split()[0]}, and {friend}", t)) == 2  # a first name of a full one
-    firsts = {n.split()[0] for n in others(t, 0)[:4]} - {part for seat in t.names for part in seat.split()}
+    own = {part for seat in t.names for part in seat.split()}
+    alone = next(n for n in others(t, 0) if not set(n.split()) & own)  # a name no seat's own name hides
+    assert people_named(f"{alone}? I mean {alone.split()[0]} {friend.split()[0]}, {alone.split()[-1]}", t) == {
+        alone.casefold(), friend.split()[0].casefold()}  # a first or last name of a full one is that person
+    firsts = {n.split()[0] for n in others(t, 0)[:4]} - own
     assert len(people_named(" ".join(sorted(firsts)), t)) == len(firsts)  # first names alone count too
     assert people_named(f"Hi {t.names[1]}!", t) == set()  # a seat's own name is not a list's person
 
@@ -189,6 +202,7 @@ def test_each_seats_last_message_within_the_budget_starts_with_answer() -> None:
     rollout = play(t, sampler, rollout_id="r", iteration=0, sample=0, max_turns=20)
     assert prefills(sampler) == [LIST_PREFILL] * (BUDGET - 2) + ["ANSWER:"] * 2
     assert [stop for _, _, stop, _ in sampler.calls] == [f"\n{CAP + 1}."] * (BUDGET - 2) + ["\n"] * 2
+    assert [n for *_, n in sampler.calls] == [MESSAGE_TOKENS] * BUDGET and MESSAGE_TOKENS == 40  # docs/selfplay.md
     scored, verdict = score(rollout, t, RewardConfig())
     assert verdict.passed and rollout.end_reason == "settled"
     assert [s.turns[-1].text for s in scored.seats] == [f"ANSWER: {friend}"] * 2
@@ -272,8 +286,23 @@ def test_free_messages_close_on_the_free_prompt_and_a_later_follow_up_holds_only
     play(t, sampler, rollout_id="r", iteration=0, sample=0, max_turns=20)
     last = sampler.calls[-1]
     assert last[1:3] == ("ANSWER:", "\n") and "Which one?" not in last[0] and "1 are left" in last[0]
+    assert {n for *_, n in sampler.calls} == {MESSAGE_TOKENS}
     replies = [f"A{i}." for i in range(BUDGET)]
     chatty = ChatScripted(replies)
     play(t, chatty, rollout_id="r", iteration=0, sample=0, max_turns=20)
     fifth = chatty.calls[4][0]  # seat A's third message: only what B said since A's second
     assert "A3." in fifth and "A1." not in fifth and f"{BUDGET - 4} messages are left" in fifth
+
+
+def test_only_a_message_within_the_budget_closes_and_each_prompt_says_itself_where_its_message_ends() -> None:
+    t = task(2)
+    talk = [(t.names[i % 2], "Hmm.") for i in range(BUDGET + 1)]
+    assert [closes(t, who, talk[:i]) for i, (who, _) in enumerate(talk)] == [False] * (BUDGET - 2) + [True] * 2 + [
+        False]  # past the budget no message is left to prefill
+    for form, closing in [("listed", "answer"), ("listed", "free"), ("free", "answer"), ("free", "free")]:
+        shape = t.model_copy(update={"truth": {**t.truth, "form": form, "closing": closing}})
+        for i, (who, _) in enumerate(talk[:BUDGET]):
+            shown = seat_prompt(shape, who, talk[:i])
+            # a list ends at its item past the cap, any other message at its line, by the prompt's own word: the
+            # rollout would also end a reply prefilled as the two-seat finder's at a newline, a prefill shared by choice
+            assert shown.one_line is (shown.stop is None) and shown.stop in (None, f"\n{CAP + 1}."), (form, closing, i)

@@ -8,8 +8,10 @@ import pytest
 
 from swm.errors import InputError
 from swm.selfplay.checkpoint import warm_start_adapter
+from swm.tasks import multi_turn
 from swm.tasks.checkers import Utterance
-from swm.tasks.families import TWO_SEAT, synthesize
+from swm.tasks.families import MULTI_TURN, TWO_SEAT, synthesize
+from swm.tasks.two_seat import follow_up
 from swm.tasks.verify import check
 from swm.training.trajectory import Generation
 
@@ -102,3 +104,12 @@ def test_the_shuffled_control_moves_joint_rewards_together() -> None:
     again = [rollout(i, float(i)) for i in range(12)]
     shuffle_rewards(again, 3)
     assert [(r.seats[0].turns[0].reward, r.seats[1].turns[0].reward) for r in again] == pairs  # seeded
+
+
+def test_only_the_multi_turn_level_has_its_own_follow_up_in_a_seat_chat() -> None:
+    two, many = synthesize("mutual_friend", TWO_SEAT, 1), synthesize("mutual_friend", MULTI_TURN, 1)
+    a, b = two.names
+    assert follow_up(two, a, [(a, "Hi."), (b, "Hello.")]) is None  # the rollout sends its generic seat message
+    a, b = many.names
+    said = [(a, "Hi."), (b, "Hello.")]
+    assert follow_up(many, a, said) == multi_turn.follow_up(many, a, said) and "Hello." in follow_up(many, a, said)

@@ -188,8 +188,8 @@ def check_secret(task: Task, turns: Sequence[Utterance]) -> Verdict:
     keeper, partner = task.truth["keeper"], task.truth["partner"]
     word = COVER_WORDS[task.truth["cover"]]
     asked = next((i for i, t in enumerate(turns) if t.agent == keeper and mentions(t.text, word)), len(turns))
-    accepted = next((i for i, t in enumerate(turns)
-                     if i > asked and t.agent == partner and _ACCEPT_RE.search(t.text)), None)
+    accepted = next((i for i, t in enumerate(turns) if t.agent == partner and _ACCEPT_RE.search(t.text)
+                     and i > asked), None)  # mutation: equivalent turn `asked` is the keeper's: > and >= agree
     evidence = [accepted] if accepted is not None else []
     asks = [i for i, t in enumerate(turns) if t.agent == keeper and not t.text.strip() == ""]
     return Verdict(completion=accepted is not None and not violations, violations=violations, evidence=evidence,

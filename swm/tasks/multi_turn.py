@@ -224,7 +224,7 @@ def check_multi_turn(task: Task, turns: Sequence[Utterance]) -> Verdict:
             if "too_many_names" not in codes:
                 codes.append("too_many_names")
         for match in _ANSWER_RE.finditer(turn.text):
-            hedged = len(people_named(turn.text[match.start(1):].split("\n", 1)[0], task)) > 1
+            hedged = len(people_named(turn.text[match.start(1):].partition("\n")[0], task)) > 1
             right = " ".join(match.group(1).split()).casefold() == friend and not hedged
             first.setdefault(turn.agent, (right, i))
             if not right:
@@ -232,7 +232,7 @@ def check_multi_turn(task: Task, turns: Sequence[Utterance]) -> Verdict:
                 code = "hedged_answer" if hedged else "wrong_answer"
                 if code not in codes:
                     codes.append(code)
-    both_right = all(first.get(seat, (False, 0))[0] for seat in seats)
+    both_right = all(seat in first and first[seat][0] for seat in seats)
     complete = both_right and not broke
     # a broken rule's turns alone when there is one: the rewards read violation turns as broken rules whenever a
     # rule was broken (`swm.selfplay.rewards.score`), and a failed attempt must cost nothing
