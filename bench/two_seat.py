@@ -62,7 +62,8 @@ def plan_of(args: argparse.Namespace, arm: str) -> dict[str, Any]:
             "shuffle_rewards": arm == "shuffled",
             "policy": {"base": args.base, "sampler": args.sampler, "temperature": args.temperature,
                        "init_adapter": args.warm, "threads": args.threads, "lora_r": 8, "lora_alpha": 16},
-            "ppo": {"lr": args.lr, "kl_coef": args.kl_coef, "minibatch": args.minibatch, "epochs": args.epochs},
+            "ppo": {"lr": args.lr, "kl_coef": args.kl_coef, "minibatch": args.minibatch, "epochs": args.epochs,
+                    "micro_batch": args.micro_batch},
             "advantage": {"estimator": args.estimator}, "reward": {"answer": args.answer_reward}}
 
 
@@ -229,6 +230,8 @@ def main() -> None:
     ap.add_argument("--kl-coef", type=float, default=RECIPE_PPO.kl_coef)
     ap.add_argument("--minibatch", type=int, default=RECIPE_PPO.minibatch)
     ap.add_argument("--epochs", type=int, default=RECIPE_PPO.epochs)
+    ap.add_argument("--micro-batch", type=int, default=None, help="rows per forward/backward inside a minibatch "
+                    "(the same update in less memory; a multi-turn seat's transcript is one long row)")
     ap.add_argument("--temperature", type=float, default=0.7)
     ap.add_argument("--answer-reward", type=float, default=0.0, help="added to a seat's reward when its own "
                     "first answer is right (multi-turn; 0: the joint reward alone)")
