@@ -210,6 +210,17 @@ def combine(stages: list[Path]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def curve_rows(summaries: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Iteration -> its summary with the iteration's time split into sampling, update and the rest (evaluation,
+    serving)."""
+    rows = {}
+    for i, s in summaries.items():
+        sampling, update = float(s.get("sampling_seconds") or 0.0), float(s.get("update_seconds") or 0.0)
+        rows[str(i)] = s | {"sampling_s": sampling, "update_s": update,
+                            "other_s": max(0.0, float(s.get("seconds") or 0.0) - sampling - update)}
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     ap.add_argument("--from", dest="warm", default=None, help="warm-start adapter (swm selfplay --from accepts "
@@ -277,13 +288,18 @@ def main() -> None:
         save()
     for arm in arms:
         start = time.perf_counter()
-        out = train(plan_of(args, arm), db=args.out / "bench.sqlite", thread_id=f"two-seat-{arm}")
-        curves = {}
-        for i, s in (out.get("summaries") or {}).items():
-            sampling, update = float(s.get("sampling_seconds") or 0.0), float(s.get("update_seconds") or 0.0)
-            curves[i] = s | {"sampling_s": sampling, "update_s": update,
-                             "other_s": max(0.0, float(s.get("seconds") or 0.0) - sampling - update)}
-        results.setdefault("curves", {})[arm] = curves
+        curves = results.setdefault("curves", {}).setdefault(arm, {})
+
+        def saved_as_it_goes(kind: str, payload: Any, curves: dict[str, Any] = curves) -> None:
+            """Each iteration's summary lands in the report when its evaluation ends: a stopped run shows its
+            curve so far (the run itself resumes from its thread)."""
+            if kind == "done" and isinstance(payload[1], dict) and payload[1].get("summaries"):
+                curves.update(curve_rows(payload[1]["summaries"]))
+                save()
+
+        out = train(plan_of(args, arm), db=args.out / "bench.sqlite", thread_id=f"two-seat-{arm}",
+                    on_event=saved_as_it_goes)
+        curves.update(curve_rows(out.get("summaries") or {}))
         results.setdefault("seconds", {})[arm] = results.get("seconds", {}).get(arm, 0.0) + time.perf_counter() - start
         save()
         if arm not in evals:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from bench.two_seat import combine
 
@@ -51,3 +52,31 @@ def test_the_report_shows_each_tasks_own_roles_rewards() -> None:
     curve["0"]["reward"] = {"opener": {"mean": 0.125}, "responder": {"mean": 0.5}}  # type: ignore[assignment]
     table = report({"curves": {"selfplay": curve}})
     assert "| selfplay | 0 | 1/4 = 0.250 [" in table and "| opener 0.125, responder 0.500 |" in table
+
+
+def test_a_stopped_run_keeps_the_iterations_it_finished(tmp_path: Path, monkeypatch: Any) -> None:
+    """Each iteration's summary is saved when the graph reports it, not when the arm's training returns: a run
+    killed during iteration 1 still shows iteration 0 (and resumes from its thread)."""
+    import sys  # noqa: PLC0415
+
+    import pytest  # noqa: PLC0415
+
+    import bench.two_seat as two_seat  # noqa: PLC0415
+
+    summary = {"rollouts": 4, "failed": 0, "pass_rate": 0.25, "sampling_seconds": 3.0, "update_seconds": 2.0,
+               "seconds": 6.0}
+
+    def stopped_train(plan: object, **kw: Any) -> dict[str, Any]:
+        kw["on_event"]("node", "rollout")
+        kw["on_event"]("done", ("evaluate", {"summaries": {"0": summary}, "iteration": 1}))
+        raise KeyboardInterrupt  # killed during iteration 1
+
+    monkeypatch.setattr(two_seat, "train", stopped_train)
+    monkeypatch.setattr(two_seat, "evaluate", lambda plan, iteration, n: _rows([False, True]))
+    monkeypatch.setattr(sys, "argv", ["two_seat", "--out", str(tmp_path), "--arms", "selfplay", "--eval-tasks", "2"])
+    with pytest.raises(KeyboardInterrupt):
+        two_seat.main()
+    saved = json.loads((tmp_path / "two-seat.json").read_text())
+    assert saved["curves"]["selfplay"]["0"]["pass_rate"] == 0.25
+    assert saved["curves"]["selfplay"]["0"]["other_s"] == 1.0  # 6 s less sampling and update
+    assert "| selfplay | 0 | 1/4 = 0.250" in (tmp_path / "two-seat.md").read_text()
