@@ -242,7 +242,8 @@ def main() -> None:
     ap.add_argument("--minibatch", type=int, default=RECIPE_PPO.minibatch)
     ap.add_argument("--epochs", type=int, default=RECIPE_PPO.epochs)
     ap.add_argument("--micro-batch", type=int, default=None, help="rows per forward/backward inside a minibatch "
-                    "(the same update in less memory; a multi-turn seat's transcript is one long row)")
+                    "(the same update in less memory; default: rows x the longest row within 2,048 tokens, "
+                    "PPOConfig.micro_tokens)")
     ap.add_argument("--temperature", type=float, default=0.7)
     ap.add_argument("--answer-reward", type=float, default=0.0, help="added to a seat's reward when its own "
                     "first answer is right (multi-turn; 0: the joint reward alone)")

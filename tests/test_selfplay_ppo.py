@@ -165,18 +165,50 @@ def test_scoring_works_where_transformers_takes_only_an_int_logits_to_keep(base_
         assert torch.equal(p.score(batch)[0], expected)
 
 
-def test_micro_batches_accumulate_to_the_same_update(base_dir: Path) -> None:
-    """A minibatch run as micro-batches of one row (gradients accumulated) makes the update of the whole."""
+def test_micro_batches_accumulate_to_the_same_update(base_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A minibatch run as micro-batches of one row (gradients accumulated) makes the update of the whole, whether
+    the rows are set (``micro_batch``) or follow from the token budget (``micro_tokens``, the default's rule)."""
+    import swm.training.ppo as ppo_module
+
+    passes: list[int] = []
+    loss_of = ppo_module.ppo_loss
+
+    def counted(policy: object, batch: object, *args: object) -> object:
+        passes[-1] += 1
+        return loss_of(policy, batch, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ppo_module, "ppo_loss", counted)
     after = []
-    for micro in (None, 1):
+    for micro, budget in ((None, 10_000), (1, 10_000), (None, 1)):
+        passes.append(0)
         p = policy(base_dir)
         prompt = p.prompt_ids("I can offer $ 500 for the bike")
         replies = [ids(p, "I would offer 520 ."), ids(p, "no"), ids(p, "deal at five hundred then")]
         samples = [Sample(role="buyer", prompt_ids=prompt, token_ids=t, old_logprobs=logprobs_of_tokens(p, prompt, t),
                           advantages=[a] * len(t), returns=[0.5] * len(t))
                    for t, a in zip(replies, (1.0, -1.0, 0.5), strict=True)]
-        config = PPOConfig(lr=1e-2, minibatch=3, micro_batch=micro)
+        config = PPOConfig(lr=1e-2, minibatch=3, micro_batch=micro, micro_tokens=budget)
         stats = ppo_update(p, make_optimizer(p, config), samples, config)
         after.append((torch.cat([w.detach().flatten() for w in p.parameters()]), stats))
-    assert torch.allclose(after[0][0], after[1][0], atol=1e-6)
-    assert after[0][1] == pytest.approx(after[1][1], abs=1e-6)
+    assert passes == [1, 3, 3]  # all three rows at once within a large budget; one at a time under a tiny one
+    for other in after[1:]:
+        assert torch.allclose(after[0][0], other[0], atol=1e-6)
+        assert after[0][1] == pytest.approx(other[1], abs=1e-6)
+
+
+def test_the_token_budget_sets_the_rows_a_pass() -> None:
+    """Rows x the longest row within the budget, at least one row, at most the chunk: a multi-turn seat's
+    ~2,000-token transcript goes one row at a time under the default 2,048, a two-seat reply's few hundred several."""
+    from swm.training.ppo import micro_rows
+
+    def rows(*lengths: int) -> list[Sample]:
+        return [Sample(role="a", prompt_ids=[1] * (n - 1), token_ids=[2], old_logprobs=[0.0], advantages=[0.0],
+                       returns=[0.0]) for n in lengths]
+
+    default = PPOConfig().micro_tokens
+    assert default == 2048
+    assert micro_rows(rows(*[1900] * 8), default) == 1
+    assert micro_rows(rows(*[300] * 8), default) == 6
+    assert micro_rows(rows(300, 1000, 300), default) == 2  # the longest row sets it
+    assert micro_rows(rows(*[100] * 4), default) == 4  # never more than the chunk
+    assert micro_rows(rows(5000), default) == 1  # a row longer than the budget still trains

@@ -136,7 +136,8 @@ def apply_preset(ctx: click.Context, name: str | None, params: dict[str, Any]) -
                    "for whole decision or episode samples).")
 @click.option("--micro-batch", default=None, type=click.IntRange(1, None),
               help="Rows per forward/backward inside a PPO minibatch, gradients accumulated (less memory, "
-                   "same update).")
+                   "same update). Default: as many as keep rows x the longest row within 2,048 tokens "
+                   "(PPOConfig.micro_tokens; a multi-turn seat's transcript goes one row at a time).")
 @click.option("--kl-coef", default=RECIPE_PPO.kl_coef, show_default=True,
               help="KL penalty to the base (0: no penalty and no reference pass).")
 @click.option("--train-rank", "lora_r", default=8, show_default=True, help="LoRA rank of a new adapter.")

@@ -52,7 +52,11 @@ class PPOConfig(BaseModel):
     epochs: int = 1
     minibatch: int = 4
     micro_batch: int | None = Field(None, ge=1, description="rows per forward/backward inside a minibatch, "
-                                    "gradients accumulated (the same update in less memory); None: all at once")
+                                    "gradients accumulated (the same update in less memory); None: as many as "
+                                    "keep rows x the longest row within micro_tokens")
+    micro_tokens: int = Field(2048, ge=1, description="with micro_batch None, the positions one forward/backward "
+                              "holds at most (rows x the minibatch's longest row; one row at least): a multi-turn "
+                              "seat's transcript is one row of up to ~2,000 tokens, and eight at once held 17 GB")
     max_grad_norm: float = 1.0
     sequences: Literal["seat", "turn"] = Field("seat", description="what one training row is: a seat's whole "
                                                "append-only transcript, scored once with every turn's tokens masked "

@@ -157,7 +157,7 @@ def ppo_update(policy: LoraValueModel, optimizer: torch.optim.Optimizer, samples
         for start in range(0, len(samples), config.minibatch):
             chunk = samples[start:start + config.minibatch]
             count = float(sum(s.generated for s in chunk))
-            rows = config.micro_batch or len(chunk)
+            rows = config.micro_batch or micro_rows(chunk, config.micro_tokens)
             optimizer.zero_grad()
             loss_value, stats = 0.0, dict[str, float]()
             for first in range(0, len(chunk), rows):  # gradients accumulate over the micro-batches
@@ -186,6 +186,11 @@ def ppo_update(policy: LoraValueModel, optimizer: torch.optim.Optimizer, samples
                 totals[k] = totals.get(k, 0.0) + v
             steps += 1
     return {k: v / max(steps, 1) for k, v in totals.items()} | {"steps": float(steps)}
+
+
+def micro_rows(chunk: Sequence[Sample], tokens: int) -> int:
+    """Rows per forward/backward so that rows x the chunk's longest row stays within ``tokens`` (one at least)."""
+    return max(1, min(len(chunk), tokens // max(len(s.sequence) for s in chunk)))
 
 
 def make_optimizer(policy: LoraValueModel, config: PPOConfig) -> torch.optim.Optimizer:
