@@ -4,9 +4,13 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+import bench.two_seat as two_seat
 from bench.two_seat import combine
 
 
@@ -54,15 +58,9 @@ def test_the_report_shows_each_tasks_own_roles_rewards() -> None:
     assert "| selfplay | 0 | 1/4 = 0.250 [" in table and "| opener 0.125, responder 0.500 |" in table
 
 
-def test_a_stopped_run_keeps_the_iterations_it_finished(tmp_path: Path, monkeypatch: Any) -> None:
+def test_a_stopped_run_keeps_the_iterations_it_finished(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each iteration's summary is saved when the graph reports it, not when the arm's training returns: a run
     killed during iteration 1 still shows iteration 0 (and resumes from its thread)."""
-    import sys  # noqa: PLC0415
-
-    import pytest  # noqa: PLC0415
-
-    import bench.two_seat as two_seat  # noqa: PLC0415
-
     summary = {"rollouts": 4, "failed": 0, "pass_rate": 0.25, "sampling_seconds": 3.0, "update_seconds": 2.0,
                "seconds": 6.0}
 

@@ -12,7 +12,7 @@ from test_lifelong_train import tiny_llama  # noqa: E402
 
 from swm.training.config import PolicyConfig, PPOConfig  # noqa: E402
 from swm.training.policy import LoraValueModel, collate, gather, load_base, spread  # noqa: E402
-from swm.training.ppo import Diverged, Sample, make_optimizer, ppo_loss, ppo_update  # noqa: E402
+from swm.training.ppo import Diverged, Sample, make_optimizer, micro_rows, ppo_loss, ppo_update  # noqa: E402
 
 CONFIG = PolicyConfig(base="", lora_r=4, lora_alpha=8, max_new_tokens=6)
 
@@ -168,16 +168,14 @@ def test_scoring_works_where_transformers_takes_only_an_int_logits_to_keep(base_
 def test_micro_batches_accumulate_to_the_same_update(base_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A minibatch run as micro-batches of one row (gradients accumulated) makes the update of the whole, whether
     the rows are set (``micro_batch``) or follow from the token budget (``micro_tokens``, the default's rule)."""
-    import swm.training.ppo as ppo_module
-
     passes: list[int] = []
-    loss_of = ppo_module.ppo_loss
+    loss_of = ppo_loss
 
     def counted(policy: object, batch: object, *args: object) -> object:
         passes[-1] += 1
         return loss_of(policy, batch, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(ppo_module, "ppo_loss", counted)
+    monkeypatch.setattr("swm.training.ppo.ppo_loss", counted)
     after = []
     for micro, budget in ((None, 10_000), (1, 10_000), (None, 1)):
         passes.append(0)
@@ -199,8 +197,6 @@ def test_micro_batches_accumulate_to_the_same_update(base_dir: Path, monkeypatch
 def test_the_token_budget_sets_the_rows_a_pass() -> None:
     """Rows x the longest row within the budget, at least one row, at most the chunk: a multi-turn seat's
     ~2,000-token transcript goes one row at a time under the default 2,048, a two-seat reply's few hundred several."""
-    from swm.training.ppo import micro_rows
-
     def rows(*lengths: int) -> list[Sample]:
         return [Sample(role="a", prompt_ids=[1] * (n - 1), token_ids=[2], old_logprobs=[0.0], advantages=[0.0],
                        returns=[0.0]) for n in lengths]
