@@ -223,6 +223,11 @@ class ParseContext(PromptContext):
     max_parse_attempts: int = 3
     max_narrative_chars: int = 60_000
     prompt_protocol: PromptProtocol = "paper"
+    # the most timesteps a parse may have, per sentence of the narrative (the tool schema's maxItems, which
+    # grammar-constrained decoding enforces; 0: the schema's 48). The paper's example folds 4 sentences into 3
+    # timesteps; a small model looping on timesteps stops there instead of at the token cap (README's story on
+    # the embedded model: two of three parse attempts wrote 1,536 tokens each, unbounded)
+    steps_per_sentence: int = 1
 
 
 @graph_context

@@ -13,9 +13,10 @@ whole reply: a long reasoning never turns a right answer into a wrong one.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, create_model
 
 REASONING_CAP = 1000
 TRUNCATED_MARK = " [...truncated]"
@@ -66,6 +67,24 @@ class S3APParse(BaseModel):
     agents_names: list[Name] = Field(max_length=MAX_AGENTS, description="Every agent's name, once each.")
     socialized_context: list[SocializedStructureForModel] = Field(
         max_length=MAX_STEPS, description="The timesteps in order.")
+
+
+@lru_cache(maxsize=MAX_STEPS)
+def s3ap_parse_schema(max_steps: int) -> type[S3APParse]:
+    """Return `S3APParse` whose tool schema allows at most ``max_steps`` timesteps (``maxItems``; at most `MAX_STEPS`).
+
+    The bound is in the schema sent to the model only, where grammar-constrained decoding (llama.cpp, OpenAI's
+    strict mode) closes the list at that length; a reply with more timesteps from a server that does not enforce
+    it still validates (up to `MAX_STEPS`), so the bound never turns a parse into a failure. Same tool name and
+    description as `S3APParse`, so the request differs only in that number.
+    """
+    steps = max(1, min(max_steps, MAX_STEPS))
+    if steps == MAX_STEPS:
+        return S3APParse
+    return create_model("S3APParse", __base__=S3APParse, __doc__=S3APParse.__doc__, __module__=__name__,
+                        socialized_context=(list[SocializedStructureForModel], Field(
+                            max_length=MAX_STEPS, json_schema_extra={"maxItems": steps},
+                            description="The timesteps in order.")))
 
 
 class ReasonedAnswer(BaseModel):

@@ -85,3 +85,25 @@ def test_parse_is_cached_by_story_hash_in_the_store() -> None:
     assert again["parse_cached"] is True
     assert again["world"].agents == ["Sally", "Anne"]
     assert "parse" not in (again.get("usage") or {})
+
+
+def test_the_parse_tool_allows_one_timestep_a_sentence_and_a_longer_reply_still_validates() -> None:
+    """The bound is the tool schema's ``maxItems`` (llama.cpp's grammar closes the list there; the README's story on
+    the embedded model looped to the 1,536-token cap on two of three attempts without it), never a validation rule."""
+    from swm.nodes.parse import max_timesteps, sentences_in
+    from swm.schemas import MAX_STEPS, S3APParse, s3ap_parse_schema
+    from swm.testing import FakeOpenAIServer
+
+    assert sentences_in(STORY) == 4
+    assert sentences_in('Mr. Smith said "Hi." Then he left!\n\nOk?') == 4 and sentences_in("A: hi\nB: hello\n") == 2
+    assert max_timesteps(STORY, 0) == MAX_STEPS and max_timesteps("x " * 10_000 + ". y." * 100, 1) == MAX_STEPS
+    bounded = s3ap_parse_schema(1)
+    assert s3ap_parse_schema(MAX_STEPS) is S3APParse and bounded.__name__ == "S3APParse"
+    assert bounded.model_validate(good_parse().model_dump()).socialized_context, "more steps than the bound"
+    with FakeOpenAIServer(record=True) as server:
+        for per_sentence, expected in ((1, sentences_in(STORY)), (0, MAX_STEPS)):
+            parse.build().compile().invoke({"narrative": STORY}, context=SWMContext(
+                model=server.model_spec, steps_per_sentence=per_sentence))
+            (tool,) = server.bodies()[-1]["tools"]
+            assert tool["function"]["name"] == "S3APParse"
+            assert tool["function"]["parameters"]["properties"]["socialized_context"]["maxItems"] == expected

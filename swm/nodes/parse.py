@@ -21,7 +21,7 @@ from swm.context import ParseContext, ParseT
 from swm.errors import InputError
 from swm.graph_state import Mode, ParseTask, SocialWorldState, story_hash
 from swm.llm import call_model
-from swm.schemas import S3APParse
+from swm.schemas import MAX_STEPS, s3ap_parse_schema
 from swm.state import Issue, SocialWorld, ValidationReport, agent_key
 from swm.validation import validate_s3ap
 
@@ -40,6 +40,22 @@ def check_narrative(narrative: object, max_chars: int) -> str:
     return narrative
 
 
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n+")
+
+
+def sentences_in(narrative: str) -> int:
+    """Count the narrative's sentences: pieces ended by ``.``, ``!`` or ``?`` before a space, or by a line break,
+    that hold a letter or digit (an abbreviation's period counts one more, which only loosens a bound)."""
+    return sum(1 for piece in _SENTENCE_END.split(narrative) if re.search(r"\w", piece))
+
+
+def max_timesteps(narrative: str, steps_per_sentence: int) -> int:
+    """The most timesteps a parse of ``narrative`` may have: ``steps_per_sentence`` a sentence (0: `MAX_STEPS`)."""
+    if steps_per_sentence <= 0:
+        return MAX_STEPS
+    return max(1, min(MAX_STEPS, steps_per_sentence * sentences_in(narrative)))
+
+
 def _parse_prompt_ids(ctx: ParseContext, task: str) -> dict[str, str]:
     names = protocols.parse_prompt_names(ctx, task)
     ids = {key: protocols.load(ctx, name).id for key, name in names.items()}
@@ -52,8 +68,10 @@ def problems_of(report: ValidationReport) -> list[str]:
     return [f"{i.severity}: {i}" for i in report.issues]
 
 
-def _cache_key(digest: str, parser: str, prompt_ids: dict[str, str], task: str) -> str:
-    material = json.dumps([digest, parser, sorted(prompt_ids.values()), task])
+def _cache_key(digest: str, parser: str, prompt_ids: dict[str, str], task: str, steps_per_sentence: int) -> str:
+    # the default bound keeps the keys of parses cached before it was set (their parses stay valid)
+    bound = [steps_per_sentence] if steps_per_sentence != 1 else []
+    material = json.dumps([digest, parser, sorted(prompt_ids.values()), task, *bound])
     return hashlib.sha256(material.encode()).hexdigest()
 
 
@@ -74,7 +92,7 @@ def prepare(state: SocialWorldState, runtime: Runtime[ParseT]) -> dict[str, Any]
     if mode not in NEEDS_PARSE and "question" in state:
         return update
     prompt_ids = _parse_prompt_ids(ctx, task)
-    key = _cache_key(digest, ctx.spec_for("parser"), prompt_ids, task)
+    key = _cache_key(digest, ctx.spec_for("parser"), prompt_ids, task, ctx.steps_per_sentence)
     cached = ctx.experience_store().get_parse(key)
     if cached is None:
         return {**update, "parse_cached": False, "parse_done": False, "attempts": 0, "world": None,
@@ -100,7 +118,8 @@ def parse(state: SocialWorldState, runtime: Runtime[ParseT]) -> dict[str, Any]:
         feedback=loaded["feedback"].render(feedback=feedback) if feedback else "",
         format_instructions=loaded["s3ap_format"].render(),
     )
-    reply = call_model(ctx.model_for("parser"), text, S3APParse)
+    schema = s3ap_parse_schema(max_timesteps(state["narrative"], ctx.steps_per_sentence))
+    reply = call_model(ctx.model_for("parser"), text, schema)
     ctx.record_failed_reply("parse", "parser", reply, key=state.get("story_hash") or "")
     candidate = reply.value.model_dump() if reply.value is not None else None
     return {"candidate": candidate, "candidate_error": reply.error, "attempts": state.get("attempts", 0) + 1,
@@ -152,7 +171,8 @@ def check(state: SocialWorldState, runtime: Runtime[ParseT]) -> dict[str, Any]:
     if best_world is not None:
         ids = _parse_prompt_ids(ctx, state.get("task") or ctx.task)
         ctx.experience_store().put_parse(
-            _cache_key(state["story_hash"], ctx.spec_for("parser"), ids, state.get("task") or ctx.task),
+            _cache_key(state["story_hash"], ctx.spec_for("parser"), ids, state.get("task") or ctx.task,
+                       ctx.steps_per_sentence),
             story_hash=state["story_hash"], parser=ctx.spec_for("parser"), prompt=ids["parse"],
             task=state.get("task") or ctx.task, s3ap=best_world.to_s3ap(), report=best_report.model_dump(),
             attempts=state.get("attempts", 0))
