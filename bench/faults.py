@@ -339,9 +339,14 @@ def _stored(db: Path, sql: str) -> list[str]:
         conn.close()
 
 
+# answers each command's fault-free run needed, measured once a process: the fake server's replies do not depend on
+# the user running it or on how its files are made read-only later (a `swm` process costs ~5 s of CPU)
+_NEEDED: dict[str, int] = {}
+
+
 def run_read_only(command: str, how: str, at: int = 3) -> ReadOnlyOutcome:
-    """Run ``command`` fault-free, then again with its files made read-only (``how``) during acting call ``at``;
-    make them writable again and rerun; return what each run did."""
+    """Run ``command`` fault-free (once a process: `_NEEDED`), then again with its files made read-only (``how``)
+    during acting call ``at``; make them writable again and rerun; return what each run did."""
     args, rows_sql = READ_ONLY_COMMANDS[command]
     prefix = run_user(how)
     calls: list[int] = []
@@ -369,12 +374,14 @@ def run_read_only(command: str, how: str, at: int = 3) -> ReadOnlyOutcome:
                 return subprocess.run([*prefix, sys.executable, "-c", CLI, *run], env={**env, "HOME": str(where)},
                                       capture_output=True, text=True, timeout=600)
 
-            clean = swm(base)
-            if clean.returncode != 0:
-                raise RuntimeError(f"the fault-free {command} run failed: {clean.stderr[-2000:]}")
-            needed = server.requests
-            server.reset()
-            calls.clear()
+            if command not in _NEEDED:
+                clean = swm(base)
+                if clean.returncode != 0:
+                    raise RuntimeError(f"the fault-free {command} run failed: {clean.stderr[-2000:]}")
+                _NEEDED[command] = server.requests
+                server.reset()
+                calls.clear()
+            needed = _NEEDED[command]
             fault.append(folder)
             first = swm(folder)
             set_read_only(folder, how, False)

@@ -190,6 +190,10 @@ def interrupt_and_rerun(server: FakeOpenAIServer, folder: Path, kind: str, at: i
     os.kill(target, SIGNALS[kind])
     first_rc, _, first_err = finished(proc)
     stale = lease_pid(db, thread)
+    try:
+        kept = episode_ids(db, thread)
+    except sqlite3.OperationalError:  # stopped before its first episode: no table yet
+        kept = []
     rc, out, err = finished(start(learn_command(server.model_spec, db, thread, folder / thread)))
     ids = episode_ids(db, thread)
     report = (folder / thread / "report.md").read_text(encoding="utf-8") if (folder / thread / "report.md").exists() \
@@ -198,7 +202,8 @@ def interrupt_and_rerun(server: FakeOpenAIServer, folder: Path, kind: str, at: i
                    lost=reference.episodes - len(set(ids)), duplicated=sum(n - 1 for n in Counter(ids).values()),
                    extra_calls=server.requests - before - reference.calls,
                    notes={"first_rc": first_rc, "first_err": first_err[-600:], "rc": rc, "err": err,
-                          "stdout": out, "stale_lease_pid": stale, "killed_pid": proc.pid})
+                          "stdout": out, "stale_lease_pid": stale, "killed_pid": proc.pid, "kept": kept,
+                          "stored": ids})
 
 
 def two_processes(server: FakeOpenAIServer, folder: Path, reference: Reference, latency: float,

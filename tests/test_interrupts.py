@@ -14,7 +14,10 @@ import pytest
 from bench.interrupts import MAX_TURNS, Reference, interrupt_and_rerun, reference_run, two_processes
 from swm.testing import FakeOpenAIServer
 
-LATENCY = 0.15
+# Seconds a model call takes. The interrupt at request 7 of 32 lands with ≥ 25 calls still to go: at least
+# 25 x LATENCY / CONCURRENCY = 0.6 s of waiting, besides swm's own ~2 s of CPU for them, against the ~20 ms the test
+# takes to see the request and signal. The test checks that it landed mid-run (some episodes stored, not all).
+LATENCY = 0.05
 CONCURRENCY = 2  # the plan's --concurrency: episodes in flight when it stops
 
 
@@ -55,6 +58,9 @@ def test_an_interrupted_learn_run_finishes_on_rerun(loop: tuple[FakeOpenAIServer
     assert "resuming thread" in notes["err"] and "already finished" not in notes["err"]
     assert outcome.completed, "the rerun wrote a report with evaluations"
     assert (outcome.lost, outcome.duplicated) == (0, 0)
+    # the interrupt landed mid-run (some episodes stored, not all), and what was stored then is kept
+    assert 0 < len(notes["kept"]) < reference.episodes, notes["kept"]
+    assert set(notes["kept"]) <= set(notes["stored"])
     assert reference.episodes >= 10 and f'"episodes": {reference.episodes}' in notes["stdout"]
     assert 0 <= outcome.extra_calls <= CONCURRENCY * MAX_TURNS  # an episode in flight is replayed whole
     if kind == "SIGKILL":  # the dead process's lease was left behind and taken over
