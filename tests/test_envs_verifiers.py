@@ -26,7 +26,7 @@ import verifiers.v1 as vf
 from test_envs_seats import ScriptedPolicy, evaluation, seat_rewards
 
 from swm.envs.seats import SocialEnv, reply_generation
-from swm.envs.verifiers_env import SwmSocialEnvConfig
+from swm.envs.verifiers_env import CHAT_PROGRAM_ENV, SwmSocialEnvConfig
 from swm.llm import make_chat_model
 from swm.scenarios import shipped
 from swm.selfplay.rewards import RewardConfig
@@ -42,7 +42,7 @@ def player() -> dict[str, Any]:
     environment's ``uv`` from the kept wheels, with no index and no Python download."""
     if not any(WHEELS.glob("openai-*.whl")):
         pytest.fail(f"no wheels of verifiers' chat program in {WHEELS}: run `bash scripts/install`")
-    env = {"UV_NO_INDEX": "1", "UV_FIND_LINKS": str(WHEELS), "UV_PYTHON": sys.executable,
+    env = {**CHAT_PROGRAM_ENV, "UV_NO_INDEX": "1", "UV_FIND_LINKS": str(WHEELS), "UV_PYTHON": sys.executable,
            "UV_PYTHON_DOWNLOADS": "never", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     return {"harness": {"id": "null", "env": env}, "runtime": {"type": "subprocess"}}
 
