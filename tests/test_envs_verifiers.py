@@ -26,7 +26,7 @@ import verifiers.v1 as vf
 from test_envs_seats import ScriptedPolicy, evaluation, seat_rewards
 
 from swm.envs.seats import SocialEnv, reply_generation
-from swm.envs.verifiers_env import SwmSocialEnvConfig
+from swm.envs.verifiers_env import CHAT_PROGRAM_ENV, SwmSocialEnvConfig
 from swm.llm import make_chat_model
 from swm.scenarios import shipped
 from swm.selfplay.rewards import RewardConfig
@@ -42,7 +42,7 @@ def player() -> dict[str, Any]:
     environment's ``uv`` from the kept wheels, with no index and no Python download."""
     if not any(WHEELS.glob("openai-*.whl")):
         pytest.fail(f"no wheels of verifiers' chat program in {WHEELS}: run `bash scripts/install`")
-    env = {"UV_NO_INDEX": "1", "UV_FIND_LINKS": str(WHEELS), "UV_PYTHON": sys.executable,
+    env = {**CHAT_PROGRAM_ENV, "UV_NO_INDEX": "1", "UV_FIND_LINKS": str(WHEELS), "UV_PYTHON": sys.executable,
            "UV_PYTHON_DOWNLOADS": "never", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     return {"harness": {"id": "null", "env": env}, "runtime": {"type": "subprocess"}}
 
@@ -90,9 +90,9 @@ def replies(trace: Any) -> list[str]:
 
 
 def check_traces(family: str, level: str, seed: int, traces: list[Any], reward: RewardConfig,
-                 judge: Any = None, judged: float = 0.0) -> None:
+                 judge: Any = None, judged: float = 0.0, max_turns: int = 8) -> None:
     task = synthesize(family, level, seed)
-    env = SocialEnv([], [], reward=reward, max_turns=8, judge=judge)
+    env = SocialEnv([], [], reward=reward, max_turns=max_turns, judge=judge)
     by_seat = {t.info["swm"]["seat"]: t for t in traces}
     assert set(by_seat) == set(env.seats(task)) and {t.agent.name for t in traces} == {"player"}
     episode = env.run(task, {seat: Replay(replies(t)) for seat, t in by_seat.items()})
@@ -116,14 +116,24 @@ def _key(monkeypatch: pytest.MonkeyPatch) -> None:
 # 48 moves (97 s through the subprocess harness); seed 20 plays it in 12 (one night and day, the werewolf voted
 # out), so the ±1 for the side that won is on every seat's reward, with an illegal move's −0.5 beside it.
 POLICY_SEED = {"werewolf": 20}
+# An episode (level easy) of 4 turns: each seat moves twice, its second move seeing its first in its conversation,
+# as with 8, at half the chat-program starts (one a move, a CPU-second each). Negotiation's policy seed 8 leaks a
+# price at turns 1 and 3 (seed 7 first did at turn 6), so a broken rule's −0.5 is still on a seat's reward.
+EPISODE_TURNS = 4
+EPISODE_SEED = {"negotiation": 8}
 
 
 @pytest.mark.parametrize(("family", "level"), SHAPES)
 def test_each_seats_reward_is_swms(family: str, level: str) -> None:
-    policy = ScriptedPolicy(seed=POLICY_SEED.get(family, 7))
+    episode = level == "easy" and family != "werewolf"
+    policy = ScriptedPolicy(seed=(EPISODE_SEED if episode else POLICY_SEED).get(family, 7))
+    turns = EPISODE_TURNS if episode else 8
     with FakeOpenAIServer(scripts={"<text>": policy}) as server:
-        traces = play(server, family, level, 0)
-        check_traces(family, level, 0, traces, RewardConfig(quality_filter=False))
+        traces = play(server, family, level, 0, max_turns=turns)
+        check_traces(family, level, 0, traces, RewardConfig(quality_filter=False), max_turns=turns)
+    if episode:
+        assert len(policy.replies) == EPISODE_TURNS
+        assert traces[0].info["swm"]["verdict"]["violations"], "a broken rule's penalty is on a seat's reward"
     if family == "werewolf":  # the seed above still plays the short game that a side wins
         verdict = traces[0].info["swm"]["verdict"]
         assert verdict["detail"]["winner"] == "village" and len(policy.replies) == 12, verdict["detail"]
@@ -133,9 +143,11 @@ def test_an_episode_with_the_judge_is_scored_as_swm_scores_it() -> None:
     policy = ScriptedPolicy(seed=3)
     scripts = {"<text>": policy, "TurnScore": {"reasoning": "fine", "score": 7}}
     with FakeOpenAIServer(scripts=scripts) as server:
-        traces = play(server, "persuasion", "easy", 0, judge_model=server.model_spec, judge_weight=0.5)
+        traces = play(server, "persuasion", "easy", 0, judge_model=server.model_spec, judge_weight=0.5,
+                      max_turns=EPISODE_TURNS)
         check_traces("persuasion", "easy", 0, traces, RewardConfig(quality_filter=False, judge_weight=0.5),
-                     judge=make_chat_model(server.model_spec), judged=0.5 * 0.7)
+                     judge=make_chat_model(server.model_spec), judged=0.5 * 0.7, max_turns=EPISODE_TURNS)
+    assert len(policy.replies) == EPISODE_TURNS, "every turn of the episode played and judged"
 
 
 def test_a_sotopia_scenario_is_scored_by_sotopias_evaluator() -> None:

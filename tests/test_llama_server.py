@@ -257,7 +257,9 @@ def test_every_request_gets_the_adapter_it_asks_for(tiny_gguf_llama: Path, tmp_p
 def test_a_server_killed_mid_batch_fails_only_the_requests_in_flight_which_are_sent_again() -> None:
     from swm.llm import call_model, make_chat_model
 
-    model = make_chat_model("embedded", max_tokens=120, temperature=0.0)
+    # 40 tokens keep a batch decoding far longer than the 10 ms poll that sees it (120 decoded three times as much
+    # for the same check: with twice the slots, the second batch is in flight whichever way the poll sees the first)
+    model = make_chat_model("embedded", max_tokens=40, temperature=0.0)
     server = embedded.ensure_server()
     url, pid = server.base_url, server.process.pid
     before = embedded._find(url)
@@ -317,7 +319,8 @@ def test_a_decision_in_flight_when_the_server_is_killed_is_sent_again() -> None:
     before = embedded._find(url)
     assert before is not None
     revivals = before.revivals
-    shown = [decision_prompt(decision_task("persuasion", i)) for i in range(16)]  # twice the slots: some wait
+    n = 2 * llama_server.slots()  # twice the slots: some wait
+    shown = [decision_prompt(decision_task("persuasion", i)) for i in range(n)]
     finished: list[float] = []
     lock = threading.Lock()
 
@@ -327,8 +330,8 @@ def test_a_decision_in_flight_when_the_server_is_killed_is_sent_again() -> None:
             finished.append(time.monotonic())
         return text
 
-    replies, killed = _kill_mid_flight(url, pid, decide, n=16)
-    assert all(isinstance(r, str) for r in replies) and len(replies) == 16
+    replies, killed = _kill_mid_flight(url, pid, decide, n=n)
+    assert all(isinstance(r, str) for r in replies) and len(replies) == n
     assert any(t > killed for t in finished), "some decisions were in flight when the server was killed"
     after = embedded._find(url)
     assert after is not None and after.process.pid != pid and after.revivals == revivals + 1
