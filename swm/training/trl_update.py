@@ -180,6 +180,8 @@ def train_adapter(method: str, rows: list[dict[str, Any]], base: str | None, out
     torch, transformers, _, trl = imports()
     from datasets import Dataset
 
+    score_labelled_tokens_only()
+
     settings = settings or TrainSettings()
     missing = reporter_missing(settings.report_to)
     if missing:
@@ -217,6 +219,35 @@ def train_adapter(method: str, rows: list[dict[str, Any]], base: str | None, out
                        from_adapter=str(parent_adapter) if parent_adapter else None)
     finish_adapter(partial, out_dir, stats, asdict(settings))
     return stats
+
+
+def score_labelled_tokens_only() -> None:
+    """Have TRL's fused LM head score only the tokens that carry a label on the CPU too, as it does on a GPU.
+
+    TRL's trainers compute each token's log-probability in vocabulary tiles (`trl.trainer.utils.add_fused_lm_head`);
+    only where Triton runs does it score just the labelled positions, elsewhere every position, to keep tile shapes
+    fixed for compiled backends. On the CPU (eager, nothing compiled) that scores every prompt token against the whole
+    vocabulary for nothing: a DPO step on a row of a ~600-token act prompt and a short reply spent 6.5 of its 6.8
+    CPU-seconds there (SmolLM2's 49,152 tokens; `swm learn`'s two 1-step DPO cycles in tests/test_trl_exports.py took
+    26 CPU-seconds before, 12 after, 2026-11-28). Unlabelled positions come out 0 either way, so the losses and
+    gradients are the same (`tests/test_trl_cpu_scoring.py`). Patches TRL's private `_use_triton` as that one call site
+    sees it, once; a TRL without it is left as it is.
+    """
+    import importlib
+
+    try:
+        utils = importlib.import_module("trl.trainer.utils")
+    except ImportError:
+        return
+    use_triton = getattr(utils, "_use_triton", None)
+    if use_triton is None or getattr(use_triton, "swm_scores_labelled_only", False):
+        return
+
+    def labelled_only(device: Any) -> bool:
+        return device.type == "cpu" or bool(use_triton(device))
+
+    labelled_only.swm_scores_labelled_only = True  # type: ignore[attr-defined]
+    setattr(utils, "_use_triton", labelled_only)  # noqa: B010 - a private name mypy does not see
 
 
 def _train(method: str, transformers: Any, trainer_cls: Any, partial: Path, logging_dir: str | None,
