@@ -176,11 +176,13 @@ def test_trl_dpo_runs_on_the_exports_of_a_real_swm_learn_run(tiny_gguf_llama: Pa
     if tensorboard:
         assert list((out / "runs" / "p1").rglob("events.out.tfevents.*"))
     assert (out / "adapters" / "p1" / "adapter_config.json").is_file()
-    # (a) TRL's own command reads the folder as it is, adapters beside it
+    # (a) TRL's own command reads the folder as it is, adapters beside it. It loads and tokenizes every row of both
+    # cycles before its first step, so one step on one row (a batch of one) is enough to show it trains on them; on
+    # the CPU TRL scores every prompt token against the whole vocabulary, which a second row doubles
     trl = Path(sys.executable).with_name("trl")
     run = subprocess.run([str(trl), "dpo", "--model_name_or_path", str(tiny_gguf_llama), "--dataset_name",
                           str(exports), "--output_dir", str(tmp_path / "trl-out"), "--max_steps", "1",
-                          "--per_device_train_batch_size", "2", "--max_length", "1024", "--report_to", "none",
+                          "--per_device_train_batch_size", "1", "--max_length", "1024", "--report_to", "none",
                           "--save_strategy", "no", "--logging_steps", "1", "--use_cpu", "true"],
                          capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert run.returncode == 0, run.stderr[-3000:]
