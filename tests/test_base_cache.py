@@ -25,6 +25,10 @@ def test_a_gguf_base_is_dequantised_once_and_loads_the_same_from_the_cache(
     first, tok = load_base(str(gguf))
     assert cached.is_dir() and (cached / "config.json").is_file()
     assert [p.name for p in cached.parent.iterdir() if p.suffix != ".lock"] == [cached.name], "no half-written copy"
+    # base.gguf is the F32 copy of the tiny model's own checkpoint: dequantised, it is those tensors exactly
+    made = transformers.AutoModelForCausalLM.from_pretrained(tiny_gguf_llama).state_dict()
+    assert made.keys() == first.state_dict().keys()
+    assert all(torch.equal(made[k], v) for k, v in first.state_dict().items()), "the GGUF read back as it was written"
 
     reads: list[dict[str, object]] = []
     real = transformers.AutoModelForCausalLM.from_pretrained

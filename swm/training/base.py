@@ -18,7 +18,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -80,14 +80,43 @@ def load_base(base: str | None, placement: Placement | None = None) -> tuple[Any
 def _load(transformers: Any, where: Path, gguf_file: str | None, base: str | None) -> tuple[Any, Any]:
     kwargs: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file else {}
     try:
-        tokenizer = transformers.AutoTokenizer.from_pretrained(str(where), local_files_only=True, **kwargs)
-        model = transformers.AutoModelForCausalLM.from_pretrained(str(where), local_files_only=True, **kwargs)
+        with _one_parse_per_gguf() if gguf_file else nullcontext():
+            tokenizer = transformers.AutoTokenizer.from_pretrained(str(where), local_files_only=True, **kwargs)
+            model = transformers.AutoModelForCausalLM.from_pretrained(str(where), local_files_only=True, **kwargs)
     except (OSError, ValueError, KeyError) as exc:
         raise InputError(f"cannot load the base model {base or 'embedded'}: {' '.join(str(exc).split())[:300]}",
                          "pass a local Hugging Face checkpoint or a GGUF that transformers can dequantise") from exc
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer
+
+
+@contextmanager
+def _one_parse_per_gguf() -> Iterator[None]:
+    """Let transformers parse a GGUF once while it loads a model and tokenizer from it.
+
+    transformers reads the file with a new ``gguf.GGUFReader`` for the tokenizer, its config, the model's config
+    and the weights (three parses for the tiny test Llama); each maps every one of the tokenizer's ~100,000
+    strings to numpy views, about 4 CPU-seconds for SmolLM2's vocabulary. The readers are read-only, so one per
+    file serves every call while this lasts.
+    """
+    import gguf
+
+    real = gguf.GGUFReader
+    readers: dict[tuple[str, str, int, int], Any] = {}
+
+    def reader(path: Any, mode: str = "r") -> Any:  # keyed by the file's state too: a rewritten file is parsed again
+        stat = os.stat(path)
+        key = (os.path.realpath(path), mode, stat.st_mtime_ns, stat.st_size)
+        if key not in readers:
+            readers[key] = real(path, mode)  # type: ignore[arg-type]
+        return readers[key]
+
+    gguf.GGUFReader = reader  # type: ignore[misc,assignment]
+    try:
+        yield
+    finally:
+        gguf.GGUFReader = real  # type: ignore[misc]
 
 
 @contextmanager
