@@ -10,14 +10,17 @@ import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from test_tom_bench import FIX, ScriptedServer
 
 from swm.checkpoints import open_store
+from swm.cli import main
 from swm.testing import scaled
 
 pytest.importorskip("ray", reason="the workers extra is not installed (pip install -e '.[workers]')")
 
 ROOT = Path(__file__).resolve().parents[1]
+STARTED = "Started a local Ray instance"  # what ray.init logs once it has started a local cluster
 
 
 def _args(spec: str, db: str, thread: str, out: Path, *extra: str) -> list[str]:
@@ -36,10 +39,10 @@ def test_a_killed_worker_loses_and_repeats_no_item(pg_url: str, tmp_path: Path) 
     env = {**os.environ, "LANGSMITH_TRACING": "false", "PYTHONPATH": os.pathsep.join(
         [str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])}
     reference = ScriptedServer()
-    try:
-        done = subprocess.run(_args(reference.spec, pg_url, "one", tmp_path / "one", "--concurrency", "1"),
-                              env=env, capture_output=True, text=True, timeout=scaled(300))
-        assert done.returncode == 0, done.stderr[-3000:]
+    try:  # the reference, one process: this one (no interpreter to start and import swm into: ~4 s of CPU)
+        done = CliRunner().invoke(main, _args(reference.spec, pg_url, "one", tmp_path / "one", "--concurrency",
+                                              "1")[3:])
+        assert done.exit_code == 0, done.output[-3000:]
     finally:
         reference.close()
 
@@ -91,10 +94,12 @@ def test_sotopia_episodes_run_as_ray_tasks_and_a_rerun_skips_them(tmp_path: Path
                "--no-progress", "--json", "--workers", "2"]
         first = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=scaled(300))
         assert first.returncode == 0, first.stderr[-3000:]
+        assert STARTED in first.stderr, first.stderr[-3000:]
         calls = server.requests
         again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=scaled(300))
         assert again.returncode == 0, again.stderr[-3000:]
         assert server.requests == calls, "a finished run makes no call"
+        assert STARTED not in again.stderr, "nor starts a Ray cluster (seconds of its processes starting for nothing)"
     rows = list(open_store(db).rows("select episode_id, status from episodes where bench_run = ?", ["sw"]))
     assert len(rows) == 4 and {r["status"] for r in rows} == {"done"}
     assert len({r["episode_id"] for r in rows}) == 4
@@ -110,27 +115,34 @@ def test_games_on_ray_workers_give_the_table_of_one_process(tmp_path: Path) -> N
         cmd = [sys.executable, "-m", "swm", "bench", "games", "--n", "4",
                "--policies", "random", "--players", "6", "--db", str(tmp_path / f"{name}.db"), "--thread-id", name,
                "--out", str(tmp_path / name), "--no-progress", "--json", *extra]
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=scaled(300))
-        assert done.returncode == 0, done.stderr[-3000:]
+        if not extra:  # the reference, one process: this one (no interpreter to start and import swm into)
+            result = CliRunner().invoke(main, cmd[3:])
+            assert result.exit_code == 0, result.output[-3000:]
+        else:
+            done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=scaled(300))
+            assert done.returncode == 0, done.stderr[-3000:]
         return json.loads((tmp_path / name / "games.json").read_text())["table"]
 
     assert bench("many", "--workers", "2") == bench("one")  # seeded random seats: same games, same table
 
 
 def test_learn_plays_its_episodes_on_ray_workers_with_the_calls_of_one_process(tmp_path: Path) -> None:
-    from bench.interrupts import episode_ids, finished, learn_command, reference_run, start
+    from bench.interrupts import episode_ids, finished, learn_command, start
     from swm.testing import FakeOpenAIServer
 
     with FakeOpenAIServer(latency=0.0) as server:
-        reference = reference_run(server, tmp_path)
-        before = server.requests
+        # the reference, one process: this one (no interpreter to start and import swm into: ~4 s of CPU)
+        result = CliRunner().invoke(main, learn_command(server.model_spec, tmp_path / "ref.db", "ref",
+                                                        tmp_path / "ref")[3:])
+        assert result.exit_code == 0, result.output[-3000:]
+        reference_calls = before = server.requests  # a fresh server: every request so far is the reference's
         rc, out, err = finished(start([*learn_command(server.model_spec, tmp_path / "w.db", "w", tmp_path / "w"),
                                        "--workers", "2"]))
         assert rc == 0, err[-3000:]
         calls = server.requests - before
     ids = episode_ids(tmp_path / "w.db", "w")
-    assert len(ids) == len(set(ids)) == reference.episodes >= 10
-    assert calls == reference.calls
+    assert len(ids) == len(set(ids)) == len(episode_ids(tmp_path / "ref.db", "ref")) >= 10
+    assert calls == reference_calls
     assert {i.removeprefix("w/") for i in ids} == {i.removeprefix("ref/")
                                                      for i in episode_ids(tmp_path / "ref.db", "ref")}
 
@@ -161,9 +173,9 @@ def test_sigterm_to_learn_on_ray_workers_drains_and_a_rerun_finishes(tmp_path: P
         assert "SIGTERM: stopping at the next step" in err and "Traceback" not in err, err[-3000:]
         assert "stopped on SIGTERM: finished steps are checkpointed; rerun with the same --db" in err, err[-3000:]
         assert stored <= set(episode_ids(db, "t")), "finished episodes are kept"
-        rc, _, err = finished(start(command))
-        assert rc == 0, err[-3000:]
-        assert "resuming thread" in err and "already finished" not in err, err[-3000:]
+        rerun = CliRunner().invoke(main, command[3:])  # one process: this one (no interpreter to start)
+        assert rerun.exit_code == 0, rerun.output[-3000:]
+        assert "resuming thread" in rerun.stderr and "already finished" not in rerun.stderr, rerun.output[-3000:]
     ids = episode_ids(db, "t")
     assert len(ids) == len(set(ids)) >= 10 and stored <= set(ids)
 
@@ -172,9 +184,6 @@ def test_a_local_cluster_slow_to_start_is_one_line_not_a_traceback(tmp_path: Pat
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Ray gives its node 30 s to start and then raises a bare Exception: on a loaded machine that is one line."""
     import ray
-    from click.testing import CliRunner
-
-    from swm.cli import main
 
     def slow(*args: object, **kwargs: object) -> None:
         raise Exception("The current node timed out during startup. This could happen because some of the raylet "
