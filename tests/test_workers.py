@@ -35,6 +35,20 @@ def _answers(db: str, run: str) -> list[tuple[str, str, str, int]]:
     return [(r["mode"], r["item_id"], r["answer"], r["correct"]) for r in rows]
 
 
+def _refuse_cluster(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, object]]:
+    """Make ``ray.init`` in this process fail, noting each call: for a command that must start no cluster."""
+    import ray
+
+    calls: list[dict[str, object]] = []
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        calls.append(kwargs)
+        raise RuntimeError("this run has nothing to play: it must start no Ray cluster")
+
+    monkeypatch.setattr(ray, "init", refuse)
+    return calls
+
+
 def test_a_killed_worker_loses_and_repeats_no_item(pg_url: str, tmp_path: Path) -> None:
     env = {**os.environ, "LANGSMITH_TRACING": "false", "PYTHONPATH": os.pathsep.join(
         [str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])}
@@ -105,17 +119,18 @@ def test_sotopia_episodes_run_as_ray_tasks_and_a_rerun_skips_them(tmp_path: Path
     assert len({r["episode_id"] for r in rows}) == 4
 
 
-def test_games_on_ray_workers_give_the_table_of_one_process(tmp_path: Path) -> None:
+def test_games_on_ray_workers_give_the_table_of_one_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import json
 
     env = {**os.environ, "LANGSMITH_TRACING": "false", "PYTHONPATH": os.pathsep.join(
         [str(ROOT), os.environ.get("PYTHONPATH", "")])}
 
-    def bench(name: str, *extra: str) -> dict[str, object]:
+    def bench(name: str, *extra: str, here: bool = False) -> dict[str, object]:
+        """Run the bench in a process of its own, or ``here`` (no interpreter to start and import swm into)."""
         cmd = [sys.executable, "-m", "swm", "bench", "games", "--n", "4",
                "--policies", "random", "--players", "6", "--db", str(tmp_path / f"{name}.db"), "--thread-id", name,
                "--out", str(tmp_path / name), "--no-progress", "--json", *extra]
-        if not extra:  # the reference, one process: this one (no interpreter to start and import swm into)
+        if here:
             result = CliRunner().invoke(main, cmd[3:])
             assert result.exit_code == 0, result.output[-3000:]
         else:
@@ -123,7 +138,11 @@ def test_games_on_ray_workers_give_the_table_of_one_process(tmp_path: Path) -> N
             assert done.returncode == 0, done.stderr[-3000:]
         return json.loads((tmp_path / name / "games.json").read_text())["table"]
 
-    assert bench("many", "--workers", "2") == bench("one")  # seeded random seats: same games, same table
+    table = bench("one", here=True)  # the reference, one process
+    assert bench("many", "--workers", "2") == table  # seeded random seats: same games, same table
+    started = _refuse_cluster(monkeypatch)
+    assert bench("many", "--workers", "2", here=True) == table  # the rerun skips every game...
+    assert not started, "...and starts no Ray cluster"
 
 
 def test_learn_plays_its_episodes_on_ray_workers_with_the_calls_of_one_process(tmp_path: Path) -> None:
@@ -136,6 +155,12 @@ def test_learn_plays_its_episodes_on_ray_workers_with_the_calls_of_one_process(t
                                                         tmp_path / "ref")[3:])
         assert result.exit_code == 0, result.output[-3000:]
         reference_calls = before = server.requests  # a fresh server: every request so far is the reference's
+        with pytest.MonkeyPatch.context() as patch:  # a finished thread rerun on workers: no call, no cluster
+            started = _refuse_cluster(patch)
+            again = CliRunner().invoke(main, [*learn_command(server.model_spec, tmp_path / "ref.db", "ref",
+                                                             tmp_path / "ref")[3:], "--workers", "2"])
+        assert again.exit_code == 0 and "already finished" in again.stderr, again.output[-3000:]
+        assert not started and server.requests == reference_calls
         rc, out, err = finished(start([*learn_command(server.model_spec, tmp_path / "w.db", "w", tmp_path / "w"),
                                        "--workers", "2"]))
         assert rc == 0, err[-3000:]
