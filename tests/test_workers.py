@@ -10,9 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from test_tom_bench import FIX, ScriptedServer
 
 from swm.checkpoints import open_store
+from swm.cli import main
 from swm.testing import scaled
 
 pytest.importorskip("ray", reason="the workers extra is not installed (pip install -e '.[workers]')")
@@ -32,14 +34,28 @@ def _answers(db: str, run: str) -> list[tuple[str, str, str, int]]:
     return [(r["mode"], r["item_id"], r["answer"], r["correct"]) for r in rows]
 
 
+def _refuse_cluster(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, object]]:
+    """Make ``ray.init`` in this process fail, noting each call: for a command that must start no cluster."""
+    import ray
+
+    calls: list[dict[str, object]] = []
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        calls.append(kwargs)
+        raise RuntimeError("this run has nothing to play: it must start no Ray cluster")
+
+    monkeypatch.setattr(ray, "init", refuse)
+    return calls
+
+
 def test_a_killed_worker_loses_and_repeats_no_item(pg_url: str, tmp_path: Path) -> None:
     env = {**os.environ, "LANGSMITH_TRACING": "false", "PYTHONPATH": os.pathsep.join(
         [str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])}
     reference = ScriptedServer()
-    try:
-        done = subprocess.run(_args(reference.spec, pg_url, "one", tmp_path / "one", "--concurrency", "1"),
-                              env=env, capture_output=True, text=True, timeout=scaled(300))
-        assert done.returncode == 0, done.stderr[-3000:]
+    try:  # the reference, one process: this one (no interpreter to start and import swm into: ~4 s of CPU)
+        done = CliRunner().invoke(main, _args(reference.spec, pg_url, "one", tmp_path / "one", "--concurrency",
+                                              "1")[3:])
+        assert done.exit_code == 0, done.output[-3000:]
     finally:
         reference.close()
 
@@ -92,45 +108,66 @@ def test_sotopia_episodes_run_as_ray_tasks_and_a_rerun_skips_them(tmp_path: Path
         first = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=scaled(300))
         assert first.returncode == 0, first.stderr[-3000:]
         calls = server.requests
-        again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=scaled(300))
-        assert again.returncode == 0, again.stderr[-3000:]
+        with pytest.MonkeyPatch.context() as patch:  # the rerun here: no interpreter to start and import swm into
+            started = _refuse_cluster(patch)
+            again = CliRunner().invoke(main, cmd[3:])
+        assert again.exit_code == 0, again.output[-3000:]
         assert server.requests == calls, "a finished run makes no call"
+        assert not started, "nor starts a Ray cluster (seconds of its processes starting for nothing)"
     rows = list(open_store(db).rows("select episode_id, status from episodes where bench_run = ?", ["sw"]))
     assert len(rows) == 4 and {r["status"] for r in rows} == {"done"}
     assert len({r["episode_id"] for r in rows}) == 4
 
 
-def test_games_on_ray_workers_give_the_table_of_one_process(tmp_path: Path) -> None:
+def test_games_on_ray_workers_give_the_table_of_one_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import json
 
     env = {**os.environ, "LANGSMITH_TRACING": "false", "PYTHONPATH": os.pathsep.join(
         [str(ROOT), os.environ.get("PYTHONPATH", "")])}
 
-    def bench(name: str, *extra: str) -> dict[str, object]:
+    def bench(name: str, *extra: str, here: bool = False) -> dict[str, object]:
+        """Run the bench in a process of its own, or ``here`` (no interpreter to start and import swm into)."""
         cmd = [sys.executable, "-m", "swm", "bench", "games", "--n", "4",
                "--policies", "random", "--players", "6", "--db", str(tmp_path / f"{name}.db"), "--thread-id", name,
                "--out", str(tmp_path / name), "--no-progress", "--json", *extra]
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=scaled(300))
-        assert done.returncode == 0, done.stderr[-3000:]
+        if here:
+            result = CliRunner().invoke(main, cmd[3:])
+            assert result.exit_code == 0, result.output[-3000:]
+        else:
+            done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=scaled(300))
+            assert done.returncode == 0, done.stderr[-3000:]
         return json.loads((tmp_path / name / "games.json").read_text())["table"]
 
-    assert bench("many", "--workers", "2") == bench("one")  # seeded random seats: same games, same table
+    table = bench("one", here=True)  # the reference, one process
+    assert bench("many", "--workers", "2") == table  # seeded random seats: same games, same table
+    started = _refuse_cluster(monkeypatch)
+    assert bench("many", "--workers", "2", here=True) == table  # the rerun skips every game...
+    assert not started, "...and starts no Ray cluster"
 
 
 def test_learn_plays_its_episodes_on_ray_workers_with_the_calls_of_one_process(tmp_path: Path) -> None:
-    from bench.interrupts import episode_ids, finished, learn_command, reference_run, start
+    from bench.interrupts import episode_ids, finished, learn_command, start
     from swm.testing import FakeOpenAIServer
 
     with FakeOpenAIServer(latency=0.0) as server:
-        reference = reference_run(server, tmp_path)
-        before = server.requests
+        # the reference, one process: this one (no interpreter to start and import swm into: ~4 s of CPU)
+        result = CliRunner().invoke(main, learn_command(server.model_spec, tmp_path / "ref.db", "ref",
+                                                        tmp_path / "ref")[3:])
+        assert result.exit_code == 0, result.output[-3000:]
+        reference_calls = before = server.requests  # a fresh server: every request so far is the reference's
+        with pytest.MonkeyPatch.context() as patch:  # a finished thread rerun on workers: no call, no cluster
+            started = _refuse_cluster(patch)
+            again = CliRunner().invoke(main, [*learn_command(server.model_spec, tmp_path / "ref.db", "ref",
+                                                             tmp_path / "ref")[3:], "--workers", "2"])
+        assert again.exit_code == 0 and "already finished" in again.stderr, again.output[-3000:]
+        assert not started and server.requests == reference_calls
         rc, out, err = finished(start([*learn_command(server.model_spec, tmp_path / "w.db", "w", tmp_path / "w"),
                                        "--workers", "2"]))
         assert rc == 0, err[-3000:]
         calls = server.requests - before
     ids = episode_ids(tmp_path / "w.db", "w")
-    assert len(ids) == len(set(ids)) == reference.episodes >= 10
-    assert calls == reference.calls
+    assert len(ids) == len(set(ids)) == len(episode_ids(tmp_path / "ref.db", "ref")) >= 10
+    assert calls == reference_calls
     assert {i.removeprefix("w/") for i in ids} == {i.removeprefix("ref/")
                                                      for i in episode_ids(tmp_path / "ref.db", "ref")}
 
@@ -161,9 +198,9 @@ def test_sigterm_to_learn_on_ray_workers_drains_and_a_rerun_finishes(tmp_path: P
         assert "SIGTERM: stopping at the next step" in err and "Traceback" not in err, err[-3000:]
         assert "stopped on SIGTERM: finished steps are checkpointed; rerun with the same --db" in err, err[-3000:]
         assert stored <= set(episode_ids(db, "t")), "finished episodes are kept"
-        rc, _, err = finished(start(command))
-        assert rc == 0, err[-3000:]
-        assert "resuming thread" in err and "already finished" not in err, err[-3000:]
+        rerun = CliRunner().invoke(main, command[3:])  # one process: this one (no interpreter to start)
+        assert rerun.exit_code == 0, rerun.output[-3000:]
+        assert "resuming thread" in rerun.stderr and "already finished" not in rerun.stderr, rerun.output[-3000:]
     ids = episode_ids(db, "t")
     assert len(ids) == len(set(ids)) >= 10 and stored <= set(ids)
 
@@ -172,9 +209,6 @@ def test_a_local_cluster_slow_to_start_is_one_line_not_a_traceback(tmp_path: Pat
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """Ray gives its node 30 s to start and then raises a bare Exception: on a loaded machine that is one line."""
     import ray
-    from click.testing import CliRunner
-
-    from swm.cli import main
 
     def slow(*args: object, **kwargs: object) -> None:
         raise Exception("The current node timed out during startup. This could happen because some of the raylet "

@@ -80,7 +80,8 @@ def run_games(ctx: SWMContext, db: str | Path, jobs: list[tuple[str, dict[str, A
     failed: dict[str, str] = {}
     start = time.perf_counter()
     with ExitStack() as stack:
-        if workers > 0:
+        # a cluster only when a game is left to play: a rerun of a finished run starts none
+        if workers > 0 and any((get_game_row(store, gid) or {}).get("status") != "done" for gid, _ in jobs):
             from swm.commands.workers import player_on_ray, ray_cluster
 
             play = player_on_ray(stack.enter_context(ray_cluster(workers, ray_address, db)), "game", ctx, db)

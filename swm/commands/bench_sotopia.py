@@ -170,18 +170,20 @@ def _play_episodes(ctx: SWMContext, db: str | None, run_id: str, opts: dict[str,
     from tqdm import tqdm
 
     from swm.checkpoints import hold_lease, pin_run_options
-    from swm.social.bench import run_bench
+    from swm.social.bench import run_bench, unfinished_episodes
 
     with ExitStack() as stack:
         stack.enter_context(hold_lease(db_path(db), run_id))
         bar = stack.enter_context(tqdm(total=episodes, desc="episodes", disable=no_progress))
         play: Any = episode_player(ctx, db_path(db))
         if workers > 0:
+            in_flight = workers
+        # a cluster only when an episode is left to play: a rerun of a finished run starts none
+        if workers > 0 and unfinished_episodes(ctx.experience_store(), run_id, chosen, scenarios, seat_list):
             from swm.commands.workers import player_on_ray, ray_cluster
 
             ray = stack.enter_context(ray_cluster(workers, ray_address, db_path(db)))
             play = player_on_ray(ray, "episode", ctx, db_path(db))
-            in_flight = workers
         # what an episode's result depends on; more scenarios, seats or policies only add episodes
         pin_run_options(ctx.experience_store(), run_id, {
             **opts, **{f"{role}_model": ctx.spec_for(role) for role in EPISODE_ROLES}}, added=ACT_ORDER_BEFORE)

@@ -241,13 +241,7 @@ def _run_thread(plan: LifelongPlan, ctx: SWMContext, config: RunnableConfig, db:
     with ExitStack() as stack:
         stack.enter_context(hold_lease(db_path(db), thread))
         saver = stack.enter_context(open_saver(db_path(db)))
-        runner = None
-        if workers > 0:
-            from swm.commands.workers import lifelong_runner_on_ray, ray_cluster
-
-            runner = lifelong_runner_on_ray(stack.enter_context(ray_cluster(workers, ray_address, db_path(db))),
-                                            ctx, db_path(db))
-        graph = lifelong.build(runner).compile(checkpointer=saver)
+        graph = lifelong.build().compile(checkpointer=saver)
         snapshot = graph.get_state(config)
         status = thread_status(snapshot)
         inputs: LifelongInput | None = {"plan": plan}
@@ -271,6 +265,12 @@ def _run_thread(plan: LifelongPlan, ctx: SWMContext, config: RunnableConfig, db:
             values["report_path"] = str(write_report(store, plan, usage=values.get("usage"),
                                                      agent_spec=ctx.spec_for("agent")))
             return values
+        if workers > 0:  # a cluster only once there are episodes to play: a finished thread needs none (seconds saved)
+            from swm.commands.workers import lifelong_runner_on_ray, ray_cluster
+
+            runner = lifelong_runner_on_ray(stack.enter_context(ray_cluster(workers, ray_address, db_path(db))),
+                                            ctx, db_path(db))
+            graph = lifelong.build(runner).compile(checkpointer=saver)
         _announce(graph, snapshot, status, config, ctx)
         return _stream(graph, inputs, config, ctx, plan, dict(snapshot.values or {}), progress)
 

@@ -133,6 +133,12 @@ def run_bench(scenarios: list[Scenario], policies: list[str], ctx: SWMContext, p
                        wall=time.perf_counter() - start)
 
 
+def unfinished_episodes(store: StoreRecords, run_id: str, policies: list[str], scenarios: list[Scenario],
+                        seats: tuple[int, ...]) -> list[str]:
+    """Return the ids of the run's (policy, scenario, seat) episodes not yet done: what `run_bench` would play."""
+    return [eid for *_, eid in _episodes(store, run_id, policies, scenarios, seats, None)[1]]
+
+
 def _episodes(store: StoreRecords, run_id: str, policies: list[str], scenarios: list[Scenario],
               seats: tuple[int, ...], on_done: Callable[[], None] | None) -> tuple[list[str], list[EpisodeJob]]:
     """Every (policy, scenario, seat) episode's id, and those not yet done to play (``on_done`` called per done one)."""
