@@ -79,6 +79,25 @@ def _alone_and_together(base_url: str, temperature: float, n_probs: int = 0) -> 
     return alone, together
 
 
+def test_a_server_started_under_other_settings_is_started_again_under_these(tiny_gguf_llama: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server is one process's for its life, but not across settings: the README's main job once met a
+    2,048-token server left by an earlier test in its process and failed on its 2,524-token second parse prompt."""
+    base = tiny_gguf_llama / "base.gguf"
+    small = embedded.ensure_server(base=base)
+    try:
+        assert embedded.ensure_server(base=base).process is small.process, "the same settings: the same server"
+        monkeypatch.setenv("SWM_EMBEDDED_CTX", "4096")
+        wider = embedded.ensure_server(base=base)
+        assert wider.process is not small.process and small.process.poll() is not None, "the old one stopped"
+        assert wider.command[wider.command.index("--ctx-size") + 1] == str(4096 * 4)
+        assert wider.base_url == small.base_url, "on the same port, so a request built before still reaches it"
+        assert _sample(wider.base_url, "Turn 1: " + ENDINGS[0], cache=False, temperature=0.0, seed=0, n=4)["tokens"]
+        assert embedded.ensure_server(base=base).process is wider.process
+    finally:
+        embedded.stop_server(base=base)
+
+
 @pytest.mark.parametrize("temperature", [0.0, 0.8])
 def test_batched_prefix_cached_sampling_gives_the_tokens_of_one_at_a_time(tiny_gguf_llama: Path,
                                                                           temperature: float) -> None:

