@@ -19,7 +19,9 @@ that can convert it.
 from __future__ import annotations
 
 import json
+import mmap
 import os
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -124,8 +126,8 @@ def adapter_to_gguf(adapter_dir: Path, out: Path, meta: dict[str, Any] | None = 
 
 
 # numpy dtypes of GGUF's fixed-size value types (`gguf.GGUFValueType`: 0-7 and 10-12; 8 is a string, 9 an array)
-_GGUF_NUMBERS = {0: "<u1", 1: "<i1", 2: "<u2", 3: "<i2", 4: "<u4", 5: "<i4", 6: "<f4", 7: "<u1", 10: "<u8", 11: "<i8",
-                 12: "<f8"}
+# GGUF's value types as `struct` codes, little-endian: 8 is a string, 9 an array (of one type, not of arrays)
+_GGUF_NUMBERS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 
 
 def _tokenizer_fields(source: Path) -> list[tuple[str, Any, int, int | None]]:
@@ -133,57 +135,46 @@ def _tokenizer_fields(source: Path) -> list[tuple[str, Any, int, int | None]]:
 
     `gguf.GGUFReader` parses all 98,000 strings of SmolLM2's vocabulary and merges one numpy view at a time:
     4-7 CPU-seconds for every tiny Llama written; this walk of the key-value section takes a fraction of one.
+    The file is mapped, not read: only the header's pages are touched, not the tensors after it.
     """
-    import numpy as np
+    with open(source, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        if data[:4] != b"GGUF" or struct.unpack_from("<I", data, 4)[0] < 2:  # version 1 counted in 32 bits
+            raise InputError(f"{source} is not a GGUF file of version 2 or later", "pass a current llama.cpp GGUF")
+        at = 24
 
-    data = source.read_bytes()
-    if data[:4] != b"GGUF" or int(np.frombuffer(data, "<u4", 1, 4)[0]) < 2:  # version 1 counted in 32 bits
-        raise InputError(f"{source} is not a GGUF file of version 2 or later", "pass a current llama.cpp GGUF")
-    (count,) = np.frombuffer(data, "<u8", 1, 16)
-    at = 24
+        def numbers(code: str, count: int = 1) -> tuple[Any, ...]:
+            nonlocal at
+            values = struct.unpack_from(f"<{count}{code}", data, at)
+            at += struct.calcsize(f"<{count}{code}")
+            return values
 
-    def number(kind: str) -> int:
-        nonlocal at
-        value = int(np.frombuffer(data, kind, 1, at)[0])
-        at += np.dtype(kind).itemsize
-        return value
+        def text() -> str:
+            nonlocal at
+            (size,) = numbers("Q")
+            at += size
+            return data[at - size:at].decode("utf-8")
 
-    def text() -> str:
-        nonlocal at
-        size = number("<u8")
-        at += size
-        return data[at - size:at].decode("utf-8")
+        def values(kind: int, count: int) -> list[Any]:
+            if kind == 8:
+                return [text() for _ in range(count)]
+            if kind not in _GGUF_NUMBERS:
+                raise InputError(f"{source}: unknown GGUF value type {kind}", "use a llama.cpp GGUF")
+            return list(numbers(_GGUF_NUMBERS[kind], count))
 
-    def value(kind: int) -> Any:
-        nonlocal at
-        if kind == 8:
-            return text()
-        dtype = np.dtype(_GGUF_NUMBERS[kind])
-        item = np.frombuffer(data, dtype, 1, at)[0].item()
-        at += dtype.itemsize
-        return bool(item) if kind == 7 else item
-
-    fields: list[tuple[str, Any, int, int | None]] = []
-    for _ in range(int(count)):
-        name, kind = text(), number("<u4")
-        sub: int | None = None
-        if kind == 9:
-            sub, size = number("<u4"), number("<u8")
-            if sub == 8:
-                content: Any = [text() for _ in range(size)]
-            elif sub == 9:
-                raise InputError(f"{source}: nested arrays are not read ({name})", "use a llama.cpp GGUF")
+        fields: list[tuple[str, Any, int, int | None]] = []
+        for _ in range(struct.unpack_from("<Q", data, 16)[0]):
+            name, (kind,) = text(), numbers("I")
+            sub: int | None = None
+            if kind == 9:
+                (sub,), (size,) = numbers("I"), numbers("Q")
+                if sub == 9:
+                    raise InputError(f"{source}: nested arrays are not read ({name})", "use a llama.cpp GGUF")
+                content: Any = values(sub, size)
             else:
-                dtype = np.dtype(_GGUF_NUMBERS[sub])
-                content = np.frombuffer(data, dtype, size, at).tolist()
-                at += size * dtype.itemsize
-                if sub == 7:
-                    content = [bool(v) for v in content]
-        else:
-            content = value(kind)
-        if name.startswith("tokenizer."):
-            fields.append((name, content, kind, sub))
-    return fields
+                (content,) = values(kind, 1)
+            if name.startswith("tokenizer."):
+                fields.append((name, content, kind, sub))
+        return fields
 
 
 def _copy_tokenizer(writer: Any, source: Path) -> int:
