@@ -19,6 +19,12 @@ then the cost of the two-seat workload as the number of turns grows (``--growth`
 per iteration on the two-seat episodes' seats (``--update``: PPO in torch on the same base, one row per turn
 against one row per seat). ``--repeat`` plays the append path twice (the second in another order of episodes)
 and counts the moves that are the same: whether the same seed gives the same move under prefix reuse.
+
+``--replay`` compares the paths at the same outputs: each path named plays the episodes again with the
+moves the append path drew (its prompts and its cache as before; the server asked for exactly as many tokens
+as the recorded reply had decode steps, end-of-text ignored, and the recorded reply handed to the game), so
+every path plays the same game, turn for turn, and only the prompts differ. Without it the paths draw their
+own moves and, over a whole Werewolf game, play games of different lengths.
 """
 
 from __future__ import annotations
@@ -62,6 +68,15 @@ def _common(a: Sequence[int], b: Sequence[int]) -> int:
     return n
 
 
+@dataclass(frozen=True)
+class Reply:
+    """One recorded move: the text and tokens the game got, and the server's decode steps for it."""
+
+    text: str
+    tokens: tuple[int, ...]
+    steps: int
+
+
 @dataclass
 class Meter:
     """What one path's episodes cost the server: prompt tokens evaluated, their minimum, tokens generated."""
@@ -71,6 +86,7 @@ class Meter:
     generated: int = 0
     turns: int = 0
     moves: list[str] = field(default_factory=list)
+    replies: list[Reply] = field(default_factory=list)
 
 
 class ServerSeats:
@@ -82,8 +98,9 @@ class ServerSeats:
     """
 
     def __init__(self, url: str, tokenizer: Any, append: bool, slots: int, key: str, meter: Meter,
-                 offset: int = 0) -> None:
+                 offset: int = 0, script: Sequence[Reply] | None = None) -> None:
         self.url, self.tok, self.append, self.slots, self.key, self.meter = url, tokenizer, append, slots, key, meter
+        self.script = script  # replayed moves (`--replay`): the game gets these, the server decodes as many steps
         self.offset = offset  # the first slot of this episode's seats (episodes in flight get their own slots)
         self.seat_of: dict[int, int] = {}
         self.seen: list[list[int]] = []  # every prompt and reply of the episode so far
@@ -106,22 +123,34 @@ class ServerSeats:
                                 "return_tokens": True, "cache_prompt": bool(self.append and k > 0)}
         if self.append:
             body["id_slot"] = (self.offset + seat) % self.slots
-        if stop:
+        replay: Reply | None = None
+        if self.script is not None:
+            if len(self.meter.replies) >= len(self.script):
+                raise RuntimeError(f"the replayed episode asked for move {len(self.meter.replies) + 1}; "
+                                   f"the recorded one played {len(self.script)}")
+            replay = self.script[len(self.meter.replies)]
+            body.update(n_predict=max(1, replay.steps), ignore_eos=True)  # the reference's decode steps, no stop
+        elif stop:
             body["stop"] = [stop]
         reply = self._post(body)
-        tokens = [int(t) for t in reply.get("tokens") or []]
-        if not tokens:
-            tokens = [int(t) for t in self.tok(reply.get("content", ""), add_special_tokens=False)["input_ids"]]
-        if reply.get("stop_type") == "eos":
-            tokens.append(int(self.tok.eos_token_id))
-        tokens = tokens or [int(self.tok.eos_token_id)]
+        if replay is not None:
+            text, tokens = replay.text, list(replay.tokens)
+        else:
+            text = str(reply.get("content", ""))
+            tokens = [int(t) for t in reply.get("tokens") or []]
+            if not tokens:
+                tokens = [int(t) for t in self.tok(text, add_special_tokens=False)["input_ids"]]
+            if reply.get("stop_type") == "eos":
+                tokens.append(int(self.tok.eos_token_id))
+            tokens = tokens or [int(self.tok.eos_token_id)]
+        steps = int(reply.get("timings", {}).get("predicted_n", len(tokens)))
+        self.meter.replies.append(Reply(text, tuple(tokens), steps))
         known = max((_common(before, ids) for before in self.seen), default=0)
         self.seen.append([*ids, *tokens])
         self.meter.evaluated += int(reply.get("timings", {}).get("prompt_n", len(ids)))
         self.meter.minimum += len(ids) - min(known, len(ids) - 1)
         self.meter.generated += len(tokens)
         self.meter.turns += 1
-        text = str(reply.get("content", ""))
         self.meter.moves.append(text)
         return Generation(text=prefill + text, prompt_ids=ids, token_ids=tokens, logprobs=[0.0] * len(tokens))
 
@@ -139,18 +168,20 @@ class RerenderSeats(ServerSeats):
         return self._generate(prompt, prefill, stop, max_tokens, None, 0)
 
 
-def _sampler(path: str, url: str, tok: Any, slots: int, key: str, meter: Meter, offset: int) -> Any:
+def _sampler(path: str, url: str, tok: Any, slots: int, key: str, meter: Meter, offset: int,
+             script: Sequence[Reply] | None) -> Any:
     if path == "rerender":
-        return RerenderSeats(url, tok, False, slots, key, meter)
-    return AppendSeats(url, tok, path == "append", slots, key, meter, offset)
+        return RerenderSeats(url, tok, False, slots, key, meter, script=script)
+    return AppendSeats(url, tok, path == "append", slots, key, meter, offset, script)
 
 
 def play_workload(workload: str, path: str, url: str, tok: Any, slots: int, turns: int, rounds: int,
-                  episode: int, lane: int = 0) -> tuple[Meter, float, Rollout | None]:
-    """Play one episode of ``workload`` on ``path`` (its seats on the slots of ``lane``); return its meter, wall
-    seconds and rollout (None: SOTOPIA)."""
+                  episode: int, lane: int = 0, script: Sequence[Reply] | None = None,
+                  ) -> tuple[Meter, float, Rollout | None]:
+    """Play one episode of ``workload`` on ``path`` (its seats on the slots of ``lane``; with ``script``, those
+    moves); return its meter, wall seconds and rollout (None: SOTOPIA)."""
     meter = Meter()
-    sampler = _sampler(path, url, tok, slots, f"{workload}/{episode}", meter, lane * SEATS[workload])
+    sampler = _sampler(path, url, tok, slots, f"{workload}/{episode}", meter, lane * SEATS[workload], script)
     transcript = "rerender" if path == "rerender" else "append"
     start = time.perf_counter()
     rollout: Rollout | None = None
@@ -185,13 +216,16 @@ class _NoJudge:
 
 
 def measure(workload: str, path: str, url: str, tok: Any, slots: int, episodes: int, turns: int, rounds: int,
-            in_flight: int, order: Sequence[int] | None = None) -> dict[str, Any]:
-    """Play ``episodes`` episodes of ``workload`` on ``path``, ``in_flight`` at once; return the row."""
+            in_flight: int, order: Sequence[int] | None = None,
+            scripts: Sequence[Sequence[Reply]] | None = None) -> dict[str, Any]:
+    """Play ``episodes`` episodes of ``workload`` on ``path``, ``in_flight`` at once (with ``scripts``, episode
+    e replays the moves ``scripts[e]``); return the row."""
     order = list(order if order is not None else range(episodes))
     start = time.perf_counter()
     with ThreadPoolExecutor(max(1, in_flight)) as pool:
         done = list(pool.map(lambda e: (e, *play_workload(workload, path, url, tok, slots, turns, rounds, e,
-                                                          e % max(1, in_flight))), order))
+                                                          e % max(1, in_flight),
+                                                          scripts[e] if scripts is not None else None)), order))
     wall = time.perf_counter() - start
     done.sort(key=lambda d: d[0])
     meters = [m for _, m, _, _ in done]
@@ -204,7 +238,7 @@ def measure(workload: str, path: str, url: str, tok: Any, slots: int, episodes: 
             "generated": generated, "tokens_per_s": generated / wall, "wall": wall,
             "episode_s": sum(s for _, _, s, _ in done) / len(done),
             "append": min(ratio) if ratio else None, "moves": [mv for m in meters for mv in m.moves],
-            "by_episode": [m.moves for m in meters],
+            "by_episode": [m.moves for m in meters], "replies": [m.replies for m in meters],
             "rollouts": rollouts}
 
 
@@ -253,6 +287,33 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def replay_table(args: argparse.Namespace, rows: list[dict[str, Any]], url: str, tok: Any, slots: int) -> None:
+    """Replay the append path's moves on each ``--replay`` path and print the table at the same outputs."""
+    print("\n## At the same outputs: every path replays the append path's moves\n")
+    print("Each path renders its own prompts and uses its own cache; the server decodes as many tokens as the "
+          "recorded move had, and the game gets the recorded move, so every path plays the same game.\n")
+    print("| workload | path | episodes | moves | prompt tokens evaluated | minimum | over the minimum | "
+          "decode steps | wall s | s per move | speed-up |\n|---|" + "---|" * 10)
+    for workload in [w for w in args.workloads.split(",") if w]:
+        reference = next(r for r in rows if r["workload"] == workload and r["path"] == "append")
+        replayed = []
+        for path in [p for p in PATHS if p in args.replay.split(",")]:
+            r = measure(workload, path, url, tok, slots, args.episodes, args.turns, args.rounds, args.in_flight,
+                        scripts=reference["replies"])
+            if r["moves"] != reference["moves"]:
+                raise RuntimeError(f"{workload} {path}: the replay played other moves than the recorded episode")
+            replayed.append(r)
+            print(f"{workload} {path} replayed: {r['evaluated']} evaluated, {r['wall']:.1f} s", file=sys.stderr,
+                  flush=True)
+        base = next((r for r in replayed if r["path"] == "rerender"), None)
+        for r in replayed:
+            steps = sum(x.steps for episode in r["replies"] for x in episode)
+            speed = f"{base['wall'] / r['wall']:.2f}x" if base is not None and r is not base else "-"
+            print(f"| {workload} | {r['path']} | {r['episodes']} | {r['turns']} | {r['evaluated']} | {r['minimum']} | "
+                  f"{r['over_min']:.2f}x | {steps} | {r['wall']:.1f} | {r['wall'] / max(1, r['turns']):.2f} | "
+                  f"{speed} |")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.engine_speed", description=__doc__.splitlines()[0])
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
@@ -264,8 +325,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--update", action="store_true", help="also time the PPO update per row layout (torch)")
     parser.add_argument("--repeat", action="store_true", help="play the append path again in reverse order and "
                         "count equal moves")
+    parser.add_argument("--paths", default=",".join(PATHS), help="paths that draw their own moves (append is needed "
+                        "by --replay, --repeat, --update and the same-draw table)")
+    parser.add_argument("--replay", default="", help="paths that replay the append path's moves, for the table at "
+                        "the same outputs ('' off; e.g. rerender,append)")
     parser.add_argument("--no-page", action="store_true")
     args = parser.parse_args(argv)
+    for option in ("paths", "replay"):
+        unknown = sorted(set(getattr(args, option).split(",")) - {*PATHS, ""})
+        if unknown:
+            parser.error(f"--{option}: unknown path {', '.join(unknown)} (paths: {', '.join(PATHS)})")
+    if (args.replay or args.repeat or args.update) and "append" not in args.paths.split(","):
+        parser.error("--replay, --repeat and --update use the append path's episodes: keep append in --paths")
     with results_page("engine-speed", "Episodes at the engine's speed: re-rendered against append-only seats",
                       "bench.engine_speed", argv, enabled=not args.no_page, markdown=True):
         run(args)
@@ -289,15 +360,20 @@ def run(args: argparse.Namespace) -> None:
           f"{args.in_flight} episodes in flight.\n")
     rows: list[dict[str, Any]] = []
     for workload in [w for w in args.workloads.split(",") if w]:
-        for path in PATHS:
+        for path in [p for p in PATHS if p in args.paths.split(",")]:
             row = measure(workload, path, url, tok, slots, args.episodes, args.turns, args.rounds, args.in_flight)
             echo(f"{workload} {path}: {row['evaluated']} evaluated / {row['minimum']} minimum, {row['wall']:.1f} s")
             rows.append(row)
     print("## Workloads\n")
     print("\n".join(table(rows)))
-    print("\n## Same seed, same move: the append path's moves against append-fresh's (same prompts, same seeds)\n")
-    print("| workload | episodes alike | moves alike before the first difference | moves |\n|---|---|---|---|")
-    for workload in [w for w in args.workloads.split(",") if w]:
+    if args.replay:
+        replay_table(args, rows, url, tok, slots)
+    drew = set(args.paths.split(","))
+    same_draws = [w for w in args.workloads.split(",") if w and {"append-fresh", "append"} <= drew]
+    if same_draws:
+        print("\n## Same seed, same move: the append path's moves against append-fresh's (same prompts, same seeds)\n")
+        print("| workload | episodes alike | moves alike before the first difference | moves |\n|---|---|---|---|")
+    for workload in same_draws:
         fresh = next(r for r in rows if r["workload"] == workload and r["path"] == "append-fresh")
         seat = next(r for r in rows if r["workload"] == workload and r["path"] == "append")
         alike, before = 0, 0
