@@ -12,7 +12,9 @@ prompts of idle slots are also kept in RAM (``--cache-ram``) for when they come 
 Settings (environment): ``SWM_EMBEDDED_SLOTS`` (default `default_slots`: two per core, 4 to
 8, and no more than 64k tokens of context in all), ``SWM_EMBEDDED_CTX`` (context per slot,
 default 8192), ``SWM_EMBEDDED_THREADS`` (default one per core but one), ``SWM_EMBEDDED_CACHE_MIB`` (prompt cache in RAM,
-default 1024), ``SWM_EMBEDDED_ARGS`` (more llama-server flags, appended).
+default 1024), ``SWM_EMBEDDED_FLASH_ATTN`` (llama.cpp's ``--flash-attn``: default ``off``, which decodes about
+twice as fast over long contexts on CPUs; ``on`` or ``auto`` for a GPU build), ``SWM_EMBEDDED_ARGS`` (more
+llama-server flags, appended).
 """
 
 from __future__ import annotations
@@ -61,6 +63,10 @@ def command(binary: Path, model: Path, port: int, adapters: list[Path], repack: 
            "--threads", threads, "--threads-batch", threads, "--cache-prompt",
            "--slot-prompt-similarity", str(SIMILARITY),
            "--metrics", "--no-webui", "--jinja",
+           # llama.cpp's CPU flash attention (its default, "auto", turns it on) halves decoding over a long context:
+           # SmolLM2 decoded 39 against 74 tokens/s at 1,891 tokens of context, 22 against 51 at 3,781, and a
+           # seat's append-only chat is that long (`python -m bench.engine_context`); prompts lose about 8%
+           "--flash-attn", os.environ.get("SWM_EMBEDDED_FLASH_ATTN", "off"),
            # the RAM cache of idle slots' prompts is keyed by tokens alone: with adapters it could hand a
            # request a prefix computed under another adapter, so it is on only for a server without any
            "--cache-ram", os.environ.get("SWM_EMBEDDED_CACHE_MIB", "1024") if not adapters else "0"]
