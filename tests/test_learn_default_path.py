@@ -8,10 +8,11 @@ Needs the [embedded] and [train] extras, which CI installs.
 The two `swm learn` runs draw on the default engine, llama-server (`swm engine build`, which scripts/install runs),
 at one thread and one episode at a time (``--concurrency 1``): each seeded draw is then a request of its own that
 nothing else shares a batch with, so the same seed gives the same move on every run (`swm.serving.draws`; batched
-with other sequences, a draw may part at a near tie). Calibrated on that engine (2026-11-28): of the training tasks'
-two samples at temperature 0.7, the first to pass is task 6's first (train:mutual_friend:decision:1006, ``ANSWER:
-Uma Silva``; its second fails), so 14 episodes give rs-sft a passing sample and ppo a task with both outcomes; the
-next passing samples are tasks 18 and 19's second (of 40 episodes, the size before: 3 passed).
+with other sequences, a draw may part at a near tie). Calibrated on that engine (2026-11-29, flash attention off,
+as swm starts it): of the first training task's four samples at temperature 0.7 the fourth passes
+(train:mutual_friend:decision:1000) and the other three fail, so 4 episodes give rs-sft a passing sample and ppo a
+task with both outcomes. With two samples a task, the first to pass is task 18's second, 38 episodes in; with
+flash attention on (before 2026-11-29) it was task 6's first.
 """
 
 from __future__ import annotations
@@ -44,9 +45,9 @@ def one_thread_each(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SWM_EMBEDDED_DRAW", raising=False)
 
 
-# 7 tasks of 2 samples: the first passing sample (task 6's first, the module's docstring) and its failing sibling
-CALIBRATED = ["--levels", "decision", "--families", "mutual_friend", "--episodes-per-level", "14",
-              "--samples-per-task", "2", "--temperature", "0.7", "--concurrency", "1"]
+# 1 task of 4 samples: the fourth passes (the module's docstring), its three siblings fail
+CALIBRATED = ["--levels", "decision", "--families", "mutual_friend", "--episodes-per-level", "4",
+              "--samples-per-task", "4", "--temperature", "0.7", "--concurrency", "1"]
 
 
 @pytest.mark.timeout(900)  # 65 s of CPU (2026-11-28), mostly one thread; the suite's 300 s is not enough when busy
@@ -63,7 +64,7 @@ def test_swm_learn_rs_sft_trains_serves_and_evaluates_the_shipped_model(tmp_path
     store = ExperienceStore(db)
     policy = ls.get_policy(store, "default", "p1")
     assert policy is not None and policy.kind == "rs-sft" and policy.train is not None, summary
-    assert policy.train.steps == 1 and policy.pairs_used >= 1, "no checker-passing sample in 14 seeded draws"
+    assert policy.train.steps == 1 and policy.pairs_used >= 1, "no checker-passing sample in 4 seeded draws"
     # D2: tokens are counted from the chat template's ids (about a hundred a row), not the encoding's key count
     assert policy.train.tokens >= 60 and policy.train.from_adapter is None
     assert policy.served_as and policy.served_as.startswith("embedded:lora=") and Path(policy.adapter_gguf).is_file()
@@ -79,7 +80,7 @@ def test_swm_learn_rs_sft_trains_serves_and_evaluates_the_shipped_model(tmp_path
 @pytest.mark.timeout(900)
 def test_swm_learn_ppo_trains_serves_and_evaluates_the_shipped_model(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """`--update ppo` (group estimator) on the same 14 seeded draws: trained on the tasks with both outcomes."""
+    """`--update ppo` (group estimator) on the same 4 seeded draws: trained on the task with both outcomes."""
     one_thread_each(monkeypatch)
     db, out = tmp_path / "learn.db", tmp_path / "out"
     result = CliRunner().invoke(main, [
