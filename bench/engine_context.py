@@ -11,22 +11,13 @@ speed's ratio to the first setting's.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import urllib.request
-from typing import Any
 
+from bench.engine_speed import complete
 from bench.results import results_page
 from swm.serving import embedded
 
 TEXT = "The harbour town wakes early. Mara sells fish at the market. Tomas mends the nets. "
-
-
-def _complete(root: str, body: dict[str, Any]) -> dict[str, Any]:
-    request = urllib.request.Request(f"{root}/completion", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=600) as reply:
-        return dict(json.loads(reply.read()))
 
 
 def speeds(root: str, lengths: list[int], decode: int, repeats: int) -> list[tuple[int, float, float]]:
@@ -34,7 +25,7 @@ def speeds(root: str, lengths: list[int], decode: int, repeats: int) -> list[tup
     rows = []
     for length in lengths:
         prompt = TEXT * max(1, length // 21)  # the sentence is 21 of SmolLM2's tokens
-        timings = [_complete(root, {"prompt": prompt, "n_predict": decode, "ignore_eos": True, "cache_prompt": False,
+        timings = [complete(root, {"prompt": prompt, "n_predict": decode, "ignore_eos": True, "cache_prompt": False,
                                     "temperature": 0.0, "seed": 1})["timings"] for _ in range(repeats)]
         rows.append((int(timings[0]["prompt_n"]), max(t["prompt_per_second"] for t in timings),
                      max(t["predicted_per_second"] for t in timings)))

@@ -68,6 +68,14 @@ def _common(a: Sequence[int], b: Sequence[int]) -> int:
     return n
 
 
+def complete(root: str, body: dict[str, Any]) -> dict[str, Any]:
+    """POST ``body`` to llama-server's own ``/completion`` at ``root`` (no ``/v1``) and return its JSON."""
+    request = urllib.request.Request(f"{root}/completion", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=600) as reply:
+        return dict(json.loads(reply.read()))
+
+
 @dataclass(frozen=True)
 class Reply:
     """One recorded move: the text and tokens the game got, and the server's decode steps for it."""
@@ -107,10 +115,7 @@ class ServerSeats:
         self.calls: dict[int, int] = {}
 
     def _post(self, body: dict[str, Any]) -> dict[str, Any]:
-        request = urllib.request.Request(f"{self.url}/completion", data=json.dumps(body).encode(),
-                                         headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=600) as reply:
-            return dict(json.loads(reply.read()))
+        return complete(self.url, body)
 
     def _generate(self, prompt: str, prefill: str, stop: str | None, max_tokens: int | None,
                   chat: SeatChat | None, seat: int) -> Generation:

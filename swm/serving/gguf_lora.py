@@ -125,7 +125,6 @@ def adapter_to_gguf(adapter_dir: Path, out: Path, meta: dict[str, Any] | None = 
     return _finish(writer, partial, Path(out))
 
 
-# numpy dtypes of GGUF's fixed-size value types (`gguf.GGUFValueType`: 0-7 and 10-12; 8 is a string, 9 an array)
 # GGUF's value types as `struct` codes, little-endian: 8 is a string, 9 an array (of one type, not of arrays)
 _GGUF_NUMBERS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 
