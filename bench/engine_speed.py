@@ -342,9 +342,20 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"--{option}: unknown path {', '.join(unknown)} (paths: {', '.join(PATHS)})")
     if (args.replay or args.repeat or args.update) and "append" not in args.paths.split(","):
         parser.error("--replay, --repeat and --update use the append path's episodes: keep append in --paths")
-    with results_page("engine-speed", "Episodes at the engine's speed: re-rendered against append-only seats",
-                      "bench.engine_speed", argv, enabled=not args.no_page, markdown=True):
+    with results_page("engine-speed", title(args), "bench.engine_speed", argv, enabled=not args.no_page,
+                      markdown=True):
         run(args)
+
+
+def title(args: argparse.Namespace) -> str:
+    """Return the page's title: a run of other workloads (or Werewolf rounds) than the defaults names them, so the
+    results index keeps it apart from the default command's pages."""
+    base = "Episodes at the engine's speed: re-rendered against append-only seats"
+    workloads = args.workloads.split(",")
+    if workloads == list(WORKLOADS) and args.rounds == 1:
+        return base
+    rounds = [f"{args.rounds} rounds"] if "werewolf" in workloads and args.rounds != 1 else []
+    return f"{base} ({', '.join([*workloads, *rounds])})"
 
 
 def run(args: argparse.Namespace) -> None:

@@ -177,18 +177,22 @@ def results_page(benchmark: str, title: str, module: str, argv: Sequence[str] | 
 
 
 def update_index(folder: Path = RESULTS) -> None:
-    """Rewrite the index's list of runs: each benchmark's newest page under *Latest*, older ones under *History*."""
+    """Rewrite the index's list of runs: each series' newest page under *Latest*, older ones under *History*.
+
+    A series is one benchmark under one title: a benchmark whose runs measure different things (other workloads)
+    titles them apart, and a page of one is never listed as superseded by a page of the other.
+    """
     index = folder / "index.md"
     text = index.read_text() if index.exists() else "# Results\n"
-    pages: dict[str, list[tuple[str, Path]]] = {}
+    pages: dict[tuple[str, str], list[tuple[str, Path]]] = {}
     for page in folder.glob("*.md"):
         match = PAGE_NAME.match(page.name)
         if match:
             key = match["date"] + (match["time"] or "")
-            pages.setdefault(match["bench"], []).append((key, page))
+            pages.setdefault((match["bench"], _heading(page)), []).append((key, page))
     latest, history = [], []
-    for bench in sorted(pages):
-        ordered = sorted(pages[bench], reverse=True)
+    for series in sorted(pages):
+        ordered = sorted(pages[series], reverse=True)
         latest.append(f"* [{_title(ordered[0][1])}]({ordered[0][1].name})")
         history += [f"* [{_title(p)}]({p.name}) — superseded by {ordered[0][1].name}" for _, p in ordered[1:]]
     if (folder / "history.md").exists():
@@ -203,8 +207,13 @@ def update_index(folder: Path = RESULTS) -> None:
     index.write_text(text)
 
 
+def _heading(page: Path) -> str:
+    """Return a page's first heading (its stem when it has none)."""
+    first = next((line for line in page.read_text().splitlines() if line.startswith("# ")), f"# {page.stem}")
+    return first[2:].strip()
+
+
 def _title(page: Path) -> str:
     """Return a page's title (its first heading), with its date."""
-    first = next((line for line in page.read_text().splitlines() if line.startswith("# ")), f"# {page.stem}")
     match = PAGE_NAME.match(page.name)
-    return f"{first[2:].strip()} ({match['date'] if match else page.stem})"
+    return f"{_heading(page)} ({match['date'] if match else page.stem})"

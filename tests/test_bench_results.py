@@ -46,6 +46,16 @@ def test_a_newer_run_moves_the_older_page_to_history_and_a_same_day_run_gets_the
     assert (tmp_path / "index.md").read_text() == index
 
 
+def test_a_run_of_other_workloads_is_its_own_series(tmp_path: Path) -> None:
+    write_page("engine-speed", "Engine speed", info(22), "default workloads", tmp_path)
+    write_page("engine-speed", "Engine speed (werewolf, 6 rounds)", info(23), "whole games", tmp_path)
+    write_page("engine-speed", "Engine speed (werewolf, 6 rounds)", info(24), "whole games again", tmp_path)
+    latest, history = (tmp_path / "index.md").read_text().split("### Latest")[1].split("### History")
+    assert "engine-speed-2026-11-22.md" in latest and "engine-speed-2026-11-24.md" in latest
+    assert "engine-speed-2026-11-23.md) — superseded by engine-speed-2026-11-24.md" in history
+    assert "engine-speed-2026-11-22.md" not in history
+
+
 def test_the_command_names_no_path_outside_the_checkout() -> None:
     line = command_line(["--out", "/somewhere/else/out", "--data", str(ROOT / "docs" / "x.json")], "bench.workers")
     assert line == "python -m bench.workers --out out --data docs/x.json"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -26,17 +27,23 @@ EPISODES = 16
 
 
 class FaultAfterEpisodes:
-    """The act script: one ``fault`` queued on the server once the run has ``stored`` episodes; acts as usual."""
+    """The act script: one ``fault`` queued on the server once the run has ``stored`` episodes; acts as usual.
+
+    The server answers requests on several threads (``--concurrency 2``), so the check and the firing hold a lock:
+    two requests that both see the count reached must not queue the fault twice.
+    """
 
     def __init__(self, db: Path, stored: int, fault: str = "429") -> None:
         self.db, self.stored, self.fault = db, stored, fault
         self.server: FakeOpenAIServer | None = None
         self.fired = False
+        self._lock = threading.Lock()
 
     def __call__(self, prompt: str, body: dict[str, Any]) -> dict[str, Any]:
-        if not self.fired and self.server is not None and self._count() >= self.stored:
-            self.fired = True
-            self.server.configure(faults=[self.fault])  # the next request: one of the next phase's
+        with self._lock:
+            if not self.fired and self.server is not None and self._count() >= self.stored:
+                self.fired = True
+                self.server.configure(faults=[self.fault])  # the next request: one of the next phase's
         return ACT
 
     def _count(self) -> int:
