@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import functools
 import os
 import signal
 import socket
@@ -193,11 +194,18 @@ def _repack_weights() -> bool:
     chosen = os.environ.get("SWM_EMBEDDED_REPACK")
     if chosen in ("0", "1"):
         return chosen == "1"
+    return not _cpu_reports_amx()
+
+
+@functools.cache
+def _cpu_reports_amx() -> bool:
+    """Tell whether the CPU reports AMX; read once per process, since every `ensure_server` call builds the
+    server's command line to compare and /proc/cpuinfo grows with the core count."""
     try:
         flags = Path("/proc/cpuinfo").read_text(errors="replace")
     except OSError:
-        return True
-    return "amx_tile" not in flags
+        return False
+    return "amx_tile" in flags
 
 
 def _free_port() -> int:

@@ -14,6 +14,7 @@ adds CMake flags after swm's own, as it does for llama-cpp-python.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -39,8 +40,12 @@ CMAKE_FLAGS = ("-DGGML_NATIVE=OFF", "-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_F
 HOW = "swm engine build"  # the one line that says how to get the server (README, "Install")
 
 
+@functools.cache
 def version() -> str:
-    """Return the installed llama-cpp-python's version (the source the server is built from)."""
+    """Return the installed llama-cpp-python's version (the source the server is built from).
+
+    Looked up once per process: `binary` needs it on every embedded request (`swm.serving.embedded.ensure_server`),
+    and importlib.metadata scans the installed packages each time."""
     try:
         return metadata.version(PACKAGE)
     except metadata.PackageNotFoundError as exc:
