@@ -79,6 +79,26 @@ def test_a_rerun_writes_only_into_its_own_out_folder(tmp_path: Path, monkeypatch
     assert (here / "swm-learn-done" / "report.md").read_text().split("\n")[:3] == before.split("\n")[:3]
 
 
+def test_a_second_run_of_a_held_thread_is_refused_before_it_builds_anything(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lease is checked first: a run refused because another holds the thread builds no context (model,
+    stores) and records no run; it built both, then was refused."""
+    from swm.checkpoints import hold_lease
+    from swm.commands import learn
+
+    built: list[object] = []
+    make_context = learn.make_context
+    monkeypatch.setattr(learn, "make_context", lambda *a, **k: built.append(a) or make_context(*a, **k))
+    db = tmp_path / "run.db"
+    with hold_lease(db, "held"):
+        result = CliRunner().invoke(main, ["learn", "--db", str(db), "--thread-id", "held",
+                                           "--model", "m@http://127.0.0.1:9/v1", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 5 and "error: thread held is already running" in result.output, result.output
+    assert built == [], "the context was built before the refusal"
+    store = ExperienceStore(db)
+    assert not store.has_table("swm_runs") or store.count("swm_runs") == 0, "the refused run recorded itself"
+
+
 def test_changed_options_on_an_existing_thread_are_refused_with_the_differences(tmp_path: Path) -> None:
     run(tmp_path, Agents(), PLAN, thread="done")
     args = ["learn", "--db", str(tmp_path / "run.db"), "--thread-id", "done", "--model", "m@http://127.0.0.1:9/v1",

@@ -212,34 +212,38 @@ def learn_command(temperature: float, concurrency: int | None, workers: int, ray
     Kill it at any point and rerun with the same --db and --thread-id: finished episodes are
     kept and none is played twice. A finished thread rewrites its report with no model calls.
     """
+    from swm.checkpoints import hold_lease
+
     thread = thread_id or f"learn-{uuid.uuid4().hex[:10]}"
     folder = str(writable_out(out_dir or Path(f"swm-learn-{file_name(thread)}")))
     plan_keys = [*CLI_PLAN, *CLI_TRAIN]
     plan = build_plan(thread, folder, {k: options.pop(k) for k in plan_keys})
-    ctx = make_context(db, temperature=temperature, **options)
-    inject_test_models(ctx)
-    ctx.out_dir = folder  # reports and exports go here, whatever folder the thread was started with
-    in_flight = workers if workers > 0 else resolve_concurrency(ctx, concurrency)
-    config: RunnableConfig = {"configurable": {"thread_id": thread}, "max_concurrency": in_flight,
-                              "recursion_limit": 10_000}
-    start = time.perf_counter()
-    record_run(ctx.experience_store(), thread, "learn", "lifelong")
-    values = _run_thread(plan, ctx, config, db, workers, ray_address, progress=not no_progress)
+    # the lease first: a second run of a thread another one holds is refused before it builds anything (the model,
+    # the stores) or records itself as a run
+    with hold_lease(db_path(db), thread):
+        ctx = make_context(db, temperature=temperature, **options)
+        inject_test_models(ctx)
+        ctx.out_dir = folder  # reports and exports go here, whatever folder the thread was started with
+        in_flight = workers if workers > 0 else resolve_concurrency(ctx, concurrency)
+        config: RunnableConfig = {"configurable": {"thread_id": thread}, "max_concurrency": in_flight,
+                                  "recursion_limit": 10_000}
+        start = time.perf_counter()
+        record_run(ctx.experience_store(), thread, "learn", "lifelong")
+        values = _run_thread(plan, ctx, config, db, workers, ray_address, progress=not no_progress)
     summary = {**_summary(ctx, thread, values, time.perf_counter() - start), "serving": serving_record(ctx, in_flight)}
     _print_summary(summary, values, as_json)
 
 
 def _run_thread(plan: LifelongPlan, ctx: SWMContext, config: RunnableConfig, db: str | None, workers: int,
                 ray_address: str | None, progress: bool = True) -> dict[str, Any]:
-    """Start, resume, extend or re-report the thread under its lease; return the graph's final values."""
-    from swm.checkpoints import hold_lease, open_saver, thread_status
+    """Start, resume, extend or re-report the thread (its lease held by the caller); return the graph's final values."""
+    from swm.checkpoints import open_saver, thread_status
     from swm.graphs import lifelong
     from swm.lifelong.report import write_report
 
     thread = str(config["configurable"]["thread_id"])
     store = ctx.experience_store()
     with ExitStack() as stack:
-        stack.enter_context(hold_lease(db_path(db), thread))
         saver = stack.enter_context(open_saver(db_path(db)))
         graph = lifelong.build().compile(checkpointer=saver)
         snapshot = graph.get_state(config)
