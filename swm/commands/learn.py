@@ -40,7 +40,7 @@ from swm.errors import InputError, ItemsFailed
 from swm.filenames import file_name
 from swm.lifelong.jobs import SHIFT, plan_of, shift_tasks
 from swm.lifelong.plan import LifelongPlan
-from swm.lifelong.state import LifelongInput, LifelongOutput, LifelongState
+from swm.lifelong.state import EpisodeJob, LifelongInput, LifelongOutput, LifelongState
 from swm.training.advantages import Names
 from swm.usage import total_usage
 
@@ -243,9 +243,16 @@ def _run_thread(plan: LifelongPlan, ctx: SWMContext, config: RunnableConfig, db:
 
     thread = str(config["configurable"]["thread_id"])
     store = ctx.experience_store()
+    # on Ray workers each episode is played through the cluster's runner, which starts only once there are episodes
+    # to play (below); the graph, compiled once, reaches it through `on_ray`
+    on_ray: list[Callable[[EpisodeJob, LifelongContext], LifelongState]] = []
+
+    def play_on_ray(job: EpisodeJob, run_ctx: LifelongContext) -> LifelongState:
+        return on_ray[0](job, run_ctx)
+
     with ExitStack() as stack:
         saver = stack.enter_context(open_saver(db_path(db)))
-        graph = lifelong.build().compile(checkpointer=saver)
+        graph = lifelong.build(play_on_ray if workers > 0 else None).compile(checkpointer=saver)
         snapshot = graph.get_state(config)
         status = thread_status(snapshot)
         inputs: LifelongInput | None = {"plan": plan}
@@ -272,9 +279,8 @@ def _run_thread(plan: LifelongPlan, ctx: SWMContext, config: RunnableConfig, db:
         if workers > 0:  # a cluster only once there are episodes to play: a finished thread needs none (seconds saved)
             from swm.commands.workers import lifelong_runner_on_ray, ray_cluster
 
-            runner = lifelong_runner_on_ray(stack.enter_context(ray_cluster(workers, ray_address, db_path(db))),
-                                            ctx, db_path(db))
-            graph = lifelong.build(runner).compile(checkpointer=saver)
+            on_ray.append(lifelong_runner_on_ray(stack.enter_context(ray_cluster(workers, ray_address, db_path(db))),
+                                                 ctx, db_path(db)))
         _announce(graph, snapshot, status, config, ctx)
         return _stream(graph, inputs, config, ctx, plan, dict(snapshot.values or {}), progress)
 
