@@ -170,7 +170,7 @@ def _play_episodes(ctx: SWMContext, db: str | None, run_id: str, opts: dict[str,
     from tqdm import tqdm
 
     from swm.checkpoints import hold_lease, pin_run_options
-    from swm.social.bench import run_bench, unfinished_episodes
+    from swm.social.bench import bench_episodes, run_bench
 
     with ExitStack() as stack:
         stack.enter_context(hold_lease(db_path(db), run_id))
@@ -178,8 +178,10 @@ def _play_episodes(ctx: SWMContext, db: str | None, run_id: str, opts: dict[str,
         play: Any = episode_player(ctx, db_path(db))
         if workers > 0:
             in_flight = workers
+        planned = bench_episodes(ctx.experience_store(), run_id, chosen, scenarios, seat_list,
+                                 on_done=lambda: bar.update(1))
         # a cluster only when an episode is left to play: a rerun of a finished run starts none
-        if workers > 0 and unfinished_episodes(ctx.experience_store(), run_id, chosen, scenarios, seat_list):
+        if workers > 0 and planned[1]:
             from swm.commands.workers import player_on_ray, ray_cluster
 
             ray = stack.enter_context(ray_cluster(workers, ray_address, db_path(db)))
@@ -189,7 +191,8 @@ def _play_episodes(ctx: SWMContext, db: str | None, run_id: str, opts: dict[str,
             **opts, **{f"{role}_model": ctx.spec_for(role) for role in EPISODE_ROLES}}, added=ACT_ORDER_BEFORE)
         result = run_bench(scenarios, chosen, ctx, play, run_id,
                            partner_policy=opts["partner_policy"], max_turns=opts["max_turns"], concurrency=in_flight,
-                           seats=seat_list, on_done=lambda: bar.update(1), judge_protocol=opts["judge_protocol"])
+                           seats=seat_list, on_done=lambda: bar.update(1), judge_protocol=opts["judge_protocol"],
+                           planned=planned)
     return result, in_flight
 
 

@@ -82,14 +82,17 @@ class EpisodesRun(BatchRun):
 def run_bench(scenarios: list[Scenario], policies: list[str], ctx: SWMContext, play: PlayEpisode, run_id: str, *,
               partner_policy: str = "plain", max_turns: int = 20, concurrency: int = 1,
               seats: tuple[int, ...] = (0, 1), on_done: Callable[[], None] | None = None,
-              judge_protocol: str = "sotopia") -> EpisodesRun:
+              judge_protocol: str = "sotopia",
+              planned: tuple[list[str], list[EpisodeJob]] | None = None) -> EpisodesRun:
     """Run every (policy, scenario, seat) episode not yet done; return {"episodes", "ran", "skipped", "failed", "wall"}.
 
     ``seats`` are the tested sides (0-based); a scenario with fewer seats skips the missing ones.
+    ``planned``: what `bench_episodes` returned for these, when the caller looked already (its done episodes
+    already counted by ``on_done``); looked up here when None.
     """
     store = ctx.experience_store()
     self_judged = ctx.judge_is_agent()
-    ids, jobs = _episodes(store, run_id, policies, scenarios, seats, on_done)
+    ids, jobs = planned if planned is not None else bench_episodes(store, run_id, policies, scenarios, seats, on_done)
     skipped = len(ids) - len(jobs)
     failed: dict[str, str] = {}
     lock = threading.Lock()
@@ -133,15 +136,11 @@ def run_bench(scenarios: list[Scenario], policies: list[str], ctx: SWMContext, p
                        wall=time.perf_counter() - start)
 
 
-def unfinished_episodes(store: StoreRecords, run_id: str, policies: list[str], scenarios: list[Scenario],
-                        seats: tuple[int, ...]) -> list[str]:
-    """Return the ids of the run's (policy, scenario, seat) episodes not yet done: what `run_bench` would play."""
-    return [eid for *_, eid in _episodes(store, run_id, policies, scenarios, seats, None)[1]]
-
-
-def _episodes(store: StoreRecords, run_id: str, policies: list[str], scenarios: list[Scenario],
-              seats: tuple[int, ...], on_done: Callable[[], None] | None) -> tuple[list[str], list[EpisodeJob]]:
-    """Every (policy, scenario, seat) episode's id, and those not yet done to play (``on_done`` called per done one)."""
+def bench_episodes(store: StoreRecords, run_id: str, policies: list[str], scenarios: list[Scenario],
+                   seats: tuple[int, ...], on_done: Callable[[], None] | None = None
+                   ) -> tuple[list[str], list[EpisodeJob]]:
+    """Every (policy, scenario, seat) episode's id, and those not yet done to play (``on_done`` called per done one):
+    what `run_bench` plays."""
     jobs: list[EpisodeJob] = []
     ids: list[str] = []
     for policy in policies:
