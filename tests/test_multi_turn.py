@@ -19,6 +19,7 @@ from swm.tasks.multi_turn import (
     MESSAGE_TOKENS,
     closes,
     follow_up,
+    message,
     people_named,
 )
 from swm.tasks.splits import decision_digest, split_tasks
@@ -306,3 +307,39 @@ def test_only_a_message_within_the_budget_closes_and_each_prompt_says_itself_whe
             # a list ends at its item past the cap, any other message at its line, by the prompt's own word: the
             # rollout would also end a reply prefilled as the two-seat finder's at a newline, a prefill shared by choice
             assert shown.one_line is (shown.stop is None) and shown.stop in (None, f"\n{CAP + 1}."), (form, closing, i)
+
+
+def test_a_message_ends_at_a_later_line_that_starts_a_turn_and_only_a_seats_name_or_you_starts_one() -> None:
+    t = task()
+    a, b = t.names
+    mine = others(t, 0)
+    listed = f"My friends:\n1. {mine[0]}\n2. {mine[1]}\n3. {mine[2]}"
+    assert message(t, listed) == listed  # a well-formed list is its message, whole
+    for head in (f"\n\n{b}: My friends:", f"\n{b}:", f"\n  {b.upper()} :", f"\n{a}: And", "\nYou: I"):
+        assert message(t, f"{listed}{head}\n1. {mine[3]}\n2. {mine[4]}") in (listed, listed + "\n"), head
+    own = f"{listed}\nANSWER: {t.truth['friend']}\nNote: {mine[3]}"  # no seat's name before a colon: its own lines
+    assert message(t, own) == own
+    assert message(t, f"{b}: hi\n{a}: hello") == f"{b}: hi"  # the reply's first line is its own, whoever it names
+    assert message(free(t), f"Do you know {mine[0]}?\n{b}: No.") == f"Do you know {mine[0]}?"
+
+
+def test_a_listed_reply_that_runs_into_the_partners_voice_says_only_its_list_and_is_not_over_the_cap() -> None:
+    t = task(2)
+    a, b, friend = *t.names, t.truth["friend"]
+    mine, theirs = others(t, 0), others(t, 1)
+    run_on = f" {mine[0]}\n2. {mine[1]}\n3. {mine[2]}\n\n{b}: My friends:\n1. {theirs[0]}\n2. {theirs[1]}"
+    replies = [run_on, f" {theirs[0]}"] + [" Hmm."] * (BUDGET - 4) + [f" {friend}"] * 2  # run_on ends at "\n4."
+    sampler = ChatScripted(replies)
+    rollout = play(t, sampler, rollout_id="r", iteration=0, sample=0, max_turns=20)
+    said = f"My friends:\n1. {mine[0]}\n2. {mine[1]}\n3. {mine[2]}"
+    assert rollout.transcript()[:2] == [(a, said), (b, f"My friends:\n1. {theirs[0]}")]
+    heard = sampler.calls[1][0]
+    assert f"{a}: {said}\n" in heard and theirs[0] not in heard.split("The conversation so far:")[1]
+    first = rollout.seats[0].turns[0]
+    assert first.text == said and len(first.token_ids) == len(run_on.split())  # its tokens: the whole sampled reply
+    scored, verdict = score(rollout, t, RewardConfig())
+    assert verdict.passed and verdict.detail["max_named"] == 3 and not verdict.violations
+    assert [s.turns[-1].reward for s in scored.seats] == [1.0, 1.0]
+    # the same words said as the seat's own message name five people: over the cap, as before
+    over = check(t, says((a, "My friends:\n1." + run_on), (b, f"ANSWER: {friend}"), (a, f"ANSWER: {friend}")))
+    assert over.violations == ["too_many_names"] and over.violation_turns == [0]

@@ -176,6 +176,23 @@ def test_the_torch_sampler_appends_each_seats_chat(tiny_policy: Any) -> None:
     assert sum(s.append_checked for s in rollout.seats) == 2
 
 
+def test_the_torch_sampler_ends_a_reply_at_a_stop_of_several_tokens(tiny_policy: Any,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The listed form's stop, ``\\n4.``, is three tokens: the reply's tokens end with them, none sampled after."""
+    import torch
+
+    tok = tiny_policy.tokenizer
+    sampled = tok.encode(" Ann Lee\n2. Bo Ray\n3. Cy Dee\n4. Di Fox\n5. Ed", add_special_tokens=False)
+    monkeypatch.setattr(tiny_policy.model, "generate",
+                        lambda input_ids, **_: torch.cat([input_ids, torch.tensor([sampled])], dim=1))
+    gen = tiny_policy.generate("Tell Bo your friends.", prefill="My friends:\n1.", stop="\n4.")
+    said = " Ann Lee\n2. Bo Ray\n3. Cy Dee"
+    assert gen.text == "My friends:\n1." + said and len(gen.logprobs) == len(gen.token_ids)
+    assert gen.token_ids == tok.encode(said + "\n4.", add_special_tokens=False) == sampled[:len(gen.token_ids)]
+    one_line = tiny_policy.generate("Which one?", prefill="ANSWER:", stop="\n")  # a one-token stop, as before
+    assert one_line.text == "ANSWER: Ann Lee" and tok.decode(one_line.token_ids) == " Ann Lee\n"
+
+
 def test_one_sequence_per_seat_trains_as_its_turns_do(tiny_policy: Any) -> None:
     """Scored once, a seat's sequence gives each turn's log-probabilities, and the same PPO loss and gradient."""
     import torch

@@ -6,7 +6,10 @@ with ``selfplay_turn`` (its own background and everything said so far). Seats re
 text, not the episode graph's JSON actions: every generated token is then part of what was
 said, and the prompt the policy saw can be rebuilt token for token in torch (a grammar-
 constrained tool call cannot). The episode ends at ``max_turns`` or as soon as the task's code
-checker finds the task settled (a deal accepted, an answer given).
+checker finds the task settled (a deal accepted, an answer given). One exception to "every token is said": a
+multi-turn reply that runs on into a later turn (``…\n\nTara Novak: …``, the conversation's own form) says only
+what comes before it (`swm.tasks.two_seat.message`): the partner does not hear the rest and the checker does not
+read it, while the seat's tokens and chat keep the whole reply, as it was sampled.
 
 Each seat's context is one chat that only grows (``transcript="append"``, the default;
 `swm.training.transcript`): its first message is its brief (``selfplay_seat``: who it is, its
@@ -36,7 +39,7 @@ from swm.lifelong.bridge import to_scenario
 from swm.social.models import Scenario
 from swm.tasks.checkers import Utterance
 from swm.tasks.families import SEAT_LEVELS, Task
-from swm.tasks.two_seat import ends_at_newline, follow_up, seat_prompt
+from swm.tasks.two_seat import ends_at_newline, follow_up, message, seat_prompt
 from swm.tasks.verify import check
 from swm.training.trajectory import Generation, Rollout, SeatTrajectory, SeatTurn
 from swm.training.transcript import DEFAULT_TRANSCRIPT, SeatChat, Transcript, append_counts, takes_chat
@@ -137,7 +140,7 @@ def play(task: Task, sampler: Sampler | Mapping[str, Sampler], *, rollout_id: st
         if len(gen.token_ids) != len(gen.logprobs) or not gen.token_ids:
             rollout.failed = f"turn {turn}: a reply with {len(gen.token_ids)} tokens and {len(gen.logprobs)} log-probs"
             break
-        text = gen.text.strip()
+        text = message(task, gen.text).strip()  # the seat's chat and tokens keep what it sampled, run-on included
         if chat is not None:
             chat.extend(prompt, gen.text, gen.prompt_ids, gen.token_ids)
         seats[speaker].turns.append(SeatTurn(turn=turn, prompt=prompt, text=text, prompt_ids=gen.prompt_ids,

@@ -23,6 +23,13 @@ The checker's rules (``truth`` holds the lists, the friend, ``cap`` and ``budget
   ``wrong_answer`` (both failed attempts, `swm.tasks.checkers.is_attempt`).
 * **budget**: a message after the first ``budget`` is not part of the task (its answers are not read).
 
+**A message** (`message`) is its seat's reply up to the first later line that starts a turn, a seat's name or
+``You`` then ``:`` (the way the prompt shows the conversation): a seat that runs on past its list into the
+transcript's form (``3. Nia Lopez\n\nTara Novak: My friends: …``) wrote a turn that is not its own, so the rollout
+keeps only what comes before as the message said (`swm.selfplay.rollout.play`): the partner never hears the rest
+and the cap never counts it. A stop sequence would end the reply there instead, but a seat's reply has one stop
+string, and the form's (item ``cap + 1``) is the one the samplers are asked for.
+
 **Form** (`FORM`, ``truth["form"]`` overrides it per task): with ``"listed"``, the default, a message that is
 not an answer is a list of the seat's friends: its reply starts ``My friends:`` and a numbered first item
 (``LIST_PREFILL``) and ends before item ``cap + 1``, so a message names at most ``cap`` people of its own
@@ -83,6 +90,7 @@ CLOSING = "answer"  # "answer": a seat's last message starts with ANSWER: (prefi
 ANSWER_PREFILL = "ANSWER:"
 _WORD_RE = re.compile(r"[A-Za-z][\w'-]*")
 _ANSWER_RE = re.compile(r"ANSWER:\s*([A-Za-z][\w'-]*(?:\s+[A-Za-z][\w'-]*)?)")
+_TURN_RE = re.compile(r"\n[ \t]*([^\n:]+?)[ \t]*:")  # a later line's head before its colon: who speaks
 
 
 def multi_turn_task(family: str, seed: int, split: str = "train", variant: Variant = SHARED) -> Task:
@@ -174,6 +182,19 @@ def follow_up(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> str:
         return prompts.load(PROMPTS["listed"][1]).render(said=heard, left=left, ask=_ask(task, partner))
     last_line = "This is your last message: name the shared friend. " if closing else ""
     return prompts.load(TURN_PROMPT).render(said=heard, left=left, cap=task.truth["cap"], closing=last_line)
+
+
+def message(task: Task, reply: str) -> str:
+    """The message a seat's reply says: the reply up to its first later line that starts a turn (``Name:``, ``You:``).
+
+    Only a seat's name (either seat's) or ``You`` starts a turn, as the prompts render the conversation; a line such as
+    ``ANSWER: Uma Adler`` or ``My friends:`` is the seat's own. A reply that starts no later turn is its message.
+    """
+    speakers = {"you", *(" ".join(seat.split()).casefold() for seat in task.truth["seats"])}
+    for match in _TURN_RE.finditer(reply):
+        if " ".join(match.group(1).split()).casefold() in speakers:
+            return reply[:match.start()]
+    return reply
 
 
 def people_named(text: str, task: Task) -> set[str]:

@@ -59,6 +59,7 @@ from swm.tasks.families import (
     task_id,
 )
 from swm.tasks.multi_turn import follow_up as multi_turn_follow_up
+from swm.tasks.multi_turn import message as multi_turn_message
 from swm.tasks.multi_turn import seat_prompt as multi_turn_prompt
 
 SPEAKER, FINDER = "speaker", "finder"
@@ -103,6 +104,12 @@ def seat_prompt(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> Deci
 def follow_up(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> str | None:
     """A later turn's message in ``agent``'s append-only chat where the level has its own (multi-turn), else None."""
     return multi_turn_follow_up(task, agent, said) if task.level == MULTI_TURN else None
+
+
+def message(task: Task, reply: str) -> str:
+    """What a seat's reply says: a multi-turn reply up to a later turn it runs into (`swm.tasks.multi_turn.message`),
+    any other task's reply whole."""
+    return multi_turn_message(task, reply) if task.level == MULTI_TURN else reply
 
 
 def ends_at_newline(prompt: DecisionPrompt) -> bool:

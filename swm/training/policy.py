@@ -200,8 +200,9 @@ class LoraValueModel:
         """Sample a reply (seeded, so a replayed rollout samples the same) and score its tokens.
 
         ``prefill`` is the reply's forced start: part of the context (``prompt_ids``), never a
-        generated token, and the start of ``text``. ``stop`` ends the reply at the first generated
-        token holding it (that token is kept as the turn's end, its text dropped). With the seat's
+        generated token, and the start of ``text``. ``stop`` ends the reply at the generated token that
+        completes it (the tokens holding it are kept as the turn's end, as the served sampler appends
+        them, and their text is dropped), so no token sampled past a stop is trained. With the seat's
         ``chat`` the prompt is its chat's ids then ``prompt`` as the next message (`swm.training.transcript`).
         """
         digest = hashlib.sha256(str(seed).encode()).digest()
@@ -218,8 +219,8 @@ class LoraValueModel:
         eos = self.tokenizer.eos_token_id
         if eos in tokens:
             tokens = tokens[: tokens.index(eos) + 1]
-        if stop is not None:
-            cut = next((i for i in range(len(tokens)) if stop in self.tokenizer.decode(tokens[i:i + 1])), None)
+        if stop is not None:  # the token that completes the stop: ``\n4.`` is three tokens ("\n", "4", ".")
+            cut = next((i for i in range(len(tokens)) if stop in self.tokenizer.decode(tokens[:i + 1])), None)
             tokens = tokens if cut is None else tokens[: cut + 1]
         text = self.tokenizer.decode([t for t in tokens if t != eos], skip_special_tokens=True)
         text = prefill + (text.split(stop)[0] if stop is not None else text)
