@@ -72,7 +72,9 @@ class FakeOpenAIServer:
     ``latency`` seconds per request (``jitter`` > 0: normal with that standard deviation,
     seeded); ``scripts`` maps a tool name (or ``"<text>"`` for plain calls) to a reply or a
     function ``(prompt, body) -> reply``; ``record`` keeps request bodies for replay. Scripts
-    that are functions need the in-thread server.
+    that are functions need the in-thread server. They run on its request threads, several at once
+    when requests overlap (a client with concurrency above 1): a script that keeps state (a count, a
+    first-time check) holds a lock around reading and changing it.
     """
 
     def __init__(self, latency: float = 0.0, *, jitter: float = 0.0, seed: int = 0,
