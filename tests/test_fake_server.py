@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import pytest
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -99,9 +99,19 @@ def test_sampled_latency_is_seeded() -> None:
 
 
 def test_counts_concurrent_requests() -> None:
+    import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    with FakeOpenAIServer(latency=0.05) as server:
+    from swm.testing import scaled
+
+    pair = threading.Barrier(2, timeout=scaled(60))
+
+    def answer(prompt: str, body: dict[str, Any]) -> None:
+        """Wait until another request is in too (two in flight, however the threads are scheduled); None: the
+        schema's minimal instance, as without a script."""
+        pair.wait()
+
+    with FakeOpenAIServer(scripts={"ReasonedAnswer": answer}) as server:
         model = make_chat_model(server.model_spec)
         with ThreadPoolExecutor(8) as pool:
             replies = list(pool.map(lambda i: call_model(model, f"q{i}", ReasonedAnswer), range(8)))
