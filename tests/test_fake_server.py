@@ -130,6 +130,25 @@ def test_fail_at_stands_in_for_a_crash() -> None:
         assert call_model(model, "third", ReasonedAnswer).value is not None
 
 
+def test_fail_at_lets_no_more_than_k_of_requests_arriving_together_through() -> None:
+    """The check against K and the count of requests let past are one step: six at once, K = 2, two answered."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def ask(i: int) -> bool:
+        try:
+            return call_model(model, f"q{i}", ReasonedAnswer).value is not None
+        except ModelCallFailed as exc:
+            assert "HTTP 400" in str(exc)
+            return False
+
+    with FakeOpenAIServer() as server:
+        model = make_chat_model(server.model_spec, max_retries=0)
+        server.configure(fail_at=2)
+        with ThreadPoolExecutor(6) as pool:
+            answered = list(pool.map(ask, range(6)))
+        assert answered.count(True) == 2 and server.requests == 2
+
+
 def test_runs_as_a_separate_process() -> None:
     with FakeOpenAIServer(scripts={"<text>": "from the child"}, process=True) as server:
         ctx = SWMContext(model=server.model_spec)
