@@ -28,6 +28,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections import Counter
@@ -233,11 +234,17 @@ def two_processes(server: FakeOpenAIServer, folder: Path, reference: Reference, 
 
 
 def seller(seen: Counter[str]) -> Any:
-    """Script the act step: the first sample at a state sells inside the zone, the second below it (DPO pairs)."""
+    """Script the act step: the first sample at a state sells inside the zone, the second below it (DPO pairs).
+
+    The server calls it on its request threads, a task's samples at once: the first-time check and its count
+    hold a lock, or both samples could see the state unseen and make no pair.
+    """
+    lock = threading.Lock()
 
     def act(prompt: str, body: dict[str, Any]) -> dict[str, Any]:
-        first = seen[prompt] == 0
-        seen[prompt] += 1
+        with lock:
+            first = seen[prompt] == 0
+            seen[prompt] += 1
         low = re.search(r"Your minimum price is \$(\d+)", prompt)
         said = (f"I can sell it for ${int(low.group(1)) + (1 if first else -100)}. ACCEPT" if low
                 else "ACCEPT" if "Your limit is $" in prompt else "Let us talk it over.")

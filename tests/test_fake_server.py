@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import pytest
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -99,9 +99,19 @@ def test_sampled_latency_is_seeded() -> None:
 
 
 def test_counts_concurrent_requests() -> None:
+    import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    with FakeOpenAIServer(latency=0.05) as server:
+    from swm.testing import scaled
+
+    pair = threading.Barrier(2, timeout=scaled(60))
+
+    def answer(prompt: str, body: dict[str, Any]) -> None:
+        """Wait until another request is in too (two in flight, however the threads are scheduled); None: the
+        schema's minimal instance, as without a script."""
+        pair.wait()
+
+    with FakeOpenAIServer(scripts={"ReasonedAnswer": answer}) as server:
         model = make_chat_model(server.model_spec)
         with ThreadPoolExecutor(8) as pool:
             replies = list(pool.map(lambda i: call_model(model, f"q{i}", ReasonedAnswer), range(8)))
@@ -118,6 +128,25 @@ def test_fail_at_stands_in_for_a_crash() -> None:
             call_model(model, "second", ReasonedAnswer)
         server.configure(fail_at=-1)
         assert call_model(model, "third", ReasonedAnswer).value is not None
+
+
+def test_fail_at_lets_no_more_than_k_of_requests_arriving_together_through() -> None:
+    """The check against K and the count of requests let past are one step: six at once, K = 2, two answered."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def ask(i: int) -> bool:
+        try:
+            return call_model(model, f"q{i}", ReasonedAnswer).value is not None
+        except ModelCallFailed as exc:
+            assert "HTTP 400" in str(exc)
+            return False
+
+    with FakeOpenAIServer() as server:
+        model = make_chat_model(server.model_spec, max_retries=0)
+        server.configure(fail_at=2)
+        with ThreadPoolExecutor(6) as pool:
+            answered = list(pool.map(ask, range(6)))
+        assert answered.count(True) == 2 and server.requests == 2
 
 
 def test_runs_as_a_separate_process() -> None:

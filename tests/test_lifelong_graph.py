@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import threading
 from collections import Counter
 from contextlib import closing
 from pathlib import Path
@@ -38,6 +39,9 @@ class Agents:
     likewise predicts well the first time it sees a state and vaguely the second time. With
     ``sabotage`` the policy that carries memory offers below the zone everywhere; with
     ``forget_at="p2"`` only policy p2 does (it forgets what p1 learned).
+
+    As a `FakeOpenAIServer` script it is called on the server's request threads, two samples of a task at once:
+    the first-time check and its count hold a lock, or both samples could see the state unseen and offer alike.
     """
 
     def __init__(self, sabotage: bool = False, fail_after: int | None = None, judge_goal: int = 8,
@@ -48,8 +52,13 @@ class Agents:
         self.forget_at = forget_at
         self.fail_after = fail_after
         self.acts = 0
+        self._lock = threading.Lock()
 
     def __call__(self, prompt: str, tool: str | None) -> Any:
+        with self._lock:
+            return self._reply(prompt, tool)
+
+    def _reply(self, prompt: str, tool: str | None) -> Any:
         if tool == "SotopiaEvaluation":
             from test_episode_scripts import evaluation
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -17,6 +18,7 @@ psycopg = pytest.importorskip("psycopg")
 pytest.importorskip("langgraph.checkpoint.postgres")
 
 from swm.checkpoints.postgres import _pool, advisory_lock  # noqa: E402
+from swm.testing import scaled  # noqa: E402
 
 
 @pytest.fixture
@@ -41,6 +43,16 @@ def test_a_waiting_process_does_not_block_the_holders_concurrent_index_build(own
 
     holder, waiter = psycopg.connect(pg_url, autocommit=True), psycopg.connect(pg_url, autocommit=True)
     got_it = threading.Event()
+    refused = threading.Event()  # the waiter asked for the lock and was refused: it is waiting for it now
+    ask = waiter.execute
+
+    def execute(query: Any, params: Any = None, **kwargs: Any) -> Any:
+        cursor = ask(query, params, **kwargs)
+        if "advisory_lock" in str(query):
+            refused.set()
+        return cursor
+
+    waiter.execute = execute  # type: ignore[method-assign]
 
     def wait_for_the_lock() -> None:
         with advisory_lock(waiter, "checkpoint-setup"):
@@ -57,11 +69,11 @@ def test_a_waiting_process_does_not_block_the_holders_concurrent_index_build(own
         with advisory_lock(holder, "checkpoint-setup"):
             waiting = threading.Thread(target=wait_for_the_lock, daemon=True)
             waiting.start()
-            waiting.join(0.5)  # the waiter is now queued for the lock
+            assert refused.wait(scaled(60)), "the waiter's request for the lock never came back: it blocks, not polls"
             assert not got_it.is_set()
             setup = threading.Thread(target=set_up_checkpoints, daemon=True)
             setup.start()
-            setup.join(30)
+            setup.join(scaled(30))  # seconds, on a quiet machine, for what takes well under one
             hung = not set_up.is_set()
         setup.join(30)  # released: a hung set-up goes on now
         waiting.join(10)

@@ -266,22 +266,26 @@ def test_a_run_killed_during_rollouts_replays_only_the_unfinished_ones(base_dir:
 def test_rollouts_fan_out_and_do_not_depend_on_completion_order(base_dir: Path, tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     import threading
-    import time
 
     from swm.selfplay import loop
+    from swm.testing import scaled
 
-    real, lock = loop.run_rollout, threading.Lock()
-    inside, peak = [0], [0]
+    real, changed = loop.run_rollout, threading.Condition()
+    inside, peak, wanted = [0], [0], [1]
 
     def tracked(*args: Any, **kwargs: Any) -> Any:
-        with lock:
+        with changed:
             inside[0] += 1
             peak[0] = max(peak[0], inside[0])
-        time.sleep(0.05)  # long enough for the other branches to start
+            changed.notify_all()
+            # each rollout waits until max_concurrency of them are in at once (the event the test looks for), so
+            # the peak does not depend on how soon the pool starts the other branches; the bound only keeps a
+            # scheduler that never fans out that far from hanging (the peak assertion then fails)
+            changed.wait_for(lambda: peak[0] >= wanted[0], timeout=scaled(120))
         try:
             return real(*args, **kwargs)
         finally:
-            with lock:
+            with changed:
                 inside[0] -= 1
 
     monkeypatch.setattr(loop, "run_rollout", tracked)
@@ -289,7 +293,7 @@ def test_rollouts_fan_out_and_do_not_depend_on_completion_order(base_dir: Path, 
     for concurrency in (1, 3):
         p = plan(base_dir, tmp_path / f"out{concurrency}", "group", iterations=1, group_size=3, max_turns=2,
                  eval_tasks=2)
-        peak[0] = 0
+        peak[0], wanted[0] = 0, concurrency
         out = selfplay.train(p, db=tmp_path / f"run{concurrency}.db", thread_id="t", max_concurrency=concurrency)
         assert out["stopped"] is None and out["summaries"]["0"]["rollouts"] == 3
         assert peak[0] == concurrency, f"{peak[0]} rollouts in flight at max_concurrency {concurrency}"

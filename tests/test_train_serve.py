@@ -11,7 +11,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,6 @@ from swm.serving import (
     serve_adapter,  # noqa: E402
 )
 from swm.tasks.splits import heldout  # noqa: E402
-from swm.testing import scaled  # noqa: E402
 from swm.training.trl_update import TrainSettings, check_adapter, train_adapter  # noqa: E402
 
 TRAINED = "I offer five hundred dollars."
@@ -154,20 +153,34 @@ def test_killed_during_training_the_rerun_retrains_then_reuses(tiny_gguf_llama: 
     rows_file = tmp_path / "rows.json"
     rows_file.write_text(json.dumps(_rows(action_completion("speak", TRAINED), real=False)))
     out = tmp_path / "p1"
-    script = ("import json, sys; from swm.training.trl_update import TrainSettings, train_adapter; "
-              f"train_adapter('sft', json.load(open({str(rows_file)!r})), {str(tiny_gguf_llama)!r}, "
-              f"__import__('pathlib').Path({str(out)!r}), settings=TrainSettings(max_steps=100000, progress=False))")
+    # the child says "stepped" once its first training step has run (the trainer made p1.partial before that)
+    script = textwrap.dedent(f"""
+        import json, pathlib, transformers
+        from swm.training.trl_update import TrainSettings, train_adapter
+
+        step = transformers.Trainer.training_step
+
+        def told(self, *args, **kwargs):
+            loss = step(self, *args, **kwargs)
+            if self.state.global_step == 0:
+                print("stepped", flush=True)
+            return loss
+
+        transformers.Trainer.training_step = told
+        train_adapter("sft", json.load(open({str(rows_file)!r})), {str(tiny_gguf_llama)!r}, pathlib.Path({str(out)!r}),
+                      settings=TrainSettings(max_steps=100000, progress=False))
+        """)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    child = subprocess.Popen([sys.executable, "-c", script], env=env)
+    child = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, text=True)
     partial = out.with_name("p1.partial")
-    deadline = time.monotonic() + scaled(240)  # the event: the partial folder appears (or the child ends)
-    while time.monotonic() < deadline and child.poll() is None and not partial.exists():
-        time.sleep(0.2)
-    time.sleep(1.0)
+    assert child.stdout is not None
+    with child.stdout:  # the event: its line (the pipe closes at once if the child ends first)
+        assert any(line.strip() == "stepped" for line in child.stdout), "the child never took a training step"
     assert child.poll() is None, "training should still be running"
     child.send_signal(signal.SIGKILL)
     child.wait()
     assert not out.exists(), "a killed run leaves no adapter that looks finished"
+    assert partial.is_dir(), "killed mid-training: the rerun finds its partial folder"
     stats = train_adapter("sft", json.loads(rows_file.read_text()), str(tiny_gguf_llama), out,
                           settings=TrainSettings(max_steps=2, progress=False))
     assert stats.steps == 2 and not partial.exists()

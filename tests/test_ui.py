@@ -17,7 +17,6 @@ import shutil
 import socket
 import sqlite3
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -416,27 +415,20 @@ def test_postgres_store_is_browsed_read_only(pg_url: str) -> None:
 
 
 # ---- a real browser -----------------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def served(filled: tuple[str, dict[str, str]]) -> Iterator[tuple[str, dict[str, str]]]:
+    """The app under uvicorn on a socket the fixture listens on: no free port closed and bound again (another
+    process could take it in between), and the browser's first request waits in its backlog until uvicorn serves."""
     uvicorn = pytest.importorskip("uvicorn")
     db, ids = filled
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(db), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
+    listening = socket.create_server(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(create_app(db), log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listening]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + scaled(30)  # the event: uvicorn says it started
-    while not server.started and time.monotonic() < deadline:
-        assert thread.is_alive(), "the ui server stopped before it started"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}", ids
+    yield f"http://127.0.0.1:{listening.getsockname()[1]}", ids
     server.should_exit = True
     thread.join(10)
+    listening.close()
 
 
 @pytest.fixture(scope="module")
@@ -466,6 +458,7 @@ def _shot(browser: Any, name: str, tmp: Path) -> None:
 def test_a_real_browser_opens_a_run_an_episode_a_perspective_and_a_pair(
         served: tuple[str, dict[str, str]], browser: Any, tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
 
     base, ids = served
     browser.get(f"{base}/runs")
@@ -490,8 +483,8 @@ def test_a_real_browser_opens_a_run_an_episode_a_perspective_and_a_pair(
     _shot(browser, "perspective-sally", tmp_path)
     browser.get(f"{base}/runs/{ids['learn']}")
     assert "Lifelong run" in browser.find_element(By.TAG_NAME, "h1").text
-    time.sleep(0.5)
-    assert browser.find_elements(By.CSS_SELECTOR, "#curves .main-svg")  # Plotly drew the curves
+    WebDriverWait(browser, scaled(30)).until(  # Plotly drew the curves: waited for, not slept on (raises if not)
+        lambda b: b.find_elements(By.CSS_SELECTOR, "#curves .main-svg"), "Plotly drew no curves")
     _shot(browser, "learning", tmp_path)
     pair_links = browser.find_elements(By.CSS_SELECTOR, "#t-pairs a")
     if pair_links:

@@ -108,12 +108,19 @@ class _Running:
 
 @pytest.fixture
 def llama_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """The fake server as the embedded llama-server: decisions go to its ``/v1/completions`` with ``n`` choices."""
+    """The fake server as the embedded llama-server: decisions go to its ``/v1/completions`` with ``n`` choices.
+
+    The leader of two samples waits `swm.serving.choices.WAIT` (0.5 s) for its sibling, then sends alone; on a
+    busy machine the second thread can start later than that, and the tests count one shared request. The wait
+    is a minute here (it ends as soon as the sibling joins), as in tests/test_llama_server.py.
+    """
+    from swm.lifelong import decision_play
     from swm.serving import embedded
 
     gguf = embedded.gguf_path()
     if not gguf.is_file():
         pytest.skip(f"no embedded GGUF at {gguf}")
+    monkeypatch.setattr(decision_play._gathered, "wait", 60.0)
     with FakeOpenAIServer() as fake:
         fake.configure(retry_after_ms=1)
         server = embedded.EmbeddedServer(_Running(), fake.base_url, gguf, tmp_path / "server.log",  # type: ignore[arg-type]

@@ -61,7 +61,7 @@ class _State:
         self.scripts = {**DEFAULT_SCRIPTS, **scripts}
         self.text = text
         self.record = record
-        self.fail_at = -1  # when >= 0: requests after this many answer HTTP 400 (a stand-in for a crash)
+        self.fail_at = -1  # when >= 0: requests after this many (`admitted`) answer HTTP 400 (a stand-in for a crash)
         self.faults: deque[str] = deque()
         self.fault_rate, self.fault_kinds = 0.0, list(FAULTS)
         self.fault_rng = random.Random(seed)
@@ -110,6 +110,7 @@ class _State:
         with self.lock:
             self.requests = 0
             self.attempts = 0
+            self.admitted = 0  # chat and completion requests let past ``fail_at``, counted as they are let past
             self.arrivals: list[float] = []  # when each chat request arrived (monotonic clock)
             self.injected: Counter[str] = Counter()
             self.slept: list[float] = []
@@ -356,9 +357,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _completions(self, body: dict[str, Any], received: float) -> None:
         """Answer a chat or text completion request: the fault queued for it, a refusal, or the answer."""
-        with self.state.lock:
+        with self.state.lock:  # the check and the count are one step: requests arriving together pass K at most
             self.state.by_auth[str(self.headers.get("Authorization") or "")] += 1
-            failing = 0 <= self.state.fail_at <= self.state.requests
+            failing = 0 <= self.state.fail_at <= self.state.admitted
+            if not failing:
+                self.state.admitted += 1
         if failing:
             self._send(400, {"error": {"message": "fake server: fail_at reached",
                                        "type": "invalid_request_error"}})

@@ -72,7 +72,9 @@ class FakeOpenAIServer:
     ``latency`` seconds per request (``jitter`` > 0: normal with that standard deviation,
     seeded); ``scripts`` maps a tool name (or ``"<text>"`` for plain calls) to a reply or a
     function ``(prompt, body) -> reply``; ``record`` keeps request bodies for replay. Scripts
-    that are functions need the in-thread server.
+    that are functions need the in-thread server. They run on its request threads, several at once
+    when requests overlap (a client with concurrency above 1): a script that keeps state (a count, a
+    first-time check) holds a lock around reading and changing it.
     """
 
     def __init__(self, latency: float = 0.0, *, jitter: float = 0.0, seed: int = 0,
@@ -176,10 +178,11 @@ class FakeOpenAIServer:
     def configure(self, **settings: Any) -> None:
         """Change ``latency``, ``jitter``, ``seed``, ``record``, ``fail_at`` or the faults on the running server.
 
-        ``fail_at=K`` makes every request after the first K answer HTTP 400 (the client raises and
-        the graph stops, as if killed); ``fail_at=-1`` turns that off. ``faults``, ``fault_rate``,
-        ``fault_kinds``, ``retry_after``, ``retry_after_ms``, ``hang``, ``huge_chars``, ``forget_adapters_at``,
-        ``drip_interval`` and ``drip_bytes``: see the module docstring.
+        ``fail_at=K`` makes every request after the first K since the last `reset` answer HTTP 400 (the
+        client raises and the graph stops, as if killed), however many arrive at once; ``fail_at=-1``
+        turns that off. ``faults``, ``fault_rate``, ``fault_kinds``, ``retry_after``, ``retry_after_ms``,
+        ``hang``, ``huge_chars``, ``forget_adapters_at``, ``drip_interval`` and ``drip_bytes``: see the
+        module docstring.
         """
         if self.process_mode:
             self._call("POST", "/config", settings)
