@@ -58,6 +58,35 @@ def test_the_sampler_setting_resolves_and_refuses_a_base_without_gguf(tiny_gguf_
     assert "--base-gguf" in caught.value.one_line() and "\n" not in caught.value.one_line()
 
 
+@pytest.mark.parametrize(("server_says", "end"), [({"__verbose": {"stop_type": "eos"}}, "end token"),
+                                                  ({"__verbose": {"stop_type": "word"}}, "stop string"),
+                                                  ({}, "stop string")], ids=["eos", "word", "not said"])
+def test_a_reply_that_stopped_is_trained_with_the_end_it_sampled(tiny_gguf_llama: Path, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch,
+                                                                 server_says: dict[str, Any], end: str) -> None:
+    """``finish_reason: "stop"`` is the stop string or the end token: the turn's last tokens are the one the server
+    says it sampled (`served.ended_by_stop`), the stop string's when it does not say."""
+    from openai.types import Completion
+
+    from swm.selfplay.served import ServedSampler
+
+    plan = make_plan(tiny_gguf_llama, tmp_path / "out")
+    loop.ensure_initial_checkpoint(plan)
+    checkpoint = checkpoint_dir(plan.run_dir, 0)
+    policy = serving.POOL.get(plan.policy, checkpoint)
+    sampler = ServedSampler(policy, "http://127.0.0.1:9/v1", "k", serving._scorer(plan, checkpoint), model="adapter",
+                            sampling={})
+    answer = Completion.model_validate({"id": "c", "created": 0, "model": "adapter", "object": "text_completion",
+                                        "choices": [{"index": 0, "text": " Ann Lee", "finish_reason": "stop"}],
+                                        **server_says})
+    monkeypatch.setattr(sampler, "_complete", lambda *args, **kwargs: answer)
+    tok = policy.tokenizer
+    gen = sampler.generate("Name a friend.", stop="\n4.")
+    ending = [tok.eos_token_id] if end == "end token" else tok.encode("\n4.", add_special_tokens=False)
+    assert gen.token_ids == [*tok.encode(" Ann Lee", add_special_tokens=False), *ending]
+    assert len(gen.logprobs) == len(gen.token_ids)
+
+
 def test_a_served_rollout_records_tokens_scored_under_the_sampling_checkpoint(tiny_gguf_llama: Path,
                                                                              tmp_path: Path) -> None:
     plan = make_plan(tiny_gguf_llama, tmp_path / "out")

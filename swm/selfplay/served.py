@@ -171,6 +171,28 @@ def verify_logprobs(policy: LoraValueModel, lock: Any, url: str, name: str, prom
     return check_logprobs(url, name, probes, tok, temperature, seed=seed_of(name), fields=VLLM_SAMPLING)
 
 
+# llama-server's completions say ``finish_reason: "stop"`` for a stop string and for the end token alike; with
+# ``verbose`` they also carry the native answer (``__verbose``), whose ``stop_type`` tells the two apart
+VERBOSE = {"verbose": True}
+
+
+def ended_by_stop(reply: Any, stop: str) -> bool | None:
+    """Whether ``stop``, not the model's end token, ended a completion that finished with ``"stop"``.
+
+    llama-server (asked with `VERBOSE`) says it in ``__verbose.stop_type`` (``"word"`` or ``"eos"``), vLLM in the
+    choice's ``stop_reason`` (the stop string, or None for the end token). None: the server does not say (the
+    llama-cpp-python server), and the caller keeps the stop string, the likelier end when one was asked for.
+    """
+    verbose = (getattr(reply, "model_extra", None) or {}).get("__verbose")
+    if isinstance(verbose, dict) and verbose.get("stop_type") in ("word", "eos"):
+        return bool(verbose["stop_type"] == "word")
+    choice = reply.choices[0]
+    extra = getattr(choice, "model_extra", None) or {}
+    if "stop_reason" in extra:
+        return bool(extra["stop_reason"] == stop)
+    return None
+
+
 class ServedSampler:
     """Samples every turn from a server and scores it in torch under the same checkpoint.
 
@@ -221,7 +243,7 @@ class ServedSampler:
         self.calls += 1
         draw: dict[str, Any] = {}
         if self.model == "embedded" and engine() == ENGINE:  # how a seeded draw is sent (`swm.serving.draws`)
-            draw = draws.fields()
+            draw = {**draws.fields(), **VERBOSE}
             if chat is not None:
                 if chat.slot is None:
                     chat.slot = draws.PINS.pin(self.base_url, slots())
@@ -231,8 +253,10 @@ class ServedSampler:
         text = choice.text or ""
         tokens = [int(t) for t in tok.encode(text, add_special_tokens=False)]
         if choice.finish_reason == "stop" and tok.eos_token_id is not None:
-            # the end of the turn: the model's end token, or the stop string it sampled
-            tokens += [int(t) for t in tok.encode(stop, add_special_tokens=False)] if stop else [int(tok.eos_token_id)]
+            # the end of the turn: the stop string it sampled, or the model's end token
+            by_stop = stop is not None and ended_by_stop(reply, stop) is not False
+            tokens += [int(t) for t in tok.encode(stop, add_special_tokens=False)] if by_stop and stop \
+                else [int(tok.eos_token_id)]
         if not tokens:
             raise ValueError(f"the server returned no tokens (finish_reason {choice.finish_reason!r})")
         batch = collate([prompt_ids], [tokens], tok.pad_token_id)
