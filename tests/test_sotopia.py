@@ -295,3 +295,24 @@ def test_a_run_pinned_before_an_option_existed_resumes_with_the_value_it_had(tmp
     assert pin_run_options(store, "old", {"max_turns": 3, "act_order": "sotopia"}, added={"act_order": "sotopia"})
     with pytest.raises(InputError, match="act_order: 'sotopia' → 'prefix'"):
         pin_run_options(store, "old", {"max_turns": 3, "act_order": "prefix"}, added={"act_order": "sotopia"})
+
+
+def test_a_second_run_of_a_held_thread_is_refused_before_it_builds_anything(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lease is checked first: a run refused because another holds the thread builds no context (models,
+    stores), records no run and makes no --out folder; it did all three, then was refused."""
+    from swm.checkpoints import ExperienceStore, hold_lease
+    from swm.commands import bench_sotopia
+
+    built: list[object] = []
+    make_context = bench_sotopia.make_context
+    monkeypatch.setattr(bench_sotopia, "make_context", lambda *a, **k: built.append(a) or make_context(*a, **k))
+    db, out = tmp_path / "run.db", tmp_path / "out"
+    with hold_lease(db, "held"):
+        result = CliRunner().invoke(main, ["bench", "sotopia", "--n", "1", "--db", str(db), "--thread-id", "held",
+                                           "--model", "m@http://127.0.0.1:9/v1", "--out", str(out)])
+    assert result.exit_code == 5 and "error: thread held is already running" in result.output, result.output
+    assert built == [], "the context was built before the refusal"
+    store = ExperienceStore(db)
+    assert not store.has_table("swm_runs") or store.count("swm_runs") == 0, "the refused run recorded itself"
+    assert not out.exists(), "the refused run made its --out folder"

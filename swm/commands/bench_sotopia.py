@@ -119,32 +119,37 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
     a judge that is the agent's own model is warned about and recorded. Rerun with the same --db
     and --thread-id to resume: finished episodes are skipped.
     """
+    from swm.checkpoints import hold_lease
+
     chosen = comma_list(policies, POLICIES, "policy")
     scenarios = _scenarios(hard, data, n)
-    ctx = make_context(db, lookahead_width=width, lookahead_depth=depth, act_order=act_order, **models)
-    inject_test_models(ctx)
-    in_flight = resolve_concurrency(ctx, concurrency)
     run_id = thread_id or f"sotopia-{uuid.uuid4().hex[:10]}"
-    ctx, opts = _recorded_options(ctx, run_id, {"partner_policy": partner_policy, "max_turns": max_turns,
-                                                "width": width, "depth": depth, "judge_protocol": judge_protocol,
-                                                "act_order": act_order})
-    record_run(ctx.experience_store(), run_id, "sotopia", "episode")
-    folder = writable_out(out_dir or Path("swm-results") / file_name(run_id))
-    seat_list = {"both": (0, 1), "first": (0,), "second": (1,)}[seats]
-    self_judged = ctx.judge_is_agent()
-    if self_judged:
-        click.echo(f"warning: the judge is the tested agent's own model ({ctx.spec_for('judge')}): self-judging "
-                   "inflates scores; pass --judge-model (or SWM_MODEL_JUDGE). Recorded in the results.", err=True)
-    click.echo(f"judge protocol: {opts['judge_protocol']}; acting prompt order: {opts['act_order']}", err=True)
-    episodes = sum(1 for s in scenarios for k in seat_list if k < len(s.names)) * len(chosen)
-    click.echo(f"run {run_id}: {len(scenarios)} scenarios × {len(seat_list)} seats × {len(chosen)} policies, "
-               f"max {opts['max_turns']} turns (rerun with --thread-id {run_id} --db {db_path(db)} to resume if "
-               "interrupted)", err=True)
-    result, in_flight = _play_episodes(ctx, db, run_id, opts, scenarios, chosen, seat_list, episodes=episodes,
-                                       workers=workers, ray_address=ray_address, in_flight=in_flight,
-                                       no_progress=no_progress)
-    _report(ctx, folder, result, opts, scenarios, chosen, run_id=run_id, seats=seats, hard=hard,
-            self_judged=self_judged, in_flight=in_flight, as_json=as_json)
+    # the lease first: a second run of a thread another one holds is refused before it builds anything (the models,
+    # the stores) or records itself as a run
+    with hold_lease(db_path(db), run_id):
+        ctx = make_context(db, lookahead_width=width, lookahead_depth=depth, act_order=act_order, **models)
+        inject_test_models(ctx)
+        in_flight = resolve_concurrency(ctx, concurrency)
+        ctx, opts = _recorded_options(ctx, run_id, {"partner_policy": partner_policy, "max_turns": max_turns,
+                                                    "width": width, "depth": depth, "judge_protocol": judge_protocol,
+                                                    "act_order": act_order})
+        record_run(ctx.experience_store(), run_id, "sotopia", "episode")
+        folder = writable_out(out_dir or Path("swm-results") / file_name(run_id))
+        seat_list = {"both": (0, 1), "first": (0,), "second": (1,)}[seats]
+        self_judged = ctx.judge_is_agent()
+        if self_judged:
+            click.echo(f"warning: the judge is the tested agent's own model ({ctx.spec_for('judge')}): self-judging "
+                       "inflates scores; pass --judge-model (or SWM_MODEL_JUDGE). Recorded in the results.", err=True)
+        click.echo(f"judge protocol: {opts['judge_protocol']}; acting prompt order: {opts['act_order']}", err=True)
+        episodes = sum(1 for s in scenarios for k in seat_list if k < len(s.names)) * len(chosen)
+        click.echo(f"run {run_id}: {len(scenarios)} scenarios × {len(seat_list)} seats × {len(chosen)} policies, "
+                   f"max {opts['max_turns']} turns (rerun with --thread-id {run_id} --db {db_path(db)} to resume if "
+                   "interrupted)", err=True)
+        result, in_flight = _play_episodes(ctx, db, run_id, opts, scenarios, chosen, seat_list, episodes=episodes,
+                                           workers=workers, ray_address=ray_address, in_flight=in_flight,
+                                           no_progress=no_progress)
+        _report(ctx, folder, result, opts, scenarios, chosen, run_id=run_id, seats=seats, hard=hard,
+                self_judged=self_judged, in_flight=in_flight, as_json=as_json)
 
 
 def _recorded_options(ctx: SWMContext, run_id: str, options: dict[str, Any]) -> tuple[SWMContext, dict[str, Any]]:
@@ -163,17 +168,16 @@ def _recorded_options(ctx: SWMContext, run_id: str, options: dict[str, Any]) -> 
 def _play_episodes(ctx: SWMContext, db: str | None, run_id: str, opts: dict[str, Any], scenarios: list[Any],
                    chosen: list[str], seat_list: tuple[int, ...], *, episodes: int, workers: int,
                    ray_address: str | None, in_flight: int, no_progress: bool) -> tuple[EpisodesRun, int]:
-    """Play every episode not yet done, here or on Ray workers, under the run's lease; return the result and the
-    episodes that were in flight at once."""
+    """Play every episode not yet done, here or on Ray workers (the run's lease held by the caller); return the
+    result and the episodes that were in flight at once."""
     from contextlib import ExitStack
 
     from tqdm import tqdm
 
-    from swm.checkpoints import hold_lease, pin_run_options
+    from swm.checkpoints import pin_run_options
     from swm.social.bench import bench_episodes, run_bench
 
     with ExitStack() as stack:
-        stack.enter_context(hold_lease(db_path(db), run_id))
         bar = stack.enter_context(tqdm(total=episodes, desc="episodes", disable=no_progress))
         play: Any = episode_player(ctx, db_path(db))
         if workers > 0:
