@@ -69,8 +69,10 @@ def test_two_processes_create_and_widen_one_table_without_collisions(pg_url: str
         == {"a": 40, "b": 40}
 
 
-def test_an_unreachable_database_is_one_line_and_exit_2() -> None:
+def test_an_unreachable_database_is_one_line_and_exit_2(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SWM_POSTGRES_WAIT", "0.5")  # the default waits 10 s for a server that is starting
     result = CliRunner().invoke(main, ["parse", "-", "--db",
                                        "postgresql://swm:hunter2@127.0.0.1:1/none"], input="Sally left.")
     assert result.exit_code == 2, result.output
     assert "cannot open the PostgreSQL database" in result.output and "hunter2" not in result.output
+    assert "after 0.5 s: connection to server at \"127.0.0.1\", port 1 failed: Connection refused" in result.output

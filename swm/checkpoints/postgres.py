@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import re
 import threading
 import time
@@ -54,16 +55,39 @@ def _pool(url: str, max_size: int = 8, prepare: bool = True) -> ConnectionPool[C
     from psycopg.rows import dict_row
     from psycopg_pool import ConnectionPool
 
+    wait = float(os.environ.get("SWM_POSTGRES_WAIT", "10"))  # a server still starting refuses for a while
+    pool: ConnectionPool[Connection[DictRow]] | None = None
+    quiet = logging.getLogger("psycopg.pool")  # its "error connecting" retries, while the wait's one line says why
+    hush = logging.Filter("nothing")  # a filter whose name matches no logger drops every record
+    quiet.addFilter(hush)
     try:
         # check: a connection the server ended (restart, failover, idle timeout) is replaced on checkout
-        pool: ConnectionPool[Connection[DictRow]] = ConnectionPool(
+        pool = ConnectionPool(
             url, min_size=1, max_size=max_size, open=True, timeout=30, check=ConnectionPool.check_connection,
             kwargs={"autocommit": True, "prepare_threshold": 0 if prepare else None, "row_factory": dict_row})
-        pool.wait(timeout=10)
+        pool.wait(timeout=wait)
     except Exception as exc:  # psycopg_pool.PoolTimeout, psycopg.OperationalError
-        raise InputError(f"cannot open the PostgreSQL database {redact(url)}: {type(exc).__name__}",
+        if pool is not None:
+            pool.close()  # its workers would go on trying to connect for the life of the process
+        raise InputError(f"cannot open the PostgreSQL database {redact(url)} after {wait:g} s: {_why(url, exc)}",
                          "check that the server answers (pg_isready) and the URL names an existing database") from exc
+    finally:
+        quiet.removeFilter(hush)
     return pool
+
+
+def _why(url: str, failed: Exception) -> str:
+    """The reason a connection fails, in one line: the pool's timeout names none, so one connection is tried."""
+    import psycopg
+
+    from swm.credentials import redact_text
+
+    try:
+        psycopg.connect(url, connect_timeout=5).close()
+    except psycopg.Error as exc:
+        lines = [line.strip() for line in str(exc).removeprefix("connection failed:").splitlines() if line.strip()]
+        return redact_text(redact(lines[0])) if lines else type(exc).__name__
+    return type(failed).__name__  # it answers now: the server came up after the wait
 
 
 def redact(url: str) -> str:
