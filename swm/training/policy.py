@@ -223,8 +223,8 @@ class LoraValueModel:
             tokens = tokens[: tokens.index(eos) + 1]
         ends = stops(stop)
         if ends:  # the token that completes a stop: ``\n4.`` is three tokens ("\n", "4", ".")
-            cut = next((i for i in range(len(tokens))
-                        if any(end in self.tokenizer.decode(tokens[:i + 1]) for end in ends)), None)
+            said = (str(self.tokenizer.decode(tokens[:i + 1])) for i in range(len(tokens)))
+            cut = next((i for i, prefix in enumerate(said) if any(end in prefix for end in ends)), None)
             tokens = tokens if cut is None else tokens[: cut + 1]
         text = self.tokenizer.decode([t for t in tokens if t != eos], skip_special_tokens=True)
         text = prefill + text[:min((text.find(end) for end in ends if end in text), default=len(text))]
