@@ -49,6 +49,7 @@ from swm.selfplay.rollout import play
 from swm.serving import embedded
 from swm.serving.embedded import gguf_path
 from swm.tasks import synthesize
+from swm.tasks.decisions import Stop, stops
 from swm.training.trajectory import Generation, Rollout
 from swm.training.transcript import SeatChat, chat_prompt_ids
 
@@ -117,7 +118,7 @@ class ServerSeats:
     def _post(self, body: dict[str, Any]) -> dict[str, Any]:
         return complete(self.url, body)
 
-    def _generate(self, prompt: str, prefill: str, stop: str | None, max_tokens: int | None,
+    def _generate(self, prompt: str, prefill: str, stop: Stop, max_tokens: int | None,
                   chat: SeatChat | None, seat: int) -> Generation:
         ids = chat_prompt_ids(self.tok, chat, prompt, prefill)
         k = self.calls.get(seat, 0)
@@ -135,8 +136,8 @@ class ServerSeats:
                                    f"the recorded one played {len(self.script)}")
             replay = self.script[len(self.meter.replies)]
             body.update(n_predict=max(1, replay.steps), ignore_eos=True)  # the reference's decode steps, no stop
-        elif stop:
-            body["stop"] = [stop]
+        elif stops(stop):
+            body["stop"] = list(stops(stop))
         reply = self._post(body)
         if replay is not None:
             text, tokens = replay.text, list(replay.tokens)
@@ -161,14 +162,14 @@ class ServerSeats:
 
 
 class AppendSeats(ServerSeats):
-    def generate(self, prompt: str, prefill: str = "", stop: str | None = None, max_tokens: int | None = None,
+    def generate(self, prompt: str, prefill: str = "", stop: Stop = None, max_tokens: int | None = None,
                  chat: SeatChat | None = None) -> Generation:
         seat = self.seat_of.setdefault(id(chat), len(self.seat_of))
         return self._generate(prompt, prefill, stop, max_tokens, chat, seat)
 
 
 class RerenderSeats(ServerSeats):
-    def generate(self, prompt: str, prefill: str = "", stop: str | None = None,
+    def generate(self, prompt: str, prefill: str = "", stop: Stop = None,
                  max_tokens: int | None = None) -> Generation:
         return self._generate(prompt, prefill, stop, max_tokens, None, 0)
 

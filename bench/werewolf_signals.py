@@ -33,6 +33,7 @@ from swm.selfplay.game_rollout import play_game_rollout
 from swm.selfplay.served import seed_of
 from swm.serving.embedded import ensure_server
 from swm.stats import mean_ci
+from swm.tasks.decisions import Stop, stops
 from swm.training.base import resolve_base
 from swm.training.trajectory import Generation
 
@@ -54,7 +55,7 @@ class BaseSampler:
         self.max_tokens = max_tokens
         self.calls = 0
 
-    def generate(self, prompt: str, prefill: str = "", stop: str | None = None,
+    def generate(self, prompt: str, prefill: str = "", stop: Stop = None,
                  max_tokens: int | None = None) -> Generation:
         text_prompt = str(self.tokenizer.apply_chat_template([{"role": "user", "content": prompt}],
                                                              add_generation_prompt=True, tokenize=False)) + prefill
@@ -62,7 +63,7 @@ class BaseSampler:
         self.calls += 1
         reply = self.client.completions.create(
             model="embedded", prompt=text_prompt, max_tokens=max_tokens or self.max_tokens,
-            temperature=self.temperature, top_p=1.0, seed=seed, stop=[stop] if stop else openai.omit,
+            temperature=self.temperature, top_p=1.0, seed=seed, stop=list(stops(stop)) or openai.omit,
             extra_body={"top_k": 0, "min_p": 0.0, "repeat_penalty": 1.0})
         text = reply.choices[0].text or ""
         n = max(1, reply.usage.completion_tokens if reply.usage else len(text.split()))

@@ -41,6 +41,7 @@ from swm.selfplay.rollout import seat_message
 from swm.social.judgement import DIMENSIONS
 from swm.tasks import Task, check, synthesize
 from swm.tasks.checkers import is_attempt
+from swm.tasks.decisions import Stop
 from swm.tasks.families import DECISION, DECISION_FAMILIES, TWO_SEAT, TWO_TURN
 from swm.testing import FakeOpenAIServer
 from swm.training.trajectory import Generation
@@ -190,7 +191,7 @@ class SeatLog:
     def __init__(self, sampler: ChatSampler) -> None:
         self.sampler, self.prompts = sampler, []
 
-    def generate(self, prompt: str, prefill: str = "", stop: str | None = None,
+    def generate(self, prompt: str, prefill: str = "", stop: Stop = None,
                  max_tokens: int | None = None, chat: SeatChat | None = None) -> Generation:
         self.prompts.append(prompt)
         return self.sampler.generate(prompt, prefill, stop, max_tokens, chat=chat)
@@ -300,7 +301,7 @@ class _Replies:
     def __init__(self, reply: Callable[[str], Any]) -> None:
         self.reply = reply
 
-    def generate(self, prompt: str, prefill: str = "", stop: str | None = None,
+    def generate(self, prompt: str, prefill: str = "", stop: Stop = None,
                  max_tokens: int | None = None) -> Any:
         return self.reply(prompt)
 

@@ -31,6 +31,7 @@ from swm.llm import make_chat_model
 from swm.scenarios import shipped
 from swm.selfplay.rewards import RewardConfig
 from swm.tasks import check, synthesize
+from swm.tasks.decisions import Stop
 from swm.testing import FakeOpenAIServer
 from swm.training.trajectory import Generation
 
@@ -58,7 +59,7 @@ class Replay:
     def __init__(self, replies: list[str]) -> None:
         self.replies = deque(replies)
 
-    def generate(self, prompt: str, prefill: str = "", stop: str | None = None,
+    def generate(self, prompt: str, prefill: str = "", stop: Stop = None,
                  max_tokens: int | None = None) -> Generation:
         return reply_generation(prompt, self.replies.popleft(), prefill, stop)
 

@@ -169,21 +169,24 @@ def test_a_structured_reply_is_a_forced_tool_call_on_llama_server() -> None:
 
 
 def test_a_served_reply_says_whether_its_stop_string_or_the_end_token_ended_it() -> None:
-    """Both end with ``finish_reason: "stop"``; the served sampler trains the end sampled (`ended_by_stop`)."""
+    """Both end with ``finish_reason: "stop"``; the served sampler trains the end sampled (`ended_by_stop`): the stop
+    string the server met, of the several it was asked for, or the end token (None)."""
     from openai import OpenAI
 
     from swm.selfplay.served import VERBOSE, ended_by_stop
 
     client = OpenAI(base_url=embedded.ensure_server().base_url, api_key="sk-no-key-needed")
 
-    def ask(prompt: str, stop: str) -> Any:
-        return client.completions.create(model="embedded", prompt=prompt, max_tokens=200, temperature=0, stop=[stop],
+    def ask(prompt: str, stop: list[str]) -> Any:
+        return client.completions.create(model="embedded", prompt=prompt, max_tokens=200, temperature=0, stop=stop,
                                          extra_body=VERBOSE)
 
-    listed = ask("My friends:\n1. Ann Lee\n2. Bo Diaz\n3.", "\n")  # a list runs on to its next line
-    assert listed.choices[0].finish_reason == "stop" and ended_by_stop(listed, "\n") is True
-    said = ask("<|im_start|>user\nSay hi.<|im_end|>\n<|im_start|>assistant\n", "\u2603")  # a snowman never comes
-    assert said.choices[0].finish_reason == "stop" and ended_by_stop(said, "\u2603") is False
+    listed = ask("My friends:\n1. Ann Lee\n2. Bo Diaz\n3.", ["\n"])  # a list runs on to its next line
+    assert listed.choices[0].finish_reason == "stop" and ended_by_stop(listed, "\n") == "\n"
+    second = ask("My friends:\n1. Ann Lee\n2. Bo Diaz\n3.", ["\u2603", "\n"])  # the second string, named
+    assert second.choices[0].finish_reason == "stop" and ended_by_stop(second, ["\u2603", "\n"]) == "\n"
+    said = ask("<|im_start|>user\nSay hi.<|im_end|>\n<|im_start|>assistant\n", ["\u2603"])  # a snowman never comes
+    assert said.choices[0].finish_reason == "stop" and ended_by_stop(said, "\u2603") is None
 
 
 def test_without_word_from_the_server_a_reply_that_stopped_ends_on_its_stop_string() -> None:
@@ -196,10 +199,16 @@ def test_without_word_from_the_server_a_reply_that_stopped_ends_on_its_stop_stri
                                           "choices": [{"index": 0, "text": "x", "finish_reason": "stop", **choice}],
                                           **extra})
 
-    assert ended_by_stop(reply({"stop_reason": "\n4."}), "\n4.") is True  # vLLM: the string that stopped it
-    assert ended_by_stop(reply({"stop_reason": None}), "\n4.") is False  # vLLM: the end token
-    assert ended_by_stop(reply({}), "\n4.") is None  # llama-cpp-python's server does not say
-    assert ended_by_stop(reply({}, __verbose={"stop_type": "eos"}), "\n4.") is False
+    assert ended_by_stop(reply({"stop_reason": "\n4."}), "\n4.") == "\n4."  # vLLM: the string that stopped it
+    assert ended_by_stop(reply({"stop_reason": "\n\n"}), ("\n4.", "\n\n")) == "\n\n"  # of several, the one met
+    assert ended_by_stop(reply({"stop_reason": None}), "\n4.") is None  # vLLM: the end token
+    assert ended_by_stop(reply({}), "\n4.") == "\n4."  # llama-cpp-python's server does not say: the stop string
+    assert ended_by_stop(reply({}), ("\n4.", "\n\n")) == "\n4."  # nor which: the first
+    assert ended_by_stop(reply({}, __verbose={"stop_type": "eos"}), "\n4.") is None
+    word = {"stop_type": "word", "stopping_word": "\n\n"}  # llama-server: the string met
+    assert ended_by_stop(reply({}, __verbose=word), ("\n4.", "\n\n")) == "\n\n"
+    assert ended_by_stop(reply({}, __verbose={"stop_type": "word"}), ("\n4.", "\n\n")) == "\n4."
+    assert ended_by_stop(reply({}), None) is None  # no stop string asked for: the end token
 
 
 def test_the_bench_meter_reads_each_prompt_as_the_engine_tokenized_it() -> None:

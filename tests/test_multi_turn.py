@@ -10,6 +10,7 @@ from swm.selfplay.plan import SelfPlayPlan
 from swm.selfplay.rewards import RewardConfig, score
 from swm.selfplay.rollout import play
 from swm.tasks.checkers import Utterance
+from swm.tasks.decisions import Stop, stops
 from swm.tasks.families import MULTI_TURN, Task, Variant, synthesize, task_of_id
 from swm.tasks.multi_turn import (
     BUDGET,
@@ -187,7 +188,7 @@ def test_a_wrong_answer_beside_a_broken_rule_costs_its_seat_nothing() -> None:
 class ChatScripted(Scripted):
     """`Scripted`, taking the seat's chat as an append-only sampler does (so the rollout sends follow-ups)."""
 
-    def generate(self, prompt: str, prefill: str = "", stop: str | None = None,  # type: ignore[override]
+    def generate(self, prompt: str, prefill: str = "", stop: Stop = None,  # type: ignore[override]
                  max_tokens: int | None = None, chat: SeatChat | None = None) -> Generation:
         return super().generate(prompt, prefill, stop, max_tokens)
 
@@ -202,7 +203,9 @@ def test_each_seats_last_message_within_the_budget_starts_with_answer() -> None:
     sampler = Scripted(["Hi."] * (BUDGET - 2) + [f" {friend}"] * 2)
     rollout = play(t, sampler, rollout_id="r", iteration=0, sample=0, max_turns=20)
     assert prefills(sampler) == [LIST_PREFILL] * (BUDGET - 2) + ["ANSWER:"] * 2
-    assert [stop for _, _, stop, _ in sampler.calls] == [f"\n{CAP + 1}."] * (BUDGET - 2) + ["\n"] * 2
+    a, b = t.names
+    listed = [(f"\n{CAP + 1}.", "\n\n", f"\n{(b, a)[i % 2]}:", "\nYou:") for i in range(BUDGET - 2)]  # item 4, a turn
+    assert [stop for _, _, stop, _ in sampler.calls] == [*listed, "\n", "\n"]
     assert [n for *_, n in sampler.calls] == [MESSAGE_TOKENS] * BUDGET and MESSAGE_TOKENS == 40  # docs/selfplay.md
     scored, verdict = score(rollout, t, RewardConfig())
     assert verdict.passed and rollout.end_reason == "settled"
@@ -306,7 +309,9 @@ def test_only_a_message_within_the_budget_closes_and_each_prompt_says_itself_whe
             shown = seat_prompt(shape, who, talk[:i])
             # a list ends at its item past the cap, any other message at its line, by the prompt's own word: the
             # rollout would also end a reply prefilled as the two-seat finder's at a newline, a prefill shared by choice
-            assert shown.one_line is (shown.stop is None) and shown.stop in (None, f"\n{CAP + 1}."), (form, closing, i)
+            partner = t.names[1 - i % 2]
+            assert shown.one_line is (shown.stop is None), (form, closing, i)
+            assert shown.stop in (None, (f"\n{CAP + 1}.", "\n\n", f"\n{partner}:", "\nYou:")), (form, closing, i)
 
 
 def test_a_message_ends_at_a_later_line_that_starts_a_turn_and_only_a_seats_name_or_you_starts_one() -> None:
@@ -321,6 +326,27 @@ def test_a_message_ends_at_a_later_line_that_starts_a_turn_and_only_a_seats_name
     assert message(t, own) == own
     assert message(t, f"{b}: hi\n{a}: hello") == f"{b}: hi"  # the reply's first line is its own, whoever it names
     assert message(free(t), f"Do you know {mine[0]}?\n{b}: No.") == f"Do you know {mine[0]}?"
+
+
+def test_a_listed_prompts_stops_end_a_run_on_reply_where_its_message_ends_and_never_cut_a_list() -> None:
+    """The listed form stops at item ``cap + 1`` or at the blank line (or turn) that starts the partner's voice: a
+    sampler honouring every stop string samples no token of the run-on `message` would cut off."""
+    t = task(2)
+    a, b = t.names
+    mine, theirs = others(t, 0), others(t, 1)
+    shown = seat_prompt(t, a, [])
+    ends = stops(shown.stop)
+    assert f"\n{CAP + 1}." in ends and "\n\n" in ends and f"\n{b}:" in ends and len(ends) <= 4
+
+    def cut(reply: str) -> str:  # the reply as a sampler ends it: before the first stop string in it
+        return reply[:min((reply.find(end) for end in ends if end in reply), default=len(reply))]
+
+    listed = f"{LIST_PREFILL} {mine[0]}\n2. {mine[1]}\n3. {mine[2]}"
+    assert cut(listed) == listed == message(t, listed)  # a well-formed list has no blank line: no stop cuts it
+    assert cut(f"{listed}\n4. {mine[3]}") == listed
+    for head in (f"\n\n{b}: My friends:", f"\n{b}:", "\nYou: I"):  # the run-on the rollout saw, and its kin
+        run_on = f"{listed}{head}\n1. {theirs[0]}\n2. {theirs[1]}"
+        assert cut(run_on) == listed and message(t, run_on) in (listed, listed + "\n"), head
 
 
 def test_a_listed_reply_that_runs_into_the_partners_voice_says_only_its_list_and_is_not_over_the_cap() -> None:

@@ -33,6 +33,7 @@ from swm.games import get_game
 from swm.games.moderator import resolve
 from swm.selfplay.rewards import RewardConfig, score
 from swm.tasks.checkers import CHECKERS, DECISION_CHECKERS, Utterance, check_game
+from swm.tasks.decisions import Stop
 from swm.tasks.families import (
     DECISION,
     DECISION_FAMILIES,
@@ -408,7 +409,7 @@ class Saying:
     def __init__(self, text: str) -> None:
         self.text = text
 
-    def generate(self, prompt: str, prefill: str = "", stop: str | None = None,
+    def generate(self, prompt: str, prefill: str = "", stop: Stop = None,
                  max_tokens: int | None = None) -> Generation:
         return Generation(text=self.text, prompt_ids=[1], token_ids=[1], logprobs=[0.0])
 

@@ -58,14 +58,20 @@ def test_the_sampler_setting_resolves_and_refuses_a_base_without_gguf(tiny_gguf_
     assert "--base-gguf" in caught.value.one_line() and "\n" not in caught.value.one_line()
 
 
-@pytest.mark.parametrize(("server_says", "end"), [({"__verbose": {"stop_type": "eos"}}, "end token"),
-                                                  ({"__verbose": {"stop_type": "word"}}, "stop string"),
-                                                  ({}, "stop string")], ids=["eos", "word", "not said"])
+@pytest.mark.parametrize(("server_says", "choice_says", "end"), [
+    ({"__verbose": {"stop_type": "eos"}}, {}, None),
+    ({"__verbose": {"stop_type": "word", "stopping_word": "\n\n"}}, {}, "\n\n"),
+    ({"__verbose": {"stop_type": "word", "stopping_word": "\n4."}}, {}, "\n4."),
+    ({"__verbose": {"stop_type": "word"}}, {}, "\n4."),
+    ({}, {"stop_reason": "\n\n"}, "\n\n"),
+    ({}, {"stop_reason": None}, None),
+    ({}, {}, "\n4.")], ids=["eos", "second word", "first word", "word unnamed", "vllm word", "vllm eos", "not said"])
 def test_a_reply_that_stopped_is_trained_with_the_end_it_sampled(tiny_gguf_llama: Path, tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch,
-                                                                 server_says: dict[str, Any], end: str) -> None:
-    """``finish_reason: "stop"`` is the stop string or the end token: the turn's last tokens are the one the server
-    says it sampled (`served.ended_by_stop`), the stop string's when it does not say."""
+                                                                 server_says: dict[str, Any],
+                                                                 choice_says: dict[str, Any], end: str | None) -> None:
+    """``finish_reason: "stop"`` is one of the stop strings or the end token: the turn's last tokens are the ones the
+    server says it sampled (`served.ended_by_stop`), the first stop string's when it does not say which."""
     from openai.types import Completion
 
     from swm.selfplay.served import ServedSampler
@@ -77,12 +83,14 @@ def test_a_reply_that_stopped_is_trained_with_the_end_it_sampled(tiny_gguf_llama
     sampler = ServedSampler(policy, "http://127.0.0.1:9/v1", "k", serving._scorer(plan, checkpoint), model="adapter",
                             sampling={})
     answer = Completion.model_validate({"id": "c", "created": 0, "model": "adapter", "object": "text_completion",
-                                        "choices": [{"index": 0, "text": " Ann Lee", "finish_reason": "stop"}],
-                                        **server_says})
-    monkeypatch.setattr(sampler, "_complete", lambda *args, **kwargs: answer)
+                                        "choices": [{"index": 0, "text": " Ann Lee", "finish_reason": "stop",
+                                                     **choice_says}], **server_says})
+    asked: list[Any] = []
+    monkeypatch.setattr(sampler.client.completions, "create", lambda **kwargs: asked.append(kwargs["stop"]) or answer)
     tok = policy.tokenizer
-    gen = sampler.generate("Name a friend.", stop="\n4.")
-    ending = [tok.eos_token_id] if end == "end token" else tok.encode("\n4.", add_special_tokens=False)
+    gen = sampler.generate("Name a friend.", stop=("\n4.", "\n\n"))
+    assert asked == [["\n4.", "\n\n"]], "the server is asked for every stop string"
+    ending = [tok.eos_token_id] if end is None else tok.encode(end, add_special_tokens=False)
     assert gen.token_ids == [*tok.encode(" Ann Lee", add_special_tokens=False), *ending]
     assert len(gen.logprobs) == len(gen.token_ids)
 

@@ -26,6 +26,7 @@ from swm.scenarios import shipped  # noqa: E402
 from swm.selfplay.game_rollout import play_game_rollout  # noqa: E402
 from swm.selfplay.rollout import play  # noqa: E402
 from swm.tasks import synthesize  # noqa: E402
+from swm.tasks.decisions import Stop  # noqa: E402
 from swm.tasks.families import GAME_FAMILIES, LEVELS, MULTI_TURN, STARTER, TWO_SEAT, level_families  # noqa: E402
 from swm.testing import FakeOpenAIServer  # noqa: E402
 from swm.training.trajectory import Generation, Rollout  # noqa: E402
@@ -58,7 +59,7 @@ class Appending:
     def ids(self, text: str) -> list[int]:
         return [int(i) for i in self.tok(text, add_special_tokens=False)["input_ids"]]
 
-    def generate(self, prompt: str, prefill: str = "", stop: str | None = None, max_tokens: int | None = None,
+    def generate(self, prompt: str, prefill: str = "", stop: Stop = None, max_tokens: int | None = None,
                  chat: SeatChat | None = None) -> Generation:
         text = self.reply(prompt, prefill)
         tokens = [*self.ids(text), int(self.tok.eos_token_id)]
@@ -67,7 +68,7 @@ class Appending:
 
 
 class Rerendering(Appending):
-    def generate(self, prompt: str, prefill: str = "", stop: str | None = None,  # type: ignore[override]
+    def generate(self, prompt: str, prefill: str = "", stop: Stop = None,  # type: ignore[override]
                  max_tokens: int | None = None) -> Generation:
         return super().generate(prompt, prefill, stop, max_tokens)
 
@@ -191,6 +192,25 @@ def test_the_torch_sampler_ends_a_reply_at_a_stop_of_several_tokens(tiny_policy:
     assert gen.token_ids == tok.encode(said + "\n4.", add_special_tokens=False) == sampled[:len(gen.token_ids)]
     one_line = tiny_policy.generate("Which one?", prefill="ANSWER:", stop="\n")  # a one-token stop, as before
     assert one_line.text == "ANSWER: Ann Lee" and tok.decode(one_line.token_ids) == " Ann Lee\n"
+
+
+def test_the_torch_sampler_ends_a_reply_at_the_first_of_its_stops_to_complete(tiny_policy: Any,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A list that runs on into the partner's voice ends at its blank line, before item 4, whichever stop is named
+    first: the stop's tokens end the reply and none after them is kept (nor trained)."""
+    import torch
+
+    tok = tiny_policy.tokenizer
+    said = " Ann Lee\n2. Bo Ray\n3. Cy Dee"
+    sampled = tok.encode(said + "\n\nBo Ray: My friends:\n1. Di Fox\n4. Ed", add_special_tokens=False)
+    monkeypatch.setattr(tiny_policy.model, "generate",
+                        lambda input_ids, **_: torch.cat([input_ids, torch.tensor([sampled])], dim=1))
+    for stop in (("\n4.", "\n\n", "\nBo Ray:"), ("\nBo Ray:", "\n4.", "\n\n")):
+        gen = tiny_policy.generate("Tell Bo your friends.", prefill="My friends:\n1.", stop=stop)
+        assert gen.text == "My friends:\n1." + said and len(gen.logprobs) == len(gen.token_ids), stop
+        assert gen.token_ids == sampled[:len(gen.token_ids)] and tok.decode(gen.token_ids) == said + "\n\n", stop
+    item = tiny_policy.generate("Tell Bo your friends.", prefill="My friends:\n1.", stop=["\nYou:", "\n2."])
+    assert item.text == "My friends:\n1. Ann Lee" and tok.decode(item.token_ids) == " Ann Lee\n2."  # a list, too
 
 
 def test_one_sequence_per_seat_trains_as_its_turns_do(tiny_policy: Any) -> None:

@@ -10,6 +10,7 @@ from swm.errors import InputError
 from swm.selfplay.checkpoint import warm_start_adapter
 from swm.tasks import multi_turn
 from swm.tasks.checkers import Utterance
+from swm.tasks.decisions import Stop
 from swm.tasks.families import MULTI_TURN, TWO_SEAT, synthesize
 from swm.tasks.two_seat import follow_up
 from swm.tasks.verify import check
@@ -53,9 +54,9 @@ class Scripted:
 
     def __init__(self, replies: list[str]) -> None:
         self.replies = iter(replies)
-        self.calls: list[tuple[str, str, str | None, int | None]] = []
+        self.calls: list[tuple[str, str, Stop, int | None]] = []
 
-    def generate(self, prompt: str, prefill: str = "", stop: str | None = None,
+    def generate(self, prompt: str, prefill: str = "", stop: Stop = None,
                  max_tokens: int | None = None) -> Generation:
         self.calls.append((prompt, prefill, stop, max_tokens))
         text = next(self.replies)

@@ -52,7 +52,7 @@ from swm.selfplay.rollout import Sampler, generate, play, record_appends, seat_m
 from swm.social.models import Scenario
 from swm.state import SocialStep
 from swm.tasks import Task, Utterance, check, synthesize
-from swm.tasks.decisions import decision_prompt
+from swm.tasks.decisions import Stop, decision_prompt, stops
 from swm.tasks.families import DECISION, GAME_FAMILIES, TWO_TURN
 from swm.tasks.two_turn import closing_prompt, opening_prompt, partner_reply, read_first_move
 from swm.training.trajectory import Generation, Rollout, SeatTrajectory, SeatTurn
@@ -74,7 +74,7 @@ class GuardedPolicy:
         self.policy = policy
         self.cut: dict[str, int] = {}
 
-    def generate(self, prompt: str, prefill: str = "", stop: str | None = None,
+    def generate(self, prompt: str, prefill: str = "", stop: Stop = None,
                  max_tokens: int | None = None) -> Generation:
         return self._checked(prompt, self.policy.generate(prompt, prefill=prefill, stop=stop, max_tokens=max_tokens))
 
@@ -91,7 +91,7 @@ class GuardedPolicy:
 class GuardedChatPolicy(GuardedPolicy):
     """A `GuardedPolicy` over a sampler that appends to a seat's chat (`takes_chat`): the chat is passed on."""
 
-    def generate(self, prompt: str, prefill: str = "", stop: str | None = None,  # type: ignore[override]
+    def generate(self, prompt: str, prefill: str = "", stop: Stop = None,  # type: ignore[override]
                  max_tokens: int | None = None, chat: SeatChat | None = None) -> Generation:
         gen = generate(self.policy, prompt, chat, prefill=prefill, stop=stop, max_tokens=max_tokens)
         return self._checked(prompt, gen)
@@ -447,7 +447,7 @@ class ChatSampler:
         self.model, self.tokenizer = model, tokenizer
         self.temperature, self.max_tokens = temperature, max_tokens
 
-    def generate(self, prompt: str, prefill: str = "", stop: str | None = None,
+    def generate(self, prompt: str, prefill: str = "", stop: Stop = None,
                  max_tokens: int | None = None, chat: SeatChat | None = None) -> Generation:
         """One reply to ``prompt``; its text is the move as swm reads it (``prefill`` first: `reply_generation`).
 
@@ -458,7 +458,7 @@ class ChatSampler:
         reply = self.client.chat.completions.create(model=self.model, messages=messages,  # type: ignore[arg-type]
                                                     temperature=self.temperature,
                                                     max_tokens=max_tokens or self.max_tokens, logprobs=True,
-                                                    stop=[stop] if stop else omit)
+                                                    stop=list(stops(stop)) or omit)
         choice = reply.choices[0]
         text = choice.message.content or ""
         content = (choice.logprobs.content or []) if choice.logprobs is not None else []
@@ -473,12 +473,11 @@ class ChatSampler:
             update={"prompt_ids": prompt_ids})
 
 
-def reply_generation(prompt: str, reply: str, prefill: str = "", stop: str | None = None,
+def reply_generation(prompt: str, reply: str, prefill: str = "", stop: Stop = None,
                      tokenizer: object = None) -> Generation:
-    """A chat reply as a `Generation`: the move as swm reads it (``prefill`` first, cut at ``stop``), token ids
-    from ``tokenizer`` (else one placeholder id 0) and unknown (NaN) log-probabilities."""
-    if stop and stop in reply:
-        reply = reply[:reply.index(stop)]
+    """A chat reply as a `Generation`: the move as swm reads it (``prefill`` first, cut at the first of ``stop``'s
+    strings in it), token ids from ``tokenizer`` (else one placeholder id 0) and unknown (NaN) log-probabilities."""
+    reply = reply[:min((reply.find(end) for end in stops(stop) if end in reply), default=len(reply))]
     # a runaway reply (megabytes) is not tokenised whole; `GuardedPolicy` cuts its text and records that it did
     tokens = _ids(tokenizer, reply[:MAX_REPLY_CHARS]) or [0]
     return Generation(text=move_text(prefill, reply), prompt_ids=_ids(tokenizer, prompt), token_ids=tokens,
@@ -500,7 +499,7 @@ class AsyncSeat:
                  tokenizer: Any = None) -> None:
         self.turn, self.loop, self.tokenizer = turn, loop, tokenizer
 
-    def generate(self, prompt: str, prefill: str = "", stop: str | None = None,
+    def generate(self, prompt: str, prefill: str = "", stop: Stop = None,
                  max_tokens: int | None = None) -> Generation:
         reply = asyncio.run_coroutine_threadsafe(self.turn(prompt), self.loop).result()
         return reply_generation(prompt, reply, prefill, stop, self.tokenizer)

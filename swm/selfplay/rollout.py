@@ -38,6 +38,7 @@ from swm.errors import SWMError
 from swm.lifelong.bridge import to_scenario
 from swm.social.models import Scenario
 from swm.tasks.checkers import Utterance
+from swm.tasks.decisions import Stop
 from swm.tasks.families import SEAT_LEVELS, Task
 from swm.tasks.two_seat import ends_at_newline, follow_up, message, seat_prompt
 from swm.tasks.verify import check
@@ -55,7 +56,7 @@ class Sampler(Protocol):
     caps it (default: the policy's ``max_new_tokens``); two-seat tasks use them.
     """
 
-    def generate(self, prompt: str, prefill: str = "", stop: str | None = None,
+    def generate(self, prompt: str, prefill: str = "", stop: Stop = None,
                  max_tokens: int | None = None) -> Generation: ...
 
 

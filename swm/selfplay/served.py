@@ -11,9 +11,10 @@ temperature sampling (``top_k`` 0, ``top_p`` 1, ``min_p`` 0, no repeat penalty: 
 assumes) and a seed derived from the run's seed, the rollout and the turn.
 
 The server returns text. Its tokens are recovered by tokenising that text with the base's
-tokenizer (the GGUF's own vocabulary) and appending the end-of-turn token when generation
-stopped on it; their log-probabilities are then *recomputed* in torch under the sampling
-checkpoint, by the forward pass the update uses, so the first PPO ratio is exactly 1. Two
+tokenizer (the GGUF's own vocabulary) and appending what ended it: the end-of-turn token, or
+the tokens of the stop string it stopped on (`ended_by_stop`); their log-probabilities are then
+*recomputed* in torch under the sampling checkpoint, by the forward pass the update uses, so the
+first PPO ratio is exactly 1. Two
 approximations follow and are documented, not hidden: llama.cpp samples from the quantised
 base (SmolLM2 ships Q4_1) while torch scores the dequantised one, and a text can tokenise
 differently from the tokens that produced it. Both make the rollouts slightly off-policy; the
@@ -51,6 +52,7 @@ from swm.serving.embedded import PYTHON, engine, revive, slots
 from swm.serving.llama_server import ENGINE
 from swm.serving.runtime_lora import LoraSlots
 from swm.serving.verify import check_logprobs, logprob_probes
+from swm.tasks.decisions import Stop, stops
 from swm.tasks.families import SEAT_LEVELS, Task
 from swm.tasks.two_seat import seat_prompt
 from swm.training.config import PolicyConfig
@@ -172,25 +174,34 @@ def verify_logprobs(policy: LoraValueModel, lock: Any, url: str, name: str, prom
 
 
 # llama-server's completions say ``finish_reason: "stop"`` for a stop string and for the end token alike; with
-# ``verbose`` they also carry the native answer (``__verbose``), whose ``stop_type`` tells the two apart
+# ``verbose`` they also carry the native answer (``__verbose``), whose ``stop_type`` tells the two apart and whose
+# ``stopping_word`` is the stop string met
 VERBOSE = {"verbose": True}
 
 
-def ended_by_stop(reply: Any, stop: str) -> bool | None:
-    """Whether ``stop``, not the model's end token, ended a completion that finished with ``"stop"``.
+def ended_by_stop(reply: Any, stop: Stop) -> str | None:
+    """The stop string of ``stop`` (`stops`) that ended a completion that finished with ``"stop"``; None: the
+    model's end token ended it.
 
-    llama-server (asked with `VERBOSE`) says it in ``__verbose.stop_type`` (``"word"`` or ``"eos"``), vLLM in the
-    choice's ``stop_reason`` (the stop string, or None for the end token). None: the server does not say (the
-    llama-cpp-python server), and the caller keeps the stop string, the likelier end when one was asked for.
+    llama-server (asked with `VERBOSE`) says it in ``__verbose`` (``stop_type`` ``"word"`` or ``"eos"``, the string
+    in ``stopping_word``), vLLM in the choice's ``stop_reason`` (the stop string, or None for the end token). A
+    server that does not say (the llama-cpp-python server; a llama-server answer that names no string it was asked
+    for) is taken to have met the first stop string, the likelier end when one was asked for.
     """
+    ends = stops(stop)
+    if not ends:
+        return None
     verbose = (getattr(reply, "model_extra", None) or {}).get("__verbose")
     if isinstance(verbose, dict) and verbose.get("stop_type") in ("word", "eos"):
-        return bool(verbose["stop_type"] == "word")
+        if verbose["stop_type"] == "eos":
+            return None
+        word = verbose.get("stopping_word")
+        return word if word in ends else ends[0]
     choice = reply.choices[0]
     extra = getattr(choice, "model_extra", None) or {}
     if "stop_reason" in extra:
-        return bool(extra["stop_reason"] == stop)
-    return None
+        return extra["stop_reason"] if extra["stop_reason"] in ends else None
+    return ends[0]
 
 
 class ServedSampler:
@@ -221,9 +232,10 @@ class ServedSampler:
         # the OpenAI client's retry layer, as for every endpoint (swm.llm): a dropped connection is re-sent
         self.client = OpenAI(base_url=url, api_key=key or "sk-no-key-needed", timeout=timeout, max_retries=2)
 
-    def generate(self, prompt: str, prefill: str = "", stop: str | None = None,
+    def generate(self, prompt: str, prefill: str = "", stop: Stop = None,
                  max_tokens: int | None = None, chat: SeatChat | None = None) -> Generation:
-        """Sample one reply from the server (``prefill`` appended to the prompt, ``stop`` ending it) and score it.
+        """Sample one reply from the server (``prefill`` appended to the prompt, any of ``stop`` ending it) and score
+        it; a reply a stop string ended is trained with that string's tokens as its end (`ended_by_stop`).
 
         With the seat's ``chat`` the prompt is the chat's token ids then ``prompt`` as its next message
         (`swm.training.transcript`), sent as token ids, so the server can serve it from the seat's cached prefix.
@@ -254,8 +266,8 @@ class ServedSampler:
         tokens = [int(t) for t in tok.encode(text, add_special_tokens=False)]
         if choice.finish_reason == "stop" and tok.eos_token_id is not None:
             # the end of the turn: the stop string it sampled, or the model's end token
-            by_stop = stop is not None and ended_by_stop(reply, stop) is not False
-            tokens += [int(t) for t in tok.encode(stop, add_special_tokens=False)] if by_stop and stop \
+            met = ended_by_stop(reply, stop)
+            tokens += [int(t) for t in tok.encode(met, add_special_tokens=False)] if met is not None \
                 else [int(tok.eos_token_id)]
         if not tokens:
             raise ValueError(f"the server returned no tokens (finish_reason {choice.finish_reason!r})")
@@ -274,7 +286,7 @@ class ServedSampler:
                           logprobs=gather(logprobs, batch)[0], served_logprobs=served)
 
     def _complete(self, prompt: str | list[int], max_tokens: int, temperature: float, seed: int,
-                  stop: str | None = None, draw: dict[str, Any] | None = None) -> Any:
+                  stop: Stop = None, draw: dict[str, Any] | None = None) -> Any:
         """Send one completion; a request in flight when the server went down is sent again once it is back.
 
         A runtime-LoRA server that answers 404 for the adapter's name (restarted: it forgot its
@@ -286,7 +298,7 @@ class ServedSampler:
             try:
                 return self.client.completions.create(
                     model=self.model, prompt=prompt, max_tokens=max_tokens, temperature=temperature, top_p=1.0,
-                    seed=seed, logprobs=1 if self.server_logprobs else None, stop=[stop] if stop else openai.omit,
+                    seed=seed, logprobs=1 if self.server_logprobs else None, stop=list(stops(stop)) or openai.omit,
                     extra_body={**self.sampling, **(draw or {}), **self.fields})
             except openai.NotFoundError as exc:
                 if self.reload is None:

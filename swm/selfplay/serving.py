@@ -31,6 +31,7 @@ from swm.selfplay.served import (
     verify_logprobs,
 )
 from swm.serving.verify import adapter_sha256, check_probe, check_runtime_identity, greedy_probe, listed_adapters
+from swm.tasks.decisions import Stop
 from swm.training.config import PolicyConfig
 from swm.training.trajectory import Generation
 from swm.training.transcript import SeatChat
@@ -83,7 +84,7 @@ class SeededSampler:
         self.seed_key = seed_key
         self.calls = 0
 
-    def generate(self, prompt: str, prefill: str = "", stop: str | None = None,
+    def generate(self, prompt: str, prefill: str = "", stop: Stop = None,
                  max_tokens: int | None = None, chat: SeatChat | None = None) -> Generation:
         gen = self.policy.generate(prompt, seed=f"{self.seed_key}/{self.calls}", prefill=prefill, stop=stop,
                                    max_tokens=max_tokens, chat=chat)

@@ -25,12 +25,26 @@ The checkers are in `swm.tasks.checkers` (`swm.tasks.verify.check` routes a deci
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from swm import prompts
 from swm.tasks.families import DECISION, DECISION_FAMILIES, Task, decision_task
 
-__all__ = ["DECISION", "DECISION_FAMILIES", "DecisionPrompt", "decision_prompt", "decision_task"]
+__all__ = ["DECISION", "DECISION_FAMILIES", "DecisionPrompt", "Stop", "decision_prompt", "decision_task", "stops"]
+
+Stop = str | Sequence[str] | None  # what a sampler's ``stop`` takes: one stop string, several, or none
+
+
+def stops(stop: Stop) -> tuple[str, ...]:
+    """The stop strings ``stop`` asks for, in order (empty ones dropped): every sampler reads its ``stop`` here.
+
+    A reply ends at the first place any of them completes; a server that ends a reply on a stop string without
+    saying which one (`swm.selfplay.served.ended_by_stop`) is taken to have met the first.
+    """
+    if stop is None:
+        return ()
+    return tuple(s for s in ((stop,) if isinstance(stop, str) else stop) if s)
 
 
 @dataclass(frozen=True)
@@ -42,7 +56,8 @@ class DecisionPrompt:
     prefill: str
     max_tokens: int = 24  # the move's length limit (one line: a name, a slot, a reply of a sentence or two)
     one_line: bool = False  # a newline ends the reply (a multi-turn message)
-    stop: str | None = None  # a string that ends the reply (a multi-turn list's item past the cap)
+    # the strings that end the reply (a multi-turn list's item past the cap, a blank line before a turn not its own)
+    stop: tuple[str, ...] | None = None
 
 
 def _bullets(names: list[str]) -> str:

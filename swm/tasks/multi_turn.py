@@ -27,8 +27,10 @@ The checker's rules (``truth`` holds the lists, the friend, ``cap`` and ``budget
 ``You`` then ``:`` (the way the prompt shows the conversation): a seat that runs on past its list into the
 transcript's form (``3. Nia Lopez\n\nTara Novak: My friends: …``) wrote a turn that is not its own, so the rollout
 keeps only what comes before as the message said (`swm.selfplay.rollout.play`): the partner never hears the rest
-and the cap never counts it. A stop sequence would end the reply there instead, but a seat's reply has one stop
-string, and the form's (item ``cap + 1``) is the one the samplers are asked for.
+and the cap never counts it. The listed form's stop strings (`list_stops`) end the reply there in the first place,
+so the run-on is neither sampled nor trained: item ``cap + 1``, a blank line (a list has none: one name per line,
+and the run-on above starts with one), and a line starting the partner's turn or ``You:``; `message` still cuts what
+a stop string does not match (``  Tara Novak :``).
 
 **Form** (`FORM`, ``truth["form"]`` overrides it per task): with ``"listed"``, the default, a message that is
 not an answer is a list of the seat's friends: its reply starts ``My friends:`` and a numbered first item
@@ -147,6 +149,14 @@ def _finder(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> tuple[st
     return template.id, template.render(mine=_bullets(lists[seats.index(agent)]), partner=partner, said=words)
 
 
+def list_stops(task: Task, partner: str) -> tuple[str, ...]:
+    """The listed form's stop strings: item ``cap + 1``, a blank line, a line starting the partner's turn or ``You:``.
+
+    Four, the most an OpenAI-style completions request is promised to take.
+    """
+    return f"\n{task.truth['cap'] + 1}.", "\n\n", f"\n{partner}:", "\nYou:"
+
+
 def seat_prompt(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> DecisionPrompt:
     """Render ``agent``'s next message from what was said so far (``(speaker, text)`` per turn)."""
     form, closing = _form(task), closes(task, agent, said)
@@ -166,7 +176,7 @@ def seat_prompt(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> Deci
                               one_line=True)
     if form == "listed":
         return DecisionPrompt(name=template.id, text=text, prefill=LIST_PREFILL, max_tokens=MESSAGE_TOKENS,
-                              stop=f"\n{task.truth['cap'] + 1}.")
+                              stop=list_stops(task, partner))
     return DecisionPrompt(name=template.id, text=text, prefill="", max_tokens=MESSAGE_TOKENS, one_line=True)
 
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from swm.tasks.decisions import Stop, stops
 from swm.training.base import load_base
 from swm.training.config import PolicyConfig
 from swm.training.device import choose_placement, model_device
@@ -195,14 +196,15 @@ class LoraValueModel:
         return [int(i) for i in ids]
 
     @torch.no_grad()
-    def generate(self, prompt: str, seed: str | int = 0, prefill: str = "", stop: str | None = None,
+    def generate(self, prompt: str, seed: str | int = 0, prefill: str = "", stop: Stop = None,
                  max_tokens: int | None = None, chat: SeatChat | None = None) -> Generation:
         """Sample a reply (seeded, so a replayed rollout samples the same) and score its tokens.
 
         ``prefill`` is the reply's forced start: part of the context (``prompt_ids``), never a
-        generated token, and the start of ``text``. ``stop`` ends the reply at the generated token that
-        completes it (the tokens holding it are kept as the turn's end, as the served sampler appends
-        them, and their text is dropped), so no token sampled past a stop is trained. With the seat's
+        generated token, and the start of ``text``. ``stop`` (one string or several, `stops`) ends the reply at
+        the generated token that completes the first of them to complete (the tokens holding it are kept as the
+        turn's end, as the served sampler appends them, and their text is dropped), so no token sampled past a
+        stop is trained. With the seat's
         ``chat`` the prompt is its chat's ids then ``prompt`` as the next message (`swm.training.transcript`).
         """
         digest = hashlib.sha256(str(seed).encode()).digest()
@@ -219,11 +221,13 @@ class LoraValueModel:
         eos = self.tokenizer.eos_token_id
         if eos in tokens:
             tokens = tokens[: tokens.index(eos) + 1]
-        if stop is not None:  # the token that completes the stop: ``\n4.`` is three tokens ("\n", "4", ".")
-            cut = next((i for i in range(len(tokens)) if stop in self.tokenizer.decode(tokens[:i + 1])), None)
+        ends = stops(stop)
+        if ends:  # the token that completes a stop: ``\n4.`` is three tokens ("\n", "4", ".")
+            said = (str(self.tokenizer.decode(tokens[:i + 1])) for i in range(len(tokens)))
+            cut = next((i for i, prefix in enumerate(said) if any(end in prefix for end in ends)), None)
             tokens = tokens if cut is None else tokens[: cut + 1]
         text = self.tokenizer.decode([t for t in tokens if t != eos], skip_special_tokens=True)
-        text = prefill + (text.split(stop)[0] if stop is not None else text)
+        text = prefill + text[:min((text.find(end) for end in ends if end in text), default=len(text))]
         batch = collate([prompt_ids], [tokens], self.tokenizer.pad_token_id)
         logprobs, _ = self.score(batch)
         return Generation(text=text, prompt_ids=prompt_ids, token_ids=tokens, logprobs=gather(logprobs, batch)[0])
