@@ -52,7 +52,7 @@ from swm.selfplay.rollout import Sampler, generate, play, record_appends, seat_m
 from swm.social.models import Scenario
 from swm.state import SocialStep
 from swm.tasks import Task, Utterance, check, synthesize
-from swm.tasks.decisions import Stop, decision_prompt, stops
+from swm.tasks.decisions import Stop, before_stop, decision_prompt, stops
 from swm.tasks.families import DECISION, GAME_FAMILIES, TWO_TURN
 from swm.tasks.two_turn import closing_prompt, opening_prompt, partner_reply, read_first_move
 from swm.training.trajectory import Generation, Rollout, SeatTrajectory, SeatTurn
@@ -477,7 +477,7 @@ def reply_generation(prompt: str, reply: str, prefill: str = "", stop: Stop = No
                      tokenizer: object = None) -> Generation:
     """A chat reply as a `Generation`: the move as swm reads it (``prefill`` first, cut at the first of ``stop``'s
     strings in it), token ids from ``tokenizer`` (else one placeholder id 0) and unknown (NaN) log-probabilities."""
-    reply = reply[:min((reply.find(end) for end in stops(stop) if end in reply), default=len(reply))]
+    reply = before_stop(reply, stop)
     # a runaway reply (megabytes) is not tokenised whole; `GuardedPolicy` cuts its text and records that it did
     tokens = _ids(tokenizer, reply[:MAX_REPLY_CHARS]) or [0]
     return Generation(text=move_text(prefill, reply), prompt_ids=_ids(tokenizer, prompt), token_ids=tokens,

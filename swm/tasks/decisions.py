@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from swm import prompts
 from swm.tasks.families import DECISION, DECISION_FAMILIES, Task, decision_task
 
-__all__ = ["DECISION", "DECISION_FAMILIES", "DecisionPrompt", "Stop", "decision_prompt", "decision_task", "stops"]
+__all__ = ["DECISION", "DECISION_FAMILIES", "DecisionPrompt", "Stop", "before_stop", "decision_prompt", "decision_task",
+           "stops"]
 
 Stop = str | Sequence[str] | None  # what a sampler's ``stop`` takes: one stop string, several, or none
 
@@ -45,6 +46,11 @@ def stops(stop: Stop) -> tuple[str, ...]:
     if stop is None:
         return ()
     return tuple(s for s in ((stop,) if isinstance(stop, str) else stop) if s)
+
+
+def before_stop(text: str, stop: Stop) -> str:
+    """``text`` up to the first place one of ``stop``'s strings (`stops`) starts in it; all of it when none does."""
+    return text[:min((text.find(end) for end in stops(stop) if end in text), default=len(text))]
 
 
 @dataclass(frozen=True)

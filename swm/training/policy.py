@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from swm.tasks.decisions import Stop, stops
+from swm.tasks.decisions import Stop, before_stop, stops
 from swm.training.base import load_base
 from swm.training.config import PolicyConfig
 from swm.training.device import choose_placement, model_device
@@ -227,7 +227,7 @@ class LoraValueModel:
             cut = next((i for i, prefix in enumerate(said) if any(end in prefix for end in ends)), None)
             tokens = tokens if cut is None else tokens[: cut + 1]
         text = self.tokenizer.decode([t for t in tokens if t != eos], skip_special_tokens=True)
-        text = prefill + text[:min((text.find(end) for end in ends if end in text), default=len(text))]
+        text = prefill + before_stop(text, ends)
         batch = collate([prompt_ids], [tokens], self.tokenizer.pad_token_id)
         logprobs, _ = self.score(batch)
         return Generation(text=text, prompt_ids=prompt_ids, token_ids=tokens, logprobs=gather(logprobs, batch)[0])
