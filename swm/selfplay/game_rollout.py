@@ -86,7 +86,7 @@ def play_game_rollout(game: str, sampler: Sampler, *, seed: int, players: int, o
 
     def decide(turn: Turn) -> Decision:
         prompt, gen = chats.move(sampler, turn)
-        if len(gen.token_ids) != len(gen.logprobs) or not gen.token_ids:
+        if not gen.token_ids or (gen.logprobs and len(gen.logprobs) != len(gen.token_ids)):  # [] : π_old deferred
             raise ValueError(f"a reply with {len(gen.token_ids)} tokens and {len(gen.logprobs)} log-probs")
         text = gen.text.strip()
         turns[turn.index] = (turn.request.agent, SeatTurn(turn=turn.index, prompt=prompt, text=text,

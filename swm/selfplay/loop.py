@@ -227,7 +227,7 @@ def update_policy(plan: SelfPlayPlan, store: StoreRecords, iteration: int) -> Up
         return dict(meta(plan.run_dir, iteration + 1).get("update", {})) | {"resumed": True}
     import torch
 
-    from swm.training.ppo import Diverged, make_optimizer, ppo_update, training_samples
+    from swm.training.ppo import Diverged, fill_old_logprobs, make_optimizer, ppo_update, training_samples
 
     start = time.perf_counter()
     rollouts = [r for r in sps.load_rollouts(store, plan.run_id, iteration, "train") if not r.failed]
@@ -240,6 +240,9 @@ def update_policy(plan: SelfPlayPlan, store: StoreRecords, iteration: int) -> Up
         optimizer = make_optimizer(policy, ppo)
         if (previous / "optimizer.pt").is_file():
             optimizer.load_state_dict(torch.load(previous / "optimizer.pt", weights_only=True))
+        scoring = time.perf_counter()
+        scored = fill_old_logprobs(policy, samples, ppo)  # π_old of the rows the sampler left unscored
+        scoring = time.perf_counter() - scoring
         torch.manual_seed(plan.seed * 7919 + iteration)
         try:
             stats: UpdateStats = {**(ppo_update(policy, optimizer, samples, ppo) if samples else {"steps": 0.0})}
@@ -247,6 +250,8 @@ def update_policy(plan: SelfPlayPlan, store: StoreRecords, iteration: int) -> Up
             POOL.forget(plan.policy)
             return {"diverged": str(err), "seconds": time.perf_counter() - start}
         stats["seconds"] = time.perf_counter() - start
+        stats["score_old_seconds"] = scoring
+        stats["scored_rows"] = float(scored)
         stats["samples"] = float(len(samples))
         save_atomic(plan.run_dir, iteration + 1, lambda tmp: policy.save(
             tmp, optimizer, {"iteration": iteration + 1, "update": stats}))

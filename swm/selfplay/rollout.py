@@ -138,7 +138,7 @@ def play(task: Task, sampler: Sampler | Mapping[str, Sampler], *, rollout_id: st
         except Exception as err:  # noqa: BLE001 - any model error fails the rollout, recorded with its reason
             rollout.failed = f"turn {turn}: {type(err).__name__}: {err}"[:500]
             break
-        if len(gen.token_ids) != len(gen.logprobs) or not gen.token_ids:
+        if not gen.token_ids or (gen.logprobs and len(gen.logprobs) != len(gen.token_ids)):  # [] : π_old deferred
             rollout.failed = f"turn {turn}: a reply with {len(gen.token_ids)} tokens and {len(gen.logprobs)} log-probs"
             break
         text = message(task, gen.text).strip()  # the seat's chat and tokens keep what it sampled, run-on included

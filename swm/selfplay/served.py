@@ -205,7 +205,12 @@ def ended_by_stop(reply: Any, stop: Stop) -> str | None:
 
 
 class ServedSampler:
-    """Samples every turn from a server and scores it in torch under the same checkpoint.
+    """Samples every turn from a server and, with ``score_old="sample"``, scores it in torch under the same checkpoint.
+
+    By default (``PolicyConfig.score_old="update"``) a turn's log-probabilities are left empty: the update scores
+    each seat's whole transcript once, under the same checkpoint, and only the rows it trains on
+    (`swm.training.ppo.fill_old_logprobs`), where scoring each turn as it comes evaluates a seat's growing prompt
+    again every turn.
 
     The server is llama.cpp (``model`` ``embedded``, the adapter chosen by the server or by
     ``fields``) or a runtime-LoRA server (``model``: the adapter's name, ``sampling``
@@ -271,8 +276,10 @@ class ServedSampler:
                 else [int(tok.eos_token_id)]
         if not tokens:
             raise ValueError(f"the server returned no tokens (finish_reason {choice.finish_reason!r})")
-        batch = collate([prompt_ids], [tokens], tok.pad_token_id)
-        logprobs = self.score(batch)
+        scored: list[float] = []  # π_old left to the update (`PolicyConfig.score_old`): one pass per seat's row there
+        if cfg.score_old == "sample" or self.server_logprobs:
+            batch = collate([prompt_ids], [tokens], tok.pad_token_id)
+            scored = gather(self.score(batch), batch)[0]
         served = None
         if self.server_logprobs and choice.logprobs is not None:
             pieces, values = choice.logprobs.tokens or [], choice.logprobs.token_logprobs or []
@@ -282,8 +289,8 @@ class ServedSampler:
             # comparable only where the server's tokens are the retokenised ones (same pieces, same count)
             if "".join(pieces) == text and len(values) == len(tokens) - (tokens[-1] == tok.eos_token_id):
                 served = [float(v) for v in values]
-        return Generation(text=prefill + text, prompt_ids=prompt_ids, token_ids=tokens,
-                          logprobs=gather(logprobs, batch)[0], served_logprobs=served)
+        return Generation(text=prefill + text, prompt_ids=prompt_ids, token_ids=tokens, logprobs=scored,
+                          served_logprobs=served)
 
     def _complete(self, prompt: str | list[int], max_tokens: int, temperature: float, seed: int,
                   stop: Stop = None, draw: dict[str, Any] | None = None) -> Any:

@@ -38,7 +38,9 @@ the update is then supervised fine-tuning on the passing rollouts' turns (at a r
 objective's gradient is the log-likelihood's), with the budget in sampled rollouts of the other
 estimators. Not whitened.
 
-`normalise_per_role` whitens token advantages per role over a batch before the PPO update.
+`normalise_per_role` whitens token advantages per role over a batch before the PPO update (``whiten``): the
+group estimator's are only scaled, so a group whose returns are all equal keeps advantage 0 at every token and
+the update skips its rows (`swm.training.ppo.skips_zero_rows`).
 
 Each estimator is one row of `ESTIMATORS`, looked up by name (``AdvantageConfig.estimator``, the CLI's
 ``--estimator`` choices): how it sets a batch's advantages, whether it reads the value head (``critic``), how
@@ -111,6 +113,12 @@ class AdvantageConfig(BaseModel):
     group_scale: Literal["std", "none"] = "std"
     baseline_decay: float = Field(0.95, ge=0, lt=1, description="α of the role-conditioned running baseline")
     eps: float = Field(1e-6, gt=0)
+    whiten: Literal["estimator", "centre", "scale", "off"] = Field(
+        "estimator", description="how token advantages are whitened per role over the batch: the estimator's own "
+        "way (its row in ESTIMATORS), about the mean (centre), only scaled by the std (scale), or not at all. The "
+        "group estimator's own is scale: its advantages are centred within each group already, and centring again "
+        "over the batch's tokens would give the rows of a group with no signal a small advantage of their length's "
+        "making (and so a forward and a step); centre is how it was whitened before 2026-12-01")
 
 
 def gae(rewards: Sequence[float], values: Sequence[float], gamma: float, lam: float,
@@ -186,6 +194,8 @@ def group_normalised(returns: Sequence[float], keys: Sequence[Hashable], config:
     out = [0.0] * len(returns)
     for idx in members.values():
         values = [returns[i] for i in idx]
+        if max(values) == min(values):  # exactly 0, not the rounding of (R − mean) / ε: such a row is skipped
+            continue
         mean = sum(values) / len(values)
         std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
         for i in idx:
@@ -334,7 +344,7 @@ def _assign_rs(rollouts: list[Rollout], cfg: AdvantageConfig, _baselines: dict[s
 register_estimator(Estimator("hierarchical", "turn- then token-level GAE with a value head", _assign_hierarchical,
                              critic=True))
 register_estimator(Estimator("group", "critic-free group returns, normalised over a task's G rollouts",
-                             _assign_group))
+                             _assign_group, centre=False))
 register_estimator(Estimator("role", "one running baseline per (family, role) (SPIRAL's RAE)", _assign_role,
                              centre=False))
 register_estimator(Estimator("rs", "clone the passing rollouts' turns (the rs-sft arm on the same rollouts)",
@@ -355,10 +365,12 @@ def assign_advantages(rollouts: list[Rollout], cfg: AdvantageConfig,
     row.assign(rollouts, cfg, {} if baselines is None else baselines)
     turns = [(s.role, t) for r in rollouts for s in r.seats for t in s.turns]
     raw = [a for _, t in turns for a in t.advantages]
-    if not row.whiten:
+    how = cfg.whiten if cfg.whiten != "estimator" else ("off" if not row.whiten else
+                                                         "centre" if row.centre else "scale")
+    if how == "off":
         return raw
     whitened = normalise_per_role([t.advantages for _, t in turns], [role for role, _ in turns], cfg.eps,
-                                  centre=row.centre)
+                                  centre=how == "centre")
     for (_, turn), advantages in zip(turns, whitened, strict=True):
         turn.advantages = advantages
     return raw

@@ -32,7 +32,17 @@ class PolicyConfig(BaseModel):
     temperature: float = Field(0.7, gt=0, description="sampling temperature of the rollouts (and of the "
                                "log-probs PPO scores); 0.7 for small models, whose samples at 1.0 are mostly noise")
     max_new_tokens: int = 32
-    threads: int | None = Field(None, description="torch intra-op threads (None: torch's default)")
+    threads: int | None = Field(None, description="torch intra-op threads (None: every core this process may run on, "
+                                "os.sched_getaffinity; torch's own default can be fewer)")
+    autocast: Literal["auto", "bfloat16", "off"] = Field(
+        "auto", description="the CPU's number format for scoring and the update: bfloat16 autocast over float32 "
+        "weights (matmuls in bfloat16, log-softmax and the loss in float32), or off (float32); auto: bfloat16 where "
+        "the CPU computes it natively (AVX-512 BF16 or AMX, swm.training.device.cpu_bf16), off elsewhere and on "
+        "a GPU, whose weights' dtype is the placement's")
+    score_old: Literal["update", "sample"] = Field(
+        "update", description="when a served rollout's log-probs under the sampling policy (π_old) are computed: at "
+        "the update, one forward per seat's whole transcript and only for rows with a signal (update), or for each "
+        "turn as it is sampled (sample, the path before: a seat's growing prompt scored again every turn)")
     device: str | None = Field(None, description="cpu, cuda, cuda:N (None: SWM_DEVICE, else cuda when present)")
     dtype: str | None = Field(None, description="float32, bfloat16 or float16 of the base's weights (None: SWM_DTYPE, "
                               "else bfloat16 on a GPU that supports it, float32 otherwise)")
@@ -58,6 +68,14 @@ class PPOConfig(BaseModel):
                               "holds at most (rows x the minibatch's longest row; one row at least): a multi-turn "
                               "seat's transcript is one row of up to ~2,000 tokens, and eight at once held 17 GB")
     max_grad_norm: float = 1.0
+    skip_zero: Literal["auto", "on", "off"] = Field(
+        "auto", description="rows whose advantages are all zero are not forwarded, and a minibatch left with none "
+        "takes no optimizer step (AdamW would still move the weights): exact when nothing else reaches such a row, "
+        "so auto skips only with kl_coef 0 and value_coef 0 (the group estimator's recipe); on skips them even "
+        "with a KL penalty or a value head (their KL and value terms are then dropped); off forwards every row")
+    shared_prefix: bool = Field(True, description="the rows that open with the same tokens (a group's G rollouts "
+                                "share each seat's first prompt) forward that prefix once, its keys and values "
+                                "expanded to every row, the gradient through both (swm.training.prefix)")
     sequences: Literal["seat", "turn"] = Field("seat", description="what one training row is: a seat's whole "
                                                "append-only transcript, scored once with every turn's tokens masked "
                                                "in (seat), or each turn on its own prompt (turn); a seat whose turns "

@@ -84,3 +84,37 @@ def model_device(model: Any) -> Any:
 def place(model: Any, placement: Placement) -> Any:
     """Cast a model's floating-point weights to the placement's dtype and move it to its device."""
     return model.to(device=placement.device, dtype=placement.torch_dtype())
+
+
+def cores() -> int:
+    """The cores this process may run on (its CPU affinity; ``os.cpu_count`` where that is not known)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+def cpu_bf16(cpuinfo: str = "/proc/cpuinfo") -> bool:
+    """Whether the CPU computes bfloat16 natively (AVX-512 BF16 or AMX): the flags Linux lists in ``cpuinfo``.
+
+    Without them torch still runs bfloat16, emulated, and slower than float32, so no such CPU autocasts.
+    """
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return False
+    return any(flag in flags for flag in CPU_BF16_FLAGS)
+
+
+def use_autocast(choice: str, device: Any, weights: Any) -> bool:
+    """Whether a policy's forward runs under bfloat16 autocast: ``choice`` (`PolicyConfig.autocast`) on the CPU over
+    float32 weights; ``auto`` only where `cpu_bf16` holds. A GPU, or weights already in a low precision, never."""
+    import torch
+
+    if choice == "off" or getattr(device, "type", str(device)) != "cpu" or weights != torch.float32:
+        return False
+    return choice == "bfloat16" or cpu_bf16()

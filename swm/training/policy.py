@@ -17,6 +17,7 @@ read at the position that predicts that token (the state before it is sampled).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Sequence
@@ -29,7 +30,8 @@ import torch
 from swm.tasks.decisions import Stop, before_stop, stops
 from swm.training.base import load_base
 from swm.training.config import PolicyConfig
-from swm.training.device import choose_placement, model_device
+from swm.training.device import choose_placement, cores, model_device, use_autocast
+from swm.training.prefix import Prefix, cache_argument
 from swm.training.trajectory import Generation
 from swm.training.transcript import SeatChat, chat_prompt_ids
 
@@ -118,6 +120,7 @@ class LoraValueModel:
         self.tokenizer = tokenizer
         self.value_head = value_head.to(model_device(model))  # float32 on the model's device
         self.config = config
+        self._autocast: bool | None = None  # decided at the first forward (`autocast`)
 
     @property
     def device(self) -> torch.device:
@@ -130,8 +133,7 @@ class LoraValueModel:
         """Load the base (or take ``base`` = (model, tokenizer)), then a saved adapter or a fresh one."""
         from peft import LoraConfig, PeftModel, get_peft_model
 
-        if config.threads:
-            torch.set_num_threads(config.threads)
+        torch.set_num_threads(config.threads or cores())
         model, tok = base if base is not None else load_base(config.base, choose_placement(config.device,
                                                                                           config.dtype))
         hidden = model.config.hidden_size
@@ -232,7 +234,15 @@ class LoraValueModel:
         logprobs, _ = self.score(batch)
         return Generation(text=text, prompt_ids=prompt_ids, token_ids=tokens, logprobs=gather(logprobs, batch)[0])
 
-    def score(self, batch: Batch, reference: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    def autocast(self) -> Any:
+        """The context the model's forward runs in: bfloat16 autocast on a CPU that has it (`PolicyConfig.autocast`,
+        `swm.training.device.use_autocast`), nothing otherwise."""
+        if self._autocast is None:
+            self._autocast = use_autocast(self.config.autocast, self.device, next(iter(self.model.parameters())).dtype)
+        return torch.autocast("cpu", dtype=torch.bfloat16) if self._autocast else contextlib.nullcontext()
+
+    def score(self, batch: Batch, reference: bool = False,
+              prefix: Prefix | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Return (log π(target | context), value) [B, L-1]; ``reference`` disables the adapter.
 
         Log-probabilities are computed at the masked positions only (0 elsewhere): the vocabulary
@@ -242,25 +252,34 @@ class LoraValueModel:
         the final (normed) hidden states and projected with the output embeddings: a 2-D
         ``logits_to_keep`` would do the same, but only transformers releases after 5.17 accept one
         (5.17 indexes the batch axis with it and fails), and the range admits 4.56.
+
+        With ``prefix`` (`swm.training.prefix.Prefix`, forwarded once) every row of ``batch`` continues it: the
+        rows hold only their tokens after it, and the prefix's keys and values are their past. Under bfloat16
+        autocast the projection to the vocabulary, the log-softmax and the value head stay in float32.
         """
         batch = batch.to(self.device)
         positions, valid = _generated_positions(batch)
-        kwargs = {"input_ids": batch.input_ids, "attention_mask": batch.attention, "output_hidden_states": True,
-                  "logits_to_keep": 1}
-        if reference:
-            with self.model.disable_adapter():
-                out = self.model(**kwargs)
-        else:
+        attention = batch.attention
+        kwargs: dict[str, Any] = {"input_ids": batch.input_ids, "output_hidden_states": True, "logits_to_keep": 1}
+        if prefix is not None:
+            attention = torch.cat([attention.new_ones((attention.shape[0], prefix.length)), attention], dim=1)
+            kwargs[cache_argument(self.model)] = prefix.cache(attention.shape[0])
+            kwargs["use_cache"] = True
+        kwargs["attention_mask"] = attention
+        disabled = self.model.disable_adapter() if reference else contextlib.nullcontext()
+        with disabled, self.autocast():
             out = self.model(**kwargs)
-        hidden = out.hidden_states[-1]  # [B, L, H], after the final norm
+        hidden = out.hidden_states[-1].float()  # [B, L, H], after the final norm
         kept = torch.take_along_dim(hidden, positions[..., None], dim=1)  # [B, N, H]
-        logits = self.model.get_output_embeddings()(kept).float() / self.config.temperature  # [B, N, V]
+        head = self.model.get_output_embeddings()
+        logits = torch.nn.functional.linear(kept, head.weight.float(),
+                                            None if head.bias is None else head.bias.float()) / self.config.temperature
         targets = batch.input_ids.gather(1, positions + 1)
         picked = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1) * valid
         # scatter_add with the padding entries at 0: a position's value (and its gradient) counted once
         logprobs = torch.zeros_like(batch.mask, dtype=picked.dtype).scatter_add(1, positions, picked)
-        values = self.value_head(hidden[:, :-1].float()).squeeze(-1)
-        return logprobs, values
+        values = self.value_head(hidden[:, :-1])
+        return logprobs, values.squeeze(-1)
 
     def save(self, directory: Path, optimizer: torch.optim.Optimizer | None = None,
              meta: dict[str, Any] | None = None) -> None:

@@ -21,6 +21,7 @@ import torch
 
 from swm.training.config import PPOConfig
 from swm.training.policy import Batch, LoraValueModel, collate, collate_spans, gather, spread
+from swm.training.prefix import Prefix, forwarded_tokens, prefix_groups
 from swm.training.trajectory import Rollout, SeatTurn
 from swm.training.transcript import append_counts
 
@@ -116,10 +117,12 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor, count: float | None = None)
 
 
 def ppo_loss(policy: LoraValueModel, batch: Batch, old: torch.Tensor, ref: torch.Tensor | None, adv: torch.Tensor,
-             ret: torch.Tensor, config: PPOConfig, count: float | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+             ret: torch.Tensor, config: PPOConfig, count: float | None = None,
+             prefix: Prefix | None = None) -> tuple[torch.Tensor, dict[str, float]]:
     """Return the PPO loss of one minibatch (or, with ``count``, a micro-batch's share of it) and its parts.
 
     ``ref`` None (``kl_coef`` 0): no KL term and no reference forward pass; the parts then have no ``kl``.
+    With ``prefix`` the batch holds each row's tokens after that shared prefix (`swm.training.prefix`).
     """
     m = batch.mask
     mean = functools.partial(masked_mean, mask=m, count=count)
@@ -127,7 +130,7 @@ def ppo_loss(policy: LoraValueModel, batch: Batch, old: torch.Tensor, ref: torch
     # Inputs outside the generated tokens (prompt, padding) are zeroed, so they can reach neither
     # the loss nor, through exp(), the gradient.
     old, adv, ret = (torch.where(keep, t, torch.zeros_like(t)) for t in (old, adv, ret))
-    logp, values = policy.score(batch)
+    logp, values = policy.score(batch, prefix=prefix)
     ratio = torch.exp(logp - old)
     clipped = torch.clamp(ratio, 1 - config.clip, 1 + config.clip)
     pg = -torch.minimum(ratio * adv, clipped * adv)
@@ -146,37 +149,95 @@ def ppo_loss(policy: LoraValueModel, batch: Batch, old: torch.Tensor, ref: torch
     return loss, stats
 
 
+def skips_zero_rows(config: PPOConfig) -> bool:
+    """Whether the update leaves out rows whose advantages are all zero (`PPOConfig.skip_zero`).
+
+    Such a row's policy term is exactly zero (ρ·0 = 0, clipped or not) and so is its gradient; its KL and
+    value terms are not, so ``auto`` skips only when neither is in the loss.
+    """
+    if config.skip_zero == "auto":
+        return config.kl_coef == 0 and config.value_coef == 0
+    return config.skip_zero == "on"
+
+
+def has_signal(sample: Sample) -> bool:
+    """Whether any of the row's generated tokens has a non-zero advantage."""
+    return any(a != 0.0 for a in sample.advantages)
+
+
+def _accumulate(policy: LoraValueModel, rows: Sequence[Sample], config: PPOConfig, count: float,
+                where: str) -> tuple[float, dict[str, float], int]:
+    """Forward and back-propagate ``rows`` (one minibatch's share ``count``), gradients accumulated; return the
+    loss, its parts and the forward passes made.
+
+    Rows that open with the same prefix (`swm.training.prefix.groups`) forward it once when
+    ``config.shared_prefix``; each group's continuations go in micro-batches within the token budget.
+    """
+    pad = policy.tokenizer.pad_token_id
+    loss_value, stats, passes = 0.0, dict[str, float](), 0
+    for group in prefix_groups(rows, config.shared_prefix):
+        members = [rows[i] for i in group.rows]
+        prefix = ref_prefix = None
+        if group.length:
+            prefix = Prefix.forward(policy, members[0].sequence[:group.length], grad=True)
+            if config.kl_coef > 0:
+                ref_prefix = Prefix.forward(policy, members[0].sequence[:group.length], reference=True)
+        cut = group.length
+        per = config.micro_batch or micro_rows(members, config.micro_tokens, cut)
+        for first in range(0, len(members), per):  # gradients accumulate over the micro-batches
+            part = members[first:first + per]
+            batch = collate_spans([s.sequence[cut:] for s in part],
+                                  [[(a - cut, b - cut) for a, b in s.targets] for s in part], pad).to(policy.device)
+            old = spread([s.old_logprobs for s in part], batch)
+            adv = spread([s.advantages for s in part], batch)
+            ret = spread([s.returns for s in part], batch)
+            ref = None
+            if config.kl_coef > 0:
+                with torch.no_grad():
+                    ref, _ = policy.score(batch, reference=True, prefix=ref_prefix)
+            loss, part_stats = ppo_loss(policy, batch, old, ref, adv, ret, config, count, prefix)
+            passes += 1
+            if not math.isfinite(float(loss.detach())):
+                raise Diverged(f"loss is {float(loss.detach())} at {where}")
+            loss.backward()
+            loss_value += float(loss.detach())
+            stats = {k: stats.get(k, 0.0) + v for k, v in part_stats.items()}
+        if prefix is not None:
+            prefix.backward()
+    return loss_value, stats, passes
+
+
 def ppo_update(policy: LoraValueModel, optimizer: torch.optim.Optimizer, samples: Sequence[Sample],
                config: PPOConfig) -> dict[str, float]:
-    """Run ``epochs`` passes of minibatch PPO over ``samples``; return the mean of each loss part."""
-    pad = policy.tokenizer.pad_token_id
+    """Run ``epochs`` passes of minibatch PPO over ``samples``; return the mean of each loss part and the counts.
+
+    Rows without a signal are skipped where `skips_zero_rows` allows it: the minibatches are cut as if they were
+    there (each minibatch's mean still divides by all its generated tokens), so the update equals the one that
+    forwards them, except that a minibatch with no row left takes no optimizer step. ``rows``, ``skipped_rows``
+    and ``skipped_steps`` count them over the epochs; ``forwarded_tokens`` is the tokens forwarded with a gradient.
+    """
+    skip = skips_zero_rows(config)
     totals: dict[str, float] = {}
-    steps = 0
+    steps = skipped_rows = skipped_steps = rows = forwarded = 0
     policy.model.train()
     for _ in range(config.epochs):
         for start in range(0, len(samples), config.minibatch):
             chunk = samples[start:start + config.minibatch]
             count = float(sum(s.generated for s in chunk))
-            rows = config.micro_batch or micro_rows(chunk, config.micro_tokens)
+            live = [s for s in chunk if has_signal(s)] if skip else list(chunk)
+            rows += len(chunk)
+            skipped_rows += len(chunk) - len(live)
+            if not live:
+                skipped_steps += 1
+                continue
             optimizer.zero_grad()
-            loss_value, stats = 0.0, dict[str, float]()
-            for first in range(0, len(chunk), rows):  # gradients accumulate over the micro-batches
-                part = chunk[first:first + rows]
-                batch = collate_spans([s.sequence for s in part], [s.targets for s in part], pad).to(policy.device)
-                old = spread([s.old_logprobs for s in part], batch)
-                adv = spread([s.advantages for s in part], batch)
-                ret = spread([s.returns for s in part], batch)
-                ref = None
-                if config.kl_coef > 0:
-                    with torch.no_grad():
-                        ref, _ = policy.score(batch, reference=True)
-                loss, part_stats = ppo_loss(policy, batch, old, ref, adv, ret, config, count)
-                if not math.isfinite(float(loss.detach())):
-                    optimizer.zero_grad()
-                    raise Diverged(f"loss is {float(loss.detach())} at minibatch {start // config.minibatch}")
-                loss.backward()
-                loss_value += float(loss.detach())
-                stats = {k: stats.get(k, 0.0) + v for k, v in part_stats.items()}
+            try:
+                loss_value, stats, _ = _accumulate(policy, live, config, count,
+                                                   f"minibatch {start // config.minibatch}")
+            except Diverged:
+                optimizer.zero_grad()
+                raise
+            forwarded += forwarded_tokens(live, config.shared_prefix)
             norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), config.max_grad_norm)
             if not math.isfinite(float(norm)):
                 optimizer.zero_grad()
@@ -185,12 +246,45 @@ def ppo_update(policy: LoraValueModel, optimizer: torch.optim.Optimizer, samples
             for k, v in {**stats, "loss": loss_value}.items():
                 totals[k] = totals.get(k, 0.0) + v
             steps += 1
-    return {k: v / max(steps, 1) for k, v in totals.items()} | {"steps": float(steps)}
+    return {k: v / max(steps, 1) for k, v in totals.items()} | {
+        "steps": float(steps), "rows": float(rows), "skipped_rows": float(skipped_rows),
+        "skipped_steps": float(skipped_steps), "forwarded_tokens": float(forwarded)}
 
 
-def micro_rows(chunk: Sequence[Sample], tokens: int) -> int:
-    """Rows per forward/backward so that rows x the chunk's longest row stays within ``tokens`` (one at least)."""
-    return max(1, min(len(chunk), tokens // max(len(s.sequence) for s in chunk)))
+def fill_old_logprobs(policy: LoraValueModel, samples: Sequence[Sample], config: PPOConfig) -> int:
+    """Score π_old (the policy as it is, the checkpoint that sampled) for the rows whose sampler left it to the update
+    (``old_logprobs`` not one per generated token); return the rows scored.
+
+    A row the update will skip (`skips_zero_rows`, `has_signal`) is not scored. Rows that share a prefix forward it
+    once (`swm.training.prefix`), in micro-batches of the update's token budget, with the forward the update's own
+    first pass makes, so its first ratios are 1 within float rounding.
+    """
+    skip = skips_zero_rows(config)
+    todo = [s for s in samples if len(s.old_logprobs) != s.generated and (has_signal(s) or not skip)]
+    pad = policy.tokenizer.pad_token_id
+    policy.model.eval()
+    with torch.no_grad():
+        for group in prefix_groups(todo, config.shared_prefix):
+            members = [todo[i] for i in group.rows]
+            cut = group.length
+            prefix = Prefix.forward(policy, members[0].sequence[:cut]) if cut else None
+            per = config.micro_batch or micro_rows(members, config.micro_tokens, cut)
+            for first in range(0, len(members), per):
+                part = members[first:first + per]
+                batch = collate_spans([s.sequence[cut:] for s in part],
+                                      [[(a - cut, b - cut) for a, b in s.targets] for s in part], pad)
+                logprobs, _ = policy.score(batch, prefix=prefix)
+                for sample, row in zip(part, gather(logprobs, batch), strict=True):
+                    sample.old_logprobs = row
+    return len(todo)
+
+
+def micro_rows(chunk: Sequence[Sample], tokens: int, after: int = 0) -> int:
+    """Rows per forward/backward so that rows x the chunk's longest row stays within ``tokens`` (one at least).
+
+    ``after``: the rows' first ``after`` tokens are a shared prefix forwarded once, so only the rest counts.
+    """
+    return max(1, min(len(chunk), tokens // max(len(s.sequence) - after for s in chunk)))
 
 
 def make_optimizer(policy: LoraValueModel, config: PPOConfig) -> torch.optim.Optimizer:

@@ -21,7 +21,8 @@ class Generation(BaseModel):
     text: str
     prompt_ids: list[int]
     token_ids: list[int]
-    logprobs: list[float] = Field(description="log π(token | context) under the sampling policy, one per token")
+    logprobs: list[float] = Field(description="log π(token | context) under the sampling policy, one per token; empty "
+                                  "when the sampler leaves them to the update (`PolicyConfig.score_old`)")
     served_logprobs: list[float] | None = Field(None, description="llama.cpp's own log-probs of the same tokens "
                                                 "(when asked for and comparable; the end-of-turn token excluded)")
 
