@@ -61,10 +61,11 @@ def plan_of(args: argparse.Namespace, arm: str) -> dict[str, Any]:
             "seed": args.seed, "stage": args.stage, "names": args.names, "out_dir": str(args.out / "runs"),
             "shuffle_rewards": arm == "shuffled",
             "policy": {"base": args.base, "sampler": args.sampler, "temperature": args.temperature,
-                       "init_adapter": args.warm, "threads": args.threads, "lora_r": 8, "lora_alpha": 16},
+                       "init_adapter": args.warm, "threads": args.threads, "lora_r": 8, "lora_alpha": 16,
+                       "autocast": args.autocast, "score_old": args.score_old},
             "ppo": {"lr": args.lr, "kl_coef": args.kl_coef, "minibatch": args.minibatch, "epochs": args.epochs,
-                    "micro_batch": args.micro_batch},
-            "advantage": {"estimator": args.estimator}, "reward": {"answer": args.answer_reward}}
+                    "micro_batch": args.micro_batch, "skip_zero": args.skip_zero, "shared_prefix": args.shared_prefix},
+            "advantage": {"estimator": args.estimator, "whiten": args.whiten}, "reward": {"answer": args.answer_reward}}
 
 
 def evaluate(plan: dict[str, Any], iteration: int, n: int) -> list[dict[str, Any]]:
@@ -247,7 +248,18 @@ def main() -> None:
     ap.add_argument("--temperature", type=float, default=0.7)
     ap.add_argument("--answer-reward", type=float, default=0.0, help="added to a seat's reward when its own "
                     "first answer is right (multi-turn; 0: the joint reward alone)")
-    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: every core)")
+    ap.add_argument("--autocast", default="auto", choices=["auto", "bfloat16", "off"],
+                    help="bfloat16 autocast on the CPU (auto: where it has AVX-512 BF16 or AMX; off: float32, the "
+                    "path before 2026-12-01)")
+    ap.add_argument("--score-old", default="update", choices=["update", "sample"],
+                    help="π_old scored at the update per seat row (update) or each turn as sampled (sample, before)")
+    ap.add_argument("--skip-zero", default="auto", choices=["auto", "on", "off"],
+                    help="rows whose advantages are all zero are not forwarded (auto: where exact)")
+    ap.add_argument("--shared-prefix", default=True, action=argparse.BooleanOptionalAction,
+                    help="a group's rows forward their shared first prompt once")
+    ap.add_argument("--whiten", default="estimator", choices=["estimator", "centre", "scale", "off"],
+                    help="whitening of the token advantages (centre: the two-seat pages' way before 2026-12-01)")
     ap.add_argument("--sampler", default="served", choices=["served", "torch", "auto"],
                     help="served: llama.cpp samples every rollout (training and evaluation) from the iteration's "
                     "adapter, verified; torch: sampled in torch (exactly on-policy, much slower)")

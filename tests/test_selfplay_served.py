@@ -92,12 +92,17 @@ def test_a_reply_that_stopped_is_trained_with_the_end_it_sampled(tiny_gguf_llama
     assert asked == [["\n4.", "\n\n"]], "the server is asked for every stop string"
     ending = [tok.eos_token_id] if end is None else tok.encode(end, add_special_tokens=False)
     assert gen.token_ids == [*tok.encode(" Ann Lee", add_special_tokens=False), *ending]
-    assert len(gen.logprobs) == len(gen.token_ids)
+    assert gen.logprobs == [], "π_old is scored at the update (PolicyConfig.score_old), from these tokens"
 
 
-def test_a_served_rollout_records_tokens_scored_under_the_sampling_checkpoint(tiny_gguf_llama: Path,
-                                                                             tmp_path: Path) -> None:
-    plan = make_plan(tiny_gguf_llama, tmp_path / "out")
+@pytest.mark.parametrize("score_old", ["update", "sample"])
+def test_a_served_rollout_records_tokens_scored_under_the_sampling_checkpoint(tiny_gguf_llama: Path, tmp_path: Path,
+                                                                             score_old: str) -> None:
+    """π_old is the torch policy's recomputation under the sampling checkpoint: of each turn as it is sampled
+    (``sample``), or of each seat's whole transcript at the update (``update``, the default), the same numbers."""
+    from swm.training.ppo import fill_old_logprobs, training_samples
+
+    plan = make_plan(tiny_gguf_llama, tmp_path / "out", policy=policy_config(tiny_gguf_llama, score_old=score_old))
     loop.ensure_initial_checkpoint(plan)
     store = ExperienceStore(tmp_path / "run.db")
     first = loop.run_rollout(plan, store, job(plan), 0)
@@ -108,6 +113,16 @@ def test_a_served_rollout_records_tokens_scored_under_the_sampling_checkpoint(ti
     policy = serving.POOL.get(plan.policy, checkpoint_dir(plan.run_dir, 0))
     assert all(s.turns[0].prompt_ids == policy.prompt_ids(s.turns[0].prompt) for s in first.seats if s.turns)
     assert first.append_ratio() == 1.0, "each seat's later prompts extend its chat, token for token"
+    if score_old == "update":
+        assert all(t.logprobs == [] for t in turns)
+        trained = first.model_copy(deep=True)
+        for t in (t for s in trained.seats for t in s.turns):
+            t.advantages = [1.0] * len(t.token_ids)
+        samples = training_samples([trained])
+        assert fill_old_logprobs(policy, samples, plan.ppo) == len(samples) == len(first.seats)
+        by_turn = iter(x for s in samples for x in s.old_logprobs)
+        for turn in turns:
+            turn.logprobs = [next(by_turn) for _ in turn.token_ids]
     for turn in turns:
         assert len(turn.token_ids) == len(turn.logprobs) > 0
         batch = collate([turn.prompt_ids], [turn.token_ids], policy.tokenizer.pad_token_id)
@@ -174,7 +189,8 @@ def test_the_graph_serves_each_iterations_new_adapter(tiny_gguf_llama: Path, tmp
         assert evaluated_with == {embedded.embedded_spec(
             lora=checkpoint_dir(plan.run_dir, iteration + 1) / ADAPTER_GGUF, base=tiny_gguf_llama / "base.gguf")}
         turns = [t for r in load_rollouts(store, plan.run_id, iteration, "train") for s in r.seats for t in s.turns]
-        assert turns and all(len(t.advantages) == len(t.token_ids) == len(t.logprobs) for t in turns)
+        assert turns and all(len(t.advantages) == len(t.token_ids) for t in turns)
+        assert all(t.logprobs == [] for t in turns), "π_old is the update's, not stored per turn"
 
 
 def test_llama_cpps_own_log_probs_match_the_torch_recomputation(tiny_gguf_llama: Path, tmp_path: Path) -> None:
@@ -182,8 +198,10 @@ def test_llama_cpps_own_log_probs_match_the_torch_recomputation(tiny_gguf_llama:
 
     At temperature 1: llama.cpp's log-probs are those of the raw logits, whatever it samples at.
     """
+    # float32 in torch, as llama.cpp computes: bfloat16 autocast (the default on CPUs that have it) moves this random
+    # model's log-probs by up to ~0.6 nats, SmolLM2's by far less (docs/results, bench.iteration)
     plan = make_plan(tiny_gguf_llama, tmp_path / "out", policy=policy_config(tiny_gguf_llama, max_new_tokens=8,
-                                                                            temperature=1.0))
+                                                                            temperature=1.0, autocast="off"))
     loop.ensure_initial_checkpoint(plan)
     sampler, _ = serving.served_sampler(plan, checkpoint_dir(plan.run_dir, 0), "lp", server_logprobs=True)
     gaps = []

@@ -190,3 +190,27 @@ def test_a_group_with_equal_returns_has_exactly_zero_advantage() -> None:
     centred = [rollout("t1", [0.1]) for _ in range(3)] + [rollout("t2", [r]) for r in (0.0, 1.0, 0.1)]
     adv.assign_advantages(centred, adv.AdvantageConfig(estimator="group", whiten="centre"))  # as before
     assert any(a != 0.0 for r in centred[:3] for s in r.seats for t in s.turns for a in t.advantages)
+
+
+def test_token_values_of_a_seat_row_are_each_turns_own(base_dir: Path) -> None:
+    """The critic's pass scores a seat's appended turns as one row (and fills π_old the sampler left out): the
+    values and log-probs equal those of each turn on its own prompt."""
+    from swm.training.ppo import score_turns, token_values
+
+    p = policy(base_dir)
+    rollouts = []
+    for g in range(3):  # a group: the same first prompt, other replies
+        first = p.prompt_ids("You are Ava. Your friends: Ivan Khan, Milo Evans. Find the friend you share.")
+        reply = ids(p, ["My friends: Ivan", "Milo Evans", "no"][g])
+        second = [*first, *reply, *ids(p, " Tara said: Omar Reyes. Your turn.")]
+        turns = [SeatTurn(turn=0, prompt="", text="", prompt_ids=first, token_ids=reply, logprobs=[]),
+                 SeatTurn(turn=2, prompt="", text="", prompt_ids=second, token_ids=ids(p, "Ivan Khan"), logprobs=[])]
+        rollouts.append(Rollout(rollout_id=f"r{g}", task_id="t", iteration=0, sample=g,
+                                seats=[SeatTrajectory(seat="A", role="finder", turns=turns)]))
+    token_values(p, rollouts)
+    turns = [t for r in rollouts for t in r.seats[0].turns]
+    expected = score_turns(p, turns)
+    for turn, (logprobs, values) in zip(turns, expected, strict=True):
+        assert turn.logprobs == pytest.approx(logprobs, abs=1e-5)
+        assert turn.values == pytest.approx(values, abs=1e-5)
+        assert turn.advantages == []

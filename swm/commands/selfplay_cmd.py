@@ -44,7 +44,9 @@ PRESETS: dict[str, dict[str, Any]] = {
     "two-seat-2026-11": {"family": "mutual_friend", "level": TWO_SEAT, "names": "shared", "estimator": "group",
                          "lr": 2e-4, "train_epochs": 1, "train_batch_size": 8, "kl_coef": 0.0, "iterations": 16,
                          "tasks_per_iteration": 4, "group_size": 8, "max_turns": 4, "eval_tasks": 200,
-                         "temperature": 0.7, "lora_r": 8},
+                         "temperature": 0.7, "lora_r": 8,
+                         # as that page ran: float32, advantages whitened about the batch mean
+                         "autocast": "off", "whiten": "centre"},
 }
 
 
@@ -144,7 +146,21 @@ def apply_preset(ctx: click.Context, name: str | None, params: dict[str, Any]) -
 @click.option("--from", "warm_start", default=None, metavar="PATH",
               help="Start from a trained adapter instead of a fresh one: a swm learn adapter folder (or its --out "
                    "with one adapter), a self-play checkpoint or run folder.")
-@click.option("--threads", default=None, type=int, help="torch threads (default: torch's choice).")
+@click.option("--threads", default=None, type=int, help="torch threads (default: every core this process may use).")
+@click.option("--autocast", type=click.Choice(["auto", "bfloat16", "off"]), default="auto", show_default=True,
+              help="bfloat16 autocast of torch's scoring and update on the CPU (auto: where the CPU has AVX-512 "
+                   "BF16 or AMX; off: float32, the path before 2026-12-01).")
+@click.option("--score-old", type=click.Choice(["update", "sample"]), default="update", show_default=True,
+              help="π_old of a served rollout: scored at the update, once per seat's transcript and only for rows "
+                   "with a signal (update), or each turn as it is sampled (sample, the path before).")
+@click.option("--skip-zero", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True,
+              help="Rows whose advantages are all zero are not forwarded (auto: only where exact, no KL and no "
+                   "value head).")
+@click.option("--shared-prefix/--no-shared-prefix", default=True, show_default=True,
+              help="A group's rows forward the prefix they share (each seat's first prompt) once.")
+@click.option("--whiten", type=click.Choice(["estimator", "centre", "scale", "off"]), default="estimator",
+              show_default=True, help="Whitening of token advantages per role over the batch (estimator: the "
+                                      "estimator's own; group's is scale, so a group without signal keeps 0).")
 @click.option("--seed", default=0, show_default=True, help="Seeds the adapter, the training tasks and the sampling.")
 @click.option("--concurrency", "max_concurrency", default=None, type=click.IntRange(1),
               help="Rollouts played at once [default: the embedded server's slots when served, 1 in torch].")
@@ -187,11 +203,14 @@ def selfplay_plan(thread: str, o: dict[str, Any]) -> SelfPlayPlan:
                        "lora_server": remember(lora_server) if lora_server else None,
                        "base_gguf": o["base_gguf"], "max_new_tokens": o["max_new_tokens"],
                        "temperature": o["temperature"], "init_adapter": init_adapter,
-                       "lora_r": o["lora_r"], "lora_alpha": 2 * o["lora_r"], "threads": o["threads"]},
+                       "lora_r": o["lora_r"], "lora_alpha": 2 * o["lora_r"], "threads": o["threads"],
+                       "autocast": o["autocast"], "score_old": o["score_old"]},
             "ppo": {"lr": o["lr"], "kl_coef": o["kl_coef"], "epochs": o["train_epochs"],
-                    "minibatch": o["train_batch_size"], "micro_batch": o["micro_batch"]},
+                    "minibatch": o["train_batch_size"], "micro_batch": o["micro_batch"],
+                    "skip_zero": o["skip_zero"], "shared_prefix": o["shared_prefix"]},
             "advantage": {"estimator": o["estimator"], "gamma": o["gamma"], "lam": o["lam"],
-                          "gamma_tok": o["gamma_tok"], "lam_tok": o["lam_tok"], "turn_signal": o["turn_signal"]},
+                          "gamma_tok": o["gamma_tok"], "lam_tok": o["lam_tok"], "turn_signal": o["turn_signal"],
+                          "whiten": o["whiten"]},
             "reward": {"judge_weight": o["judge_weight"], "quality_filter": not o["no_filter"],
                        "illegal_move": o["illegal_reward"], "answer": o["answer_reward"]}})
     except ValidationError as err:

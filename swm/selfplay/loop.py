@@ -205,7 +205,7 @@ def estimate_advantages(plan: SelfPlayPlan, store: StoreRecords, iteration: int)
         with POOL.lock:
             from swm.training.ppo import token_values
 
-            token_values(POOL.get(plan.policy, checkpoint_dir(plan.run_dir, iteration)), rollouts)
+            token_values(POOL.get(plan.policy, checkpoint_dir(plan.run_dir, iteration)), rollouts, plan.ppo)
     baselines = role_baselines(plan.run_dir, iteration - 1) if cfg.estimator == "role" else None
     raw = adv.assign_advantages(rollouts, cfg, baselines)
     for r in rollouts:

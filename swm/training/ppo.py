@@ -303,8 +303,39 @@ def score_turns(policy: LoraValueModel, turns: list[SeatTurn]) -> list[tuple[lis
     return out
 
 
-def token_values(policy: LoraValueModel, rollouts: list[Rollout]) -> None:
-    """Fill every turn's ``values`` with the value head's value at each generated token."""
-    turns = [t for r in rollouts for s in r.seats for t in s.turns]
-    for turn, (_, values) in zip(turns, score_turns(policy, turns), strict=True):
-        turn.values = values
+def token_values(policy: LoraValueModel, rollouts: list[Rollout], config: PPOConfig | None = None) -> None:
+    """Fill every turn's ``values`` with the value head's value at each generated token, and its ``logprobs``
+    (π_old) where the sampler left them to the update: one forward per seat whose turns append (its whole
+    transcript, the group's shared prefix once), one per turn otherwise."""
+    config = config or PPOConfig()
+    seats = [s for r in rollouts for s in r.seats if s.turns]
+    rows: list[tuple[Sample, list[SeatTurn]]] = []
+    for seat in seats:
+        for t in seat.turns:  # every generated token is a target here: a stand-in advantage marks it
+            t.advantages = [0.0] * len(t.token_ids)
+        if len(seat.turns) > 1 and append_counts(seat.turns) == (len(seat.turns) - 1, len(seat.turns) - 1):
+            rows.append((seat_sample(seat.role, seat.turns), seat.turns))
+        else:
+            rows += [(turn_sample(seat.role, t), [t]) for t in seat.turns]
+        for t in seat.turns:
+            t.advantages = []
+    pad = policy.tokenizer.pad_token_id
+    samples = [row for row, _ in rows]
+    policy.model.eval()
+    with torch.no_grad():
+        for group in prefix_groups(samples, config.shared_prefix):
+            members = [rows[i] for i in group.rows]
+            cut = group.length
+            prefix = Prefix.forward(policy, members[0][0].sequence[:cut]) if cut else None
+            per = micro_rows([m for m, _ in members], config.micro_tokens, cut)
+            for first in range(0, len(members), per):
+                part = members[first:first + per]
+                batch = collate_spans([m.sequence[cut:] for m, _ in part],
+                                      [[(a - cut, b - cut) for a, b in m.targets] for m, _ in part], pad)
+                logprobs, values = policy.score(batch, prefix=prefix)
+                for (_, turns), lp, vs in zip(part, gather(logprobs, batch), gather(values, batch), strict=True):
+                    for t in turns:
+                        n = len(t.token_ids)
+                        if len(t.logprobs) != n:
+                            t.logprobs = lp[:n]
+                        t.values, lp, vs = vs[:n], lp[n:], vs[n:]
