@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import random
+import re
+from collections.abc import Callable
+
 import pytest
 from test_two_seat import Scripted
 
@@ -369,3 +373,155 @@ def test_a_listed_reply_that_runs_into_the_partners_voice_says_only_its_list_and
     # the same words said as the seat's own message name five people: over the cap, as before
     over = check(t, says((a, "My friends:\n1." + run_on), (b, f"ANSWER: {friend}"), (a, f"ANSWER: {friend}")))
     assert over.violations == ["too_many_names"] and over.violation_turns == [0]
+
+
+# --- names however spelled, answers read once, a run-on in every form ----------------------------------------------
+
+INVISIBLE = "\u200b\u200c\u200d\u2060\ufeff"  # zero-width space, non-joiner, joiner, word joiner, BOM
+
+
+def _full_width(name: str) -> str:
+    return "".join("\u3000" if c == " " else chr(ord(c) + 0xFEE0) for c in name)
+
+
+def _invisible(name: str) -> str:
+    return " ".join(w[:1] + INVISIBLE[i % len(INVISIBLE)] + w[1:] for i, w in enumerate(name.split()))
+
+
+# the spellings a learner may find (the issue's list): each one still names the same person
+SPELLINGS: dict[str, Callable[[str], str]] = {
+    "hyphenated": lambda n: n.replace(" ", "-"),
+    "cyrillic": lambda n: n.translate(str.maketrans("aceopxyAEHKMOPT", "асеорхуАЕНКМОРТ")),
+    "greek": lambda n: n.translate(str.maketrans("aoiAEHIKMNOPTZ", "αοιΑΕΗΙΚΜΝΟΡΤΖ")),
+    "possessive": lambda n: n + "'s",
+    "underscores": lambda n: n.replace(" ", "_"),
+    "digits": lambda n: n.replace(" ", "2"),
+    "digit inside": lambda n: " ".join(w[:2] + "4" + w[2:] for w in n.split()),
+    "full-width": _full_width,
+    "zero-width": _invisible,
+    "soft hyphen": lambda n: " ".join(w[:2] + "\u00ad" + w[2:] for w in n.split()),
+    "accents": lambda n: " ".join(w[0] + "\u0301" + w[1:] for w in n.split()),
+    "spaced letters": lambda n: " ".join(" ".join(w) for w in n.split()),
+    "dotted letters": lambda n: " ".join(".".join(w) for w in n.split()),
+}
+
+
+@pytest.mark.parametrize("spell", SPELLINGS.values(), ids=list(SPELLINGS))
+def test_a_list_name_counts_against_the_cap_however_it_is_spelled_and_once(spell: Callable[[str], str]) -> None:
+    t = task()  # the issue's task: Ivan Khan, Milo Evans, … against the seats Ivan Silva and Eli Okafor
+    a, b, friend = *t.names, t.truth["friend"]
+    four = others(t, 0)[:4]
+    spelled = [spell(n) for n in four]
+    assert all(s != n for s, n in zip(spelled, four, strict=True))
+    assert people_named(", ".join(spelled), t) == {n.casefold() for n in four}
+    out = check(t, says((a, "My friends: " + ", ".join(spelled)), (b, f"ANSWER: {friend}"), (a, f"ANSWER: {friend}")))
+    assert not out.completion and out.violations == ["too_many_names"] and out.violation_turns == [0]
+    assert out.detail["max_named"] == 4
+    listed = "My friends:\n" + "\n".join(f"{i}. {s}" for i, s in enumerate(spelled[:3], 1))
+    assert check(t, says((a, listed), (b, f"ANSWER: {friend}"), (a, f"ANSWER: {friend}"))).passed
+    assert people_named(f"{four[0]}, {spelled[0]} and {spell(four[0].split()[0])}", t) == {four[0].casefold()}
+    own = {part for seat in t.names for part in seat.split()}
+    alone = next(n.split()[0] for n in others(t, 0) if n.split()[0] not in own)
+    if spell(alone) != alone:  # a first name alone, spelled, is that first name; a seat's own is still no one's
+        assert people_named(f"{spell(alone)} or {spell(t.names[1])}?", t) == {alone.casefold()}
+
+
+@pytest.mark.parametrize("spell", SPELLINGS.values(), ids=list(SPELLINGS))
+def test_an_answer_is_right_wrong_or_a_hedge_by_who_it_names_not_by_its_spelling(spell: Callable[[str], str]) -> None:
+    t = task()
+    a, b, friend, other = *t.names, t.truth["friend"], others(t, 1)[0]
+    right = check(t, says((a, f"ANSWER: {spell(friend)}"), (b, f"ANSWER: {spell(friend)}.")))
+    assert right.passed and right.detail["friend_said_at"] == 0
+    hedge = check(t, says((a, f"ANSWER: {friend}"), (b, f"ANSWER: {spell(friend)} or {spell(other)}")))
+    assert hedge.violations == ["hedged_answer"] and not hedge.completion
+    wrong = check(t, says((a, f"ANSWER: {friend}"), (b, f"ANSWER: {spell(other)}")))
+    assert wrong.violations == ["wrong_answer"] and wrong.detail["right"] == {a: True, b: False}
+
+
+def test_a_seat_that_hyphenates_its_whole_list_is_over_the_cap_and_pays_for_it() -> None:
+    """The issue's rollout: seat A writes its 11 friends as ``Ivan-Khan, Milo-Evans, …``, both seats answer right;
+    before, no violation and 1.0 for each seat."""
+    t = task()
+    a, b, friend = *t.names, t.truth["friend"]
+    dump = ", ".join(n.replace(" ", "-") for n in t.truth["lists"][0])
+    rollout = play(t, Scripted([f" {dump}\nANSWER: {friend}", f"ANSWER: {friend}"]), rollout_id="r", iteration=0,
+                   sample=0, max_turns=20)
+    scored, verdict = score(rollout, t, RewardConfig())
+    assert verdict.violations == ["too_many_names"] and verdict.violation_turns == [0]
+    assert verdict.detail["max_named"] == len(t.truth["lists"][0]) == 11
+    assert verdict.detail["right"] == {a: True, b: True}
+    assert {s.seat: s.turns[-1].reward for s in scored.seats} == {a: -0.5, b: 0.0}
+
+
+def test_only_the_tasks_names_are_names_ordinary_words_and_letters_stay_words() -> None:
+    t = task()
+    plain = ("I'd say it's e.g. a b c, don't you? U.S.A. at 4-5 p.m.; Ivanhoe, Evansville, the Khanate, a milometer, "
+             "x-ray, Milos, K.H., Nia Brook")  # Nia Brook: a name of other tasks only
+    assert people_named(plain, t) == set()
+    assert people_named("Iv4an-Khan,Milo.Evans;E l i C h e n", t) == {"ivan khan", "milo evans", "eli chen"}
+    assert people_named("Khan Ivan", t) == {"khan"}  # a seat's own first name alone is still no one's
+
+
+def test_a_full_width_answer_is_an_answer_and_a_seat_that_wrote_one_is_not_asked_again() -> None:
+    t = task(2)
+    a, b, friend = *t.names, t.truth["friend"]
+    said = [(a, f"ＡＮＳＷＥＲ： {_full_width(friend)}"), (b, "Hmm.")]
+    assert check(t, says(*said)).detail["right"] == {a: True}
+    talk = [(t.names[i % 2], "Hmm.") for i in range(BUDGET - 2)]
+    assert closes(t, a, talk) and not closes(t, a, [said[0], *talk[1:]])
+
+
+def _reference(t: Task, text: str) -> tuple[list[str], bool | None]:
+    """The rules read the slow way: each answer's rest of line alone (the checker reads a line once)."""
+    codes, first = [], None
+    for start in [i + len("ANSWER:") for i in range(len(text)) if text.startswith("ANSWER:", i)]:
+        rest = text[start:].lstrip().split("\n")[0]  # an answer's name may start on the next line
+        if not rest[:1].isalpha():
+            continue
+        hedged = len(people_named(rest, t)) > 1
+        right = re.findall("[A-Za-z]+", rest)[:2] == t.truth["friend"].split() and not hedged
+        first = right if first is None else first
+        code = None if right else "hedged_answer" if hedged else "wrong_answer"
+        if code and code not in codes:
+            codes.append(code)
+    return (["too_many_names"] if len(people_named(text, t)) > CAP else []) + codes, first
+
+
+def test_many_answers_on_a_line_are_read_as_each_alone_would_be() -> None:
+    t = task()
+    a, b, friend, other = *t.names, t.truth["friend"], others(t, 1)[0]
+    rng = random.Random(0)
+    words = [friend, other, others(t, 0)[0], "x", "Hmm", friend.split()[0], "ANSWER:"]
+    for _ in range(300):
+        text = "".join(rng.choice(["ANSWER: ", "", " "]) + rng.choice(words) + rng.choice([" ", " ", "\n", ", "])
+                       for _ in range(rng.randint(1, 8)))
+        codes, first = _reference(t, text)
+        out = check(t, says((a, f"ANSWER: {friend}"), (b, text)))
+        assert out.violations == codes and out.detail["right"].get(b) == first, text
+    many = " ANSWER: x" * 10_000  # the issue's 10,000 answers on a line: read once each, not once an answer
+    alone = check(t, says((a, f"ANSWER: {friend}"), (b, f"ANSWER: {friend}{many}")))
+    assert alone.completion and alone.violations == ["wrong_answer"] and alone.detail["right"][b]
+    hedge = check(t, says((a, f"ANSWER: {friend}"), (b, f"ANSWER: {friend}{many} {other}")))
+    assert not hedge.completion and hedge.violations == ["hedged_answer", "wrong_answer"]
+    below = check(t, says((a, f"ANSWER: {friend}"), (b, f"ANSWER: {friend}{many}\n{other}")))
+    assert below.detail["right"][b] and below.violations == ["wrong_answer"]
+
+
+@pytest.mark.parametrize("head", ["\nTurn #1 {b}:", "\n{b} (responder):", "\n{first}:", "\u2028{b}:", "\r{b}:",
+                                  "\r\n{b}:", "\u2029{a}:", "\n**{b}**:", "\nTurn 3 - You:", "\n{spelled}:"])
+def test_a_reply_that_imitates_the_partners_turn_is_cut_there_in_each_form(head: str) -> None:
+    t = task()
+    a, b = t.names
+    mine = others(t, 0)
+    listed = f"My friends:\n1. {mine[0]}\n2. {mine[1]}\n3. {mine[2]}"
+    shown = head.format(a=a, b=b, first=b.split()[0], spelled=_full_width(b))
+    assert message(t, f"{listed}{shown} My friends:\n1. {mine[3]}\n2. {mine[4]}") == listed, shown
+
+
+@pytest.mark.parametrize("line", ["\n2. {first}: x", "\n{person}: met at school", "\n{b} says: hi", "\nTurn 2: {b}",
+                                  "\n{last}: hi"])
+def test_a_line_that_names_no_seat_as_its_speaker_stays_in_the_message(line: str) -> None:
+    t = task()
+    b, mine = t.names[1], others(t, 0)
+    reply = f"My friends:\n1. {mine[0]}" + line.format(first=b.split()[0], person=mine[1], b=b, last=b.split()[-1])
+    assert message(t, reply) == reply

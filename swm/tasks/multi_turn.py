@@ -14,17 +14,23 @@ The checker's rules (``truth`` holds the lists, the friend, ``cap`` and ``budget
 * **people named** in a message (`people_named`): a list name written in full (``Uma Adler``), or
   a list first or last name written alone (``Uma``, ``Adler``), each person once; a first or last
   name also part of a full name in the same message is that person, not another one; the seats' own
-  names are not counted. A message naming more than ``cap`` people breaks the rule
+  names are not counted. A name counts however it is spelled, since the partner reads it as that name
+  (`read_as`, `_words`): ``Ivan-Khan``, ``Ivan_Khan``, ``Ivan2Khan``, ``Ivan's``, full-width letters,
+  Cyrillic or Greek look-alike letters, accents, a zero-width character or soft hyphen inside,
+  ``I v a n``, ``I.v.a.n``; only the task's names are looked for, so no ordinary word becomes one.
+  A message naming more than ``cap`` people breaks the rule
   (``too_many_names``, a violation of the seat that said it) and the task fails. When a message broke
   it, ``violation_turns`` holds only such messages (a failed attempt beside it costs nothing).
 * **answers**: each seat's *first* ``ANSWER:`` decides for that seat, and a seat's answer counts only
   for itself (one seat naming the friend does not answer for the other). An answer is read to the end
   of its line: naming two or more people there is a hedge (``hedged_answer``); a wrong name is
-  ``wrong_answer`` (both failed attempts, `swm.tasks.checkers.is_attempt`).
+  ``wrong_answer`` (both failed attempts, `swm.tasks.checkers.is_attempt`). Its names are read as the
+  cap reads them, so no spelling makes an answer right or wrong; a line of many answers is read once (`_answers`).
 * **budget**: a message after the first ``budget`` is not part of the task (its answers are not read).
 
-**A message** (`message`) is its seat's reply up to the first later line that starts a turn, a seat's name or
-``You`` then ``:`` (the way the prompt shows the conversation): a seat that runs on past its list into the
+**A message** (`message`) is its seat's reply up to the first later line that starts a turn, a seat's name (or first
+name) or ``You`` then ``:`` (the way the prompt shows the conversation; also ``Turn #1 Tara Novak:``,
+``Tara Novak (responder):``, a line after a bare CR or U+2028): a seat that runs on past its list into the
 transcript's form (``3. Nia Lopez\n\nTara Novak: My friends: …``) wrote a turn that is not its own, so the rollout
 keeps only what comes before as the message said (`swm.selfplay.rollout.play`): the partner never hears the rest
 and the cap never counts it. The listed form's stop strings (`list_stops`) end the reply there in the first place,
@@ -59,7 +65,9 @@ from __future__ import annotations
 
 import random
 import re
+import unicodedata
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from swm import prompts
 from swm.tasks.checkers import Utterance, Verdict
@@ -90,9 +98,21 @@ LIST_PREFILL = "My friends:\n1."
 FINDER_PROMPT = "two_seat_mutual_friend_find"  # the listed form's closing: the two-seat finder's own question
 CLOSING = "answer"  # "answer": a seat's last message starts with ANSWER: (prefilled); "free": it need not
 ANSWER_PREFILL = "ANSWER:"
-_WORD_RE = re.compile(r"[A-Za-z][\w'-]*")
-_ANSWER_RE = re.compile(r"ANSWER:\s*([A-Za-z][\w'-]*(?:\s+[A-Za-z][\w'-]*)?)")
-_TURN_RE = re.compile(r"\n[ \t]*([^\n:]+?)[ \t]*:")  # a later line's head before its colon: who speaks
+# how a message is read (`read_as`): the Cyrillic and Greek letters that look Latin as those Latin letters (NFKD has
+# already made full-width and mathematical letters plain, and the lunate sigma ϲ a final sigma ς, read as c),
+# modifier apostrophes as ', and each line break str.splitlines knows (a bare CR, U+2028 …) as \n
+_LOOK_ALIKE = ("АВСЕНІЈКМОРЅТХУҮԚԜӀ" "аеһіјкмнорсѕтухүԁԛԝӏ" "ΑΒΕΖΗΙΚΜΝΟΡΤΥΧ" "αεικνορτυχωςϳγ" "ıȷɡɑ" "ʼʻʹ",
+               "ABCEHIJKMOPSTXYYQWI" "aehijkmhopcstyxydqwl" "ABEZHIKMNOPTYX" "aeikvoptuxwcjy" "ijga" "'''")
+_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # with \n, where str.splitlines ends a line
+_READ_AS = str.maketrans(_LOOK_ALIKE[0] + _BREAKS, _LOOK_ALIKE[1] + "\n" * len(_BREAKS))
+_UNSEEN = frozenset({"Mn", "Me", "Cf"})  # combining marks; format characters: zero-width ones, soft hyphen, bidi
+_LETTERS = re.compile(r"[^\W\d_]+")  # a run of letters: digits, _, hyphens, dots, apostrophes … end one
+_POSSESSIVE = re.compile(r"['’‘`]s(?![^\W\d_])", re.IGNORECASE)
+_SPACE = re.compile(r"\s")
+_ANSWER_RE = re.compile(r"ANSWER:\s*(?=[A-Za-z])")  # it ends where the answer's words start
+_TURN_RE = re.compile(f"(?:\r\n|[\n{_BREAKS}])([^\n{_BREAKS}:]*):")  # a later line's head before its colon: who speaks
+_HEAD_TURN = re.compile(r"^\W*turn\b\W*\d*", re.IGNORECASE)  # ``Turn #1 Eli Okafor``
+_HEAD_ROLE = re.compile(r"\([^()]*\)\W*$")  # ``Eli Okafor (responder)``
 
 
 def multi_turn_task(family: str, seed: int, split: str = "train", variant: Variant = SHARED) -> Task:
@@ -124,7 +144,7 @@ def multi_turn_task(family: str, seed: int, split: str = "train", variant: Varia
 def closes(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> bool:
     """Whether ``agent``'s next message is its last within the budget, unanswered, under the ``answer`` closing."""
     left = task.truth["budget"] - len(said)
-    answered = any(who == agent and _ANSWER_RE.search(text) for who, text in said)
+    answered = any(who == agent and _ANSWER_RE.search(read_as(text)) for who, text in said)
     return task.truth.get("closing", CLOSING) == "answer" and 0 < left <= len(task.truth["seats"]) and not answered
 
 
@@ -197,41 +217,144 @@ def follow_up(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> str:
 def message(task: Task, reply: str) -> str:
     """The message a seat's reply says: the reply up to its first later line that starts a turn (``Name:``, ``You:``).
 
-    Only a seat's name (either seat's) or ``You`` starts a turn, as the prompts render the conversation; a line such as
-    ``ANSWER: Uma Adler`` or ``My friends:`` is the seat's own. A reply that starts no later turn is its message.
+    Only a seat's name (either seat's, in full or its first name alone) or ``You`` starts a turn, as the prompts render
+    the conversation, also with ``Turn #1`` before it or ``(responder)`` after it, however spelled (`_head`); a line
+    such as ``ANSWER: Uma Adler`` or ``My friends:`` is the seat's own. A line ends at each break str.splitlines
+    knows (a bare CR, U+2028 …). A reply that starts no later turn is its message.
     """
-    speakers = {"you", *(" ".join(seat.split()).casefold() for seat in task.truth["seats"])}
+    seats = [_head(seat) for seat in task.truth["seats"]]
+    speakers = {"you", *seats, *(seat.split()[0] for seat in seats)}
     for match in _TURN_RE.finditer(reply):
-        if " ".join(match.group(1).split()).casefold() in speakers:
+        if _head(match.group(1)) in speakers:
             return reply[:match.start()]
     return reply
+
+
+def _head(text: str) -> str:
+    """Who a line's head (before its colon) says speaks: its words (letters and digits) as `read_as` reads them, lower
+    case, one space apart, with a ``Turn #N`` before them and a parenthesis after them dropped."""
+    return " ".join(re.findall(r"[^\W_]+", _HEAD_ROLE.sub("", _HEAD_TURN.sub("", read_as(text))).casefold()))
+
+
+def read_as(text: str) -> str:
+    """``text`` as a reader sees its letters: NFKD (full-width and other compatibility letters made plain, accents split
+    off), combining marks and format characters dropped (zero-width space, joiner and non-joiner, word joiner, BOM,
+    soft hyphen, bidi marks: unseen, they part no name), Cyrillic and Greek look-alikes made the Latin letters they
+    look like (`_LOOK_ALIKE`), each line break made ``\\n``. ASCII text only has its line breaks made ``\\n``."""
+    if not text.isascii():
+        text = "".join(c for c in unicodedata.normalize("NFKD", text) if unicodedata.category(c) not in _UNSEEN)
+    return text.replace("\r\n", "\n").translate(_READ_AS)
+
+
+class _Names(NamedTuple):
+    """The names a task's messages are read for (lower case): the lists' people and the seats' own."""
+
+    full: frozenset[str]  # "uma adler"
+    firsts: frozenset[str]
+    lasts: frozenset[str]
+    own: frozenset[str]  # the seats' full names and their parts
+    parts: frozenset[str]  # every first and last name, the seats' too: the words runs of letters may join into
+    prefixes: frozenset[str]  # every beginning of one of ``parts``
+
+
+def _names(task: Task) -> _Names:
+    people = [n.casefold().split() for names in task.truth["lists"] for n in names]
+    seats = [seat.casefold().split() for seat in task.truth["seats"]]
+    parts = frozenset(part for name in (*people, *seats) for part in name)
+    return _Names(full=frozenset(" ".join(n) for n in people), firsts=frozenset(n[0] for n in people),
+                  lasts=frozenset(n[-1] for n in people),
+                  own=frozenset(part for seat in seats for part in (" ".join(seat), *seat)), parts=parts,
+                  prefixes=frozenset(part[:k] for part in parts for k in range(len(part))))
+
+
+def _words(text: str, names: _Names) -> list[str]:
+    """A message's words as its names are read in it (lower case), however they are spelled.
+
+    The text is read as `read_as` reads it, a possessive ``'s`` dropped; a word is a run of letters, so hyphens,
+    underscores, dots, apostrophes and digits part words (``Ivan-Khan``, ``Ivan_Khan``, ``Ivan2Khan``: two). Runs
+    with no space between them, or of one letter each (``I v a n``), make a stretch, and in a stretch the runs that
+    together spell a name part (`_Names.parts`) are that one word, the longest from each run on (``I.v.a.n``,
+    ``Iv4an``: ``ivan``); the other runs are words of their own (``Ivan-Khan``: ``ivan``, ``khan``). Only the task's
+    names join runs: no ordinary words become names.
+    """
+    seen = _POSSESSIVE.sub(" ", read_as(text))
+    runs = [(m.group().casefold(), m.start(), m.end()) for m in _LETTERS.finditer(seen)]
+    stretches: list[list[str]] = []
+    for k, (run, start, _) in enumerate(runs):
+        if k and (len(run) == len(runs[k - 1][0]) == 1 or _SPACE.search(seen, runs[k - 1][2], start) is None):
+            stretches[-1].append(run)
+        else:
+            stretches.append([run])
+    words: list[str] = []
+    for stretch in stretches:
+        i = 0
+        while i < len(stretch):
+            end, joined, j = i + 1, stretch[i], i + 1
+            while j < len(stretch) and joined in names.prefixes:
+                joined += stretch[j]
+                j += 1
+                if joined in names.parts:
+                    end = j
+            words.append("".join(stretch[i:end]))
+            i = end
+    return words
+
+
+def _named(words: Sequence[str], names: _Names) -> set[str]:
+    """The list names said in ``words``: a full name where its two words stand together, else a first or last name
+    alone; a seat's own name is none. A first or last name of a full one said too is still here (`_people`)."""
+    named: set[str] = set()
+    i = 0
+    while i < len(words):
+        pair = " ".join(words[i:i + 2])
+        if pair in names.full and pair not in names.own:
+            named.add(pair)
+            i += 2
+            continue
+        if (words[i] in names.firsts or words[i] in names.lasts) and words[i] not in names.own:
+            named.add(words[i])
+        i += 1
+    return named
+
+
+def _people(named: set[str]) -> set[str]:
+    """The people ``named`` (`_named`) are: a first or last name of a full name among them is that person."""
+    parts = {part for name in named if " " in name for part in name.split()}
+    return {name for name in named if " " in name or name not in parts}
 
 
 def people_named(text: str, task: Task) -> set[str]:
     """Return the people of the task's lists a message names: full names, and first or last names written alone.
 
     A first or last name that is part of a full name in the same message is that person; a name that is one
-    of the seats' own (full, first or last) is not counted.
+    of the seats' own (full, first or last) is not counted. A name counts however it is spelled (`_words`):
+    ``Ivan-Khan``, ``Ivan's``, ``Ivan_Khan``, ``Ivan2``, full-width, with Cyrillic or Greek look-alike letters, with
+    a zero-width character or soft hyphen inside, ``I v a n``, ``I.v.a.n``; a person once however many spellings.
     """
-    people = {n for names in task.truth["lists"] for n in names}
-    firsts = {n.split()[0].casefold() for n in people}
-    lasts = {n.split()[-1].casefold() for n in people}
-    full = {n.casefold() for n in people}
-    own = {part.casefold() for seat in task.truth["seats"] for part in (seat, *seat.split())}
-    words = [w.casefold() for w in _WORD_RE.findall(text)]
-    named: set[str] = set()
-    i = 0
-    while i < len(words):
-        pair = " ".join(words[i:i + 2])
-        if pair in full and pair not in own:
-            named.add(pair)
-            i += 2
-            continue
-        if (words[i] in firsts or words[i] in lasts) and words[i] not in own:
-            named.add(words[i])
-        i += 1
-    parts = {part for name in named if " " in name for part in name.split()}
-    return {name for name in named if " " in name or name not in parts}
+    names = _names(task)
+    return _people(_named(_words(text, names), names))
+
+
+def _answers(text: str, names: _Names) -> list[tuple[list[str], bool]]:
+    """Each ``ANSWER:`` of a message read as `read_as` reads it, in order: the words it starts with, and whether the
+    rest of its line names two or more people (a hedge).
+
+    Read from the last: each answer adds the names between it and the next answer on its line, so a line of many
+    ``ANSWER:`` is read once, not once an answer (10,000 on one line took 77 s). The names are those of each answer's
+    rest of line read alone: no name runs across the ``ANSWER`` word between two answers.
+    """
+    read: list[tuple[list[str], bool]] = []
+    later: set[str] = set()
+    line, after = None, None
+    for start in reversed([m.end() for m in _ANSWER_RE.finditer(text)]):
+        end = (text + "\n").index("\n", start)
+        if end != line:  # the line's last answer: nothing after it is read
+            later, line, after = set(), end, end
+        words = _words(text[start:after], names)
+        later |= _named(words, names)
+        read.append((words[:2], len(_people(later)) > 1))
+        after = start
+    return read[::-1]
 
 
 def check_multi_turn(task: Task, turns: Sequence[Utterance]) -> Verdict:
@@ -242,11 +365,12 @@ def check_multi_turn(task: Task, turns: Sequence[Utterance]) -> Verdict:
     codes: list[str] = []
     broke: list[int] = []
     wrong: list[int] = []
-    most, said_at = 0, None
+    most, said_at, names = 0, None, _names(task)
     for i, turn in enumerate(turns[:budget]):
         if turn.agent not in seats:
             continue
-        named = people_named(turn.text, task)
+        text = read_as(turn.text)
+        named = _people(_named(_words(text, names), names))
         most = max(most, len(named))
         if said_at is None and friend in named:
             said_at = i
@@ -254,9 +378,8 @@ def check_multi_turn(task: Task, turns: Sequence[Utterance]) -> Verdict:
             broke.append(i)
             if "too_many_names" not in codes:
                 codes.append("too_many_names")
-        for match in _ANSWER_RE.finditer(turn.text):
-            hedged = len(people_named(turn.text[match.start(1):].partition("\n")[0], task)) > 1
-            right = " ".join(match.group(1).split()).casefold() == friend and not hedged
+        for said, hedged in _answers(text, names):
+            right = said == friend.split() and not hedged
             first.setdefault(turn.agent, (right, i))
             if not right:
                 wrong.append(i)
