@@ -27,6 +27,7 @@ import json
 import math
 import os
 import statistics
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -52,6 +53,11 @@ from swm.training.ppo import Sample, fill_old_logprobs, make_optimizer, ppo_upda
 from swm.training.trajectory import Rollout
 
 RUN = "bench-iteration"
+CHECKED_TASKS = 2  # the agreement check's rows: the first tasks' groups (float32 thrice is the bench's longest part)
+
+
+def log(text: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
 
 
 def plan_for(args: argparse.Namespace) -> SelfPlayPlan:
@@ -86,6 +92,26 @@ def sample(plan: SelfPlayPlan, db: Path, concurrency: int) -> dict[str, float]:
         return out
     finally:
         store.close()
+
+
+def evaluate(plan: SelfPlayPlan, db: Path, concurrency: int) -> tuple[float, float]:
+    """Play the held-out tasks under the new path's checkpoint 1, as the report plays them; (wall s, rollout-s a
+    task). Kept beside the store (``evaluation.json``) with the held-out rollouts, so a rerun reports what it played."""
+    record = Path(plan.out_dir) / f"evaluation-{plan.eval_tasks}.json"
+    if record.is_file():
+        kept = json.loads(record.read_text())
+        return float(kept["wall_s"]), float(kept["per_task"])
+    store = open_store(db)
+    try:
+        loop.update_policy(plan, store, 0)
+        start = time.perf_counter()
+        ev = loop.evaluate_policy(plan, store, 0, concurrency=concurrency)
+        wall = time.perf_counter() - start
+        per_task = float(ev.get("rollout_seconds") or 0.0) / max(1, int(ev.get("rollouts") or 1))
+    finally:
+        store.close()
+    record.write_text(json.dumps({"wall_s": wall, "per_task": per_task}))
+    return wall, per_task
 
 
 def torch_limit(policy: LoraValueModel, tokens: int, targets: int, repeats: int) -> float:
@@ -171,6 +197,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--eval-tasks", type=int, default=8, help="held-out tasks timed (200 is extrapolated)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeats", type=int, default=2, help="repeats of each limit measurement (best kept)")
+    parser.add_argument("--sample-only", action="store_true", help="stop after sampling (its wall time and tokens): "
+                        "to compare server settings, each with its own --out")
     parser.add_argument("--no-page", action="store_true")
     args = parser.parse_args(argv)
     Path(args.out).mkdir(parents=True, exist_ok=True)
@@ -187,7 +215,11 @@ def run(plan: SelfPlayPlan, db: Path, args: argparse.Namespace) -> None:
     print(f"cores {n}; CPU bfloat16 (AVX-512 BF16 / AMX): {cpu_bf16()}; llama-server slots {slots()}, threads "
           f"{os.environ.get('SWM_EMBEDDED_THREADS') or max(1, n - 1)}; draw {os.environ.get('SWM_EMBEDDED_DRAW')}; "
           f"torch {torch.__version__}; load {os.getloadavg()[0]:.2f}\n")
+    log("sampling (or replaying the stored rollouts)")
     sampled = sample(plan, db, concurrency)
+    if args.sample_only:
+        print(f"sampling: {json.dumps(sampled)}")
+        return
     store = open_store(db)
     try:
         scored = loop.score_rollouts(plan, store, 0, "train")
@@ -200,7 +232,7 @@ def run(plan: SelfPlayPlan, db: Path, args: argparse.Namespace) -> None:
     row = int(statistics.median(len(s.turns[-1].prompt_ids) + len(s.turns[-1].token_ids)
                                 for r in rollouts for s in r.seats if s.turns))
 
-    # the machine's limits
+    log("the machine's limits")
     limits: dict[tuple[int, str], float] = {}
     for threads in sorted({1, n}):
         for mode in ("off", "bfloat16") if cpu_bf16() else ("off",):
@@ -209,13 +241,14 @@ def run(plan: SelfPlayPlan, db: Path, args: argparse.Namespace) -> None:
     engine = engine_limit.measure(embedded.gguf_path(), threads=server_threads, parallel=(1, concurrency * 2),
                                   prompt=512, context=256, steps=32)
 
-    # today's path, at the same rollouts
+    log("today's path: π_old turn by turn, then the update")
     set_mode(policy, n, "off")
     old_score_s, old_scored_tokens = score_turns_as_sampled(policy, rollouts)
     old_samples = training_samples(advantaged(rollouts, "centre"))
     old_ppo = plan.ppo.model_copy(update={"value_coef": 0.0, "skip_zero": "off", "shared_prefix": False})
     old_stats, _, _, old_update_s = train(policy, checkpoint, old_samples, old_ppo, plan.seed)
 
+    log("the new path")
     # the new path: at the signal these rollouts have, and with every row forwarded (an iteration where every group
     # has a signal costs that)
     fast = "bfloat16" if cpu_bf16() else "off"
@@ -230,12 +263,14 @@ def run(plan: SelfPlayPlan, db: Path, args: argparse.Namespace) -> None:
 
     # the same update: on these rollouts with advantages of ±1 by rollout (a check of the arithmetic only: no
     # learning is claimed from it), the exact path (float32, nothing skipped or shared) against the new one
-    checked = [r.model_copy(deep=True) for r in rollouts]
+    first_tasks = sorted({r.task_id for r in rollouts})[:CHECKED_TASKS]
+    checked = [r.model_copy(deep=True) for r in rollouts if r.task_id in first_tasks]
     for r in checked:
         for seat in r.seats:
             for turn in seat.turns:
                 turn.advantages = [(1.0 if r.sample % 2 else -1.0) if r.sample % 4 else 0.0] * len(turn.token_ids)
                 turn.returns = [0.0] * len(turn.advantages)
+    log("the agreement check")
     set_mode(policy, n, "off")
     _, exact_delta, exact_score_s, exact_update_s = train(policy, checkpoint, training_samples(checked), old_ppo,
                                                           plan.seed)
@@ -248,15 +283,8 @@ def run(plan: SelfPlayPlan, db: Path, args: argparse.Namespace) -> None:
     # the held-out evaluation, as the report plays it (the new path's update gives checkpoint 1)
     eval_s = per_task = None
     if plan.eval_tasks:
-        store = open_store(db)
-        try:
-            loop.update_policy(plan, store, 0)
-            start = time.perf_counter()
-            ev = loop.evaluate_policy(plan, store, 0, concurrency=concurrency)
-            eval_s = time.perf_counter() - start
-            per_task = float(ev.get("rollout_seconds") or 0.0) / max(1, int(ev.get("rollouts") or 1))
-        finally:
-            store.close()
+        log("the held-out evaluation")
+        eval_s, per_task = evaluate(plan, db, concurrency)
 
     def rel(delta: torch.Tensor) -> float:
         return float((delta - exact_delta).norm() / exact_delta.norm().clamp(min=1e-30))
@@ -308,7 +336,8 @@ def run(plan: SelfPlayPlan, db: Path, args: argparse.Namespace) -> None:
               f"tokens, and {int(sampled['generated'])} generated at the batched rate): {floor:.0f} s; sampling took "
               f"{sampled['wall_s']:.0f} s, **{floor / sampled['wall_s']:.2f} of llama.cpp's limit**.\n")
     print("## The same rollouts, the same update\n")
-    print(f"Advantages of ±1 by rollout on the same rows (a check of the arithmetic, not a reward). Against the exact "
+    print(f"Advantages of ±1 by rollout on the rows of the first {CHECKED_TASKS} tasks (a check of the arithmetic, "
+          "not a reward). Against the exact "
           f"path (float32, every row forwarded whole; {exact_score_s:.1f} s scoring + {exact_update_s:.1f} s update), "
           f"the weight change of the new path in float32 (rows without signal skipped: "
           f"{int(fp32_stats['skipped_rows'])}, shared prefixes) differs by **{rel(fp32_delta):.2e}** of its norm, and "
