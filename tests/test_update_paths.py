@@ -214,3 +214,23 @@ def test_token_values_of_a_seat_row_are_each_turns_own(base_dir: Path) -> None:
         assert turn.logprobs == pytest.approx(logprobs, abs=1e-5)
         assert turn.values == pytest.approx(values, abs=1e-5)
         assert turn.advantages == []
+
+
+def test_groups_follow_each_tasks_first_prompt() -> None:
+    """A batch of tasks shares only the chat template's head; each task's G rows share their whole first prompt:
+    the groups are the tasks', not one group of everything at the short common head."""
+    head = list(range(1, 31))
+    rows = []
+    for task in (list(range(40, 70)), list(range(70, 100))):
+        for reply in ([5, 6, 7], [8, 9], [10, 11, 12, 13]):
+            rows.append(Sample(role="finder", prompt_ids=head + task, token_ids=reply, old_logprobs=[],
+                               advantages=[1.0] * len(reply), returns=[0.0] * len(reply)))
+    rows.append(Sample(role="finder", prompt_ids=list(range(200, 260)), token_ids=[5], old_logprobs=[],
+                       advantages=[1.0], returns=[0.0]))  # a row that shares nothing
+    groups = prefix_groups(rows)
+    assert [(sorted(g.rows), g.length) for g in groups] == [([0, 1, 2], 59), ([3, 4, 5], 59), ([6], 0)]
+    assert forwarded_tokens(rows) == sum(len(s.sequence) for s in rows) - 2 * 2 * 59
+    # only the head in common: one group at the head beats each row whole
+    heads = [Sample(role="a", prompt_ids=head + [100 + k], token_ids=[5], old_logprobs=[], advantages=[1.0],
+                    returns=[0.0]) for k in range(3)]
+    assert [(g.rows, g.length) for g in prefix_groups(heads)] == [([0, 1, 2], 30)]

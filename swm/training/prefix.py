@@ -65,24 +65,41 @@ def shared_length(rows: Sequence[Row]) -> int:
 
 
 def prefix_groups(rows: Sequence[Row], share: bool = True) -> list[Group]:
-    """Group the rows that open with the same tokens: rows with the same first ``MIN_SHARED`` tokens are one group
-    while their shared length stays ``MIN_SHARED`` or more; the rest (and everything when ``share`` is off) are one
-    group of whole rows, in their order."""
+    """Group the rows so that each group's shared prefix is forwarded once and the tokens forwarded are fewest.
+
+    Rows are split where they first differ, as a prefix tree is, and a node is kept whole when forwarding its
+    shared prefix once costs fewer tokens than its branches' own groups (a batch of tasks shares only the chat
+    template's head, each task's G rollouts its whole first prompt). Prefixes shorter than `MIN_SHARED` are not
+    shared: those rows (and every row when ``share`` is off) form one group of whole rows, in their order.
+    """
     if not share or len(rows) < 2:
         return [Group(list(range(len(rows))), 0)] if rows else []
-    by_key: dict[tuple[int, ...], list[int]] = {}
-    for i, r in enumerate(rows):
-        by_key.setdefault(tuple(r.sequence[:MIN_SHARED]), []).append(i)
-    groups, whole = [], []
-    for members in by_key.values():
-        length = shared_length([rows[i] for i in members]) if len(members) > 1 else 0
-        if length >= MIN_SHARED:
-            groups.append(Group(members, length))
-        else:
-            whole += members
-    if whole:
-        groups.append(Group(sorted(whole), 0))
-    return groups
+    groups = [g for g in _best(rows, list(range(len(rows))))[1] if g.length]
+    shared = {i for g in groups for i in g.rows}
+    whole = [i for i in range(len(rows)) if i not in shared]
+    return [*groups, *([Group(whole, 0)] if whole else [])]
+
+
+def _best(rows: Sequence[Row], members: list[int]) -> tuple[int, list[Group]]:
+    """The fewest tokens to forward ``members`` and the groups that do it (a group of length 0: each row whole)."""
+    whole = sum(len(rows[i].sequence) for i in members)
+    if len(members) < 2:
+        return whole, [Group(members, 0)]
+    length = shared_length([rows[i] for i in members])
+    kept = (length + whole - length * len(members), [Group(members, length)]) if length >= MIN_SHARED \
+        else (whole, [Group(members, 0)])
+    branches: dict[int, list[int]] = {}
+    for i in members:
+        seq = rows[i].sequence
+        branches.setdefault(seq[length] if len(seq) > length else -1, []).append(i)
+    if len(branches) < 2:  # they part only after a generated token: nothing to split on
+        return kept
+    split_cost, split = 0, []
+    for branch in branches.values():
+        cost, parts = _best(rows, branch)
+        split_cost += cost
+        split += parts
+    return (split_cost, split) if split_cost < kept[0] else kept
 
 
 def forwarded_tokens(rows: Sequence[Row], share: bool = True) -> int:
