@@ -65,7 +65,8 @@ def plan_of(args: argparse.Namespace, arm: str) -> dict[str, Any]:
                        "autocast": args.autocast, "score_old": args.score_old},
             "ppo": {"lr": args.lr, "kl_coef": args.kl_coef, "minibatch": args.minibatch, "epochs": args.epochs,
                     "micro_batch": args.micro_batch, "skip_zero": args.skip_zero, "shared_prefix": args.shared_prefix},
-            "advantage": {"estimator": args.estimator, "whiten": args.whiten}, "reward": {"answer": args.answer_reward}}
+            "advantage": {"estimator": args.estimator, "whiten": args.whiten},
+            "reward": {"answer": args.answer_reward, "belief": args.belief, "belief_shuffle": args.belief_shuffle}}
 
 
 def evaluate(plan: dict[str, Any], iteration: int, n: int) -> list[dict[str, Any]]:
@@ -248,6 +249,9 @@ def main() -> None:
     ap.add_argument("--temperature", type=float, default=0.7)
     ap.add_argument("--answer-reward", type=float, default=0.0, help="added to a seat's reward when its own "
                     "first answer is right (multi-turn; 0: the joint reward alone)")
+    ap.add_argument("--belief", type=float, default=0.0, help="weight of each multi-turn message's belief gain "
+                    "(swm.selfplay.belief; 0: off)")
+    ap.add_argument("--belief-shuffle", action="store_true", help="the shuffled-turn control of the belief gain")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: every core)")
     ap.add_argument("--autocast", default="auto", choices=["auto", "bfloat16", "off"],
                     help="bfloat16 autocast on the CPU (auto: where it has AVX-512 BF16 or AMX; off: float32, the "

@@ -114,6 +114,13 @@ def apply_preset(ctx: click.Context, name: str | None, params: dict[str, Any]) -
 @click.option("--answer-reward", default=0.0, show_default=True, type=click.FloatRange(min=0),
               help="Added to a seat's reward when its own first answer is right (multi-turn tasks; 0: the joint "
                    "reward alone).")
+@click.option("--belief", "belief", default=0.0, show_default=True, type=click.FloatRange(min=0),
+              help="Weight of each multi-turn message's belief gain (the partner's log-probability of the shared "
+                   "friend on its closing prompt after the message minus before, under the sampling policy; pays "
+                   "for the seat's own names disclosed, never for a broken cap, an echo or an answer: "
+                   "swm.selfplay.belief). 0: off.")
+@click.option("--belief-shuffle", is_flag=True, help="The shuffled-turn control: the iteration's belief gains are "
+                                                     "permuted among its turns before they are mixed in.")
 @click.option("--no-filter", is_flag=True, help="Turn the quality filter off (the reward-hacking ablation).")
 @click.option("--base", default="embedded", show_default=True,
               help="Base model: 'embedded' (SmolLM2 GGUF, dequantised), a .gguf file or a HF model directory.")
@@ -212,7 +219,8 @@ def selfplay_plan(thread: str, o: dict[str, Any]) -> SelfPlayPlan:
                           "gamma_tok": o["gamma_tok"], "lam_tok": o["lam_tok"], "turn_signal": o["turn_signal"],
                           "whiten": o["whiten"]},
             "reward": {"judge_weight": o["judge_weight"], "quality_filter": not o["no_filter"],
-                       "illegal_move": o["illegal_reward"], "answer": o["answer_reward"]}})
+                       "illegal_move": o["illegal_reward"], "answer": o["answer_reward"],
+                       "belief": o["belief"], "belief_shuffle": o["belief_shuffle"]}})
     except ValidationError as err:
         raise InputError(f"bad self-play setting: {err.errors()[0]['loc']}: {err.errors()[0]['msg']}") from err
 

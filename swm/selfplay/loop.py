@@ -144,6 +144,7 @@ def score_rollouts(plan: SelfPlayPlan, store: StoreRecords, iteration: int, phas
     good = [r for r in rollouts if not r.failed]
     passed = 0
     judged = {"calls": 0, "unjudged": 0}
+    gains = belief_of(plan, iteration, phase, good, units)
     for r in good:
         if plan.game:
             score_game(r, plan.reward)
@@ -153,7 +154,8 @@ def score_rollouts(plan: SelfPlayPlan, store: StoreRecords, iteration: int, phas
             if judge_model is not None and plan.reward.judge_weight > 0:
                 scores, counts = judge_turns(judge_model, r, task)
                 judged = {k: judged[k] + counts[k] for k in judged}
-            _, verdict = score(r, task, plan.reward, scores)
+            own = {turn: gain for (rid, turn), gain in gains.items() if rid == r.rollout_id} if gains else None
+            _, verdict = score(r, task, plan.reward, scores, own)
             passed += int(verdict.passed)
         sps.put_rollout(store, plan.run_id, phase, r)
     if plan.shuffle_rewards and phase == "train":
@@ -174,6 +176,36 @@ def score_rollouts(plan: SelfPlayPlan, store: StoreRecords, iteration: int, phas
                       if counts["turns"] else None, tokens=tokens, rollout_seconds=seconds,
                       tokens_per_s=tokens / seconds if seconds else None, judge=judged, signals=signals,
                       seconds=time.perf_counter() - start)
+
+
+def belief_of(plan: SelfPlayPlan, iteration: int, phase: str, rollouts: list[Rollout],
+              units: dict[str, dict[str, Any]]) -> dict[tuple[str, int], float]:
+    """The training rollouts' belief gains ((rollout, turn) → nats) under their sampling checkpoint, when the plan
+    mixes them in (``reward.belief``); permuted among the turns for the shuffled-turn control. A gain is computed
+    once and recorded on its turn (`SeatTurn.belief`, the control's too): a rescored rollout reads them back, and
+    `shuffled` permutes them again, seeded, to the same draw."""
+    if plan.reward.belief <= 0 or phase != "train" or plan.game:
+        return {}
+    from swm.selfplay.belief import rollout_gains, shuffled
+
+    raw: dict[tuple[str, int], float] = {}
+    todo = []
+    for r in rollouts:
+        turns = [t for s in r.seats for t in s.turns]
+        if turns and all(t.belief is not None for t in turns):
+            raw.update({(r.rollout_id, t.turn): float(t.belief or 0.0) for t in turns})
+        else:
+            todo.append(r)
+    if todo:
+        with POOL.lock:
+            policy = POOL.get(plan.policy, checkpoint_dir(plan.run_dir, iteration))
+            for r in todo:
+                gains = rollout_gains(policy, r, Task.model_validate(units[r.task_id]["task"]), plan.ppo)
+                for seat in r.seats:
+                    for t in seat.turns:
+                        t.belief = gains.get(t.turn, 0.0)
+                        raw[(r.rollout_id, t.turn)] = t.belief
+    return shuffled(raw, plan.seed * 7919 + iteration + 1) if plan.reward.belief_shuffle else raw
 
 
 def _baselines_file(run_dir: Path, iteration: int) -> Path:

@@ -10,7 +10,8 @@ friend even when its partner did not. A failed *attempt* (a wrong
 or hedged answer, `swm.tasks.checkers.is_attempt`) is no violation: it scores 0, as silence or
 leaving does, so answering never has a lower expected reward than staying out. With
 ``judge_weight > 0`` every turn also gets ``judge_weight · judge`` (a per-turn judge score in
-[0, 1]). The mix is a `RewardConfig`, recorded with the run.
+[0, 1]), and with ``belief > 0`` a multi-turn message gets ``belief · gain``, the partner's belief gain
+(`swm.selfplay.belief`). The mix is a `RewardConfig`, recorded with the run.
 
 Games (`score_game`): each seat's ±1 (0 on a draw) at its last move, and every illegal move
 earns ``illegal_move`` (−0.5) at its own turn — the per-move legality signal, the densest one a
@@ -63,6 +64,11 @@ class RewardConfig(BaseModel):
     judge_weight: float = Field(0.0, ge=0, description="weight of the per-turn judge score (0: no judge)")
     answer: float = Field(0.0, ge=0, description="added to a seat's outcome when its own first answer is right "
                           "(the checker's detail['right'], multi-turn tasks); 0: the joint reward alone")
+    belief: float = Field(0.0, ge=0, description="weight of each message's belief gain (swm.selfplay.belief: the "
+                          "partner's log-probability of the shared friend after the message minus before, in nats, "
+                          "multi-turn tasks) added to its turn's reward; 0: off")
+    belief_shuffle: bool = Field(False, description="the shuffled-turn control: the iteration's belief gains are "
+                                 "permuted among its turns (seeded) before they are mixed in")
     quality_filter: bool = True
     filtered_reward: float = 0.0
     filtered: Literal["cap", "zero"] = "cap"
@@ -94,9 +100,10 @@ def quality_flag(text: str, speaker: str, others: list[str], earlier: list[str],
 
 
 def _assign(rollout: Rollout, outcomes: Mapping[str, float], broken: set[int], config: RewardConfig,
-            judge: Mapping[int, float] | None, illegal: frozenset[int] = frozenset()) -> None:
-    """Set each turn's reward: the seat's outcome at its last turn, an illegal move's penalty, the judge mix,
-    the quality filter."""
+            judge: Mapping[int, float] | None, illegal: frozenset[int] = frozenset(),
+            belief: Mapping[int, float] | None = None) -> None:
+    """Set each turn's reward: the seat's outcome at its last turn, an illegal move's penalty, the judge mix, the
+    belief gain, the quality filter (a flagged turn gains nothing, belief included)."""
     for seat in rollout.seats:
         seat.outcome = float(outcomes.get(seat.seat, 0.0))
         others = [s.seat for s in rollout.seats if s.seat != seat.seat]
@@ -107,6 +114,8 @@ def _assign(rollout: Rollout, outcomes: Mapping[str, float], broken: set[int], c
             if judge is not None and turn.turn in judge:
                 turn.judge = float(judge[turn.turn])
                 reward += config.judge_weight * turn.judge
+            if belief is not None and turn.turn in belief:
+                reward += config.belief * float(belief[turn.turn])
             flag = quality_flag(turn.text, seat.seat, others, [t.text for t in seat.turns[:k]], config)
             if turn.turn in broken:
                 flag = flag or "rule_breaking"
@@ -116,9 +125,10 @@ def _assign(rollout: Rollout, outcomes: Mapping[str, float], broken: set[int], c
             turn.reward = reward
 
 
-def score(rollout: Rollout, task: Task, config: RewardConfig,
-          judge: Mapping[int, float] | None = None) -> tuple[Rollout, Verdict]:
-    """Set every turn's reward (outcome, filter, judge) of a finished task rollout; return it and the verdict."""
+def score(rollout: Rollout, task: Task, config: RewardConfig, judge: Mapping[int, float] | None = None,
+          belief: Mapping[int, float] | None = None) -> tuple[Rollout, Verdict]:
+    """Set every turn's reward (outcome, filter, judge, belief gain) of a finished task rollout; return it and the
+    verdict."""
     if rollout.failed:
         raise ValueError(f"rollout {rollout.rollout_id} failed ({rollout.failed}); it is dropped, never scored")
     said = rollout.transcript()
@@ -135,7 +145,7 @@ def score(rollout: Rollout, task: Task, config: RewardConfig,
         seat.violations = list(verdict.violations) if broken & own else []
         outcomes[seat.seat] = config.completion * float(verdict.completion) + config.violation * min(
             len(broken & own), config.max_violations) + config.answer * float(right.get(seat.seat) is True)
-    _assign(rollout, outcomes, broken, config, judge)
+    _assign(rollout, outcomes, broken, config, judge, belief=belief)
     return rollout, verdict
 
 

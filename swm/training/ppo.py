@@ -261,22 +261,36 @@ def fill_old_logprobs(policy: LoraValueModel, samples: Sequence[Sample], config:
     """
     skip = skips_zero_rows(config)
     todo = [s for s in samples if len(s.old_logprobs) != s.generated and (has_signal(s) or not skip)]
+    for sample, (logprobs, _) in zip(todo, score_rows(policy, todo, config), strict=True):
+        sample.old_logprobs = logprobs
+    return len(todo)
+
+
+def score_rows(policy: LoraValueModel, rows: Sequence[Sample], config: PPOConfig | None = None
+               ) -> list[tuple[list[float], list[float]]]:
+    """Each row's (log-probabilities, values) at its generated tokens under the policy as it is, without a gradient.
+
+    Rows that share a prefix forward it once (`swm.training.prefix`, ``config.shared_prefix``), in micro-batches of
+    ``config.micro_tokens``, with the forward the update's own first pass makes.
+    """
+    config = config or PPOConfig()
+    out: list[tuple[list[float], list[float]] | None] = [None] * len(rows)
     pad = policy.tokenizer.pad_token_id
     policy.model.eval()
     with torch.no_grad():
-        for group in prefix_groups(todo, config.shared_prefix):
-            members = [todo[i] for i in group.rows]
+        for group in prefix_groups(rows, config.shared_prefix):
+            members = [(i, rows[i]) for i in group.rows]
             cut = group.length
-            prefix = Prefix.forward(policy, members[0].sequence[:cut]) if cut else None
-            per = config.micro_batch or micro_rows(members, config.micro_tokens, cut)
+            prefix = Prefix.forward(policy, members[0][1].sequence[:cut]) if cut else None
+            per = config.micro_batch or micro_rows([r for _, r in members], config.micro_tokens, cut)
             for first in range(0, len(members), per):
                 part = members[first:first + per]
-                batch = collate_spans([s.sequence[cut:] for s in part],
-                                      [[(a - cut, b - cut) for a, b in s.targets] for s in part], pad)
-                logprobs, _ = policy.score(batch, prefix=prefix)
-                for sample, row in zip(part, gather(logprobs, batch), strict=True):
-                    sample.old_logprobs = row
-    return len(todo)
+                batch = collate_spans([r.sequence[cut:] for _, r in part],
+                                      [[(a - cut, b - cut) for a, b in r.targets] for _, r in part], pad)
+                logprobs, values = policy.score(batch, prefix=prefix)
+                for (i, _), lp, vs in zip(part, gather(logprobs, batch), gather(values, batch), strict=True):
+                    out[i] = (lp, vs)
+    return [row for row in out if row is not None]
 
 
 def micro_rows(chunk: Sequence[Sample], tokens: int, after: int = 0) -> int:
@@ -319,23 +333,9 @@ def token_values(policy: LoraValueModel, rollouts: list[Rollout], config: PPOCon
             rows += [(turn_sample(seat.role, t), [t]) for t in seat.turns]
         for t in seat.turns:
             t.advantages = []
-    pad = policy.tokenizer.pad_token_id
-    samples = [row for row, _ in rows]
-    policy.model.eval()
-    with torch.no_grad():
-        for group in prefix_groups(samples, config.shared_prefix):
-            members = [rows[i] for i in group.rows]
-            cut = group.length
-            prefix = Prefix.forward(policy, members[0][0].sequence[:cut]) if cut else None
-            per = micro_rows([m for m, _ in members], config.micro_tokens, cut)
-            for first in range(0, len(members), per):
-                part = members[first:first + per]
-                batch = collate_spans([m.sequence[cut:] for m, _ in part],
-                                      [[(a - cut, b - cut) for a, b in m.targets] for m, _ in part], pad)
-                logprobs, values = policy.score(batch, prefix=prefix)
-                for (_, turns), lp, vs in zip(part, gather(logprobs, batch), gather(values, batch), strict=True):
-                    for t in turns:
-                        n = len(t.token_ids)
-                        if len(t.logprobs) != n:
-                            t.logprobs = lp[:n]
-                        t.values, lp, vs = vs[:n], lp[n:], vs[n:]
+    for (_, turns), (lp, vs) in zip(rows, score_rows(policy, [row for row, _ in rows], config), strict=True):
+        for t in turns:
+            n = len(t.token_ids)
+            if len(t.logprobs) != n:
+                t.logprobs = lp[:n]
+            t.values, lp, vs = vs[:n], lp[n:], vs[n:]

@@ -42,6 +42,9 @@ class SeatTurn(BaseModel):
     reward: float = 0.0
     filtered: str | None = Field(None, description="why the quality filter zeroed this turn's reward")
     judge: float | None = Field(None, description="the per-turn judge score in [0, 1], when a judge is mixed in")
+    belief: float | None = Field(None, description="the partner's belief gain in nats after this message "
+                                 "(`swm.selfplay.belief`), when it is mixed in: its own, also in the shuffled-turn "
+                                 "control, whose reward mixes in another turn's")
     state: dict[str, Any] | None = Field(None, description="the social state after the turn: a game's SocialStep "
                                          "of the move, a task's checker verdict on the transcript so far")
     values: list[float] = Field(default_factory=list, description="value head per generated token (hierarchical)")
