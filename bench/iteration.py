@@ -42,7 +42,7 @@ from swm.selfplay import loop
 from swm.selfplay import store as sps
 from swm.selfplay.checkpoint import checkpoint_dir
 from swm.selfplay.plan import RECIPE_PPO, SelfPlayPlan
-from swm.selfplay.served import default_concurrency, plan_seats
+from swm.selfplay.served import default_concurrency, plan_seats, sampling_threads
 from swm.serving import embedded
 from swm.serving.llama_server import slots
 from swm.training import advantages as adv
@@ -210,6 +210,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def run(plan: SelfPlayPlan, db: Path, args: argparse.Namespace) -> None:
+    sampling_threads(plan.policy)  # as swm selfplay samples: every core for llama-server unless set
     concurrency = default_concurrency(plan.policy, plan_seats(plan))
     n = cores()
     print(f"cores {n}; CPU bfloat16 (AVX-512 BF16 / AMX): {cpu_bf16()}; llama-server slots {slots()}, threads "

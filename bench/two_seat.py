@@ -41,7 +41,7 @@ from swm.selfplay.checkpoint import checkpoint_dir, warm_start_adapter
 from swm.selfplay.loop import ensure_initial_checkpoint
 from swm.selfplay.plan import RECIPE_ESTIMATOR, RECIPE_PPO, SelfPlayPlan
 from swm.selfplay.rollout import play
-from swm.selfplay.served import ServedSampler, default_concurrency, plan_seats, resolve_sampler
+from swm.selfplay.served import ServedSampler, default_concurrency, plan_seats, resolve_sampler, sampling_threads
 from swm.selfplay.serving import POOL, SeededSampler, served_sampler
 from swm.stats import mcnemar_exact, wilson_interval
 from swm.tasks.checkers import Utterance
@@ -285,6 +285,7 @@ def main() -> None:
         args.warm = str(warm_start_adapter(args.warm).resolve())
 
     args.out.mkdir(parents=True, exist_ok=True)
+    sampling_threads(SelfPlayPlan.model_validate(plan_of(args, "selfplay")).policy)  # every core while sampling
     path = args.out / "two-seat.json"
     results: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()

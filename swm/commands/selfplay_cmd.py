@@ -235,6 +235,11 @@ def _run(o: dict[str, Any], thread: str, plan: SelfPlayPlan) -> None:
     except ImportError as err:
         raise InputError(f"swm selfplay needs the train extra ({err.name} is missing)",
                          "pip install torch==2.13.0 && pip install -e '.[train]'") from err
+    from swm.selfplay.served import sampling_threads
+
+    threads = sampling_threads(plan.policy)
+    if threads:
+        click.echo(f"llama-server: {threads} threads while sampling (SWM_EMBEDDED_THREADS sets them)", err=True)
     click.echo(f"thread: {thread} (rerun with --thread-id {thread} to resume if interrupted)", err=True)
     from swm.checkpoints import open_store
 

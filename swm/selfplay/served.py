@@ -34,6 +34,7 @@ for the name) gets it loaded and verified again (the sampler's ``reload``) and t
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,6 +57,7 @@ from swm.tasks.decisions import Stop, stops
 from swm.tasks.families import SEAT_LEVELS, Task
 from swm.tasks.two_seat import seat_prompt
 from swm.training.config import PolicyConfig
+from swm.training.device import cores
 from swm.training.trajectory import Generation
 from swm.training.transcript import SeatChat, chat_prompt_ids
 
@@ -103,6 +105,24 @@ LORA_SLOTS = LoraSlots()  # the same on a runtime-LoRA server (``lora_server``)
 
 RELOADS = 2  # loads of an adapter a runtime-LoRA server forgot, per request, before the run stops
 RUNTIME_LORA_CONCURRENCY = 8  # a vLLM-class server batches what it is sent; torch scores one turn at a time
+
+
+def sampling_threads(config: PolicyConfig) -> str | None:
+    """Give the embedded llama-server every core while a run samples, where nothing else computes then; return the
+    threads set (None: left as they were).
+
+    With π_old scored at the update (``score_old="update"``) a rollout's threads only build prompts and check
+    replies while the server samples, so the core `swm.serving.llama_server` leaves to the client is idle: on 2
+    cores the recipe's multi-turn iteration sampled in 206 s with two server threads against 354 s with one
+    (docs/results, bench.iteration). Sets ``SWM_EMBEDDED_THREADS`` only where it is unset: a value the user set wins
+    (on a machine busy with other work one thread is faster: two threads on two busy cores decoded 7x slower), and
+    the test suite sets one a worker.
+    """
+    if config.score_old != "update" or config.lora_server or resolve_sampler(config) != "served" \
+            or os.environ.get("SWM_EMBEDDED_THREADS"):
+        return None
+    os.environ["SWM_EMBEDDED_THREADS"] = str(cores())
+    return os.environ["SWM_EMBEDDED_THREADS"]
 
 
 def default_concurrency(config: PolicyConfig, seats: int = 1) -> int:

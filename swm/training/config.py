@@ -32,8 +32,8 @@ class PolicyConfig(BaseModel):
     temperature: float = Field(0.7, gt=0, description="sampling temperature of the rollouts (and of the "
                                "log-probs PPO scores); 0.7 for small models, whose samples at 1.0 are mostly noise")
     max_new_tokens: int = 32
-    threads: int | None = Field(None, description="torch intra-op threads (None: every core this process may run on, "
-                                "os.sched_getaffinity; torch's own default can be fewer)")
+    threads: int | None = Field(None, description="torch intra-op threads (None: SWM_TRAIN_THREADS, else every core "
+                                "this process may run on, os.sched_getaffinity, unless OMP_NUM_THREADS is set)")
     autocast: Literal["auto", "bfloat16", "off"] = Field(
         "auto", description="the CPU's number format for scoring and the update: bfloat16 autocast over float32 "
         "weights (matmuls in bfloat16, log-softmax and the loss in float32), or off (float32); auto: bfloat16 where "

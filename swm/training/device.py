@@ -86,6 +86,16 @@ def place(model: Any, placement: Placement) -> Any:
     return model.to(device=placement.device, dtype=placement.torch_dtype())
 
 
+def train_threads(chosen: int | None = None) -> int | None:
+    """torch's intra-op threads for a trainer: ``chosen``, else ``SWM_TRAIN_THREADS``, else every core
+    (`cores`); None where ``OMP_NUM_THREADS`` is set, which torch has read already (the test suite's one a worker)."""
+    if chosen:
+        return chosen
+    if os.environ.get("SWM_TRAIN_THREADS"):
+        return int(os.environ["SWM_TRAIN_THREADS"])
+    return None if os.environ.get("OMP_NUM_THREADS") else cores()
+
+
 def cores() -> int:
     """The cores this process may run on (its CPU affinity; ``os.cpu_count`` where that is not known)."""
     try:

@@ -30,7 +30,7 @@ import torch
 from swm.tasks.decisions import Stop, before_stop, stops
 from swm.training.base import load_base
 from swm.training.config import PolicyConfig
-from swm.training.device import choose_placement, cores, model_device, use_autocast
+from swm.training.device import choose_placement, model_device, train_threads, use_autocast
 from swm.training.prefix import Prefix, cache_argument
 from swm.training.trajectory import Generation
 from swm.training.transcript import SeatChat, chat_prompt_ids
@@ -133,7 +133,9 @@ class LoraValueModel:
         """Load the base (or take ``base`` = (model, tokenizer)), then a saved adapter or a fresh one."""
         from peft import LoraConfig, PeftModel, get_peft_model
 
-        torch.set_num_threads(config.threads or cores())
+        threads = train_threads(config.threads)
+        if threads:
+            torch.set_num_threads(threads)
         model, tok = base if base is not None else load_base(config.base, choose_placement(config.device,
                                                                                           config.dtype))
         hidden = model.config.hidden_size
