@@ -101,3 +101,15 @@ def test_a_repeated_parse_says_why_it_was_repeated() -> None:
     listen("node", "parse")
     assert seen[1].endswith("parsing the story into S3AP (attempt 2, after: agent 'Bob' does not appear in the "
                             "narrative) …"), seen
+
+
+def test_a_fan_outs_tasks_say_their_step_once() -> None:
+    """Self-play's rollouts start as one task each: "playing rollouts" once an iteration, not once a rollout."""
+    seen: list[str] = []
+    listen = printer(False, echo=seen.append)
+    assert listen is not None
+    for node in ("rollout", "rollout", "rollout", "score", "advantages", "update", "evaluate", "rollout", "rollout"):
+        listen("node", node)
+    steps = [line.split("] ", 1)[1] for line in seen]
+    assert steps == ["playing rollouts …", "scoring turns …", "computing advantages …", "PPO update …",
+                     "playing the held-out tasks …", "playing rollouts …"]

@@ -57,8 +57,13 @@ def iteration_line(i: object, s: dict[str, Any]) -> str:
     legal = ((s.get("signals") or {}).get("legal") or {}).get("all") or {}
     game = (f"legal moves {legal['rate']:.2f} [{legal['ci95'][0]:.2f}, {legal['ci95'][1]:.2f}] (n={legal['n']}); "
             if legal.get("rate") is not None else "")
+    rows, skipped = s.get("rows"), s.get("skipped_rows")
+    trained = (f"rows {int(rows - (skipped or 0))} trained, {int(skipped or 0)} without signal skipped; "
+               if isinstance(rows, int | float) else "")
+    loss = s.get("loss")
     return (f"iteration {i} [{s['estimator']}, {s.get('sampler', 'torch')}]: reward {stats_cell(s.get('reward'))}; "
-            f"held-out {stats_cell(s.get('eval_reward'))}; {game}KL {kl if kl is None else round(kl, 4)}; filtered "
+            f"held-out {stats_cell(s.get('eval_reward'))}; {game}{trained}KL {'-' if kl is None else round(kl, 4)}; "
+            f"loss {'-' if not isinstance(loss, int | float) else f'{loss:.4g}'}; filtered "
             f"{s.get('filtered_rate')}; failed {s.get('failed')}; {s.get('tokens_per_s') or 0:.1f} tokens/s; "
             f"{s.get('seconds', 0):.0f} s")
 
@@ -106,6 +111,7 @@ def printer(quiet: bool, echo: Callable[[str], None] | None = None) -> Listener 
     start = time.perf_counter()
     seen: Counter[str] = Counter()
     why: dict[str, str] = {}
+    last: list[str] = [""]  # the node whose step line was said last: a fan-out's tasks (rollouts) say it once
     say = echo or (lambda line: click.echo(line, err=True))
 
     def listen(kind: str, payload: Any) -> None:
@@ -113,7 +119,8 @@ def printer(quiet: bool, echo: Callable[[str], None] | None = None) -> Listener 
         if kind == "node":
             seen[str(payload)] += 1
             step = STEPS.get(str(payload))
-            if step:
+            repeated, last[0] = last[0] == str(payload) and payload != "parse", str(payload)
+            if step and not repeated:
                 again = ""
                 if seen[payload] > 1 and payload == "parse":
                     reason = why.pop("parse", None)

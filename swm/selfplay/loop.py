@@ -319,6 +319,10 @@ def evaluate_policy(plan: SelfPlayPlan, store: StoreRecords, iteration: int, con
     return out
 
 
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
+
+
 def summarise(plan: SelfPlayPlan, current: IterationSteps) -> IterationSummary:
     """The iteration's numbers: per-role rewards (train, held-out) with 95% intervals, a game's per-role signals
     (`swm.games.signals`, train and held-out), KL, filter, speed."""
@@ -335,5 +339,6 @@ def summarise(plan: SelfPlayPlan, current: IterationSteps) -> IterationSummary:
         filtered_rate=sc.get("filtered_rate") if sc else None, filtered=sc.get("filtered") if sc else None,
         rollouts=sc.get("rollouts") if sc else None, failed=sc.get("failed") if sc else None,
         tokens=sc.get("tokens") if sc else None, tokens_per_s=sc.get("tokens_per_s") if sc else None,
+        rows=_number(up.get("rows")), skipped_rows=_number(up.get("skipped_rows")),
         sampling_seconds=sampling, update_seconds=float(up.get("seconds") or 0.0), evaluate_seconds=evaluating,
         seconds=sampling + step_seconds + evaluating)

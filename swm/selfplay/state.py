@@ -108,6 +108,8 @@ class IterationSummary(TypedDict):
     failed: int | None
     tokens: int | None
     tokens_per_s: float | None
+    rows: float | None  # the update's rows and those it skipped for having no signal (`swm.training.ppo.ppo_update`)
+    skipped_rows: float | None
     sampling_seconds: float
     update_seconds: float
     evaluate_seconds: float
