@@ -38,6 +38,7 @@ from swm.tasks.families import synthesize  # noqa: E402
 from swm.testing import FakeOpenAIServer  # noqa: E402
 from swm.training.config import PolicyConfig  # noqa: E402
 from swm.training.policy import collate, gather  # noqa: E402
+from swm.training.ppo import fill_old_logprobs, training_samples  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -114,11 +115,20 @@ def test_a_served_rollout_samples_the_checkpoints_adapter_by_name(base: Path, vl
     assert sampled and {b["model"] for b in vllm.server.bodies()} == {name}, "every request names the adapter"
     assert all(b["top_k"] == -1 and b["repetition_penalty"] == 1.0 for b in sampled), "vLLM's pure sampling"
     policy = serving.POOL.get(plan.policy, checkpoint)
-    for turn in (t for s in rollout.seats for t in s.turns):
+    turns = [t for s in rollout.seats for t in s.turns]
+    assert all(t.logprobs == [] for t in turns), "π_old is the update's (PolicyConfig.score_old)"
+    trained = rollout.model_copy(deep=True)
+    for t in (t for s in trained.seats for t in s.turns):
+        t.advantages = [1.0] * len(t.token_ids)
+    samples = training_samples([trained])
+    fill_old_logprobs(policy, samples, plan.ppo)
+    scored = iter(x for s in samples for x in s.old_logprobs)
+    for turn in turns:
         batch = collate([turn.prompt_ids], [turn.token_ids], policy.tokenizer.pad_token_id)
         with torch.no_grad():
             expected = gather(policy.score(batch)[0], batch)[0]
-        assert turn.logprobs == pytest.approx(expected, abs=1e-5), "log-probs are the torch policy's, recomputed"
+        recomputed = [next(scored) for _ in turn.token_ids]
+        assert recomputed == pytest.approx(expected, abs=1e-5), "log-probs are the torch policy's, recomputed"
 
 
 def test_each_iterations_adapter_replaces_the_last_and_plays_its_own_weights(base: Path, vllm: _Vllm,
