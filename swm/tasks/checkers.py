@@ -15,6 +15,7 @@ to is the agreement.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +29,47 @@ _ACCEPT_RE = re.compile(rf"\b{ACCEPT}\b")
 _PRICE_RE = re.compile(r"\$\s?(\d[\d,]*(?:\.\d+)?)")
 _SLOT_RE = re.compile(r"\b(Mon|Tue|Wed|Thu|Fri)[a-z]*\.?,?\s+(\d{1,2})(?::(\d{2}))?\s*(am|pm)?", re.I)
 _ANSWER_RE = re.compile(r"ANSWER:\s*([A-Za-z][\w'-]*(?:\s+[A-Za-z][\w'-]*)?)")
+
+_LOOK_ALIKE = ("АВСЕНІЈКМОРЅТХУҮԚԜӀ" "аеһіјкмнорсѕтухүԁԛԝӏ" "ΑΒΕΖΗΙΚΜΝΟΡΤΥΧ" "αεικνορτυχωςϳγ" "ıȷɡɑ" "ʼʻʹ",
+               "ABCEHIJKMOPSTXYYQWI" "aehijkmhopcstyxydqwl" "ABEZHIKMNOPTYX" "aeikvoptuxwcjy" "ijga" "'''")
+BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # with \n, where str.splitlines ends a line
+_READ_AS = str.maketrans(_LOOK_ALIKE[0] + BREAKS, _LOOK_ALIKE[1] + "\n" * len(BREAKS))
+_UNSEEN = frozenset({"Mn", "Me", "Cf"})  # combining marks; format characters: zero-width ones, soft hyphen, bidi
+
+
+def read_as(text: str) -> str:
+    """``text`` as a reader sees its letters: NFKD (full-width and other compatibility letters made plain, accents split
+    off), combining marks and format characters dropped (zero-width space, joiner and non-joiner, word joiner, BOM,
+    soft hyphen, bidi marks: unseen, they part no name), Cyrillic and Greek look-alikes made the Latin letters they
+    look like (`_LOOK_ALIKE`), each line break made ``\\n``. ASCII text only has its line breaks made ``\\n``.
+    Every checker that reads names reads them so (`named_in`), the multi-turn one (`swm.tasks.multi_turn`) too."""
+    if not text.isascii():
+        text = "".join(c for c in unicodedata.normalize("NFKD", text) if unicodedata.category(c) not in _UNSEEN)
+    return text.replace("\r\n", "\n").translate(_READ_AS)
+
+
+_LETTERS = re.compile(r"[^\W\d_]+")  # a run of letters: digits, _, hyphens, dots, apostrophes … end one
+_POSSESSIVE = re.compile(r"['’‘`]s(?![^\W\d_])", re.IGNORECASE)
+_SPELLED = re.compile(r"\b(?:[^\W\d_] ){1,}[^\W\d_]\b")  # single letters in a row: ``n i a``
+
+
+def letters(text: str) -> str:
+    """A text's words as letters only, lower-cased: `read_as`, a possessive ``'s`` dropped, every run of other
+    characters (spaces, hyphens, underscores, dots, digits) one space, and single letters in a row joined into one
+    word (``I v a n`` is ``ivan``)."""
+    words = " ".join(_LETTERS.findall(_POSSESSIVE.sub("", read_as(text)))).casefold()
+    return _SPELLED.sub(lambda m: m.group(0).replace(" ", ""), words)
+
+
+def named_in(text: str, name: str) -> bool:
+    """Whether ``text`` names ``name`` however it is spelled (`letters`): ``Nia-Brook``, ``Nia_Brook``, ``Nia2Brook``,
+    full-width or look-alike letters, a zero-width character inside, ``N i a B r o o k``."""
+    target = letters(name)
+    if not target:
+        return False
+    plain = letters(text)
+    return re.search(rf"(?<!\w){re.escape(target)}(?!\w)", plain) is not None or (
+        " " in target and re.search(rf"(?<!\w){re.escape(target.replace(' ', ''))}(?!\w)", plain) is not None)
 
 
 ATTEMPTS = ("wrong_answer", "hedged_answer")  # violation codes of a failed attempt, not of a broken rule
@@ -140,7 +182,7 @@ def check_negotiation(task: Task, turns: Sequence[Utterance]) -> Verdict:
 
 
 def _candidates_named(text: str, candidates: Sequence[str]) -> list[str]:
-    return [c for c in candidates if mentions(text, c)]
+    return [c for c in candidates if named_in(text, c)]
 
 
 def check_mutual_friend(task: Task, turns: Sequence[Utterance]) -> Verdict:
@@ -160,10 +202,11 @@ def check_mutual_friend(task: Task, turns: Sequence[Utterance]) -> Verdict:
     codes: list[str] = []
     resolved: int | None = None
     for i, turn in enumerate(turns):
-        for match in _ANSWER_RE.finditer(turn.text):
-            line = turn.text[match.start(1):].partition("\n")[0]
+        text = read_as(turn.text)  # names read however spelled (`named_in`): a hedge spelled apart is a hedge
+        for match in _ANSWER_RE.finditer(text):
+            line = text[match.start(1):].partition("\n")[0]
             hedged = len(_candidates_named(line, candidates)) > 1
-            right = " ".join(match.group(1).split()).casefold() == truth and not hedged
+            right = letters(match.group(1)) == letters(truth) and not hedged
             if first is None:
                 first, resolved = right, i
                 formatted = not hedged and len(_candidates_named(match.group(1), candidates)) == 1

@@ -65,12 +65,12 @@ from __future__ import annotations
 
 import random
 import re
-import unicodedata
 from collections.abc import Sequence
 from typing import NamedTuple
 
 from swm import prompts
-from swm.tasks.checkers import Utterance, Verdict
+from swm.tasks.checkers import BREAKS as _BREAKS
+from swm.tasks.checkers import Utterance, Verdict, read_as
 from swm.tasks.decisions import DecisionPrompt, _bullets
 from swm.tasks.families import (
     GENERATOR_VERSION,
@@ -101,11 +101,6 @@ ANSWER_PREFILL = "ANSWER:"
 # how a message is read (`read_as`): the Cyrillic and Greek letters that look Latin as those Latin letters (NFKD has
 # already made full-width and mathematical letters plain, and the lunate sigma ϲ a final sigma ς, read as c),
 # modifier apostrophes as ', and each line break str.splitlines knows (a bare CR, U+2028 …) as \n
-_LOOK_ALIKE = ("АВСЕНІЈКМОРЅТХУҮԚԜӀ" "аеһіјкмнорсѕтухүԁԛԝӏ" "ΑΒΕΖΗΙΚΜΝΟΡΤΥΧ" "αεικνορτυχωςϳγ" "ıȷɡɑ" "ʼʻʹ",
-               "ABCEHIJKMOPSTXYYQWI" "aehijkmhopcstyxydqwl" "ABEZHIKMNOPTYX" "aeikvoptuxwcjy" "ijga" "'''")
-_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # with \n, where str.splitlines ends a line
-_READ_AS = str.maketrans(_LOOK_ALIKE[0] + _BREAKS, _LOOK_ALIKE[1] + "\n" * len(_BREAKS))
-_UNSEEN = frozenset({"Mn", "Me", "Cf"})  # combining marks; format characters: zero-width ones, soft hyphen, bidi
 _LETTERS = re.compile(r"[^\W\d_]+")  # a run of letters: digits, _, hyphens, dots, apostrophes … end one
 _POSSESSIVE = re.compile(r"['’‘`]s(?![^\W\d_])", re.IGNORECASE)
 _SPACE = re.compile(r"\s")
@@ -234,16 +229,6 @@ def _head(text: str) -> str:
     """Who a line's head (before its colon) says speaks: its words (letters and digits) as `read_as` reads them, lower
     case, one space apart, with a ``Turn #N`` before them and a parenthesis after them dropped."""
     return " ".join(re.findall(r"[^\W_]+", _HEAD_ROLE.sub("", _HEAD_TURN.sub("", read_as(text))).casefold()))
-
-
-def read_as(text: str) -> str:
-    """``text`` as a reader sees its letters: NFKD (full-width and other compatibility letters made plain, accents split
-    off), combining marks and format characters dropped (zero-width space, joiner and non-joiner, word joiner, BOM,
-    soft hyphen, bidi marks: unseen, they part no name), Cyrillic and Greek look-alikes made the Latin letters they
-    look like (`_LOOK_ALIKE`), each line break made ``\\n``. ASCII text only has its line breaks made ``\\n``."""
-    if not text.isascii():
-        text = "".join(c for c in unicodedata.normalize("NFKD", text) if unicodedata.category(c) not in _UNSEEN)
-    return text.replace("\r\n", "\n").translate(_READ_AS)
 
 
 class _Names(NamedTuple):
