@@ -50,6 +50,7 @@ def test_selfplay_on_the_shipped_model_trains_serves_and_evaluates(tmp_path: Pat
     # move the weights on AdamW's decay is not taken (swm.training.ppo.skips_zero_rows)
     assert update["samples"] == update["rows"] > 0 and update["steps"] + update["skipped_steps"] >= 1
     assert update["steps"] >= 1 or update["skipped_rows"] == update["rows"]
+    assert update["threads"] == 1 and update["bfloat16"] in (0.0, 1.0)  # what "auto" came to, recorded
     for iteration in (0, 1):  # the initial adapter served the rollouts, the trained one the evaluation
         checkpoint = checkpoint_dir(run_dir, iteration)
         served = json.loads((checkpoint / "served.json").read_text())

@@ -284,6 +284,9 @@ def update_policy(plan: SelfPlayPlan, store: StoreRecords, iteration: int) -> Up
         stats["seconds"] = time.perf_counter() - start
         stats["score_old_seconds"] = scoring
         stats["scored_rows"] = float(scored)
+        # what the plan's "auto" settings came to on this machine: torch's threads, bfloat16 autocast or not
+        stats["threads"] = float(torch.get_num_threads())
+        stats["bfloat16"] = 1.0 if policy.uses_bfloat16 else 0.0
         stats["samples"] = float(len(samples))
         save_atomic(plan.run_dir, iteration + 1, lambda tmp: policy.save(
             tmp, optimizer, {"iteration": iteration + 1, "update": stats}))

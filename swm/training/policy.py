@@ -236,6 +236,12 @@ class LoraValueModel:
         logprobs, _ = self.score(batch)
         return Generation(text=text, prompt_ids=prompt_ids, token_ids=tokens, logprobs=gather(logprobs, batch)[0])
 
+    @property
+    def uses_bfloat16(self) -> bool:
+        """Whether the forward runs under bfloat16 autocast (`autocast`), as decided for this policy."""
+        self.autocast()
+        return bool(self._autocast)
+
     def autocast(self) -> Any:
         """The context the model's forward runs in: bfloat16 autocast on a CPU that has it (`PolicyConfig.autocast`,
         `swm.training.device.use_autocast`), nothing otherwise."""
