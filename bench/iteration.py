@@ -189,6 +189,11 @@ def logprob_gap(policy: LoraValueModel, checkpoint: Path, samples: list[Sample],
             "tokens": float(len(diffs))}
 
 
+def _times(old: float, new: float) -> str:
+    """``old`` over ``new`` as a ratio, or — where the new path took no measurable time (every row skipped)."""
+    return f"{old / new:.1f}x" if new >= 0.05 else "— (new: no time)"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.iteration", description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(Path.home() / "swm-runs" / "bench-iteration"),
@@ -299,17 +304,17 @@ def run(plan: SelfPlayPlan, db: Path, args: argparse.Namespace) -> None:
           f"(below) | {sampled['wall_s']:.0f} s | — |")
     print(f"| scoring π_old | {old_score_s:.1f} s ({old_scored_tokens} tokens, every turn's whole prompt) | "
           f"{new_score_s:.1f} s ({int(new_stats.get('rows', 0) - new_stats.get('skipped_rows', 0))} rows) | "
-          f"{old_score_s / max(new_score_s, 1e-9):.1f}x |")
+          f"{_times(old_score_s, new_score_s)} |")
     print("| reference pass | none (kl_coef 0) | none | — |")
     print(f"| update | {old_update_s:.1f} s, {int(old_stats['rows'])} rows, {int(old_stats['steps'])} steps, "
           f"{int(old_stats['forwarded_tokens'])} tokens | {new_update_s:.1f} s, "
           f"{int(new_stats['rows'] - new_stats['skipped_rows'])} rows ({int(new_stats['skipped_rows'])} skipped), "
           f"{int(new_stats['steps'])} steps, {int(new_stats['forwarded_tokens'])} tokens | "
-          f"{old_update_s / max(new_update_s, 1e-9):.1f}x |")
-    print(f"| scoring + update | {old_total:.1f} s | {new_total:.1f} s | {old_total / max(new_total, 1e-9):.1f}x |")
+          f"{_times(old_update_s, new_update_s)} |")
+    print(f"| scoring + update | {old_total:.1f} s | {new_total:.1f} s | {_times(old_total, new_total)} |")
     every = all_score_s + all_update_s
     print(f"| scoring + update, every row forwarded (skip off) | {old_total:.1f} s | {all_score_s:.1f} + "
-          f"{all_update_s:.1f} s, {int(all_stats['forwarded_tokens'])} tokens | {old_total / max(every, 1e-9):.1f}x |")
+          f"{all_update_s:.1f} s, {int(all_stats['forwarded_tokens'])} tokens | {_times(old_total, every)} |")
     if eval_s is not None and per_task is not None:
         print(f"| held-out evaluation | — | {eval_s:.0f} s for {plan.eval_tasks} tasks ({per_task:.1f} rollout-s a "
               f"task); 200 tasks ≈ {eval_s / plan.eval_tasks * 200 / 60:.0f} min | — |")

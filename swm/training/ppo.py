@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -68,14 +68,15 @@ def turn_sample(role: str, turn: SeatTurn) -> Sample:
                   advantages=turn.advantages, returns=turn.returns)
 
 
-def seat_sample(role: str, turns: Sequence[SeatTurn]) -> Sample:
+def seat_sample(role: str, turns: Sequence[SeatTurn], every_turn: bool = False) -> Sample:
     """A seat's turns as one row: its last prompt and reply hold every earlier turn (they append), each reply a span.
 
-    Turns without advantages stay context. Raises ValueError when the turns do not append.
+    Turns without advantages stay context, unless ``every_turn`` (a row to score, not to train: every reply a
+    span). Raises ValueError when the turns do not append.
     """
     if append_counts(turns) != (len(turns) - 1, len(turns) - 1):
         raise ValueError("a seat's turns are one sequence only when each prompt extends the previous prompt and reply")
-    trained = [t for t in turns if t.advantages]
+    trained = list(turns) if every_turn else [t for t in turns if t.advantages]
     spans = [(len(t.prompt_ids), len(t.prompt_ids) + len(t.token_ids)) for t in trained]
     first = len(turns[0].prompt_ids)
     last = turns[-1]
@@ -165,46 +166,56 @@ def has_signal(sample: Sample) -> bool:
     return any(a != 0.0 for a in sample.advantages)
 
 
-def _accumulate(policy: LoraValueModel, rows: Sequence[Sample], config: PPOConfig, count: float,
-                where: str) -> tuple[float, dict[str, float], int]:
-    """Forward and back-propagate ``rows`` (one minibatch's share ``count``), gradients accumulated; return the
-    loss, its parts and the forward passes made.
+def _micro_batches(policy: LoraValueModel, rows: Sequence[Sample], config: PPOConfig, *, grad: bool = False,
+                   reference: bool = False) -> Iterator[tuple[list[int], Batch, Prefix | None, Prefix | None]]:
+    """Yield each micro-batch of ``rows``: the rows' indices, their collated continuations, and the shared prefix
+    they continue (with ``reference``, the reference model's too), or None.
 
-    Rows that open with the same prefix (`swm.training.prefix.groups`) forward it once when
-    ``config.shared_prefix``; each group's continuations go in micro-batches within the token budget.
+    Rows that open with the same prefix (`swm.training.prefix.groups`) forward it once when ``config.shared_prefix``;
+    each group's continuations go in micro-batches within ``config.micro_tokens`` (or ``config.micro_batch`` rows).
+    With ``grad`` the prefix keeps its graph and, once the consumer has back-propagated the group's last micro-batch
+    and asks for the next, the gradients its rows left on it go through it once (`Prefix.backward`).
     """
     pad = policy.tokenizer.pad_token_id
-    loss_value, stats, passes = 0.0, dict[str, float](), 0
     for group in prefix_groups(rows, config.shared_prefix):
-        members = [rows[i] for i in group.rows]
+        members, cut = list(group.rows), group.length
         prefix = ref_prefix = None
-        if group.length:
-            prefix = Prefix.forward(policy, members[0].sequence[:group.length], grad=True)
-            if config.kl_coef > 0:
-                ref_prefix = Prefix.forward(policy, members[0].sequence[:group.length], reference=True)
-        cut = group.length
-        per = config.micro_batch or micro_rows(members, config.micro_tokens, cut)
-        for first in range(0, len(members), per):  # gradients accumulate over the micro-batches
+        if cut:
+            head = rows[members[0]].sequence[:cut]
+            prefix = Prefix.forward(policy, head, grad=grad)
+            if reference:
+                ref_prefix = Prefix.forward(policy, head, reference=True)
+        per = config.micro_batch or micro_rows([rows[i] for i in members], config.micro_tokens, cut)
+        for first in range(0, len(members), per):
             part = members[first:first + per]
-            batch = collate_spans([s.sequence[cut:] for s in part],
-                                  [[(a - cut, b - cut) for a, b in s.targets] for s in part], pad).to(policy.device)
-            old = spread([s.old_logprobs for s in part], batch)
-            adv = spread([s.advantages for s in part], batch)
-            ret = spread([s.returns for s in part], batch)
-            ref = None
-            if config.kl_coef > 0:
-                with torch.no_grad():
-                    ref, _ = policy.score(batch, reference=True, prefix=ref_prefix)
-            loss, part_stats = ppo_loss(policy, batch, old, ref, adv, ret, config, count, prefix)
-            passes += 1
-            if not math.isfinite(float(loss.detach())):
-                raise Diverged(f"loss is {float(loss.detach())} at {where}")
-            loss.backward()
-            loss_value += float(loss.detach())
-            stats = {k: stats.get(k, 0.0) + v for k, v in part_stats.items()}
-        if prefix is not None:
+            batch = collate_spans([rows[i].sequence[cut:] for i in part],
+                                  [[(a - cut, b - cut) for a, b in rows[i].targets] for i in part], pad)
+            yield part, batch.to(policy.device), prefix, ref_prefix
+        if grad and prefix is not None:
             prefix.backward()
-    return loss_value, stats, passes
+
+
+def _accumulate(policy: LoraValueModel, rows: Sequence[Sample], config: PPOConfig, count: float,
+                where: str) -> tuple[float, dict[str, float]]:
+    """Forward and back-propagate ``rows`` (one minibatch's share ``count``), gradients accumulated over the
+    micro-batches (`_micro_batches`); return the loss and its parts."""
+    loss_value, stats = 0.0, dict[str, float]()
+    kl = config.kl_coef > 0
+    for part, batch, prefix, ref_prefix in _micro_batches(policy, rows, config, grad=True, reference=kl):
+        old = spread([rows[i].old_logprobs for i in part], batch)
+        adv = spread([rows[i].advantages for i in part], batch)
+        ret = spread([rows[i].returns for i in part], batch)
+        ref = None
+        if kl:
+            with torch.no_grad():
+                ref, _ = policy.score(batch, reference=True, prefix=ref_prefix)
+        loss, part_stats = ppo_loss(policy, batch, old, ref, adv, ret, config, count, prefix)
+        if not math.isfinite(float(loss.detach())):
+            raise Diverged(f"loss is {float(loss.detach())} at {where}")
+        loss.backward()
+        loss_value += float(loss.detach())
+        stats = {k: stats.get(k, 0.0) + v for k, v in part_stats.items()}
+    return loss_value, stats
 
 
 def ppo_update(policy: LoraValueModel, optimizer: torch.optim.Optimizer, samples: Sequence[Sample],
@@ -232,8 +243,7 @@ def ppo_update(policy: LoraValueModel, optimizer: torch.optim.Optimizer, samples
                 continue
             optimizer.zero_grad()
             try:
-                loss_value, stats, _ = _accumulate(policy, live, config, count,
-                                                   f"minibatch {start // config.minibatch}")
+                loss_value, stats = _accumulate(policy, live, config, count, f"minibatch {start // config.minibatch}")
             except Diverged:
                 optimizer.zero_grad()
                 raise
@@ -275,21 +285,12 @@ def score_rows(policy: LoraValueModel, rows: Sequence[Sample], config: PPOConfig
     """
     config = config or PPOConfig()
     out: list[tuple[list[float], list[float]] | None] = [None] * len(rows)
-    pad = policy.tokenizer.pad_token_id
     policy.model.eval()
     with torch.no_grad():
-        for group in prefix_groups(rows, config.shared_prefix):
-            members = [(i, rows[i]) for i in group.rows]
-            cut = group.length
-            prefix = Prefix.forward(policy, members[0][1].sequence[:cut]) if cut else None
-            per = config.micro_batch or micro_rows([r for _, r in members], config.micro_tokens, cut)
-            for first in range(0, len(members), per):
-                part = members[first:first + per]
-                batch = collate_spans([r.sequence[cut:] for _, r in part],
-                                      [[(a - cut, b - cut) for a, b in r.targets] for _, r in part], pad)
-                logprobs, values = policy.score(batch, prefix=prefix)
-                for (i, _), lp, vs in zip(part, gather(logprobs, batch), gather(values, batch), strict=True):
-                    out[i] = (lp, vs)
+        for part, batch, prefix, _ in _micro_batches(policy, rows, config):
+            logprobs, values = policy.score(batch, prefix=prefix)
+            for i, lp, vs in zip(part, gather(logprobs, batch), gather(values, batch), strict=True):
+                out[i] = (lp, vs)
     return [row for row in out if row is not None]
 
 
@@ -325,14 +326,10 @@ def token_values(policy: LoraValueModel, rollouts: list[Rollout], config: PPOCon
     seats = [s for r in rollouts for s in r.seats if s.turns]
     rows: list[tuple[Sample, list[SeatTurn]]] = []
     for seat in seats:
-        for t in seat.turns:  # every generated token is a target here: a stand-in advantage marks it
-            t.advantages = [0.0] * len(t.token_ids)
         if len(seat.turns) > 1 and append_counts(seat.turns) == (len(seat.turns) - 1, len(seat.turns) - 1):
-            rows.append((seat_sample(seat.role, seat.turns), seat.turns))
+            rows.append((seat_sample(seat.role, seat.turns, every_turn=True), seat.turns))
         else:
             rows += [(turn_sample(seat.role, t), [t]) for t in seat.turns]
-        for t in seat.turns:
-            t.advantages = []
     for (_, turns), (lp, vs) in zip(rows, score_rows(policy, [row for row, _ in rows], config), strict=True):
         for t in turns:
             n = len(t.token_ids)
