@@ -23,7 +23,7 @@ from swm.selfplay.plan import RECIPE_ESTIMATOR, RECIPE_PPO, SelfPlayPlan
 from swm.tasks.families import (
     FAMILIES,
     LEVELS,
-    MULTI_TURN,
+    MULTI_TURN_LEVELS,
     NAME_POLICIES,
     TWO_SEAT,
     TWO_SEAT_SHAPES,
@@ -66,11 +66,12 @@ def apply_preset(ctx: click.Context, name: str | None, params: dict[str, Any]) -
 @click.option("--iterations", default=2, show_default=True, help="Rollout → update iterations.")
 @click.option("--family", type=TableChoice(_families), default="negotiation", show_default=True,
               help="The verifiable task family (its code checker gives the rewards).")
-@click.option("--level", type=click.Choice([*LEVELS, TWO_SEAT, MULTI_TURN]), default="easy", show_default=True,
+@click.option("--level", type=click.Choice([*LEVELS, TWO_SEAT, *MULTI_TURN_LEVELS]), default="easy", show_default=True,
               help="An episode level, or two-seat: one model plays both seats of a short exchange (" + "; ".join(
                   f"{shape.family}: {shape.summary}" for shape in TWO_SEAT_SHAPES.values()) + "), or multi-turn "
                    "(mutual_friend: 8-12 friends a seat, at most 3 names a message, both seats must name the shared "
-                   "one within 8 messages).")
+                   "one within 8 messages; multi-turn-4 and multi-turn-6: 4 messages and 4-5 friends, 6 messages "
+                   "and 6-8 friends, the rungs below it).")
 @click.option("--names", type=click.Choice(NAME_POLICIES), default="disjoint", show_default=True,
               help="Name pools of generated (two-seat, multi-turn) tasks: training and test names disjoint, or one "
                    "shared pool (the two-seat splits before 2026-11-28).")

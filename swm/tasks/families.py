@@ -63,7 +63,10 @@ TWO_TURN = "two-turn"
 TWO_SEAT = "two-seat"
 # the same, over a conversation of several turns where one message cannot say it all (swm.tasks.multi_turn)
 MULTI_TURN = "multi-turn"
-SEAT_LEVELS = (TWO_SEAT, MULTI_TURN)  # one model in every seat, prompts of the task's own (swm selfplay only)
+# the same task at shorter horizons (a budget of 4 or 6 messages, shorter lists: swm.tasks.multi_turn.HORIZONS), the
+# rungs a curriculum climbs to the 8-message level above; ``multi-turn`` keeps its name (and its tasks their ids)
+MULTI_TURN_LEVELS = ("multi-turn-4", "multi-turn-6", MULTI_TURN)
+SEAT_LEVELS = (TWO_SEAT, *MULTI_TURN_LEVELS)  # one model in every seat, prompts of the task's own (swm selfplay only)
 SAMPLED_LEVELS = (DECISION, TWO_TURN)  # played move by move, outside the episode graph; kept in the sample table
 # an episode level below easy, for a curriculum that cannot climb from two-turn to easy episodes: shorter (the
 # level's own turn limit) and one rule fewer (negotiation's private limits may be said); generated, never frozen

@@ -5,7 +5,10 @@ Mutual friend with long lists: seat A (role ``opener``, speaks first) and seat B
 name at most three people** (`CAP`), so neither seat can tell its whole list at once: they take
 turns, ask about a few names, say which are not theirs, and narrow it down. The pair succeeds when
 **both** seats name the shared friend (``ANSWER: First Last``) within the turn budget (`BUDGET`
-messages, seats alternating A, B, A, B…). Everything the task needs is here: the generator
+messages, seats alternating A, B, A, B…). **Horizons** (`HORIZONS`): the same task at 4 and 6 messages with shorter
+lists is level ``multi-turn-4`` (4–5 friends a seat) and ``multi-turn-6`` (6–8), the rungs below ``multi-turn`` (8
+messages, 8–12 friends); each level's splits are its own (the level is part of the seed string). Everything the task
+needs is here: the generator
 (`multi_turn_task`, registered into `swm.tasks.families.synthesize`'s table), the seat prompt
 (`seat_prompt`, ``prompts/multi_turn_mutual_friend``) and the checker (`check_multi_turn`).
 
@@ -66,6 +69,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Sequence
+from functools import partial
 from typing import NamedTuple
 
 from swm import prompts
@@ -110,30 +114,50 @@ _HEAD_TURN = re.compile(r"^\W*turn\b\W*\d*", re.IGNORECASE)  # ``Turn #1 Eli Oka
 _HEAD_ROLE = re.compile(r"\([^()]*\)\W*$")  # ``Eli Okafor (responder)``
 
 
-def multi_turn_task(family: str, seed: int, split: str = "train", variant: Variant = SHARED) -> Task:
-    """Generate one multi-turn task: two seats, 8–12 friends each, one shared; names from ``variant``'s pool."""
+class Horizon(NamedTuple):
+    """A multi-turn level's length: its budget of messages and the range of each seat's list (the friend included)."""
+
+    budget: int
+    lists: tuple[int, int]
+
+
+# the levels a curriculum climbs (`swm.tasks.families.MULTI_TURN_LEVELS`). At a budget of b messages each seat sends
+# b/2 − 1 lists before its closing answer, so it can tell up to CAP·(b/2 − 1) friends: 3 at 4 messages (of 4–5: the
+# friend is in the opener's first list 3 times in 5 or 4), 6 at 6 (of 6–8), 9 at 8 (of 8–12). The shorter lists are
+# what puts a warm start's success within reach at the shorter horizons; 8 messages is the task as first built.
+HORIZONS = {"multi-turn-4": Horizon(4, (4, 5)), "multi-turn-6": Horizon(6, (6, 8)),
+            MULTI_TURN: Horizon(BUDGET, LIST_RANGE)}
+
+
+def multi_turn_task(family: str, seed: int, split: str = "train", variant: Variant = SHARED,
+                    level: str = MULTI_TURN) -> Task:
+    """Generate one multi-turn task of ``level`` (`HORIZONS`: its budget and list lengths): two seats, one friend
+    shared; names from ``variant``'s pool."""
     if family not in MULTI_TURN_FAMILIES:
-        raise ValueError(f"no {MULTI_TURN} shape for family {family!r}; its families are "
+        raise ValueError(f"no {level} shape for family {family!r}; its families are "
                          f"{', '.join(MULTI_TURN_FAMILIES)}")
+    if level not in HORIZONS:
+        raise ValueError(f"unknown multi-turn level {level!r}; the levels are {', '.join(HORIZONS)}")
     if variant.friends is not None:
-        raise ValueError(f"{MULTI_TURN} tasks have their own list lengths (asked for {variant.tag})")
+        raise ValueError(f"{level} tasks have their own list lengths (asked for {variant.tag})")
+    budget, lengths = HORIZONS[level]
     tag = f"|{variant.tag}" if variant.tag else ""
-    rng = random.Random(f"{GENERATOR_VERSION}|{split}|{family}|{MULTI_TURN}|{seed}{tag}")
-    parts = GENERATORS[family](rng, "easy", Variant(names=variant.names, friends=LIST_RANGE))
+    rng = random.Random(f"{GENERATOR_VERSION}|{split}|{family}|{level}|{seed}{tag}")
+    parts = GENERATORS[family](rng, "easy", Variant(names=variant.names, friends=lengths))
     (a, b), lists = [x.name for x in parts["agents"]], parts["truth"]["lists"]
     goal = ("Find the one friend you share with {other} by talking (at most {cap} names a message) and announce "
             "it as 'ANSWER: First Last'; you both must, within {budget} messages.")
-    agents = [AgentBrief(name=name, role=role, goal=goal.format(other=other, cap=CAP, budget=BUDGET),
+    agents = [AgentBrief(name=name, role=role, goal=goal.format(other=other, cap=CAP, budget=budget),
                          private="Your friends: " + ", ".join(friends) + ".", key_facts=friends[:3])
               for name, other, role, friends in zip((a, b), (b, a), (OPENER, RESPONDER), lists, strict=True)]
     scenario = (f"{a} and {b} meet at a conference and share exactly one friend. Each knows only their own list of "
                 f"{len(lists[0])} and {len(lists[1])} friends, and one message may name at most {CAP} people. "
-                f"Both must announce the friend as 'ANSWER: First Last' within {BUDGET} messages.")
-    return Task(task_id=task_id(family, MULTI_TURN, seed, split, variant), family=family, level=MULTI_TURN,
+                f"Both must announce the friend as 'ANSWER: First Last' within {budget} messages.")
+    return Task(task_id=task_id(family, level, seed, split, variant), family=family, level=level,
                 seed=seed, split=split, scenario=scenario, agents=agents,
                 generator=f"{GENERATOR_VERSION}+{variant.tag}" if variant.tag else GENERATOR_VERSION,
                 truth={"friend": parts["truth"]["friend"], "lists": lists, "seats": [a, b], "cap": CAP,
-                       "budget": BUDGET})
+                       "budget": budget})
 
 
 def closes(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> bool:
@@ -383,4 +407,5 @@ def check_multi_turn(task: Task, turns: Sequence[Utterance]) -> Verdict:
                            "right": {seat: first[seat][0] for seat in first}})
 
 
-register_level(MULTI_TURN, MULTI_TURN_FAMILIES, multi_turn_task)
+for _level in HORIZONS:
+    register_level(_level, MULTI_TURN_FAMILIES, partial(multi_turn_task, level=_level))

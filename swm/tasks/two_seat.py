@@ -45,7 +45,7 @@ from swm.tasks.families import (
     DAYS,
     GENERATORS,
     HOURS,
-    MULTI_TURN,
+    MULTI_TURN_LEVELS,
     TWO_SEAT,
     TWO_SEAT_SHAPES,
     AgentBrief,
@@ -84,7 +84,7 @@ def seat_of(task: Task, agent: str) -> str:
 
 def seat_prompt(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> DecisionPrompt:
     """Render ``agent``'s next turn from what was said so far (``(speaker, text)`` per turn; multi-turn too)."""
-    if task.level == MULTI_TURN:
+    if task.level in MULTI_TURN_LEVELS:
         return multi_turn_prompt(task, agent, said)
     shape = shape_of(task)
     truth = task.truth
@@ -103,13 +103,13 @@ def seat_prompt(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> Deci
 
 def follow_up(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> str | None:
     """A later turn's message in ``agent``'s append-only chat where the level has its own (multi-turn), else None."""
-    return multi_turn_follow_up(task, agent, said) if task.level == MULTI_TURN else None
+    return multi_turn_follow_up(task, agent, said) if task.level in MULTI_TURN_LEVELS else None
 
 
 def message(task: Task, reply: str) -> str:
     """What a seat's reply says: a multi-turn reply up to a later turn it runs into (`swm.tasks.multi_turn.message`),
     any other task's reply whole."""
-    return multi_turn_message(task, reply) if task.level == MULTI_TURN else reply
+    return multi_turn_message(task, reply) if task.level in MULTI_TURN_LEVELS else reply
 
 
 def ends_at_newline(prompt: DecisionPrompt) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from swm.tasks.checkers import CHECKERS, DECISION_CHECKERS, Utterance, Verdict
-from swm.tasks.families import DECISION, MULTI_TURN, TWO_SEAT, TWO_TURN, Task
+from swm.tasks.families import DECISION, MULTI_TURN_LEVELS, TWO_SEAT, TWO_TURN, Task
 from swm.tasks.multi_turn import check_multi_turn
 from swm.tasks.two_seat import check_two_seat
 from swm.tasks.two_turn import check_two_turn
@@ -21,7 +21,7 @@ def check(task: Task, turns: Sequence[Utterance]) -> Verdict:
         return check_two_turn(task, turns)
     if task.level == TWO_SEAT:
         return check_two_seat(task, turns)
-    if task.level == MULTI_TURN:
+    if task.level in MULTI_TURN_LEVELS:
         return check_multi_turn(task, turns)
     if task.level == DECISION:
         return DECISION_CHECKERS[task.family](task, turns)
