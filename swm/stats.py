@@ -13,6 +13,14 @@ one token F1.
   right. Two rates on **different** items: the pooled two-proportion z-test, `two_proportion_test`.
   `compare_outcomes` takes each side's outcome per item id and picks the test, saying which it ran
   and, when it could not pair, how many items the two sides share.
+* The difference of two rates, with its 95% interval: Newcombe's square-and-add of the two Wilson
+  intervals, paired (`paired_rate_difference`, his method 10: the two sides' correlation on the same
+  items narrows it) or on different items (`rate_difference`, his hybrid score interval). Both stay
+  inside [−1, 1] and are sensible at 0% and 100%, where the Wald interval collapses to a point.
+* Many tests on one page: Holm's step-down adjustment, `holm` (each p multiplied by the number of
+  tests not yet rejected, kept monotone), which holds the chance of any false positive among them at
+  5% whatever their dependence; the rows of one table (a question type and its ``all`` row) are not
+  independent, which Benjamini–Hochberg's plain form would need.
 * Two means: paired by item (two policies on the same scenario and seat), the t interval of the
   differences, `paired_interval`; unpaired, Welch's interval, `welch_interval`. Either is
   significant at 5% when it leaves out 0.
@@ -129,9 +137,70 @@ def mcnemar_exact(first: Sequence[bool], second: Sequence[bool]) -> tuple[int, i
     return only_first, only_second, min(1.0, 2 * tail)
 
 
+def _square_and_add(second: tuple[float, float, float], first: tuple[float, float, float],
+                    phi: float = 0.0) -> tuple[float, float, float]:
+    """Return second − first with Newcombe's interval from each rate and its Wilson interval ``(rate, low, high)``
+    and their correlation ``phi`` (0 on different items)."""
+    p2, l2, u2 = second
+    p1, l1, u1 = first
+    diff = p2 - p1
+    low = diff - math.sqrt(max(0.0, (p2 - l2) ** 2 - 2 * phi * (p2 - l2) * (u1 - p1) + (u1 - p1) ** 2))
+    high = diff + math.sqrt(max(0.0, (u2 - p2) ** 2 - 2 * phi * (u2 - p2) * (p1 - l1) + (p1 - l1) ** 2))
+    return diff, max(-1.0, low), min(1.0, high)
+
+
+def rate_difference(s1: float, n1: int, s2: float, n2: int) -> tuple[float, float, float]:
+    """Return s2/n2 − s1/n1 with its 95% interval on different items: Newcombe's hybrid score interval.
+
+    With each rate's Wilson interval (l, u): [d − √((p2 − l2)² + (u1 − p1)²), d + √((u2 − p2)² + (p1 − l1)²)]
+    (Newcombe 1998, Stat Med 17:873, method 10). A side with no data has the interval (0, 1) and rate 0.
+    """
+    first = (s1 / n1 if n1 > 0 else 0.0, *wilson_interval(s1, n1))
+    second = (s2 / n2 if n2 > 0 else 0.0, *wilson_interval(s2, n2))
+    return _square_and_add(second, first)
+
+
+def paired_rate_difference(both: int, only_first: int, only_second: int, neither: int) -> tuple[float, float, float]:
+    """Return the second side's rate minus the first's on the same items, with Newcombe's 95% paired interval.
+
+    The items fall in a 2×2 table: right on both sides (a), only the first (b), only the second (c), neither
+    (d), n = a + b + c + d; the rates are (a + b)/n and (a + c)/n. The interval squares and adds the two Wilson
+    intervals as for different items, less the correlation of the two rates, φ = (ad − bc) / √((a + b)(c + d)
+    (a + c)(b + d)), taken as (ad − bc − n/2)/√… above n/2, 0 between 0 and n/2, as it is below 0, and 0 when a
+    margin is empty (Newcombe 1998, Stat Med 17:2635, method 10; Fagerland, Lydersen & Laake, *Statistical
+    Analysis of Contingency Tables*, 2017, §8.5). No item: the difference 0 in [−1, 1].
+    """
+    a, b, c, d = both, only_first, only_second, neither
+    n = a + b + c + d
+    if n <= 0:
+        return 0.0, -1.0, 1.0
+    margins = (a + b) * (c + d) * (a + c) * (b + d)
+    cross = a * d - b * c
+    phi = 0.0
+    if margins > 0 and (cross > n / 2 or cross < 0):
+        phi = (cross - n / 2 if cross > 0 else cross) / math.sqrt(margins)
+    first = ((a + b) / n, *wilson_interval(a + b, n))
+    second = ((a + c) / n, *wilson_interval(a + c, n))
+    return _square_and_add(second, first, phi)
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Return Holm's adjusted p-values, in the order given: the k-th smallest p times (m − k + 1), never below
+    the one before it, at most 1. An adjusted p under 0.05 is significant with the chance of any false positive
+    among all m tests held at 5% (Holm 1979)."""
+    m = len(pvalues)
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(sorted(range(m), key=lambda j: pvalues[j])):
+        running = max(running, min(1.0, (m - rank) * pvalues[i]))
+        adjusted[i] = running
+    return adjusted
+
+
 @dataclass(frozen=True)
 class RateComparison:
-    """Two rates compared: the test run (``mcnemar`` paired, or ``z`` unpaired), its p and what it stood on."""
+    """Two rates compared: the test run (``mcnemar`` paired, or ``z`` unpaired), its p and what it stood on, and
+    the difference (second − first) with its 95% Newcombe interval, paired or not as the test."""
 
     test: str
     p: float
@@ -143,6 +212,12 @@ class RateComparison:
     only_first: int | None = None  # McNemar: items right only in the first
     only_second: int | None = None
     z: float | None = None
+    low: float = -1.0
+    high: float = 1.0
+
+    @property
+    def difference(self) -> float:
+        return self.second - self.first
 
     @property
     def paired(self) -> bool:
@@ -167,10 +242,13 @@ def compare_outcomes(first: Mapping[str, bool], second: Mapping[str, bool]) -> R
     if first and first.keys() == second.keys():
         keys = sorted(shared)
         b, c, p = mcnemar_exact([bool(first[k]) for k in keys], [bool(second[k]) for k in keys])
-        return RateComparison("mcnemar", p, r1, r2, len(first), len(second), len(shared), b, c)
-    z, p = two_proportion_test(sum(map(bool, first.values())), len(first), sum(map(bool, second.values())),
-                               len(second))
-    return RateComparison("z", p, r1, r2, len(first), len(second), len(shared), z=z)
+        a = sum(1 for k in keys if first[k] and second[k])
+        _, low, high = paired_rate_difference(a, b, c, len(keys) - a - b - c)
+        return RateComparison("mcnemar", p, r1, r2, len(first), len(second), len(shared), b, c, low=low, high=high)
+    s1, s2 = sum(map(bool, first.values())), sum(map(bool, second.values()))
+    z, p = two_proportion_test(s1, len(first), s2, len(second))
+    _, low, high = rate_difference(s1, len(first), s2, len(second))
+    return RateComparison("z", p, r1, r2, len(first), len(second), len(shared), z=z, low=low, high=high)
 
 
 def welch_interval(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, float] | None:

@@ -1,5 +1,6 @@
 """The shared statistics: Student's t at every n, Wilson at n = 0, one token F1 with a named tokenisation, and the
-tests of a comparison: exact McNemar when paired, the z-test (and saying so) when not, Welch, paired t, bootstrap."""
+tests of a comparison: exact McNemar when paired, the z-test (and saying so) when not, Welch, paired t, bootstrap,
+Newcombe's intervals of a difference of rates (paired and not), Holm's adjustment of many p-values."""
 
 from __future__ import annotations
 
@@ -11,10 +12,13 @@ from swm.stats import (
     bootstrap_interval,
     compare_outcomes,
     fantom_tokens,
+    holm,
     mcnemar_exact,
     mean_ci,
     mean_interval,
     paired_interval,
+    paired_rate_difference,
+    rate_difference,
     t95,
     token_f1,
     two_proportion_test,
@@ -112,3 +116,63 @@ def test_the_bootstrap_of_a_mean_is_seeded_inside_the_values_and_honest_about_no
     assert 0.0 <= low < 0.5 < high <= 1.0 and bootstrap_interval(values) == (low, high)
     assert bootstrap_interval([1.0, 1.0, 1.0]) == (1.0, 1.0)
     assert bootstrap_interval([]) == (0.0, 1.0)
+
+
+def test_newcombes_paired_interval_by_hand() -> None:
+    z = 1.959963984540054
+    # 10 items: 5 right on both sides, 5 only in the second; (b + d) = 0, so φ = 0. The rates are 0.5 and 1.0
+    # with Wilson intervals 0.5 ± z√(0.025 + z²/400)/(1 + z²/10) and [1/(1 + z²/10), 1]
+    half = z * math.sqrt(0.025 + z * z / 400) / (1 + z * z / 10)  # 0.263407
+    l2 = 1 / (1 + z * z / 10)  # 0.722467
+    diff, low, high = paired_rate_difference(5, 0, 5, 0)
+    assert diff == 0.5
+    assert low == pytest.approx(0.5 - math.sqrt((1 - l2) ** 2 + half**2)) == pytest.approx(0.117367, abs=1e-6)
+    assert high == pytest.approx(0.5 + half) == pytest.approx(0.763407, abs=1e-6)
+    # 161 items: a = 59, b = 6, c = 16, d = 80; ad − bc = 4624 is above n/2, so φ = (4624 − 80.5)/√(65·96·75·86)
+    phi = (59 * 80 - 6 * 16 - 161 / 2) / math.sqrt(65 * 96 * 75 * 86)  # 0.716
+    p1, (l1, u1) = 65 / 161, wilson_interval(65, 161)
+    p2, (l2, u2) = 75 / 161, wilson_interval(75, 161)
+    diff, low, high = paired_rate_difference(59, 6, 16, 80)
+    assert diff == pytest.approx(10 / 161)
+    assert low == pytest.approx(diff - math.sqrt((p2 - l2) ** 2 - 2 * phi * (p2 - l2) * (u1 - p1) + (u1 - p1) ** 2))
+    assert high == pytest.approx(diff + math.sqrt((u2 - p2) ** 2 - 2 * phi * (u2 - p2) * (p1 - l1) + (p1 - l1) ** 2))
+    assert (round(low, 4), round(high, 4)) == (0.0046, 0.1186)  # narrower than the unpaired (−0.046, 0.169)
+    assert rate_difference(65, 161, 75, 161)[1] < -0.04
+    # 0 <= ad − bc <= n/2: φ is taken as 0 and the interval is the one for different items of the same sizes
+    assert paired_rate_difference(1, 1, 7, 12) == pytest.approx(rate_difference(2, 21, 8, 21))
+    assert paired_rate_difference(0, 0, 0, 0) == (0.0, -1.0, 1.0)
+    none_right = wilson_interval(0, 7)[1]  # no item right on either side: ± the Wilson upper bound of 0 of 7
+    assert paired_rate_difference(0, 0, 0, 7) == pytest.approx((0.0, -none_right, none_right))
+
+
+def test_newcombes_interval_for_different_items_by_hand() -> None:
+    # 1 of 34 against 7 of 34: d = 6/34, [d − √((p2 − l2)² + (u1 − p1)²), d + √((u2 − p2)² + (p1 − l1)²)]
+    p1, (l1, u1) = 1 / 34, wilson_interval(1, 34)
+    p2, (l2, u2) = 7 / 34, wilson_interval(7, 34)
+    diff, low, high = rate_difference(1, 34, 7, 34)
+    assert diff == pytest.approx(6 / 34)
+    assert low == pytest.approx(diff - math.sqrt((p2 - l2) ** 2 + (u1 - p1) ** 2))
+    assert high == pytest.approx(diff + math.sqrt((u2 - p2) ** 2 + (p1 - l1) ** 2))
+    assert (round(low, 4), round(high, 4)) == (0.0189, 0.3404)
+    assert rate_difference(0, 10, 10, 10)[2] == 1.0 and rate_difference(10, 10, 0, 10)[1] == -1.0  # within [−1, 1]
+
+
+def test_holm_multiplies_the_kth_smallest_p_by_the_tests_left_and_keeps_them_in_order() -> None:
+    # sorted 0.005, 0.01, 0.03, 0.04: × 4, 3, 2, 1 = 0.02, 0.03, 0.06, 0.04 → the last raised to 0.06 (monotone)
+    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert holm([0.5, 0.6]) == [1.0, 1.0] and holm([0.02]) == [0.02] and holm([]) == []
+
+
+def test_a_comparison_carries_the_interval_of_its_own_test() -> None:
+    first = {f"q{i}": i < 40 for i in range(50)}  # 40 right on both, 10 only in the second
+    paired = compare_outcomes(first, dict.fromkeys(first, True))
+    assert paired.difference == pytest.approx(0.2)
+    assert (paired.low, paired.high) == pytest.approx(paired_rate_difference(40, 0, 10, 0)[1:])
+    assert 0 < paired.low < 0.2 < paired.high  # McNemar's p = 0.002: the interval leaves out 0 too
+    unpaired = compare_outcomes(first, {f"r{i}": True for i in range(50)})
+    assert (unpaired.low, unpaired.high) == pytest.approx(rate_difference(40, 50, 50, 50)[1:])
+    # the same rates on correlated items (a = 40, b = 0, c = 5, d = 5: φ > 0) give a narrower paired interval
+    correlated = compare_outcomes(first, {k: v or int(k[1:]) % 2 == 0 for k, v in first.items()})
+    assert (correlated.only_first, correlated.only_second) == (0, 5)
+    unpaired = compare_outcomes(first, {f"r{i}": i < 45 for i in range(50)})
+    assert unpaired.high - unpaired.low > correlated.high - correlated.low > 0

@@ -145,8 +145,16 @@ def test_two_tom_runs_compare_side_by_side_with_tests(filled: tuple[str, dict[st
     # the two runs answered the same questions: tested paired (exact McNemar), never with the unpaired z-test
     assert all(t["test"].startswith("paired, exact McNemar on ") and t["z"] == "" for t in tests), tests
     assert "exact McNemar" in page and "pooled two-proportion z-test (two-sided p" not in page
+    # each difference with its interval, each p beside its Holm adjustment over the page's tests, and a note
+    from swm.stats import holm
+
+    assert all(float(t["low"]) <= float(t["difference"]) <= float(t["high"]) for t in tests)
+    assert [float(t["p_holm"]) for t in tests] == pytest.approx(holm([float(t["p"]) for t in tests]))
+    assert "95% interval" in page and "p (Holm)" in page
+    assert len(tests) < 2 or f"{len(tests)} tests in this table: p (Holm)" in page
     modes = _csv_rows(c, f"/runs/{ids['tom']}", "differences")  # the modes of one run: the same questions too
     assert modes and all(m["test"].startswith("paired, exact McNemar") for m in modes)
+    assert [float(m["p_holm"]) for m in modes] == pytest.approx(holm([float(m["p"]) for m in modes]))
     assert c.get(f"/compare?runs={ids['tom']}&runs={ids['play']}").status_code == 400  # two kinds
     assert c.get(f"/compare?runs={ids['tom']}").status_code == 400
 
@@ -159,7 +167,8 @@ def test_games_and_sotopia_runs_compare_side_by_side_with_tests(filled: tuple[st
     assert {r["setting"] for r in table} == {"plain", "random"}
     tests = list(csv.DictReader(io.StringIO(c.get(url + "&csv=tests").text)))
     assert tests and {t["benchmark"] for t in tests} == {"random"}  # only settings both runs played are tested
-    assert all(0.0 <= float(t["p"]) <= 1.0 for t in tests)
+    assert all(0.0 <= float(t["p"]) <= float(t["p_holm"]) <= 1.0 for t in tests)
+    assert all(-1.0 <= float(t["low"]) <= float(t["difference"]) <= float(t["high"]) <= 1.0 for t in tests)
     episodes = c.get(f"/compare?runs={ids['sotopia']}&runs={ids['play']}")
     assert episodes.status_code == 200 and "Welch" in episodes.text
     # a bench run and a lone episode played different episodes: unpaired, and the page says so

@@ -5,9 +5,11 @@ and their CSV), with 95% intervals: Wilson's for a proportion (accuracy, win rat
 rate), Student's t for a mean (a judge dimension), both from `swm.stats`, the same functions the
 commands' reports use. `compare` sets two runs' summaries side by side with a test per difference, from
 `swm.stats` too: two ToM runs (or modes) that answered the same questions are compared paired (exact
-McNemar), different questions unpaired (the z-test) with a note saying so; a SOTOPIA run's policies, and
-two SOTOPIA runs, paired by scenario and seat where they played the same ones (t on the differences),
-else Welch's interval, named.
+McNemar), different questions unpaired (the z-test) with a note saying so, each difference with its 95%
+Newcombe interval (paired or not as the test) and each p beside its Holm adjustment over the page's tests
+(`with_holm`: a page of 16 p-values finds one under 0.05 by chance more often than not); a SOTOPIA run's
+policies, and two SOTOPIA runs, paired by scenario and seat where they played the same ones (t on the
+differences), else Welch's interval, named.
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ from swm.games.metrics import summarise_games
 from swm.games.store import load_record
 from swm.stats import (
     compare_outcomes,
+    holm,
     mean_ci,
     paired_interval,
+    rate_difference,
     two_proportion_test,
     welch_interval,
     wilson_interval,
@@ -85,6 +89,7 @@ def tom(store: ReadOnlyStore, run: str) -> dict[str, Any]:
                 if one and two and one["n"] and two["n"]:
                     differences.append(difference(f"{second} − {first}", b, q, one, two, outcomes[(b, q, first)],
                                                   outcomes[(b, q, second)]))
+    differences = with_holm(differences)
     settings = {k: meta.get(k) for k in ("benchmark", "data", "paper_split", "scorer", "prompt_protocol", "modes",
                                          "n", "seed", "samples", "fantom_context") if meta.get(k) not in (None, "")}
     return {"settings": settings, "modes": modes, "cells": cells, "table": table, "differences": differences,
@@ -94,17 +99,24 @@ def tom(store: ReadOnlyStore, run: str) -> dict[str, Any]:
 def difference(label: str, benchmark: str, qtype: str, one: dict[str, Any], two: dict[str, Any],
                first_items: dict[str, bool] | None = None,
                second_items: dict[str, bool] | None = None) -> dict[str, Any]:
-    """Return two rates' difference (second − first) with its test: given each side's outcome per question,
-    exact McNemar when they are the same questions, else the pooled two-proportion z-test; ``test`` says which
-    ran (and, unpaired on questions, that the two answered different ones)."""
+    """Return two rates' difference (second − first) with its 95% interval (``low``, ``high``) and its test:
+    given each side's outcome per question, exact McNemar and Newcombe's paired interval when they are the same
+    questions, else the pooled two-proportion z-test and Newcombe's interval for different items; ``test`` says
+    which ran (and, unpaired on questions, that the two answered different ones)."""
     if first_items is not None and second_items is not None:
         c = compare_outcomes(first_items, second_items)
-        found = {"p": c.p, "z": c.z, "test": c.note, "paired": c.paired}
+        found = {"p": c.p, "z": c.z, "low": c.low, "high": c.high, "test": c.note, "paired": c.paired}
     else:  # rates without their items (games): no pairing to find
         z, p = two_proportion_test(one["successes"], one["n"], two["successes"], two["n"])
-        found = {"p": p, "z": z, "test": "unpaired two-proportion z-test", "paired": False}
+        _, low, high = rate_difference(one["successes"], one["n"], two["successes"], two["n"])
+        found = {"p": p, "z": z, "low": low, "high": high, "test": "unpaired two-proportion z-test", "paired": False}
     return {"comparison": label, "benchmark": benchmark, "qtype": qtype, "first": one["rate"], "second": two["rate"],
             "difference": two["rate"] - one["rate"], **found, "n_first": one["n"], "n_second": two["n"]}
+
+
+def with_holm(tests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Return the tests with ``p_holm``, each p adjusted by Holm's method over all of them (`swm.stats.holm`)."""
+    return [{**t, "p_holm": adjusted} for t, adjusted in zip(tests, holm([t["p"] for t in tests]), strict=True)]
 
 
 # ---- SOTOPIA ------------------------------------------------------------------------------------
@@ -245,7 +257,7 @@ def compare_tom(store: ReadOnlyStore, runs: list[str]) -> dict[str, Any]:
                                            outcomes[runs[0]].get(key, {}), outcomes[other].get(key, {})),
                               "mode": key[2]})
     return {"runs": runs, "settings": {r: s["settings"] for r, s in summaries.items()}, "table": table,
-            "tests": tests}
+            "tests": with_holm(tests)}
 
 
 def mean_difference(first: dict[str, float], second: dict[str, float]) -> dict[str, Any]:
@@ -300,4 +312,4 @@ def compare_games(store: ReadOnlyStore, runs: list[str]) -> dict[str, Any]:
             cell = cells[other]
             if base and cell and base["n"] and cell["n"]:
                 tests.append({**difference(f"{other} − {runs[0]}", setting, column, base, cell)})
-    return {"runs": runs, "table": table, "tests": tests}
+    return {"runs": runs, "table": table, "tests": with_holm(tests)}
