@@ -10,7 +10,8 @@ adapter and seed (``--from``, an adapter ``swm learn`` trained; none: a fresh ad
   ``--epochs``, ``--minibatch``, ``--kl-coef``; by default the recipe that learned,
   `swm.selfplay.plan.RECIPE_PPO`: group, 2e-4, one epoch, minibatches of 8, no KL);
 * ``shuffled`` — the same, with each iteration's joint rewards permuted among its rollouts
-  (`SelfPlayPlan.shuffle_rewards`): equal sampling rounds and sampled rollouts, no signal.
+  (`SelfPlayPlan.shuffle_rewards`), and with ``--belief`` its belief gains among its turns
+  (`RewardConfig.belief_shuffle`): equal sampling rounds and sampled rollouts, no signal.
 
 Per iteration (from the run's summaries): the training rollouts' joint success (fresh training
 tasks every iteration, so an on-policy estimate) with a Wilson interval, per-role reward, and the
@@ -66,7 +67,9 @@ def plan_of(args: argparse.Namespace, arm: str) -> dict[str, Any]:
             "ppo": {"lr": args.lr, "kl_coef": args.kl_coef, "minibatch": args.minibatch, "epochs": args.epochs,
                     "micro_batch": args.micro_batch, "skip_zero": args.skip_zero, "shared_prefix": args.shared_prefix},
             "advantage": {"estimator": args.estimator, "whiten": args.whiten},
-            "reward": {"answer": args.answer_reward, "belief": args.belief, "belief_shuffle": args.belief_shuffle}}
+            # the control has no signal: with belief gains mixed in, they are shuffled among its turns too
+            "reward": {"answer": args.answer_reward, "belief": args.belief,
+                       "belief_shuffle": args.belief_shuffle or (arm == "shuffled" and args.belief > 0)}}
 
 
 def evaluate(plan: dict[str, Any], iteration: int, n: int) -> list[dict[str, Any]]:
@@ -223,7 +226,8 @@ def curve_rows(summaries: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return rows
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
+    """The command line's options (`main`)."""
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     ap.add_argument("--from", dest="warm", default=None, help="warm-start adapter (swm selfplay --from accepts "
                     "the same); none: a fresh adapter")
@@ -277,7 +281,11 @@ def main() -> None:
                     "instead of playing it again: same policy, same test tasks and seeds")
     ap.add_argument("--combine", type=Path, nargs="+", default=None, metavar="STAGE",
                     help="print one table over staged runs (their --out folders, first stage first) and exit")
-    args = ap.parse_args()
+    return ap
+
+
+def main() -> None:
+    args = parser().parse_args()
     if args.combine:
         print(combine(args.combine))
         return

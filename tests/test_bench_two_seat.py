@@ -78,3 +78,19 @@ def test_a_stopped_run_keeps_the_iterations_it_finished(tmp_path: Path, monkeypa
     assert saved["curves"]["selfplay"]["0"]["pass_rate"] == 0.25
     assert saved["curves"]["selfplay"]["0"]["other_s"] == 1.0  # 6 s less sampling and update
     assert "| selfplay | 0 | 1/4 = 0.250" in (tmp_path / "two-seat.md").read_text()
+
+
+
+def test_the_control_arm_shuffles_the_belief_gains_too_so_it_has_no_signal(tmp_path: Path) -> None:
+    from swm.selfplay.plan import SelfPlayPlan  # noqa: PLC0415
+
+    def plans(*extra: str) -> dict[str, SelfPlayPlan]:
+        args = two_seat.parser().parse_args(["--level", "multi-turn-4", "--out", str(tmp_path), *extra])
+        return {arm: SelfPlayPlan.model_validate(two_seat.plan_of(args, arm)) for arm in two_seat.ARMS}
+
+    mixed = plans("--belief", "0.5")
+    assert (mixed["selfplay"].reward.belief, mixed["selfplay"].reward.belief_shuffle) == (0.5, False)
+    assert mixed["shuffled"].shuffle_rewards and mixed["shuffled"].reward.belief_shuffle
+    outcome = plans()
+    assert outcome["shuffled"].shuffle_rewards and not outcome["shuffled"].reward.belief_shuffle
+    assert outcome["selfplay"].level == "multi-turn-4" and not outcome["selfplay"].shuffle_rewards
