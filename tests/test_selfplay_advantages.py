@@ -107,3 +107,30 @@ def test_rejection_sampling_keeps_the_passing_seats_turns_only() -> None:
     assert raw == [1.0] * 5
     samples = training_samples([passed, failed, penalised])
     assert sorted(s.role for s in samples) == ["finder", "speaker"] and all(s.advantages for s in samples)
+
+
+def test_group_turn_credits_each_turn_with_its_return_to_go_among_the_groups_same_turns() -> None:
+    """estimator group-turn: turn k's advantage is its return-to-go normalised over the group's seats of its role at
+    turn k; with only the final reward it equals the group estimator's."""
+    from swm.training.trajectory import Rollout, SeatTrajectory, SeatTurn
+
+    def rollout(rid: str, rewards: list[float], task: str = "t") -> Rollout:
+        turns = [SeatTurn(turn=2 * k, prompt="", text="x", prompt_ids=[0], token_ids=[1] * (k + 1),
+                          logprobs=[-1.0] * (k + 1), reward=r) for k, r in enumerate(rewards)]
+        return Rollout(rollout_id=rid, task_id=task, iteration=0, sample=0,
+                       seats=[SeatTrajectory(seat="A", role="opener", turns=turns)])
+
+    def advantages(rollouts: list[Rollout], estimator: str) -> list[list[list[float]]]:
+        assign_advantages(rollouts, AdvantageConfig(estimator=estimator, whiten="off"))
+        return [[t.advantages for t in r.seats[0].turns] for r in rollouts]
+
+    # two rollouts: a first turn that earned 2.0 then failed, and one that earned nothing then passed
+    out = advantages([rollout("a", [2.0, 0.0]), rollout("b", [0.0, 1.0])], "group-turn")
+    # turn 0: returns-to-go 2 and 1 (mean 1.5, std 0.5); turn 1: 0 and 1 (mean 0.5, std 0.5)
+    assert out == [[[pytest.approx(1.0, abs=1e-5)], [pytest.approx(-1.0, abs=1e-5)] * 2],
+                   [[pytest.approx(-1.0, abs=1e-5)], [pytest.approx(1.0, abs=1e-5)] * 2]]
+    seat_level = advantages([rollout("a", [2.0, 0.0]), rollout("b", [0.0, 1.0])], "group")
+    assert seat_level[0][1] == [pytest.approx(1.0, abs=1e-5)] * 2  # the group estimator credits the first turn's 2.0
+    outcome = [rollout("c", [0.0, 1.0]), rollout("d", [0.0, 0.0]), rollout("e", [0.0, 1.0], task="u")]
+    assert advantages([r.model_copy(deep=True) for r in outcome], "group-turn") == advantages(outcome, "group")
+    assert advantages(outcome, "group-turn")[2] == [[0.0], [0.0, 0.0]]  # a task alone in its group: no signal

@@ -23,6 +23,14 @@ that predicts advantages, not returns).
 group (the G rollouts of one task) and a role, ``(R − mean) / (std + ε)`` (``group_scale="std"``;
 ``"none"`` keeps ``R − mean``, as Dr. GRPO), the same value for every token the seat generated.
 
+**Group, turn by turn** (``estimator="group-turn"``, critic-free and turn-level; GiGPO, arXiv 2505.10978, groups
+the steps that start from one and the same state, this groups them by their place in the conversation): turn k
+of a seat gets its return-to-go ``G_k = Σ_{j≥k} γ^(j−k) r_j``, normalised as the group estimator normalises,
+among the group's seats of the same role at the same turn k; every token of the turn gets it. With only a final
+reward it is the group estimator (every ``G_k`` is the outcome); with turn rewards (belief gain, a judge) each
+turn is credited with what it and the turns after it earned, not what the turns before it did. Whitened as the
+group estimator (scaled only).
+
 **Role-conditioned** (``estimator="role"``, SPIRAL's RAE, arXiv 2506.24119): one running baseline
 per (family, role), moved by one EMA step of decay α (``baseline_decay``) per seat of that key in the
 batch — ``b ← αⁿ·b + (1 − αⁿ)·mean(R)`` for n seats, SPIRAL's per-trajectory update with the batch
@@ -59,7 +67,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from swm.tables import Table
-from swm.training.trajectory import Rollout
+from swm.training.trajectory import Rollout, SeatTurn
 
 
 @dataclass(frozen=True)
@@ -327,6 +335,21 @@ def _assign_group(rollouts: list[Rollout], cfg: AdvantageConfig, _baselines: dic
         returns, [(r.task_id, role) for r, role in keys], cfg))
 
 
+def _assign_group_turn(rollouts: list[Rollout], cfg: AdvantageConfig, _baselines: dict[str, float]) -> None:
+    """Each turn its return-to-go, normalised among the group's seats of the same role at the same turn."""
+    rows: list[tuple[SeatTurn, float]] = []
+    keys: list[tuple[str | None, str, int]] = []
+    for r in rollouts:
+        for seat in r.seats:
+            rewards = [t.reward for t in seat.turns]
+            for k, turn in enumerate(seat.turns):
+                rows.append((turn, discounted_return(rewards[k:], cfg.gamma)))
+                keys.append((r.task_id, seat.role, k))
+    advantages = group_normalised([ret for _, ret in rows], keys, cfg)
+    for (turn, ret), a in zip(rows, advantages, strict=True):
+        turn.advantages, turn.returns = [a] * len(turn.token_ids), [ret] * len(turn.token_ids)
+
+
 def _assign_role(rollouts: list[Rollout], cfg: AdvantageConfig, baselines: dict[str, float]) -> None:
     _broadcast_returns(rollouts, cfg, lambda returns, keys: role_conditioned(
         returns, [(r.family or "task", role) for r, role in keys], baselines, cfg))
@@ -345,6 +368,8 @@ register_estimator(Estimator("hierarchical", "turn- then token-level GAE with a 
                              critic=True))
 register_estimator(Estimator("group", "critic-free group returns, normalised over a task's G rollouts",
                              _assign_group, centre=False))
+register_estimator(Estimator("group-turn", "critic-free and turn-level: each turn's return-to-go, normalised over "
+                             "the group's seats of its role at the same turn", _assign_group_turn, centre=False))
 register_estimator(Estimator("role", "one running baseline per (family, role) (SPIRAL's RAE)", _assign_role,
                              centre=False))
 register_estimator(Estimator("rs", "clone the passing rollouts' turns (the rs-sft arm on the same rollouts)",
