@@ -174,6 +174,10 @@ def apply_preset(ctx: click.Context, name: str | None, params: dict[str, Any]) -
               help="Rollouts played at once [default: the embedded server's slots when served, 1 in torch].")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("swm-selfplay"),
               show_default=True, help="Run folder: checkpoints/iter-NNNN (adapter, value head, optimiser).")
+@click.option("--export", "export_path", type=click.Path(file_okay=False, path_type=Path), default=None,
+              metavar="DIR", help="Also write every seat of the run's finished rollouts to DIR as JSONL with a "
+                                  "dataset card (TRL's messages with rewards; datasets.load_dataset(DIR) reads "
+                                  "train/ and eval/): after the run, or at once for a finished --thread-id.")
 @endpoint_options
 @run_options
 @quiet_option
@@ -189,6 +193,10 @@ def selfplay_command(ctx: click.Context, preset: str | None, **params: Any) -> N
     options = apply_preset(ctx, preset, params)
     thread = options["thread_id"] or f"selfplay-{uuid.uuid4().hex[:10]}"
     _run(options, thread, selfplay_plan(thread, options))
+    if options["export_path"] is not None:
+        from swm.selfplay.export import export_from_db
+
+        click.echo(export_from_db(db_path(options["db"]), thread, options["export_path"]), err=True)
 
 
 def selfplay_plan(thread: str, o: dict[str, Any]) -> SelfPlayPlan:
