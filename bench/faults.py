@@ -25,6 +25,9 @@ first run's exit code and last line, rows lost or duplicated and answers beyond 
 
 ``--replaced`` renames another database over ``swm learn``'s file mid-run (`bench.db_swap`).
 
+``--frozen`` runs ``swm learn`` on PostgreSQL (``--pg``) behind a proxy that stops forwarding mid-run without
+closing its sockets (a network partition, a frozen host), or cuts its connections (`bench.db_freeze`).
+
 ``--served`` runs the served-sampler and key cases of `bench.served_faults` (a server that samples
 the base under a trained adapter's name, one that forgets its adapters, a key quoted back in an
 error, self-play killed and resumed): rollouts lost, duplicated, paid twice or sampled by the wrong
@@ -49,7 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import served_faults
+from bench import db_freeze, served_faults
 from bench.db_swap import run_swap, swap_markdown
 from bench.extra_graphs import SCRIPTS
 from bench.results import results_page
@@ -461,6 +464,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--replaced", action="store_true",
                         help="also rename another database over swm learn's file mid-run (cp donor.db t.db && "
                              "mv t.db run.db) and count the rows kept")
+    parser.add_argument("--frozen", action="store_true",
+                        help="also run swm learn on PostgreSQL behind a proxy that freezes mid-run (bench.db_freeze)")
+    parser.add_argument("--frozen-cases", default=",".join(db_freeze.CASES),
+                        help=f"comma list of {', '.join(db_freeze.CASES)}")
+    parser.add_argument("--pg", default=os.environ.get("SWM_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test"),
+                        help="the PostgreSQL server of --frozen (each case on a fresh schema)")
+    parser.add_argument("--freeze-after", type=int, default=1000,
+                        help="chunks the client sends before the proxy freezes (the run sends ~2000)")
     parser.add_argument("--served", action="store_true",
                         help="also run the served-sampler and key cases (bench.served_faults)")
     parser.add_argument("--served-cases", default=",".join(served_faults.CASES),
@@ -468,7 +479,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-page", action="store_true", help="do not write the run's dated page under docs/results/")
     args = parser.parse_args(argv)
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
-    with results_page("faults", "Endpoint faults", "bench.faults", argv, enabled=not args.no_page, markdown=True):
+    # --frozen alone has a page of its own: it would otherwise supersede the last page of every case
+    alone = args.frozen and not args.cases.strip() and not args.kills and not (args.read_only or args.replaced
+                                                                                 or args.served)
+    page = ("faults-frozen", "A frozen PostgreSQL") if alone else ("faults", "Endpoint faults")
+    with results_page(*page, "bench.faults", argv, enabled=not args.no_page, markdown=True):
         outcomes = [run_case(k.strip(), args.rate, args.seed, args.reruns, kinds)
                     for k in args.cases.split(",") if k.strip()]
         kill = run_learn_kill(args.kills, args.seed) if args.kills else None
@@ -478,6 +493,9 @@ def main(argv: list[str] | None = None) -> None:
             print(read_only_markdown(read_only_cases()))
         if args.replaced:
             print(swap_markdown(run_swap()))
+        if args.frozen:
+            cases = [c.strip() for c in args.frozen_cases.split(",") if c.strip()]
+            print(db_freeze.freeze_markdown(db_freeze.run_freeze(cases, args.pg, args.freeze_after), args.freeze_after))
         if args.served:
             print(served_faults.served_markdown(served_faults.run_served(
                 [c.strip() for c in args.served_cases.split(",") if c.strip()])))

@@ -148,7 +148,9 @@ class SWMGroup(click.Group):
         except KeyboardInterrupt as exc:
             click.echo("interrupted: finished steps are checkpointed; rerun with the same --db and "
                        "--thread-id to resume", err=True)
-            sys.exit(128 + exc.signum if isinstance(exc, drain.SignalInterrupt) else 130)
+            if isinstance(exc, drain.SignalInterrupt):  # a second signal: threads still waiting are not joined
+                drain.exit_now(128 + exc.signum)
+            sys.exit(130)
 
 
 @click.group(cls=SWMGroup, commands=LazyCommands(COMMANDS), context_settings={"help_option_names": ["-h", "--help"]})

@@ -8,29 +8,33 @@ run through `checkpoints.run_thread` (or given `control()`) stops at its next su
 (model calls in flight finish and are checkpointed; nested graphs inherit the control), no new
 item starts, and LangGraph raises ``GraphDrained``; the CLI says how to resume and exits 128 +
 the signal (143 for SIGTERM, 129 for SIGHUP). A second signal stops at once, as a second Ctrl-C
-would (`SignalInterrupt`, a KeyboardInterrupt): finished steps are still checkpointed.
+would (`SignalInterrupt`, a KeyboardInterrupt): finished steps are still checkpointed. At once means
+at once: the CLI exits without joining threads still waiting on a model or a database (`exit_now`),
+and should the main thread itself be held, the process exits ``HARD_STOP_S`` after the signal.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NoReturn
 
 from langgraph.errors import GraphDrained
 from langgraph.runtime import RunControl
 
 DRAINED_BY = (signal.SIGTERM, signal.SIGHUP)
+HARD_STOP_S = 1.0  # after a second signal, the longest the main thread may take to say its line and exit
 _control: RunControl | None = None
 _received: int | None = None
 _cause: BaseException | None = None
 _cause_lock = threading.Lock()
 
-__all__ = ["GraphDrained", "SignalInterrupt", "control", "drained_by", "drained_exit_code", "handling_signals",
-           "stop_for", "stop_if_drained"]
+__all__ = ["GraphDrained", "SignalInterrupt", "control", "drained_by", "drained_exit_code", "exit_now",
+           "handling_signals", "stop_for", "stop_if_drained"]
 
 
 class SignalInterrupt(KeyboardInterrupt):
@@ -82,9 +86,27 @@ def drained_exit_code(reason: str | None = None) -> int:
         return 130
 
 
+def exit_now(code: int) -> NoReturn:
+    """Exit with ``code`` without joining the threads still at work (a second signal: each may wait on a model or
+    a database for as long as its bound)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _hard_stop(signum: int) -> None:
+    print(f"{signal.Signals(signum).name} again: stopped at once; finished steps are checkpointed; rerun with the "
+          "same --db and --thread-id to resume", file=sys.stderr, flush=True)
+    exit_now(128 + signum)
+
+
 def _handle(signum: int, frame: object) -> None:
     global _received
     if _received is not None or _control is None:
+        if _received is not None:  # the main thread may itself be held (a `finally` waiting on a server)
+            stop = threading.Timer(HARD_STOP_S, _hard_stop, (signum,))
+            stop.daemon = True
+            stop.start()
         raise SignalInterrupt(signum)
     _received = signum
     name = signal.Signals(signum).name

@@ -66,8 +66,14 @@ def _postgres(exc: BaseException) -> EnvironmentFault | None:
     try:
         import psycopg
         from psycopg import errors
+
+        from swm.checkpoints.postgres_connect import NoAnswer
     except ImportError:  # pragma: no cover - the postgres extra is not installed
         return None
+    if isinstance(exc, NoAnswer):
+        return _fault(f"{_first_line(exc)}: a frozen server or a network partition",
+                      "check the server and the network to it (pg_isready -h HOST); SWM_POSTGRES_STATEMENT_TIMEOUT "
+                      "sets how long a statement is waited for", 3)
     if isinstance(exc, errors.QueryCanceled):
         return _fault(f"the PostgreSQL server cancelled a statement ({_first_line(exc)})",
                       "raise statement_timeout for swm's role or database (it runs short writes and waits for "

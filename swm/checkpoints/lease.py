@@ -113,10 +113,14 @@ class Lease:
 class _PostgresLeaseConnection:
     """The subset of ``sqlite3.Connection`` the lease functions use, on a PostgreSQL database."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, wait: bool = True) -> None:
+        """Connect with every wait bounded (`swm.checkpoints.postgres_connect`); ``wait``: for ``SWM_POSTGRES_WAIT``
+        while the server does not answer (a renewal tries once: its watchdog counts the failures)."""
         import psycopg
 
-        self.conn = psycopg.connect(url, autocommit=True)
+        from swm.checkpoints.postgres_connect import BoundedConnection, connect_waiting
+
+        self.conn = connect_waiting(url, autocommit=True) if wait else BoundedConnection.connect(url, autocommit=True)
         self.errors: tuple[type[BaseException], ...] = (psycopg.Error,)
 
     def execute(self, sql: str, params: Any = ()) -> Any:
@@ -154,7 +158,7 @@ class _PostgresLeaseConnection:
 
 def _open(path: str | Path, setup: bool = True) -> Any:
     if is_postgres(path):
-        pg = _PostgresLeaseConnection(str(path))
+        pg = _PostgresLeaseConnection(str(path), wait=setup)
         if setup:
             with advisory_lock(pg.conn, "lease-ddl"):
                 _ensure_table(pg)
@@ -298,13 +302,18 @@ class _Renewer(threading.Thread):
             return
 
 
-def _release_quietly(conn: object, path: str | Path, lease: Lease) -> None:
-    """Release the lease, on a fresh connection if ours broke; a failure is a warning (the lease then goes stale)."""
+def _release_quietly(conn: object, path: str | Path, lease: Lease, failing: bool = False) -> None:
+    """Release the lease, on a fresh connection if ours broke; a failure is a warning (the lease then goes stale),
+    unless the block is ``failing`` already: its own one line says what broke."""
     try:
         release(conn, lease)
         return
-    except Exception:  # noqa: BLE001 - the connection may be the thing that broke: try a fresh one
-        pass
+    except Exception as exc:  # noqa: BLE001 - the connection may be the thing that broke: try a fresh one
+        if type(exc).__name__ == "NoAnswer":  # a frozen server: a fresh connection would wait its bound for nothing
+            if not failing:
+                logging.getLogger("swm").warning("could not release the lease on thread %s (%s); it is taken over "
+                                                 "once it goes stale", lease.thread_id, exc)
+            return
     try:
         fresh = _open(path, setup=False)
         try:
@@ -314,6 +323,8 @@ def _release_quietly(conn: object, path: str | Path, lease: Lease) -> None:
     except DatabaseNotWritable:  # the run's own error says so; a holder whose process ended is taken over at once
         pass
     except Exception as exc:  # noqa: BLE001 - never replace the run's own outcome with this
+        if failing:
+            return
         logging.getLogger("swm").warning("could not release the lease on thread %s (%s: %s); it is taken over "
                                          "once it goes stale", lease.thread_id, type(exc).__name__, exc)
 
@@ -330,8 +341,10 @@ def hold_lease(path: str | Path, thread_id: str) -> Iterator[Lease]:
         lease, _ = acquire(conn, thread_id)
         renewer = _Renewer(path, lease)
         renewer.start()
+        failing = True
         try:
             yield lease
+            failing = False
         except KeyboardInterrupt:
             if renewer.lost is None:
                 raise
@@ -342,7 +355,7 @@ def hold_lease(path: str | Path, thread_id: str) -> Iterator[Lease]:
             with renewer.stopping:
                 renewer.stop.set()
             renewer.join(5)
-            _release_quietly(conn, path, lease)
+            _release_quietly(conn, path, lease, failing)
     finally:
         try:
             conn.close()

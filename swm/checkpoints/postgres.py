@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import re
 import threading
 import time
@@ -32,13 +31,14 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, ChannelVersions, Chec
 from swm.checkpoints.savers import SERDE, AsyncOnThreads
 from swm.checkpoints.store import PrimaryKey, StoreRecords
 from swm.credentials import redact_text
-from swm.errors import InputError
 from swm.inputs import without_nul
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection, Connection
     from psycopg.rows import DictRow, TupleRow
-    from psycopg_pool import AsyncConnectionPool, ConnectionPool
+    from psycopg_pool import AsyncConnectionPool
+
+    from swm.checkpoints.postgres_connect import BoundedPool
 
 SCHEMES = ("postgresql://", "postgres://")
 Statements = list[tuple[str, tuple[object, ...]]]  # maintenance statements with their parameters
@@ -49,45 +49,11 @@ def is_postgres(target: object) -> bool:
     return str(target).startswith(SCHEMES)
 
 
-def _pool(url: str, max_size: int = 8, prepare: bool = True) -> ConnectionPool[Connection[DictRow]]:
-    """Open a connection pool; the store's pool prepares nothing (its tables widen, and a prepared
-    ``select *`` would then refuse: "cached plan must not change result type")."""
-    from psycopg.rows import dict_row
-    from psycopg_pool import ConnectionPool
+def _pool(url: str, max_size: int = 8, prepare: bool = True) -> BoundedPool:
+    """Open a connection pool whose every wait is bounded (`swm.checkpoints.postgres_connect`)."""
+    from swm.checkpoints.postgres_connect import open_pool
 
-    wait = float(os.environ.get("SWM_POSTGRES_WAIT", "10"))  # a server still starting refuses for a while
-    pool: ConnectionPool[Connection[DictRow]] | None = None
-    quiet = logging.getLogger("psycopg.pool")  # its "error connecting" retries, while the wait's one line says why
-    hush = logging.Filter("nothing")  # a filter whose name matches no logger drops every record
-    quiet.addFilter(hush)
-    try:
-        # check: a connection the server ended (restart, failover, idle timeout) is replaced on checkout
-        pool = ConnectionPool(
-            url, min_size=1, max_size=max_size, open=True, timeout=30, check=ConnectionPool.check_connection,
-            kwargs={"autocommit": True, "prepare_threshold": 0 if prepare else None, "row_factory": dict_row})
-        pool.wait(timeout=wait)
-    except Exception as exc:  # psycopg_pool.PoolTimeout, psycopg.OperationalError
-        if pool is not None:
-            pool.close()  # its workers would go on trying to connect for the life of the process
-        raise InputError(f"cannot open the PostgreSQL database {redact(url)} after {wait:g} s: {_why(url, exc)}",
-                         "check that the server answers (pg_isready) and the URL names an existing database") from exc
-    finally:
-        quiet.removeFilter(hush)
-    return pool
-
-
-def _why(url: str, failed: Exception) -> str:
-    """The reason a connection fails, in one line: the pool's timeout names none, so one connection is tried."""
-    import psycopg
-
-    from swm.credentials import redact_text
-
-    try:
-        psycopg.connect(url, connect_timeout=5).close()
-    except psycopg.Error as exc:
-        lines = [line.strip() for line in str(exc).removeprefix("connection failed:").splitlines() if line.strip()]
-        return redact_text(redact(lines[0])) if lines else type(exc).__name__
-    return type(failed).__name__  # it answers now: the server came up after the wait
+    return open_pool(url, max_size, prepare)
 
 
 def redact(url: str) -> str:
@@ -198,7 +164,6 @@ def postgres_saver(url: str) -> Iterator[BaseCheckpointSaver[str]]:
     """Yield a Postgres checkpointer on ``url`` (tables set up on first use) and close it afterwards."""
     from langgraph.checkpoint.postgres import PostgresSaver
 
-
     pool = _pool(url)
     try:
         saver = _sync_saver(PostgresSaver)(pool, serde=SERDE)
@@ -216,9 +181,11 @@ async def async_postgres_saver(url: str) -> AsyncIterator[BaseCheckpointSaver[st
     from psycopg.rows import dict_row
     from psycopg_pool import AsyncConnectionPool
 
+    from swm.checkpoints.postgres_connect import AsyncBoundedConnection, Bounds
 
     opened: AsyncConnectionPool[AsyncConnection[DictRow]] = AsyncConnectionPool(
         url, min_size=1, max_size=8, open=False, check=AsyncConnectionPool.check_connection,
+        timeout=Bounds.from_env().checkout, connection_class=AsyncBoundedConnection,  # type: ignore[arg-type]
         kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row})
     async with opened as pool:
         saver = _nul_safe(AsyncPostgresSaver)(pool, serde=SERDE)
@@ -271,7 +238,7 @@ def advisory_lock(conn: Connection[DictRow] | Connection[TupleRow], name: str) -
 
 
 @contextmanager
-def _ddl_lock(pool: ConnectionPool[Connection[DictRow]], name: str) -> Iterator[None]:
+def _ddl_lock(pool: BoundedPool, name: str) -> Iterator[None]:
     """Serialise schema changes across processes (two workers creating one table would collide)."""
     with pool.connection() as conn, advisory_lock(conn, name):
         yield
