@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, ChannelVersions, Checkpoint, CheckpointMetadata
 
+from swm.checkpoints.postgres_connect import redact
 from swm.checkpoints.savers import SERDE, AsyncOnThreads
 from swm.checkpoints.store import PrimaryKey, StoreRecords
 from swm.credentials import redact_text
@@ -54,11 +55,6 @@ def _pool(url: str, max_size: int = 8, prepare: bool = True) -> BoundedPool:
     from swm.checkpoints.postgres_connect import open_pool
 
     return open_pool(url, max_size, prepare)
-
-
-def redact(url: str) -> str:
-    """Hide a password in a connection URL, for messages and logs."""
-    return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1:***@", url)
 
 
 def _text_safe(checkpoint: Checkpoint, metadata: CheckpointMetadata) -> tuple[Checkpoint, CheckpointMetadata]:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 import threading
 import time
 from collections.abc import Mapping
@@ -41,12 +42,16 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from swm.checkpoints.postgres import redact
 from swm.credentials import redact_text
 from swm.errors import InputError
 
 if TYPE_CHECKING:
     from psycopg.abc import PQGen
+
+
+def redact(url: str) -> str:
+    """Hide a password in a connection URL, for messages and logs."""
+    return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1:***@", url)
 
 KEEPALIVE = (10, 5, 3)  # idle seconds before the first probe, seconds between probes, probes unanswered
 GRACE_S = 1.0  # the server's statement_timeout speaks first; a frozen server is given up this much later
