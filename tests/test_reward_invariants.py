@@ -41,6 +41,7 @@ from swm.tasks.families import (
     LEVEL_GENERATORS,
     LEVELS,
     MULTI_TURN,
+    MULTI_TURN_LEVELS,
     OBJECTIONS,
     STARTER,
     TWO_SEAT,
@@ -169,7 +170,10 @@ SEEDS = st.integers(0, 30)
 
 
 def kind_of(level: str) -> str:
-    return level if level in (DECISION, TWO_TURN, TWO_SEAT, MULTI_TURN) else "episode"
+    """The checker a level's tasks go to: every multi-turn horizon is the multi-turn one."""
+    if level in MULTI_TURN_LEVELS:
+        return MULTI_TURN
+    return level if level in (DECISION, TWO_TURN, TWO_SEAT) else "episode"
 
 
 def drawn(case: tuple[str, str], seed: int) -> tuple[Task, list[Utterance]]:
