@@ -47,7 +47,16 @@ def test_a_preset_sets_what_was_not_given_and_a_given_option_wins() -> None:
         "lr": 2e-4, "epochs": 1, "minibatch": 8, "kl_coef": 0.0}
     given = plan_of("--preset", "two-seat-2026-11", "--iterations", "3", "--names", "disjoint")
     assert (given.iterations, given.names, given.eval_tasks) == (3, "disjoint", 200)
-    assert set(PRESETS["two-seat-2026-11"]) <= set(selfplay_command.make_context("selfplay", []).params)
+    assert all(set(preset) <= set(selfplay_command.make_context("selfplay", []).params) for preset in PRESETS.values())
+
+
+def test_the_conversation_preset_is_the_four_message_run_with_belief_gains_and_turn_level_groups() -> None:
+    plan = plan_of("--preset", "multi-turn-4-2026-12")
+    assert (plan.level, plan.advantage.estimator, plan.reward.belief, plan.reward.belief_shuffle) == (
+        "multi-turn-4", "group-turn", 0.5, False)
+    assert (plan.iterations, plan.stage, plan.tasks_per_iteration, plan.group_size) == (6, 1, 4, 8)
+    assert plan.ppo.model_dump(include={"lr", "epochs", "minibatch", "kl_coef"}) == {
+        "lr": 2e-4, "epochs": 1, "minibatch": 8, "kl_coef": 0.0}
 
 
 def test_an_option_both_commands_take_has_the_same_default() -> None:
