@@ -108,7 +108,8 @@ def _nul(prompt: str, body: dict[str, Any]) -> dict[str, str]:
 
 
 @contextmanager
-def _schema(pg: str) -> Iterator[str]:
+def pg_schema(pg: str) -> Iterator[str]:
+    """Yield a URL on a fresh schema of the PostgreSQL server ``pg`` (dropped afterwards)."""
     import psycopg
 
     schema = f"swm_bench_{uuid.uuid4().hex[:10]}"
@@ -158,9 +159,9 @@ def run(pg: str | None) -> list[Outcome]:
 
         outcomes.append(_case("database file deleted mid-run", "SQLite", str(deleted), root / "o4", delete_at_third))
         if pg:
-            with _schema(pg) as url:
+            with pg_schema(pg) as url:
                 outcomes.append(_case("NUL in every reply", "PostgreSQL", url, root / "o5", _nul))
-            with _schema(pg) as url:
+            with pg_schema(pg) as url:
                 name = f"swm-bench-{uuid.uuid4().hex[:8]}"
                 outcomes.append(_case("every connection terminated at answer 3", "PostgreSQL",
                                       f"{url}&application_name={name}", root / "o6", _terminator(pg, name)))

@@ -19,12 +19,10 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.data_faults import pg_schema
 from swm.checkpoints import open_store
 from swm.testing import FakeOpenAIServer
 from swm.testing.frozen_proxy import FreezingProxy
@@ -62,21 +60,6 @@ def _env(extra: dict[str, str]) -> dict[str, str]:
     return {**os.environ, **extra, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
 
 
-@contextmanager
-def _schema(server: str) -> Iterator[str]:
-    """Yield a URL on a fresh schema of ``server`` (dropped afterwards)."""
-    import psycopg
-
-    name = f"swm_f{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(server, autocommit=True) as conn:
-        conn.execute(f"create schema {name}")  # type: ignore[arg-type]
-    try:
-        yield f"{server}{'&' if '?' in server else '?'}options=-csearch_path%3D{name}"
-    finally:
-        with psycopg.connect(server, autocommit=True) as conn:
-            conn.execute(f"drop schema {name} cascade")  # type: ignore[arg-type]
-
-
 def _episodes(url: str) -> list[str]:
     store = open_store(url)
     try:
@@ -99,7 +82,7 @@ def run_case(name: str, server: str, freeze_after: int, needed: int) -> FreezeOu
     _, env, mid_run, signals, cut = CASES[name]
     params = conninfo_to_dict(server)
     host, port = str(params.get("host") or "127.0.0.1"), int(params.get("port") or 5432)
-    with _schema(server) as url, tempfile.TemporaryDirectory(prefix="swm-frozen-") as tmp, \
+    with pg_schema(server) as url, tempfile.TemporaryDirectory(prefix="swm-frozen-") as tmp, \
             FakeOpenAIServer() as fake, \
             FreezingProxy((host, port), freeze_after=None if cut or not mid_run else freeze_after) as proxy:
         if not mid_run:
@@ -132,7 +115,7 @@ def run_case(name: str, server: str, freeze_after: int, needed: int) -> FreezeOu
 
 def fault_free_calls(server: str) -> int:
     """Return the model calls a fault-free run makes."""
-    with _schema(server) as url, tempfile.TemporaryDirectory() as tmp, FakeOpenAIServer() as fake:
+    with pg_schema(server) as url, tempfile.TemporaryDirectory() as tmp, FakeOpenAIServer() as fake:
         proc = _learn(url, fake.model_spec, Path(tmp) / "out", {})
         _, err = proc.communicate(timeout=GIVE_UP_S)
         if proc.returncode != 0:

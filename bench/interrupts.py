@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.data_faults import _schema
+from bench.data_faults import pg_schema
 from bench.results import results_page
 from swm.checkpoints import open_store
 from swm.testing import FakeOpenAIServer, scaled
@@ -336,7 +336,7 @@ def measure_interrupts(args: argparse.Namespace) -> None:
     if "out" in cases:
         lost = [out_folder_lost(args.dir, str(args.dir / f"lost-{uuid.uuid4().hex[:8]}.db"), "SQLite", args.latency)]
         if args.pg:
-            with _schema(args.pg) as url:
+            with pg_schema(args.pg) as url:
                 lost.append(out_folder_lost(args.dir, url, "PostgreSQL", args.latency))
         for o in lost:
             print(f"{o.case}: first run exit {o.notes['first_rc']}, rerun exit {o.notes['rc']}, completed "

@@ -52,6 +52,10 @@ class FreezingProxy:
         """Close every connection now, and each one accepted later at once."""
         self._cut = True
         self.frozen.set()
+        self._shut_all()
+
+    def _shut_all(self, close: bool = False) -> list[socket.socket]:
+        """Shut down (and with ``close`` close) every connection's sockets, both sides."""
         with self._lock:
             sockets, self._sockets = self._sockets, []
         for sock in sockets:
@@ -59,6 +63,9 @@ class FreezingProxy:
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+            if close:
+                sock.close()
+        return sockets
 
     def __enter__(self) -> FreezingProxy:
         self._acceptor.start()
@@ -71,14 +78,7 @@ class FreezingProxy:
         """Close the listener and every connection (both sides)."""
         self._closed.set()
         self._listener.close()
-        with self._lock:
-            sockets, self._sockets = self._sockets, []
-        for sock in sockets:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            sock.close()
+        self._shut_all(close=True)
 
     def _keep(self, sock: socket.socket) -> None:
         with self._lock:
