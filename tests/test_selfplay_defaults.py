@@ -97,11 +97,18 @@ def test_the_documented_curriculum_hands_each_stages_adapter_to_the_next() -> No
     text = (Path(__file__).resolve().parents[1] / "docs" / "selfplay.md").read_text()
     block = text.split("## The curriculum, one command sequence", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
     stages = [shlex.split(line) for line in block.replace("\\\n", " ").splitlines() if line.strip()]
-    assert [s[1] for s in stages] == ["learn", "selfplay", "selfplay"]
+    assert [s[1] for s in stages] == ["learn", "selfplay", "selfplay", "selfplay", "selfplay"]
 
     def option(words: list[str], name: str) -> str | None:
         return words[words.index(name) + 1] if name in words else None
 
-    assert [option(s, "--level") or option(s, "--levels") for s in stages] == ["decision", TWO_SEAT, MULTI_TURN]
-    learned, two_seat = option(stages[0], "--out"), f"{option(stages[1], '--out')}/{option(stages[1], '--thread-id')}"
+    def run(words: list[str]) -> str:
+        return f"{option(words, '--out')}/{option(words, '--thread-id')}"
+
+    levels = [option(s, "--level") or option(s, "--levels") or PRESETS[str(option(s, "--preset"))]["level"]
+              for s in stages]
+    assert levels == ["decision", TWO_SEAT, "multi-turn-4", "multi-turn-4", MULTI_TURN]
+    learned, two_seat = option(stages[0], "--out"), run(stages[1])
     assert option(stages[1], "--from") == learned and option(stages[2], "--from") == two_seat
+    assert option(stages[2], "--estimator") == "rs" and option(stages[3], "--from") == run(stages[2])
+    assert option(stages[4], "--from") == two_seat
