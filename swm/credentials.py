@@ -128,6 +128,11 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
+def redact_password(url: str) -> str:
+    """Return a connection URL with its password as ``***`` and its user kept (a database URL in messages and logs)."""
+    return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1:***@", url)
+
+
 def redact_spec(spec: str) -> str:
     """Return a model spec (``[reasoning:][provider:]name[@url]``) with the key in its URL hidden."""
     name, sep, url = spec.partition("@")

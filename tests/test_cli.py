@@ -73,6 +73,17 @@ def test_help_imports_no_command_model_client_or_checkpoint_code() -> None:
     assert done.stdout.strip() == "", done.stdout
 
 
+def test_the_postgres_modules_import_no_driver_until_a_database_is_opened() -> None:
+    """swm.checkpoints.postgres and the results browser's store read psycopg only when a PostgreSQL URL is opened
+    (the [postgres] extra, pyproject's deferred imports): importing them loads no driver."""
+    code = ("import sys\nimport swm.checkpoints.postgres, swm.ui.store\n"
+            "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in ('psycopg', 'psycopg_pool'))))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "", done.stdout
+
+
 def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

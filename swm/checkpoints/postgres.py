@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, ChannelVersions, Checkpoint, CheckpointMetadata
 
-from swm.checkpoints.postgres_connect import redact
 from swm.checkpoints.savers import SERDE, AsyncOnThreads
 from swm.checkpoints.store import PrimaryKey, StoreRecords
+from swm.credentials import redact_password as redact  # the name swm.ui and the benches import
 from swm.credentials import redact_text
 from swm.inputs import without_nul
 

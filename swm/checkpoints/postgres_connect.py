@@ -29,7 +29,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import re
 import threading
 import time
 from collections.abc import Mapping
@@ -42,16 +41,12 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from swm.credentials import redact_text
+from swm.credentials import redact_password, redact_text
 from swm.errors import InputError
 
 if TYPE_CHECKING:
     from psycopg.abc import PQGen
 
-
-def redact(url: str) -> str:
-    """Hide a password in a connection URL, for messages and logs."""
-    return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1:***@", url)
 
 KEEPALIVE = (10, 5, 3)  # idle seconds before the first probe, seconds between probes, probes unanswered
 GRACE_S = 1.0  # the server's statement_timeout speaks first; a frozen server is given up this much later
@@ -196,13 +191,13 @@ class AsyncBoundedConnection(psycopg.AsyncConnection[Any]):
 
 def cannot_open(url: str, bounds: Bounds, why: str) -> InputError:
     """The one line a command stops with when the server did not answer in time."""
-    return InputError(f"cannot open the PostgreSQL database {redact(url)} after {bounds.wait:g} s: {why}",
+    return InputError(f"cannot open the PostgreSQL database {redact_password(url)} after {bounds.wait:g} s: {why}",
                       "check that the server answers (pg_isready) and the URL names an existing database")
 
 
 def _reason(exc: BaseException) -> str:
     lines = [line.strip() for line in str(exc).removeprefix("connection failed:").splitlines() if line.strip()]
-    return redact_text(redact(lines[0])) if lines else type(exc).__name__
+    return redact_text(redact_password(lines[0])) if lines else type(exc).__name__
 
 
 def connect_waiting(url: str, **kwargs: Any) -> BoundedConnection:
