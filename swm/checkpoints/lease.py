@@ -302,6 +302,15 @@ class _Renewer(threading.Thread):
             return
 
 
+def _frozen(path: str | Path, exc: BaseException) -> bool:
+    """Whether ``exc`` is a PostgreSQL server's silence past its bound (`swm.checkpoints.postgres_connect.NoAnswer`)."""
+    if not is_postgres(path):
+        return False
+    from swm.checkpoints.postgres_connect import NoAnswer
+
+    return isinstance(exc, NoAnswer)
+
+
 def _release_quietly(conn: object, path: str | Path, lease: Lease, failing: bool = False) -> None:
     """Release the lease, on a fresh connection if ours broke; a failure is a warning (the lease then goes stale),
     unless the block is ``failing`` already: its own one line says what broke."""
@@ -309,7 +318,7 @@ def _release_quietly(conn: object, path: str | Path, lease: Lease, failing: bool
         release(conn, lease)
         return
     except Exception as exc:  # noqa: BLE001 - the connection may be the thing that broke: try a fresh one
-        if type(exc).__name__ == "NoAnswer":  # a frozen server: a fresh connection would wait its bound for nothing
+        if _frozen(path, exc):  # a frozen server: a fresh connection would wait its bound for nothing
             if not failing:
                 logging.getLogger("swm").warning("could not release the lease on thread %s (%s); it is taken over "
                                                  "once it goes stale", lease.thread_id, exc)
