@@ -77,7 +77,7 @@ def _learn(url: str, spec: str, out: Path, env: dict[str, str]) -> subprocess.Po
 
 def run_case(name: str, server: str, freeze_after: int, needed: int) -> FreezeOutcome:
     """Run case ``name`` on a fresh schema and rerun it fault-free; ``needed``: the fault-free run's model calls."""
-    from psycopg.conninfo import conninfo_to_dict  # the [postgres] extra, as `_schema`'s psycopg
+    from psycopg.conninfo import conninfo_to_dict  # the [postgres] extra, as `pg_schema`'s psycopg
 
     _, env, mid_run, signals, cut = CASES[name]
     params = conninfo_to_dict(server)

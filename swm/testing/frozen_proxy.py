@@ -54,7 +54,7 @@ class FreezingProxy:
         self.frozen.set()
         self._shut_all()
 
-    def _shut_all(self, close: bool = False) -> list[socket.socket]:
+    def _shut_all(self, close: bool = False) -> None:
         """Shut down (and with ``close`` close) every connection's sockets, both sides."""
         with self._lock:
             sockets, self._sockets = self._sockets, []
@@ -65,7 +65,6 @@ class FreezingProxy:
                 pass
             if close:
                 sock.close()
-        return sockets
 
     def __enter__(self) -> FreezingProxy:
         self._acceptor.start()
