@@ -104,10 +104,13 @@ def test_a_correction_that_is_no_social_world_is_refused_in_one_line_and_the_rev
     assert out["world"] == _corrected() and llm.calls == 2
 
 
-def test_by_default_the_ask_graph_never_stops_and_names_no_review() -> None:
+def test_by_default_the_ask_graph_never_stops_nor_steps_through_the_review() -> None:
     graph, llm, ctx = _asking()
-    out = graph.invoke({"narrative": STORY, "question": QUESTION}, CONFIG, context=ctx)
-    assert "__interrupt__" not in out and "parse_review" not in out and out["answer"] == "basket"
+    steps = [next(iter(update)) for update in graph.stream({"narrative": STORY, "question": QUESTION}, CONFIG,
+                                                            context=ctx, stream_mode="updates")]
+    assert steps == ["prepare", "parse", "check", "answer"]
+    out = graph.get_state(CONFIG).values
+    assert "parse_review" not in out and out["answer"] == "basket"
     assert not graph.get_state(CONFIG).interrupts and llm.calls == 2
     cot = ScriptedChatModel(replies=[ReasonedAnswer(reasoning="r", answer="basket")])
     plain = ask.build().compile(checkpointer=InMemorySaver(serde=SERDE)).invoke(

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from langgraph.runtime import Runtime
+from langgraph.runtime import Runtime, get_runtime
 
 from swm.context import AskContext
 from swm.graph_state import SocialWorldState
@@ -13,8 +14,22 @@ from swm.review import PARSE_ANSWER, ParseRequest, ParseReview, ask_person
 from swm.validation import validate_s3ap
 
 
+def to_review(route: Callable[[SocialWorldState], str], on: str) -> Callable[[SocialWorldState], str]:
+    """Return ``route`` with its answer ``on`` (the way to the answer) sent to ``review`` instead, when the context
+    names the ``parse`` review point and the mode reads a parse: without it the graph's path has no review step."""
+
+    def routed(state: SocialWorldState) -> str:
+        to = route(state)
+        # no runtime where LangGraph routes outside a run (``update_state(..., as_node=...)``): no review then
+        runtime = get_runtime(AskContext)
+        reviewing = runtime is not None and runtime.context.reviews("parse")
+        return "review" if to == on and reviewing and state.get("mode", "s3ap") in NEEDS_PARSE else to
+
+    return routed
+
+
 def review_parse(state: SocialWorldState, runtime: Runtime[AskContext]) -> dict[str, Any]:
-    """Stop for a person to keep or correct the parse (review point ``parse``); without it, pass on at once.
+    """Stop for a person to keep or correct the parse (review point ``parse``; `to_review` routes here).
 
     A corrected parse is checked again (`validate_s3ap`), so the output's ``report`` and ``parse_problems`` are
     the answer's own; the experience store's cache keeps the parser's parse.
