@@ -45,6 +45,9 @@ ActOrder = Literal["sotopia", "prefix"]
 ACT_ORDERS: tuple[str, ...] = get_args(ActOrder)
 # the prompts a seat sends every turn that have a conversation-last variant (``<name>_prefix``) for act_order "prefix"
 ORDERED_PROMPTS = ("episode_act", "foresee_predict", "foresee_refine")
+# where a graph stops for a person (`swm.review`): the lifelong loop's deploy, the ask graph's parse
+ReviewPoint = Literal["deploy", "parse"]
+REVIEW_POINTS: tuple[str, ...] = get_args(ReviewPoint)
 
 C = TypeVar("C", bound="ModelContext")
 
@@ -214,6 +217,32 @@ class PromptContext(ModelContext):
         return self.prompt_versions.get(name)
 
 
+@dataclass
+class ReviewContext(ModelContext):
+    """A model context whose graph can stop for a person at the review points named in ``review`` (none: never).
+
+    Each point is LangGraph's ``interrupt()``: the run pauses with a typed request (`swm.review`) and goes on
+    when resumed with ``Command(resume=...)`` on the same thread, which needs a checkpointer. A graph reads
+    only its own points, so one list serves every graph.
+    """
+
+    review: list[ReviewPoint] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        points = [self.review] if isinstance(self.review, str) else list(self.review or [])
+        for point in points:
+            if point not in REVIEW_POINTS:
+                close = difflib.get_close_matches(str(point), REVIEW_POINTS, n=1, cutoff=0.6)
+                named = f"{point!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+                raise InputError(f"unknown review point {named}", f"review takes {', '.join(REVIEW_POINTS)}")
+        self.review = list(dict.fromkeys(points))
+
+    def reviews(self, point: ReviewPoint) -> bool:
+        """Tell whether the graph stops for a person at ``point``."""
+        return point in self.review
+
+
 @graph_context
 @dataclass
 class ParseContext(PromptContext):
@@ -232,8 +261,9 @@ class ParseContext(PromptContext):
 
 @graph_context
 @dataclass
-class AskContext(ParseContext):
-    """The ``ask`` graph's context: the parse graph's, and what to do with a story that would not parse."""
+class AskContext(ParseContext, ReviewContext):
+    """The ``ask`` graph's context: the parse graph's, what to do with a story that would not parse, and whether
+    a person reviews the parse before the answer (``review=["parse"]``)."""
 
     # an S3AP mode whose story could not be parsed: answer from the story alone (True; the output's
     # ``social_state`` says "none") or give no answer at all (False, `swm ask`'s default)
@@ -289,8 +319,9 @@ class SelfPlayContext(ModelContext):
 
 @graph_context
 @dataclass
-class LifelongContext(EpisodeContext, GameContext):
-    """The ``lifelong`` graph's context: the episode and game graphs' (it plays them), and the run's own knobs."""
+class LifelongContext(EpisodeContext, GameContext, ReviewContext):
+    """The ``lifelong`` graph's context: the episode and game graphs' (it plays them), the run's own knobs, and
+    whether a person approves each deploy (``review=["deploy"]``)."""
 
     # a long run records an item that still fails and goes on, but stops after this many in a row
     max_failures_in_a_row: int = DEFAULT_LIMIT

@@ -35,6 +35,8 @@ Mode = Literal["vanilla", "cot", "s3ap", "s3ap_only"]
 # what an answer stood on: a parse made by this run, one from the cache, none (the parse failed),
 # or no parse at all (a mode that does not use one)
 SocialStateUse = Literal["parsed", "cached", "none", "not used"]
+# what a person did at the ask graph's ``parse`` review point (`swm.nodes.review`): kept the parse, or corrected it
+ParseReviewed = Literal["kept", "corrected"]
 Usage = Annotated[dict[str, CallStats], merge_usage]
 V = TypeVar("V")
 
@@ -74,6 +76,7 @@ class SocialWorldState(TypedDict, total=False):
     reasoning: str
     answer_error: str | None
     social_state: SocialStateUse
+    parse_review: ParseReviewed
     # provenance and cost
     prompts: Annotated[dict[str, str], merge_dict]
     models: Annotated[dict[str, str], merge_dict]
@@ -123,6 +126,7 @@ class AskOutput(ParseOutput, total=False):
     reasoning: str
     answer_error: str | None
     social_state: SocialStateUse
+    parse_review: ParseReviewed  # only with the ``parse`` review point
 
 
 def check_input(schema: type[Any], state: Mapping[str, object]) -> None:

@@ -91,6 +91,33 @@ def test_every_graph_loads_and_ask_runs_through_the_api(studio) -> None:  # type
     assert saved > 0, "runs are checkpointed in swm's SQLite file"
 
 
+def test_a_parse_review_waits_on_the_server_and_a_command_through_the_sdk_resumes_it(studio) -> None:  # type: ignore[no-untyped-def]
+    """The ask graph's ``parse`` review point over the API: the run stops with the request in the thread's state,
+    and ``runs.wait(..., command={"resume": ...})`` answers it, as Studio's resume form does."""
+    from langgraph_sdk import get_sync_client
+
+    from swm.testing import FakeOpenAIServer
+
+    url, _ = studio
+    client = get_sync_client(url=url)
+    story = "Sally puts the marble in the basket and leaves. Anne moves it to the box."
+    with FakeOpenAIServer() as model:
+        context = {"model": model.model_spec, "task": "tomi", "review": ["parse"]}
+        thread = client.threads.create()["thread_id"]
+        client.runs.wait(thread, "ask", input={"narrative": story, "question": "Where will Sally look?"},
+                         context=context)
+        state = client.threads.get_state(thread)
+        (pending,) = state["interrupts"]
+        assert state["next"] == ["review"] and pending["value"]["review"] == "parse"
+        world = pending["value"]["world"]
+        world["steps"][-1]["scene"] = "The marble is in the cupboard."
+        asked = model.requests
+        out = client.runs.wait(thread, "ask", command={"resume": {"world": world}}, context=context)
+        assert model.requests == asked + 1  # the answer, and no parse again
+    assert out["parse_review"] == "corrected" and out["world"]["steps"][-1]["scene"].endswith("cupboard.")
+    assert not client.threads.get_state(thread)["interrupts"]
+
+
 def test_lifelong_runs_on_the_server_and_streams_progress(studio) -> None:  # type: ignore[no-untyped-def]
     from langgraph_sdk import get_sync_client
 

@@ -4,6 +4,9 @@
 The checkpointer (``langgraph-checkpoint-sqlite``) holds
 graph state so a killed run resumes at the last finished node; the experience store
 (``sqlite-utils``) holds bulk, append-only data: parses, episodes, turns, pairs, metrics.
+
+A checkpointer of your own needs swm's serializer, `SERDE` (``InMemorySaver(serde=SERDE)``), or its allow-list
+`ALLOWED_MSGPACK_MODULES` added to yours, to revive swm's types without LangGraph's warning.
 """
 
 from swm.checkpoints.backends import Target, open_async_saver, open_saver, open_store
@@ -17,10 +20,17 @@ from swm.checkpoints.runs import (
     run_thread,
     thread_status,
 )
-from swm.checkpoints.savers import async_sqlite_saver, connect, default_db_path, sqlite_saver
+from swm.checkpoints.savers import (
+    ALLOWED_MSGPACK_MODULES,
+    SERDE,
+    async_sqlite_saver,
+    connect,
+    default_db_path,
+    sqlite_saver,
+)
 from swm.checkpoints.store import ExperienceStore
 
-__all__ = ["ExperienceStore", "LeaseHeld", "LeaseLost", "PostgresExperienceStore", "Target", "async_sqlite_saver",
-           "connect", "default_db_path", "differences", "hold_lease", "is_postgres", "open_async_saver", "open_saver",
-           "open_store", "pending_nodes", "pin_run_options", "run_options_for", "run_thread", "sqlite_saver",
-           "thread_status"]
+__all__ = ["ALLOWED_MSGPACK_MODULES", "SERDE", "ExperienceStore", "LeaseHeld", "LeaseLost", "PostgresExperienceStore",
+           "Target", "async_sqlite_saver", "connect", "default_db_path", "differences", "hold_lease", "is_postgres",
+           "open_async_saver", "open_saver", "open_store", "pending_nodes", "pin_run_options", "run_options_for",
+           "run_thread", "sqlite_saver", "thread_status"]

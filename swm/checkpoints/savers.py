@@ -35,12 +35,18 @@ from swm.checkpoints.health import (
 )
 from swm.checkpoints.writable import GuardedConnection, ensure_writable
 
-# Graph state holds swm's pydantic models; allow exactly these modules to be revived.
-SERDE = JsonPlusSerializer(allowed_msgpack_modules=[
+# Graph state holds swm's pydantic models: the (module, class) pairs a checkpoint may revive, beside the types
+# LangGraph itself allows (messages, its own)
+ALLOWED_MSGPACK_MODULES: tuple[tuple[str, str], ...] = (
     ("swm.state", "SocialWorld"), ("swm.state", "SocialStep"), ("swm.state", "Issue"),
     ("swm.state", "ValidationReport"), ("swm.state", "PerspectiveEntry"),
     ("swm.lifelong.plan", "LifelongPlan"), ("swm.selfplay.plan", "SelfPlayPlan"),
-])
+)
+# The serializer of every saver swm opens, and the one a saver of your own needs
+# (``InMemorySaver(serde=SERDE)``): it revives exactly swm's types, so a resumed thread neither warns that
+# ``swm.state.SocialWorld`` is an unregistered type that "will be blocked" nor, under
+# ``LANGGRAPH_STRICT_MSGPACK=true``, hands the state back as plain dicts
+SERDE = JsonPlusSerializer(allowed_msgpack_modules=ALLOWED_MSGPACK_MODULES)
 
 
 def default_db_path() -> Path:

@@ -11,7 +11,9 @@ cycle c trains on level ``levels[min(c-1, len-1)]``, evaluates its candidate on 
 deploys it if it holds up against the incumbent on dev, and writes the test rows of both
 curves (deployed, candidate). Run it on a SQLite checkpointer: episodes fan out
 with ``Send`` (bounded by the run config's ``max_concurrency``), each recorded once under a
-deterministic id, so a killed run resumed on the same thread re-plays only unfinished episodes.
+deterministic id, so a killed run resumed on the same thread re-plays only unfinished episodes. With the
+context's ``review=["deploy"]`` the deploy node waits for a person's ``Command(resume="approve" | "refuse")``
+(`swm.review`).
 """
 
 from __future__ import annotations

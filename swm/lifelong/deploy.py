@@ -19,6 +19,7 @@ from swm.checkpoints.store import StoreRecords
 from swm.lifelong import store as ls
 from swm.lifelong.metrics import Cell, curriculum_for
 from swm.lifelong.plan import LifelongPlan
+from swm.review import DEPLOY_ANSWER, DeployRequest, GateVerdict, LevelRates, Rate
 from swm.stats import two_proportion_test
 
 
@@ -27,12 +28,35 @@ class DeployDecision:
     deploy: bool
     reasons: list[str] = field(default_factory=list)
     deltas: dict[str, float] = field(default_factory=dict)
+    # a person's answer at the ``deploy`` review point ("approve" | "refuse"), which overrides the gate
+    reviewed: str | None = None
+    note: str = ""
 
     def explain(self) -> str:
+        gate, person = self.gate_reasons(), self._person()
         if self.deploy:
+            if gate:  # only a person deploys what the gate refused
+                return f"deployed over the gate's {', '.join(gate)} ({person})"
             return ("deployed: no earlier level regressed beyond epsilon and the current level did not fall "
-                    "(beyond noise: one-sided two-proportion test)")
-        return "kept the previous policy: " + ", ".join(self.reasons)
+                    "(beyond noise: one-sided two-proportion test)" + (f" ({person})" if person else ""))
+        if not gate:
+            return f"kept the previous policy: {person}"
+        return "kept the previous policy: " + ", ".join(gate) + (f" ({person})" if person else "")
+
+    def _person(self) -> str:
+        if self.reviewed is None:
+            return ""
+        said = {"approve": "approved", "refuse": "refused"}[self.reviewed]
+        return f"{said} by a person" + (f": {self.note}" if self.note else "")
+
+    def gate_reasons(self) -> list[str]:
+        """The gate's own reasons (the reviewer's are ``reviewer:...``)."""
+        return [r for r in self.reasons if not r.startswith("reviewer:")]
+
+    def reviewed_as(self, decision: str, note: str = "") -> DeployDecision:
+        """Return this decision as a person answered it: ``approve`` deploys, ``refuse`` keeps the incumbent."""
+        return DeployDecision(deploy=decision == "approve", reasons=[*self.gate_reasons(), f"reviewer:{decision}"],
+                              deltas=dict(self.deltas), reviewed=decision, note=note)
 
 
 def worse_p(incumbent: Cell, candidate: Cell) -> float:
@@ -61,25 +85,54 @@ def decide(incumbent: Mapping[str, Cell], candidate: Mapping[str, Cell], earlier
     return DeployDecision(deploy=not reasons, reasons=reasons, deltas=deltas)
 
 
-def deploy_cycle(store: StoreRecords, plan: LifelongPlan, cycle: int, incumbent: str, candidate: str) -> tuple[str,
-                 str]:
+def gate_cycle(store: StoreRecords, plan: LifelongPlan, cycle: int, incumbent: str, candidate: str) -> DeployDecision:
+    """Return the deploy gate's decision for cycle ``cycle`` ≥ 1, on the dev split (the store is only read)."""
+    curriculum = curriculum_for(plan.levels, plan.cycles)
+    return decide(ls.eval_cells(store, plan.run_id, incumbent, deploy_metric(plan), "dev"),
+                  ls.eval_cells(store, plan.run_id, candidate, deploy_metric(plan), "dev"),
+                  earlier=curriculum[: cycle - 1], current=curriculum[cycle - 1], epsilon=plan.epsilon,
+                  alpha=plan.gate_alpha)
+
+
+def deploy_metric(plan: LifelongPlan) -> str:
+    return "completion" if plan.deploy_metric == "completion" else "pass"
+
+
+def deploy_request(store: StoreRecords, plan: LifelongPlan, cycle: int, incumbent: str, candidate: str,
+                   decision: DeployDecision) -> DeployRequest:
+    """Return what the ``deploy`` review point shows a person: both policies' dev cells per level and the gate's
+    verdict."""
+    metric = deploy_metric(plan)
+    old = ls.eval_cells(store, plan.run_id, incumbent, metric, "dev")
+    new = ls.eval_cells(store, plan.run_id, candidate, metric, "dev")
+
+    def rate(cell: Cell | None) -> Rate | None:
+        return None if cell is None else Rate(successes=cell.successes, n=cell.n, rate=round(cell.rate, 6))
+
+    levels = {level: LevelRates(incumbent=rate(old.get(level)), candidate=rate(new.get(level)),
+                                delta=decision.deltas.get(level)) for level in sorted({*old, *new})}
+    return DeployRequest(review="deploy", run_id=plan.run_id, cycle=cycle, incumbent=incumbent, candidate=candidate,
+                         metric=metric, split="dev", levels=levels,
+                         gate=GateVerdict(deploy=decision.deploy, reasons=list(decision.reasons),
+                                          explain=decision.explain()),
+                         answer=DEPLOY_ANSWER)
+
+
+def deploy_cycle(store: StoreRecords, plan: LifelongPlan, cycle: int, incumbent: str, candidate: str,
+                 decision: DeployDecision | None = None) -> tuple[str, str]:
     """Choose on the dev split and write both curves' R[cycle, ·] from the test split; return (serving, why).
 
-    The deployed curve's row is the test result of the policy in service after this cycle; the
-    candidate curve's row is the test result of the policy trained this cycle, deployed or not.
-    Both are that policy's own episodes (the store names them), never another policy's row.
+    ``decision`` is the one to apply (a reviewed `gate_cycle`); by default the gate's own. The deployed curve's row
+    is the test result of the policy in service after this cycle; the candidate curve's row is the test result of
+    the policy trained this cycle, deployed or not. Both are that policy's own episodes (the store names them),
+    never another policy's row.
     """
     run = plan.run_id
     if cycle == 0:
         serving, explain = "p0", "baseline: the initial policy p0"
         ls.put_deploy(store, run, 0, "p0", "p0", True, [], {})
     else:
-        metric = "completion" if plan.deploy_metric == "completion" else "pass"
-        curriculum = curriculum_for(plan.levels, plan.cycles)
-        decision = decide(ls.eval_cells(store, run, incumbent, metric, "dev"),
-                          ls.eval_cells(store, run, candidate, metric, "dev"),
-                          earlier=curriculum[: cycle - 1], current=curriculum[cycle - 1], epsilon=plan.epsilon,
-                          alpha=plan.gate_alpha)
+        decision = decision or gate_cycle(store, plan, cycle, incumbent, candidate)
         serving = candidate if decision.deploy else incumbent
         explain = decision.explain()
         ls.put_deploy(store, run, cycle, candidate, incumbent, decision.deploy, decision.reasons, decision.deltas)

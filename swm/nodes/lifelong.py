@@ -22,7 +22,7 @@ from langgraph.types import Command, Send
 from swm.context import LifelongContext
 from swm.graph_state import thread_run_id
 from swm.lifelong import store as ls
-from swm.lifelong.deploy import deploy_cycle
+from swm.lifelong.deploy import deploy_cycle, deploy_request, gate_cycle
 from swm.lifelong.episodes import play_job
 from swm.lifelong.jobs import (
     EVAL_PHASES,
@@ -41,6 +41,7 @@ from swm.lifelong.plan import LifelongPlan
 from swm.lifelong.report import write_report
 from swm.lifelong.state import EpisodeJob, LifelongState
 from swm.lifelong.update import PolicyVersion
+from swm.review import DeployReview, ask_person
 from swm.serving.embedded import engine_info
 from swm.tasks.splits import HELDOUT_VERSION, SPLITS
 
@@ -139,6 +140,10 @@ def _fan_out(runtime: Runtime[LifelongContext], state: LifelongState, node: str,
 def deploy_node(state: LifelongState, runtime: Runtime[LifelongContext]) -> Command[str]:
     """Apply the deploy gate and write the R rows (`deploy_cycle`), announce the choice, and advance the cycle.
 
+    With the ``deploy`` review point (``LifelongContext.review``) a person decides instead of the gate: the run
+    stops with a `swm.review.DeployRequest` (the gate's verdict beside both policies' dev rates) and goes on
+    when resumed with ``Command(resume="approve" | "refuse")``.
+
     It routes itself (the next cycle's ``synthesize``, or ``report``), so that on a rerun the failed
     evaluations it sends again (`resend`) are the only branches of the next super-step.
     """
@@ -148,7 +153,13 @@ def deploy_node(state: LifelongState, runtime: Runtime[LifelongContext]) -> Comm
     plan, cycle = plan_of(state), state.get("cycle", 0)
     refuse_failed(store, plan, cycle, EVAL_PHASES)
     incumbent, candidate = state.get("incumbent", "p0"), state.get("candidate_policy", "p0")
-    serving, explain = deploy_cycle(store, plan, cycle, incumbent, candidate)
+    decision = None
+    if cycle > 0 and runtime.context.reviews("deploy") and candidate != incumbent:
+        # nothing is written before the person answers: a resumed node runs again from its start
+        decision = gate_cycle(store, plan, cycle, incumbent, candidate)
+        answer = ask_person(deploy_request(store, plan, cycle, incumbent, candidate, decision), DeployReview)
+        decision = decision.reviewed_as(answer.decision, answer.note)
+    serving, explain = deploy_cycle(store, plan, cycle, incumbent, candidate, decision)
     runtime.stream_writer({"event": "deploy", "cycle": cycle, "serving": serving, "candidate": candidate,
                            "decision": explain})
     return Command(goto="synthesize" if cycle + 1 <= plan.cycles else "report",
