@@ -91,7 +91,8 @@ def play_game_rollout(game: str, sampler: Sampler, *, seed: int, players: int, o
         text = gen.text.strip()
         turns[turn.index] = (turn.request.agent, SeatTurn(turn=turn.index, prompt=prompt, text=text,
                                                           prompt_ids=gen.prompt_ids, token_ids=gen.token_ids,
-                                                          logprobs=gen.logprobs))
+                                                          logprobs=gen.logprobs,
+                                                          served_logprobs=gen.served_logprobs))
         rollout.tokens += len(gen.token_ids)
         if turn.request.kind == "speak":
             return Decision(text=text, policy="selfplay")

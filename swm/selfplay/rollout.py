@@ -145,7 +145,8 @@ def play(task: Task, sampler: Sampler | Mapping[str, Sampler], *, rollout_id: st
         if chat is not None:
             chat.extend(prompt, gen.text, gen.prompt_ids, gen.token_ids)
         seats[speaker].turns.append(SeatTurn(turn=turn, prompt=prompt, text=text, prompt_ids=gen.prompt_ids,
-                                             token_ids=gen.token_ids, logprobs=gen.logprobs))
+                                             token_ids=gen.token_ids, logprobs=gen.logprobs,
+                                             served_logprobs=gen.served_logprobs))
         rollout.tokens += len(gen.token_ids)
         said.append((speaker, text))
         verdict = check(task, [Utterance(agent=a, text=t) for a, t in said])
