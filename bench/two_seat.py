@@ -100,7 +100,7 @@ def evaluate(plan: dict[str, Any], iteration: int, n: int) -> list[dict[str, Any
     if resolve_sampler(sp.policy) == "served":
         served, _ = served_sampler(sp, checkpoint, "eval")
 
-        def unscored(batch: Any) -> Any:
+        def unscored(batch: Any, raw: list[Any]) -> Any:
             return torch.zeros_like(batch.mask)
 
         def job(task: Any) -> dict[str, Any]:

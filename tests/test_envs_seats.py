@@ -332,3 +332,23 @@ def test_an_empty_reply_never_earns_a_reward(level: str) -> None:
         for reply in ("", " ", "\n"):
             episode = env.run(task, _Replies(lambda prompt, reply=reply: reply_generation(prompt, reply)))
             assert all(r <= 0 for r in episode.rewards.values()), (task.task_id, repr(reply), episode.rewards)
+
+
+def _werewolf_task() -> Task:
+    return SocialEnv(["werewolf"], ["easy"]).tasks([0])[0]
+
+
+@pytest.mark.parametrize("cell", [DECISION, TWO_TURN, "easy", TWO_SEAT, "werewolf"])
+@pytest.mark.parametrize(("tokens", "logprobs"), [([], []), ([5, 6], [-0.1])], ids=["no tokens", "mismatched"])
+def test_a_reply_without_tokens_or_with_mismatched_log_probs_fails_every_cell(cell: str, tokens: list[int],
+                                                                             logprobs: list[float]) -> None:
+    """A reply that cannot be trained (no tokens, or not one log-prob per token) fails the episode in every cell, as
+    self-play's rollouts fail it, and earns nothing: a decision scored a zero-token ACCEPT 1.0 before."""
+    family = "mutual_friend" if cell == TWO_SEAT else "negotiation"
+    task = _werewolf_task() if cell == "werewolf" else synthesize(family, cell, 0)
+    env = SocialEnv([task.family], [task.level])
+    policy = _Replies(lambda prompt: Generation(text="ACCEPT", prompt_ids=[1], token_ids=tokens, logprobs=logprobs))
+    episode = env.run(task, policy)
+    assert episode.failed is not None and f"a reply with {len(tokens)} tokens and {len(logprobs)} log-probs" \
+        in episode.failed, (cell, episode.failed)
+    assert not episode.rewards, episode.rewards

@@ -228,6 +228,48 @@ def test_selfplay_stops_on_a_server_that_samples_the_base_where_it_is_not_greedy
     assert under_trained == 0, "no rollout was sampled from the base under the trained adapter's name"
 
 
+def test_a_server_honest_only_where_it_is_checked_stops_before_the_update_and_a_rerun_plays_again(
+        base: Path, tmp_path: Path) -> None:
+    """A server that plays the adapter where a probe looks (temperature 0, one token) and the base on every rollout
+    request passes every probe; its own log-probs of the tokens it sampled, asked for on the rollout requests,
+    are the base's: the run stops in one line (exit 3) before training on them, they are let go, and the rerun
+    of the same thread on the mended server plays them again under the adapter."""
+    fake = _Vllm(base, ignore_adapter="probes")
+    with fake.server:
+        # a step size that moves the adapter's log-probs of what it samples past the tolerance in one iteration
+        args = [*SELFPLAY, "--train-lr", "0.05", "--base", str(base), "--lora-server", fake.server.base_url,
+                "--thread-id", "H",
+                "--db", str(tmp_path / "run.db"), "--out", str(tmp_path / "out")]
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 3, result.output
+        line = result.output.strip().splitlines()[-1]
+        assert line.startswith("error: the server at") and "does not play the trained adapter" in line, line
+        assert "on iteration 1's rollouts: its log-probs of the" in line and "\n" not in line, line
+        store = ExperienceStore(tmp_path / "run.db")
+        assert store.count("selfplay_rollouts", "phase = 'train' and iteration = 1") == 0, "let go, not trained on"
+        assert not list((tmp_path / "out").rglob("iter-0002")), "no update on them"
+        fake.torch.ignore_adapter = False
+        played = len(fake.torch.played)
+        again = CliRunner().invoke(main, args)
+    assert again.exit_code == 0, again.output
+    assert store.count("selfplay_rollouts", "phase = 'train' and iteration = 1 and failed is null") == 2
+    assert "" not in fake.torch.played[played:], "the rerun's every request was played by an adapter"
+
+
+def test_a_server_honest_where_it_is_asked_for_log_probs_plays_the_adapter_on_every_rollout(
+        base: Path, tmp_path: Path) -> None:
+    """The issue's server: the adapter on requests at temperature 0 or asking for log-probs, the base on the others.
+    Every rollout request asks for the log-probs of what it samples, so none is played by the base."""
+    fake = _Vllm(base, ignore_adapter="unasked")
+    with fake.server:
+        result = CliRunner().invoke(main, [*SELFPLAY, "--base", str(base), "--lora-server", fake.server.base_url,
+                                           "--db", str(tmp_path / "run.db"), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert fake.torch.played and "" not in fake.torch.played, "no request was played by the base"
+    sampled = [b for b in fake.server.bodies() if b.get("temperature") and b.get("max_tokens") != 1]
+    assert sampled and all(b["logprobs"] == 1 and b["return_tokens_as_token_ids"] for b in sampled)
+
+
 def greedy_twin(plan: SelfPlayPlan) -> Path:
     """Checkpoint 1: an adapter whose greedy replies are the base's, whose log-probs are not."""
     return perturbed_checkpoint(plan, 1, scale=0.05)
@@ -276,7 +318,7 @@ def test_an_iteration_with_no_rollout_stops_in_one_line_and_a_rerun_plays_it(bas
     probe, broken = fake.torch, [True]
 
     def failing(prompt: str, body: dict[str, Any]) -> Any:
-        if broken[0] and body.get("temperature") and not body.get("logprobs"):
+        if broken[0] and body.get("temperature") and body.get("max_tokens") != 1:  # every rollout request
             raise RuntimeError("the sampler is broken")
         return probe(prompt, body)
 

@@ -84,6 +84,7 @@ def test_a_reply_that_stopped_is_trained_with_the_end_it_sampled(tiny_gguf_llama
                             sampling={})
     answer = Completion.model_validate({"id": "c", "created": 0, "model": "adapter", "object": "text_completion",
                                         "choices": [{"index": 0, "text": " Ann Lee", "finish_reason": "stop",
+                                                     "logprobs": {"tokens": ["token_id:0"], "token_logprobs": [-1.0]},
                                                      **choice_says}], **server_says})
     asked: list[Any] = []
     monkeypatch.setattr(sampler.client.completions, "create", lambda **kwargs: asked.append(kwargs["stop"]) or answer)

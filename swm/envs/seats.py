@@ -48,7 +48,7 @@ from swm.nodes.judge import judge_all_agents
 from swm.selfplay.game_rollout import SeatChats, parse_choice
 from swm.selfplay.judge import judge_turns
 from swm.selfplay.rewards import RewardConfig, score, score_game
-from swm.selfplay.rollout import Sampler, generate, play, record_appends, seat_message, turn_prompt
+from swm.selfplay.rollout import Sampler, generate, play, record_appends, seat_message, turn_prompt, unusable
 from swm.social.models import Scenario
 from swm.state import SocialStep
 from swm.tasks import Task, Utterance, check, synthesize
@@ -323,6 +323,8 @@ class SocialEnv:
         shown = decision_prompt(task)
         learner = str(task.truth["learner"])
         gen = policy.generate(shown.text)
+        if (why := unusable(gen)) is not None:  # failed as an episode's unusable reply fails it (`play`)
+            return Episode(task_id=task.task_id, family=task.family, level=task.level, failed=f"turn 0: {why}")
         rollout = _one_seat(task, learner, [(shown.text, move_text(shown.prefill, gen.text), gen)])
         return self._scored(task, rollout, {})
 
@@ -330,10 +332,14 @@ class SocialEnv:
         learner, partner = str(task.truth["learner"]), str(task.truth["partner"])
         opening = opening_prompt(task)
         first = policy.generate(opening.text)
+        if (why := unusable(first)) is not None:
+            return Episode(task_id=task.task_id, family=task.family, level=task.level, failed=f"turn 0: {why}")
         first_move = move_text(opening.prefill, first.text)
         read = read_first_move(task, first_move)
         closing = closing_prompt(task, read)
         second = policy.generate(closing.text)
+        if (why := unusable(second)) is not None:
+            return Episode(task_id=task.task_id, family=task.family, level=task.level, failed=f"turn 2: {why}")
         # the code partner's reply is turn 1 of the transcript; the learner's seat holds turns 0 and 2
         rollout = _one_seat(task, learner, [(opening.text, first_move, first),
                                             (closing.text, move_text(closing.prefill, second.text), second)],
@@ -351,6 +357,8 @@ class SocialEnv:
 
         def decide(turn: Turn) -> Decision:
             prompt, gen = chats.move(_seat(policy, turn.request.agent), turn)
+            if (why := unusable(gen)) is not None:
+                raise ValueError(f"turn {turn.index}: {why}")
             seen[turn.index] = (prompt, gen)
             text = gen.text.strip()
             if turn.request.kind == "speak":

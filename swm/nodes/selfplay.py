@@ -15,9 +15,9 @@ from swm.context import SelfPlayContext
 from swm.errors import SWMError
 from swm.graph_state import thread_run_id
 from swm.selfplay import loop
-from swm.selfplay.checkpoint import checkpoint_dir, latest
+from swm.selfplay.checkpoint import checkpoint_dir, has_checkpoint, latest
 from swm.selfplay.plan import SelfPlayPlan
-from swm.selfplay.state import IterationSteps, RolloutJob, SelfPlayState
+from swm.selfplay.state import IterationSteps, RolloutJob, ScoreStats, SelfPlayState
 from swm.selfplay.store import drop_failed, put_iteration, put_run, rollout_done
 
 
@@ -77,7 +77,11 @@ def score(state: SelfPlayState, runtime: Runtime[SelfPlayContext]) -> SelfPlaySt
 
     With ``judge_weight > 0`` the context's ``judge`` model scores each turn of a task rollout.
     """
-    plan, iteration = plan_of(state), state["iteration"]
+    return {"current": {"score": _score(plan_of(state), state["iteration"], runtime)}}
+
+
+def _score(plan: SelfPlayPlan, iteration: int, runtime: Runtime[SelfPlayContext]) -> ScoreStats:
+    """Play the iteration's training rollouts not in the store, then score them all (`score`)."""
     store = runtime.context.experience_store()
     for job in loop.rollout_jobs(plan, store, iteration):  # dropped when the iteration had none (below): again
         loop.run_rollout(plan, store, job, iteration)
@@ -90,19 +94,36 @@ def score(state: SelfPlayState, runtime: Runtime[SelfPlayContext]) -> SelfPlaySt
                          f"{stats['rollouts']} failed (first: {first})",
                          "fix what failed them, then rerun with the same --db and --thread-id: they are played "
                          "again")
-    return {"current": {"score": stats}}
+    return stats
+
+
+def _replayed(plan: SelfPlayPlan, iteration: int, runtime: Runtime[SelfPlayContext]) -> ScoreStats | None:
+    """Play and score again the training rollouts a served-token mismatch let go (`loop.check_served_tokens`)
+    when a resumed run comes back to the step that stopped; None when none is missing."""
+    if not loop.rollout_jobs(plan, runtime.context.experience_store(), iteration):
+        return None
+    return _score(plan, iteration, runtime)
 
 
 def advantages(state: SelfPlayState, runtime: Runtime[SelfPlayContext]) -> SelfPlayState:
     """Token advantages (hierarchical or group-normalised), normalised per role."""
-    stats = loop.estimate_advantages(plan_of(state), runtime.context.experience_store(), state["iteration"])
-    return {"current": {"advantages": stats}}
+    plan, iteration = plan_of(state), state["iteration"]
+    scored = _replayed(plan, iteration, runtime)
+    stats = loop.estimate_advantages(plan, runtime.context.experience_store(), iteration)
+    return {"current": {"advantages": stats, **({"score": scored} if scored is not None else {})}}
 
 
 def update(state: SelfPlayState, runtime: Runtime[SelfPlayContext]) -> SelfPlayState:
     """PPO on the LoRA adapter and value head; the new adapter is saved atomically (or the run stops)."""
-    stats = loop.update_policy(plan_of(state), runtime.context.experience_store(), state["iteration"])
-    return {"current": {"update": stats}, "stopped": f"diverged: {stats['diverged']}" if "diverged" in stats else None}
+    plan, iteration = plan_of(state), state["iteration"]
+    store = runtime.context.experience_store()
+    again: IterationSteps = {}
+    scored = None if has_checkpoint(plan.run_dir, iteration + 1) else _replayed(plan, iteration, runtime)
+    if scored is not None:
+        again = {"score": scored, "advantages": loop.estimate_advantages(plan, store, iteration)}
+    stats = loop.update_policy(plan, store, iteration)
+    return {"current": {**again, "update": stats},
+            "stopped": f"diverged: {stats['diverged']}" if "diverged" in stats else None}
 
 
 def after_update(state: SelfPlayState) -> str:

@@ -32,7 +32,7 @@ from typing import Literal
 from swm.games import Decision, Turn, play_game
 from swm.games.moderator import turn_message
 from swm.games.signals import game_signals
-from swm.selfplay.rollout import Sampler, generate, record_appends
+from swm.selfplay.rollout import Sampler, generate, record_appends, unusable
 from swm.training.trajectory import Generation, Rollout, SeatTrajectory, SeatTurn
 from swm.training.transcript import DEFAULT_TRANSCRIPT, SeatChat, Transcript, takes_chat
 
@@ -86,12 +86,14 @@ def play_game_rollout(game: str, sampler: Sampler, *, seed: int, players: int, o
 
     def decide(turn: Turn) -> Decision:
         prompt, gen = chats.move(sampler, turn)
-        if not gen.token_ids or (gen.logprobs and len(gen.logprobs) != len(gen.token_ids)):  # [] : π_old deferred
-            raise ValueError(f"a reply with {len(gen.token_ids)} tokens and {len(gen.logprobs)} log-probs")
+        why = unusable(gen)
+        if why is not None:
+            raise ValueError(why)
         text = gen.text.strip()
         turns[turn.index] = (turn.request.agent, SeatTurn(turn=turn.index, prompt=prompt, text=text,
                                                           prompt_ids=gen.prompt_ids, token_ids=gen.token_ids,
-                                                          logprobs=gen.logprobs))
+                                                          logprobs=gen.logprobs,
+                                                          served_logprobs=gen.served_logprobs))
         rollout.tokens += len(gen.token_ids)
         if turn.request.kind == "speak":
             return Decision(text=text, policy="selfplay")

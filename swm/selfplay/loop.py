@@ -237,7 +237,9 @@ def estimate_advantages(plan: SelfPlayPlan, store: StoreRecords, iteration: int)
         with POOL.lock:
             from swm.training.ppo import token_values
 
-            token_values(POOL.get(plan.policy, checkpoint_dir(plan.run_dir, iteration)), rollouts, plan.ppo)
+            pairs: list[tuple[float, float]] = []
+            token_values(POOL.get(plan.policy, checkpoint_dir(plan.run_dir, iteration)), rollouts, plan.ppo, pairs)
+        check_served_tokens(plan, store, iteration, rollouts, pairs)
     baselines = role_baselines(plan.run_dir, iteration - 1) if cfg.estimator == "role" else None
     raw = adv.assign_advantages(rollouts, cfg, baselines)
     for r in rollouts:
@@ -247,6 +249,26 @@ def estimate_advantages(plan: SelfPlayPlan, store: StoreRecords, iteration: int)
     return AdvantageStats(estimator=cfg.estimator, turns=sum(len(s.turns) for r in rollouts for s in r.seats),
                           baselines=baselines, raw_mean=sum(raw) / len(raw) if raw else None,
                           raw_abs_max=max((abs(a) for a in raw), default=None), seconds=time.perf_counter() - start)
+
+
+def check_served_tokens(plan: SelfPlayPlan, store: StoreRecords, iteration: int, rollouts: list[Rollout],
+                        pairs: list[tuple[float, float]]) -> dict[str, Any]:
+    """Stop the run unless the server's log-probs of the tokens it sampled are the torch policy's (`check_sampled`).
+
+    ``pairs`` are the (served, torch) log-probs of the iteration's tokens that π_old was just scored for. On a
+    mismatch the iteration's training rollouts are deleted before the one line (`ServedMismatch`, exit 3): they
+    were never the adapter's, and a rerun with the same thread plays them again rather than train on them.
+    """
+    from swm.serving.verify import ServedMismatch, check_sampled
+
+    spec = next((r.sampler for r in rollouts if "@" in r.sampler), "")
+    name, _, url = spec.partition("@")
+    try:
+        return check_sampled(pairs, url or str(plan.policy.lora_server or ""), name or "the adapter",
+                             f"iteration {iteration}'s rollouts")
+    except ServedMismatch:
+        sps.drop_rollouts(store, plan.run_id, iteration, "train")
+        raise
 
 
 def update_policy(plan: SelfPlayPlan, store: StoreRecords, iteration: int) -> UpdateStats:
@@ -273,8 +295,10 @@ def update_policy(plan: SelfPlayPlan, store: StoreRecords, iteration: int) -> Up
         if (previous / "optimizer.pt").is_file():
             optimizer.load_state_dict(torch.load(previous / "optimizer.pt", weights_only=True))
         scoring = time.perf_counter()
-        scored = fill_old_logprobs(policy, samples, ppo)  # π_old of the rows the sampler left unscored
+        pairs: list[tuple[float, float]] = []
+        scored = fill_old_logprobs(policy, samples, ppo, pairs)  # π_old of the rows the sampler left unscored
         scoring = time.perf_counter() - scoring
+        served = check_served_tokens(plan, store, iteration, rollouts, pairs)
         torch.manual_seed(plan.seed * 7919 + iteration)
         try:
             stats: UpdateStats = {**(ppo_update(policy, optimizer, samples, ppo) if samples else {"steps": 0.0})}
@@ -288,6 +312,8 @@ def update_policy(plan: SelfPlayPlan, store: StoreRecords, iteration: int) -> Up
         stats["threads"] = float(torch.get_num_threads())
         stats["bfloat16"] = 1.0 if policy.uses_bfloat16 else 0.0
         stats["samples"] = float(len(samples))
+        if served["tokens"]:
+            stats["served_tokens"], stats["served_distance"] = float(served["tokens"]), float(served["distance"] or 0)
         save_atomic(plan.run_dir, iteration + 1, lambda tmp: policy.save(
             tmp, optimizer, {"iteration": iteration + 1, "update": stats}))
     return stats

@@ -81,6 +81,16 @@ def seat_message(scenario: Scenario, speaker: str, said: list[tuple[str, str]], 
     return prompts.load(SEAT_TURN_PROMPT).render(history=history(said, last + 1), turn=turn)
 
 
+def unusable(gen: Generation) -> str | None:
+    """Why a reply cannot be trained or scored (no tokens, or log-probs not one per token); None when it can.
+
+    Log-probs left empty are the update's to score (`swm.training.config.PolicyConfig.score_old`), not a mismatch.
+    """
+    if not gen.token_ids or (gen.logprobs and len(gen.logprobs) != len(gen.token_ids)):
+        return f"a reply with {len(gen.token_ids)} tokens and {len(gen.logprobs)} log-probs"
+    return None
+
+
 def generate(sampler: Sampler, prompt: str, chat: SeatChat | None, **kwargs: Any) -> Generation:
     """Ask ``sampler`` for a reply to ``prompt``, appended to the seat's ``chat`` when there is one."""
     if chat is None:
@@ -138,14 +148,16 @@ def play(task: Task, sampler: Sampler | Mapping[str, Sampler], *, rollout_id: st
         except Exception as err:  # noqa: BLE001 - any model error fails the rollout, recorded with its reason
             rollout.failed = f"turn {turn}: {type(err).__name__}: {err}"[:500]
             break
-        if not gen.token_ids or (gen.logprobs and len(gen.logprobs) != len(gen.token_ids)):  # [] : π_old deferred
-            rollout.failed = f"turn {turn}: a reply with {len(gen.token_ids)} tokens and {len(gen.logprobs)} log-probs"
+        why = unusable(gen)
+        if why is not None:
+            rollout.failed = f"turn {turn}: {why}"
             break
         text = message(task, gen.text).strip()  # the seat's chat and tokens keep what it sampled, run-on included
         if chat is not None:
             chat.extend(prompt, gen.text, gen.prompt_ids, gen.token_ids)
         seats[speaker].turns.append(SeatTurn(turn=turn, prompt=prompt, text=text, prompt_ids=gen.prompt_ids,
-                                             token_ids=gen.token_ids, logprobs=gen.logprobs))
+                                             token_ids=gen.token_ids, logprobs=gen.logprobs,
+                                             served_logprobs=gen.served_logprobs))
         rollout.tokens += len(gen.token_ids)
         said.append((speaker, text))
         verdict = check(task, [Utterance(agent=a, text=t) for a, t in said])

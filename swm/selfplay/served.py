@@ -52,7 +52,7 @@ from swm.serving.adapters import ServerSlots, find_base_gguf, require_base_gguf
 from swm.serving.embedded import PYTHON, engine, revive, slots
 from swm.serving.llama_server import ENGINE
 from swm.serving.runtime_lora import LoraSlots
-from swm.serving.verify import check_logprobs, logprob_probes
+from swm.serving.verify import ServedMismatch, check_logprobs, check_sampled, logprob_probes
 from swm.tasks.decisions import Stop, stops
 from swm.tasks.families import SEAT_LEVELS, Task
 from swm.tasks.two_seat import seat_prompt
@@ -239,7 +239,7 @@ class ServedSampler:
     server queues their requests, and torch scores one turn while the server samples another).
     """
 
-    def __init__(self, policy: LoraValueModel, base_url: str, seed_key: str, score: Callable[[Batch], Any],
+    def __init__(self, policy: LoraValueModel, base_url: str, seed_key: str, score: Callable[[Batch, list[Any]], Any],
                  timeout: float = 600.0, server_logprobs: bool = False, fields: dict[str, Any] | None = None,
                  model: str = "embedded", sampling: dict[str, Any] | None = None,
                  reload: Callable[[], None] | None = None) -> None:
@@ -253,6 +253,9 @@ class ServedSampler:
         self.calls = 0
         self.score = score
         self.server_logprobs = server_logprobs  # also keep llama.cpp's own log-probs (bench.selfplay --samplers)
+        # a runtime-LoRA server is asked on every request for its log-probs of what it samples (`check_sampled`)
+        self.asks_logprobs = server_logprobs or model != "embedded"
+        self.pairs: list[tuple[float, float]] = []  # (served, torch) log-probs of this sampler's turns scored here
         url, key = endpoint_key(base_url)
         # the OpenAI client's retry layer, as for every endpoint (swm.llm): a dropped connection is re-sent
         self.client = OpenAI(base_url=url, api_key=key or "sk-no-key-needed", timeout=timeout, max_retries=2)
@@ -296,21 +299,55 @@ class ServedSampler:
                 else [int(tok.eos_token_id)]
         if not tokens:
             raise ValueError(f"the server returned no tokens (finish_reason {choice.finish_reason!r})")
+        served = self._served(choice, text, tokens)
         scored: list[float] = []  # π_old left to the update (`PolicyConfig.score_old`): one pass per seat's row there
         if cfg.score_old == "sample" or self.server_logprobs:
             batch = collate([prompt_ids], [tokens], tok.pad_token_id)
-            scored = gather(self.score(batch), batch)[0]
-        served = None
-        if self.server_logprobs and choice.logprobs is not None:
-            pieces, values = choice.logprobs.tokens or [], choice.logprobs.token_logprobs or []
-            content = getattr(choice.logprobs, "content", None) or []  # llama-server: chat-style entries
-            if content and not pieces:
-                pieces, values = [str(c["token"]) for c in content], [float(c["logprob"]) for c in content]
-            # comparable only where the server's tokens are the retokenised ones (same pieces, same count)
-            if "".join(pieces) == text and len(values) == len(tokens) - (tokens[-1] == tok.eos_token_id):
-                served = [float(v) for v in values]
+            raw: list[Any] = []
+            scored = gather(self.score(batch, raw), batch)[0]
+            if served is not None and raw and self.model != "embedded":  # the rollout's own tokens checked as they come
+                self.pairs += list(zip(served, gather(raw[0], batch)[0], strict=False))
+                check_sampled(self.pairs, self.base_url, self.model, "this rollout")
         return Generation(text=prefill + text, prompt_ids=prompt_ids, token_ids=tokens, logprobs=scored,
                           served_logprobs=served)
+
+    def _served(self, choice: Any, text: str, tokens: list[int]) -> list[float] | None:
+        """The server's log-probs of the first of ``tokens`` that are its own tokens (None: none asked or comparable).
+
+        A runtime-LoRA server names its tokens by id (``token_id:ID``, vLLM's ``return_tokens_as_token_ids``): its
+        log-probs count up to the first token where they part from the text's retokenisation (a run-on after a stop
+        string, or a text that tokenises otherwise). Without ids the pieces must spell the text, one per token. A
+        runtime-LoRA reply without log-probs, asked for them, is refused: what it played could not be checked.
+        """
+        if not self.asks_logprobs:
+            return None
+        if choice.logprobs is None or not (choice.logprobs.tokens or getattr(choice.logprobs, "content", None)):
+            if self.model == "embedded":
+                return None
+            raise ServedMismatch(f"the server at {redact_url(self.base_url)} returned no log-probs for a rollout of "
+                                 f"{self.model}, asked for them, so what it sampled cannot be checked",
+                                 "serve the adapters on vLLM (completions with logprobs)")
+        pieces, values = choice.logprobs.tokens or [], choice.logprobs.token_logprobs or []
+        content = getattr(choice.logprobs, "content", None) or []  # llama-server: chat-style entries
+        if content and not pieces:
+            pieces, values = [str(c["token"]) for c in content], [float(c["logprob"]) for c in content]
+        ids = [int(p.split(":", 1)[1]) if str(p).startswith("token_id:") and p.split(":", 1)[1].isdigit() else None
+               for p in pieces]
+        if ids and all(i is not None for i in ids):
+            same = 0
+            while same < min(len(ids), len(tokens), len(values)) and ids[same] == tokens[same]:
+                same += 1
+            return [float(v) for v in values[:same]]
+        tok = self.policy.tokenizer
+        # comparable only where the server's tokens are the retokenised ones (same pieces, same count)
+        if "".join(pieces) == text and len(values) == len(tokens) - (tokens[-1] == tok.eos_token_id):
+            return [float(v) for v in values]
+        return None
+
+    @property
+    def _as_ids(self) -> dict[str, Any]:
+        """vLLM names the tokens whose log-probs it returns by id where asked (a runtime-LoRA server)."""
+        return {"return_tokens_as_token_ids": True} if self.model != "embedded" else {}
 
     def _complete(self, prompt: str | list[int], max_tokens: int, temperature: float, seed: int,
                   stop: Stop = None, draw: dict[str, Any] | None = None) -> Any:
@@ -325,8 +362,8 @@ class ServedSampler:
             try:
                 return self.client.completions.create(
                     model=self.model, prompt=prompt, max_tokens=max_tokens, temperature=temperature, top_p=1.0,
-                    seed=seed, logprobs=1 if self.server_logprobs else None, stop=list(stops(stop)) or openai.omit,
-                    extra_body={**self.sampling, **(draw or {}), **self.fields})
+                    seed=seed, logprobs=1 if self.asks_logprobs else None, stop=list(stops(stop)) or openai.omit,
+                    extra_body={**self.sampling, **(draw or {}), **self.fields, **self._as_ids})
             except openai.NotFoundError as exc:
                 if self.reload is None:
                     raise

@@ -117,13 +117,14 @@ def served_sampler(plan: SelfPlayPlan, checkpoint: Path, seed_key: str,
                          fields=server.fields), spec
 
 
-def _scorer(plan: SelfPlayPlan, checkpoint: Path) -> Callable[[Batch], Any]:
-    """Score a batch under ``checkpoint`` with the shared torch policy (its lock held)."""
+def _scorer(plan: SelfPlayPlan, checkpoint: Path) -> Callable[[Batch, list[Any]], Any]:
+    """Score a batch under ``checkpoint`` with the shared torch policy (its lock held); ``raw`` is given the
+    temperature-1 log-probs too (`LoraValueModel.score`)."""
     import torch
 
-    def score(batch: Batch) -> Any:
+    def score(batch: Batch, raw: list[Any]) -> Any:
         with POOL.lock, torch.no_grad():
-            logprobs, _ = POOL.get(plan.policy, checkpoint).score(batch)
+            logprobs, _ = POOL.get(plan.policy, checkpoint).score(batch, raw=raw)
         return logprobs
 
     return score

@@ -41,6 +41,15 @@ def drop_failed(store: StoreRecords, run_id: str, iteration: int, phase: str) ->
     return failed
 
 
+def drop_rollouts(store: StoreRecords, run_id: str, iteration: int, phase: str) -> int:
+    """Delete every rollout of one iteration and phase (to be played again); return how many there were."""
+    where = "run_id = ? and iteration = ? and phase = ?"
+    found = store.count(ROLLOUTS, where, [run_id, iteration, phase]) if store.has_table(ROLLOUTS) else 0
+    if found:
+        store.execute(f"delete from {ROLLOUTS} where {where}", [run_id, iteration, phase])
+    return found
+
+
 def load_rollouts(store: StoreRecords, run_id: str, iteration: int, phase: str) -> list[Rollout]:
     """Return the rollouts of one iteration and phase, failed ones included, in id order."""
     if not store.has_table(ROLLOUTS):

@@ -32,6 +32,14 @@ while every report says otherwise. After each deploy both loops call `verify_ser
   Cost per verified adapter: a greedy reply of `LOGPROB_REPLY_TOKENS` tokens and two forward passes
   per prompt in torch, and ``2 × LOGPROB_POSITIONS`` one-token requests to the server.
 
+* **the rollouts' own tokens** (runtime LoRA) — the probes above are requests a server can tell from a
+  rollout's (one token, or temperature 0), so a server may play the adapter on them and the base on every
+  other request. Each rollout request therefore asks for the server's log-prob of every token it samples
+  (``logprobs`` 1, as token ids), and where the torch policy scores those tokens (π_old, at the update)
+  `check_sampled` compares the two at temperature 1: their mean absolute difference over the iteration's
+  tokens must be within `SAMPLED_TOLERANCE` nats. No forward pass is added: torch's temperature-1
+  log-probs come from the forward that scores π_old.
+
 A mismatch raises `ServedMismatch`, one line, which stops the cycle or iteration.
 """
 
@@ -69,6 +77,12 @@ LOGPROB_REPLY_TOKENS = 8  # the adapter's greedy reply to each prompt: its prefi
 # nats, the mean absolute difference allowed between the served log-probs and torch's float32 ones: a bf16 or fp16
 # server's rounding (vLLM's default dtypes) moves log-probs by a few hundredths
 LOGPROB_TOLERANCE = 0.1
+# nats, the mean absolute difference allowed between a server's log-probs of the tokens it sampled and torch's: over
+# many tokens the bf16 rounding above averages a few hundredths, and llama.cpp's Q4_1 SmolLM2 against its float32
+# dequantised copy measured 0.064 (docs/results/selfplay-2026-11-23.md); 0.15 is below log(1 + clip) = 0.18 of the
+# default clip 0.2, so a server further off than this made the rollouts more off-policy than one PPO ratio may move
+SAMPLED_TOLERANCE = 0.15
+SAMPLED_MIN_TOKENS = 8  # compared tokens below which the mean says nothing (a single token's rounding can be larger)
 
 
 class ServedMismatch(SWMError):
@@ -387,3 +401,27 @@ def check_logprobs(base_url: str, model: str, probes: Sequence[LogprobProbe], to
             strongest = max(strongest, dist["separation"])
     return {"positions": len(probes), "temperatures": [0.0, temperature], "max_distance": round(worst, 4),
             "separation": round(strongest, 4), "discriminating": strongest > 2 * tolerance}
+
+
+def sampled_gap(pairs: Sequence[tuple[float, float]]) -> float | None:
+    """Mean |served − torch| over (served, torch) log-prob pairs; None when fewer than `SAMPLED_MIN_TOKENS`."""
+    if len(pairs) < SAMPLED_MIN_TOKENS:
+        return None
+    return sum(abs(s - t) for s, t in pairs) / len(pairs)
+
+
+def check_sampled(pairs: Sequence[tuple[float, float]], base_url: str, model: str, what: str,
+                  tolerance: float = SAMPLED_TOLERANCE) -> dict[str, Any]:
+    """Raise `ServedMismatch` unless the server's log-probs of the tokens it sampled are the adapter's (torch's).
+
+    ``pairs`` are (served, torch) temperature-1 log-probs of the same sampled tokens; ``what`` names them in the
+    message (``iteration 3's rollouts``). Returns the record: tokens compared and their mean distance.
+    """
+    gap = sampled_gap(pairs)
+    if gap is not None and gap > tolerance:
+        raise ServedMismatch(f"the server at {redact_url(base_url)} does not play the trained adapter ({model}) on "
+                             f"{what}: its log-probs of the {len(pairs)} tokens it sampled are {gap:.3f} nats from "
+                             f"the adapter's (mean; allowed {tolerance:g})",
+                             "the server plays the adapter only where it is checked; they are dropped and played "
+                             "again on rerun with the same --thread-id once the server is fixed (vLLM --enable-lora)")
+    return {"tokens": len(pairs), "distance": None if gap is None else round(gap, 4)}

@@ -7,8 +7,10 @@ greedily at temperature 0, else sampled with the request's seed — so a served 
 adapter says. A request with ``logprobs`` N also gets, per generated token, its log-prob and the N
 likeliest next tokens' (as ``token_id:ID`` with ``return_tokens_as_token_ids``), from the raw model as
 vLLM V1 returns them. ``ignore_adapter`` makes a server that accepts and lists every adapter but plays
-the base: always (``True`` or ``"always"``) or only on the sampled path (``"sampled"``: the adapter at
-temperature 0, where a greedy probe looks): the wrong-adapter cases swm must catch.
+the base: always (``True`` or ``"always"``), only on the sampled path (``"sampled"``: the adapter at
+temperature 0, where a greedy probe looks), everywhere but on requests at temperature 0 or asking for log-probs
+(``"unasked"``: honest only where it is checked, before rollouts asked for log-probs), or everywhere but where a
+probe looks (``"probes"``: temperature 0, or one token): the wrong-adapter cases swm must catch.
 """
 
 from __future__ import annotations
@@ -72,16 +74,19 @@ class TorchLora:
             self._models[directory] = PeftModel.from_pretrained(model, directory).eval() if directory else model
         return self._models[directory]
 
-    def _ignores(self, temperature: float) -> bool:
+    def _ignores(self, body: dict[str, Any]) -> bool:
         mode = "always" if self.ignore_adapter is True else str(self.ignore_adapter or "")
-        return mode == "always" or (mode == "sampled" and temperature > 0)
+        sampled = float(body.get("temperature") or 0.0) > 0
+        probe = not sampled or int(body.get("max_tokens") or 16) == 1
+        return mode == "always" or (mode == "sampled" and sampled) or (mode == "probes" and not probe) \
+            or (mode == "unasked" and sampled and not body.get("logprobs"))
 
     def __call__(self, prompt: str, body: dict[str, Any]) -> str | dict[str, Any]:
         import torch
 
         name = str(body.get("model", ""))
         temperature = float(body.get("temperature") or 0.0)
-        directory = "" if self._ignores(temperature) else self.adapters().get(name, "")
+        directory = "" if self._ignores(body) else self.adapters().get(name, "")
         top = int(body.get("logprobs") or 0)
         as_ids = bool(body.get("return_tokens_as_token_ids"))
         pieces: list[str] = []
@@ -89,7 +94,9 @@ class TorchLora:
         tops: list[dict[str, float]] = []
         stop = [s for s in (body.get("stop") or []) if s]
         tok = self.tokenizer
-        ids = [int(i) for i in tok(prompt, add_special_tokens=False)["input_ids"]]
+        sent = body.get("prompt")  # a prompt of token ids (a seat's append-only chat) is read as its ids, as vLLM does
+        ids = [int(i) for i in sent] if isinstance(sent, list) and all(isinstance(i, int) for i in sent) \
+            else [int(i) for i in tok(prompt, add_special_tokens=False)["input_ids"]]
         generator = torch.Generator().manual_seed(int(body.get("seed") or 0))
         tokens: list[int] = []
         with self.lock, torch.no_grad():

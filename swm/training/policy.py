@@ -249,8 +249,8 @@ class LoraValueModel:
             self._autocast = use_autocast(self.config.autocast, self.device, next(iter(self.model.parameters())).dtype)
         return torch.autocast("cpu", dtype=torch.bfloat16) if self._autocast else contextlib.nullcontext()
 
-    def score(self, batch: Batch, reference: bool = False,
-              prefix: Prefix | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def score(self, batch: Batch, reference: bool = False, prefix: Prefix | None = None,
+              raw: list[torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Return (log π(target | context), value) [B, L-1]; ``reference`` disables the adapter.
 
         Log-probabilities are computed at the masked positions only (0 elsewhere): the vocabulary
@@ -264,6 +264,9 @@ class LoraValueModel:
         With ``prefix`` (`swm.training.prefix.Prefix`, forwarded once) every row of ``batch`` continues it: the
         rows hold only their tokens after it, and the prefix's keys and values are their past. Under bfloat16
         autocast the projection to the vocabulary, the log-softmax and the value head stay in float32.
+
+        ``raw``, a list, is given the same log-probabilities at temperature 1 (from the same forward): what a server
+        reports of the tokens it sampled (vLLM's default ``raw_logprobs``), for `swm.serving.verify.check_sampled`.
         """
         batch = batch.to(self.device)
         positions, valid = _generated_positions(batch)
@@ -280,12 +283,18 @@ class LoraValueModel:
         hidden = out.hidden_states[-1].float()  # [B, L, H], after the final norm
         kept = torch.take_along_dim(hidden, positions[..., None], dim=1)  # [B, N, H]
         head = self.model.get_output_embeddings()
-        logits = torch.nn.functional.linear(kept, head.weight.float(),
-                                            None if head.bias is None else head.bias.float()) / self.config.temperature
+        bias = None if head.bias is None else head.bias.float()
+        unscaled = torch.nn.functional.linear(kept, head.weight.float(), bias)
         targets = batch.input_ids.gather(1, positions + 1)
-        picked = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1) * valid
-        # scatter_add with the padding entries at 0: a position's value (and its gradient) counted once
-        logprobs = torch.zeros_like(batch.mask, dtype=picked.dtype).scatter_add(1, positions, picked)
+
+        def at_targets(logits: torch.Tensor) -> torch.Tensor:
+            picked = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1) * valid
+            # scatter_add with the padding entries at 0: a position's value (and its gradient) counted once
+            return torch.zeros_like(batch.mask, dtype=picked.dtype).scatter_add(1, positions, picked)
+
+        logprobs = at_targets(unscaled / self.config.temperature)
+        if raw is not None:
+            raw.append(at_targets(unscaled.detach()).detach())
         values = self.value_head(hidden[:, :-1])
         return logprobs, values.squeeze(-1)
 

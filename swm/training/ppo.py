@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import torch
@@ -47,6 +47,9 @@ class Sample:
     advantages: list[float]
     returns: list[float]
     spans: list[tuple[int, int]] | None = None
+    # the server's log-probs of the generated tokens, aligned with ``old_logprobs`` (NaN: none for that token); empty
+    # when no turn of the row has them
+    served_logprobs: list[float] = field(default_factory=list)
 
     @property
     def sequence(self) -> list[int]:
@@ -65,7 +68,15 @@ class Sample:
 def turn_sample(role: str, turn: SeatTurn) -> Sample:
     """One turn as its own row: its prompt, then its reply."""
     return Sample(role=role, prompt_ids=turn.prompt_ids, token_ids=turn.token_ids, old_logprobs=turn.logprobs,
-                  advantages=turn.advantages, returns=turn.returns)
+                  advantages=turn.advantages, returns=turn.returns, served_logprobs=served_of([turn]))
+
+
+def served_of(turns: Sequence[SeatTurn]) -> list[float]:
+    """The turns' served log-probs, one per generated token (NaN where the server gave none); [] when none has any."""
+    if all(t.served_logprobs is None for t in turns):
+        return []
+    return [x for t in turns for x in (*(t.served_logprobs or [])[:len(t.token_ids)],
+                                       *[math.nan] * (len(t.token_ids) - len(t.served_logprobs or [])))]
 
 
 def seat_sample(role: str, turns: Sequence[SeatTurn], every_turn: bool = False) -> Sample:
@@ -84,7 +95,7 @@ def seat_sample(role: str, turns: Sequence[SeatTurn], every_turn: bool = False) 
                   token_ids=[*last.prompt_ids[first:], *last.token_ids],
                   old_logprobs=[x for t in trained for x in t.logprobs],
                   advantages=[x for t in trained for x in t.advantages],
-                  returns=[x for t in trained for x in t.returns], spans=spans)
+                  returns=[x for t in trained for x in t.returns], spans=spans, served_logprobs=served_of(trained))
 
 
 def training_samples(rollouts: Sequence[Rollout], sequences: Literal["seat", "turn"] = "seat") -> list[Sample]:
@@ -261,36 +272,55 @@ def ppo_update(policy: LoraValueModel, optimizer: torch.optim.Optimizer, samples
         "skipped_steps": float(skipped_steps), "forwarded_tokens": float(forwarded)}
 
 
-def fill_old_logprobs(policy: LoraValueModel, samples: Sequence[Sample], config: PPOConfig) -> int:
+def fill_old_logprobs(policy: LoraValueModel, samples: Sequence[Sample], config: PPOConfig,
+                      served: list[tuple[float, float]] | None = None) -> int:
     """Score π_old (the policy as it is, the checkpoint that sampled) for the rows whose sampler left it to the update
     (``old_logprobs`` not one per generated token); return the rows scored.
 
     A row the update will skip (`skips_zero_rows`, `has_signal`) is not scored. Rows that share a prefix forward it
     once (`swm.training.prefix`), in micro-batches of the update's token budget, with the forward the update's own
-    first pass makes, so its first ratios are 1 within float rounding.
+    first pass makes, so its first ratios are 1 within float rounding. ``served``, a list, is given a (served,
+    torch) pair of temperature-1 log-probs for every scored token the server gave one of (`served_pairs`).
     """
     skip = skips_zero_rows(config)
     todo = [s for s in samples if len(s.old_logprobs) != s.generated and (has_signal(s) or not skip)]
-    for sample, (logprobs, _) in zip(todo, score_rows(policy, todo, config), strict=True):
+    raw: list[list[float]] | None = [] if served is not None else None
+    for sample, (logprobs, _) in zip(todo, score_rows(policy, todo, config, raw), strict=True):
         sample.old_logprobs = logprobs
+    if served is not None and raw is not None:
+        served += served_pairs([s.served_logprobs for s in todo], raw)
     return len(todo)
 
 
-def score_rows(policy: LoraValueModel, rows: Sequence[Sample], config: PPOConfig | None = None
-               ) -> list[tuple[list[float], list[float]]]:
+def served_pairs(served: Sequence[Sequence[float]], scored: Sequence[Sequence[float]]) -> list[tuple[float, float]]:
+    """(served, torch) per token where the server gave a log-prob (not NaN), row by row (a row without any: [])."""
+    return [(s, t) for row, raw in zip(served, scored, strict=True) if row
+            for s, t in zip(row, raw, strict=True) if not math.isnan(s)]
+
+
+def score_rows(policy: LoraValueModel, rows: Sequence[Sample], config: PPOConfig | None = None,
+               raw: list[list[float]] | None = None) -> list[tuple[list[float], list[float]]]:
     """Each row's (log-probabilities, values) at its generated tokens under the policy as it is, without a gradient.
 
     Rows that share a prefix forward it once (`swm.training.prefix`, ``config.shared_prefix``), in micro-batches of
-    ``config.micro_tokens``, with the forward the update's own first pass makes.
+    ``config.micro_tokens``, with the forward the update's own first pass makes. ``raw``, a list, is given each
+    row's log-probabilities at temperature 1 too, in row order (from the same forward: `LoraValueModel.score`).
     """
     config = config or PPOConfig()
     out: list[tuple[list[float], list[float]] | None] = [None] * len(rows)
+    unscaled: list[list[float] | None] = [None] * len(rows)
     policy.model.eval()
     with torch.no_grad():
         for part, batch, prefix, _ in _micro_batches(policy, rows, config):
-            logprobs, values = policy.score(batch, prefix=prefix)
+            kept: list[torch.Tensor] | None = [] if raw is not None else None
+            logprobs, values = policy.score(batch, prefix=prefix, raw=kept)
             for i, lp, vs in zip(part, gather(logprobs, batch), gather(values, batch), strict=True):
                 out[i] = (lp, vs)
+            if kept:
+                for i, lp in zip(part, gather(kept[0], batch), strict=True):
+                    unscaled[i] = lp
+    if raw is not None:
+        raw += [row for row in unscaled if row is not None]
     return [row for row in out if row is not None]
 
 
@@ -318,10 +348,12 @@ def score_turns(policy: LoraValueModel, turns: list[SeatTurn]) -> list[tuple[lis
     return out
 
 
-def token_values(policy: LoraValueModel, rollouts: list[Rollout], config: PPOConfig | None = None) -> None:
+def token_values(policy: LoraValueModel, rollouts: list[Rollout], config: PPOConfig | None = None,
+                 served: list[tuple[float, float]] | None = None) -> None:
     """Fill every turn's ``values`` with the value head's value at each generated token, and its ``logprobs``
     (π_old) where the sampler left them to the update: one forward per seat whose turns append (its whole
-    transcript, the group's shared prefix once), one per turn otherwise."""
+    transcript, the group's shared prefix once), one per turn otherwise. ``served``, a list, is given a (served,
+    torch) pair of temperature-1 log-probs for each token whose π_old this scored and the server gave one of."""
     config = config or PPOConfig()
     seats = [s for r in rollouts for s in r.seats if s.turns]
     rows: list[tuple[Sample, list[SeatTurn]]] = []
@@ -330,9 +362,14 @@ def token_values(policy: LoraValueModel, rollouts: list[Rollout], config: PPOCon
             rows.append((seat_sample(seat.role, seat.turns, every_turn=True), seat.turns))
         else:
             rows += [(turn_sample(seat.role, t), [t]) for t in seat.turns]
-    for (_, turns), (lp, vs) in zip(rows, score_rows(policy, [row for row, _ in rows], config), strict=True):
+    raw: list[list[float]] | None = [] if served is not None else None
+    scored = score_rows(policy, [row for row, _ in rows], config, raw)
+    for k, ((_, turns), (lp, vs)) in enumerate(zip(rows, scored, strict=True)):
+        unscaled = raw[k] if raw is not None else []
         for t in turns:
             n = len(t.token_ids)
             if len(t.logprobs) != n:
                 t.logprobs = lp[:n]
-            t.values, lp, vs = vs[:n], lp[n:], vs[n:]
+                if served is not None:
+                    served += served_pairs([served_of([t])], [unscaled[:n]])
+            t.values, lp, vs, unscaled = vs[:n], lp[n:], vs[n:], unscaled[n:]

@@ -23,8 +23,9 @@ class Generation(BaseModel):
     token_ids: list[int]
     logprobs: list[float] = Field(description="log π(token | context) under the sampling policy, one per token; empty "
                                   "when the sampler leaves them to the update (`PolicyConfig.score_old`)")
-    served_logprobs: list[float] | None = Field(None, description="llama.cpp's own log-probs of the same tokens "
-                                                "(when asked for and comparable; the end-of-turn token excluded)")
+    served_logprobs: list[float] | None = Field(None, description="the server's own log-probs (at temperature 1) of "
+                                                "the same tokens: of every token, or of the first ones, where the "
+                                                "server's tokens are these (when asked for and comparable)")
 
 
 class SeatTurn(BaseModel):
@@ -39,6 +40,10 @@ class SeatTurn(BaseModel):
     prompt_ids: list[int]
     token_ids: list[int]
     logprobs: list[float]
+    served_logprobs: list[float] | None = Field(None, description="the server's own log-probs (temperature 1) of the "
+                                                "first of ``token_ids`` (a runtime-LoRA server is asked for them on "
+                                                "the rollout's own requests): checked against the torch policy's "
+                                                "where π_old is scored (`swm.serving.verify.check_sampled`)")
     reward: float = 0.0
     filtered: str | None = Field(None, description="why the quality filter zeroed this turn's reward")
     judge: float | None = Field(None, description="the per-turn judge score in [0, 1], when a judge is mixed in")
