@@ -4,13 +4,16 @@ Every option of every command that records a run is given a value other than its
 line (`swm.commands.invocation.rerun_line`) is parsed again by the real parser, and the parameters
 must come out the same; the same for its config through ``--config``. ``--config`` reads TOML and YAML
 under the options' names, loses to the command line, and refuses a key no option has in one line.
-Neither holds a key.
+A run's page shows the line and offers the config, and neither holds a key.
 """
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import shlex
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +136,18 @@ def test_numbers_keep_their_own_precision_and_flags_their_names() -> None:
     assert config_of(ctx)["train-lr"] == 2e-4
 
 
+def test_repeated_multi_value_and_counted_options_are_written_once_per_use() -> None:
+    demo = click.Command("demo", params=[
+        click.Option(["--tag", "-t"], multiple=True), click.Option(["--pair"], nargs=2, type=(str, float)),
+        click.Option(["-v", "--verbose"], count=True), click.Option(["--mode"], flag_value="fast"),
+        click.Argument(["files"], nargs=-1)])
+    args = ["-t", "a b", "--tag", "c", "--pair", "x", "1e-3", "-vv", "--mode", "--", "-weird.txt", "plain.txt"]
+    ctx = demo.make_context("swm demo", list(args))
+    line = rerun_line(ctx)
+    assert line == "swm demo --tag 'a b' --tag c --pair x 0.001 --verbose --verbose --mode -- -weird.txt plain.txt"
+    assert demo.make_context("swm demo", shlex.split(line)[2:]).params == ctx.params
+
+
 def test_a_key_or_a_database_password_is_in_neither_the_line_nor_the_config() -> None:
     ctx = invoke("bench tom", ["--benchmark", "sim", "--model", f"gpt@https://{KEY}@api.example.org/v1",
                                "--db", "postgresql://swm:hunter2-password@db.example.org:5432/swm"])
@@ -214,3 +229,78 @@ def test_a_missing_config_file_is_one_line() -> None:
     result = CliRunner().invoke(main, ["bench", "tom", "--config", "no-such.toml"])
     assert result.exit_code == 2 and result.output == (
         "error: no such file: no-such.toml — pass the path of a text file, or - for stdin\n")
+
+
+# ---- the run page ----------------------------------------------------------------------------------------------
+
+def test_a_run_page_shows_the_line_that_reruns_it_and_offers_its_config(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("starlette")
+    monkeypatch.delenv("SWM_DB", raising=False)
+    import tomllib
+
+    from starlette.testclient import TestClient
+
+    from swm.checkpoints import open_store
+    from swm.commands._common import record_run
+    from swm.testing import FakeOpenAIServer
+    from swm.ui import create_app
+
+    db = str(tmp_path / "runs.db")
+    config = tmp_path / "tom.toml"
+    config.write_text('modes = "vanilla"\nn = 1\nseed = 3\n', encoding="utf-8")
+    with FakeOpenAIServer() as server:
+        spec = server.model_spec.replace("http://", f"http://{KEY}@")
+        args = ["bench", "tom", "--benchmark", "sim", "--config", str(config), "--model", spec, "--db", db,
+                "--thread-id", "first look", "--out", str(tmp_path / "out dir"), "--no-progress", "--max-retries", "0"]
+        result = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    given = invoke("bench tom", args[2:]).params
+    with TestClient(create_app(db)) as client:
+        page = client.get("/runs/first%20look").text
+        found = re.search(r'<code id="rerun">(.*?)</code>', page)
+        assert found, page
+        line = html.unescape(found.group(1))
+        _, pasted = parse(line)
+        assert {k: v for k, v in pasted.items() if k != "model"} == {k: v for k, v in given.items() if k != "model"}
+        assert "--n 1" in line and "--modes vanilla" in line and "--config" not in line
+        assert KEY not in page and pasted["model"] == spec.replace(KEY, "***")
+        download = client.get("/config/first%20look")
+        assert download.status_code == 200
+        assert download.headers["content-disposition"].endswith('.toml"')
+        assert KEY not in download.text
+        assert tomllib.loads(download.text)["n"] == 1
+        back = tmp_path / "back.toml"
+        back.write_text(download.text, encoding="utf-8")
+        read = invoke("bench tom", ["--config", str(back)]).params
+        assert {k: v for k, v in read.items() if k != "model"} == {k: v for k, v in given.items() if k != "model"}
+        assert client.get("/config/no-such-run").status_code == 404
+    with sqlite3.connect(db) as conn:
+        assert KEY not in " ".join(str(v) for row in conn.execute("select * from swm_runs") for v in row)
+
+    store = open_store(db)
+    with invoke("selfplay", ["--train-lr", "2e-4", "--thread-id", "lr-run"]):
+        record_run(store, "lr-run", "selfplay", "selfplay")
+    store.close()
+    with TestClient(create_app(db)) as client:
+        page = client.get("/selfplay/lr-run").text
+    assert "--train-lr 0.0002" in page and "<td>--train-lr</td><td>0.0002</td>" in page and "0.000<" not in page
+
+
+def test_a_run_recorded_before_rerun_lines_names_its_parameters_as_python_did(tmp_path: Path) -> None:
+    pytest.importorskip("starlette")
+    from starlette.testclient import TestClient
+
+    from swm.checkpoints import open_store
+    from swm.ui import create_app
+
+    db = str(tmp_path / "old.db")
+    store = open_store(db)
+    store.insert("swm_runs", {"thread_id": "old", "kind": "selfplay", "graph": "selfplay", "command": "swm selfplay",
+                              "options": json.dumps({"lr": 2e-4, "out_dir": "x"}), "started": "2026-01-01T00:00:00Z"},
+                 pk="thread_id")
+    store.close()
+    with TestClient(create_app(db)) as client:
+        page = client.get("/selfplay/old").text
+    assert "Python names" in page and "<td>lr</td><td>0.0002</td>" in page
+    assert "--out-dir" not in page and 'id="rerun"' not in page
