@@ -212,6 +212,8 @@ def test_a_config_value_counts_as_given_for_a_preset_and_a_resumed_run(tmp_path:
     ("out_dir = 'x'\n", "c.toml", "error: --config {file}: unknown key 'out_dir' (swm learn has no --out-dir)"),
     ("cycles = 'many'\n", "c.toml", "error: --config {file}: cycles = 'many': 'many' is not a valid integer"),
     ("cycles = 2\ncycles-x = 1\n", "c.toml", "error: --config {file}: unknown key 'cycles-x'"),
+    ("levels = ['easy', 'extreme']\n", "c.toml", "error: --config {file}: levels = ['easy', 'extreme']: unknown level: "
+                                                  "extreme — use a comma list of "),
     ("train-lr = 1\ntrain_lr = 2\n", "c.toml", "error: --config {file}: --train-lr is given twice (key 'train_lr')"),
     ("cycles = = 2\n", "c.toml", "error: --config {file} is not valid TOML: "),
     ("- 1\n- 2\n", "c.yaml", "error: --config {file} holds a list, not a table of options"),

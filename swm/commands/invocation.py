@@ -215,6 +215,8 @@ def config_defaults(command: click.Command, ctx: click.Context, values: Mapping[
         except click.BadParameter as exc:
             raise InputError(f"--config {source}: {key} = {value!r}: {exc.message}",
                              f"see `{prog} --help`") from None
+        except InputError as exc:  # a type that checks its items itself (a comma list of levels)
+            raise InputError(f"--config {source}: {key} = {value!r}: {exc.message}", exc.hint) from None
         out[name] = value if spelled in keys else not converted
     return out
 
