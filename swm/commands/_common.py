@@ -16,6 +16,7 @@ from langgraph.typing import ContextT, InputT, OutputT, StateT
 
 from swm.checkpoints.environment import BatchRun
 from swm.checkpoints.store import StoreRecords
+from swm.commands.invocation import Spelled, command_words, config_of, given, rerun_line, takes_config
 from swm.context import ACT_ORDERS, SWMContext
 from swm.errors import InputError, ItemsFailed
 from swm.graph_state import story_hash
@@ -117,12 +118,10 @@ def run_options(f: F) -> F:
 
 
 def given_options(*names: str) -> set[str]:
-    """Return which of the current command's options ``names`` were given (command line or environment)."""
-    from click.core import ParameterSource
-
+    """Return which of the current command's options ``names`` were given (command line, environment or
+    ``--config`` file)."""
     ctx = click.get_current_context()
-    return {name for name in names
-            if ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)}
+    return {name for name in names if given(ctx, name)}
 
 
 class TableChoice(click.Choice):  # type: ignore[type-arg]
@@ -144,6 +143,41 @@ class TableChoice(click.Choice):  # type: ignore[type-arg]
     @choices.setter
     def choices(self, _value: Sequence[str]) -> None:
         """Ignore click's own assignment: the table is the only source."""
+
+
+class CommaList(Spelled):
+    """A comma list of names from ``allowed`` (``--levels easy,hard``), read as a list (none when empty); a config
+    file may give it as a list."""
+
+    name = "list"
+
+    def __init__(self, allowed: Sequence[str], what: str) -> None:
+        self.allowed, self.what = tuple(allowed), what
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> list[str] | None:
+        text = ",".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
+        return comma_list(text, self.allowed, self.what) if text.strip(", ") else None
+
+    def spell(self, value: Any) -> str:
+        return ",".join(value)
+
+    def config_value(self, value: Any) -> Any:
+        return list(value)
+
+
+class OnOff(Spelled, click.Choice):  # type: ignore[type-arg]
+    """A switch written ``on`` or ``off`` (``--gating off``), read as a bool."""
+
+    def __init__(self) -> None:
+        super().__init__(["on", "off"])
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> bool:
+        if isinstance(value, bool):
+            return value
+        return bool(click.Choice.convert(self, value, param, ctx) == "on")
+
+    def spell(self, value: Any) -> str:
+        return "on" if value else "off"
 
 
 def comma_list(value: str, allowed: Sequence[str], what: str, *, allow_empty: bool = False) -> list[str]:
@@ -281,7 +315,9 @@ def record_run(store: StoreRecords, thread_id: str, kind: str, graph: str,
 
     The results browser reads a run's kind from here, so a run given its own ``--thread-id`` shows
     as what it is. ``options`` defaults to the invoking command's parameters; key-like text in them
-    (an endpoint URL's key) is redacted. ``columns``: more of the run's keys (a story's hash).
+    (an endpoint URL's key) is redacted. ``rerun``: the command line that runs it again, ``config``: its
+    given options as ``--config`` reads them (for a command that takes one), both by the options' own names
+    (`swm.commands.invocation`). ``columns``: more of the run's keys (a story's hash).
     """
     import datetime as dt
 
@@ -290,8 +326,10 @@ def record_run(store: StoreRecords, thread_id: str, kind: str, graph: str,
     click_ctx = click.get_current_context(silent=True)
     params = dict(options if options is not None else (click_ctx.params if click_ctx else {}))
     row = {"thread_id": thread_id, "kind": kind, "graph": graph,
-           "command": " ".join(["swm", *click_ctx.command_path.split()[1:]]) if click_ctx else "",
+           "command": " ".join(command_words(click_ctx)) if click_ctx else "",
            "options": redact_text(json.dumps(to_jsonable(params), default=str, sort_keys=True)),
+           "rerun": rerun_line(click_ctx) if click_ctx else None,
+           "config": json.dumps(config_of(click_ctx)) if click_ctx and takes_config(click_ctx.command) else None,
            "started": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), **columns}
     store.insert(RUNS_TABLE, row, pk="thread_id", ignore=True)
 

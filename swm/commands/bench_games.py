@@ -25,6 +25,7 @@ from swm.commands._common import (
     serving_record,
     writable_out,
 )
+from swm.commands.invocation import config_option
 from swm.commands.play import inject_test_models
 from swm.context import SWMContext
 from swm.errors import InputError
@@ -118,6 +119,7 @@ def run_games(ctx: SWMContext, db: str | Path, jobs: list[tuple[str, dict[str, A
 
 
 @click.command("games")
+@config_option
 @click.option("--game", default="werewolf", show_default=True, help="A registered hidden-role game.")
 @click.option("--n", "n", type=int, default=10, show_default=True,
               help="Games per policy setting; game i uses seed i, so every setting plays the same deals.")

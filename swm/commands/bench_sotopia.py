@@ -24,6 +24,7 @@ from swm.commands._common import (
     serving_record,
     writable_out,
 )
+from swm.commands.invocation import config_option
 from swm.commands.play import EPISODE_ROLES, inject_test_models
 from swm.context import ActOrder, SWMContext
 from swm.errors import InputError
@@ -73,6 +74,7 @@ def _scenarios(hard: bool, data: Path | None, n: int | None) -> list[Any]:
 
 
 @click.command("sotopia")
+@config_option
 @click.option("--hard/--all", "hard", default=True, show_default=True,
               help="The 70 pairings of SOTOPIA's 14 hard scenarios, or all 146 rows of the SOTOPIA sample.")
 @click.option("--data", type=click.Path(dir_okay=False, path_type=Path), default=None,

@@ -24,6 +24,7 @@ from swm.commands._common import (
     run_options,
     writable_out,
 )
+from swm.commands.invocation import config_option
 from swm.context import SWMContext
 from swm.errors import InputError, ItemsFailed
 from swm.filenames import file_name
@@ -44,6 +45,7 @@ def _benchmarks() -> tuple[str, ...]:
 
 
 @click.command("tom")
+@config_option
 @click.option("--benchmark", type=TableChoice(_benchmarks), required=True,
               help="Which benchmark; 'sim' runs simulated ToMi-world stories (no --data).")
 @click.option("--data", type=click.Path(path_type=Path), default=None,

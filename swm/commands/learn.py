@@ -20,8 +20,9 @@ from pydantic import ValidationError
 from swm import drain
 from swm.checkpoints.store import StoreRecords
 from swm.commands._common import (
+    CommaList,
+    OnOff,
     TableChoice,
-    comma_list,
     concurrency_option,
     db_path,
     echo_json,
@@ -33,6 +34,7 @@ from swm.commands._common import (
     serving_record,
     writable_out,
 )
+from swm.commands.invocation import config_option, given
 from swm.commands.play import inject_test_models
 from swm.context import LifelongContext, SWMContext
 from swm.credentials import remember
@@ -65,19 +67,14 @@ def _progress_line(store: StoreRecords, plan: LifelongPlan, values: dict[str, An
 
 
 def _given_options() -> list[str]:
-    """Return the plan keys of the run-defining options given on the command line or in the environment.
+    """Return the plan keys of the run-defining options given on the command line, in the environment or in the
+    ``--config`` file.
 
     A --train-* option is named by its field, ``train.<field>``, the key `_comparable` gives it.
     """
-    from click.core import ParameterSource
-
     ctx = click.get_current_context()
-
-    def given(option: str) -> bool:
-        return ctx.get_parameter_source(option) not in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
-
-    return [key for key in LifelongPlan.DEFINING if given(key)] + [
-        f"train.{field}" for option, field in CLI_TRAIN.items() if given(option)]
+    return [key for key in LifelongPlan.DEFINING if given(ctx, key)] + [
+        f"train.{field}" for option, field in CLI_TRAIN.items() if given(ctx, option)]
 
 
 def _comparable(plan: LifelongPlan) -> dict[str, Any]:
@@ -115,15 +112,13 @@ def _plan_option(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]
     default = field.get_default(call_default_factory=True)
     common: dict[str, Any] = {"help": field.description, "show_default": default is not None}
     if name in _ON_OFF:
-        return click.option(flag, name, type=click.Choice(["on", "off"]), default="on" if default else "off",
-                            callback=lambda _c, _p, value: value == "on", **common)
+        return click.option(flag, name, type=OnOff(), default="on" if default else "off", **common)
     if annotation is bool:
         return click.option(_SPELLING.get(name, f"{flag}/--no-{flag[2:]}"), name, default=default, **common)
     if get_origin(annotation) is list:
         choices = get_args(get_args(annotation)[0])
         what = name.rstrip("s").replace("familie", "family")
-        return click.option(flag, name, default=",".join(default) if default else None,
-                            callback=lambda _c, _p, value: comma_list(value, choices, what) if value else None,
+        return click.option(flag, name, type=CommaList(choices, what), default=",".join(default) if default else None,
                             **common)
     if get_origin(annotation) is Literal:
         return click.option(flag, name, type=click.Choice(get_args(annotation)), default=default, **common)
@@ -191,6 +186,7 @@ def _reconcile(thread: str, status: str, stored: LifelongPlan, given: LifelongPl
 
 
 @click.command("learn")
+@config_option
 @plan_options
 @click.option("--temperature", default=0.7, show_default=True, help="Sampling temperature of every role.")
 @concurrency_option("Episodes")

@@ -16,6 +16,7 @@ import click
 from click.core import ParameterSource
 
 from swm.commands._common import TableChoice, aliased, db_path, echo_json, endpoint_options, record_run, run_options
+from swm.commands.invocation import config_option
 from swm.commands.progress import PROGRESS_ALIASES, iteration_line, printer, quiet_option
 from swm.credentials import remember
 from swm.errors import InputError
@@ -67,6 +68,7 @@ def apply_preset(ctx: click.Context, name: str | None, params: dict[str, Any]) -
 
 @click.command("selfplay", cls=aliased(lr="--train-lr", lora_r="--train-rank", max_concurrency="--concurrency",
                                            **PROGRESS_ALIASES))
+@config_option
 @click.option("--preset", type=click.Choice(sorted(PRESETS)), default=None,
               help="A named recipe a results page cites (two-seat-2026-11: docs/results/selfplay.md's two-seat "
                    "run; multi-turn-4-2026-12: its four-message conversation run, from an rs-SFT warm start); it sets "

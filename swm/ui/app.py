@@ -13,12 +13,14 @@ import datetime as dt
 import importlib.util
 import io
 import json
+import shlex
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import tomli_w
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -27,6 +29,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
+from swm.filenames import file_name
 from swm.ui import runs as run_list
 from swm.ui import summaries, views
 from swm.ui.store import PAGE, ReadOnlyStore, decode
@@ -124,6 +127,29 @@ def cell(value: object, digits: int = 3) -> str:
     return "" if value is None else str(value)
 
 
+def exact(value: object) -> str:
+    """Render a setting (an option, a plan's field) as it was set: a number at its own precision (``repr``: a
+    learning rate of 2e-4 is ``0.0002``, never ``0.000``), a switch as true or false, a list joined."""
+    value = decode(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, list):
+        return ", ".join(exact(v) for v in value)
+    if isinstance(value, dict):
+        return "; ".join(f"{k}: {exact(v)}" for k, v in value.items())
+    return "" if value is None else str(value)
+
+
+def config_toml(config: object) -> str:
+    """Write a run's recorded config (``swm_runs.config``) as the TOML file ``--config`` reads back."""
+    values = decode(config)
+    if not isinstance(values, dict):
+        return ""
+    return tomli_w.dumps({k: v for k, v in values.items() if v is not None})
+
+
 class Browser:
     """The routes of one store's browser."""
 
@@ -133,6 +159,8 @@ class Browser:
         self.templates.env.filters["q"] = url
         self.templates.env.filters["cell"] = cell
         self.templates.env.filters["when"] = when
+        self.templates.env.filters["exact"] = exact
+        self.templates.env.filters["sh"] = shlex.quote
         self.templates.env.filters["num"] = lambda v, d=3: "" if v is None else (f"{v:.{d}f}" if isinstance(
             v, float) else str(v))
 
@@ -149,6 +177,18 @@ class Browser:
     def _info(self, thread_id: str) -> dict[str, Any] | None:
         """Return what the command that started a run recorded (kind, graph, command, options), if any."""
         return run_list.recorded(self.store, [thread_id]).get(thread_id)
+
+    async def config(self, request: Request) -> Response:
+        """Offer a run's config as the TOML file its command's ``--config`` reads (commands that take one record it)."""
+        thread_id = request.path_params["thread_id"]
+        info = self._info(thread_id)
+        if not info or not isinstance(decode(info.get("config")), dict):
+            raise HTTPException(404, f"no config recorded for {thread_id!r} (its command takes no --config, or it "
+                                     "was recorded before configs were)")
+        header = (f"# {info.get('command') or 'swm'} --config FILE reads this: the options given to run "
+                  f"{json.dumps(thread_id)}, started {info.get('started')}\n")
+        return Response(header + config_toml(info["config"]), media_type="application/toml",
+                        headers={"Content-Disposition": f'attachment; filename="{file_name(thread_id)}.toml"'})
 
     # ---- runs ------------------------------------------------------------------------------
     async def runs(self, request: Request) -> Response:
@@ -310,6 +350,7 @@ def create_app(db: str | Path) -> Starlette:
     routes = [
         Route("/", lambda r: RedirectResponse("/runs", status_code=303)),
         Route("/runs", b.runs), Route("/runs/{thread_id:path}", b.run), Route("/compare", b.compare),
+        Route("/config/{thread_id:path}", b.config),
         Route("/episodes/{episode_id:path}", b.episode),
         Route("/state/episode/{episode_id:path}", b.episode_state), Route("/state/parse/{key:path}", b.parse_state),
         Route("/games/{game_id:path}", b.game),

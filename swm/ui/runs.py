@@ -59,12 +59,13 @@ def prefix_kind(thread_id: str) -> str:
 
 
 def recorded(store: ReadOnlyStore, thread_ids: list[str]) -> dict[str, dict[str, Any]]:
-    """Return the ``swm_runs`` rows of these threads (kind, graph, command, options decoded, started)."""
+    """Return the ``swm_runs`` rows of these threads (kind, graph, command, options and config decoded, the line that
+    reruns it, started)."""
     if not thread_ids or not store.has(RUNS):
         return {}
     marks = ", ".join("?" for _ in thread_ids)
     return {r["thread_id"]: r for r in store.select(RUNS, f"thread_id in ({marks})", thread_ids,
-                                                    json_columns=["options"])}
+                                                    json_columns=["options", "config"])}
 
 
 def kinds_of(store: ReadOnlyStore, thread_ids: list[str]) -> dict[str, str]:
