@@ -253,3 +253,13 @@ def test_the_summary_counts_failed_checks_and_missing_states_and_names_rows_that
     text = markdown(summary, "tomi", {})
     assert "| 2 (0.400) [1 none] |" in text
     assert "1 S3AP-mode answer(s) were stored before the social state they stood on was recorded" in text
+
+
+def test_swm_ask_takes_off_for_the_repair_sampling_and_refuses_a_word_that_is_not_a_number(tmp_path: Path) -> None:
+    with FakeOpenAIServer(scripts={"S3APParse": failing("Ben").model_dump()}, record=True) as server:
+        told = _cli_ask(tmp_path, server, "--repair-temperature", "off", "--repair-seed", "off", "--no-progress")
+        parses = [b for b in server.bodies() if b["tools"][0]["function"]["name"] == "S3APParse"]
+        refused = _cli_ask(tmp_path, server, "--repair-temperature", "hot", "--thread-id", "hot")
+    assert told.exit_code == 0, told.output
+    assert [(b.get("temperature"), b.get("seed")) for b in parses] == [(0.0, None), (0.0, None)]
+    assert refused.exit_code == 2 and "'hot' is neither a number (float) nor 'off'" in refused.output
