@@ -32,6 +32,7 @@ from swm.llm import (
     judge_default,
     make_chat_model,
     raw_text,
+    takes_seed,
 )
 
 if TYPE_CHECKING:
@@ -257,6 +258,28 @@ class ParseContext(PromptContext):
     # timesteps; a small model looping on timesteps stops there instead of at the token cap (README's story on
     # the embedded model: two of three parse attempts wrote 1,536 tokens each, unbounded)
     steps_per_sentence: int = 1
+    # a repair must not repeat the attempt it repairs: at temperature 0, given the same prompt but for the
+    # feedback, the embedded model wrote nearly the same parse twice (README's story: ~45 of 112 s spent on two
+    # repairs that changed nothing). Repair k (the parse's attempt k + 1) is sampled at this temperature (None:
+    # the model's own; a reasoning model is sent none) with seed `repair_seed` + k, sent only to models that
+    # take a seed (OpenAI-compatible servers: OpenAI, vLLM, llama-server); None: no seed
+    repair_temperature: float | None = 0.7
+    repair_seed: int | None = 0
+
+    def repair_sampling(self, model: BaseChatModel, repair: int) -> dict[str, Any]:
+        """Return the sampling settings of repair ``repair`` (1 for the first repair; 0, a first attempt: none).
+
+        They are sent with the call (``model.invoke(..., temperature=…, seed=…)``), so the model object and
+        its other settings stay as they are.
+        """
+        if repair <= 0:
+            return {}
+        settings: dict[str, Any] = {}
+        if self.repair_temperature is not None and not ModelSpec.parse(self._spec("parser")).reasoning:
+            settings["temperature"] = self.repair_temperature
+        if self.repair_seed is not None and takes_seed(model):
+            settings["seed"] = self.repair_seed + repair
+        return settings
 
 
 @graph_context

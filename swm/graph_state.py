@@ -32,13 +32,29 @@ from swm.state import SocialWorld, ValidationReport
 from swm.usage import CallStats, merge_usage
 
 Mode = Literal["vanilla", "cot", "s3ap", "s3ap_only"]
-# what an answer stood on: a parse made by this run, one from the cache, none (the parse failed),
-# or no parse at all (a mode that does not use one)
-SocialStateUse = Literal["parsed", "cached", "none", "not used"]
+# what an answer stood on: a parse made by this run or one from the cache, each of which passed its check;
+# a parse that failed its check on every attempt (the best one kept, made now or cached: ``parse_problems``
+# lists what failed), none (no attempt gave a usable parse), or no parse at all (a mode that does not use one)
+SocialStateUse = Literal["parsed", "cached", "failed check", "none", "not used"]
 # what a person did at the ask graph's ``parse`` review point (`swm.nodes.review`): kept the parse, or corrected it
 ParseReviewed = Literal["kept", "corrected"]
 Usage = Annotated[dict[str, CallStats], merge_usage]
 V = TypeVar("V")
+
+
+class ParseAttempt(TypedDict, total=False):
+    """One call of the parse loop: how it was sampled, what it cost, and what the check found in its reply."""
+
+    attempt: int  # 1 for the first call, 2 for the first repair, ...
+    temperature: float | None  # sent with this call (None: the model's own)
+    seed: int | None  # sent with this call (None: none sent)
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+    digest: str  # of the reply's S3AP, whitespace folded ("": no S3AP could be read)
+    errors: int  # the check's errors on this reply (0: it passed)
+    first_problem: str  # the first of them, or ""
+    repeats: int | None  # the earlier attempt whose parse this reply repeated: the repairs stopped here
 
 
 def merge_dict(left: Mapping[str, V] | None, right: Mapping[str, V] | None) -> dict[str, V]:
@@ -71,6 +87,7 @@ class SocialWorldState(TypedDict, total=False):
     parse_done: bool
     parse_cached: bool
     parse_problems: list[str]
+    parse_attempts: list[ParseAttempt]  # this run's calls, in order (none for a cached parse)
     # the answer
     answer: str
     reasoning: str
@@ -116,6 +133,7 @@ class ParseOutput(Provenance, total=False):
     attempts: int
     parse_cached: bool
     parse_problems: list[str]
+    parse_attempts: list[ParseAttempt]
 
 
 class AskOutput(ParseOutput, total=False):

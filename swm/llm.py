@@ -234,6 +234,14 @@ def _provider_model(parsed: ModelSpec, **settings: Any) -> BaseChatModel:
                              f"check the {parsed.provider} API key and settings in the environment") from exc
 
 
+def takes_seed(model: BaseChatModel) -> bool:
+    """Tell whether a model can be sent a ``seed`` with a call: LangChain's OpenAI client can (OpenAI, vLLM and
+    llama-server read it); another provider's client may pass an argument it does not know on and be refused."""
+    from langchain_openai import ChatOpenAI
+
+    return isinstance(model, ChatOpenAI)
+
+
 @dataclass
 class ModelReply:
     """What one call returned: the parsed value (or text), the raw message and its cost."""
@@ -250,9 +258,11 @@ def _endpoint_of(model: BaseChatModel) -> str:
 
 
 def call_model(model: BaseChatModel, messages: list[BaseMessage] | str,
-               schema: type[BaseModel] | None = None) -> ModelReply:
+               schema: type[BaseModel] | None = None, settings: dict[str, Any] | None = None) -> ModelReply:
     """Call a chat model once, for text or for a pydantic schema, and count the call.
 
+    ``settings`` go with this call only, over the model's own (``temperature``, ``seed``: a parse repair's,
+    `swm.context.ParseContext.repair_sampling`).
     A reply that does not fit the schema comes back with ``error`` set and ``value`` None, so a
     node can repair or record it. A fault the client's retries did not cure raises
     `ModelUnavailable`, `ModelTimeout` or `ModelCallFailed` (see `endpoint_error`).
@@ -262,7 +272,7 @@ def call_model(model: BaseChatModel, messages: list[BaseMessage] | str,
     attempt = revived = 0
     while True:
         try:
-            raw, value, error, nul_removed = _invoke(model, messages, schema)
+            raw, value, error, nul_removed = _invoke(model, messages, schema, settings or {})
             break
         except Exception as exc:  # noqa: BLE001 - classified below
             failure = endpoint_error(exc, model)
@@ -287,15 +297,15 @@ def call_model(model: BaseChatModel, messages: list[BaseMessage] | str,
     return ModelReply(value=value, raw=raw, stats=stats, error=error)
 
 
-def _invoke(model: BaseChatModel, messages: list[BaseMessage] | str,
-            schema: type[BaseModel] | None) -> tuple[AIMessage | None, Any, str | None, int]:
+def _invoke(model: BaseChatModel, messages: list[BaseMessage] | str, schema: type[BaseModel] | None,
+            settings: dict[str, Any]) -> tuple[AIMessage | None, Any, str | None, int]:
     """Send one request; return the raw reply (NUL removed), its value, why it does not fit the schema
     (if it does not) and how many NUL characters were removed."""
     if schema is None:
-        raw, nul_removed = message_without_nul(model.invoke(messages))  # type: ignore[arg-type]
+        raw, nul_removed = message_without_nul(model.invoke(messages, **settings))  # type: ignore[arg-type]
         return raw, (raw.content if raw is not None else ""), None, nul_removed
     bound, parser = _structured(model, schema)
-    raw, nul_removed = message_without_nul(bound.invoke(messages))
+    raw, nul_removed = message_without_nul(bound.invoke(messages, **settings))
     try:
         value = parser.invoke(raw)
     except Exception as exc:  # noqa: BLE001 - any parser failure is a reply that does not fit

@@ -107,6 +107,37 @@ def endpoint_options(f: F) -> F:
                              f"[default: {DEFAULT_TIMEOUT:g}; {EMBEDDED_TIMEOUT:g} for the embedded model].")(f)
 
 
+class OrOff(click.ParamType):
+    """A number of ``kind``, or ``off`` (None)."""
+
+    def __init__(self, kind: type[int] | type[float]) -> None:
+        self.kind = kind
+        self.name = f"{kind.__name__}|off"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if value is None or isinstance(value, int | float) and not isinstance(value, bool):
+            return value
+        if str(value).strip().lower() == "off":
+            return None
+        try:
+            number = self.kind(str(value))
+        except ValueError:
+            self.fail(f"{value!r} is neither a number ({self.kind.__name__}) nor 'off'", param, ctx)
+        if number < 0:
+            self.fail(f"{value!r} is negative", param, ctx)
+        return number
+
+
+def repair_options(f: F) -> F:
+    """Add ``--repair-temperature`` and ``--repair-seed``: how a parse repair is sampled apart from the attempt it
+    repairs (`swm.context.ParseContext.repair_sampling`)."""
+    f = click.option("--repair-seed", type=OrOff(int), default=0, show_default=True,
+                     help="Repair k is sent seed N + k (OpenAI-compatible servers); 'off': no seed.")(f)
+    return click.option("--repair-temperature", type=OrOff(float), default=0.7, show_default=True,
+                        help="Temperature of each parse repair, so it is not the failed attempt again; "
+                             "'off': the model's own.")(f)
+
+
 def run_options(f: F) -> F:
     """Add ``--db``, ``--thread-id`` and ``--json``."""
     f = click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON.")(f)

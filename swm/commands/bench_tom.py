@@ -20,6 +20,7 @@ from swm.commands._common import (
     model_options,
     prompts_option,
     record_run,
+    repair_options,
     resolve_concurrency,
     run_options,
     writable_out,
@@ -69,6 +70,7 @@ def _benchmarks() -> tuple[str, ...]:
               help="Join a running Ray cluster ('auto', ray://head:10001) instead of starting a local one; "
                    "needs --db postgresql://….")
 @click.option("--max-attempts", default=3, show_default=True, help="Parse → check → repair attempts per story.")
+@repair_options
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder for tom_<benchmark>.md/.csv/.json [default: swm-results/<thread id>].")
 @click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
@@ -83,7 +85,8 @@ def _benchmarks() -> tuple[str, ...]:
 def tom_command(benchmark: str, data: Path | None, samples: int, fantom_context: str, modes: str, n: int | None,
                 seed: int, paper_split: bool,
                 concurrency: int | None, workers: int, ray_address: str | None,
-                max_attempts: int, out_dir: Path | None, no_progress: bool, report_only: bool, db: str | None,
+                max_attempts: int, repair_temperature: float | None, repair_seed: int | None,
+                out_dir: Path | None, no_progress: bool, report_only: bool, db: str | None,
                 thread_id: str | None, as_json: bool, **models: Any) -> None:
     """Run the paper's Table 1 protocol: accuracy per mode and question type, with cost and 95% CIs.
 
@@ -102,8 +105,8 @@ def tom_command(benchmark: str, data: Path | None, samples: int, fantom_context:
     if report_only and not thread_id:
         raise InputError("--report-only needs the --thread-id of the run to report", "pass --thread-id")
     task = BENCHMARKS[benchmark].task if benchmark in BENCHMARKS else "tomi"  # sim: ToMi-world stories
-    ctx = make_context(db, task=task, max_parse_attempts=max_attempts,
-                       **models)
+    ctx = make_context(db, task=task, max_parse_attempts=max_attempts, repair_temperature=repair_temperature,
+                       repair_seed=repair_seed, **models)
     in_flight = 1 if report_only else resolve_concurrency(ctx, concurrency)
     run_id = thread_id or f"tom-{label}-{uuid.uuid4().hex[:10]}"
     record_run(ctx.experience_store(), run_id, "tom", "ask")

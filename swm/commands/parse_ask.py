@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import click
 from langgraph.constants import START
@@ -17,13 +17,16 @@ from swm.commands._common import (
     model_options,
     prompts_option,
     read_text,
+    repair_options,
     run_graph,
     run_options,
 )
 from swm.commands.progress import PROGRESS_ALIASES, printer, quiet_option
 from swm.context import SWMContext
 from swm.errors import InputError, ModelOutputError, NoSocialState
+from swm.graph_state import SocialWorldState
 from swm.nodes.parse import MODES, NEEDS_PARSE, TASKS
+from swm.nodes.qa import state_use
 from swm.usage import total_usage
 
 
@@ -62,20 +65,23 @@ def _usage_line(out: dict[str, Any]) -> str:
 @click.option("--max-chars", default=60_000, show_default=True, help="Refuse narratives longer than this.")
 @click.option("--perspective", "agent", default=None, metavar="AGENT",
               help="Print only what AGENT observed, step by step (its memory), instead of the S3AP.")
+@repair_options
 @encoding_option
 @prompts_option
 @model_options("parser")
 @run_options
 @quiet_option
-def parse_command(story: str, task: str, max_attempts: int, max_chars: int, agent: str | None, encoding: str,
-                  db: str | None, thread_id: str | None, as_json: bool, quiet: bool, **models: Any) -> None:
+def parse_command(story: str, task: str, max_attempts: int, max_chars: int, agent: str | None,
+                  repair_temperature: float | None, repair_seed: int | None, encoding: str, db: str | None,
+                  thread_id: str | None, as_json: bool, quiet: bool, **models: Any) -> None:
     """Parse STORY_FILE ('-' for stdin) into its social state and print it as the paper's S3AP JSON.
 
     Each step (parse, repair attempts) is shown on stderr as it starts (--no-progress: none).
     """
     from swm.graphs import parse
 
-    ctx = make_context(db, task=task, max_parse_attempts=max_attempts, max_narrative_chars=max_chars, **models)
+    ctx = make_context(db, task=task, max_parse_attempts=max_attempts, max_narrative_chars=max_chars,
+                       repair_temperature=repair_temperature, repair_seed=repair_seed, **models)
     out, _ = run_graph(parse.build(), {"narrative": read_text(story, encoding)}, ctx, db, thread_id, "parse",
                        printer(quiet), redo=parse_again)
     world = out.get("world")
@@ -93,7 +99,7 @@ def parse_command(story: str, task: str, max_attempts: int, max_chars: int, agen
         return
     if as_json:
         echo_json({k: out.get(k) for k in ("world", "report", "parse_problems", "parse_cached", "attempts",
-                                           "story_hash", "prompts", "models", "usage")})
+                                           "parse_attempts", "story_hash", "prompts", "models", "usage")})
     elif world is not None:
         click.echo(json.dumps(world.to_s3ap(), indent=2, ensure_ascii=False))
         for problem in out.get("parse_problems") or []:
@@ -102,6 +108,20 @@ def parse_command(story: str, task: str, max_attempts: int, max_chars: int, agen
     if world is None:
         raise ModelOutputError(unusable_parse(out), "its raw replies are in the store's failed_replies table; "
                                                     "try another --parser-model or more --max-attempts")
+
+
+def failed_check_warning(out: Mapping[str, Any]) -> str:
+    """Say in one line that an answer stands on a parse that failed its check, and what failed."""
+    errors = [p.removeprefix("error: ") for p in out.get("parse_problems") or [] if p.startswith("error: ")]
+    tried = out.get("parse_attempts") or []
+    repeated = next((a for a in tried if a.get("repeats") is not None), None)
+    how = ("from the cache" if out.get("parse_cached") else
+           f"after {out.get('attempts') or 0} attempt(s)" + (
+               f", the repairs stopped when attempt {repeated['attempt']} repeated attempt {repeated['repeats']}"
+               if repeated else ""))
+    first = errors[0][:200] if errors else "see parse_problems in --json"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"warning: the answer stands on a parse that failed its check ({how}): {first}{more}"
 
 
 def unusable_parse(out: dict[str, Any]) -> str:
@@ -122,37 +142,44 @@ def unusable_parse(out: dict[str, Any]) -> str:
 @click.option("--allow-without-state", is_flag=True, default=False,
               help="In an S3AP mode, answer from the story alone when no social state could be parsed "
                    "(the output says so). Without it such a question gets no answer and exit code 6.")
+@repair_options
 @encoding_option
 @prompts_option
 @model_options("parser", "qa")
 @run_options
 @quiet_option
 def ask_command(story: str, question: str, mode: str, task: str, max_attempts: int, max_chars: int,
-                allow_without_state: bool, encoding: str, db: str | None, thread_id: str | None, as_json: bool,
-                quiet: bool, **models: Any) -> None:
+                allow_without_state: bool, repair_temperature: float | None, repair_seed: int | None,
+                encoding: str, db: str | None, thread_id: str | None, as_json: bool, quiet: bool,
+                **models: Any) -> None:
     """Answer a theory-of-mind question about a story; S3AP modes parse it first (cached per story).
 
     Each step is shown on stderr as it starts (--no-progress: none). In s3ap and s3ap_only modes the answer
     stands on the parsed social state; when none could be parsed, nothing is answered (exit 6) unless
-    --allow-without-state, and the output says which (``social_state`` in --json).
+    --allow-without-state, and the output says which (``social_state`` in --json). An answer on a parse that
+    failed its check on every attempt is given with a warning line on stderr naming what failed
+    (``social_state`` "failed check").
     """
     from swm.graphs import ask
 
     ctx = make_context(db, task=task, max_parse_attempts=max_attempts, max_narrative_chars=max_chars,
-                       allow_without_state=allow_without_state, **models)
+                       allow_without_state=allow_without_state, repair_temperature=repair_temperature,
+                       repair_seed=repair_seed, **models)
     inputs = {"narrative": read_text(story, encoding), "question": question, "mode": mode}
     out, thread = run_graph(ask.build(), inputs, ctx, db, thread_id, "ask", printer(quiet), redo=ask_again)
-    used = out.get("social_state") or ("not used" if mode not in ("s3ap", "s3ap_only") else
-                                       "none" if out.get("world") is None else
-                                       "cached" if out.get("parse_cached") else "parsed")
+    used = out.get("social_state") or state_use(cast(SocialWorldState, out), mode)
     record_ask(ctx, thread, question, mode, out, used)
+    if used == "failed check" and out.get("answer"):
+        click.echo(failed_check_warning(out), err=True)
     if as_json:
         echo_json({**{k: out.get(k) for k in ("answer", "reasoning", "answer_error", "mode", "world",
-                                              "parse_problems", "parse_cached", "prompts", "models", "usage")},
+                                              "parse_problems", "parse_attempts", "parse_cached", "prompts",
+                                              "models", "usage")},
                    "social_state": used, "story_hash": out.get("story_hash"), "thread_id": thread})
     elif out.get("answer"):
         click.echo(out["answer"])
         note = {"parsed": "", "cached": "parse from cache; ", "not used": "",
+                "failed check": "parse from cache; " if out.get("parse_cached") else "",
                 "none": "answered WITHOUT a social state (no parse was usable); "}[used]
         click.echo(note + _usage_line(out), err=True)
     if used == "none" and not out.get("answer"):

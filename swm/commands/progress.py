@@ -3,8 +3,10 @@
 It reads the same events Studio and the SDK get from a graph's ``custom`` stream, plus LangGraph's
 ``tasks`` stream for which node started; ``--no-progress`` turns it off (as it hides the bar of the
 commands that draw one; ``--quiet`` and ``-q``, its old name here, still work, hidden: `PROGRESS_ALIASES`).
-Lines go to stderr, so stdout keeps only the result (a transcript, a table, ``--json``). A repeated
-parse says why it was repeated: the first issue the check found in the attempt before.
+Lines go to stderr, so stdout keeps only the result (a transcript, a table, ``--json``). Each parse
+attempt, once checked, gets a line with its sampling, tokens and seconds and what the check found
+(`attempt_line`); a repeated parse says why it was repeated: the first issue the check found in the
+attempt before.
 """
 
 from __future__ import annotations
@@ -42,6 +44,20 @@ def retry_reason(update: object) -> str | None:
     issues = str(update.get("feedback") or "").partition("Issues:\n")[2].splitlines()
     first = issues[0].removeprefix("- ").strip() if issues else ""
     return (first[:117] + "…" if len(first) > 118 else first) or "the check found the parse unusable"
+
+
+def attempt_line(update: object) -> str | None:
+    """Return the line of the parse attempt the check just read (its sampling, tokens, seconds and verdict), or
+    None when the update holds none."""
+    if not isinstance(update, dict) or not update.get("parse_attempts"):
+        return None
+    a = update["parse_attempts"][-1]
+    sampled = ", ".join(f"{k} {a[k]:g}" for k in ("temperature", "seed") if isinstance(a.get(k), int | float))
+    verdict = (f"the same parse as attempt {a['repeats']}: repairs stopped" if a.get("repeats") is not None else
+               f"failed the check: {a.get('errors')} error(s)" if a.get("errors") else "passed the check")
+    return (f"parse attempt {a.get('attempt')}" + (f" ({sampled})" if sampled else "") +
+            f": tokens {a.get('prompt_tokens', 0)}+{a.get('completion_tokens', 0)}, {a.get('seconds', 0.0):.1f} s; "
+            + verdict)
 
 
 def stats_cell(stats: dict[str, Any] | None) -> str:
@@ -131,8 +147,11 @@ def printer(quiet: bool, echo: Callable[[str], None] | None = None) -> Listener 
             if line:
                 say(f"{stamp} {line}")
         elif kind == "done":
-            if isinstance(payload, tuple) and payload[0] == "check" and (reason := retry_reason(payload[1])):
-                why["parse"] = reason
+            if isinstance(payload, tuple) and payload[0] == "check":
+                if line := attempt_line(payload[1]):
+                    say(f"{stamp} {line}")
+                if reason := retry_reason(payload[1]):
+                    why["parse"] = reason
             for line in finished(*payload):
                 say(f"{stamp} {line}")
 

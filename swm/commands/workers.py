@@ -45,8 +45,8 @@ if TYPE_CHECKING:
 
 # Fields of the runtime context that travel to workers: plain settings only (no models, no store).
 _PLAIN = ("model", "models", "temperature", "max_tokens", "timeout", "max_retries", "max_failures_in_a_row", "task",
-          "max_parse_attempts", "max_narrative_chars", "steps_per_sentence", "prompt_versions", "prompt_protocol",
-          "act_order", "lookahead_width", "lookahead_depth", "out_dir")
+          "max_parse_attempts", "max_narrative_chars", "steps_per_sentence", "repair_temperature", "repair_seed",
+          "prompt_versions", "prompt_protocol", "act_order", "lookahead_width", "lookahead_depth", "out_dir")
 
 
 def context_settings(ctx: SWMContext) -> dict[str, Any]:

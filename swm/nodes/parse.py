@@ -1,10 +1,13 @@
 """Parse nodes: turn a narrative into a `SocialWorld`, check it, and repair it with feedback.
 
 Wiring (in `graphs/parse.py` and `graphs/ask.py`): ``prepare`` → ``parse`` → ``check`` → back to
-``parse`` with the problems as feedback, at most ``max_parse_attempts`` times. The best parse so
-far is kept with its problems listed. Finished parses are cached in the experience store by the
-story's hash, the parser model, the prompt version and the task, so a second question about
-the same story costs no parse call.
+``parse`` with the problems as feedback, at most ``max_parse_attempts`` times. A repair is sampled
+apart from the attempt it repairs (`ParseContext.repair_sampling`: another temperature and seed), and
+a repair whose parse repeats an earlier attempt's ends the loop, as another call would cost as much
+for as little. Each call is logged in ``parse_attempts`` (its sampling, tokens, seconds and what the
+check found). The best parse so far is kept with its problems listed. Finished parses are cached in
+the experience store by the story's hash, the parser model, the prompt version and the task, so a
+second question about the same story costs no parse call.
 """
 
 from __future__ import annotations
@@ -12,14 +15,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Any, get_args
+from typing import Any, cast, get_args
 
 from langgraph.runtime import Runtime
 
 from swm import prompts, protocols
 from swm.context import ParseContext, ParseT
 from swm.errors import InputError
-from swm.graph_state import Mode, ParseTask, SocialWorldState, story_hash
+from swm.graph_state import Mode, ParseAttempt, ParseTask, SocialWorldState, story_hash
 from swm.llm import call_model
 from swm.schemas import MAX_STEPS, s3ap_parse_schema
 from swm.state import Issue, SocialWorld, ValidationReport, agent_key
@@ -96,9 +99,9 @@ def prepare(state: SocialWorldState, runtime: Runtime[ParseT]) -> dict[str, Any]
     cached = ctx.experience_store().get_parse(key)
     if cached is None:
         return {**update, "parse_cached": False, "parse_done": False, "attempts": 0, "world": None,
-                "report": None, "feedback": ""}
+                "report": None, "feedback": "", "parse_attempts": []}
     report = ValidationReport.model_validate(cached["report"])
-    return {**update, "parse_cached": True, "parse_done": True, "attempts": 0,
+    return {**update, "parse_cached": True, "parse_done": True, "attempts": 0, "parse_attempts": [],
             "world": SocialWorld.from_s3ap(cached["s3ap"]), "report": report, "parse_problems": problems_of(report),
             "prompts": {**prompt_ids, "protocol": ctx.prompt_protocol}, "models": {"parser": cached["parser"]}}
 
@@ -119,12 +122,39 @@ def parse(state: SocialWorldState, runtime: Runtime[ParseT]) -> dict[str, Any]:
         format_instructions=loaded["s3ap_format"].render(),
     )
     schema = s3ap_parse_schema(max_timesteps(state["narrative"], ctx.steps_per_sentence))
-    reply = call_model(ctx.model_for("parser"), text, schema)
+    model = ctx.model_for("parser")
+    attempt = state.get("attempts", 0) + 1
+    settings = ctx.repair_sampling(model, attempt - 1)
+    reply = call_model(model, text, schema, settings)
     ctx.record_failed_reply("parse", "parser", reply, key=state.get("story_hash") or "")
     candidate = reply.value.model_dump() if reply.value is not None else None
-    return {"candidate": candidate, "candidate_error": reply.error, "attempts": state.get("attempts", 0) + 1,
+    own = getattr(model, "temperature", None)
+    logged = ParseAttempt(attempt=attempt, temperature=settings.get("temperature", own if isinstance(
+        own, int | float) else None), seed=settings.get("seed"), prompt_tokens=reply.stats["prompt_tokens"],
+        completion_tokens=reply.stats["completion_tokens"], seconds=round(reply.stats["seconds"], 3))
+    return {"candidate": candidate, "candidate_error": reply.error, "attempts": attempt,
+            "parse_attempts": [*(state.get("parse_attempts") or []), logged],
             "usage": {"parse": reply.stats}, "prompts": {**ids, "protocol": ctx.prompt_protocol},
             "models": {"parser": ctx.spec_for("parser")}}
+
+
+def _folded(value: object) -> object:
+    if isinstance(value, str):
+        return " ".join(value.split())
+    if isinstance(value, dict):
+        return {str(k): _folded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_folded(v) for v in value]
+    return value
+
+
+def parse_digest(candidate: dict[str, Any] | None) -> str:
+    """Return a short digest of a reply's S3AP with its whitespace folded ("" when there is none): equal
+    digests are the same parse, however the model spaced it."""
+    if candidate is None:
+        return ""
+    text = json.dumps(_folded(candidate), sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _agents_not_in(narrative: str, names: list[str]) -> list[str]:
@@ -161,7 +191,13 @@ def check(state: SocialWorldState, runtime: Runtime[ParseT]) -> dict[str, Any]:
         update.update(world=world, report=report)
     best_world = update.get("world", state.get("world"))
     best_report: ValidationReport = update.get("report", state.get("report")) or report
-    done = report.ok or state.get("attempts", 0) >= ctx.max_parse_attempts
+    *earlier, last = state.get("parse_attempts") or [ParseAttempt(attempt=state.get("attempts", 0))]
+    digest = parse_digest(candidate)
+    repeats = next((a.get("attempt") for a in earlier if digest and a.get("digest") == digest), None)
+    checked = ParseAttempt(digest=digest, errors=len(report.errors), repeats=repeats,
+                           first_problem=str(report.errors[0]) if report.errors else "")
+    update["parse_attempts"] = [*earlier, cast(ParseAttempt, {**last, **checked})]
+    done = report.ok or repeats is not None or state.get("attempts", 0) >= ctx.max_parse_attempts
     if not done:
         previous = json.dumps(candidate, ensure_ascii=False)[:4000] if candidate else "(no valid JSON)"
         update["feedback"] = f"Previous attempt:\n{previous}\nIssues:\n{report.feedback()}"

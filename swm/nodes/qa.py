@@ -9,7 +9,7 @@ from langgraph.runtime import Runtime
 from swm import prompts, protocols
 from swm.context import AskContext, ParseContext
 from swm.errors import InputError
-from swm.graph_state import SocialWorldState
+from swm.graph_state import SocialStateUse, SocialWorldState
 from swm.llm import call_model
 from swm.schemas import DirectAnswer, DirectResponse, ReasonedAnswer, ReasonedResponse
 
@@ -59,12 +59,17 @@ def _manual_ids(ctx: ParseContext, prompt: prompts.Prompt, mode: str) -> dict[st
     return {"qa_manual": manual.id, "qa_schema": schema.id}
 
 
-def state_use(state: SocialWorldState, mode: str) -> str:
-    """Say what the answer stands on: ``parsed``, ``cached``, ``none`` (the parse failed) or ``not used``."""
+def state_use(state: SocialWorldState, mode: str) -> SocialStateUse:
+    """Say what the answer stands on (`SocialStateUse`): ``parsed`` or ``cached`` (a parse that passed its
+    check), ``failed check`` (the best of the attempts, each of which failed it), ``none`` (no usable parse)
+    or ``not used``."""
     if mode not in ("s3ap", "s3ap_only"):
         return "not used"
     if state.get("world") is None:
         return "none"
+    report = state.get("report")
+    if report is not None and not report.ok:
+        return "failed check"
     return "cached" if state.get("parse_cached") else "parsed"
 
 
@@ -77,8 +82,9 @@ def answer(state: SocialWorldState, runtime: Runtime[AskContext]) -> dict[str, A
     the data fences; a full-text task answers with a response schema instead of a short answer.
 
     An S3AP mode whose story could not be parsed answers from the story alone only when the context
-    allows it (``allow_without_state``); otherwise no call is made and the answer stays empty. The
-    output's ``social_state`` says which (`state_use`).
+    allows it (``allow_without_state``); otherwise no call is made and the answer stays empty. A parse
+    that failed its check on every attempt is used as it is, and said: the output's ``social_state``
+    says which (`state_use`).
     """
     ctx = runtime.context
     # kept as given: a benchmark's answer cue ends the question, trailing space included (ConfAIde's "Summary: ")

@@ -3,7 +3,8 @@
 Structured replies are scripted as tool calls named after the pydantic class, since
 ``with_structured_output(method="function_calling")`` binds the schema as a tool. The model
 records every prompt it was sent (``model.prompts``) and which tool was asked for, so tests can
-count calls and check what an agent was shown. Token usage is a deterministic estimate
+count calls and check what an agent was shown, and the settings each call was sent with beside the
+model's own (``model.settings``: a parse repair's ``temperature``, say). Token usage is a deterministic estimate
 (characters / 4) so the call accounting can be asserted exactly.
 """
 
@@ -45,6 +46,7 @@ class ScriptedChatModel(BaseChatModel):
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _index: int = PrivateAttr(default=0)
     _prompts: list[tuple[str | None, str]] = PrivateAttr(default_factory=list)
+    _settings: list[dict[str, Any]] = PrivateAttr(default_factory=list)
 
     @property
     def _llm_type(self) -> str:
@@ -54,6 +56,11 @@ class ScriptedChatModel(BaseChatModel):
     def prompts(self) -> list[tuple[str | None, str]]:
         """Every call so far as (tool name or None, prompt text)."""
         return list(self._prompts)
+
+    @property
+    def settings(self) -> list[dict[str, Any]]:
+        """The settings each call so far was sent with (``invoke(..., temperature=…)``), tools left out."""
+        return [dict(s) for s in self._settings]
 
     @property
     def calls(self) -> int:
@@ -70,6 +77,8 @@ class ScriptedChatModel(BaseChatModel):
         prompt = _text_of(messages)
         with self._lock:
             self._prompts.append((tool_name, prompt))
+            self._settings.append({k: v for k, v in kwargs.items()
+                                   if k not in ("tools", "tool_choice") and not k.startswith("ls_")})
             if self.respond is not None:
                 reply: Reply = self.respond(prompt, tool_name)
             elif self._index < len(self.replies):

@@ -45,7 +45,11 @@ def data_line(benchmark: str) -> str:
 SUMMARY_COLUMNS = ["mode", "qtype", "n", "acc", "ci_low", "ci_high", "exact", "loose", "strict", "hedged",
                    "reasoning_truncated", "calls_per_q",
                    "parse_calls_per_q", "qa_calls_per_q", "tokens_per_q", "distinct_stories", "parses_from_cache",
+                   "answers_on_failed_parses", "answers_on_failed_parses_rate", "answers_without_state",
                    "answer_errors", "model_seconds_per_q", "failed"]
+# the social states (`swm.graph_state.SocialStateUse`) of an S3AP-mode answer that no parse passing its check stood
+# on: the best of attempts that each failed it, or no parse at all (answered from the story alone)
+FAILED_PARSE_STATES = ("failed check", "none")
 
 
 def _summarise(rows: list[dict[str, Any]], mode: str, qtype: str) -> dict[str, Any]:
@@ -60,6 +64,7 @@ def _summarise(rows: list[dict[str, Any]], mode: str, qtype: str) -> dict[str, A
         acc = correct / n if n else 0.0
         low, high = wilson_interval(correct, n)
     parse_rows = [r for r in rows if r["mode"] in ("s3ap", "s3ap_only")]
+    on_failed = sum(1 for r in parse_rows if r.get("social_state") in FAILED_PARSE_STATES)
     return {
         "mode": mode, "qtype": qtype, "n": n, "acc": round(acc, 4), "ci_low": round(low, 4), "ci_high": round(high, 4),
         "exact": round(sum(int(r["exact"]) for r in rows) / n, 4) if n else 0.0,
@@ -75,6 +80,11 @@ def _summarise(rows: list[dict[str, Any]], mode: str, qtype: str) -> dict[str, A
         "calls_without_usage": sum(int(r.get("unknown_usage") or 0) for r in rows),
         "distinct_stories": len({r["story_hash"] for r in rows if r.get("story_hash")}),
         "parses_from_cache": sum(int(r["parse_cached"]) for r in parse_rows),
+        # None in a mode that parses nothing; rows stored before the state was recorded count in neither
+        "answers_on_failed_parses": on_failed if parse_rows else None,
+        "answers_on_failed_parses_rate": round(on_failed / len(parse_rows), 4) if parse_rows else None,
+        "answers_without_state": sum(1 for r in parse_rows if r.get("social_state") == "none") if parse_rows else None,
+        "social_state_unknown": sum(1 for r in parse_rows if not r.get("social_state")),
         "answer_errors": sum(1 for r in rows if r.get("answer_error")),
         "model_seconds_per_q": round(sum(float(r["model_seconds"]) for r in rows) / n, 2) if n else 0.0,
     }
@@ -99,7 +109,8 @@ def summarise(rows: list[dict[str, Any]], modes: Iterable[str]) -> dict[str, Any
             # cost columns count every question, FANToM's fact questions included
             k: v for k, v in _summarise(mode_rows, mode, "all").items()
             if k in ("calls_per_q", "parse_calls_per_q", "qa_calls_per_q", "tokens_per_q", "distinct_stories",
-                     "parses_from_cache", "model_seconds_per_q")} | {"failed": failed})
+                     "parses_from_cache", "answers_on_failed_parses", "answers_on_failed_parses_rate",
+                     "answers_without_state", "social_state_unknown", "model_seconds_per_q")} | {"failed": failed})
         for qtype in sorted({r["qtype"] for r in mode_rows}):
             by_type.append(_summarise([r for r in mode_rows if r["qtype"] == qtype], mode, qtype))
         if any(r["kind"].startswith("fantom") for r in mode_rows):
@@ -157,14 +168,19 @@ def markdown(summary: dict[str, Any], benchmark: str, header: dict[str, Any]) ->
                                      if summary.get("fantom_sets") or summary.get("confaide") else "") + ":"
     lines += ["", per_question, "",
               "| mode | n | acc | 95% CI | exact | gold-in-answer | strict | hedged | reasoning truncated | calls/q | "
-              "parse/q | QA/q | tokens/q | stories | parses from cache | answer errors | failed |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "parse/q | QA/q | tokens/q | stories | parses from cache | on failed parses | answer errors | failed |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in summary["overall"]:
         lines.append(f"| {r['mode']} | {r['n']} | {r['acc']:.3f} | [{r['ci_low']:.3f}, {r['ci_high']:.3f}] | "
                      f"{r['exact']:.3f} | {r['loose']:.3f} | {r['strict']:.3f} | {r['hedged']} | "
                      f"{r['reasoning_truncated']} | {r['calls_per_q']:.2f} | {r['parse_calls_per_q']:.2f} | "
                      f"{r['qa_calls_per_q']:.2f} | {r['tokens_per_q']:.0f} | {r['distinct_stories']} | "
-                     f"{r['parses_from_cache']} | {r['answer_errors']} | {r.get('failed', 0)} |")
+                     f"{r['parses_from_cache']} | {_on_failed_parses(r)} | {r['answer_errors']} | "
+                     f"{r.get('failed', 0)} |")
+    unknown_states = sum(r.get("social_state_unknown") or 0 for r in summary["overall"])
+    if unknown_states:
+        lines += ["", f"{unknown_states} S3AP-mode answer(s) were stored before the social state they stood on was "
+                      "recorded: counted in neither side of `on failed parses`."]
     unknown = sum(r.get("calls_without_usage", 0) for r in summary["overall"])
     if unknown:
         lines += ["", f"{unknown} call(s) came back without a usable token count from the server (missing or "
@@ -192,10 +208,23 @@ def markdown(summary: dict[str, Any], benchmark: str, header: dict[str, Any]) ->
                   "strict (ToMi/ParaToMi): the gold named and no other candidate location of the story; hedged: "
                   "answers right by the whole-word reading and wrong by the strict one. reasoning truncated: replies "
                   "whose reasoning ran past 1,000 characters and was cut (the answer kept). calls, tokens: every model "
-                  "call made for the question, parse calls included (a cached parse costs none). failed: questions "
-                  "whose model call still failed after its retries (HTTP 5xx/429, timeout, dropped connection): "
-                  "not scored; rerun with the same --thread-id to retry only them."]
+                  "call made for the question, parse calls included (a cached parse costs none). on failed parses "
+                  "(S3AP modes): answers that stood on no parse passing its check, as a count and a share of the "
+                  "mode's answers: the best of attempts that each failed the check (social state `failed check`), "
+                  "or no usable parse at all (`none`, answered from the story alone; how many in brackets). "
+                  "failed: questions whose model call still failed after its retries (HTTP 5xx/429, timeout, "
+                  "dropped connection): not scored; rerun with the same --thread-id to retry only them."]
     return "\n".join(lines) + "\n"
+
+
+def _on_failed_parses(row: dict[str, Any]) -> str:
+    """Render a mode's answers on failed parses: ``count (share)``, with those without any state; ``-`` when the
+    mode parses nothing."""
+    count, rate = row.get("answers_on_failed_parses"), row.get("answers_on_failed_parses_rate")
+    if count is None or rate is None:
+        return "-"
+    without = row.get("answers_without_state") or 0
+    return f"{count} ({rate:.3f})" + (f" [{without} none]" if without else "")
 
 
 def csv_text(summary: dict[str, Any]) -> str:

@@ -92,7 +92,8 @@ _RESULT_COLUMNS: dict[str, type] = {
     "exact": int, "loose": int, "strict": int, "hedged": int, "reasoning_truncated": int, "value": float,
     "chosen": str, "correct": int, "calls": int, "parse_calls": int,
     "qa_calls": int, "prompt_tokens": int, "completion_tokens": int, "model_seconds": float, "wall_seconds": float,
-    "failures": int, "unknown_usage": int, "parse_cached": int, "parse_problems": int, "story_hash": str,
+    "failures": int, "unknown_usage": int, "parse_cached": int, "parse_problems": int, "social_state": str,
+    "story_hash": str,
     "prompts": str, "models": str, "status": str, "error": str, "rule": str, "variants": str, "prompt_protocol": str,
 }
 
@@ -163,6 +164,8 @@ def _row(run_id: str, mode: str, item: TomItem, out: dict[str, Any], seconds: fl
         "failures": total["failures"], "unknown_usage": total["unknown_usage"],
         "parse_cached": int(bool(out.get("parse_cached"))),
         "parse_problems": len(out.get("parse_problems") or []), "story_hash": out.get("story_hash"),
+        # what the answer stood on (`swm.graph_state.SocialStateUse`); None when no answer was attempted
+        "social_state": out.get("social_state"),
         "prompts": out.get("prompts") or {}, "models": out.get("models") or {},
         "status": "failed" if out.get("error") else "done", "error": out.get("error"),
         "prompt_protocol": protocol,

@@ -230,7 +230,7 @@ def ask(store: ReadOnlyStore, thread_id: str) -> dict[str, Any] | None:
         return None
     row = found[0]
     parses = store.select("parses", "story_hash = ?", [row["story_hash"]], order="created desc") \
-        if row.get("story_hash") and row.get("social_state") in ("parsed", "cached") else []
+        if row.get("story_hash") and row.get("social_state") in ("parsed", "cached", "failed check") else []
     return {"ask": row, "parses": parses}
 
 
