@@ -22,6 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from swm.cli import BENCH_COMMANDS, COMMANDS, load_command, main
+from swm.commands._common import OrOff
 from swm.commands.invocation import config_of, rerun_line, takes_config
 
 # every command that records its runs in swm_runs (`record_run`)
@@ -77,6 +78,8 @@ def other_value(param: click.Parameter, ctx: click.Context) -> list[str]:
         choice = next(str(c) for c in t.choices if str(c) != str(default) and not (
             str(c) == "on" and default is True) and not (str(c) == "off" and default is False))
         text = choice
+    elif isinstance(t, OrOff):  # a number or 'off' (--repair-seed)
+        text = "off" if default is not None else "1"
     elif hasattr(t, "allowed"):  # a comma list (--levels easy,hard)
         text = ",".join(list(t.allowed)[:2][::-1])
     elif isinstance(t, click.types.IntParamType):

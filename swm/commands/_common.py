@@ -107,8 +107,8 @@ def endpoint_options(f: F) -> F:
                              f"[default: {DEFAULT_TIMEOUT:g}; {EMBEDDED_TIMEOUT:g} for the embedded model].")(f)
 
 
-class OrOff(click.ParamType):
-    """A number of ``kind``, or ``off`` (None)."""
+class OrOff(Spelled):
+    """A number of ``kind``, or ``off`` (None), spelled back as typed (a rerun line and a config write ``off``)."""
 
     def __init__(self, kind: type[int] | type[float]) -> None:
         self.kind = kind
@@ -126,6 +126,12 @@ class OrOff(click.ParamType):
         if number < 0:
             self.fail(f"{value!r} is negative", param, ctx)
         return number
+
+    def spell(self, value: Any) -> str:
+        return "off" if value is None else repr(value)
+
+    def config_value(self, value: Any) -> Any:
+        return "off" if value is None else value
 
 
 def repair_options(f: F) -> F:
@@ -190,10 +196,10 @@ class CommaList(Spelled):
         return comma_list(text, self.allowed, self.what) if text.strip(", ") else None
 
     def spell(self, value: Any) -> str:
-        return ",".join(value)
+        return ",".join(value or ())  # none (given empty) reads back as none
 
     def config_value(self, value: Any) -> Any:
-        return list(value)
+        return list(value or ())
 
 
 class OnOff(Spelled, click.Choice):  # type: ignore[type-arg]

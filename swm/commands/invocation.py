@@ -100,7 +100,8 @@ def _items(param: click.Parameter, value: Any) -> list[list[Any]]:
 def given_values(ctx: click.Context) -> list[tuple[click.Parameter, Any]]:
     """Return the parameters given to this invocation (see `given`) with their values, in the command's order."""
     return [(p, ctx.params[p.name]) for p in ctx.command.params
-            if p.expose_value and p.name in ctx.params and given(ctx, p.name) and ctx.params[p.name] is not None]
+            if p.expose_value and p.name in ctx.params and given(ctx, p.name)
+            and (ctx.params[p.name] is not None or isinstance(p.type, Spelled))]  # a Spelled type spells None
 
 
 def option_tokens(param: click.Option, value: Any) -> list[str]:
