@@ -164,27 +164,7 @@ def markdown(summary: dict[str, Any], benchmark: str, header: dict[str, Any]) ->
         lines += fantom.markdown_rows(summary["fantom_sets"])
     if summary.get("confaide"):
         lines += [""] + confaide_rows(summary["confaide"])
-    per_question = "Per question" + (" (a diagnostic, not the benchmark's own score)"
-                                     if summary.get("fantom_sets") or summary.get("confaide") else "") + ":"
-    lines += ["", per_question, "",
-              "| mode | n | acc | 95% CI | exact | gold-in-answer | strict | hedged | reasoning truncated | calls/q | "
-              "parse/q | QA/q | tokens/q | stories | parses from cache | on failed parses | answer errors | failed |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in summary["overall"]:
-        lines.append(f"| {r['mode']} | {r['n']} | {r['acc']:.3f} | [{r['ci_low']:.3f}, {r['ci_high']:.3f}] | "
-                     f"{r['exact']:.3f} | {r['loose']:.3f} | {r['strict']:.3f} | {r['hedged']} | "
-                     f"{r['reasoning_truncated']} | {r['calls_per_q']:.2f} | {r['parse_calls_per_q']:.2f} | "
-                     f"{r['qa_calls_per_q']:.2f} | {r['tokens_per_q']:.0f} | {r['distinct_stories']} | "
-                     f"{r['parses_from_cache']} | {_on_failed_parses(r)} | {r['answer_errors']} | "
-                     f"{r.get('failed', 0)} |")
-    unknown_states = sum(r.get("social_state_unknown") or 0 for r in summary["overall"])
-    if unknown_states:
-        lines += ["", f"{unknown_states} S3AP-mode answer(s) were stored before the social state they stood on was "
-                      "recorded: counted in neither side of `on failed parses`."]
-    unknown = sum(r.get("calls_without_usage", 0) for r in summary["overall"])
-    if unknown:
-        lines += ["", f"{unknown} call(s) came back without a usable token count from the server (missing or "
-                      "negative `usage`): counted as 0 tokens, so tokens/q is a lower bound."]
+    lines += _per_question(summary)
     if summary.get("readings"):
         lines += ["", "Scorer readings of the same answers (the headline rule first; the others are named variants, "
                       "see docs/protocols.md):", "", "| mode | reading | n | acc |", "|---|---|---|---|"]
@@ -215,6 +195,32 @@ def markdown(summary: dict[str, Any], benchmark: str, header: dict[str, Any]) ->
                   "failed: questions whose model call still failed after its retries (HTTP 5xx/429, timeout, "
                   "dropped connection): not scored; rerun with the same --thread-id to retry only them."]
     return "\n".join(lines) + "\n"
+
+
+def _per_question(summary: dict[str, Any]) -> list[str]:
+    """The per-question table (one row a mode) and its notes on answers of unknown state and calls without usage."""
+    per_question = "Per question" + (" (a diagnostic, not the benchmark's own score)"
+                                     if summary.get("fantom_sets") or summary.get("confaide") else "") + ":"
+    lines = ["", per_question, "",
+              "| mode | n | acc | 95% CI | exact | gold-in-answer | strict | hedged | reasoning truncated | calls/q | "
+              "parse/q | QA/q | tokens/q | stories | parses from cache | on failed parses | answer errors | failed |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in summary["overall"]:
+        lines.append(f"| {r['mode']} | {r['n']} | {r['acc']:.3f} | [{r['ci_low']:.3f}, {r['ci_high']:.3f}] | "
+                     f"{r['exact']:.3f} | {r['loose']:.3f} | {r['strict']:.3f} | {r['hedged']} | "
+                     f"{r['reasoning_truncated']} | {r['calls_per_q']:.2f} | {r['parse_calls_per_q']:.2f} | "
+                     f"{r['qa_calls_per_q']:.2f} | {r['tokens_per_q']:.0f} | {r['distinct_stories']} | "
+                     f"{r['parses_from_cache']} | {_on_failed_parses(r)} | {r['answer_errors']} | "
+                     f"{r.get('failed', 0)} |")
+    unknown_states = sum(r.get("social_state_unknown") or 0 for r in summary["overall"])
+    if unknown_states:
+        lines += ["", f"{unknown_states} S3AP-mode answer(s) were stored before the social state they stood on was "
+                      "recorded: counted in neither side of `on failed parses`."]
+    unknown = sum(r.get("calls_without_usage", 0) for r in summary["overall"])
+    if unknown:
+        lines += ["", f"{unknown} call(s) came back without a usable token count from the server (missing or "
+                      "negative `usage`): counted as 0 tokens, so tokens/q is a lower bound."]
+    return lines
 
 
 def _on_failed_parses(row: dict[str, Any]) -> str:
