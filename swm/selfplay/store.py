@@ -34,16 +34,13 @@ def put_rollout(store: StoreRecords, run_id: str, phase: str, rollout: Rollout) 
 
 def drop_failed(store: StoreRecords, run_id: str, iteration: int, phase: str) -> int:
     """Delete the failed rollouts of one iteration and phase (to be played again); return how many there were."""
-    where = "run_id = ? and iteration = ? and phase = ? and failed is not null"
-    failed = store.count(ROLLOUTS, where, [run_id, iteration, phase]) if store.has_table(ROLLOUTS) else 0
-    if failed:
-        store.execute(f"delete from {ROLLOUTS} where {where}", [run_id, iteration, phase])
-    return failed
+    return drop_rollouts(store, run_id, iteration, phase, failed_only=True)
 
 
-def drop_rollouts(store: StoreRecords, run_id: str, iteration: int, phase: str) -> int:
-    """Delete every rollout of one iteration and phase (to be played again); return how many there were."""
-    where = "run_id = ? and iteration = ? and phase = ?"
+def drop_rollouts(store: StoreRecords, run_id: str, iteration: int, phase: str, failed_only: bool = False) -> int:
+    """Delete every rollout (``failed_only``: every failed one) of one iteration and phase, to be played again;
+    return how many there were."""
+    where = "run_id = ? and iteration = ? and phase = ?" + (" and failed is not null" if failed_only else "")
     found = store.count(ROLLOUTS, where, [run_id, iteration, phase]) if store.has_table(ROLLOUTS) else 0
     if found:
         store.execute(f"delete from {ROLLOUTS} where {where}", [run_id, iteration, phase])
