@@ -225,3 +225,38 @@ def test_a_local_cluster_slow_to_start_is_one_line_not_a_traceback(tmp_path: Pat
     assert result.output.strip().splitlines()[-1].startswith(
         "error: Ray could not start a local cluster of 2 CPUs (Exception: The current node timed out during startup")
     assert "Traceback" not in result.output
+
+
+def test_sigterm_to_a_sotopia_bench_on_ray_workers_starts_no_new_episode(tmp_path: Path) -> None:
+    """SIGTERM to `swm bench sotopia --workers 2` drains it as without workers: the episodes in flight finish on
+    their workers, none is handed out after the signal, exit 143 with the one line; the rerun plays the rest.
+
+    The drain is the driver's: a worker's graph does not see it, and every episode used to be handed out anyway
+    (4 of 4 played, exit 0).
+    """
+    from bench.interrupts import finished, start, wait_for_requests
+    from swm.testing import FakeOpenAIServer
+
+    db = str(tmp_path / "s.db")
+    with FakeOpenAIServer(latency=0.2) as server:
+        cmd = [sys.executable, "-m", "swm", "bench", "sotopia", "--data", "shipped", "--n", "2", "--seats", "first",
+               "--policies", "plain,foresee", "--max-turns", "4", "--model", server.model_spec, "--judge-model",
+               server.model_spec, "--db", db, "--thread-id", "sw", "--out", str(tmp_path / "out"), "--no-progress",
+               "--workers", "2"]
+        proc = start(cmd)
+        try:
+            wait_for_requests(server, 1, proc, timeout=300)  # the event: a worker's first model call
+            proc.send_signal(signal.SIGTERM)
+            rc, _, err = finished(proc)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert rc == 143, err[-3000:]
+        assert "SIGTERM: stopping at the next step" in err and "Traceback" not in err, err[-3000:]
+        done = list(open_store(db).rows("select episode_id from episodes where bench_run = ? and status = 'done'",
+                                        ["sw"]))
+        assert len(done) <= 2, f"{len(done)} episodes played: only the 2 in flight may finish"
+        rerun = CliRunner().invoke(main, cmd[3:-2])  # one process: the rest, without a cluster to start
+        assert rerun.exit_code == 0, rerun.output[-3000:]
+    rows = list(open_store(db).rows("select episode_id, status from episodes where bench_run = ?", ["sw"]))
+    assert len(rows) == 4 and {r["status"] for r in rows} == {"done"}

@@ -30,6 +30,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from swm import drain
 from swm.context import LifelongContext, SWMContext
 from swm.errors import EnvironmentFault, InputError
 
@@ -248,6 +249,9 @@ def player_on_ray(ray: ModuleType, graph_name: str, ctx: SWMContext, db: str | P
     task = ray.remote(num_cpus=1, max_retries=max_retries)(_thread)
 
     def play(thread_id: str, inputs: dict[str, Any]) -> None:
+        # the drain is this process's: a thread handed to a worker would not see it, so none is handed out once
+        # it is asked for (those in flight finish there and are checkpointed, as a local step in flight does)
+        drain.stop_if_drained()
         ray.get(task.remote(graph_name, settings, str(db), thread_id, inputs))
 
     return play
