@@ -160,26 +160,39 @@ class HeldSampler:
         self.db = db
         self.armed = threading.Event()  # the trigger is in place: sampling may start
         self.hold_after = 2
+        self.turns_before_hold = 0  # sampled requests answered once ``hold_after`` are stored: the next one holds
         self.release = threading.Event()
+        self.holding = threading.Event()  # a request is held: the run is mid-rollout
         self.answered: list[tuple[int, str]] = []
+        self._after = 0
 
     def __call__(self, prompt: str, body: dict[str, Any]) -> Any:
-        sampled = bool(body.get("temperature")) and not body.get("logprobs")
+        # a rollout's request (temperature > 0; it asks for the log-prob of each token it samples, `check_sampled`),
+        # not the log-prob check's probes (one token, the top LOGPROB_TOP)
+        sampled = bool(body.get("temperature")) and int(body.get("logprobs") or 0) <= 1
         if sampled:
             self.armed.wait(DEADLINE)
             if self.hold_after and count(self.db, f"select count(*) from {ROLLOUTS}") >= self.hold_after:
-                self.release.wait(DEADLINE)
-                raise RuntimeError("held until the client was killed: never answered")
+                self._after += 1
+                if self._after > self.turns_before_hold:
+                    self.holding.set()
+                    self.release.wait(DEADLINE)
+                    raise RuntimeError("held until the client was killed: never answered")
         reply = self.torch(prompt, body)
         if sampled:
             self.answered.append((int(body["seed"]), prompt))
         return reply
 
 
-def selfplay_kill(folder: Path, base: Path) -> ServedOutcome:
-    """SIGKILL ``swm selfplay`` once two of four rollouts are stored (their node's writes dropped), then resume."""
+def selfplay_kill(folder: Path, base: Path, turns_in: int = 0) -> ServedOutcome:
+    """SIGKILL ``swm selfplay`` once two of four rollouts are stored (their node's writes dropped), then resume.
+
+    ``turns_in``: the kill lands that many answered turns into the third rollout (0: before its first), whose turns
+    a resume must take from the turn journal, not pay again (`swm.selfplay.journal`).
+    """
     db = folder / "run.db"
     sampler = HeldSampler(base, lambda: server.adapters(), db)
+    sampler.turns_before_hold = turns_in
     server = FakeOpenAIServer(lora=True, scripts={"<completion>": sampler})
     with server:
         args = [sys.executable, "-c", CLI, "selfplay", "--base", str(base), "--lora-server", server.base_url,
@@ -195,6 +208,7 @@ def selfplay_kill(folder: Path, base: Path) -> ServedOutcome:
                              "begin select raise(ignore); end")
             sampler.armed.set()
             wait(lambda: count(db, f"select count(*) from {ROLLOUTS}") >= 2, "two stored rollouts", first)
+            wait(sampler.holding.is_set, "a held request", first)
             first.send_signal(signal.SIGKILL)
             first.wait(timeout=60)
         finally:
@@ -209,13 +223,15 @@ def selfplay_kill(folder: Path, base: Path) -> ServedOutcome:
         second = subprocess.run(args, env=env(), text=True, capture_output=True, timeout=DEADLINE)
     stored, failed, twice = _rollout_counts(db)
     paid_twice = sum(n - 1 for n in Counter(sampler.answered).values() if n > 1)
-    return ServedOutcome("selfplay-kill", second.returncode, _last(second.stderr), stored,
+    case = "selfplay-kill" + (f"-{turns_in}-turns-in" if turns_in else "")
+    return ServedOutcome(case, second.returncode, _last(second.stderr), stored,
                          failed + max(0, 4 - stored), twice, paid_twice, 0, 0)
 
 
 CASES: dict[str, Callable[[Path, Path], ServedOutcome]] = {
     "served-base": served_base, "forgotten-adapter": forgotten_adapter,
-    "echo-key": lambda folder, base: echo_key(folder), "selfplay-kill": selfplay_kill}
+    "echo-key": lambda folder, base: echo_key(folder), "selfplay-kill": selfplay_kill,
+    "selfplay-kill-mid-rollout": lambda folder, base: selfplay_kill(folder, base, turns_in=1)}
 
 
 def run_served(cases: list[str]) -> list[ServedOutcome]:

@@ -25,6 +25,7 @@ from swm.games.signals import summarise_signals
 from swm.selfplay import store as sps
 from swm.selfplay.checkpoint import checkpoint_dir, has_checkpoint, meta, save_atomic
 from swm.selfplay.game_rollout import play_game_rollout
+from swm.selfplay.journal import journalled
 from swm.selfplay.judge import judge_turns
 from swm.selfplay.plan import SelfPlayPlan
 from swm.selfplay.rewards import filtered_counts, score, score_game
@@ -93,12 +94,15 @@ def run_rollout(plan: SelfPlayPlan, store: StoreRecords, job: RolloutJob, checkp
     seed_key = f"{plan.seed}/{job['rollout_id'].split('/', 1)[1]}"
     if resolve_sampler(plan.policy) == "served":
         sampler, spec = served_sampler(plan, checkpoint, seed_key)
-        rollout = _play(plan, job, sampler)
+        kept = journalled(sampler, store, job["rollout_id"])  # a kill mid-rollout pays no turn twice
+        rollout = _play(plan, job, kept)
         rollout.sampler = spec
     else:
         with POOL.lock:
-            rollout = _play(plan, job, SeededSampler(POOL.get(plan.policy, checkpoint), seed_key))
+            kept = journalled(SeededSampler(POOL.get(plan.policy, checkpoint), seed_key), store, job["rollout_id"])
+            rollout = _play(plan, job, kept)
         rollout.sampler = "torch"
+    rollout.journal_turns = kept.replayed
     sps.put_rollout(store, plan.run_id, job["phase"], rollout)
     return rollout
 

@@ -4,7 +4,8 @@
   sample), the whole `Rollout` as JSON (turns, tokens, log-probs, rewards, advantages), whether
   it failed and why; rewritten as the score and advantage steps fill it in;
 * ``selfplay_iterations`` — one row per finished iteration: the numbers the benchmark reports;
-* ``selfplay_runs`` — the plan of each run.
+* ``selfplay_runs`` — the plan of each run;
+* ``selfplay_turn_journal`` — each sampled turn of a rollout not yet stored (`swm.selfplay.journal`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import time
 from collections.abc import Mapping
 
 from swm.checkpoints.store import StoreRecords
+from swm.selfplay.journal import forget, forget_prefix
 from swm.selfplay.plan import SelfPlayPlan
 from swm.training.trajectory import Rollout
 
@@ -24,12 +26,13 @@ def rollout_done(store: StoreRecords, rollout_id: str) -> bool:
 
 
 def put_rollout(store: StoreRecords, run_id: str, phase: str, rollout: Rollout) -> None:
-    """Write (or rewrite) a rollout's row."""
+    """Write (or rewrite) a rollout's row; its turn journal goes (`swm.selfplay.journal`)."""
     store.insert(ROLLOUTS, {"rollout_id": rollout.rollout_id, "run_id": run_id, "iteration": rollout.iteration,
                             "phase": phase, "task_id": rollout.task_id, "sample": rollout.sample,
                             "failed": rollout.failed, "tokens": rollout.tokens, "seconds": rollout.seconds,
                             "rollout": rollout.model_dump(mode="json"), "created": time.time()},
                  pk="rollout_id", replace=True)
+    forget(store, rollout.rollout_id)
 
 
 def drop_failed(store: StoreRecords, run_id: str, iteration: int, phase: str) -> int:
@@ -44,6 +47,8 @@ def drop_rollouts(store: StoreRecords, run_id: str, iteration: int, phase: str, 
     found = store.count(ROLLOUTS, where, [run_id, iteration, phase]) if store.has_table(ROLLOUTS) else 0
     if found:
         store.execute(f"delete from {ROLLOUTS} where {where}", [run_id, iteration, phase])
+    if not failed_only:  # the turns of rollouts in flight too: played again, not replayed (`swm.selfplay.journal`)
+        forget_prefix(store, f"{run_id}/i{iteration}/{phase}/")
     return found
 
 

@@ -91,6 +91,9 @@ class Rollout(BaseModel):
     seconds: float = 0.0
     sampler: str = Field("torch", description="how the turns were sampled: 'torch', or the llama.cpp spec "
                          "(embedded:…,lora=…/adapter.gguf) that served the checkpoint")
+    journal_turns: int = Field(0, description="turns replayed from the turn journal after a kill (`swm.selfplay."
+                               "journal`): not sampled again; with a served `seat` draw the turns after them were "
+                               "drawn from a fresh slot, not the seeded draw of an uninterrupted run")
 
     def seat(self, name: str) -> SeatTrajectory:
         return next(s for s in self.seats if s.seat == name)
