@@ -277,8 +277,11 @@ def answers(task: Task) -> list[str]:
     return sorted(set(found))
 
 
-def answering(turns: list[Utterance], at: int) -> bool:
-    return any(token in turns[at].text for token in ("ANSWER:", "SLOT:"))
+def answering(task: Task, turns: list[Utterance], at: int) -> bool:
+    """Whether the deciding turn is an answer: it carries the family's answer prefix, read from its row
+    (`TwoSeatShape.find`), so a family added with its own prefix (``BOOK:``) is held to the hedge rule too."""
+    shape = TWO_SEAT_SHAPES.get(task.family)
+    return shape is not None and shape.find.prefill in turns[at].text
 
 
 HEDGED = [c for c in CASES if answers(synthesize(c[1], c[0], 0))]
@@ -292,7 +295,7 @@ def test_a_hedge_is_never_right(case: tuple[str, str], seed: int, data: st.DataO
     task, turns = drawn(case, seed)
     at = check(task, turns).resolved_at
     assert at is not None
-    if not answering(turns, at):
+    if not answering(task, turns, at):
         return  # an agreement, not an answer (scheduling episodes: ACCEPT of an offer)
     token, _, right = turns[at].text.partition(":")
     right = right.strip()

@@ -244,7 +244,7 @@ def estimate_advantages(plan: SelfPlayPlan, store: StoreRecords, iteration: int)
             pairs: list[tuple[float, float]] = []
             token_values(POOL.get(plan.policy, checkpoint_dir(plan.run_dir, iteration)), rollouts, plan.ppo, pairs)
         check_served_tokens(plan, store, iteration, rollouts, pairs)
-    baselines = role_baselines(plan.run_dir, iteration - 1) if cfg.estimator == "role" else None
+    baselines = role_baselines(plan.run_dir, iteration - 1) if adv.estimator(cfg.estimator).stateful else None
     raw = adv.assign_advantages(rollouts, cfg, baselines)
     for r in rollouts:
         sps.put_rollout(store, plan.run_id, "train", r)

@@ -283,7 +283,10 @@ class Estimator:
     updated in place by an estimator that keeps one. ``critic``: it reads the value head's token values
     (`swm.training.ppo.token_values` fills ``turn.values`` first) and the update trains the head.
     ``whiten``: token advantages are whitened per role over the batch, about the mean (``centre``) or only
-    scaled. ``learn``: ``swm learn --update ppo`` offers it.
+    scaled. ``learn``: ``swm learn --update ppo`` offers it. ``stateful``: it keeps running state across
+    iterations in ``baselines``, which a self-play run then loads before and saves after each iteration (a row
+    that updates ``baselines`` without saying so would lose them between iterations; `tests/test_estimators.py`
+    checks every row).
     """
 
     name: str
@@ -293,6 +296,7 @@ class Estimator:
     whiten: bool = True
     centre: bool = True
     learn: bool = True
+    stateful: bool = False
 
 
 ESTIMATORS: Table[Estimator] = Table("estimator")
@@ -371,7 +375,7 @@ register_estimator(Estimator("group", "critic-free group returns, normalised ove
 register_estimator(Estimator("group-turn", "critic-free and turn-level: each turn's return-to-go, normalised over "
                              "the group's seats of its role at the same turn", _assign_group_turn, centre=False))
 register_estimator(Estimator("role", "one running baseline per (family, role) (SPIRAL's RAE)", _assign_role,
-                             centre=False))
+                             centre=False, stateful=True))
 register_estimator(Estimator("rs", "clone the passing rollouts' turns (the rs-sft arm on the same rollouts)",
                              _assign_rs, whiten=False, learn=False))
 
