@@ -39,6 +39,7 @@ from swm.tasks.verdicts import Utterance, Verdict
 from swm.tasks.verify import check
 from swm.tom.items import BENCHMARKS, Benchmark, LoadOptions, TomItem, register_benchmark
 from swm.tom.loaders import load_benchmark
+from swm.tom.report import markdown, summarise
 from swm.tom.rules import rule_line
 from swm.tom.scoring import score_answer
 from swm.training.advantages import (
@@ -117,7 +118,8 @@ def _load_tiny(path: Path, _options: LoadOptions) -> list[TomItem]:
             for row in map(json.loads, path.read_text().splitlines())]
 
 
-TINY = Benchmark("tinytom", task="tomi", load=_load_tiny, headline=("tiny-contains", "the gold in the answer"))
+TINY = Benchmark("tinytom", task="tomi", load=_load_tiny, headline=("tiny-contains", "the gold in the answer"),
+                 licence="CC0 (written for this test)", public=None, source=None, paper=(0.5, 0.7))
 
 
 @pytest.fixture
@@ -161,6 +163,18 @@ def test_a_new_tom_benchmark_is_loaded_scored_and_offered(added: None, tmp_path:
     assert [i.id for i in items] == ["q1"] and items[0].task == "tomi"
     assert score_answer(items[0], "In the box.")["rule"] == "tiny-contains"
     assert rule_line("tinytom").startswith("tiny-contains (the gold in the answer)")
+    # what the report says about its data is the row's: not the simulator's line, not another benchmark's paper
+    page = markdown(summarise([], []), "tinytom", {"models": "real"})
+    assert "data licence: CC0 (written for this test); contamination: generated fresh, never public" in page
+    assert "official scorer: swm's own rule" in page and "CoT 0.500 → S3AP 0.700" in page
+    assert "simulator" not in page
+
+
+def test_a_benchmark_row_must_say_what_its_report_says() -> None:
+    """Licence, contamination, official source and paper numbers are row fields without defaults: a row that
+    leaves them out fails where it is written, not in a report that guesses."""
+    with pytest.raises(TypeError, match="licence"):
+        Benchmark("bare", task="tomi", load=_load_tiny, headline=("x", "y"))  # type: ignore[call-arg]
 
 
 def test_the_cli_offers_the_new_rows(added: None) -> None:

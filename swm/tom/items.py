@@ -27,6 +27,12 @@ class Benchmark:
     the scoring rule its numbers are reported by (name, one-line definition) and ``variants`` the named
     readings scored beside it (`swm.tom.rules`); the items' ``kind`` picks the scorer (`swm.tom.scoring`).
     ``grouped``: drawn and scored by whole groups (FANToM's question sets, ConfAIde's scenarios).
+
+    What a report says about the data is the row's too, and a row must say it (no default): ``licence``
+    (the data's terms), ``public`` (where and since when it is public: the report's contamination line, or
+    None for data generated fresh, never public), ``source`` (the official code its headline rule follows:
+    repository, file, commit; None for a rule of swm's own) and ``paper`` (the S3AP paper's Table 1 numbers
+    for GPT-4o, CoT then S3AP; None where the paper has none).
     """
 
     name: str
@@ -36,6 +42,10 @@ class Benchmark:
     variants: dict[str, str] = field(default_factory=dict)
     grouped: bool = False
     folder: bool = False
+    licence: str = field(kw_only=True)
+    public: str | None = field(kw_only=True)
+    source: str | None = field(kw_only=True)
+    paper: tuple[float, float] | None = field(kw_only=True)
 
 
 # every benchmark `swm bench tom` runs (swm.tom.loaders registers the shipped ones): its CLI choices, the

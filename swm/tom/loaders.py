@@ -356,11 +356,30 @@ def _load_confaide(path: Path, options: LoadOptions) -> list[TomItem]:
     return load_confaide(path, samples=options.samples)
 
 
+# each shipped benchmark's data: licence, where it is public since when, the official scorer's code, and the
+# S3AP paper's Table 1 (GPT-4o, CoT -> S3AP, o3 as parser), the reference a run is compared with
+_S3AP_TOMI = "XuhuiZhou/social-world-model social_world_model/task_modules/tomi.py @ 0332906d"
+_DATA: dict[str, tuple[str, str, str, tuple[float, float] | None]] = {
+    "tomi": ("CC BY-NC 4.0 (facebookresearch/ToMi): non-commercial, with attribution", "public on GitHub since 2019",
+             _S3AP_TOMI, (0.813, 0.927)),
+    "paratomi": ("MIT (skywalker023/thought-tracing), derived from CC BY-NC 4.0 ToMi",
+                 "public on GitHub, paraphrasing ToMi (public since 2019)", _S3AP_TOMI, (0.818, 0.905)),
+    "hitom": ("Apache-2.0 (ying-hui-he/Hi-ToM_dataset)", "public on GitHub since 2023",
+              "XuhuiZhou/social-world-model social_world_model/task_modules/hitom.py @ 1bf92947", (0.660, 0.750)),
+    "mmtom": ("MIT (chuanyangjin/MMToM-QA)", "public on GitHub since 2024",
+              "XuhuiZhou/social-world-model social_world_model/task_modules/mmtom.py @ 1bf92947", (0.652, 0.692)),
+    "fantom": ("the terms of skywalker023/fantom, from which the user downloads it (swm ships none of it)",
+               "public since 2023", "skywalker023/fantom eval_fantom.py @ 9b41d616", (0.396, 0.491)),
+    "confaide": ("MIT (skywalker023/confAIde)", "public on GitHub since 2023",
+                 "skywalker023/confaide eval.py @ dfe977e9", None),
+}
 for _name, _task, _load in (("tomi", "tomi", _tomi_loader("tomi")), ("paratomi", "tomi", _tomi_loader("paratomi")),
                             ("hitom", "hitom", _load_hitom), ("mmtom", "mmtom", _load_mmtom),
                             ("fantom", "fantom", _load_fantom), ("confaide", "confaide", _load_confaide)):
+    _licence, _public, _source, _paper = _DATA[_name]
     register_benchmark(Benchmark(_name, task=_task, load=_load, headline=HEADLINE[_name], variants=VARIANTS[_name],
-                                 grouped=_name in ("fantom", "confaide"), folder=_name == "confaide"))
+                                 grouped=_name in ("fantom", "confaide"), folder=_name == "confaide",
+                                 licence=_licence, public=_public, source=_source, paper=_paper))
 
 
 def load_benchmark(benchmark: str, path: str | Path, samples: int = 1, context: str = "short") -> list[TomItem]:

@@ -13,33 +13,22 @@ from swm.stats import bounded_mean_interval, wilson_interval
 from swm.tom import fantom
 from swm.tom.confaide import confaide_scores as score_confaide_rows
 from swm.tom.confaide import markdown_rows as confaide_rows
+from swm.tom.items import BENCHMARKS
 from swm.tom.rules import source_line
 
-# The paper's Table 1, GPT-4o, CoT -> S3AP (o3 as parser): the reference a run is compared with.
-PAPER_TABLE1_GPT4O = {"tomi": (0.813, 0.927), "paratomi": (0.818, 0.905), "hitom": (0.660, 0.750),
-                      "fantom": (0.396, 0.491), "mmtom": (0.652, 0.692)}
-
-# benchmark -> (the data's licence, where it is public and since when): a report's licence and contamination line
-DATA: dict[str, tuple[str, str]] = {
-    "tomi": ("CC BY-NC 4.0 (facebookresearch/ToMi): non-commercial, with attribution", "public on GitHub since 2019"),
-    "paratomi": ("MIT (skywalker023/thought-tracing), derived from CC BY-NC 4.0 ToMi",
-                 "public on GitHub, paraphrasing ToMi (public since 2019)"),
-    "hitom": ("Apache-2.0 (ying-hui-he/Hi-ToM_dataset)", "public on GitHub since 2023"),
-    "mmtom": ("MIT (chuanyangjin/MMToM-QA)", "public on GitHub since 2024"),
-    "fantom": ("the terms of skywalker023/fantom, from which the user downloads it (swm ships none of it)",
-               "public since 2023"),
-    "confaide": ("MIT (skywalker023/confAIde)", "public on GitHub since 2023"),
-}
 TEST_DOUBLES = ("fake@", "<injected")  # model specs of swm.testing's doubles: no reference number applies
 
 
 def data_line(benchmark: str) -> str:
-    """Return the report's licence and contamination line for a benchmark's data."""
-    if benchmark not in DATA:
+    """Return the report's licence and contamination line for a benchmark's data (its row's ``licence`` and
+    ``public``); the simulator (no row) generates its stories from the seed."""
+    row = BENCHMARKS.get(benchmark)
+    if row is None:
         return "swm's simulator, stories generated from the seed: no licence terms, never seen in training"
-    licence, public = DATA[benchmark]
-    return (f"{licence}; contamination: {public}, so a model trained on web text since may have seen its items "
-            "and answers: read its accuracy as an upper bound on what it infers")
+    if row.public is None:
+        return f"{row.licence}; contamination: generated fresh, never public"
+    return (f"{row.licence}; contamination: {row.public}, so a model trained on web text since may have seen its "
+            "items and answers: read its accuracy as an upper bound on what it infers")
 
 
 SUMMARY_COLUMNS = ["mode", "qtype", "n", "acc", "ci_low", "ci_high", "exact", "loose", "strict", "hedged",
@@ -173,7 +162,8 @@ def markdown(summary: dict[str, Any], benchmark: str, header: dict[str, Any]) ->
     for r in summary["by_type"]:
         lines.append(f"| {r['mode']} | {r['qtype']} | {r['n']} | {r['acc']:.3f} | "
                      f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}] |")
-    reference = PAPER_TABLE1_GPT4O.get(benchmark)
+    row = BENCHMARKS.get(benchmark)
+    reference = row.paper if row is not None else None
     if reference and not any(double in str(header.get("models", "")) for double in TEST_DOUBLES):
         metric = " (FANToM: compare with All above)" if benchmark == "fantom" else ""
         lines += ["", f"Paper Table 1 reference (GPT-4o, different data sample and model){metric}: "

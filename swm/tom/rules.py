@@ -49,20 +49,11 @@ VARIANTS: dict[str, dict[str, str]] = {
 }
 VARIANTS["paratomi"] = VARIANTS["tomi"]
 
-# benchmark -> the official code its headline rule follows: repository, file, commit (the sources above)
-SOURCES: dict[str, str] = {
-    "tomi": "XuhuiZhou/social-world-model social_world_model/task_modules/tomi.py @ 0332906d",
-    "paratomi": "XuhuiZhou/social-world-model social_world_model/task_modules/tomi.py @ 0332906d",
-    "hitom": "XuhuiZhou/social-world-model social_world_model/task_modules/hitom.py @ 1bf92947",
-    "mmtom": "XuhuiZhou/social-world-model social_world_model/task_modules/mmtom.py @ 1bf92947",
-    "fantom": "skywalker023/fantom eval_fantom.py @ 9b41d616",
-    "confaide": "skywalker023/confaide eval.py @ dfe977e9",
-}
-
-
 def source_line(benchmark: str) -> str:
-    """Return where a benchmark's headline rule comes from (repository, file, commit), or that it is swm's."""
-    return SOURCES.get(benchmark, "swm's own rule (no official scorer)")
+    """Return where a benchmark's headline rule comes from (its row's ``source``: repository, file, commit), or
+    that it is swm's own (a row without one, or the simulator, which has no row)."""
+    row = BENCHMARKS.get(benchmark)
+    return (row.source if row is not None else None) or "swm's own rule (no official scorer)"
 
 
 def rule_line(benchmark: str) -> str:
