@@ -1,0 +1,113 @@
+"""What the one model learned, read from the test transcripts of `bench.two_seat` evaluations (multi-turn levels).
+
+    python -m bench.transcripts ~/swm-runs/h4d/rl-s0/two-seat.json:warm ~/swm-runs/h4d/rl-s0/two-seat.json:selfplay
+
+Each ``JSON:ARM`` names one policy's evaluation (the bench's ``eval`` record: per test task its transcript and
+verdict). The test tasks are rebuilt as the bench built them (`swm.tasks.splits.split_tasks` is seeded), so each seat's
+own list, the shared friend and the seats' names are the task's truth, and every message is read with the checker's
+own name reading (`swm.tasks.multi_turn.people_named`), so a name counts however it is spelled. Per policy, over both
+seats' answers and lists: answers right; answers copying the prompt's ``First Last`` placeholder; answers naming a
+seat (one of the two speakers); answers naming another friend of the seat's own list; listed names not on the seat's
+own list (copied from the partner), per role; lists that name the friend. Then each later policy against the first,
+task by task: exact McNemar on joint success. The results page's transcript table is this output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from swm.stats import mcnemar_exact, wilson_interval
+from swm.tasks.families import Task
+from swm.tasks.multi_turn import people_named
+from swm.tasks.splits import split_tasks
+
+PLACEHOLDER = "first last"
+
+
+def load_eval(spec: str) -> list[dict[str, Any]]:
+    """Return the evaluation rows named by ``JSON:ARM``."""
+    source, _, arm = spec.rpartition(":")
+    return list(json.loads(Path(source).expanduser().read_text())["eval"][arm])
+
+
+def test_tasks(rows: list[dict[str, Any]], names: str = "disjoint") -> dict[str, Task]:
+    """The test tasks the rows were played on, rebuilt as the bench built them (`split_tasks`, seeded), by id."""
+    level, family = rows[0]["task"].split(":")[2], rows[0]["task"].split(":")[1]
+    tasks = {t.task_id: t for t in split_tasks("test", [level], [family], len(rows), names=names)}
+    missing = [r["task"] for r in rows if r["task"] not in tasks]
+    if missing:
+        raise ValueError(f"{len(missing)} evaluated tasks are not the test split's (first {missing[0]}): another "
+                         "name policy (--names), or the generator changed since the evaluation")
+    return tasks
+
+
+def read(rows: list[dict[str, Any]], names: str = "disjoint") -> Counter[str]:
+    """Count what each seat answered and listed over one policy's evaluation rows."""
+    counts: Counter[str] = Counter()
+    tasks = test_tasks(rows, names)
+    for row in rows:
+        task = tasks[row["task"]]
+        truth = task.truth
+        seats, lists = truth["seats"], truth["lists"]
+        friend = " ".join(truth["friend"].split()).casefold()
+        counts["tasks"] += 1
+        counts["passed"] += int(row["passed"])
+        answered: set[str] = set()
+        for speaker, text in row["transcript"]:
+            i = seats.index(speaker)
+            own = {" ".join(n.split()).casefold() for n in lists[i]}
+            named = people_named(text, task)
+            if "ANSWER:" in text and speaker not in answered:
+                answered.add(speaker)
+                line = text.split("ANSWER:", 1)[1].partition("\n")[0].strip().casefold()
+                said = named or set()
+                counts["answers"] += 1
+                counts["answers right"] += int(friend in said and len(said) == 1)
+                counts["answers copying the placeholder"] += int(PLACEHOLDER in line)
+                counts["answers naming a seat"] += int(any(s.casefold() in line for s in seats))
+                counts["answers naming another friend of the seat's own list"] += int(bool(said & own - {friend}))
+                continue
+            if "ANSWER:" in text:
+                continue
+            role = "opener" if i == 0 else "responder"
+            counts["lists"] += 1
+            counts["lists naming the friend"] += int(friend in named)
+            counts[f"names listed ({role})"] += len(named)
+            counts[f"listed names not on the seat's own list ({role})"] += len(named - own)
+    return counts
+
+
+def report(specs: list[str], names: str = "disjoint") -> str:
+    """The side-by-side table of the policies' counts, then each later policy against the first (McNemar)."""
+    evals = [load_eval(s) for s in specs]
+    counts = [read(rows, names) for rows in evals]
+    keys = list(dict.fromkeys(k for c in counts for k in c))
+    lines = ["| | " + " | ".join(specs) + " |", "|---|" + "---|" * len(specs)]
+    lines += [f"| {k} | " + " | ".join(str(c[k]) for c in counts) + " |" for k in keys]
+    lines.append("")
+    first = {r["task"]: bool(r["passed"]) for r in evals[0]}
+    for spec, rows in zip(specs[1:], evals[1:], strict=True):
+        other = {r["task"]: bool(r["passed"]) for r in rows}
+        shared = sorted(first.keys() & other.keys())
+        b, c, p = mcnemar_exact([first[t] for t in shared], [other[t] for t in shared])
+        k = sum(other[t] for t in shared)
+        low, high = wilson_interval(k, len(shared))
+        lines.append(f"- {spec}: {k}/{len(shared)} [{low:.3f}, {high:.3f}]; against {specs[0]} on the same "
+                     f"{len(shared)} tasks: {b} lost, {c} gained, exact McNemar p = {p:.2g}")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    ap.add_argument("evals", nargs="+", metavar="JSON:ARM", help="a bench.two_seat two-seat.json and an eval arm")
+    ap.add_argument("--names", default="disjoint", help="the runs' name policy (bench.two_seat --names)")
+    args = ap.parse_args()
+    print(report(args.evals, args.names))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,39 @@
+"""`bench.transcripts` counts what the seats said, read the checker's way, on a hand-made evaluation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bench.transcripts import read, report
+from swm.tasks.splits import split_tasks
+
+
+def _eval(tmp_path: Path) -> Path:
+    a, b = split_tasks("test", ["multi-turn-4"], ["mutual_friend"], 2)
+    rows = []
+    for task, right in ((a, True), (b, False)):
+        (sa, sb), (la, lb), friend = task.truth["seats"], task.truth["lists"], task.truth["friend"]
+        mine = next(n for n in lb if n != friend)
+        theirs = next(n for n in la if n != friend)
+        transcript = [[sa, "My friends:\n1. " + "\n2. ".join(la[:2])],
+                      [sb, f"My friends:\n1. {mine.replace(' ', '-')}\n2. {theirs}"],  # a spelling still counts
+                      [sa, f"ANSWER: {friend}" if right else "ANSWER: First Last"],
+                      [sb, f"ANSWER: {friend}" if right else f"ANSWER: {sa}"]]
+        rows.append({"task": task.task_id, "passed": right, "listed": 1.0, "transcript": transcript})
+    path = tmp_path / "two-seat.json"
+    path.write_text(json.dumps({"eval": {"warm": rows, "selfplay": rows[:1] + [{**rows[1], "passed": True}]}}))
+    return path
+
+
+def test_answers_and_lists_are_counted_as_the_checker_reads_them(tmp_path: Path) -> None:
+    path = _eval(tmp_path)
+    counts = read(json.loads(path.read_text())["eval"]["warm"])
+    assert counts["tasks"] == 2 and counts["passed"] == 1 and counts["answers"] == 4
+    assert counts["answers right"] == 2 and counts["answers copying the placeholder"] == 1
+    assert counts["answers naming a seat"] == 1 and counts["lists"] == 4
+    # the responder listed one of its own (hyphenated) and one of the opener's: one name not its own, per task
+    assert counts["listed names not on the seat's own list (responder)"] == 2
+    assert counts["listed names not on the seat's own list (opener)"] == 0
+    page = report([f"{path}:warm", f"{path}:selfplay"])
+    assert "1 lost" not in page and "0 lost, 1 gained, exact McNemar p = 1" in page
