@@ -13,6 +13,7 @@ import pytest
 
 from swm.cli import main
 from swm.commands._common import TableChoice
+from swm.games import game_names
 from swm.lifelong.plan import LifelongPlan
 from swm.tasks.families import FAMILIES, two_seat_families
 from swm.tom.items import benchmark_names
@@ -20,13 +21,14 @@ from swm.training.advantages import estimator_names, learn_estimator_names
 
 TABLES: dict[str, Callable[[], tuple[str, ...]]] = {
     "estimators": estimator_names, "learn estimators": learn_estimator_names, "two-seat families": two_seat_families,
-    "ToM benchmarks": benchmark_names}
+    "ToM benchmarks": benchmark_names, "games": game_names}
 # (command path, option) -> what its choices are: a table's names, plus any named extras
 OPTIONS: dict[tuple[str, str], tuple[Callable[[], tuple[str, ...]], tuple[str, ...]]] = {
     ("selfplay", "estimator"): (estimator_names, ()),
     ("learn", "estimator"): (learn_estimator_names, ()),
     ("selfplay", "family"): (two_seat_families, FAMILIES),
     ("bench tom", "benchmark"): (benchmark_names, ("sim",)),
+    ("selfplay", "game"): (game_names, ()),
 }
 
 # options whose choices are another table that shares names with one of these: the parser's tasks

@@ -33,6 +33,7 @@ from swm.games.store import load_moves
 from swm.games.werewolf import vote_result
 from swm.graphs.game import build
 from swm.state import SocialStep
+from swm.tasks.verdicts import Utterance
 from swm.testing import ScriptedChatModel, as_structured
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -155,3 +156,26 @@ def test_the_graph_nodes_and_moderator_know_no_rules_of_a_game() -> None:
         text = (ROOT / path).read_text().lower()
         assert "games.werewolf" not in text, path
         assert not re.search(r"\b(seer|doctor|night|villager|spy|insider)s?\b", text), path
+
+
+def test_a_registered_game_is_a_task_family_checked_for_its_own_completing_side() -> None:
+    """A game is one module and its row: registered, it is a task family (`is_game`) dealt at each level, replayed
+    by the moderator with completion on its completing side (here the insiders, the first side), and offered by
+    `swm selfplay --game`, with no change anywhere else."""
+    from swm.commands.selfplay_cmd import selfplay_command as selfplay
+    from swm.tasks.families import is_game, synthesize
+    from swm.tasks.verify import check
+
+    assert is_game("secret_word") and not is_game("negotiation")
+    task = synthesize("secret_word", "easy", 1)
+    assert task.truth["game"] == "secret_word" and len(task.truth["players"]) == SecretWord.min_players
+    spy = _spy(task.truth["roles"])
+    players = task.truth["players"]
+    clues = [Utterance(agent=p, text="red", action_type="speak") for p in players]
+    for voted, insiders_win in ((spy, True), (next(p for p in players if p != spy), False)):
+        votes = [Utterance(agent=p, text=voted if p != voted else next(q for q in players if q != p),
+                           action_type="choose") for p in players]
+        verdict = check(task, clues + votes)
+        assert verdict.resolved_at is not None and verdict.completion is insiders_win, verdict
+    param = next(p for p in selfplay.params if p.name == "game")
+    assert param.type.convert("secret_word", param, None) == "secret_word"

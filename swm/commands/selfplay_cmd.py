@@ -20,6 +20,7 @@ from swm.commands.invocation import config_option
 from swm.commands.progress import PROGRESS_ALIASES, iteration_line, printer, quiet_option
 from swm.credentials import remember
 from swm.errors import InputError
+from swm.games import game_names
 from swm.selfplay.plan import RECIPE_ESTIMATOR, RECIPE_PPO, SelfPlayPlan
 from swm.tasks.families import (
     FAMILIES,
@@ -88,7 +89,7 @@ def apply_preset(ctx: click.Context, name: str | None, params: dict[str, Any]) -
 @click.option("--stage", default=0, show_default=True, type=click.IntRange(0),
               help="The run's curriculum stage: training tasks come from a hash of (seed, stage, iteration, "
                    "index), so stages and seeds never share one.")
-@click.option("--game", type=click.Choice(["werewolf"]), default=None,
+@click.option("--game", type=TableChoice(game_names), default=None,
               help="Play a hidden-role game instead of the task family (--tasks deals per iteration, --group games "
                    "of each; each iteration's summary pools the moderator's per-role signals over its games).")
 @click.option("--players", default=5, show_default=True, help="Seats of the game.")

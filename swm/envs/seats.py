@@ -53,7 +53,7 @@ from swm.social.models import Scenario
 from swm.state import SocialStep
 from swm.tasks import Task, Utterance, check, synthesize
 from swm.tasks.decisions import Stop, before_stop, decision_prompt, stops
-from swm.tasks.families import DECISION, GAME_FAMILIES, TWO_TURN
+from swm.tasks.families import DECISION, TWO_TURN, is_game
 from swm.tasks.two_turn import closing_prompt, opening_prompt, partner_reply, read_first_move
 from swm.training.trajectory import Generation, Rollout, SeatTrajectory, SeatTurn
 from swm.training.transcript import DEFAULT_TRANSCRIPT, SeatChat, Transcript, chat_prompt_ids, takes_chat
@@ -204,7 +204,7 @@ class SocialEnv:
         every seat of an episode or a SOTOPIA scenario, every player of a game."""
         if isinstance(task, Scenario):
             return list(task.names)
-        if task.family in GAME_FAMILIES:
+        if is_game(task.family):
             return [str(p) for p in task.truth["players"]]
         if task.level in (DECISION, TWO_TURN):
             return [str(task.truth["learner"])]
@@ -219,7 +219,7 @@ class SocialEnv:
         return _mark_cut(self._run(task, guarded, sample), cut)
 
     def _run(self, task: Task, policy: Sampler | Mapping[str, Sampler], sample: int) -> Episode:
-        if task.family in GAME_FAMILIES:
+        if is_game(task.family):
             return self._game(task, policy)
         if task.level == DECISION:
             return self._decision(task, _seat(policy, str(task.truth["learner"])))

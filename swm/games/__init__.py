@@ -15,6 +15,7 @@ from swm.games.base import (
     Move,
     Outcome,
     Request,
+    game_names,
     get_game,
     register_game,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "Turn",
     "decide_with_model",
     "default_players",
+    "game_names",
     "get_game",
     "model_decider",
     "play_game",

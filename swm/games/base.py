@@ -126,6 +126,19 @@ class HiddenRoleGame(ABC):
     min_players: ClassVar[int] = 3
     max_players: ClassVar[int] = 12
     state_type: ClassVar[type[GameState]] = GameState
+    # As a task family (`swm.tasks.families.is_game`): the side whose win completes a task of the game (what
+    # ``swm learn`` and self-play count as success; a draw or an unfinished game never completes), None: the
+    # first side; and the seats a task deals at each curriculum level (a level not named: ``min_players``).
+    completes_for: ClassVar[str | None] = None
+    players_by_level: ClassVar[dict[str, int]] = {}
+
+    def completing_side(self) -> str:
+        """The side whose win completes a task of this game (`completes_for`, or the first of `sides`)."""
+        return self.completes_for or self.sides[0]
+
+    def players_at(self, level: str) -> int:
+        """The seats a task of this game deals at ``level``."""
+        return self.players_by_level.get(level, self.min_players)
 
     @abstractmethod
     def deal(self, players: list[str], seed: int, options: dict[str, Any] | None = None) -> GameState:
@@ -180,6 +193,13 @@ def get_game(name: str) -> HiddenRoleGame:
     if name not in GAMES:
         raise InputError(f"unknown game {name!r}", f"use one of {', '.join(sorted(GAMES))}")
     return GAMES[name]
+
+
+def game_names() -> tuple[str, ...]:
+    """Return every registered game's name (the shipped ones found first), sorted: the CLI's ``--game`` choices
+    and the task families that are games."""
+    _discover()
+    return tuple(sorted(GAMES))
 
 
 def _discover() -> None:

@@ -66,6 +66,10 @@ class Werewolf(HiddenRoleGame):
     min_players = 5
     max_players = 8
     state_type = WerewolfState
+    # a task is the village's to win: finding hidden werewolves among equally capable deceivers; the table grows
+    # with the level: 5 seats (1 werewolf, no doctor), 6 (2 werewolves, a doctor), 8 (2 and a doctor)
+    completes_for = VILLAGE
+    players_by_level = {"starter": 5, "easy": 5, "medium": 6, "hard": 8}
 
     # ---- setup ---------------------------------------------------------------------------
     def deal(self, players: list[str], seed: int, options: dict[str, Any] | None = None) -> WerewolfState:

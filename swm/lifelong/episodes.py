@@ -29,7 +29,7 @@ from swm.lifelong.state import EpisodeJob, LifelongState
 from swm.lifelong.two_turn_play import play_two_turn
 from swm.lifelong.update import PolicyVersion, memory_text
 from swm.social.store import load_turns
-from swm.tasks.families import DECISION, GAME_FAMILIES, TWO_TURN, Task, turn_limit
+from swm.tasks.families import DECISION, TWO_TURN, Task, is_game, turn_limit
 from swm.usage import CallStats, add_stats, merge_usage
 
 # The inner episode graph has no checkpointer; without a durability of its own it inherits an
@@ -110,7 +110,7 @@ def play_job(job: EpisodeJob, ctx: LifelongContext, episode_graph: object, game_
         elif task.level == TWO_TURN:
             record, usage = play_two_turn(task, played, episode_id=job["episode_id"], sample=job["sample"],
                                           siblings=siblings, **provenance)
-        elif task.family in GAME_FAMILIES:
+        elif is_game(task.family):
             if game_graph is None:
                 raise ValueError(f"task family {task.family!r} needs the game graph; none was given to episode_player")
             record, usage = run_game(game_graph, task, played, episode_id=job["episode_id"],
@@ -152,6 +152,6 @@ def learner_context(ctx: LifelongContext, policy: PolicyVersion | None, self_pla
 def passed_of(record: EpisodeRecord, plan: LifelongPlan) -> bool:
     """Completion with no violation (and, when the judge ran, judge goal at least the threshold)."""
     ok = record.verdict.passed and record.error is None
-    if plan.judge and record.family not in GAME_FAMILIES:  # games are not judged: the code decides
+    if plan.judge and not is_game(record.family):  # games are not judged: the code decides
         ok = ok and record.judge_goal is not None and record.judge_goal >= plan.judge_threshold
     return ok

@@ -281,14 +281,15 @@ VILLAGE = "village"  # the side whose win completes a game task (finding hidden 
 
 
 def check_game(task: Task, turns: Sequence[Utterance]) -> Verdict:
-    """Replay a hidden-role game's moves through the code moderator: completion is the village's win.
+    """Replay a hidden-role game's moves through the code moderator: completion is the win of the game's completing
+    side (`HiddenRoleGame.completes_for`; Werewolf: the village's).
 
     Each utterance is one move in order: ``action_type`` ``choose`` (``text`` the named target, empty
     to abstain) or ``speak`` (``text`` the speech), prefixed ``malformed:`` when the reply did not fit
     the schema. The deal is re-dealt from the truth, every move is judged again (a violation is the
     moderator's code), and the outcome is read from the replayed game, never from the transcript's
-    claims. In self-play one policy plays both sides; completion measures the village's side:
-    finding hidden werewolves among equally capable deceivers.
+    claims. In self-play one policy plays both sides; completion measures the completing side's (Werewolf's
+    village: finding hidden werewolves among equally capable deceivers).
     """
     truth = task.truth
     game = get_game(truth["game"])
@@ -315,8 +316,9 @@ def check_game(task: Task, turns: Sequence[Utterance]) -> Verdict:
     outcome = state.outcome
     detail = {"winner": outcome.winner if outcome else None, "reason": outcome.reason if outcome else "unfinished",
               "round": state.round}
-    # the village's win only: a draw (no winner after the game's last round) or an unfinished game never completes
-    return Verdict(completion=outcome is not None and outcome.winner == VILLAGE,
+    # the game's completing side's win only (werewolf: the village's): a draw (no winner after the game's last
+    # round) or an unfinished game never completes
+    return Verdict(completion=outcome is not None and outcome.winner == game.completing_side(),
                    violations=sorted(set(violations)), evidence=evidence, violation_turns=where,
                    resolved_at=len(turns) - 1 if outcome is not None else None, detail=detail)
 

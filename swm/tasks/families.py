@@ -45,15 +45,22 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from swm import prompts
-from swm.games import get_game
+from swm.games import GAMES, game_names, get_game
 from swm.tables import Table
 from swm.tasks.verdicts import Utterance, Verdict
 
 FAMILIES = ("negotiation", "mutual_friend", "secret", "scheduling", "persuasion")
 # Hidden-role games (swm.games): played by the game graph, checked by replaying the moves through the
-# code moderator. Not in the default families nor in the frozen held-out file: a game task is a deal.
-GAME_FAMILIES = ("werewolf",)
+# code moderator. Not in the default families nor in the frozen held-out file: a game task is a deal. Every
+# registered game is a task family (`is_game`: a game registered after this import counts too); these are the
+# games registered when swm.tasks was imported (the shipped ones).
+GAME_FAMILIES = game_names()
 TASK_FAMILIES = FAMILIES + GAME_FAMILIES
+
+
+def is_game(family: str) -> bool:
+    """Whether a task family is a registered hidden-role game (its row: `swm.games.HiddenRoleGame`)."""
+    return family in GAMES or family in game_names()
 LEVELS = ("easy", "medium", "hard")
 # every level a curriculum may name: single decisions (swm.tasks.decisions) and two-turn exchanges with a
 # code partner (swm.tasks.two_turn) below the episode levels
@@ -394,37 +401,34 @@ def _persuasion(rng: random.Random, level: str, variant: Variant = SHARED) -> di
                                                               "partner": partner}}
 
 
-_GAME_LEVEL: dict[str, dict[str, Any]] = {STARTER: {"players": 5}, "easy": {"players": 5}, "medium": {"players": 6},
-                                          "hard": {"players": 8}}
 GAME_MAX_ROUNDS = 4
 
 
-def _werewolf(rng: random.Random, level: str, variant: Variant = SHARED) -> dict[str, Any]:
-    """A Werewolf deal: the seats, their hidden roles, the deal's seed. Played by the game graph, not the episode graph.
-
-    Levels grow the table: 5 seats (1 werewolf, no doctor), 6 (2 werewolves, a doctor), 8 (2 and a doctor).
-    """
-    game = get_game("werewolf")
-    players = [name.split()[0] for name in variant.people(rng, _GAME_LEVEL[level]["players"])]
+def game_deal(name: str, rng: random.Random, level: str, variant: Variant = SHARED) -> dict[str, Any]:
+    """A deal of game ``name``: the seats (`HiddenRoleGame.players_at` the level), their hidden roles, the deal's
+    seed. Played by the game graph, not the episode graph; any registered game is dealt the same way."""
+    game = get_game(name)
+    seats = game.players_at(level)
+    players = [person.split()[0] for person in variant.people(rng, seats)]
     while len(set(players)) < len(players):  # first names are the seats; a repeated one is drawn again
-        players = [name.split()[0] for name in variant.people(rng, _GAME_LEVEL[level]["players"])]
+        players = [person.split()[0] for person in variant.people(rng, seats)]
     deal_seed = rng.randrange(1_000_000)
     options = {"max_rounds": GAME_MAX_ROUNDS}
     state = game.deal(players, deal_seed, options)
     briefing = game.briefing(state)
     agents = [AgentBrief(name=p, role=state.roles[p],
-                         goal=f"Win the game of werewolf for the {game.side_of(state, p)}.",
+                         goal=f"Win the game of {name} for the {game.side_of(state, p)}.",
                          private=briefing.observation_of(p), key_facts=[state.roles[p]])
               for p in players]
-    scenario = f"A game of werewolf with {', '.join(players)}, moderated by code. {game.rules(state)}"
+    scenario = f"A game of {name} with {', '.join(players)}, moderated by code. {game.rules(state)}"
     return {"scenario": scenario, "agents": agents,
-            "truth": {"game": "werewolf", "deal_seed": deal_seed, "players": players, "options": dict(state.options),
+            "truth": {"game": name, "deal_seed": deal_seed, "players": players, "options": dict(state.options),
                       "roles": dict(state.roles)}}
 
 
 GENERATORS: dict[str, Callable[[random.Random, str, Variant], dict[str, Any]]] = {
     "negotiation": _negotiation, "mutual_friend": _mutual_friend, "secret": _secret,
-    "scheduling": _scheduling, "persuasion": _persuasion, "werewolf": _werewolf,
+    "scheduling": _scheduling, "persuasion": _persuasion,
 }
 
 
@@ -553,7 +557,7 @@ def level_families(level: str) -> tuple[str, ...]:
         return two_seat_families()
     if level in LEVEL_GENERATORS:
         return LEVEL_GENERATORS[level][0]
-    return DECISION_FAMILIES if level in SAMPLED_LEVELS else TASK_FAMILIES
+    return DECISION_FAMILIES if level in SAMPLED_LEVELS else FAMILIES + game_names()
 
 
 def synthesize(family: str, level: str, seed: int, split: str = "train", variant: Variant = SHARED) -> Task:
@@ -566,13 +570,13 @@ def synthesize(family: str, level: str, seed: int, split: str = "train", variant
         return two_seat_task(family, seed, split, variant)
     if level in LEVEL_GENERATORS:
         return LEVEL_GENERATORS[level][1](family, seed, split, variant)
-    if family not in GENERATORS:
-        raise ValueError(f"unknown task family {family!r}; families are {', '.join(TASK_FAMILIES)}")
+    if family not in GENERATORS and not is_game(family):
+        raise ValueError(f"unknown task family {family!r}; families are {', '.join(FAMILIES + game_names())}")
     if level in SAMPLED_LEVELS:
         return decision_task(family, seed, split, level, variant)
     if level not in _LEVEL:
         raise ValueError(f"unknown level {level!r}; levels are {', '.join(CURRICULUM_LEVELS)}")
     rng = random.Random(_seed_string(split, family, level, seed, variant))
-    parts = GENERATORS[family](rng, level, variant)
+    parts = GENERATORS[family](rng, level, variant) if family in GENERATORS else game_deal(family, rng, level, variant)
     return Task(task_id=task_id(family, level, seed, split, variant), family=family, level=level, seed=seed,
                 split=split, generator=_generator(variant), **parts)

@@ -37,13 +37,13 @@ from swm.inputs import refuse_duplicate_ids
 from swm.tasks.families import (
     DECISION,
     FAMILIES,
-    GAME_FAMILIES,
     LEVELS,
     SAMPLED_LEVELS,
     SEAT_LEVELS,
     SHIFT_FAMILIES,
     STARTER,
     Task,
+    is_game,
     synthesize,
     variant_for,
 )
@@ -104,7 +104,7 @@ def split_tasks(split: str, levels: Sequence[str], families: Sequence[str] = FAM
         for family in families:
             if shift is not None and (level not in SAMPLED_LEVELS or family not in SHIFT_FAMILIES[shift]):
                 continue
-            if family in GAME_FAMILIES or level in generated:  # generated, not frozen
+            if is_game(family) or level in generated:  # generated, not frozen
                 where = _GENERATOR_SPLIT[split]
                 variant = variant_for(level, where, names, shift)
                 out.extend(synthesize(family, level, seed, split=where, variant=variant) for seed in range(per_cell))

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from swm.tasks.checkers import CHECKERS, DECISION_CHECKERS, Utterance, Verdict
-from swm.tasks.families import DECISION, MULTI_TURN_LEVELS, TWO_SEAT, TWO_TURN, Task
+from swm.tasks.checkers import CHECKERS, DECISION_CHECKERS, Utterance, Verdict, check_game
+from swm.tasks.families import DECISION, MULTI_TURN_LEVELS, TWO_SEAT, TWO_TURN, Task, is_game
 from swm.tasks.multi_turn import check_multi_turn
 from swm.tasks.two_seat import check_two_seat
 from swm.tasks.two_turn import check_two_turn
@@ -25,4 +25,6 @@ def check(task: Task, turns: Sequence[Utterance]) -> Verdict:
         return check_multi_turn(task, turns)
     if task.level == DECISION:
         return DECISION_CHECKERS[task.family](task, turns)
+    if task.family not in CHECKERS and is_game(task.family):  # any registered game: replayed by its moderator
+        return check_game(task, turns)
     return CHECKERS[task.family](task, turns)
