@@ -174,9 +174,13 @@ def test_trl_dpo_runs_on_the_exports_of_a_real_swm_learn_run(tiny_gguf_llama: Pa
     sent = {b["messages"][-1]["content"]: b["tools"] for b in bodies if b.get("tools")}
     action = [r for k in files for r in files[k] if r["track"] == "action"]
     assert action and all(json.loads(r["tools"]) == sent[r["prompt"][0]["content"]] for r in action)
-    # (d) the trainer reported to TensorBoard: event files per policy
+    # (d) the run reported to TensorBoard, one run: each cycle's R row and each policy's TRL loss curve
     if tensorboard:
-        assert list((out / "runs" / "p1").rglob("events.out.tfevents.*"))
+        from tensorboard_events import read_scalars
+
+        events = read_scalars(out / "runs")
+        assert set(events["R/deployed/pass/easy"]) == {0, 1, 2} and set(events["train/p1/loss"]) == {1}
+        assert set(events["train/p2/rewards/margins"]) == {1}
     assert (out / "adapters" / "p1" / "adapter_config.json").is_file()
     # (a) TRL's own command reads the folder as it is, adapters beside it. It loads and tokenizes every row of both
     # cycles before its first step, so one step on one row (a batch of one) is enough to show it trains on them; on
