@@ -10,10 +10,14 @@ from __future__ import annotations
 import importlib.util
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from tensorboard_events import needs_tensorboard, read_scalars
 
+from swm.cli import main
+from swm.commands.invocation import config_of, rerun_line
 from swm.errors import InputError
 from swm.tracking import REPORTER_NAMES, REPORTERS, Tracker, check_reporter, open_tracker, scalars, tracking
 
@@ -96,3 +100,37 @@ def test_the_other_trackers_take_a_run_offline(reporter: str, tmp_path: Path, mo
         assert [(m.step, m.value) for m in history] == [(0, 0.5), (1, 0.75)]
     elif reporter == "wandb":
         assert list((tmp_path / "runs").rglob("*.wandb")), "an offline run file"
+
+
+@pytest.mark.parametrize("command", ["learn", "selfplay"])
+def test_the_commands_refuse_a_missing_tracker_before_the_run_starts(command: str, tmp_path: Path) -> None:
+    if not MISSING:
+        pytest.skip("every tracker package is installed")
+    reporter = MISSING[-1]  # trackio, where it is missing: TRL's newest tracker
+    result = CliRunner().invoke(main, [command, "--report-to", reporter, "--db", str(tmp_path / "x.db"), "--out",
+                                       str(tmp_path / "o")])
+    assert result.exit_code == 2, result.output
+    package = REPORTERS[reporter].package
+    assert f"needs the {package} package (pip install {package})" in result.output
+    assert len([line for line in result.output.splitlines() if line.startswith("error")]) == 1
+    assert not (tmp_path / "x.db").exists(), "refused before the run is recorded or its store opened"
+
+
+@pytest.mark.parametrize("command", ["learn", "selfplay"])
+def test_report_to_is_an_option_of_both_trainers_their_rerun_line_and_config(command: str) -> None:
+    from test_rerun import invoke
+
+    help_text = CliRunner().invoke(main, [command, "--help"]).output
+    assert "--report-to [none|tensorboard|wandb|mlflow|trackio]" in help_text
+    ctx = invoke(command, ["--report-to", "tensorboard"])
+    assert "--report-to tensorboard" in rerun_line(ctx) and config_of(ctx)["report-to"] == "tensorboard"
+
+
+def test_report_to_is_read_from_a_config_file(tmp_path: Path) -> None:
+    from test_rerun import invoke
+
+    file = tmp_path / "run.toml"
+    file.write_text('report-to = "tensorboard"\n', encoding="utf-8")
+    params: dict[str, Any] = invoke("selfplay", ["--config", str(file)]).params
+    assert params["report_to"] == "tensorboard"
+    assert invoke("learn", ["--config", str(file), "--report-to", "none"]).params["report_to"] == "none"
