@@ -34,6 +34,7 @@ from swm.llm import (
     raw_text,
     takes_seed,
 )
+from swm.tracking import Tracker
 
 if TYPE_CHECKING:
     from swm.checkpoints.store import StoreRecords
@@ -336,8 +337,12 @@ class GameContext(PromptContext):
 @graph_context
 @dataclass
 class SelfPlayContext(ModelContext):
-    """The ``selfplay`` graph's context: the judge's model (for ``judge_weight``) and the store; the plan holds
-    everything else."""
+    """The ``selfplay`` graph's context: the judge's model (for ``judge_weight``), the store and the run's tracker;
+    the plan holds everything else."""
+
+    # where each iteration's summary is logged (`swm.tracking`; a Python object, left out of the schema): the
+    # command opens the plan's ``report_to`` once a run (`swm.graphs.selfplay.train`); none by default
+    tracker: SkipJsonSchema[Any] = field(default_factory=Tracker)
 
 
 @graph_context
@@ -353,6 +358,9 @@ class LifelongContext(EpisodeContext, GameContext, ReviewContext):
     out_dir: str | None = None
     # a lifelong rerun of a phase that stopped on failed episodes sends those episodes again, once
     resend_failed: bool = False
+    # where each cycle's numbers and each training step's logs go (`swm.tracking`): ``swm learn`` opens the
+    # plan's ``report_to`` once a run; none by default
+    tracker: SkipJsonSchema[Any] = field(default_factory=Tracker)
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -115,15 +115,17 @@ def test_a_reporter_whose_package_is_missing_is_refused_in_one_line(reporter: st
     assert not (tmp_path / "x.db").exists() or "learn" not in result.output.lower().split("error")[0]
 
 
-@pytest.mark.parametrize(("reporter", "expected"), [("none", []), ("tensorboard", ["tensorboard"])])
-def test_the_reporter_reaches_the_training_arguments(reporter: str, expected: list[str], tmp_path: Path) -> None:
+@pytest.mark.parametrize("reporter", ["none", "tensorboard"])
+def test_trl_reports_nowhere_itself_its_logs_go_to_the_runs_tracker(reporter: str, tmp_path: Path) -> None:
+    """The run's one tracker takes TRL's logs (`tracker_callback`, tests/test_tracking_learn.py), never TRL's own
+    ``report_to``, which would open a tracker run per trained policy."""
     trl = pytest.importorskip("trl")
     from swm.training.device import Placement
     from swm.training.trl_update import TrainSettings, _config
 
     settings = TrainSettings(report_to=reporter, run_name="t-p1")
     args = _config("dpo", trl, tmp_path, settings, Placement("cpu", "float32"))
-    assert args.report_to == expected and args.run_name == "t-p1"
+    assert args.report_to == [] and args.run_name == "t-p1"
 
 
 def test_an_unknown_reporter_is_refused_by_the_cli() -> None:
@@ -172,9 +174,13 @@ def test_trl_dpo_runs_on_the_exports_of_a_real_swm_learn_run(tiny_gguf_llama: Pa
     sent = {b["messages"][-1]["content"]: b["tools"] for b in bodies if b.get("tools")}
     action = [r for k in files for r in files[k] if r["track"] == "action"]
     assert action and all(json.loads(r["tools"]) == sent[r["prompt"][0]["content"]] for r in action)
-    # (d) the trainer reported to TensorBoard: event files per policy
+    # (d) the run reported to TensorBoard, one run: each cycle's R row and each policy's TRL loss curve
     if tensorboard:
-        assert list((out / "runs" / "p1").rglob("events.out.tfevents.*"))
+        from tensorboard_events import read_scalars
+
+        events = read_scalars(out / "runs")
+        assert set(events["R/deployed/pass/easy"]) == {0, 1, 2} and set(events["train/p1/loss"]) == {1}
+        assert set(events["train/p2/rewards/margins"]) == {1}
     assert (out / "adapters" / "p1" / "adapter_config.json").is_file()
     # (a) TRL's own command reads the folder as it is, adapters beside it. It loads and tokenizes every row of both
     # cycles before its first step, so one step on one row (a batch of one) is enough to show it trains on them; on

@@ -43,6 +43,7 @@ from swm.filenames import file_name
 from swm.lifelong.jobs import SHIFT, plan_of, shift_tasks
 from swm.lifelong.plan import LifelongPlan
 from swm.lifelong.state import EpisodeJob, LifelongInput, LifelongOutput, LifelongState
+from swm.tracking import check_reporter, tracking
 from swm.training.advantages import Names
 from swm.usage import total_usage
 
@@ -147,6 +148,7 @@ def plan_options(command: Callable[..., object]) -> Callable[..., Any]:
 
 def build_plan(thread: str, folder: str, options: dict[str, Any]) -> LifelongPlan:
     """Return the run's plan from the command's options, checked by `LifelongPlan` (a one-line error if not)."""
+    check_reporter(options["report_to"])  # its own line, rather than as one of the plan's problems
     train = {key: options.pop(option) for option, key in CLI_TRAIN.items()}
     if options.get("eval_shifts") is None:  # not given: no shifted cells
         options["eval_shifts"] = []
@@ -239,6 +241,7 @@ def _run_thread(plan: LifelongPlan, ctx: SWMContext, config: RunnableConfig, db:
 
     thread = str(config["configurable"]["thread_id"])
     store = ctx.experience_store()
+    reporter = plan.report_to  # this invocation's: a resumed thread reports where the command says
     # on Ray workers each episode is played through the cluster's runner, which starts only once there are episodes
     # to play (below); the graph, compiled once, reaches it through `on_ray`
     on_ray: list[Callable[[EpisodeJob, LifelongContext], LifelongState]] = []
@@ -277,6 +280,8 @@ def _run_thread(plan: LifelongPlan, ctx: SWMContext, config: RunnableConfig, db:
 
             on_ray.append(lifelong_runner_on_ray(stack.enter_context(ray_cluster(workers, ray_address, db_path(db))),
                                                  ctx, db_path(db)))
+        ctx.tracker = stack.enter_context(tracking(reporter, thread, Path(str(ctx.out_dir)) / "runs",
+                                                   plan.model_dump(mode="json")))
         _announce(graph, snapshot, status, config, ctx)
         return _stream(graph, inputs, config, ctx, plan, dict(snapshot.values or {}), progress)
 

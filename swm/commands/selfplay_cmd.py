@@ -31,6 +31,7 @@ from swm.tasks.families import (
     TWO_SEAT_SHAPES,
     two_seat_families,
 )
+from swm.tracking import REPORTER_NAMES, check_reporter
 from swm.training.advantages import ESTIMATORS, estimator_names
 
 
@@ -185,6 +186,12 @@ def apply_preset(ctx: click.Context, name: str | None, params: dict[str, Any]) -
               help="Rollouts played at once [default: the embedded server's slots when served, 1 in torch].")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("swm-selfplay"),
               show_default=True, help="Run folder: checkpoints/iter-NNNN (adapter, value head, optimiser).")
+@click.option("--report-to", type=click.Choice(REPORTER_NAMES), default="none", show_default=True,
+              help="Log each iteration's numbers (per-role rewards, held-out rates, KL, loss, clip fraction, filter, "
+                   "speed: swm.selfplay.scalars) to one tracker run named after the thread: TensorBoard event files "
+                   "in <out>/<thread>/runs, or a wandb / mlflow / trackio run set up by their own environment "
+                   "variables (WANDB_MODE=offline, MLFLOW_TRACKING_URI, ...). A tracker whose package is not "
+                   "installed is refused before the run starts.")
 @click.option("--export", "export_path", type=click.Path(file_okay=False, path_type=Path), default=None,
               metavar="DIR", help="Also write every seat of the run's finished rollouts to DIR as JSONL with a "
                                   "dataset card (TRL's messages with rewards; datasets.load_dataset(DIR) reads "
@@ -216,6 +223,7 @@ def selfplay_plan(thread: str, o: dict[str, Any]) -> SelfPlayPlan:
 
     from swm.selfplay.checkpoint import warm_start_adapter
 
+    check_reporter(o["report_to"])  # before the warm start is read or the run is recorded
     init_adapter = str(warm_start_adapter(o["warm_start"]).resolve()) if o["warm_start"] else None
     lora_server = o["lora_server"]
     try:
@@ -225,6 +233,7 @@ def selfplay_plan(thread: str, o: dict[str, Any]) -> SelfPlayPlan:
             "illegal": o["illegal"], "tasks_per_iteration": o["tasks_per_iteration"], "group_size": o["group_size"],
             "max_turns": o["max_turns"], "eval_tasks": o["eval_tasks"], "eval_split": o["eval_split"],
             "seed": o["seed"], "out_dir": str(o["out_dir"]), "names": o["names"], "stage": o["stage"],
+            "report_to": o["report_to"],
             # the server's key stays in this process (swm.credentials): the plan records the URL with *** for it
             "policy": {"base": o["base"], "sampler": o["sampler"],
                        "lora_server": remember(lora_server) if lora_server else None,

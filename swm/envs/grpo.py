@@ -12,8 +12,12 @@ module gives TRL what its trainer takes and nothing else:
   completion`` as the learner's move and returns the reward swm's self-play gives that seat
   (`swm.selfplay.rewards.score`: the family's code checker, completion 1, a broken rule −0.5, a failed
   attempt 0, the quality filter); no rule is restated here;
+* `role_rewards` — the same reward split by the learner's role, one TRL reward function a role that
+  returns None for the other roles' rows: TRL sums them back to `checker_reward` and logs each one,
+  so the run's log has the reward per role (``rewards/<role>/mean``);
 * `grpo_args` — ``GRPOConfig`` keyword arguments with swm's device and precision choice
-  (`swm.training.device`) filled in.
+  (`swm.training.device`) filled in, a checkpoint saved every `SAVE_STEPS` steps (the last
+  `SAVE_LIMIT` kept) and TRL's logs reported to ``report_to`` (TensorBoard by default).
 
 With a tokenizer, `decision_dataset` writes TRL's *standard* format: the chat-templated prompt
 followed by the prefill, so the model continues the move exactly as swm's embedded sampler has it
@@ -23,23 +27,36 @@ do; without one, the *conversational* format (the prefill is then only prepended
     from swm.envs.grpo import checker_reward, decision_dataset, grpo_args
 
     data = decision_dataset(["persuasion", "secret"], seeds=range(200), tokenizer=tokenizer)
-    trainer = GRPOTrainer(model=model, reward_funcs=checker_reward, train_dataset=data,
+    trainer = GRPOTrainer(model=model, reward_funcs=role_rewards(["persuasion", "secret"]), train_dataset=data,
                           args=GRPOConfig(**grpo_args(output_dir="out", num_generations=8)))
+
+What `grpo_args` has TRL write, under ``output_dir``: ``checkpoint-<step>/`` every `SAVE_STEPS` optimizer
+steps and at the last one, the last `SAVE_LIMIT` kept — the model's weights (with a ``peft_config``, the
+LoRA adapter alone), the optimizer, scheduler and RNG states and ``trainer_state.json`` (the log history),
+so ``trainer.train(resume_from_checkpoint=True)`` goes on from the latest; and, every ``logging_steps``
+(TRL's 10), its logs — loss, reward and ``rewards/<function>/mean``, ``reward_std``, ``kl`` (with
+``beta`` > 0), ``entropy``, ``clip_ratio/…``, completion lengths, grad norm, learning rate — to the
+tracker: TensorBoard event files in ``output_dir/runs/<date>_<host>/`` (``TENSORBOARD_LOGGING_DIR`` moves
+them), or wandb / mlflow / trackio set up by their own environment variables. ``report_to="none"`` and
+``save_strategy="no"`` turn them off.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
 from swm.selfplay.rewards import RewardConfig, score
 from swm.tasks.decisions import DECISION, DECISION_FAMILIES, decision_prompt
 from swm.tasks.families import Task, synthesize
+from swm.tracking import check_reporter
 from swm.training.device import choose_placement
 from swm.training.trajectory import Rollout, SeatTrajectory, SeatTurn
 
 REWARD = RewardConfig()  # swm self-play's default mix, recorded in the docs; pass another to `seat_reward`
+SAVE_STEPS = 100  # optimizer steps between two checkpoints (`grpo_args`); one more at the last step
+SAVE_LIMIT = 2  # checkpoints kept: the newest two
 
 
 @lru_cache(maxsize=4096)
@@ -106,6 +123,43 @@ def checker_reward(completions: Sequence[object], family: Sequence[str], level: 
             for c, f, lv, s, sp, p in zip(completions, family, level, seed, split, prefill, strict=True)]
 
 
-def grpo_args(**overrides: Any) -> dict[str, Any]:
-    """``GRPOConfig`` keyword arguments: swm's device and precision choice, no reporting, then ``overrides``."""
-    return {**choose_placement().trainer_args(), "report_to": [], "save_strategy": "no", **overrides}
+def learner_role(task: Task) -> str:
+    """The role of the seat a decision's move is for (the buyer, the finder, the persuader, ...)."""
+    return task.agent(str(task.truth["learner"])).role
+
+
+def role_rewards(families: Iterable[str] = DECISION_FAMILIES) -> list[Callable[..., list[float | None]]]:
+    """TRL reward functions, one per learner role of ``families``, each named after its role.
+
+    Each scores the rows whose learner plays its role as `checker_reward` does and returns None for
+    the others; TRL sums a row's rewards over the functions that scored it, so the total is
+    `checker_reward`'s, and logs each function apart (``rewards/<role>/mean``, ``/std``):
+
+        >>> [f.__name__ for f in role_rewards(["negotiation", "persuasion"])]
+        ['buyer', 'persuader']
+    """
+    roles = dict.fromkeys(learner_role(task_of(f, DECISION, 0, "train")) for f in families)
+
+    def for_role(role: str) -> Callable[..., list[float | None]]:
+        def reward(completions: Sequence[object], family: Sequence[str], level: Sequence[str], seed: Sequence[int],
+                   split: Sequence[str], prefill: Sequence[str], **_: Any) -> list[float | None]:
+            tasks = [task_of(f, lv, int(s), sp) for f, lv, s, sp in zip(family, level, seed, split, strict=True)]
+            return [seat_reward(task, move_text(p, c)) if learner_role(task) == role else None
+                    for task, c, p in zip(tasks, completions, prefill, strict=True)]
+
+        reward.__name__ = reward.__qualname__ = role
+        return reward
+
+    return [for_role(role) for role in roles]
+
+
+def grpo_args(report_to: str = "tensorboard", **overrides: Any) -> dict[str, Any]:
+    """``GRPOConfig`` keyword arguments: swm's device and precision choice, a checkpoint every `SAVE_STEPS` steps
+    (the last `SAVE_LIMIT` kept), TRL's logs to ``report_to`` (none, tensorboard, wandb, mlflow, trackio), then
+    ``overrides`` (see the module docstring for what is written where).
+
+    A tracker whose package is not installed is refused here, in one line, before a trainer is built.
+    """
+    check_reporter(report_to, off="report_to='none'")
+    return {**choose_placement().trainer_args(), "report_to": [] if report_to == "none" else [report_to],
+            "save_strategy": "steps", "save_steps": SAVE_STEPS, "save_total_limit": SAVE_LIMIT, **overrides}

@@ -15,6 +15,8 @@ from __future__ import annotations
 import sqlite3
 import uuid
 from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +24,9 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import RetryPolicy
 
-from swm.checkpoints import open_saver, open_store, run_thread
+from swm.checkpoints import open_saver, open_store, run_thread, thread_status
 from swm.context import SelfPlayContext
+from swm.filenames import file_name
 from swm.graph_state import checks_input
 from swm.nodes.selfplay import (
     advantages,
@@ -40,6 +43,7 @@ from swm.nodes.selfplay import (
 from swm.selfplay.plan import SelfPlayPlan
 from swm.selfplay.served import default_concurrency, plan_seats
 from swm.selfplay.state import SelfPlayInput, SelfPlayState
+from swm.tracking import check_reporter, tracking
 
 # The checkpointer and the experience store share one SQLite file (see graphs/lifelong.py).
 STORE_RETRY = RetryPolicy(max_attempts=4, retry_on=sqlite3.OperationalError)
@@ -80,15 +84,24 @@ def train(plan: SelfPlayPlan | dict[str, Any], *, db: str | Path, thread_id: str
     stored state without new work. ``on_event`` sees progress as it goes (`checkpoints.run_thread`).
     ``max_concurrency`` rollouts play at once (default: the embedded server's slots when served,
     1 in torch); each is seeded by its own id, so results do not depend on completion order.
+    ``plan.report_to`` names the tracker each iteration's numbers go to (`swm.selfplay.scalars`), opened
+    here once for the run (TensorBoard: ``<run dir>/runs``) unless ``context`` holds one; a tracker whose
+    package is missing is refused in one line before anything runs.
     """
 
     plan = plan if isinstance(plan, SelfPlayPlan) else SelfPlayPlan.model_validate(plan)
     thread = thread_id or f"selfplay-{uuid.uuid4().hex[:10]}"
+    check_reporter(plan.report_to)
     ctx = context or SelfPlayContext(store=open_store(db))
     concurrency = max_concurrency or default_concurrency(plan.policy, plan_seats(plan))
     config: RunnableConfig = {"configurable": {"thread_id": thread}, "max_concurrency": concurrency,
                               "recursion_limit": 20 + 10 * plan.iterations}
-    with open_saver(db) as saver:
-        out, _ = run_thread(build().compile(checkpointer=saver), {"plan": plan}, config, ctx,
-                            on_event=on_event)
+    with open_saver(db) as saver, ExitStack() as stack:
+        graph = build().compile(checkpointer=saver)
+        opens = plan.report_to != "none" and ctx.tracker.reporter == "none"
+        if opens and thread_status(graph.get_state(config)) != "finished":
+            run_dir = Path(plan.out_dir) / file_name(thread if plan.run_id == SelfPlayPlan().run_id else plan.run_id)
+            ctx = replace(ctx, tracker=stack.enter_context(tracking(plan.report_to, thread, run_dir / "runs",
+                                                                    plan.model_dump(mode="json"))))
+        out, _ = run_thread(graph, {"plan": plan}, config, ctx, on_event=on_event)
     return out | {"thread_id": thread}

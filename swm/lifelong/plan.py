@@ -16,14 +16,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from swm.context import ActOrder
 from swm.social.graph_state import RENAMED_STRATEGIES, ActStrategy
+from swm.tracking import Reporter, reporter_missing
 from swm.training.advantages import LearnEstimatorName
-from swm.training.stats import reporter_missing
 
 Level = Literal["decision", "two-turn", "starter", "easy", "medium", "hard"]  # swm.tasks.families.CURRICULUM_LEVELS
 Family = Literal["negotiation", "mutual_friend", "secret", "scheduling", "persuasion",  # tasks.TASK_FAMILIES
                  "werewolf"]
 UpdateMethod = Literal["memory", "sft", "rs-sft", "dpo", "kto", "ppo"]  # swm.lifelong.update.METHODS
-Reporter = Literal["none", "tensorboard", "wandb", "mlflow"]
 NamePolicy = Literal["disjoint", "shared"]  # swm.tasks.families.NAME_POLICIES
 Shift = Literal["unseen-names", "long-lists"]  # swm.tasks.families.SHIFTS
 # the keys' earlier names, as plans stored before a rename hold them
@@ -143,8 +142,11 @@ class LifelongPlan(BaseModel):
         "Serve adapters on this OpenAI-compatible server by runtime LoRA loading (vLLM /v1/load_lora_adapter) "
         "instead of the embedded llama.cpp server."))
     report_to: Reporter = Field("none", description=(
-        "sft/dpo/kto: where training logs its loss curve (TensorBoard files in <out>/runs/<policy>, or the wandb / "
-        "mlflow run named <thread>-<policy>, set up by their own environment variables)."))
+        "Where the run reports its numbers, one tracker run named after the thread: after each cycle R's row, "
+        "ACC/BWT/FWT so far, the dev rates, the deploy and the update's stats (axis 'cycle'), and each training "
+        "step's logs (sft/dpo/kto: TRL's loss, grad norm, rewards, entropy; ppo: loss parts, KL, clip fraction) "
+        "as train/<policy>/...: TensorBoard files in <out>/runs, or a wandb / mlflow / trackio run set up by their "
+        "own environment variables (swm.tracking; swm learn opens it, the graph logs to LifelongContext.tracker)."))
     train: dict[str, Any] = Field(default_factory=dict, description=(
         "swm.training.trl_update.TrainSettings fields (max_steps, epochs, learning_rate, rank, ...)."))
 

@@ -34,7 +34,9 @@ to the base model (the adapter disabled). Choices, each recorded with the policy
   rounds samples ``samples-per-task + (N − 1) · G`` moves a task.
 
 The adapter is written like `swm.training.trl_update.train_adapter`'s (same files, one rename), plus
-``value_head.pt``, which the next cycle continues; GGUF conversion and serving are unchanged.
+``value_head.pt``, which the next cycle continues; GGUF conversion and serving are unchanged. Each update's
+mean loss parts (loss, policy, value, KL, clip fraction) and each round's pass rate go to the run's tracker
+(`swm.tracking`) at the optimizer step reached, under ``train/<policy>/``.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from swm.tasks import check
 from swm.tasks.checkers import Utterance
 from swm.tasks.decisions import decision_prompt
 from swm.tasks.families import DECISION, Task, task_of_id
+from swm.tracking import Tracker
 from swm.training.advantages import ESTIMATORS, AdvantageConfig, assign_advantages
 from swm.training.base import load_base, shipped_gguf
 from swm.training.config import PolicyConfig, PPOConfig
@@ -168,25 +171,35 @@ class _Training:
     steps: int = 0
     parts: dict[str, float] = field(default_factory=dict)  # the last update's mean loss parts
     rounds: list[dict[str, float]] = field(default_factory=list)
+    tracker: Tracker = field(default_factory=Tracker)  # where each update's parts are logged, under ``section``
+    section: str = "train"
 
     def update(self, samples: Sequence[TrainingSample], ppo: PPOConfig) -> None:
-        """Run PPO on ``samples``, counting its tokens (per epoch) and optimizer steps."""
+        """Run PPO on ``samples``, counting its tokens (per epoch) and optimizer steps; log its mean loss parts."""
         from swm.training.ppo import ppo_update  # noqa: PLC0415 - imports torch at its top ([train])
 
         self.parts = ppo_update(self.policy, self.optimizer, samples, ppo)
         self.tokens += ppo.epochs * sum(len(s.prompt_ids) + len(s.token_ids) for s in samples)
         self.steps += int(self.parts.pop("steps", 0))
+        self.log(self.parts)
+
+    def log(self, values: dict[str, float]) -> None:
+        """Log ``values`` under the run's section at the optimizer step reached."""
+        self.tracker.log({f"{self.section}/{k}": v for k, v in values.items()}, step=self.steps,
+                         axis=f"{self.section}/step")
 
 
 def train_ppo(samples: Sequence[Sample], base: str | None, out_dir: Path, *, parent_adapter: str | None,
-              settings: TrainSettings, estimator: str = "hierarchical",
-              temperature: float = 0.7, groups: Groups = "mixed", iterations: int = 1, group: int = 8) -> TrainStats:
+              settings: TrainSettings, estimator: str = "hierarchical", temperature: float = 0.7,
+              groups: Groups = "mixed", iterations: int = 1, group: int = 8, tracker: Tracker | None = None,
+              section: str = "train") -> TrainStats:
     """Train one LoRA adapter (and value head) by PPO on the samples into ``out_dir``; return its stats.
 
     ``iterations`` > 1 adds sampling rounds: after the update on the cycle's samples, each round
     draws ``group`` fresh moves of every decision task among the samples from the adapter as it now
     is (a fresh π_old), checks them, and runs the same update on them. A finished adapter already in
-    ``out_dir`` is reused (see `swm.training.trl_update.train_adapter`).
+    ``out_dir`` is reused (see `swm.training.trl_update.train_adapter`). ``tracker`` sees each update's loss
+    parts under ``section``.
     """
     from swm.training.ppo import Diverged  # noqa: PLC0415 - imports torch at its top ([train])
 
@@ -207,7 +220,8 @@ def train_ppo(samples: Sequence[Sample], base: str | None, out_dir: Path, *, par
                     minibatch=settings.batch_size, value_coef=0.5 if critic else 0.0)
     start = time.perf_counter()
     try:
-        run = _first_update(policy, rollouts, settings, ppo, AdvantageConfig(estimator=estimator), critic)
+        run = _first_update(policy, rollouts, settings, ppo, AdvantageConfig(estimator=estimator), critic,
+                            tracker or Tracker(), section)
         tasks = decision_tasks(samples) if iterations > 1 else []
         for round_ in range(1, iterations if tasks else 1):
             _sampling_round(run, tasks, group, round_, settings.seed, groups)
@@ -251,7 +265,7 @@ def _load_policy(base: str | None, parent_adapter: str | None, settings: TrainSe
 
 
 def _first_update(policy: LoraValueModel, rollouts: list[Rollout], settings: TrainSettings, ppo: PPOConfig,
-                  advantage: AdvantageConfig, critic: bool) -> _Training:
+                  advantage: AdvantageConfig, critic: bool, tracker: Tracker, section: str) -> _Training:
     """PPO on the cycle's own samples, in a seeded order: the run's first update."""
     import torch  # noqa: PLC0415 - [train]
 
@@ -263,7 +277,8 @@ def _first_update(policy: LoraValueModel, rollouts: list[Rollout], settings: Tra
     assign_advantages(rollouts, advantage, baselines)
     batch = training_samples(rollouts)
     order = torch.randperm(len(batch), generator=torch.Generator().manual_seed(settings.seed)).tolist()
-    run = _Training(policy, make_optimizer(policy, ppo), ppo, advantage, critic, baselines)
+    run = _Training(policy, make_optimizer(policy, ppo), ppo, advantage, critic, baselines, tracker=tracker,
+                    section=section)
     run.update([batch[i] for i in order], ppo)
     return run
 
@@ -280,6 +295,7 @@ def _sampling_round(run: _Training, tasks: Sequence[Task], group: int, round_: i
             by_group.setdefault(r.task_id, []).append(r)
         fresh = [r for g in by_group.values() if len({x.seats[0].outcome for x in g}) > 1 for r in g]
     run.rounds.append({"round": float(round_), "pass_rate": round(passed, 4), "rows": float(len(fresh))})
+    run.log({"round_pass_rate": passed, "round_rows": float(len(fresh))})
     if not fresh:
         return
     _score(run.policy, fresh, values=run.critic)  # values for GAE; log-probs re-read under π_old (this round's)

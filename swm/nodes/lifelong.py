@@ -7,7 +7,8 @@ and the initial policy ``p0``); the routes fan out one ``Send`` per episode not 
 candidate). Each branch plays its episode through the episode graph that the graph module hands
 to `episode_player` (`swm.lifelong.episodes`). ``deploy`` applies the deploy gate on the dev split
 and writes both curves' R[cycle, ·] from the test split (`swm.lifelong.deploy.deploy_cycle`; the shifted
-test cells, phase ``shift``, are in neither);
+test cells, phase ``shift``, are in neither), then logs the cycle's numbers to the run's tracker
+(`swm.lifelong.scalars`);
 ``report`` computes the metrics and writes the Markdown report and plots.
 """
 
@@ -39,6 +40,7 @@ from swm.lifelong.jobs import (
 )
 from swm.lifelong.plan import LifelongPlan
 from swm.lifelong.report import write_report
+from swm.lifelong.scalars import cycle_scalars
 from swm.lifelong.state import EpisodeJob, LifelongState
 from swm.lifelong.update import PolicyVersion
 from swm.review import DeployReview, ask_person
@@ -160,6 +162,7 @@ def deploy_node(state: LifelongState, runtime: Runtime[LifelongContext]) -> Comm
         answer = ask_person(deploy_request(store, plan, cycle, incumbent, candidate, decision), DeployReview)
         decision = decision.reviewed_as(answer.decision, answer.note)
     serving, explain = deploy_cycle(store, plan, cycle, incumbent, candidate, decision)
+    runtime.context.tracker.log(cycle_scalars(store, plan, cycle, candidate), step=cycle, axis="cycle")
     runtime.stream_writer({"event": "deploy", "cycle": cycle, "serving": serving, "candidate": candidate,
                            "decision": explain})
     return Command(goto="synthesize" if cycle + 1 <= plan.cycles else "report",

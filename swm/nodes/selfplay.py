@@ -17,6 +17,7 @@ from swm.graph_state import thread_run_id
 from swm.selfplay import loop
 from swm.selfplay.checkpoint import checkpoint_dir, has_checkpoint, latest
 from swm.selfplay.plan import SelfPlayPlan
+from swm.selfplay.scalars import iteration_scalars
 from swm.selfplay.state import IterationSteps, RolloutJob, ScoreStats, SelfPlayState
 from swm.selfplay.store import drop_failed, put_iteration, put_run, rollout_done
 
@@ -132,13 +133,14 @@ def after_update(state: SelfPlayState) -> str:
 
 def evaluate(state: SelfPlayState, runtime: Runtime[SelfPlayContext]) -> SelfPlayState:
     """Play the held-out tasks under the new adapter (as many at once as the run's max_concurrency), then record
-    the iteration's summary."""
+    the iteration's summary and log its numbers to the run's tracker (`swm.selfplay.scalars`)."""
     plan, iteration = plan_of(state), state["iteration"]
     store = runtime.context.experience_store()
     stats = loop.evaluate_policy(plan, store, iteration, int(get_config().get("max_concurrency") or 1))
     current: IterationSteps = {**(state.get("current") or {}), "evaluate": stats}
     summary = loop.summarise(plan, current)
     put_iteration(store, plan.run_id, iteration, summary)
+    runtime.context.tracker.log(iteration_scalars(summary, current.get("update")), step=iteration, axis="iteration")
     runtime.stream_writer({"event": "iteration", "iteration": iteration, "summary": summary})
     return {"current": {"evaluate": stats}, "summaries": {str(iteration): summary}, "iteration": iteration + 1}
 

@@ -43,6 +43,7 @@ from swm.lifelong.update import (
 )
 from swm.serving import require_base_gguf, serve_adapter
 from swm.tasks.families import SAMPLED_LEVELS
+from swm.tracking import Tracker
 from swm.training.trl_update import TrainSettings, train_adapter
 
 
@@ -80,12 +81,14 @@ def export_cycle(store: StoreRecords, plan: LifelongPlan, method: str,
 
 
 def train_policy(store: StoreRecords, plan: LifelongPlan, method: str, parent: PolicyVersion, version: str,
-                 cycle: int, cycles: list[int], temperature: float = 0.7) -> tuple[PolicyVersion, list[str]]:
+                 cycle: int, cycles: list[int], temperature: float = 0.7,
+                 tracker: Tracker | None = None) -> tuple[PolicyVersion, list[str]]:
     """Export, train from the parent's adapter, keep it in the store, serve; return the new policy.
 
     With no rows the policy keeps the parent's weights. The parent's adapter comes from where it
     was trained or, when that folder is gone (deleted, or another machine), from the run's store
     (`local_adapter`); the new adapter is stored there under its content hash before it is served.
+    The trainer's logs go to ``tracker`` (the run's) as ``train/<version>/...``.
     """
 
     out_dir = Path(plan.out_dir).expanduser()
@@ -104,9 +107,8 @@ def train_policy(store: StoreRecords, plan: LifelongPlan, method: str, parent: P
         return PolicyVersion(**common, **inherited), [kept]
     base_gguf = _base_gguf(plan)
     adapter_dir = (out_dir / "adapters" / version).resolve()
-    settings = TrainSettings(**{**(plan.train or {}), "report_to": plan.report_to,
-                                "logging_dir": str((out_dir / "runs" / version).resolve()),
-                                "run_name": f"{plan.run_id}-{version}"})
+    settings = TrainSettings(**{**(plan.train or {}), "run_name": f"{plan.run_id}-{version}"})
+    run_tracker, section = tracker or Tracker(), f"train/{version}"
     trainer = trainer_of(method)
     trained_on = training_rows(trainer, rows)
     parent_adapter = str(local_adapter(store, parent, out_dir)) if parent.adapter else None
@@ -114,10 +116,12 @@ def train_policy(store: StoreRecords, plan: LifelongPlan, method: str, parent: P
         stats = train_ppo(load_samples(store, plan.run_id, cycles), plan.hf_model, adapter_dir,
                           parent_adapter=parent_adapter, settings=settings,
                           estimator=plan.estimator, temperature=temperature,
-                          groups=plan.ppo_groups, iterations=plan.ppo_iterations, group=plan.ppo_group)
+                          groups=plan.ppo_groups, iterations=plan.ppo_iterations, group=plan.ppo_group,
+                          tracker=run_tracker, section=section)
     else:
         stats = train_adapter(trainer, trained_on, plan.hf_model, adapter_dir,
-                              parent_adapter=parent_adapter, settings=settings)
+                              parent_adapter=parent_adapter, settings=settings, tracker=run_tracker,
+                              section=section)
     stats = stats.model_copy(update={"pairs_used": used})
     sha = keep_adapter(store, adapter_dir)
     draft = PolicyVersion(**common, **{**inherited, "adapter": str(adapter_dir), "adapter_sha256": sha})
@@ -155,6 +159,7 @@ def update(state: LifelongState, runtime: Runtime[LifelongContext]) -> dict[str,
         update_out["prompts"] = {"distill": prompts.load("lifelong_distill").id,
                                  "memory": prompts.load("lifelong_memory").id}
     else:
-        policy, errors = train_policy(store, plan, method, parent, version, cycle, cycles, ctx.temperature)
+        policy, errors = train_policy(store, plan, method, parent, version, cycle, cycles, ctx.temperature,
+                                      ctx.tracker)
     ls.put_policy(store, run, policy, errors)
     return update_out

@@ -12,6 +12,7 @@ from swm.filenames import file_name
 from swm.selfplay.rewards import RewardConfig
 from swm.tasks.families import Task, level_families, synthesize, variant_for
 from swm.tasks.splits import split_tasks
+from swm.tracking import Reporter
 from swm.training.advantages import AdvantageConfig
 from swm.training.config import PolicyConfig, PPOConfig
 from swm.training.transcript import DEFAULT_TRANSCRIPT, Transcript
@@ -70,6 +71,12 @@ class SelfPlayPlan(BaseModel):
     shuffle_rewards: bool = Field(False, description="the control arm: each iteration's training rewards are "
                                   "permuted among its rollouts (seeded) before the advantages, same budget, no signal")
     seed: int = 0
+    report_to: Reporter = Field("none", description="where each iteration's numbers are logged, one tracker run "
+                                "named after the thread (swm.selfplay.scalars: per-role rewards, held-out rates, "
+                                "KL, loss, clip fraction, filter, speed; axis 'iteration'): TensorBoard files in "
+                                "<run dir>/runs, or a wandb / mlflow / trackio run set up by their own environment "
+                                "variables (swm.tracking); its package is checked when a run opens it, never when a "
+                                "stored plan is read")
 
     out_dir: str = "swm-selfplay"
     policy: PolicyConfig = Field(default_factory=PolicyConfig)

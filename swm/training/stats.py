@@ -1,24 +1,8 @@
-"""What a training run reports (`TrainStats`), shared by every trainer, and the experiment trackers it can report to."""
+"""What a training run reports (`TrainStats`), shared by every trainer (the trackers it logs to: `swm.tracking`)."""
 
 from __future__ import annotations
 
-import importlib.util
-
 from pydantic import BaseModel, ConfigDict, Field
-
-REPORTERS: dict[str, tuple[tuple[str, ...], str]] = {
-    "tensorboard": (("tensorboard", "tensorboardX"), "tensorboard"), "wandb": (("wandb",), "wandb"),
-    "mlflow": (("mlflow",), "mlflow")}
-
-
-def reporter_missing(reporter: str) -> str | None:
-    """Say what is missing for training to report to ``reporter`` (None: nothing, or ``none``)."""
-    if reporter not in REPORTERS:
-        return None
-    modules, package = REPORTERS[reporter]
-    if any(importlib.util.find_spec(m) is not None for m in modules):
-        return None
-    return f"--report-to {reporter} needs the {package} package (pip install {package})"
 
 
 class TrainStats(BaseModel):

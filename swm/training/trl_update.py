@@ -15,7 +15,10 @@ The public pieces, reused by the lifelong loop and by self-play RL:
 * `train_adapter` — one training run (seeded; a progress bar from the trainer) that writes the
   adapter directory in one rename, so a kill leaves either a finished adapter, which a rerun
   reuses, or nothing, which a rerun trains again; returns `TrainStats` (method, rows, steps,
-  loss curve, seconds, tokens/s, adapter size).
+  loss curve, seconds, tokens/s, adapter size). Each of the trainer's log dicts (TRL's loss,
+  grad norm, learning rate, entropy and token accuracy for SFT, rewards and margins for DPO, KL
+  for KTO) goes to the run's tracker (`swm.tracking`, `tracker_callback`), never to TRL's own
+  ``report_to``: one tracker run holds the whole lifelong run.
 
 With DPO and KTO on a continued adapter, TRL keeps a frozen copy of it as the reference model,
 so the KL anchor is the incumbent policy too.
@@ -35,13 +38,15 @@ from typing import Any
 
 from swm.errors import InputError
 from swm.serving.gguf_lora import ADAPTER_META, base_meta
+from swm.tracking import Tracker, check_reporter, tracking
 from swm.training.base import imports, load_base, shipped_gguf
 from swm.training.device import Placement, choose_placement
-from swm.training.stats import TrainStats, reporter_missing
+from swm.training.stats import TrainStats
 
 TRAIN_METHODS = ("sft", "dpo", "kto")
 TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 STATS_FILE = "train.json"
+TRL_COLUMNS = ("prompt", "completion", "chosen", "rejected", "label")  # what TRL's trainers read of a row
 
 
 @dataclass
@@ -58,9 +63,11 @@ class TrainSettings:
     beta: float = 0.1  # DPO/KTO's KL weight
     seed: int = 0
     progress: bool = True
-    report_to: str = "none"  # none | tensorboard | wandb | mlflow (swm.lifelong.plan.REPORTERS)
+    # a run of its own for `train_adapter` called with no tracker: none | tensorboard | wandb | mlflow | trackio
+    # (swm.tracking.REPORTERS); the lifelong loop hands its run's tracker over instead
+    report_to: str = "none"
     logging_dir: str | None = None  # where TensorBoard writes its event files [default: <output dir>/runs]
-    run_name: str | None = None  # the run's name in wandb / mlflow
+    run_name: str | None = None  # the run's name in the tracker [default: the output dir's name]
     device: str | None = None  # cpu | cuda | cuda:N [default: $SWM_DEVICE, else cuda when present]
     dtype: str | None = None  # float32 | bfloat16 | float16 [default: $SWM_DTYPE, else bfloat16 on a GPU, float32]
 
@@ -126,10 +133,9 @@ def rows_seen(rows: int, batches: int, batch_size: int) -> int:
 
 
 def _config(method: str, trl: Any, out: Path, settings: TrainSettings, placement: Placement, **extra: Any) -> Any:
-    reporting = [] if settings.report_to == "none" else [settings.report_to]
+    # TRL reports to nothing itself: its logs reach the run's tracker through `tracker_callback`
     common = {"output_dir": str(out), **placement.trainer_args(), "gradient_checkpointing": False,
-              "report_to": reporting,
-              "run_name": settings.run_name,
+              "report_to": [], "run_name": settings.run_name,
               "num_train_epochs": settings.epochs, "max_steps": settings.max_steps,
               "per_device_train_batch_size": settings.batch_size, "learning_rate": settings.learning_rate,
               "logging_steps": 1, "save_strategy": "no", "seed": settings.seed, "data_seed": settings.seed,
@@ -141,21 +147,33 @@ def _config(method: str, trl: Any, out: Path, settings: TrainSettings, placement
     return trl.KTOConfig(beta=settings.beta, **common)
 
 
+def tracker_callback(tracker: Tracker, section: str) -> Any:
+    """Return a transformers ``TrainerCallback`` that logs each of a trainer's log dicts to ``tracker``.
+
+    A key ``loss`` at global step 3 is written ``<section>/loss`` at step 3 on the axis ``<section>/step``; the
+    lifelong loop's section is ``train/<policy>``, so every cycle's curve starts at its own step 1.
+    """
+    _, transformers, _, _ = imports()
+    base: Any = transformers.TrainerCallback  # a class of the [train] extra, untyped here
+
+    class ToTracker(base):
+        def on_log(self, args: Any, state: Any, control: Any, logs: Mapping[str, Any] | None = None,
+                   **_: Any) -> None:
+            tracker.log({f"{section}/{key}": value for key, value in (logs or {}).items()}, step=state.global_step,
+                        axis=f"{section}/step")
+
+    return ToTracker()
+
+
 @contextmanager
-def _tensorboard_dir(path: str | None) -> Iterator[None]:
-    """Point transformers' TensorBoard callback at ``path`` while the trainer is built (it reads the variable then)."""
-    if path is None:
-        yield
+def _run_tracker(settings: TrainSettings, tracker: Tracker | None, partial: Path) -> Iterator[Tracker]:
+    """Yield ``tracker``, or (None) a run of its own for ``settings.report_to``, kept in ``partial/runs`` by default."""
+    if tracker is not None:
+        yield tracker
         return
-    before = os.environ.get("TENSORBOARD_LOGGING_DIR")
-    os.environ["TENSORBOARD_LOGGING_DIR"] = path
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("TENSORBOARD_LOGGING_DIR", None)
-        else:
-            os.environ["TENSORBOARD_LOGGING_DIR"] = before
+    with tracking(settings.report_to, settings.run_name or partial.name.removesuffix(".partial"),
+                  settings.logging_dir or partial / "runs", asdict(settings)) as own:
+        yield own
 
 
 def _is_oom(exc: BaseException) -> bool:
@@ -163,14 +181,20 @@ def _is_oom(exc: BaseException) -> bool:
 
 
 def train_adapter(method: str, rows: list[dict[str, Any]], base: str | None, out_dir: Path, *,
-                  parent_adapter: str | None = None, settings: TrainSettings | None = None) -> TrainStats:
+                  parent_adapter: str | None = None, settings: TrainSettings | None = None,
+                  tracker: Tracker | None = None, section: str = "train") -> TrainStats:
     """Train one LoRA adapter on ``rows`` (TRL's conversational prompt/completion formats) into ``out_dir``.
 
     ``rows``: sft and kto ``{"prompt": [...], "completion": [...]}`` (kto with ``label``), dpo
-    ``{"prompt", "chosen", "rejected"}``. A finished adapter already in ``out_dir`` is reused.
+    ``{"prompt", "chosen", "rejected"}``. A finished adapter already in ``out_dir`` is reused. The trainer's
+    logs go to ``tracker`` under ``section`` (`tracker_callback`); with no tracker, to a run of its own when
+    ``settings.report_to`` names one.
     """
     if method not in TRAIN_METHODS:
         raise InputError(f"unknown training method {method!r}", f"use one of {', '.join(TRAIN_METHODS)}")
+    settings = settings or TrainSettings()
+    if tracker is None:
+        check_reporter(settings.report_to)
     out_dir = Path(out_dir)
     done = finished_stats(out_dir)
     if done is not None:
@@ -181,11 +205,6 @@ def train_adapter(method: str, rows: list[dict[str, Any]], base: str | None, out
     from datasets import Dataset
 
     score_labelled_tokens_only()
-
-    settings = settings or TrainSettings()
-    missing = reporter_missing(settings.report_to)
-    if missing:
-        raise InputError(missing, "install it, or train with --report-to none")
     if os.environ.get("SWM_TRAIN_THREADS"):  # on a machine busy with other work, one thread beats contended two
         torch.set_num_threads(int(os.environ["SWM_TRAIN_THREADS"]))
     partial = out_dir.with_name(out_dir.name + ".partial")
@@ -195,14 +214,15 @@ def train_adapter(method: str, rows: list[dict[str, Any]], base: str | None, out
     model, tokenizer = load_base(base, placement)
     meta = base_meta(model.config, str(base or shipped_gguf()))
     model = attach_adapter(model, parent_adapter, settings)
-    data = Dataset.from_list([{k: v for k, v in row.items() if k in ("prompt", "completion", "chosen", "rejected",
-                                                                      "label")} for row in rows])
+    data = Dataset.from_list([{k: v for k, v in row.items() if k in TRL_COLUMNS} for row in rows])
     per_row = sum(_tokens(tokenizer, row, method) for row in rows) / len(rows)
     trainer_cls = {"sft": trl.SFTTrainer, "dpo": trl.DPOTrainer, "kto": trl.KTOTrainer}[method]
     args = _config(method, trl, partial, settings, placement)
     start = time.perf_counter()
-    trainer, result = _train(method, transformers, trainer_cls, partial, settings.logging_dir, model=model,
-                             args=args, train_dataset=data, processing_class=tokenizer)
+    with _run_tracker(settings, tracker, partial) as run_tracker:
+        trainer, result = _train(method, transformers, trainer_cls, partial, model=model, args=args,
+                                 callbacks=[tracker_callback(run_tracker, section)], train_dataset=data,
+                                 processing_class=tokenizer)
     seconds = time.perf_counter() - start
     steps = int(result.global_step)
     tokens = int(per_row * rows_seen(len(rows), steps * int(getattr(args, "gradient_accumulation_steps", 1) or 1),
@@ -250,12 +270,10 @@ def score_labelled_tokens_only() -> None:
     setattr(utils, "_use_triton", labelled_only)  # noqa: B010 - a private name mypy does not see
 
 
-def _train(method: str, transformers: Any, trainer_cls: Any, partial: Path, logging_dir: str | None,
-           **trainer_args: Any) -> tuple[Any, Any]:
+def _train(method: str, transformers: Any, trainer_cls: Any, partial: Path, **trainer_args: Any) -> tuple[Any, Any]:
     """Build the TRL trainer and train; return it and its result. Running out of memory is an `InputError`."""
     try:
-        with _tensorboard_dir(logging_dir):
-            trainer = trainer_cls(**trainer_args)
+        trainer = trainer_cls(**trainer_args)
         # without a progress bar transformers prints every step's log dict on stdout, where `swm learn --json`
         # writes its result; the losses are kept in the trainer's log history (TrainStats.loss)
         trainer.remove_callback(transformers.PrinterCallback)
