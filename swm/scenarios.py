@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -152,9 +153,14 @@ def resolve(ref: str, extra: Iterable[Scenario] = ()) -> Scenario:
     pools: list[Iterable[Scenario]] = [extra, shipped()]
     if SOTOPIA_SAMPLE.is_file():
         pools.append(load_sotopia())
+    known: list[str] = []
     for pool in pools:
         for scenario in pool:
-            if ref in (scenario.id, scenario.codename, scenario.meta.get("env_id"), scenario.meta.get("combo_id")):
+            names = (scenario.id, scenario.codename, scenario.meta.get("env_id"), scenario.meta.get("combo_id"))
+            if ref in names:
                 return scenario
+            known += [str(n) for n in names if n]
+    close = difflib.get_close_matches(ref, known, n=1, cutoff=0.75)
     ids = ", ".join(s.id for s in shipped())
-    raise InputError(f"no scenario {ref!r}", f"use a shipped id ({ids}), a SOTOPIA id, or a .jsonl file")
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise InputError(f"no scenario {ref!r}", f"{hint}use a shipped id ({ids}), a SOTOPIA id, or a .jsonl file")

@@ -38,3 +38,10 @@ def test_the_progress_line_of_a_game_iteration_shows_its_legal_move_rate() -> No
     line = iteration_line(0, {"estimator": "group", "signals": s})
     assert "; legal moves 0.80 [0.49, 0.94] (n=10); KL" in line
     assert "legal moves" not in iteration_line(0, {"estimator": "group", "signals": None})
+
+
+def test_a_reward_of_one_value_prints_no_interval() -> None:
+    """n = 1 has no spread to estimate: the line says n = 1 and no ``±0.00``."""
+    line = iteration_line(0, {"estimator": "group", "reward": {"finder": {"mean": 1.0, "ci95": None, "n": 1},
+                                                               "speaker": {"mean": 0.5, "ci95": 0.25, "n": 8}}})
+    assert "finder 1.00 (n=1)" in line and "speaker 0.50±0.25 (n=8)" in line and "±0.00" not in line

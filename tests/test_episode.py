@@ -131,8 +131,12 @@ def test_the_scenario_input_is_typed_and_takes_a_scenario_id(tmp_path: Path) -> 
     ctx = store_ctx(tmp_path, llm=model())
     out = play(tmp_path, ctx, thread="by-id", scenario="swm-bike-sale", max_turns=2, judge=False)
     assert (get_episode(ctx.store, out["episode_id"]) or {})["scenario_id"] == "swm-bike-sale"
-    with pytest.raises(InputError, match="no scenario 'no-such-scenario'"):
+    with pytest.raises(InputError, match="no scenario 'no-such-scenario'") as refused:
         play(tmp_path, ctx, thread="unknown", scenario="no-such-scenario", max_turns=2, judge=False)
+    assert "did you mean" not in refused.value.one_line()
+    with pytest.raises(InputError) as misspelt:  # one letter off a shipped id: the id is named
+        play(tmp_path, ctx, thread="typo", scenario="swm-bike-sal", max_turns=2, judge=False)
+    assert "did you mean 'swm-bike-sale'?" in misspelt.value.one_line()
 
 
 def test_state_stays_small_turns_live_in_the_store(tmp_path: Path) -> None:

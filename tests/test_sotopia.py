@@ -224,8 +224,16 @@ def test_bench_sotopia_warns_and_records_self_judging(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, args, obj={"llm": model()})
     assert result.exit_code == 0, result.output
     assert "warning: the judge is the tested agent's own model" in result.output
+    assert "pass --judge-model (or SWM_MODEL_JUDGE)" in result.output
     assert json.loads((out / "sotopia.json").read_text())["meta"]["self_judged"] is True
     assert (out / "sotopia.md").read_text().count("**Self-judged:**") == 1
+    # a judge named, but the agent's own: the warning does not ask for the option that was given
+    named = CliRunner().invoke(main, [*args[:-5], "--db", str(tmp_path / "k.db"), "--out", str(tmp_path / "o2"),
+                                      "--no-progress", "--judge-model", "same@http://127.0.0.1:9", "--model", "same@http://127.0.0.1:9"],
+                               obj={"llm": model()})
+    assert named.exit_code == 0, named.output
+    assert "--judge-model names the agent's own model: pass a different one" in named.output
+    assert "pass --judge-model (or" not in named.output
 
 
 def test_judge_defaults_to_its_own_model(monkeypatch: pytest.MonkeyPatch) -> None:

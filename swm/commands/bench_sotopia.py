@@ -140,8 +140,12 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
         seat_list = {"both": (0, 1), "first": (0,), "second": (1,)}[seats]
         self_judged = ctx.judge_is_agent()
         if self_judged:
+            # the remedy depends on where the judge came from: none named (it fell back to the agent's), or named
+            # as the agent's own model
+            fix = ("--judge-model names the agent's own model: pass a different one" if models.get("judge_model")
+                   else "pass --judge-model (or SWM_MODEL_JUDGE)")
             click.echo(f"warning: the judge is the tested agent's own model ({ctx.spec_for('judge')}): self-judging "
-                       "inflates scores; pass --judge-model (or SWM_MODEL_JUDGE). Recorded in the results.", err=True)
+                       f"inflates scores; {fix}. Recorded in the results.", err=True)
         click.echo(f"judge protocol: {opts['judge_protocol']}; acting prompt order: {opts['act_order']}", err=True)
         episodes = sum(1 for s in scenarios for k in seat_list if k < len(s.names)) * len(chosen)
         click.echo(f"run {run_id}: {len(scenarios)} scenarios × {len(seat_list)} seats × {len(chosen)} policies, "

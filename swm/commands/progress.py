@@ -64,7 +64,9 @@ def stats_cell(stats: dict[str, Any] | None) -> str:
     """Format per-role reward statistics as ``role mean±ci (n=…)``."""
     if not stats:
         return "-"
-    return ", ".join(f"{role} {v['mean']:.2f}±{v['ci95'] or 0:.2f} (n={v['n']})" for role, v in stats.items())
+    # no interval below two values (a t interval needs a spread to estimate; ±0.00 would claim certainty)
+    return ", ".join(f"{role} {v['mean']:.2f}" + (f"±{v['ci95']:.2f}" if v.get("ci95") is not None else "") +
+                     f" (n={v['n']})" for role, v in stats.items())
 
 
 def iteration_line(i: object, s: dict[str, Any]) -> str:
