@@ -672,3 +672,21 @@ def test_the_self_play_page_plots_kl_apart_lists_the_plan_and_links_each_rollout
     assert [float(t["reward"]) for t in turns] == [0.0, 0.5, 1.0]
     assert [float(t["advantage_mean"]) for t in turns] == [0.375, -0.5, 1.0]
     assert c.get("/rollout", params={"id": "nope"}).status_code == 404
+
+
+def test_a_policy_of_one_episode_shows_its_mean_without_an_interval(tmp_path: Path) -> None:
+    """One episode has no spread to estimate: the page and its CSV give no bounds, never the zero-width [m, m]."""
+    from test_episode_scripts import model
+
+    db = str(tmp_path / "one.db")
+    args = ["bench", "sotopia", "--data", "shipped", "--policies", "plain", "--n", "1", "--max-turns", "1",
+            "--seats", "first", "--db", db, "--thread-id", "one-episode", "--out", str(tmp_path / "out"),
+            "--no-progress"]
+    result = CliRunner().invoke(main, args, obj={"llm": model()})
+    assert result.exit_code == 0, result.output
+    c = client(db)
+    (plain,) = _csv_rows(c, "/runs/one-episode", "policies")
+    assert plain["goal n"] == "1" and plain["goal"] and plain["goal low"] == plain["goal high"] == ""
+    page = c.get("/runs/one-episode").text
+    assert f"<small>[{float(plain['goal']):.2f}, {float(plain['goal']):.2f}]</small>" not in page
+    assert 'title="n = 1"' in page
