@@ -224,8 +224,34 @@ def test_bench_sotopia_warns_and_records_self_judging(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, args, obj={"llm": model()})
     assert result.exit_code == 0, result.output
     assert "warning: the judge is the tested agent's own model" in result.output
+    assert "pass --judge-model (or SWM_MODEL_JUDGE)" in result.output, "left to its default, the judge needs one given"
     assert json.loads((out / "sotopia.json").read_text())["meta"]["self_judged"] is True
     assert (out / "sotopia.md").read_text().count("**Self-judged:**") == 1
+
+
+@pytest.mark.parametrize("given", ["--judge-model", "SWM_MODEL_JUDGE"])
+def test_the_self_judging_warning_says_what_was_given(given: str, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A judge model given as the agent's own is not fixed by passing --judge-model: the warning says to give
+    another one, and where the judge's model came from."""
+    from swm.testing import FakeOpenAIServer
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with FakeOpenAIServer() as server:
+        judge = ["--judge-model", server.model_spec] if given == "--judge-model" else []
+        if given == "SWM_MODEL_JUDGE":
+            monkeypatch.setenv("SWM_MODEL_JUDGE", server.model_spec)
+        args = ["bench", "sotopia", "--data", "shipped", "--policies", "plain", "--n", "1", "--max-turns", "1",
+                "--seats", "second", "--model", server.model_spec, *judge, "--db", str(tmp_path / "j.db"), "--out",
+                str(tmp_path / "out"), "--no-progress"]
+        result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    (warning,) = [line for line in result.stderr.splitlines() if line.startswith("warning: the judge")]
+    assert "pass --judge-model (or" not in warning, warning
+    said = {"--judge-model": "the judge model given (--judge-model or the config's judge-model) is the agent's: "
+                             "give it another one",
+            "SWM_MODEL_JUDGE": "SWM_MODEL_JUDGE names the agent's model: set it to another one"}[given]
+    assert said in warning, warning
 
 
 def test_judge_defaults_to_its_own_model(monkeypatch: pytest.MonkeyPatch) -> None:
