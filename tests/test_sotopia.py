@@ -95,6 +95,19 @@ def test_shipped_scenarios_and_resolve(tmp_path: Path) -> None:
         resolve("no-such-scenario")
 
 
+@pytest.mark.parametrize("typed, meant", [
+    ("swm-bike-sael", "swm-bike-sale"), ("SWM-Late-Project", "swm-late-project"),
+    ("sotopia-01H7ZDX16BVMWC5R17M1TPA4WX", "sotopia-01H7ZDX16BVMWC5R17M1TPA4WY")])
+def test_a_misspelt_scenario_id_is_refused_with_the_id_it_is_close_to(typed: str, meant: str, tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["play", "--scenario", typed, "--no-judge", "--db", str(tmp_path / "p.db")],
+                                obj={"llm": model()})
+    assert result.exit_code != 0 and f"no scenario {typed!r} (did you mean {meant!r}?)" in result.output, \
+        result.output
+    unknown = CliRunner().invoke(main, ["play", "--scenario", "nothing-like-it", "--db", str(tmp_path / "p.db")],
+                                 obj={"llm": model()})
+    assert "no scenario 'nothing-like-it' —" in unknown.output and "did you mean" not in unknown.output
+
+
 def test_mean_ci() -> None:
     assert mean_ci([]) == (None, None, 0)
     assert mean_ci([3, None]) == (3.0, None, 1)
