@@ -23,11 +23,13 @@ boundary where swm writes text calls (the error line, stderr and logging through
 every value the experience store writes, results pages): it hides the keys of the URLs in the text
 and every configured key value (`known_secrets`: the keys this process was given in URLs, and each
 environment variable whose name says it holds a key, ``OPENAI_API_KEY``, ``SWM_API_KEY_<HOST>``,
-any ``*_API_KEY``, ``*_TOKEN``, ``*SECRET*``, ``*PASSWORD*``; values of `MIN_SECRET_CHARS` or more).
+any ``*_API_KEY``, ``*_TOKEN``, ``*SECRET*``, ``*PASSWORD*``; values of `MIN_SECRET_CHARS` or more), whole
+or in pieces: a model may quote a key back cut by markup, spaces or invisible characters (``sk-abc**def…``).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -43,6 +45,13 @@ _SECRET_ENV = re.compile(r"API_KEY|_TOKEN$|SECRET|PASSWORD|PASSWD", re.I)
 # a shorter value (a flag, a port, a local database's "postgres" password) is not masked wherever it appears:
 # API keys and tokens run to 20 characters and more
 MIN_SECRET_CHARS = 12
+# what may sit inside a key quoted back in pieces without changing what a reader copies out of it: whitespace,
+# Markdown's emphasis, code and strike marks, a backslash escape, an HTML tag, an invisible (zero-width, joiner,
+# bidi, soft hyphen) character, and the same as JSON escapes (a store's JSON text: "\n", "\u200b")
+_FILLER = (r"(?:\\[nrt]|\\u(?:00ad|180e|200[b-f]|202[a-e]|206[0-9]|feff)"  # JSON's escapes first: "\n" whole
+           r"|[\s*_`~|\\]|[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]"
+           r"|</?[A-Za-z][^<>\n]{0,40}>)")
+_FILLER_RUN = re.compile(_FILLER + "+")
 _known: dict[str, str] = {}  # origin -> a key this process was given in a URL
 _known_lock = threading.Lock()
 
@@ -150,11 +159,27 @@ def known_secrets() -> list[str]:
     return sorted((v for v in values if len(v) >= MIN_SECRET_CHARS and v != MASK), key=len, reverse=True)
 
 
+@functools.lru_cache(maxsize=64)
+def _in_pieces(secret: str) -> re.Pattern[str]:
+    """Match ``secret`` with filler (`_FILLER`) between any two of its characters: a key quoted back split by markup."""
+    return re.compile(f"{_FILLER}*".join(re.escape(c) for c in secret))
+
+
 def redact_text(text: str) -> str:
-    """Hide every known key value (`known_secrets`) and the keys of the URLs inside free text (an error, a log line)."""
+    """Hide every known key value (`known_secrets`) and the keys of the URLs inside free text (an error, a log line).
+
+    A key is hidden whole also where it comes back in pieces (a model quoting ``sk-abc**def…``, split by spaces,
+    markup or invisible characters, `_FILLER`): text with no such filler inside the key's characters is left as is.
+    """
+    bare: str | None = None  # the text without its filler, made once: most texts hold no key, whole or split
     for secret in known_secrets():
         if secret in text:
             text = text.replace(secret, MASK)
+            bare = None
+            continue
+        bare = _FILLER_RUN.sub("", text) if bare is None else bare
+        if _FILLER_RUN.sub("", secret) in bare:
+            text, bare = _in_pieces(secret).sub(MASK, text), None
 
     def hide(match: re.Match[str]) -> str:
         url = match.group(0)

@@ -141,7 +141,8 @@ def load_sotopia_profiles(environments: str | Path, agents: str | Path,
 
 
 def resolve(ref: str, extra: Iterable[Scenario] = ()) -> Scenario:
-    """Find a scenario by shipped id, SOTOPIA id / env id / codename, or load it from a file."""
+    """Find a scenario by shipped id, SOTOPIA id / env id / codename, or load it from a file; a name that is none of
+    them is refused with the closest one it might have meant (any case)."""
     path = Path(ref)
     if path.suffix in (".jsonl", ".json") and path.is_file():
         if path.suffix == ".json":
@@ -153,14 +154,15 @@ def resolve(ref: str, extra: Iterable[Scenario] = ()) -> Scenario:
     pools: list[Iterable[Scenario]] = [extra, shipped()]
     if SOTOPIA_SAMPLE.is_file():
         pools.append(load_sotopia())
-    known: list[str] = []
+    names: list[str] = []  # every name a scenario answers to, for a did-you-mean
     for pool in pools:
         for scenario in pool:
-            names = (scenario.id, scenario.codename, scenario.meta.get("env_id"), scenario.meta.get("combo_id"))
-            if ref in names:
+            known = (scenario.id, scenario.codename, scenario.meta.get("env_id"), scenario.meta.get("combo_id"))
+            if ref in known:
                 return scenario
-            known += [str(n) for n in names if n]
-    close = difflib.get_close_matches(ref, known, n=1, cutoff=0.75)
+            names += [str(name) for name in known if name]
+    folded = {name.casefold(): name for name in reversed(names)}  # the first scenario's spelling of a name
+    close = [folded[c] for c in difflib.get_close_matches(ref.casefold(), list(folded), n=1, cutoff=0.6)]
     ids = ", ".join(s.id for s in shipped())
-    hint = f"did you mean {close[0]!r}? " if close else ""
-    raise InputError(f"no scenario {ref!r}", f"{hint}use a shipped id ({ids}), a SOTOPIA id, or a .jsonl file")
+    raise InputError(f"no scenario {ref!r}" + (f" (did you mean {close[0]!r}?)" if close else ""),
+                     f"use a shipped id ({ids}), a SOTOPIA id, or a .jsonl file")

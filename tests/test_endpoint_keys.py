@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import random
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from swm.cli import main
-from swm.credentials import endpoint_key, redact_spec, redact_text, redact_url, split_credentials
+from swm.credentials import MASK, endpoint_key, redact_spec, redact_text, redact_url, split_credentials
 from swm.llm import call_model, make_chat_model
 from swm.testing import FakeOpenAIServer
 
@@ -141,3 +143,69 @@ def test_redaction_hides_every_configured_key_value(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("SWM_THREADS", "12345678")  # not a key: left alone
     text = "keys sk-openai-0123456789, sk-host-0123456789 and hf_0123456789abcdef; 12345678 threads"
     assert redact_text(text) == "keys ***, *** and ***; 12345678 threads"
+
+
+PIECES = ["**", "*", "`", "``", "~~", "_", " ", "  ", "\n", "\t", "\\", "<b>", "</b>", "<span class='k'>", "</span>",
+          "\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad", "\u202e"]
+
+
+def split_key(key: str, rng: random.Random) -> str:
+    """The key cut at one to three places, each cut holding one to three pieces of markup, space or invisibles."""
+    cuts = sorted(rng.sample(range(1, len(key)), rng.randint(1, 3)))
+    parts = [key[a:b] for a, b in zip([0, *cuts], [*cuts, len(key)], strict=True)]
+    return "".join(p + ("".join(rng.choices(PIECES, k=rng.randint(1, 3))) if i < len(parts) - 1 else "")
+                   for i, p in enumerate(parts))
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_a_key_quoted_back_in_pieces_is_hidden_whole(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Property over derandomised splits: wherever the cuts fall and whatever sits in them, the key is gone and the
+    words around it are kept (a store's JSON text too, where a newline or an invisible is an escape)."""
+    monkeypatch.setenv("SWM_API_KEY_HOST_EXAMPLE", KEY)
+    rng = random.Random(seed)
+    quoted = split_key(KEY, rng)
+    before, after = rng.choice(["Your key is ", "**Key:** `", "<p>key ", ""]), rng.choice([" — keep it.", "`", ""])
+    for text in (before + quoted + after, json.dumps({"reply": before + quoted + after})):
+        shown = redact_text(text)
+        assert KEY not in "".join(c for c in shown if c.isalnum() or c == "-"), (quoted, shown)
+        assert MASK in shown and shown.startswith(json.dumps({"reply": before})[:-2] if text[0] == "{" else before)
+
+
+@pytest.mark.parametrize("text", [
+    "**Bold** and `code`, <b>a tag</b>, ~~struck~~ and snake_case_names.",
+    "The key starts sk-SEKRET but the rest is another story: 0123 is a number.",  # a half of it is no key
+    "sk-SEKRET-012345678",  # one character short
+    "s k - S E K R E T - 0 1 2 3 x 4 5 6 7 8 9",  # its letters spelt out, a stranger among them: not the key
+    "sk-SEKRET-0123456789".upper(),
+])
+def test_ordinary_text_is_not_masked_for_holding_markup_or_part_of_a_key(text: str,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SWM_API_KEY_HOST_EXAMPLE", KEY)
+    assert redact_text(text) == text
+
+
+def test_a_key_a_model_quotes_in_pieces_is_never_printed_or_written(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """``swm play`` with a model that quotes the key as ``sk-SEKRE**T-0123…``: not on stdout, stderr, or swm's
+    tables (turns, episodes, runs)."""
+    import sqlite3
+
+    from test_episode_scripts import model
+
+    from swm.social.models import AgentActionForModel
+
+    monkeypatch.setenv("SWM_API_KEY_HOST_EXAMPLE", KEY)
+    quoted = "sk-SEKRE**T-01234\u200b56789"
+    llm = model(action=lambda i: AgentActionForModel(action_type="speak", argument=f"my key is {quoted}, ok?"))
+    db = tmp_path / "p.db"
+    result = CliRunner().invoke(main, ["play", "--policy", "plain", "--max-turns", "1", "--no-judge", "--db", str(db)],
+                                obj={"llm": llm})
+    assert result.exit_code == 0, result.output
+    assert "my key is ***, ok?" in result.stderr and "my key is ***, ok?" in result.stdout
+    with sqlite3.connect(db) as conn:
+        tables = [t for (t,) in conn.execute("select name from sqlite_master where type = 'table'")
+                  if t not in ("checkpoints", "writes")]  # LangGraph's own blobs: not text swm writes
+        held = [(t, str(row)) for t in tables for row in conn.execute(f'select * from "{t}"')]
+    conn.close()
+    assert any("my key is ***" in row for _, row in held), "the turn is stored, its key hidden"
+    assert not [t for t, row in held if "SEKRE" in row], "no piece of the key in any table"

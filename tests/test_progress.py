@@ -75,7 +75,8 @@ def test_self_play_iteration_summaries_are_described() -> None:
     lines = finished("evaluate", {"summaries": {"0": summary}, "iteration": 1})
     assert len(lines) == 1 and lines[0].startswith("iteration 0 [group, torch]: reward seller 0.50±0.10 (n=4)")
     assert finished("rollout", {"rolled": 1}) == ["rollout played"]
-    assert describe({"event": "fan_out", "node": "rollout", "iteration": 1, "rollouts": 4}) == "iteration 1: rollout 4"
+    assert describe({"event": "fan_out", "node": "rollout", "iteration": 1, "rollouts": 4}) == \
+        "iteration 1: playing rollouts (4) …"
     assert describe({"event": "unknown"}) is None
 
 

@@ -95,6 +95,19 @@ def test_shipped_scenarios_and_resolve(tmp_path: Path) -> None:
         resolve("no-such-scenario")
 
 
+@pytest.mark.parametrize("typed, meant", [
+    ("swm-bike-sael", "swm-bike-sale"), ("SWM-Late-Project", "swm-late-project"),
+    ("sotopia-01H7ZDX16BVMWC5R17M1TPA4WX", "sotopia-01H7ZDX16BVMWC5R17M1TPA4WY")])
+def test_a_misspelt_scenario_id_is_refused_with_the_id_it_is_close_to(typed: str, meant: str, tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["play", "--scenario", typed, "--no-judge", "--db", str(tmp_path / "p.db")],
+                                obj={"llm": model()})
+    assert result.exit_code != 0 and f"no scenario {typed!r} (did you mean {meant!r}?)" in result.output, \
+        result.output
+    unknown = CliRunner().invoke(main, ["play", "--scenario", "nothing-like-it", "--db", str(tmp_path / "p.db")],
+                                 obj={"llm": model()})
+    assert "no scenario 'nothing-like-it' —" in unknown.output and "did you mean" not in unknown.output
+
+
 def test_mean_ci() -> None:
     assert mean_ci([]) == (None, None, 0)
     assert mean_ci([3, None]) == (3.0, None, 1)
@@ -224,16 +237,34 @@ def test_bench_sotopia_warns_and_records_self_judging(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, args, obj={"llm": model()})
     assert result.exit_code == 0, result.output
     assert "warning: the judge is the tested agent's own model" in result.output
-    assert "pass --judge-model (or SWM_MODEL_JUDGE)" in result.output
+    assert "pass --judge-model (or SWM_MODEL_JUDGE)" in result.output, "left to its default, the judge needs one given"
     assert json.loads((out / "sotopia.json").read_text())["meta"]["self_judged"] is True
     assert (out / "sotopia.md").read_text().count("**Self-judged:**") == 1
-    # a judge named, but the agent's own: the warning does not ask for the option that was given
-    named = CliRunner().invoke(main, [*args[:-5], "--db", str(tmp_path / "k.db"), "--out", str(tmp_path / "o2"),
-                                      "--no-progress", "--judge-model", "same@http://127.0.0.1:9", "--model", "same@http://127.0.0.1:9"],
-                               obj={"llm": model()})
-    assert named.exit_code == 0, named.output
-    assert "--judge-model names the agent's own model: pass a different one" in named.output
-    assert "pass --judge-model (or" not in named.output
+
+
+@pytest.mark.parametrize("given", ["--judge-model", "SWM_MODEL_JUDGE"])
+def test_the_self_judging_warning_says_what_was_given(given: str, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A judge model given as the agent's own is not fixed by passing --judge-model: the warning says to give
+    another one, and where the judge's model came from."""
+    from swm.testing import FakeOpenAIServer
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with FakeOpenAIServer() as server:
+        judge = ["--judge-model", server.model_spec] if given == "--judge-model" else []
+        if given == "SWM_MODEL_JUDGE":
+            monkeypatch.setenv("SWM_MODEL_JUDGE", server.model_spec)
+        args = ["bench", "sotopia", "--data", "shipped", "--policies", "plain", "--n", "1", "--max-turns", "1",
+                "--seats", "second", "--model", server.model_spec, *judge, "--db", str(tmp_path / "j.db"), "--out",
+                str(tmp_path / "out"), "--no-progress"]
+        result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    (warning,) = [line for line in result.stderr.splitlines() if line.startswith("warning: the judge")]
+    assert "pass --judge-model (or" not in warning, warning
+    said = {"--judge-model": "the judge model given (--judge-model or the config's judge-model) is the agent's: "
+                             "give it another one",
+            "SWM_MODEL_JUDGE": "SWM_MODEL_JUDGE names the agent's model: set it to another one"}[given]
+    assert said in warning, warning
 
 
 def test_judge_defaults_to_its_own_model(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import json
 import os
 import re
 import shutil
@@ -31,6 +32,7 @@ from starlette.testclient import TestClient  # noqa: E402
 from swm.cli import main  # noqa: E402
 from swm.testing import FakeOpenAIServer, scaled  # noqa: E402
 from swm.ui import create_app  # noqa: E402
+from swm.ui.app import IdConvertor, url  # noqa: E402
 from swm.ui.runs import uuid6_floor, uuid6_time  # noqa: E402
 from swm.ui.store import ReadOnlyStore  # noqa: E402
 
@@ -623,10 +625,10 @@ def test_a_learn_run_whose_id_holds_a_slash_is_found(filled: tuple[str, dict[str
     conn.close()
     c = client(str(db))
     run = f"team/{ids['learn']}"
-    page = c.get(f"/runs/{run}", follow_redirects=True)
-    assert page.status_code == 200 and str(page.url).endswith(f"/learn/{run}"), page.text[:300]
+    page = c.get(f"/runs/{run}", follow_redirects=True)  # typed with its slash: routed whole
+    assert page.status_code == 200 and str(page.url).endswith(f"/learn/{url(run)}"), page.text[:300]
     assert "Pairs kept of those sampled, per cycle" in page.text
-    pair = re.search(r'href="(/learn/team/[^"]+/pairs/\d+/\d+)"', page.text)
+    pair = re.search(r'href="(/learn/team%252F[^"]+/pairs/\d+/\d+)"', page.text)
     reply = c.get(pair.group(1) if pair else f"/learn/{run}/pairs/0/0")  # routed to the pair view, whichever
     assert reply.status_code == 200 or "no such pair" in reply.text, reply.text[:300]
     assert c.get(f"/selfplay/{run}").status_code == 200
@@ -672,3 +674,52 @@ def test_the_self_play_page_plots_kl_apart_lists_the_plan_and_links_each_rollout
     assert [float(t["reward"]) for t in turns] == [0.0, 0.5, 1.0]
     assert [float(t["advantage_mean"]) for t in turns] == [0.375, -0.5, 1.0]
     assert c.get("/rollout", params={"id": "nope"}).status_code == 404
+
+
+def test_a_policy_of_one_episode_shows_its_mean_without_an_interval(tmp_path: Path) -> None:
+    """One episode has no spread to estimate: the page and its CSV give no bounds, never the zero-width [m, m]."""
+    from test_episode_scripts import model
+
+    db = str(tmp_path / "one.db")
+    args = ["bench", "sotopia", "--data", "shipped", "--policies", "plain", "--n", "1", "--max-turns", "1",
+            "--seats", "first", "--db", db, "--thread-id", "one-episode", "--out", str(tmp_path / "out"),
+            "--no-progress"]
+    result = CliRunner().invoke(main, args, obj={"llm": model()})
+    assert result.exit_code == 0, result.output
+    c = client(db)
+    (plain,) = _csv_rows(c, "/runs/one-episode", "policies")
+    assert plain["goal n"] == "1" and plain["goal"] and plain["goal low"] == plain["goal high"] == ""
+    page = c.get("/runs/one-episode").text
+    assert f"<small>[{float(plain['goal']):.2f}, {float(plain['goal']):.2f}]</small>" not in page
+    assert 'title="n = 1"' in page
+
+
+@pytest.mark.parametrize("run_id", ["x/pairs/0/0", "../../etc", "a%2Fb/c"])
+def test_a_run_whose_id_looks_like_a_route_or_a_path_opens_from_its_links(run_id: str, tmp_path: Path) -> None:
+    """Ids shaped like a sub-route (the learn page's pairs) or climbing the path open from the runs page's link, and
+    from the run page's own links (its config, its episodes), as themselves; ``../../etc`` leaves no page."""
+    from bench.extra_graphs import SCRIPTS
+
+    db = str(tmp_path / "ids.db")
+    with FakeOpenAIServer(scripts=SCRIPTS) as server:
+        _cli("learn", "--cycles", "1", "--levels", "easy", "--families", "mutual_friend", "--episodes-per-level", "1",
+             "--max-turns", "2", "--heldout-per-cell", "1", "--dev-per-cell", "1", "--thread-id", run_id, "--model",
+             server.model_spec, "--db", db, "--out", str(tmp_path / "out"), "--no-progress")
+    c = client(db)
+    (link,) = re.findall(r'href="(/runs/[^"]+)"', c.get("/runs").text)
+    page = c.get(link, follow_redirects=True)
+    assert page.status_code == 200 and f"<h1>Lifelong run {run_id}</h1>" in page.text, (link, page.url)
+    assert page.url.path.startswith("/learn/"), page.url
+    config = re.search(r'href="(/config/[^"]+)"', page.text)
+    assert config and json.dumps(run_id) in c.get(config.group(1)).text
+    episodes = re.findall(r'href="(/episodes/[^"]+)"', page.text)
+    assert episodes and all(f"<h1>Episode {run_id}/" in c.get(e).text for e in episodes)
+
+
+@pytest.mark.parametrize("thread_id", ["x/pairs/0/0", "../../etc", "..", ".", "100%", "a%2Fb/c", "ü/ß:1", ""])
+def test_an_id_in_a_link_comes_back_whole_after_the_server_unquotes_the_path(thread_id: str) -> None:
+    from urllib.parse import unquote
+
+    assert IdConvertor().convert(unquote(url(thread_id))) == thread_id
+    # one path segment, and none a client resolves away (WHATWG counts %2e as a dot)
+    assert "/" not in url(thread_id) and url(thread_id).lower() not in (".", "..", "%2e", "%2e%2e", ".%2e", "%2e.")

@@ -240,5 +240,5 @@ def test_the_iteration_line_counts_the_rows_skipped() -> None:
     from swm.commands.progress import iteration_line
 
     line = iteration_line(3, {"estimator": "group", "rows": 64.0, "skipped_rows": 40.0, "kl": None, "loss": -0.0123})
-    assert "rows 24 trained, 40 without signal skipped" in line and "KL -" in line and "loss -0.0123" in line
+    assert "rows 24 trained, 40 without signal skipped" in line and "KL —" in line and "loss -0.0123" in line
     assert "skipped" not in iteration_line(3, {"estimator": "group"}), "an update that did not run counts nothing"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -140,12 +141,7 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
         seat_list = {"both": (0, 1), "first": (0,), "second": (1,)}[seats]
         self_judged = ctx.judge_is_agent()
         if self_judged:
-            # the remedy depends on where the judge came from: none named (it fell back to the agent's), or named
-            # as the agent's own model
-            fix = ("--judge-model names the agent's own model: pass a different one" if models.get("judge_model")
-                   else "pass --judge-model (or SWM_MODEL_JUDGE)")
-            click.echo(f"warning: the judge is the tested agent's own model ({ctx.spec_for('judge')}): self-judging "
-                       f"inflates scores; {fix}. Recorded in the results.", err=True)
+            click.echo(self_judging_warning(ctx), err=True)
         click.echo(f"judge protocol: {opts['judge_protocol']}; acting prompt order: {opts['act_order']}", err=True)
         episodes = sum(1 for s in scenarios for k in seat_list if k < len(s.names)) * len(chosen)
         click.echo(f"run {run_id}: {len(scenarios)} scenarios × {len(seat_list)} seats × {len(chosen)} policies, "
@@ -156,6 +152,21 @@ def sotopia_command(hard: bool, data: Path | None, policies: str, partner_policy
                                            no_progress=no_progress)
         _report(ctx, folder, result, opts, scenarios, chosen, run_id=run_id, seats=seats, hard=hard,
                 self_judged=self_judged, in_flight=in_flight, as_json=as_json)
+
+
+def self_judging_warning(ctx: SWMContext) -> str:
+    """Return the warning for a judge that is the tested agent's own model, naming where the judge's model came from:
+    a judge model given (``--judge-model``, or ``judge-model`` in ``--config``) or ``SWM_MODEL_JUDGE`` needs another
+    model, a judge left to its default needs one given."""
+    head = f"warning: the judge is the tested agent's own model ({ctx.spec_for('judge')}): self-judging inflates scores"
+    injected = ctx.llm is not None or bool(ctx.chat_models)  # a given --judge-model is not what judges then
+    if ctx.models.get("judge") and not injected:
+        fix = "the judge model given (--judge-model or the config's judge-model) is the agent's: give it another one"
+    elif os.environ.get("SWM_MODEL_JUDGE") and not injected:
+        fix = "SWM_MODEL_JUDGE names the agent's model: set it to another one, or pass --judge-model"
+    else:
+        fix = "pass --judge-model (or SWM_MODEL_JUDGE)"
+    return f"{head}; {fix}. Recorded in the results."
 
 
 def _recorded_options(ctx: SWMContext, run_id: str, options: dict[str, Any]) -> tuple[SWMContext, dict[str, Any]]:

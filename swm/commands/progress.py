@@ -27,6 +27,9 @@ STEPS = {"parse": "parsing the story into S3AP", "answer": "answering the questi
          "evaluate": "playing the held-out tasks", "advantages": "computing advantages", "score": "scoring turns"}
 
 
+# a number the step did not make (no KL without a KL penalty, no loss without an update): a dash, not a minus sign
+MISSING = "—"
+
 # the names the progress switch had before (parse, ask, play, selfplay): aliases for `swm.commands._common.aliased`
 PROGRESS_ALIASES = {"quiet": "--no-progress", "q": "--no-progress"}
 
@@ -61,29 +64,49 @@ def attempt_line(update: object) -> str | None:
 
 
 def stats_cell(stats: dict[str, Any] | None) -> str:
-    """Format per-role reward statistics as ``role mean±ci (n=…)``."""
+    """Format per-role reward statistics as ``role mean±ci (n=…)``.
+
+    A role with one value has no spread to estimate (`swm.stats.mean_ci` gives no half-width): its mean
+    is shown without an interval, never as ``±0.00``.
+    """
     if not stats:
-        return "-"
-    # no interval below two values (a t interval needs a spread to estimate; ±0.00 would claim certainty)
-    return ", ".join(f"{role} {v['mean']:.2f}" + (f"±{v['ci95']:.2f}" if v.get("ci95") is not None else "") +
-                     f" (n={v['n']})" for role, v in stats.items())
+        return MISSING
+    return ", ".join(f"{role} {v['mean']:.2f}" + (f"±{v['ci95']:.2f}" if v.get("ci95") is not None else "")
+                     + f" (n={v['n']})" for role, v in stats.items())
 
 
 def iteration_line(i: object, s: dict[str, Any]) -> str:
-    """Return the one-line summary of a self-play iteration."""
-    kl = s.get("kl")
+    """Return the one-line summary of a self-play iteration (a number it lacks as `MISSING`, never ``None``)."""
+    kl, loss = s.get("kl"), s.get("loss")
     legal = ((s.get("signals") or {}).get("legal") or {}).get("all") or {}
     game = (f"legal moves {legal['rate']:.2f} [{legal['ci95'][0]:.2f}, {legal['ci95'][1]:.2f}] (n={legal['n']}); "
             if legal.get("rate") is not None else "")
     rows, skipped = s.get("rows"), s.get("skipped_rows")
     trained = (f"rows {int(rows - (skipped or 0))} trained, {int(skipped or 0)} without signal skipped; "
                if isinstance(rows, int | float) else "")
-    loss = s.get("loss")
     return (f"iteration {i} [{s['estimator']}, {s.get('sampler', 'torch')}]: reward {stats_cell(s.get('reward'))}; "
-            f"held-out {stats_cell(s.get('eval_reward'))}; {game}{trained}KL {'-' if kl is None else round(kl, 4)}; "
-            f"loss {'-' if not isinstance(loss, int | float) else f'{loss:.4g}'}; filtered "
-            f"{s.get('filtered_rate')}; failed {s.get('failed')}; {s.get('tokens_per_s') or 0:.1f} tokens/s; "
+            f"held-out {stats_cell(s.get('eval_reward'))}; {game}{trained}KL {_number(kl, lambda v: round(v, 4))}; "
+            f"loss {_number(loss, lambda v: f'{v:.4g}')}; filtered {_number(s.get('filtered_rate'))}; "
+            f"failed {_number(s.get('failed'))}; {s.get('tokens_per_s') or 0:.1f} tokens/s; "
             f"{s.get('seconds', 0):.0f} s")
+
+
+def _number(value: object, shown: Callable[[float], object] = lambda v: v) -> str:
+    """Render a number of the iteration line as ``shown`` says, or `MISSING` for one the iteration did not make."""
+    return str(shown(value)) if isinstance(value, int | float) and not isinstance(value, bool) else MISSING
+
+
+def fan_out_line(event: dict[str, Any]) -> str:
+    """Return the line of a fan-out: its node's step with how many tasks it sends (``iteration 0: playing rollouts
+    (4) …``), the step's one line for those tasks (`printer` says no other when they start)."""
+    where = f"iteration {event['iteration']}" if "iteration" in event else f"cycle {event.get('cycle')}"
+    count = event.get("episodes", event.get("rollouts", event.get("jobs", "")))
+    step = STEPS.get(str(event.get("node")))
+    if step is None:
+        return f"{where}: {event['node']} {count}".rstrip()
+    if count == 0:  # a resumed iteration whose tasks are all stored
+        return f"{where}: {step}: none left to run"
+    return f"{where}: {step}" + (f" ({count})" if count != "" else "") + " …"
 
 
 def describe(event: dict[str, Any]) -> str | None:
@@ -95,9 +118,7 @@ def describe(event: dict[str, Any]) -> str | None:
     if kind == "move":
         return f"move {event.get('turn')} ({event.get('phase')}): {event.get('agent')}"
     if kind == "fan_out":
-        where = f"iteration {event['iteration']}" if "iteration" in event else f"cycle {event.get('cycle')}"
-        count = event.get("episodes", event.get("rollouts", event.get("jobs", "")))
-        return f"{where}: {event['node']} {count}".rstrip()
+        return fan_out_line(event)
     if kind == "episode":
         failed = " failed" if event.get("failed") else ""
         return f"cycle {event.get('cycle')} {event.get('phase', '')}: episode {event.get('episode_id')}{failed}"
@@ -145,6 +166,8 @@ def printer(quiet: bool, echo: Callable[[str], None] | None = None) -> Listener 
                     again = f" (attempt {seen[payload]}" + (f", after: {reason})" if reason else ")")
                 say(f"{stamp} {step}{again} …")
         elif kind == "custom" and isinstance(payload, dict):
+            if payload.get("event") == "fan_out":  # its line says the step: the tasks it sends say it no more
+                last[0] = str(payload.get("node"))
             line = describe(payload)
             if line:
                 say(f"{stamp} {line}")

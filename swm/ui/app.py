@@ -18,16 +18,19 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import tomli_w
 from starlette.applications import Starlette
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from swm.filenames import file_name
 from swm.ui import runs as run_list
@@ -38,8 +41,50 @@ HERE = Path(__file__).parent
 
 
 def url(text: object) -> str:
-    """Quote an id for a URL path or query the same way everywhere (``/`` and ``:`` kept readable)."""
+    """Quote an id as one path segment that comes back whole (`IdConvertor`), ``:`` kept readable.
+
+    ``/`` and ``%`` are escaped before the quoting, so the server's own unquoting of the path leaves them escaped:
+    an id shaped like a sub-route (``x/pairs/0/0``) is not routed as one, and ``../../etc`` holds no dot segment
+    for a client to resolve away. An id of dots alone (``..``) has its dots escaped too, for the same reason.
+    """
+    escaped = str(text).replace("%", "%25").replace("/", "%2F")
+    if escaped and set(escaped) == {"."}:
+        escaped = escaped.replace(".", "%2E")
+    return quote(escaped, safe=":")
+
+
+def query(text: object) -> str:
+    """Quote a value for a query string (unquoted once, by the server; ``/`` and ``:`` kept readable)."""
     return quote(str(text), safe="/:")
+
+
+class IdConvertor(Convertor[str]):
+    """An id in a path as `url` writes it: the rest of the path, unquoted once more (a typed ``team/run-1`` too)."""
+
+    regex = ".*"
+
+    def convert(self, value: str) -> str:
+        return unquote(value)
+
+    def to_string(self, value: str) -> str:
+        return url(value)
+
+
+register_url_convertor("id", IdConvertor())
+
+
+class DecodedOnce:
+    """Route on the path as the client sent it (``raw_path``), unquoted once, as uvicorn does: every server the same
+    (Starlette's test client unquotes it twice), so the escapes `url` doubled reach `IdConvertor` as escapes."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raw = scope.get("raw_path")
+        if scope["type"] == "http" and raw:
+            scope = {**scope, "path": unquote(raw.split(b"?", 1)[0].decode("latin-1"))}
+        await self.app(scope, receive, send)
 
 
 def plotly_js() -> Path | None:
@@ -156,7 +201,8 @@ class Browser:
     def __init__(self, store: ReadOnlyStore) -> None:
         self.store = store
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
-        self.templates.env.filters["q"] = url
+        self.templates.env.filters["q"] = url  # an id in a path
+        self.templates.env.filters["qs"] = query  # a value in a query string
         self.templates.env.filters["cell"] = cell
         self.templates.env.filters["when"] = when
         self.templates.env.filters["exact"] = exact
@@ -349,13 +395,13 @@ def create_app(db: str | Path) -> Starlette:
     b = Browser(store)
     routes = [
         Route("/", lambda r: RedirectResponse("/runs", status_code=303)),
-        Route("/runs", b.runs), Route("/runs/{thread_id:path}", b.run), Route("/compare", b.compare),
-        Route("/config/{thread_id:path}", b.config),
-        Route("/episodes/{episode_id:path}", b.episode),
-        Route("/state/episode/{episode_id:path}", b.episode_state), Route("/state/parse/{key:path}", b.parse_state),
-        Route("/games/{game_id:path}", b.game),
-        Route("/learn/{run_id:path}/pairs/{cycle:int}/{row:int}", b.pair), Route("/learn/{run_id:path}", b.learn),
-        Route("/selfplay/{run_id:path}", b.selfplay), Route("/rollout", b.rollout),
+        Route("/runs", b.runs), Route("/runs/{thread_id:id}", b.run), Route("/compare", b.compare),
+        Route("/config/{thread_id:id}", b.config),
+        Route("/episodes/{episode_id:id}", b.episode),
+        Route("/state/episode/{episode_id:id}", b.episode_state), Route("/state/parse/{key:id}", b.parse_state),
+        Route("/games/{game_id:id}", b.game),
+        Route("/learn/{run_id:id}/pairs/{cycle:int}/{row:int}", b.pair), Route("/learn/{run_id:id}", b.learn),
+        Route("/selfplay/{run_id:id}", b.selfplay), Route("/rollout", b.rollout),
         Route("/healthz", lambda r: PlainTextResponse("ok")),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
@@ -367,6 +413,6 @@ def create_app(db: str | Path) -> Starlette:
         yield
         store.close()
 
-    app = Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(DecodedOnce)])
     app.state.store = store
     return app

@@ -198,9 +198,12 @@ def list_runs(store: ReadOnlyStore, *, kind: str = "", since: str = "", until: s
     if not store.has("checkpoints"):
         return [], False
     where, params = ["checkpoint_ns = ?"], [""]
-    # threads of one run (bench tom's ``<run>/<mode>/<item>``) are listed as their run
-    key = ("split_part(thread_id, '/', 1)" if store.postgres else "case when instr(thread_id, '/') > 0 "
-           "then substr(thread_id, 1, instr(thread_id, '/') - 1) else thread_id end")
+    # threads of one run (bench tom's ``<run>/<mode>/<item>``) are listed as their run; a run recorded under its
+    # whole id (``team/run-1``, a learn run) is listed as itself
+    first = ("split_part(thread_id, '/', 1)" if store.postgres else "case when instr(thread_id, '/') > 0 "
+             "then substr(thread_id, 1, instr(thread_id, '/') - 1) else thread_id end")
+    key = (f"case when thread_id in (select thread_id from {RUNS}) then thread_id else {first} end"
+           if store.has(RUNS) else first)
     having, hparams = [], list[Any]()
     if kind and kind in KINDS:
         condition, more = kind_filter(store, kind, key)

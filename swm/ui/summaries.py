@@ -48,11 +48,15 @@ def rate(successes: int, n: int) -> dict[str, Any]:
 
 
 def mean(values: Iterable[object]) -> dict[str, Any]:
-    """Return a mean with its 95% t interval: ``{"mean", "low", "high", "n"}`` (None when no value)."""
+    """Return a mean with its 95% t interval: ``{"mean", "low", "high", "n"}`` (None when no value).
+
+    One value has no spread to estimate (`mean_ci` gives no half-width): its bounds are None, which the pages
+    show as no interval, never as the zero-width ``[m, m]``.
+    """
     m, half, n = mean_ci([float(v) for v in values if isinstance(v, int | float)])
-    if m is None:
-        return {"mean": None, "low": None, "high": None, "n": n}
-    return {"mean": m, "low": m - (half or 0.0), "high": m + (half or 0.0), "n": n}
+    if m is None or half is None:
+        return {"mean": m, "low": None, "high": None, "n": n}
+    return {"mean": m, "low": m - half, "high": m + half, "n": n}
 
 
 # ---- theory of mind --------------------------------------------------------------------------
