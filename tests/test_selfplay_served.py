@@ -211,3 +211,45 @@ def test_llama_cpps_own_log_probs_match_the_torch_recomputation(tiny_gguf_llama:
         if gen.served_logprobs is not None:
             gaps += [abs(a - b) for a, b in zip(gen.served_logprobs, gen.logprobs, strict=False)]
     assert len(gaps) >= 8 and max(gaps) < 0.25 and sum(gaps) / len(gaps) < 0.03
+
+
+@pytest.mark.skipif(embedded.binary() is None, reason="llama-server is not built: `swm engine build` (CI builds it)")
+def test_seat_turns_drawn_after_the_server_restarted_are_recorded_on_the_rollout(
+        tiny_gguf_llama: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``seat`` draws: llama-server killed after a rollout's second turn (both seats' chats begun) is started again,
+    the rollout goes on in the same context, and its record counts the seat turns whose slot cache the restart lost
+    (their draw is not the seeded one); a rollout with no restart counts none."""
+    import os
+    import signal
+
+    from swm.selfplay.served import ServedSampler
+
+    monkeypatch.setenv("SWM_EMBEDDED_ENGINE", "llama-server")
+    monkeypatch.setenv("SWM_EMBEDDED_DRAW", "seat")
+    plan = make_plan(tiny_gguf_llama, tmp_path / "out", max_turns=4)
+    loop.ensure_initial_checkpoint(plan)
+    store = ExperienceStore(tmp_path / "run.db")
+    calm = loop.run_rollout(plan, store, job(plan), 0)
+    assert calm.failed is None and calm.reseeded_turns == 0 and len(calm.order) == 4
+    generate = ServedSampler.generate
+    killed: list[int] = []
+
+    def kill_after_the_second_turn(self: ServedSampler, prompt: str, prefill: str = "", stop: Any = None,
+                                  max_tokens: int | None = None, chat: Any = None) -> Any:
+        made = generate(self, prompt, prefill, stop, max_tokens, chat)  # the seat's chat taken, as the sampler's
+        if self.calls == 2 and not killed:
+            server = embedded._find(self.base_url)
+            assert server is not None
+            killed.append(server.process.pid)
+            os.kill(server.process.pid, signal.SIGKILL)
+            server.process.wait(timeout=30)
+        return made
+
+    monkeypatch.setattr(ServedSampler, "generate", kill_after_the_second_turn)
+    hit = loop.run_rollout(plan, store, job(plan, sample=1), 0)
+    assert killed and hit.failed is None and len(hit.order) == 4, hit.failed
+    # turns 0 (A) and 1 (B) are each seat's first draw, before the kill; 2 and 3 (A, B again) reuse the slot's cache
+    # in an uninterrupted rollout and met an empty one here (a seat whose chat begins after a restart keeps its cache)
+    assert hit.reseeded_turns == 2
+    stored = {r.rollout_id: r for r in load_rollouts(store, plan.run_id, 0, "train")}
+    assert stored[hit.rollout_id].reseeded_turns == 2 and stored[calm.rollout_id].reseeded_turns == 0

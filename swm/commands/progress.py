@@ -84,10 +84,12 @@ def iteration_line(i: object, s: dict[str, Any]) -> str:
     rows, skipped = s.get("rows"), s.get("skipped_rows")
     trained = (f"rows {int(rows - (skipped or 0))} trained, {int(skipped or 0)} without signal skipped; "
                if isinstance(rows, int | float) else "")
+    restarted = (f"{s['reseeded']} turns drawn after a server restart (not the seeded draw); "
+                 if s.get("reseeded") else "")
     return (f"iteration {i} [{s['estimator']}, {s.get('sampler', 'torch')}]: reward {stats_cell(s.get('reward'))}; "
             f"held-out {stats_cell(s.get('eval_reward'))}; {game}{trained}KL {_number(kl, lambda v: round(v, 4))}; "
             f"loss {_number(loss, lambda v: f'{v:.4g}')}; filtered {_number(s.get('filtered_rate'))}; "
-            f"failed {_number(s.get('failed'))}; {s.get('tokens_per_s') or 0:.1f} tokens/s; "
+            f"failed {_number(s.get('failed'))}; {restarted}{s.get('tokens_per_s') or 0:.1f} tokens/s; "
             f"{s.get('seconds', 0):.0f} s")
 
 

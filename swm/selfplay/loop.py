@@ -96,7 +96,7 @@ def run_rollout(plan: SelfPlayPlan, store: StoreRecords, job: RolloutJob, checkp
         sampler, spec = served_sampler(plan, checkpoint, seed_key)
         kept = journalled(sampler, store, job["rollout_id"])  # a kill mid-rollout pays no turn twice
         rollout = _play(plan, job, kept)
-        rollout.sampler = spec
+        rollout.sampler, rollout.reseeded_turns = spec, sampler.reseeded
     else:
         with POOL.lock:
             kept = journalled(SeededSampler(POOL.get(plan.policy, checkpoint), seed_key), store, job["rollout_id"])
@@ -179,7 +179,7 @@ def score_rollouts(plan: SelfPlayPlan, store: StoreRecords, iteration: int, phas
                       reward=role_rewards(good), filtered=counts, filtered_rate=filtered / counts["turns"]
                       if counts["turns"] else None, tokens=tokens, rollout_seconds=seconds,
                       tokens_per_s=tokens / seconds if seconds else None, judge=judged, signals=signals,
-                      seconds=time.perf_counter() - start)
+                      reseeded=sum(r.reseeded_turns for r in rollouts), seconds=time.perf_counter() - start)
 
 
 def belief_of(plan: SelfPlayPlan, iteration: int, phase: str, rollouts: list[Rollout],
@@ -372,6 +372,7 @@ def summarise(plan: SelfPlayPlan, current: IterationSteps) -> IterationSummary:
         filtered_rate=sc.get("filtered_rate") if sc else None, filtered=sc.get("filtered") if sc else None,
         rollouts=sc.get("rollouts") if sc else None, failed=sc.get("failed") if sc else None,
         tokens=sc.get("tokens") if sc else None, tokens_per_s=sc.get("tokens_per_s") if sc else None,
-        rows=_number(up.get("rows")), skipped_rows=_number(up.get("skipped_rows")),
+        reseeded=sc.get("reseeded") if sc else None, rows=_number(up.get("rows")),
+        skipped_rows=_number(up.get("skipped_rows")),
         sampling_seconds=sampling, update_seconds=float(up.get("seconds") or 0.0), evaluate_seconds=evaluating,
         seconds=sampling + step_seconds + evaluating)

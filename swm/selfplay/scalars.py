@@ -38,7 +38,7 @@ def iteration_scalars(summary: IterationSummary, update: UpdateStats | None = No
         "heldout": {"pass_rate": summary["eval_pass_rate"], "signals": summary["eval_signals"] or {}},
         "update": {**ppo, **{k: v for k, v in (update or {}).items() if k not in ("seconds", "resumed")}},
         "rollouts": {"filtered_rate": summary["filtered_rate"], "failed": summary["failed"],
-                     "tokens_per_s": summary["tokens_per_s"]},
+                     "tokens_per_s": summary["tokens_per_s"], "reseeded": summary.get("reseeded")},
         "seconds": {"sampling": summary["sampling_seconds"], "update": summary["update_seconds"],
                     "evaluate": summary["evaluate_seconds"], "iteration": summary["seconds"]},
         "signals": summary["signals"] or {}}

@@ -49,7 +49,7 @@ from swm.selfplay.plan import SelfPlayPlan
 from swm.selfplay.rollout import turn_prompt
 from swm.serving import draws
 from swm.serving.adapters import ServerSlots, find_base_gguf, require_base_gguf
-from swm.serving.embedded import PYTHON, engine, revive, slots
+from swm.serving.embedded import PYTHON, engine, revivals, revive, slots
 from swm.serving.llama_server import ENGINE
 from swm.serving.runtime_lora import LoraSlots
 from swm.serving.verify import ServedMismatch, check_logprobs, check_sampled, logprob_probes
@@ -256,6 +256,8 @@ class ServedSampler:
         # a runtime-LoRA server is asked on every request for its log-probs of what it samples (`check_sampled`)
         self.asks_logprobs = server_logprobs or model != "embedded"
         self.pairs: list[tuple[float, float]] = []  # (served, torch) log-probs of this sampler's turns scored here
+        self.lives: dict[int, int] = {}  # a seat's slot -> the server's revivals when its chat began (`seat` draws)
+        self.reseeded = 0  # seat turns drawn after the server was started again (`note_reseeded`)
         url, key = endpoint_key(base_url)
         # the OpenAI client's retry layer, as for every endpoint (swm.llm): a dropped connection is re-sent
         self.client = OpenAI(base_url=url, api_key=key or "sk-no-key-needed", timeout=timeout, max_retries=2)
@@ -289,6 +291,7 @@ class ServedSampler:
                     chat.slot = draws.PINS.pin(self.base_url, slots())
                 draw = draws.seat_fields(chat.slot, first=chat.ids is None)
         reply = self._complete(text_prompt, max_tokens or cfg.max_new_tokens, cfg.temperature, seed, stop, draw)
+        self.note_reseeded(chat, draw)
         choice = reply.choices[0]
         text = choice.text or ""
         tokens = [int(t) for t in tok.encode(text, add_special_tokens=False)]
@@ -310,6 +313,21 @@ class ServedSampler:
                 check_sampled(self.pairs, self.base_url, self.model, "this rollout")
         return Generation(text=prefill + text, prompt_ids=prompt_ids, token_ids=tokens, logprobs=scored,
                           served_logprobs=served)
+
+    def note_reseeded(self, chat: SeatChat | None, draw: dict[str, Any]) -> None:
+        """Count a seat turn drawn on a server started again since the seat's chat began (`reseeded`).
+
+        A ``seat`` draw's later turns reuse the slot's cache of the seat's earlier turns (`swm.serving.draws`): once
+        the server is started again (`revive`) that cache is gone, the turn's whole prompt is evaluated at once, and
+        its draw (and every later one of the seat) is not the seeded draw of an uninterrupted run, though its
+        context is the same. The rollout records how many (`Rollout.reseeded_turns`), not only stderr.
+        """
+        if chat is None or chat.slot is None or "id_slot" not in draw:
+            return
+        lives = revivals(self.base_url)
+        began = self.lives.setdefault(chat.slot, lives)
+        if draw.get("cache_prompt") and lives != began:
+            self.reseeded += 1
 
     def _served(self, choice: Any, text: str, tokens: list[int]) -> list[float] | None:
         """The server's log-probs of the first of ``tokens`` that are its own tokens (None: none asked or comparable).

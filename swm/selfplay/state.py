@@ -56,6 +56,7 @@ class ScoreStats(TypedDict):
     tokens_per_s: float | None
     judge: dict[str, int]  # judge calls, and turns left unjudged
     signals: dict[str, Any] | None  # a game's pooled signals (`swm.games.signals.summarise_signals`)
+    reseeded: int  # seat turns drawn after the embedded server was started again (`Rollout.reseeded_turns`)
     seconds: float
 
 
@@ -108,6 +109,7 @@ class IterationSummary(TypedDict):
     failed: int | None
     tokens: int | None
     tokens_per_s: float | None
+    reseeded: int | None  # the training rollouts' seat turns drawn after a server restart (`ScoreStats.reseeded`)
     rows: float | None  # the update's rows and those it skipped for having no signal (`swm.training.ppo.ppo_update`)
     skipped_rows: float | None
     sampling_seconds: float

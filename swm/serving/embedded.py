@@ -111,6 +111,13 @@ def _find(base_url: str) -> EmbeddedServer | None:
     return next((s for s in list(_servers.values()) if base_url.startswith(s.base_url)), None)
 
 
+def revivals(base_url: str) -> int:
+    """How many times this process started the embedded server at ``base_url`` again after it died (`revive`; 0 for
+    a server of no process of ours): a count that changed between two requests means the second met an empty cache."""
+    server = _find(base_url)
+    return server.revivals if server is not None else 0
+
+
 def stopped(base_url: str, wait: float = 1.0) -> str | None:
     """Say how the embedded server at ``base_url`` ended, if it did (waiting up to ``wait`` s), else None."""
     server = _find(base_url)

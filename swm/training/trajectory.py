@@ -94,6 +94,9 @@ class Rollout(BaseModel):
     journal_turns: int = Field(0, description="turns replayed from the turn journal after a kill (`swm.selfplay."
                                "journal`): not sampled again; with a served `seat` draw the turns after them were "
                                "drawn from a fresh slot, not the seeded draw of an uninterrupted run")
+    reseeded_turns: int = Field(0, description="seat turns drawn after the embedded server was started again "
+                                "mid-rollout (`seat` draws, `swm.selfplay.served.ServedSampler.note_reseeded`): "
+                                "their context is the same, their draw not the seeded one of an uninterrupted run")
 
     def seat(self, name: str) -> SeatTrajectory:
         return next(s for s in self.seats if s.seat == name)

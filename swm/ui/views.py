@@ -301,4 +301,5 @@ def rollout(store: ReadOnlyStore, rollout_id: str) -> dict[str, Any] | None:
     return {"rollout": {k: row.get(k) for k in ("rollout_id", "run_id", "iteration", "phase", "task_id", "sample",
                                                  "failed", "tokens", "seconds")},
             "family": data.get("family"), "end_reason": data.get("end_reason"), "verdict": data.get("verdict"),
+            "replayed": data.get("journal_turns") or 0, "reseeded": data.get("reseeded_turns") or 0,
             "turns": turns, "seats": seats}
