@@ -20,11 +20,12 @@ Which key an endpoint gets (`endpoint_key`), first match wins:
 A server may quote the key it was sent back in an error body ("Incorrect API key provided: sk-…"),
 and that text reaches a failure record, stderr or a log. `redact_text` is the one function every
 boundary where swm writes text calls (the error line, stderr and logging through `RedactingStream`,
-every value the experience store writes, results pages): it hides the keys of the URLs in the text
-and every configured key value (`known_secrets`: the keys this process was given in URLs, and each
-environment variable whose name says it holds a key, ``OPENAI_API_KEY``, ``SWM_API_KEY_<HOST>``,
-any ``*_API_KEY``, ``*_TOKEN``, ``*SECRET*``, ``*PASSWORD*``; values of `MIN_SECRET_CHARS` or more), whole
-or in pieces: a model may quote a key back cut by markup, spaces or invisible characters (``sk-abc**def…``).
+every value the experience store writes, every string a checkpoint holds (`swm.checkpoints.serde`),
+results pages): it hides the keys of the URLs in the text and every configured key value (`known_secrets`:
+the keys this process was given in URLs, and each environment variable whose name says it holds a key,
+``OPENAI_API_KEY``, ``SWM_API_KEY_<HOST>``, any ``*_API_KEY``, ``*_TOKEN``, ``*SECRET*``, ``*PASSWORD*``;
+values of `MIN_SECRET_CHARS` or more), whole or in pieces: a model may quote a key back cut by markup, spaces
+or invisible characters (``sk-abc**def…``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import os
 import re
 import sys
 import threading
+from collections.abc import Sequence
 from typing import Any, TextIO
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -165,14 +167,15 @@ def _in_pieces(secret: str) -> re.Pattern[str]:
     return re.compile(f"{_FILLER}*".join(re.escape(c) for c in secret))
 
 
-def redact_text(text: str) -> str:
+def redact_text(text: str, secrets: Sequence[str] | None = None) -> str:
     """Hide every known key value (`known_secrets`) and the keys of the URLs inside free text (an error, a log line).
 
     A key is hidden whole also where it comes back in pieces (a model quoting ``sk-abc**def…``, split by spaces,
     markup or invisible characters, `_FILLER`): text with no such filler inside the key's characters is left as is.
+    ``secrets``: the values to hide, `known_secrets()` when not given (a caller masking many texts reads them once).
     """
     bare: str | None = None  # the text without its filler, made once: most texts hold no key, whole or split
-    for secret in known_secrets():
+    for secret in known_secrets() if secrets is None else secrets:
         if secret in text:
             text = text.replace(secret, MASK)
             bare = None
@@ -187,6 +190,31 @@ def redact_text(text: str) -> str:
         return redact_url(body) + url[len(body):]
 
     return _URL_IN_TEXT.sub(hide, text) if "://" in text else text
+
+
+@functools.lru_cache(maxsize=64)
+def _tail_in_pieces(secret: str) -> re.Pattern[str]:
+    """`_in_pieces` of the key from its first character in its first half that is no lowercase letter.
+
+    A regex tries a key's pattern at each place its first character stands, and a lowercase letter (the ``s`` of
+    ``sk-``) stands everywhere in text; a dash, digit or capital seldom does. Text that holds the key holds its tail.
+    """
+    start = next((i for i, c in enumerate(secret[: len(secret) // 2]) if not c.islower()), 0)
+    return _in_pieces(secret[start:])
+
+
+def may_hold_secret(text: str, secrets: Sequence[str] | None = None) -> bool:
+    """Tell whether `redact_text` may hide something in ``text``: never no where it would hide a key, and cheaper.
+
+    For one look at a text made of many (a checkpoint's encoded bytes, read as UTF-8) before masking each of its
+    strings: each key is looked for with filler allowed between its characters (`_in_pieces`), not in the text
+    without its filler, so whatever sits next to a string (an encoder's length byte that reads as ``\\``) cannot
+    join the filler and hide a key inside it. A yes may be a key spread over two strings, which none of them holds.
+    """
+    if "://" in text and any(redact_url(url) != url for url in _URL_IN_TEXT.findall(text)):
+        return True
+    return any(_tail_in_pieces(secret).search(text) and _in_pieces(secret).search(text)
+               for secret in (known_secrets() if secrets is None else secrets))
 
 
 class RedactingStream:

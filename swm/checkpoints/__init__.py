@@ -5,8 +5,10 @@ The checkpointer (``langgraph-checkpoint-sqlite``) holds
 graph state so a killed run resumes at the last finished node; the experience store
 (``sqlite-utils``) holds bulk, append-only data: parses, episodes, turns, pairs, metrics.
 
-A checkpointer of your own needs swm's serializer, `SERDE` (``InMemorySaver(serde=SERDE)``), or its allow-list
-`ALLOWED_MSGPACK_MODULES` added to yours, to revive swm's types without LangGraph's warning.
+A checkpointer of your own needs swm's serializer, `SERDE` (``InMemorySaver(serde=SERDE)``), to revive swm's types
+without LangGraph's warning (`ALLOWED_MSGPACK_MODULES`) and to write every key swm knows as ``***``: each string in
+a state, a task's writes and an interrupt (`swm.checkpoints.serde`). Types of your own:
+``SERDE.with_msgpack_allowlist([(module, name)])``, which keeps the masking a new ``JsonPlusSerializer`` lacks.
 """
 
 from swm.checkpoints.backends import Target, open_async_saver, open_saver, open_store

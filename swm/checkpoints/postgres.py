@@ -29,9 +29,10 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, ChannelVersions, Checkpoint, CheckpointMetadata
 
 from swm.checkpoints.savers import SERDE, AsyncOnThreads
+from swm.checkpoints.serde import masked
 from swm.checkpoints.store import PrimaryKey, StoreRecords
+from swm.credentials import known_secrets, redact_text
 from swm.credentials import redact_password as redact  # the name swm.ui and the benches import
-from swm.credentials import redact_text
 from swm.inputs import without_nul
 
 if TYPE_CHECKING:
@@ -58,7 +59,8 @@ def _pool(url: str, max_size: int = 8, prepare: bool = True) -> BoundedPool:
 
 
 def _text_safe(checkpoint: Checkpoint, metadata: CheckpointMetadata) -> tuple[Checkpoint, CheckpointMetadata]:
-    """Remove NUL characters from the strings the saver puts in JSONB (inline channel values, metadata).
+    """Remove NUL characters from the strings the saver puts in JSONB (inline channel values, metadata), and hide
+    the keys in them (`swm.checkpoints.serde.masked`): a string channel's value is stored inline, not serialized.
 
     PostgreSQL's JSONB refuses ``\\u0000``, and a refused checkpoint is retried from the same pending
     writes on every resume, so one NUL would stop the thread for good. Model replies and input
@@ -68,11 +70,13 @@ def _text_safe(checkpoint: Checkpoint, metadata: CheckpointMetadata) -> tuple[Ch
     inline = {k: v for k, v in checkpoint["channel_values"].items() if isinstance(v, str)}
     clean_inline, removed = without_nul(inline)
     clean_meta, removed_meta = without_nul(metadata)
-    if not removed + removed_meta:
+    if removed + removed_meta:
+        logging.getLogger("swm").warning("removed %d NUL character(s) from a checkpoint (PostgreSQL stores none)",
+                                         removed + removed_meta)
+    secrets = known_secrets()
+    clean_inline, clean_meta = masked(clean_inline, secrets), masked(clean_meta, secrets)
+    if clean_inline == inline and clean_meta == metadata:
         return checkpoint, metadata
-
-    logging.getLogger("swm").warning("removed %d NUL character(s) from a checkpoint (PostgreSQL stores none)",
-                                     removed + removed_meta)
     return {**checkpoint, "channel_values": {**checkpoint["channel_values"], **clean_inline}}, clean_meta
 
 

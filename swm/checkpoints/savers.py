@@ -20,7 +20,6 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
@@ -33,6 +32,7 @@ from swm.checkpoints.health import (
     file_identity,
     stamp_file,
 )
+from swm.checkpoints.serde import RedactingSerializer
 from swm.checkpoints.writable import GuardedConnection, ensure_writable
 
 # Graph state holds swm's pydantic models: the (module, class) pairs a checkpoint may revive, beside the types
@@ -45,8 +45,9 @@ ALLOWED_MSGPACK_MODULES: tuple[tuple[str, str], ...] = (
 # The serializer of every saver swm opens, and the one a saver of your own needs
 # (``InMemorySaver(serde=SERDE)``): it revives exactly swm's types, so a resumed thread neither warns that
 # ``swm.state.SocialWorld`` is an unregistered type that "will be blocked" nor, under
-# ``LANGGRAPH_STRICT_MSGPACK=true``, hands the state back as plain dicts
-SERDE = JsonPlusSerializer(allowed_msgpack_modules=ALLOWED_MSGPACK_MODULES)
+# ``LANGGRAPH_STRICT_MSGPACK=true``, hands the state back as plain dicts; and it writes every key swm knows
+# as ``***`` (`RedactingSerializer`). Types of your own: ``SERDE.with_msgpack_allowlist([(module, name)])``
+SERDE = RedactingSerializer(allowed_msgpack_modules=ALLOWED_MSGPACK_MODULES)
 
 
 def default_db_path() -> Path:
