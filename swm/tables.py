@@ -3,11 +3,18 @@
 A new family, estimator or benchmark is a row (`Table.register`), and everything that offers a choice
 reads the table: the CLI's options (`swm.commands._common.TableChoice`), config validation, the loops.
 A row registered twice must be the same row; a lookup of a name the table lacks fails naming its rows.
+A model field that holds a row's name says so with `Names` (its validator checks the name).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeVar
+
+from pydantic import GetJsonSchemaHandler
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 T = TypeVar("T")
 
@@ -35,3 +42,17 @@ class Table(dict[str, T]):
         if name not in self:
             raise ValueError(f"unknown {self.what} {name!r}; the {self.what}s are {', '.join(self)}")
         return self[name]
+
+
+@dataclass(frozen=True)
+class Names:
+    """Field metadata: the field's values are the names a table holds now (``names()``).
+
+    CLIs offer them (`swm.commands._common.TableChoice`, `CommaList`) and the field's JSON schema lists them as
+    its ``enum`` (Studio's form), both read when asked, so a row registered after the model was built counts.
+    """
+
+    names: Callable[[], tuple[str, ...]]
+
+    def __get_pydantic_json_schema__(self, schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        return {**handler(schema), "enum": list(self.names())}

@@ -5,13 +5,20 @@ where the row lives in its module (`swm/tasks/two_seat.py` with two prompt files
 `swm/tom/loaders.py`). Nothing else changes: the generator, prompts, checker, self-play's rollout and
 rewards, the config validation, the CLI's choices and the benchmark runner's loader and rules read the
 tables. The rows are removed again after each test.
+
+A second two-seat family answers ``BOOK:``, a prefix `tests/test_reward_invariants.py` never names, with an
+honest checker and a mutant that accepts a hedged answer: the invariants read the prefix from the row and
+kill the mutant.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
-from collections.abc import Iterator, Sequence
+import re
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from pathlib import Path
 
 import click
@@ -93,6 +100,50 @@ COLOURS_SHAPE = TwoSeatShape(
     load=lambda name: Prompt(name=name, version="v1", text=TEMPLATES[name]))
 
 
+# --- a two-seat family with an answer prefix the reward invariants never name: B names the shared book as BOOK: x ---
+
+BOOKS = ["Dune", "Emma", "Ulysses", "Beloved", "Rebecca", "Kindred", "Solaris", "Middlemarch", "Walden", "Hamlet"]
+BOOK_TEMPLATES = {"two_seat_book_speak": "Your books:\n{mine}\n\nTell {partner} all your books.",
+                  "two_seat_book_find": "Your books:\n{mine}\n\n{partner} says:\n{said}\n\nName the shared one."}
+
+
+def _book_task(rng: random.Random, seed: int, split: str, variant: Variant) -> Task:  # books: no names
+    shared, *rest = rng.sample(BOOKS, 7)
+    lists = [sorted([shared, *rest[:3]]), sorted([shared, *rest[3:]])]
+    agents = [AgentBrief(name=name, role=role, goal="Find the shared book.", private=", ".join(mine))
+              for name, role, mine in zip(("Ann", "Bo"), ("speaker", "finder"), lists, strict=True)]
+    return Task(task_id=task_id("book", TWO_SEAT, seed, split), family="book", level=TWO_SEAT, seed=seed,
+                split=split, scenario="Ann and Bo have read one book in common.", agents=agents,
+                truth={"book": shared, "lists": lists, "speaker": "Ann", "finder": "Bo"})
+
+
+def _check_book(task: Task, turns: Sequence[Utterance], *, hedge_wins: bool) -> Verdict:
+    """The finder's first ``BOOK:`` line decides: right when it names exactly the shared book, or, the mutant
+    (``hedge_wins``), whenever the shared book is among the books it names."""
+    for i, turn in enumerate(turns):
+        if turn.agent == task.truth["finder"] and "BOOK:" in turn.text:
+            named = set(re.findall(r"[A-Za-z]+", turn.text.split("BOOK:", 1)[1].split("\n", 1)[0])) & set(BOOKS)
+            right = task.truth["book"] in named if hedge_wins else named == {task.truth["book"]}
+            code = [] if right else ["hedged_answer" if len(named) > 1 else "wrong_answer"]
+            return Verdict(completion=right, violations=code, evidence=[i], violation_turns=[] if right else [i],
+                           resolved_at=i if right else None, detail={"answered": True, "formatted": len(named) == 1})
+    return Verdict(completion=False, detail={"answered": False, "formatted": False})
+
+
+def book_shape(check_book: Callable[[Task, Sequence[Utterance]], Verdict]) -> TwoSeatShape:
+    """The ``book`` family's row with the given checker (the honest one or the mutant): nothing else differs."""
+    return TwoSeatShape(
+        family="book", summary="A tells its books, B names the shared one", generate=_book_task,
+        speak=SeatPrompt("two_seat_book_speak", "My books:", 16),
+        find=SeatPrompt("two_seat_book_find", "BOOK:", 6, ends_line=True), check=check_book,
+        reference=lambda t: [Utterance(agent="Ann", text="My books: " + ", ".join(t.truth["lists"][0])),
+                             Utterance(agent="Bo", text=f"BOOK: {t.truth['book']}")],
+        load=lambda name: Prompt(name=name, version="v1", text=BOOK_TEMPLATES[name]))
+
+
+HONEST, HEDGE_ACCEPTED = partial(_check_book, hedge_wins=False), partial(_check_book, hedge_wins=True)
+
+
 # --- an estimator: critic-free, each seat's return minus the median of its role's returns -------------------
 
 
@@ -144,6 +195,31 @@ def test_a_new_two_seat_family_is_generated_prompted_checked_and_played(added: N
                                                                                    ("COLOUR:", "\n")]
     scored, verdict = score(rollout, t, RewardConfig())
     assert verdict.passed and [s.turns[-1].reward for s in scored.seats] == [1.0, 1.0]
+
+
+@pytest.mark.parametrize("mutant", [False, True], ids=["honest", "accepts-a-hedge"])
+def test_the_reward_invariants_hold_a_new_answer_prefix_to_the_hedge_rule(mutant: bool,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite reads a family's answer prefix from its row, so a ``BOOK:`` family it never heard of is held to the
+    hedge rule: a checker that accepts an answer naming the shared book and another passes the witness, but the
+    suite's hedge check fails on every hedge it is shown; the honest checker passes them all."""
+    monkeypatch.setitem(TWO_SEAT_SHAPES, "book", book_shape(HEDGE_ACCEPTED if mutant else HONEST))
+    case = (TWO_SEAT, "book")
+    assert case in rules.hedged_cases(rules.cases()), "the suite's cases are read from the table"
+    rules.test_the_witness_passes_and_nothing_completes_before_its_settling_turn(case)
+    outcomes = []
+    for seed in range(4):
+        others = len(rules.answers(synthesize("book", TWO_SEAT, seed))) - 1  # every candidate but the right one
+        for k, joint, before in itertools.product(range(others), rules.JOINTS, (False, True)):
+            try:
+                outcomes.append(rules.a_hedge_is_wrong(case, seed, lambda xs, k=k: xs[k], joint, before))
+            except AssertionError:
+                outcomes.append(None)
+    assert len(outcomes) == 4 * 6 * 8
+    if mutant:
+        assert all(o is None for o in outcomes), "the suite's hedge check fails on every hedge the mutant accepts"
+    else:
+        assert all(outcomes), "every settling turn is a BOOK: answer, and the honest checker refuses every hedge"
 
 
 def test_a_new_estimator_is_chosen_by_name(added: None) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from games_scripted import decider, village_finds_wolves
 
-from swm.games import GameRecord, MoveRecord, Outcome, play_game
+from swm.games import GameRecord, MoveRecord, Outcome, get_game, play_game
 from swm.games.metrics import summarise_games
 from swm.games.signals import game_signals, games_for_half_width, summarise_signals, units_for_half_width
 from swm.selfplay.game_rollout import play_game_rollout
@@ -145,6 +145,13 @@ def test_the_signals_agree_with_the_game_benchmarks_metrics() -> None:
     assert ours["village_votes"]["chance"] == pytest.approx(theirs["vote_accuracy"]["chance"])
     assert ours["seer_checks"]["rate"] == theirs["seer_hit_rate"]["rate"]
     assert ours["legal"]["all"]["rate"] == 1.0 and ours["wins"]["village"]["rate"] == 1.0
+
+
+def test_werewolfs_row_declares_these_signals() -> None:
+    """Self-play reads a game's signals from its row: Werewolf's count and pool as this module's functions."""
+    werewolf, counts = get_game("werewolf"), [game_signals(drawn_game()), game_signals(village_game())]
+    assert [werewolf.signals(r) for r in (drawn_game(), village_game())] == counts
+    assert werewolf.pool_signals(counts) == summarise_signals(counts)
 
 
 class Silent:

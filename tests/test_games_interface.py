@@ -32,9 +32,11 @@ from swm.games import (
 from swm.games.store import load_moves
 from swm.games.werewolf import vote_result
 from swm.graphs.game import build
+from swm.selfplay.game_rollout import play_game_rollout
 from swm.state import SocialStep
 from swm.tasks.verdicts import Utterance
 from swm.testing import ScriptedChatModel, as_structured
+from swm.training.trajectory import Generation
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -179,3 +181,19 @@ def test_a_registered_game_is_a_task_family_checked_for_its_own_completing_side(
         assert verdict.resolved_at is not None and verdict.completion is insiders_win, verdict
     param = next(p for p in selfplay.params if p.name == "game")
     assert param.type.convert("secret_word", param, None) == "secret_word"
+
+
+class Clue:
+    """Says one word at every request: a clue, and a vote naming nobody (an abstention)."""
+
+    def generate(self, prompt: str) -> Generation:
+        return Generation(text="water", prompt_ids=[1], token_ids=[5], logprobs=[-0.5])
+
+
+def test_a_game_that_declares_no_signals_has_none() -> None:
+    """Signals are a column of the game's row (`HiddenRoleGame.signals`): self-play keeps what the row counts, here
+    nothing, rather than Werewolf's counts over another game's moves."""
+    rollout = play_game_rollout("secret_word", Clue(), seed=2, players=4, options={}, rollout_id="s/g0",
+                                task_id="secret_word:train:2", iteration=0, sample=0, illegal="filter")
+    assert rollout.failed is None and rollout.verdict is not None and rollout.verdict["winner"] == "spy"
+    assert rollout.verdict["signals"] == {} and GAME.pool_signals([rollout.verdict["signals"]]) is None

@@ -184,12 +184,16 @@ class TableChoice(click.Choice):  # type: ignore[type-arg]
 
 class CommaList(Spelled):
     """A comma list of names from ``allowed`` (``--levels easy,hard``), read as a list (none when empty); a config
-    file may give it as a list."""
+    file may give it as a list. ``allowed`` may be a table's names, read each time they are checked (`TableChoice`)."""
 
     name = "list"
 
-    def __init__(self, allowed: Sequence[str], what: str) -> None:
-        self.allowed, self.what = tuple(allowed), what
+    def __init__(self, allowed: Sequence[str] | Callable[[], Sequence[str]], what: str) -> None:
+        self.names, self.what = allowed if callable(allowed) else tuple(allowed), what
+
+    @property
+    def allowed(self) -> tuple[str, ...]:
+        return tuple(self.names() if callable(self.names) else self.names)
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> list[str] | None:
         text = ",".join(map(str, value)) if isinstance(value, list | tuple) else str(value)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from types import UnionType
@@ -43,8 +43,8 @@ from swm.filenames import file_name
 from swm.lifelong.jobs import SHIFT, plan_of, shift_tasks
 from swm.lifelong.plan import LifelongPlan
 from swm.lifelong.state import EpisodeJob, LifelongInput, LifelongOutput, LifelongState
+from swm.tables import Names
 from swm.tracking import check_reporter, tracking
-from swm.training.advantages import Names
 from swm.usage import total_usage
 
 LifelongGraph = CompiledStateGraph[LifelongState, LifelongContext, LifelongInput, LifelongOutput]
@@ -103,6 +103,13 @@ _TRAIN_HELP = {"train_steps": "Training steps per cycle (-1: --train-epochs).",
                "train_max_length": "Token limit of prompt + completion."}
 
 
+def _names_of(annotation: object) -> Sequence[str] | Callable[[], Sequence[str]]:
+    """Return a list item's choices: a `Literal`'s values, or the names a table holds when asked (`Names`, such as
+    the task families: a game registered after the command was built is offered too)."""
+    table = next((m for m in getattr(annotation, "__metadata__", ()) if isinstance(m, Names)), None)
+    return table.names if table is not None else get_args(annotation)
+
+
 def _plan_option(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Return the click option of plan field ``name``: its flag, default, help and choices from `LifelongPlan`."""
     field = LifelongPlan.model_fields[name]
@@ -117,10 +124,9 @@ def _plan_option(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]
     if annotation is bool:
         return click.option(_SPELLING.get(name, f"{flag}/--no-{flag[2:]}"), name, default=default, **common)
     if get_origin(annotation) is list:
-        choices = get_args(get_args(annotation)[0])
         what = name.rstrip("s").replace("familie", "family")
-        return click.option(flag, name, type=CommaList(choices, what), default=",".join(default) if default else None,
-                            **common)
+        return click.option(flag, name, type=CommaList(_names_of(get_args(annotation)[0]), what),
+                            default=",".join(default) if default else None, **common)
     if get_origin(annotation) is Literal:
         return click.option(flag, name, type=click.Choice(get_args(annotation)), default=default, **common)
     table = next((m for m in field.metadata if isinstance(m, Names)), None)

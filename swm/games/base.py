@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -139,6 +140,16 @@ class HiddenRoleGame(ABC):
     def players_at(self, level: str) -> int:
         """The seats a task of this game deals at ``level``."""
         return self.players_by_level.get(level, self.min_players)
+
+    def signals(self, record: object) -> dict[str, Any]:
+        """Count a finished game's per-role signals, beside win and draw, from the moderator's record (a
+        `swm.games.records.GameRecord`; typed object, as records imports this module). Self-play keeps them in the
+        rollout's verdict; a game that declares none has none (Werewolf's: `swm.games.signals`)."""
+        return {}
+
+    def pool_signals(self, games: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+        """Pool many games' `signals` into a self-play iteration's numbers, with intervals (None: no signals)."""
+        return None
 
     @abstractmethod
     def deal(self, players: list[str], seed: int, options: dict[str, Any] | None = None) -> GameState:

@@ -1,5 +1,7 @@
 """Per-role signals of a Werewolf game that the moderator can check, read from its own record, beside win and draw.
 
+Werewolf's row declares them (`Werewolf.signals`, `Werewolf.pool_signals`), and self-play reads them from the row.
+
 Self-play's game reward is one ±1 a seat, which a small model reaches rarely and noisily. These
 signals are read from the moderator's record of a game (`GameRecord`: every move as resolved,
 its violation, its legal options, the night's and the vote's events), never from what a seat

@@ -33,12 +33,15 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, cast
 
 from pydantic import Field
 
 from swm.errors import InputError
 from swm.games.base import DRAW, Applied, GameState, HiddenRoleGame, Move, Outcome, Request, register_game
+from swm.games.records import GameRecord
+from swm.games.signals import game_signals, summarise_signals
 from swm.state import SocialStep
 
 WEREWOLF, SEER, DOCTOR, VILLAGER = "werewolf", "seer", "doctor", "villager"
@@ -70,6 +73,13 @@ class Werewolf(HiddenRoleGame):
     # with the level: 5 seats (1 werewolf, no doctor), 6 (2 werewolves, a doctor), 8 (2 and a doctor)
     completes_for = VILLAGE
     players_by_level = {"starter": 5, "easy": 5, "medium": 6, "hard": 8}
+
+    # ---- signals: legal moves by role, the village's votes, the seer's checks and reveals, werewolf survival ----
+    def signals(self, record: object) -> dict[str, Any]:
+        return game_signals(cast(GameRecord, record))
+
+    def pool_signals(self, games: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+        return summarise_signals(games)
 
     # ---- setup ---------------------------------------------------------------------------
     def deal(self, players: list[str], seed: int, options: dict[str, Any] | None = None) -> WerewolfState:

@@ -16,12 +16,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from swm.context import ActOrder
 from swm.social.graph_state import RENAMED_STRATEGIES, ActStrategy
+from swm.tasks.families import FAMILIES, TaskFamily
 from swm.tracking import Reporter, reporter_missing
 from swm.training.advantages import LearnEstimatorName
 
 Level = Literal["decision", "two-turn", "starter", "easy", "medium", "hard"]  # swm.tasks.families.CURRICULUM_LEVELS
-Family = Literal["negotiation", "mutual_friend", "secret", "scheduling", "persuasion",  # tasks.TASK_FAMILIES
-                 "werewolf"]
+Family = TaskFamily  # a name `swm.tasks.families.task_families()` holds as the plan is built (later games too)
 UpdateMethod = Literal["memory", "sft", "rs-sft", "dpo", "kto", "ppo"]  # swm.lifelong.update.METHODS
 NamePolicy = Literal["disjoint", "shared"]  # swm.tasks.families.NAME_POLICIES
 Shift = Literal["unseen-names", "long-lists"]  # swm.tasks.families.SHIFTS
@@ -55,8 +55,7 @@ class LifelongPlan(BaseModel):
         "Difficulty levels, in curriculum order: cycle c trains on the c-th (the last repeats); 'decision' "
         "(single verifiable moves) and 'two-turn' (a first move, a code partner's reply, a decision) may come "
         "first, and 'starter' (episodes shorter than easy's, 4 turns, one rule fewer) before easy."))
-    families: list[Family] = Field(["negotiation", "mutual_friend", "secret", "scheduling", "persuasion"],
-                                   min_length=1, description=(
+    families: list[Family] = Field(list(FAMILIES), min_length=1, description=(
         "Task families; also the hidden-role games (werewolf: self-play by default)."))
     eval_families: list[Family] | None = Field(None, description=(
         "Families evaluated on the dev and test splits [default: --families]; families not in --families are "

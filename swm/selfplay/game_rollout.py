@@ -17,9 +17,9 @@ its first move's message is the game's whole prompt for it; each later one holds
 since its last move and the moderator's request (`swm.games.moderator.turn_message`).
 ``transcript="rerender"`` gives every move the game's whole prompt again, as before.
 
-The rollout's verdict keeps the game's per-role signals (`swm.games.signals.game_signals`: legal
-moves, village votes on a werewolf, the seer's checks and reveals, werewolf survival), counted from
-the moderator's record of the game, which self-play summarises per iteration.
+The rollout's verdict keeps the game's per-role signals (its row's `HiddenRoleGame.signals`; Werewolf's,
+`swm.games.signals.game_signals`: legal moves, village votes on a werewolf, the seer's checks and reveals,
+werewolf survival), counted from the moderator's record of the game, which self-play pools per iteration.
 """
 
 from __future__ import annotations
@@ -29,9 +29,8 @@ import re
 import time
 from typing import Literal
 
-from swm.games import Decision, Turn, play_game
+from swm.games import Decision, Turn, get_game, play_game
 from swm.games.moderator import turn_message
-from swm.games.signals import game_signals
 from swm.selfplay.rollout import Sampler, generate, record_appends, unusable
 from swm.training.trajectory import Generation, Rollout, SeatTrajectory, SeatTurn
 from swm.training.transcript import DEFAULT_TRANSCRIPT, SeatChat, Transcript, takes_chat
@@ -123,7 +122,7 @@ def play_game_rollout(game: str, sampler: Sampler, *, seed: int, players: int, o
     outcome = record.outcome
     rollout.verdict = {"winner": outcome.winner if outcome else None, "reason": outcome.reason if outcome else None,
                        "rewards": outcome.rewards() if outcome else {}, "violation_turns": broken,
-                       "signals": game_signals(record)}
+                       "signals": get_game(game).signals(record)}
     rollout.order = [m.agent for m in record.moves]
     rollout.seats = list(seats.values())
     record_appends(rollout.seats)

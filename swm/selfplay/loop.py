@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from swm.checkpoints.store import StoreRecords
-from swm.games.signals import summarise_signals
+from swm.games import get_game
 from swm.selfplay import store as sps
 from swm.selfplay.checkpoint import checkpoint_dir, has_checkpoint, meta, save_atomic
 from swm.selfplay.game_rollout import play_game_rollout
@@ -170,7 +170,7 @@ def score_rollouts(plan: SelfPlayPlan, store: StoreRecords, iteration: int, phas
     pass_rate = passed / len(good) if good and not plan.game else None
     # every game played to its end, a dropped one's too: a game's signals are the moderator's, not the reward's
     games = [s for r in rollouts if isinstance(s := (r.verdict or {}).get("signals"), dict)]
-    signals = summarise_signals(games) if plan.game else None
+    signals = get_game(plan.game).pool_signals(games) if plan.game else None
     filtered = sum(v for k, v in counts.items() if k != "turns")
     tokens = sum(r.tokens for r in rollouts)
     seconds = sum(r.seconds for r in rollouts)

@@ -37,16 +37,17 @@ results measured before then used it); the episode levels read frozen files and 
 
 from __future__ import annotations
 
+import difflib
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from swm import prompts
 from swm.games import GAMES, game_names, get_game
-from swm.tables import Table
+from swm.tables import Names, Table
 from swm.tasks.verdicts import Utterance, Verdict
 
 FAMILIES = ("negotiation", "mutual_friend", "secret", "scheduling", "persuasion")
@@ -61,6 +62,28 @@ TASK_FAMILIES = FAMILIES + GAME_FAMILIES
 def is_game(family: str) -> bool:
     """Whether a task family is a registered hidden-role game (its row: `swm.games.HiddenRoleGame`)."""
     return family in GAMES or family in game_names()
+
+
+def task_families() -> tuple[str, ...]:
+    """Return every task family a curriculum may name now: `FAMILIES`, then the registered games (`TASK_FAMILIES`
+    as it is when asked, so a game registered after this import counts)."""
+    return (*FAMILIES, *game_names())
+
+
+def known_family(family: str) -> str:
+    """Return ``family`` if it is a task family now; else fail in one line naming the families (and the closest)."""
+    known = task_families()
+    if family not in known:
+        close = difflib.get_close_matches(family, known, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(f"unknown task family {family!r}{hint}; the families are {', '.join(known)}")
+    return family
+
+
+# a task family's name as a model field holds it (the lifelong plan's): checked, offered by the CLI and listed in the
+# JSON schema from `task_families` when each is asked, never typed out
+TaskFamily = Annotated[str, AfterValidator(known_family), Names(task_families)]
+
 LEVELS = ("easy", "medium", "hard")
 # every level a curriculum may name: single decisions (swm.tasks.decisions) and two-turn exchanges with a
 # code partner (swm.tasks.two_turn) below the episode levels

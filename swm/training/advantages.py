@@ -66,15 +66,8 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from swm.tables import Table
+from swm.tables import Names, Table
 from swm.training.trajectory import Rollout, SeatTurn
-
-
-@dataclass(frozen=True)
-class Names:
-    """Field metadata: the field's values are the names a table holds now (``names()``); CLIs offer them."""
-
-    names: Callable[[], tuple[str, ...]]
 
 
 def _known_estimator(name: str) -> str:
