@@ -12,10 +12,11 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Iterator, MutableMapping
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
+from swm import drain
 from swm.credentials import redact_stderr
 from swm.errors import SWMError
 
@@ -120,8 +121,6 @@ class SWMGroup(click.Group):
         return None
 
     def invoke(self, ctx: click.Context) -> Any:
-        from swm import drain  # noqa: PLC0415 - LangGraph's signal handling: not for `swm --help`
-
         redact_stderr()  # a key a server quoted back in an error is never printed (swm.credentials)
         try:
             with drain.handling_signals():  # SIGTERM / SIGHUP stop at the next step, as documented in swm.drain
@@ -129,15 +128,11 @@ class SWMGroup(click.Group):
         except SWMError as exc:
             click.echo(f"error: {exc.one_line()}", err=True)
             sys.exit(exc.exit_code)
-        except drain.GraphDrained as exc:
-            cause = drain.drained_by()
-            if isinstance(cause, SWMError):  # drained for a fault of what the run stands on (swm.drain.stop_for)
-                click.echo(f"error: {cause.one_line()}", err=True)
-                sys.exit(cause.exit_code)
-            click.echo(f"stopped on {exc.reason}: finished steps are checkpointed; rerun with the same --db and "
-                       "--thread-id to resume", err=True)
-            sys.exit(drain.drained_exit_code(exc.reason))
+        except (click.exceptions.Exit, click.ClickException, click.Abort):  # click's own: --help, a bad option
+            raise
         except Exception as exc:
+            if drain.is_drained(exc):
+                self.drained(exc)
             from swm.checkpoints.environment import environment_fault  # noqa: PLC0415 - only on a failure
 
             fault = environment_fault(exc)
@@ -151,6 +146,18 @@ class SWMGroup(click.Group):
             if isinstance(exc, drain.SignalInterrupt):  # a second signal: threads still waiting are not joined
                 drain.exit_now(128 + exc.signum)
             sys.exit(130)
+
+    @staticmethod
+    def drained(exc: Exception) -> NoReturn:
+        """Say why a drained run stopped (LangGraph's ``GraphDrained``) and exit with its code."""
+        cause = drain.drained_by()
+        if isinstance(cause, SWMError):  # drained for a fault of what the run stands on (swm.drain.stop_for)
+            click.echo(f"error: {cause.one_line()}", err=True)
+            sys.exit(cause.exit_code)
+        reason = getattr(exc, "reason", None)
+        click.echo(f"stopped on {reason}: finished steps are checkpointed; rerun with the same --db and "
+                   "--thread-id to resume", err=True)
+        sys.exit(drain.drained_exit_code(reason))
 
 
 @click.group(cls=SWMGroup, commands=LazyCommands(COMMANDS), context_settings={"help_option_names": ["-h", "--help"]})

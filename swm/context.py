@@ -20,6 +20,9 @@ from pydantic.json_schema import SkipJsonSchema
 
 from swm.checkpoints.store import ExperienceStore, served_store
 from swm.credentials import redact_spec
+from swm.defaults import ACT_ORDERS as ACT_ORDERS  # re-exported: swm.context.ACT_ORDERS
+from swm.defaults import ActOrder
+from swm.defaults import ParseTask as ParseTask  # re-exported: swm.context.ParseTask
 from swm.errors import InputError, ModelSpecError
 from swm.faults import DEFAULT_LIMIT, FailureStreak
 from swm.llm import (
@@ -39,12 +42,9 @@ from swm.tracking import Tracker
 if TYPE_CHECKING:
     from swm.checkpoints.store import StoreRecords
 
-ParseTask = Literal["generic", "tomi", "hitom", "fantom", "mmtom", "confaide"]  # whose parse rules and prompts apply
 # whose wording the parser and QA prompts use: the paper's appendix (with the S3AP repository's task templates),
 # the repository's older wording, or swm's own (swm/protocols.py)
 PromptProtocol = Literal["paper", "repo", "swm"]
-ActOrder = Literal["sotopia", "prefix"]
-ACT_ORDERS: tuple[str, ...] = get_args(ActOrder)
 # the prompts a seat sends every turn that have a conversation-last variant (``<name>_prefix``) for act_order "prefix"
 ORDERED_PROMPTS = ("episode_act", "foresee_predict", "foresee_refine")
 # where a graph stops for a person (`swm.review`): the lifelong loop's deploy, the ask graph's parse

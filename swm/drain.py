@@ -11,6 +11,10 @@ the signal (143 for SIGTERM, 129 for SIGHUP). A second signal stops at once, as 
 would (`SignalInterrupt`, a KeyboardInterrupt): finished steps are still checkpointed. At once means
 at once: the CLI exits without joining threads still waiting on a model or a database (`exit_now`),
 and should the main thread itself be held, the process exits ``HARD_STOP_S`` after the signal.
+
+LangGraph is imported only once a graph asks for the command's control (`control`, `stop_if_drained`,
+`stop_for`): entering `handling_signals` installs the handlers and nothing more, so ``swm X --help``
+loads no LangGraph (a signal before any graph asked is kept and handed to the control when it is made).
 """
 
 from __future__ import annotations
@@ -21,16 +25,20 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from langgraph.errors import GraphDrained
-from langgraph.runtime import RunControl
+if TYPE_CHECKING:
+    from langgraph.errors import GraphDrained
+    from langgraph.runtime import RunControl
 
 DRAINED_BY = (signal.SIGTERM, signal.SIGHUP)
 HARD_STOP_S = 1.0  # after a second signal, the longest the main thread may take to say its line and exit
-_control: RunControl | None = None
+_active = False  # inside `handling_signals`
+_control: RunControl | None = None  # made on first use by a graph (`control`)
+_control_lock = threading.Lock()
 _received: int | None = None
 _cause: BaseException | None = None
+_cause_reason: str | None = None
 _cause_lock = threading.Lock()
 
 __all__ = ["GraphDrained", "SignalInterrupt", "control", "drained_by", "drained_exit_code", "exit_now",
@@ -45,15 +53,45 @@ class SignalInterrupt(KeyboardInterrupt):
         self.signum = signum
 
 
+def __getattr__(name: str) -> Any:
+    if name == "GraphDrained":  # LangGraph's, re-exported: imported when asked for
+        from langgraph.errors import GraphDrained  # noqa: PLC0415 - see the module's docstring
+
+        return GraphDrained
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def control() -> RunControl | None:
-    """Return the run control of the command in progress (None outside `handling_signals`)."""
-    return _control
+    """Return the run control of the command in progress (None outside `handling_signals`), made on first use
+    with any drain a signal already asked for."""
+    global _control
+    if not _active:
+        return None
+    with _control_lock:
+        if _control is None:
+            from langgraph.runtime import RunControl  # noqa: PLC0415 - see the module's docstring
+
+            made = RunControl()
+            _control = made
+            reason = _cause_reason or (signal.Signals(_received).name if _received is not None else None)
+            if reason is not None:
+                made.request_drain(reason)
+        return _control
+
+
+def is_drained(exc: BaseException) -> bool:
+    """Whether ``exc`` is LangGraph's ``GraphDrained`` (False while LangGraph is not loaded: none can be raised)."""
+    errors = sys.modules.get("langgraph.errors")
+    return errors is not None and isinstance(exc, errors.GraphDrained)
 
 
 def stop_if_drained() -> None:
     """Raise ``GraphDrained`` if a drain was requested: a runner calls it before starting another item."""
-    if _control is not None and _control.drain_requested:
-        raise GraphDrained(_control.drain_reason or "shutdown")
+    run = control()
+    if run is not None and run.drain_requested:
+        from langgraph.errors import GraphDrained  # noqa: PLC0415 - see the module's docstring
+
+        raise GraphDrained(run.drain_reason or "shutdown")
 
 
 def stop_for(cause: BaseException) -> bool:
@@ -63,13 +101,15 @@ def stop_for(cause: BaseException) -> bool:
     database's permissions taken away: the descriptors already open still write). Returns False
     outside a command (no drain to request): the caller raises ``cause`` instead.
     """
-    global _cause
-    if _control is None:
+    global _cause, _cause_reason
+    if not _active:
         return False
     with _cause_lock:
         if _cause is None:
-            _cause = cause
-            _control.request_drain(type(cause).__name__)
+            _cause, _cause_reason = cause, type(cause).__name__
+            run = control()
+            if run is not None:
+                run.request_drain(_cause_reason)
     return True
 
 
@@ -102,7 +142,7 @@ def _hard_stop(signum: int) -> None:
 
 def _handle(signum: int, frame: object) -> None:
     global _received
-    if _received is not None or _control is None:
+    if _received is not None or not _active:
         if _received is not None:  # the main thread may itself be held (a `finally` waiting on a server)
             stop = threading.Timer(HARD_STOP_S, _hard_stop, (signum,))
             stop.daemon = True
@@ -110,20 +150,21 @@ def _handle(signum: int, frame: object) -> None:
         raise SignalInterrupt(signum)
     _received = signum
     name = signal.Signals(signum).name
-    _control.request_drain(name)
+    if _control is not None:  # else `control` hands it to the control when a graph asks for one
+        _control.request_drain(name)
     print(f"{name}: stopping at the next step (model calls in flight finish and are checkpointed); "
           f"send it again to stop at once", file=sys.stderr, flush=True)
 
 
 @contextmanager
-def handling_signals() -> Iterator[RunControl]:
+def handling_signals() -> Iterator[None]:
     """Drain on SIGTERM and SIGHUP for the duration of one command (main thread only; a no-op elsewhere)."""
-    global _control, _received, _cause
-    if _control is not None:  # a nested command group: the outer one already handles them
-        yield _control
+    global _active, _control, _received, _cause, _cause_reason
+    if _active:  # a nested command group: the outer one already handles them
+        yield
         return
     previous: dict[signal.Signals, Any] = {}
-    _control, _received, _cause = RunControl(), None, None
+    _active, _control, _received, _cause, _cause_reason = True, None, None, None, None
     try:
         for signum in DRAINED_BY:
             if signal.getsignal(signum) is signal.SIG_IGN:  # started under nohup (or told to ignore it)
@@ -132,8 +173,8 @@ def handling_signals() -> Iterator[RunControl]:
                 previous[signum] = signal.signal(signum, _handle)
             except ValueError:  # not the main thread (a server's worker): its host handles signals
                 break
-        yield _control
+        yield
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        _control, _received = None, None
+        _active, _control, _received = False, None, None

@@ -27,11 +27,11 @@ from pydantic_core import ErrorDetails
 from typing_extensions import TypedDict
 
 from swm.context import ModelContext, ParseTask
+from swm.defaults import Mode as Mode  # re-exported: swm.graph_state.Mode
 from swm.errors import InputError
 from swm.state import SocialWorld, ValidationReport
 from swm.usage import CallStats, merge_usage
 
-Mode = Literal["vanilla", "cot", "s3ap", "s3ap_only"]
 # what an answer stood on: a parse made by this run or one from the cache, each of which passed its check;
 # a parse that failed its check on every attempt (the best one kept, made now or cached: ``parse_problems``
 # lists what failed), none (no attempt gave a usable parse), or no parse at all (a mode that does not use one)

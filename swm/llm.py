@@ -39,18 +39,16 @@ from pydantic import BaseModel
 
 from swm.credentials import endpoint_key, redact_url
 from swm.deadline import deadline_client
+from swm.defaults import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, EMBEDDED_TIMEOUT
+from swm.defaults import ROLES as ROLES  # re-exported: swm.llm.ROLES
 from swm.errors import ModelCallFailed, ModelSpecError, ModelTimeout, ModelUnavailable, NotAChatCompletion, SWMError
 from swm.inputs import message_without_nul
 from swm.usage import CallStats, usage_of
 
-ROLES = ("parser", "qa", "agent", "world_model", "partner", "judge")
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
 DEFAULT_JUDGE_MODEL = "gpt-4o"  # SOTOPIA-EVAL's evaluator, kept apart from the models it judges
 EMBEDDED = "embedded"
 EMBEDDED_MAX_TOKENS = 1536  # room for a 6-step S3AP parse; SmolLM2's context is 8,192
-DEFAULT_TIMEOUT = 120.0  # seconds per request to an endpoint; a hung one costs (retries + 1) × this
-EMBEDDED_TIMEOUT = 600.0  # the embedded model generates on a shared CPU: a long parse takes minutes
-DEFAULT_MAX_RETRIES = 3  # the OpenAI client's retries of a transient fault, per request
 EMBEDDED_RESENDS = 3  # a request in flight when the embedded server went down is sent again this often
 
 

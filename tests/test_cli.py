@@ -73,6 +73,41 @@ def test_help_imports_no_command_model_client_or_checkpoint_code() -> None:
     assert done.stdout.strip() == "", done.stdout
 
 
+# what running a command loads and declaring its options must not (swm/commands/_common.py, "Deferred imports")
+HEAVY = ("openai", "langchain_core", "langchain_openai", "langgraph", "sqlite_utils", "psycopg", "torch",
+         "transformers", "trl", "peft", "numpy", "httpx")
+# commands whose option declarations still read a table that loads the heavy modules (the ToM benchmark table,
+# the task families and plans): their --help loads them; every other command's loads none
+HEAVY_HELP = {("bench", "parse"), ("bench", "tom"), ("learn",), ("selfplay",)}
+
+
+def _help_paths() -> list[tuple[str, ...]]:
+    """Every command and subcommand's words (``("bench", "tom")``), from the rows and the groups they name."""
+    paths: list[tuple[str, ...]] = []
+    for name in COMMANDS:
+        command = main.commands[name]
+        paths.append((name,))
+        if isinstance(command, click.Group):
+            paths += [(name, sub) for sub in command.commands]
+    return paths
+
+
+@pytest.mark.parametrize("words", [w for w in _help_paths() if w not in HEAVY_HELP], ids=" ".join)
+def test_each_command_s_help_loads_no_model_client_graph_store_or_training_code(words: tuple[str, ...]) -> None:
+    code = ("import sys\nfrom swm.cli import main\ntry:\n    main([*sys.argv[1:], '--help'], prog_name='swm')\n"
+            "except SystemExit as exc:\n    assert exc.code in (0, None), exc.code\n"
+            f"print('LOADED', *sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r})))")
+    done = subprocess.run([sys.executable, "-c", code, *words], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    assert f"Usage: swm {' '.join(words)}" in done.stdout
+    assert done.stdout.strip().splitlines()[-1] == "LOADED", done.stdout.splitlines()[-1]
+
+
+def test_the_heavy_help_list_names_only_commands_that_exist() -> None:
+    assert HEAVY_HELP <= set(_help_paths())
+
+
 def test_the_postgres_modules_import_no_driver_until_a_database_is_opened() -> None:
     """swm.checkpoints.postgres and the results browser's store read psycopg only when a PostgreSQL URL is opened
     (the [postgres] extra, pyproject's deferred imports): importing them loads no driver."""

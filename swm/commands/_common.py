@@ -1,4 +1,11 @@
-"""Options and helpers shared by the CLI commands: models, database, thread, output."""
+"""Options and helpers shared by the CLI commands: models, database, thread, output.
+
+Deferred imports, here and in every command module: what a command needs to declare its options
+(click types, defaults, choices from light tables such as `swm.defaults`) is imported at the top;
+what it needs only to run (LangGraph, the model clients, the store, the graphs) is imported in the
+function that runs it, marked ``# deferred: --help``, so each ``swm X --help`` loads none of them
+(tests/test_cli.py checks which modules it loads).
+"""
 
 from __future__ import annotations
 
@@ -6,21 +13,23 @@ import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from langchain_core.runnables import RunnableConfig
-from langgraph.graph import StateGraph
-from langgraph.types import StateSnapshot
-from langgraph.typing import ContextT, InputT, OutputT, StateT
 
-from swm.checkpoints.environment import BatchRun
-from swm.checkpoints.store import StoreRecords
 from swm.commands.invocation import Spelled, command_words, config_of, given, rerun_line, takes_config
-from swm.context import ACT_ORDERS, SWMContext
+from swm.defaults import ACT_ORDERS, DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, EMBEDDED_TIMEOUT, ROLES
 from swm.errors import InputError, ItemsFailed
-from swm.graph_state import story_hash
-from swm.llm import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, EMBEDDED_TIMEOUT, ROLES
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.graph import StateGraph
+    from langgraph.types import StateSnapshot
+    from langgraph.typing import ContextT, InputT, OutputT, StateT
+
+    from swm.checkpoints.environment import BatchRun
+    from swm.checkpoints.store import StoreRecords
+    from swm.context import SWMContext
 
 F = Callable[..., Any]
 
@@ -243,6 +252,7 @@ def db_path(db: str | Path | None) -> str | Path:
 def make_context(db: str | Path | None, model: str | None = None, **opts: Any) -> SWMContext:
     """Build the runtime context from CLI options and open the experience store on ``db``."""
     from swm.checkpoints import open_store
+    from swm.context import SWMContext  # deferred: --help
 
     models = {role: opts.pop(f"{role}_model") for role in ROLES if opts.get(f"{role}_model")}
     for role in ROLES:
@@ -322,6 +332,7 @@ def run_graph(builder: StateGraph[StateT, ContextT, InputT, OutputT], inputs: Ma
     that stopped part-way continues from its last finished node (see `checkpoints.run_thread`).
     """
     from swm.checkpoints import differences, hold_lease, open_saver, pending_nodes, run_thread
+    from swm.graph_state import story_hash  # deferred: --help
 
     thread = thread_id or f"{prefix}-{uuid.uuid4().hex[:12]}"
     config: RunnableConfig = {"configurable": {"thread_id": thread}}

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from swm.checkpoints.environment import BatchRun, item_failure
 from swm.commands._common import (
     comma_list,
     concurrency_option,
@@ -27,12 +26,13 @@ from swm.commands._common import (
 )
 from swm.commands.invocation import config_option
 from swm.commands.play import inject_test_models
-from swm.context import SWMContext
 from swm.errors import InputError
 from swm.filenames import file_name
 
 if TYPE_CHECKING:
+    from swm.checkpoints.environment import BatchRun
     from swm.checkpoints.store import StoreRecords
+    from swm.context import SWMContext
     from swm.games.base import HiddenRoleGame
     from swm.games.records import GameRecord
 
@@ -72,6 +72,7 @@ def run_games(ctx: SWMContext, db: str | Path, jobs: list[tuple[str, dict[str, A
     from contextlib import ExitStack
 
     from swm.checkpoints import open_saver, run_thread
+    from swm.checkpoints.environment import BatchRun, item_failure  # deferred: --help
     from swm.games.store import get_game_row, write_game
     from swm.graphs import game as game_graph
 

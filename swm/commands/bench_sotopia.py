@@ -27,12 +27,12 @@ from swm.commands._common import (
 )
 from swm.commands.invocation import config_option
 from swm.commands.play import EPISODE_ROLES, inject_test_models
-from swm.context import ActOrder, SWMContext
+from swm.defaults import EPISODE_POLICIES as POLICIES
 from swm.errors import InputError
 from swm.filenames import file_name
-from swm.nodes.env import POLICIES
 
 if TYPE_CHECKING:
+    from swm.context import ActOrder, SWMContext
     from swm.social.bench import EpisodesRun
 
 ACT_ORDER_BEFORE = {"act_order": "sotopia"}  # a run begun before --act-order acted in SOTOPIA's order
@@ -178,7 +178,7 @@ def _recorded_options(ctx: SWMContext, run_id: str, options: dict[str, Any]) -> 
         click.echo(f"run {run_id} goes on with its recorded "
                    f"{', '.join(f'{k} {kept[k]}' for k in options if kept[k] != options[k])}", err=True)
         ctx.lookahead_width, ctx.lookahead_depth = kept["width"], kept["depth"]
-        ctx = ctx.with_act_order(cast(ActOrder, kept["act_order"]))
+        ctx = ctx.with_act_order(cast("ActOrder", kept["act_order"]))
     return ctx, kept
 
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import click
-from langgraph.constants import START
 
 from swm.commands._common import (
     aliased,
@@ -22,12 +21,14 @@ from swm.commands._common import (
     run_options,
 )
 from swm.commands.progress import PROGRESS_ALIASES, printer, quiet_option
-from swm.context import SWMContext
+from swm.defaults import MODES, NEEDS_PARSE
+from swm.defaults import PARSE_TASKS as TASKS
 from swm.errors import InputError, ModelOutputError, NoSocialState
-from swm.graph_state import SocialWorldState
-from swm.nodes.parse import MODES, NEEDS_PARSE, TASKS
-from swm.nodes.qa import state_use
 from swm.usage import total_usage
+
+if TYPE_CHECKING:
+    from swm.context import SWMContext
+    from swm.graph_state import SocialWorldState
 
 
 def parse_again(values: Mapping[str, object]) -> str | None:
@@ -36,6 +37,8 @@ def parse_again(values: Mapping[str, object]) -> str | None:
     Its failed replies are not replayed: ``prepare`` runs again and, the story not being in the parse
     cache, starts a fresh parse (the cache may also hold it by now, from another thread).
     """
+    from langgraph.constants import START  # deferred: --help
+
     return START if values.get("world") is None else None
 
 
@@ -48,6 +51,8 @@ def ask_again(values: Mapping[str, object]) -> str | None:
     """
     if values.get("answer"):
         return None
+    from langgraph.constants import START  # deferred: --help
+
     return START if values.get("mode") in NEEDS_PARSE and values.get("world") is None else "prepare"
 
 
@@ -167,7 +172,9 @@ def ask_command(story: str, question: str, mode: str, task: str, max_attempts: i
                        repair_seed=repair_seed, **models)
     inputs = {"narrative": read_text(story, encoding), "question": question, "mode": mode}
     out, thread = run_graph(ask.build(), inputs, ctx, db, thread_id, "ask", printer(quiet), redo=ask_again)
-    used = out.get("social_state") or state_use(cast(SocialWorldState, out), mode)
+    from swm.nodes.qa import state_use  # deferred: --help
+
+    used = out.get("social_state") or state_use(cast("SocialWorldState", out), mode)
     record_ask(ctx, thread, question, mode, out, used)
     if used == "failed check" and out.get("answer"):
         click.echo(failed_check_warning(out), err=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -19,8 +19,10 @@ from swm.commands._common import (
     run_options,
 )
 from swm.commands.progress import PROGRESS_ALIASES, printer, quiet_option
-from swm.context import SWMContext
-from swm.nodes.env import POLICIES
+from swm.defaults import EPISODE_POLICIES as POLICIES
+
+if TYPE_CHECKING:
+    from swm.context import SWMContext
 
 EPISODE_ROLES = ("agent", "partner", "world_model", "judge")
 

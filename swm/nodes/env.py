@@ -17,6 +17,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from swm.context import EpisodeContext
+from swm.defaults import EPISODE_POLICIES
 from swm.errors import InputError
 from swm.nodes.act import scenario_of
 from swm.scenarios import resolve
@@ -27,7 +28,7 @@ from swm.social.store import get_episode, load_world, write_episode, write_turn
 from swm.state import NONE, SocialStep, split_mental_state
 from swm.usage import add_stats, empty_stats, total_usage
 
-POLICIES = ("plain", "foresee", "lookahead")
+POLICIES = EPISODE_POLICIES
 MAX_TURNS_LIMIT = 100
 MAX_IDLE = 2  # the episode ends when the idle streak exceeds this
 SCENE_CHARS = 4_000  # SOTOPIA's scenario texts are a few hundred characters

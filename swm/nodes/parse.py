@@ -15,22 +15,23 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Any, cast, get_args
+from typing import Any, cast
 
 from langgraph.runtime import Runtime
 
 from swm import prompts, protocols
 from swm.context import ParseContext, ParseT
+from swm.defaults import MODES as MODES  # re-exported: swm.nodes.parse.MODES
+from swm.defaults import NEEDS_PARSE as NEEDS_PARSE  # re-exported
+from swm.defaults import PARSE_TASKS
 from swm.errors import InputError
-from swm.graph_state import Mode, ParseAttempt, ParseTask, SocialWorldState, story_hash
+from swm.graph_state import ParseAttempt, SocialWorldState, story_hash
 from swm.llm import call_model
 from swm.schemas import MAX_STEPS, s3ap_parse_schema
 from swm.state import Issue, SocialWorld, ValidationReport, agent_key
 from swm.validation import validate_s3ap
 
-TASKS: tuple[str, ...] = get_args(ParseTask)
-MODES: tuple[str, ...] = get_args(Mode)
-NEEDS_PARSE = ("s3ap", "s3ap_only")
+TASKS = PARSE_TASKS
 
 
 def check_narrative(narrative: object, max_chars: int) -> str:
