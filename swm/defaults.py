@@ -1,7 +1,7 @@
 """The names and defaults the CLI declares its options with, importable without what runs them.
 
-`swm.llm` (LangChain, the model clients), `swm.context` (pydantic, the store), `swm.graph_state` and
-`swm.nodes.parse` re-export these;
+`swm.llm` (LangChain, the model clients), `swm.context` (pydantic, the store), `swm.graph_state`,
+`swm.social.graph_state` and `swm.nodes.parse` re-export these;
 a command module reads them from here, so ``swm X --help`` loads neither (tests/test_cli.py).
 """
 
@@ -20,4 +20,7 @@ PARSE_TASKS: tuple[str, ...] = get_args(ParseTask)
 Mode = Literal["vanilla", "cot", "s3ap", "s3ap_only"]  # how a question is answered (swm.graph_state, swm.nodes.parse)
 MODES: tuple[str, ...] = get_args(Mode)
 NEEDS_PARSE = ("s3ap", "s3ap_only")
-EPISODE_POLICIES = ("plain", "foresee", "lookahead")  # how a seat of a social episode acts (swm.nodes.env.POLICIES)
+ActStrategy = Literal["plain", "foresee", "lookahead"]  # how a seat of a social episode acts (swm.social.graph_state)
+EPISODE_POLICIES: tuple[str, ...] = get_args(ActStrategy)  # swm.nodes.env.POLICIES
+# the strategies' earlier names, as stored plans, episode rows and checkpoints may hold them
+RENAMED_STRATEGIES: dict[str, ActStrategy] = {"rollout": "lookahead"}

@@ -13,8 +13,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import AIMessage
-
 from swm.errors import InputError
 
 NUL = "\x00"
@@ -106,18 +104,3 @@ def refuse_duplicate_ids(entries: Iterable[tuple[str, str]], what: str) -> None:
             raise InputError(f"duplicate {what} id {key!r} at {seen[key]} and {where}",
                              f"give every {what} its own id")
         seen[key] = where
-
-
-def message_without_nul(message: object) -> tuple[Any, int]:
-    """Remove NUL characters from a reply's text and tool-call arguments; return it and how many went.
-
-    A model can emit ``\\u0000``; PostgreSQL refuses it in text and JSONB, and a thread whose
-    checkpoint holds it could never be written (every resume replays the refused write).
-    """
-
-    if not isinstance(message, AIMessage):
-        return message, 0
-    fields = {"content": message.content, "tool_calls": message.tool_calls,
-              "invalid_tool_calls": message.invalid_tool_calls, "additional_kwargs": message.additional_kwargs}
-    cleaned, removed = without_nul(fields)
-    return (message.model_copy(update=cleaned), removed) if removed else (message, 0)

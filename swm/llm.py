@@ -42,7 +42,7 @@ from swm.deadline import deadline_client
 from swm.defaults import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, EMBEDDED_TIMEOUT
 from swm.defaults import ROLES as ROLES  # re-exported: swm.llm.ROLES
 from swm.errors import ModelCallFailed, ModelSpecError, ModelTimeout, ModelUnavailable, NotAChatCompletion, SWMError
-from swm.inputs import message_without_nul
+from swm.inputs import without_nul
 from swm.usage import CallStats, usage_of
 
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
@@ -293,6 +293,21 @@ def call_model(model: BaseChatModel, messages: list[BaseMessage] | str,
                       seconds=round(time.perf_counter() - start, 6), failures=1 if error else 0,
                       unknown_usage=int(unknown), nul_removed=nul_removed)
     return ModelReply(value=value, raw=raw, stats=stats, error=error)
+
+
+def message_without_nul(message: object) -> tuple[Any, int]:
+    """Remove NUL characters from a reply's text and tool-call arguments; return it and how many went.
+
+    A model can emit ``\\u0000``; PostgreSQL refuses it in text and JSONB, and a thread whose
+    checkpoint holds it could never be written (every resume replays the refused write).
+    """
+
+    if not isinstance(message, AIMessage):
+        return message, 0
+    fields = {"content": message.content, "tool_calls": message.tool_calls,
+              "invalid_tool_calls": message.invalid_tool_calls, "additional_kwargs": message.additional_kwargs}
+    cleaned, removed = without_nul(fields)
+    return (message.model_copy(update=cleaned), removed) if removed else (message, 0)
 
 
 def _invoke(model: BaseChatModel, messages: list[BaseMessage] | str, schema: type[BaseModel] | None,

@@ -76,9 +76,6 @@ def test_help_imports_no_command_model_client_or_checkpoint_code() -> None:
 # what running a command loads and declaring its options must not (swm/commands/_common.py, "Deferred imports")
 HEAVY = ("openai", "langchain_core", "langchain_openai", "langgraph", "sqlite_utils", "psycopg", "torch",
          "transformers", "trl", "peft", "numpy", "httpx")
-# commands whose option declarations still read a table that loads the heavy modules (the ToM benchmark table,
-# the task families and plans): their --help loads them; every other command's loads none
-HEAVY_HELP = {("bench", "parse"), ("bench", "tom"), ("learn",), ("selfplay",)}
 
 
 def _help_paths() -> list[tuple[str, ...]]:
@@ -92,7 +89,7 @@ def _help_paths() -> list[tuple[str, ...]]:
     return paths
 
 
-@pytest.mark.parametrize("words", [w for w in _help_paths() if w not in HEAVY_HELP], ids=" ".join)
+@pytest.mark.parametrize("words", _help_paths(), ids=" ".join)
 def test_each_command_s_help_loads_no_model_client_graph_store_or_training_code(words: tuple[str, ...]) -> None:
     code = ("import sys\nfrom swm.cli import main\ntry:\n    main([*sys.argv[1:], '--help'], prog_name='swm')\n"
             "except SystemExit as exc:\n    assert exc.code in (0, None), exc.code\n"
@@ -102,10 +99,6 @@ def test_each_command_s_help_loads_no_model_client_graph_store_or_training_code(
     assert done.returncode == 0, done.stderr
     assert f"Usage: swm {' '.join(words)}" in done.stdout
     assert done.stdout.strip().splitlines()[-1] == "LOADED", done.stdout.splitlines()[-1]
-
-
-def test_the_heavy_help_list_names_only_commands_that_exist() -> None:
-    assert HEAVY_HELP <= set(_help_paths())
 
 
 def test_the_postgres_modules_import_no_driver_until_a_database_is_opened() -> None:

@@ -26,14 +26,14 @@ from swm.commands._common import (
     writable_out,
 )
 from swm.commands.invocation import config_option
-from swm.context import SWMContext
+from swm.defaults import MODES
 from swm.errors import InputError, ItemsFailed
 from swm.filenames import file_name
-from swm.nodes.parse import MODES
 from swm.tom.items import BENCHMARKS
 from swm.tom.loaders import benchmark_names
 
 if TYPE_CHECKING:
+    from swm.context import SWMContext
     from swm.tom.runner import BenchmarkRun
 
 SIM = "sim"  # simulated ToMi-world stories, generated here (no --data): not a row of the benchmark table

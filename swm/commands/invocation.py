@@ -30,6 +30,7 @@ from click.core import ParameterSource
 
 from swm.credentials import redact_text
 from swm.errors import InputError
+from swm.inputs import read_text_file
 
 F = Callable[..., Any]
 CONFIG_SUFFIXES = (".toml", ".yaml", ".yml")
@@ -167,8 +168,6 @@ def read_config(path: str | Path) -> dict[str, Any]:
     if suffix not in CONFIG_SUFFIXES:
         raise InputError(f"--config {path}: a config file ends in .toml, .yaml or .yml",
                          "write the options as TOML (train-lr = 2e-4) or YAML (train-lr: 2.0e-4)")
-    from swm.inputs import read_text_file  # deferred: --help (LangChain's messages)
-
     text = read_text_file(path)
     try:
         values = tomllib.loads(text) if suffix == ".toml" else yaml.safe_load(text)

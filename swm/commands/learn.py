@@ -9,16 +9,12 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from types import UnionType
-from typing import Any, Literal, Union, cast, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Literal, Union, cast, get_args, get_origin
 
 import click
-from langchain_core.runnables import RunnableConfig
-from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Command, StateSnapshot
 from pydantic import ValidationError
 
 from swm import drain
-from swm.checkpoints.store import StoreRecords
 from swm.commands._common import (
     CommaList,
     OnOff,
@@ -36,21 +32,29 @@ from swm.commands._common import (
 )
 from swm.commands.invocation import config_option, given
 from swm.commands.play import inject_test_models
-from swm.context import LifelongContext, SWMContext
 from swm.credentials import remember
 from swm.errors import InputError, ItemsFailed
 from swm.filenames import file_name
-from swm.lifelong.jobs import SHIFT, plan_of, shift_tasks
 from swm.lifelong.plan import LifelongPlan
-from swm.lifelong.state import EpisodeJob, LifelongInput, LifelongOutput, LifelongState
 from swm.tables import Names
 from swm.tracking import check_reporter, tracking
 from swm.usage import total_usage
 
-LifelongGraph = CompiledStateGraph[LifelongState, LifelongContext, LifelongInput, LifelongOutput]
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.graph.state import CompiledStateGraph
+    from langgraph.types import StateSnapshot
+
+    from swm.checkpoints.store import StoreRecords
+    from swm.context import LifelongContext, SWMContext
+    from swm.lifelong.state import EpisodeJob, LifelongInput, LifelongOutput, LifelongState
+
+    LifelongGraph = CompiledStateGraph[LifelongState, LifelongContext, LifelongInput, LifelongOutput]
 
 
 def _expected_episodes(plan: LifelongPlan) -> int:
+    from swm.lifelong.jobs import shift_tasks  # deferred: --help
+
     # each policy (p0 and one candidate per cycle) plays every dev and test task once
     cells = len(plan.levels) * len(plan.eval_families or plan.families)
     evaluations = cells * (plan.heldout_per_cell + plan.dev_per_cell) + len(shift_tasks(plan))
@@ -241,8 +245,11 @@ def learn_command(temperature: float, concurrency: int | None, workers: int, ray
 def _run_thread(plan: LifelongPlan, ctx: SWMContext, config: RunnableConfig, db: str | None, workers: int,
                 ray_address: str | None, progress: bool = True) -> dict[str, Any]:
     """Start, resume, extend or re-report the thread (its lease held by the caller); return the graph's final values."""
+    from langgraph.types import Command  # deferred: --help
+
     from swm.checkpoints import open_saver, thread_status
     from swm.graphs import lifelong
+    from swm.lifelong.jobs import plan_of
     from swm.lifelong.report import write_report
 
     thread = str(config["configurable"]["thread_id"])
@@ -262,7 +269,7 @@ def _run_thread(plan: LifelongPlan, ctx: SWMContext, config: RunnableConfig, db:
         status = thread_status(snapshot)
         inputs: LifelongInput | None = {"plan": plan}
         if status != "started":
-            stored = plan_of(cast(LifelongState, snapshot.values))
+            stored = plan_of(cast("LifelongState", snapshot.values))
             plan, extend = _reconcile(thread, status, stored, plan, _given_options())
             plan = plan.model_copy(update={"out_dir": ctx.out_dir})
             inputs = None
@@ -319,7 +326,7 @@ def _announce(graph: LifelongGraph, snapshot: StateSnapshot, status: str, config
         return
     click.echo(f"resuming thread {thread} at {', '.join(pending_nodes(graph.get_state(config)))}", err=True)
     stopped_before_use = bool(set(snapshot.next) & {"convert", "deploy"})
-    failed = failed_now(cast(LifelongState, snapshot.values), ctx.experience_store()) if stopped_before_use else []
+    failed = failed_now(cast("LifelongState", snapshot.values), ctx.experience_store()) if stopped_before_use else []
     if failed:  # the phase stopped on failed episodes: its node sends only those again
         ctx.resend_failed = True
         click.echo(f"playing again the {len(failed)} episode(s) that failed", err=True)
@@ -354,6 +361,7 @@ def _summary(ctx: SWMContext, thread: str, values: dict[str, Any], wall: float) 
     """Return the run's summary: report, episodes, pairs, deploys, policies, the held-out results (R and its
     metrics per metric and curve: `heldout_results`), usage and failures."""
     from swm.lifelong import store as ls
+    from swm.lifelong.jobs import SHIFT
     from swm.lifelong.report import heldout_results, policy_listing
     from swm.tasks.splits import HELDOUT_VERSION
 

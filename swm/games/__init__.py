@@ -4,32 +4,48 @@ Pure domain code (no graph, no node): `HiddenRoleGame` is the interface a game i
 (`swm.games.base`), `swm.games.werewolf` the shipped game, `swm.games.moderator` the code
 moderator every game shares, `play_game` the in-process loop for self-play and RL,
 `swm.games.metrics` the benchmark's numbers. The checkpointed graph is ``graphs/game.py``.
+
+The names below are imported on first use (PEP 562), so a module that reads one table (`swm.games.base`'s
+`GAMES`) does not load the model-driven loop (`swm.games.play`: LangChain, the model clients) with it.
 """
 
-from swm.games.base import (
-    DRAW,
-    GAMES,
-    Applied,
-    GameState,
-    HiddenRoleGame,
-    Move,
-    Outcome,
-    Request,
-    game_names,
-    get_game,
-    register_game,
-)
-from swm.games.play import (
-    POLICIES,
-    Decider,
-    Turn,
-    decide_with_model,
-    default_players,
-    model_decider,
-    play_game,
-    random_decider,
-)
-from swm.games.records import Decision, GameRecord, MoveRecord
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from swm.games.base import (
+        DRAW,
+        GAMES,
+        Applied,
+        GameState,
+        HiddenRoleGame,
+        Move,
+        Outcome,
+        Request,
+        game_names,
+        get_game,
+        register_game,
+    )
+    from swm.games.play import (
+        POLICIES,
+        Decider,
+        Turn,
+        decide_with_model,
+        default_players,
+        model_decider,
+        play_game,
+        random_decider,
+    )
+    from swm.games.records import Decision, GameRecord, MoveRecord
+
+# public name -> the module that defines it
+_HOMES = {**dict.fromkeys(["DRAW", "GAMES", "Applied", "GameState", "HiddenRoleGame", "Move", "Outcome", "Request",
+                           "game_names", "get_game", "register_game"], "swm.games.base"),
+          **dict.fromkeys(["POLICIES", "Decider", "Turn", "decide_with_model", "default_players", "model_decider",
+                           "play_game", "random_decider"], "swm.games.play"),
+          **dict.fromkeys(["Decision", "GameRecord", "MoveRecord"], "swm.games.records")}
 
 __all__ = [
     "DRAW",
@@ -55,3 +71,15 @@ __all__ = [
     "random_decider",
     "register_game",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOMES:
+        value = getattr(importlib.import_module(_HOMES[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -213,10 +213,14 @@ def game_names() -> tuple[str, ...]:
     return tuple(sorted(GAMES))
 
 
+# the modules of this package that are no game: the interface, the moderator, records, signals, metrics, and the
+# model-driven loop, store and graph state (LangChain, the store, LangGraph), which finding the games does not load
+MACHINERY = frozenset({"base", "graph_state", "metrics", "moderator", "play", "records", "signals", "store"})
+
+
 def _discover() -> None:
-    """Import every module of this package, so a shipped game module registers itself (as the CLI finds commands)."""
-
-
+    """Import every game module of this package (each one not in `MACHINERY`), so a shipped game registers itself
+    (as the CLI finds commands)."""
     for module in pkgutil.iter_modules(swm.games.__path__):
-        if not module.name.startswith("_"):
+        if not module.name.startswith("_") and module.name not in MACHINERY:
             importlib.import_module(f"swm.games.{module.name}")

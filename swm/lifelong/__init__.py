@@ -8,15 +8,46 @@ tracks), `gate` (rules with reason codes), `update` (memory; the SFT/DPO/KTO row
 ``<out>/exports`` folder TRL reads), `train` (TRL), `deploy` (the deploy gate), `metrics` (ACC,
 BWT, FWT, F_k), `report` and `plots`, `store` (the experience-store tables), `serve` (a version's
 model spec).
+
+The names below are imported on first use (PEP 562), so reading a run's settings (`plan`, as ``swm learn --help``
+does) loads none of the store, model clients or LangGraph the loop's other modules bring.
 """
 
-from swm.lifelong.convert import build_pairs, outcome_score, perception_score, turn_rewards
-from swm.lifelong.deploy import DeployDecision, decide
-from swm.lifelong.gate import GateSettings, gate_pairs, reject_counts
-from swm.lifelong.metrics import Cell, Estimate, summary, wilson
-from swm.lifelong.records import ActedTurn, EpisodeRecord, Prediction, PreferencePair
-from swm.lifelong.update import PolicyVersion, dpo_rows, kto_rows, memory_text
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from swm.lifelong.convert import build_pairs, outcome_score, perception_score, turn_rewards
+    from swm.lifelong.deploy import DeployDecision, decide
+    from swm.lifelong.gate import GateSettings, gate_pairs, reject_counts
+    from swm.lifelong.metrics import Cell, Estimate, summary, wilson
+    from swm.lifelong.records import ActedTurn, EpisodeRecord, Prediction, PreferencePair
+    from swm.lifelong.update import PolicyVersion, dpo_rows, kto_rows, memory_text
+
+# public name -> the module that defines it
+_HOMES = {name: module for module, names in (
+    ("swm.lifelong.convert", ("build_pairs", "outcome_score", "perception_score", "turn_rewards")),
+    ("swm.lifelong.deploy", ("DeployDecision", "decide")),
+    ("swm.lifelong.gate", ("GateSettings", "gate_pairs", "reject_counts")),
+    ("swm.lifelong.metrics", ("Cell", "Estimate", "summary", "wilson")),
+    ("swm.lifelong.records", ("ActedTurn", "EpisodeRecord", "Prediction", "PreferencePair")),
+    ("swm.lifelong.update", ("PolicyVersion", "dpo_rows", "kto_rows", "memory_text")),
+) for name in names}
 
 __all__ = ["ActedTurn", "Cell", "DeployDecision", "EpisodeRecord", "Estimate", "GateSettings", "PolicyVersion",
            "Prediction", "PreferencePair", "build_pairs", "decide", "dpo_rows", "gate_pairs", "kto_rows", "memory_text",
            "outcome_score", "perception_score", "reject_counts", "summary", "turn_rewards", "wilson"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOMES:
+        value = getattr(importlib.import_module(_HOMES[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -14,8 +14,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from swm.context import ActOrder
-from swm.social.graph_state import RENAMED_STRATEGIES, ActStrategy
+from swm.defaults import RENAMED_STRATEGIES, ActOrder, ActStrategy
 from swm.tasks.families import FAMILIES, TaskFamily
 from swm.tracking import Reporter, reporter_missing
 from swm.training.advantages import LearnEstimatorName

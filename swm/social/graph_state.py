@@ -14,18 +14,17 @@ A policy subgraph (`plain`, `foresee`, `lookahead`) reads `PolicyInput` and retu
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Required
+from typing import Annotated, Any, Required
 
 from typing_extensions import TypedDict
 
+# re-exported (swm.social.graph_state.ActStrategy): swm.defaults holds them, for the CLI's options
+from swm.defaults import RENAMED_STRATEGIES as RENAMED_STRATEGIES
+from swm.defaults import ActStrategy as ActStrategy
 from swm.graph_state import Provenance, SocialWorldState, merge_dict
 from swm.social.models import Scenario
 from swm.state import SocialWorld
 from swm.usage import CallStats, merge_usage
-
-ActStrategy = Literal["plain", "foresee", "lookahead"]
-# the strategies' earlier names, as stored plans, episode rows and checkpoints may hold them
-RENAMED_STRATEGIES: dict[str, ActStrategy] = {"rollout": "lookahead"}
 
 
 class PolicyInput(TypedDict, total=False):
