@@ -15,8 +15,9 @@ does) loads none of the store, model clients or LangGraph the loop's other modul
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from swm.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from swm.lifelong.convert import build_pairs, outcome_score, perception_score, turn_rewards
@@ -41,13 +42,4 @@ __all__ = ["ActedTurn", "Cell", "DeployDecision", "EpisodeRecord", "Estimate", "
            "outcome_score", "perception_score", "reject_counts", "summary", "turn_rewards", "wilson"]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _HOMES:
-        value = getattr(importlib.import_module(_HOMES[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES, __all__)
