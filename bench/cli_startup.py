@@ -1,8 +1,9 @@
 """CPU time of ``swm --help`` and ``import swm``: what a user pays before any command runs.
 
 Each case runs ``--runs`` times in a fresh interpreter (``python -m swm --help``, ``python -c "import
-swm"``, ``python -m swm ask --help``); the CPU time is the child's user + system time
-(`resource.getrusage` of the children), so other work on the machine does not count in it, and the
+swm"``, ``python -m swm <command> --help`` for ask, play, learn, selfplay, bench tom and ui); the CPU
+time is the child's user + system time (`resource.getrusage` of the children), so other work on the
+machine does not count in it, and the
 median is reported with the range. A last run lists which heavy packages the case imported
 (openai, langchain, langgraph, sqlite_utils, torch, swm's checkpoint code). ``--before PATH`` runs the
 same cases against another checkout (an older commit, e.g. from ``git archive``) in the same run, so
@@ -23,7 +24,8 @@ from pathlib import Path
 from bench.results import ROOT, results_page
 
 CASES = {"swm --help": ["-m", "swm", "--help"], "import swm": ["-c", "import swm"],
-         "swm ask --help": ["-m", "swm", "ask", "--help"]}
+         **{f"swm {c} --help": ["-m", "swm", *c.split(), "--help"]
+            for c in ("ask", "play", "learn", "selfplay", "bench tom", "ui")}}
 HEAVY = ("openai", "langchain_core", "langchain_openai", "langgraph", "sqlite_utils", "torch", "swm.checkpoints")
 # runs a case as ``python ARGS`` would, then names the heavy packages it imported
 PROBE = """
