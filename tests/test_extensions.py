@@ -67,14 +67,22 @@ TEMPLATES = {"two_seat_colours_speak": "Your colours:\n{mine}\n\nTell {partner} 
              "two_seat_colours_find": "Your colours:\n{mine}\n\n{partner} says:\n{said}\n\nName the shared one."}
 
 
-def _colours_task(rng: random.Random, seed: int, split: str, variant: Variant) -> Task:  # colours: no names
-    shared, *rest = rng.sample(COLOURS, 7)
-    lists = [sorted([shared, *rest[:3]]), sorted([shared, *rest[3:]])]
-    agents = [AgentBrief(name=name, role=role, goal="Find the shared colour.", private=", ".join(mine))
-              for name, role, mine in zip(("Ann", "Bo"), ("speaker", "finder"), lists, strict=True)]
-    return Task(task_id=task_id("colours", TWO_SEAT, seed, split), family="colours", level=TWO_SEAT, seed=seed,
-                split=split, scenario="Ann and Bo share one colour.", agents=agents,
-                truth={"colour": shared, "lists": lists, "speaker": "Ann", "finder": "Bo"})
+def _shared_item_tasks(family: str, items: list[str], noun: str, scenario: str) -> Callable[..., Task]:
+    """A two-seat family's task generator: each seat holds four of ``items``, one shared (``truth[noun]``); no names."""
+
+    def generate(rng: random.Random, seed: int, split: str, variant: Variant) -> Task:
+        shared, *rest = rng.sample(items, 7)
+        lists = [sorted([shared, *rest[:3]]), sorted([shared, *rest[3:]])]
+        agents = [AgentBrief(name=name, role=role, goal=f"Find the shared {noun}.", private=", ".join(mine))
+                  for name, role, mine in zip(("Ann", "Bo"), ("speaker", "finder"), lists, strict=True)]
+        return Task(task_id=task_id(family, TWO_SEAT, seed, split), family=family, level=TWO_SEAT, seed=seed,
+                    split=split, scenario=scenario, agents=agents,
+                    truth={noun: shared, "lists": lists, "speaker": "Ann", "finder": "Bo"})
+
+    return generate
+
+
+_colours_task = _shared_item_tasks("colours", COLOURS, "colour", "Ann and Bo share one colour.")
 
 
 def check_colours(task: Task, turns: Sequence[Utterance]) -> Verdict:
@@ -107,14 +115,7 @@ BOOK_TEMPLATES = {"two_seat_book_speak": "Your books:\n{mine}\n\nTell {partner} 
                   "two_seat_book_find": "Your books:\n{mine}\n\n{partner} says:\n{said}\n\nName the shared one."}
 
 
-def _book_task(rng: random.Random, seed: int, split: str, variant: Variant) -> Task:  # books: no names
-    shared, *rest = rng.sample(BOOKS, 7)
-    lists = [sorted([shared, *rest[:3]]), sorted([shared, *rest[3:]])]
-    agents = [AgentBrief(name=name, role=role, goal="Find the shared book.", private=", ".join(mine))
-              for name, role, mine in zip(("Ann", "Bo"), ("speaker", "finder"), lists, strict=True)]
-    return Task(task_id=task_id("book", TWO_SEAT, seed, split), family="book", level=TWO_SEAT, seed=seed,
-                split=split, scenario="Ann and Bo have read one book in common.", agents=agents,
-                truth={"book": shared, "lists": lists, "speaker": "Ann", "finder": "Bo"})
+_book_task = _shared_item_tasks("book", BOOKS, "book", "Ann and Bo have read one book in common.")
 
 
 def _check_book(task: Task, turns: Sequence[Utterance], *, hedge_wins: bool) -> Verdict:
