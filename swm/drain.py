@@ -12,6 +12,13 @@ would (`SignalInterrupt`, a KeyboardInterrupt): finished steps are still checkpo
 at once: the CLI exits without joining threads still waiting on a model or a database (`exit_now`),
 and should the main thread itself be held, the process exits ``HARD_STOP_S`` after the signal.
 
+Python runs a signal's handler in the main thread, between two bytecodes: a main thread held inside C
+(libpq polling a frozen PostgreSQL for its 300 s statement bound, the signal itself delivered to
+another thread) would answer neither signal. So the signals also reach a watcher thread, through
+the interpreter's wakeup file descriptor (written by its C-level handler the moment a signal
+arrives, whichever thread it lands on): the first arrival asks for the drain and says so, a later
+one starts the hard stop, whether or not the main thread has run its handler yet. Each acts once.
+
 LangGraph is imported only once a graph asks for the command's control (`control`, `stop_if_drained`,
 `stop_for`): entering `handling_signals` installs the handlers and nothing more, so ``swm X --help``
 loads no LangGraph (a signal before any graph asked is kept and handed to the control when it is made).
@@ -40,6 +47,9 @@ _received: int | None = None
 _cause: BaseException | None = None
 _cause_reason: str | None = None
 _cause_lock = threading.Lock()
+_first_lock = threading.Lock()  # the first signal is acted on once, by the handler or the watcher
+_handler_calls = 0  # calls of `_handle` in this command
+_hard_stop_started = False
 
 __all__ = ["GraphDrained", "SignalInterrupt", "control", "drained_by", "drained_exit_code", "exit_now",
            "handling_signals", "stop_for", "stop_if_drained"]
@@ -140,31 +150,97 @@ def _hard_stop(signum: int) -> None:
     exit_now(128 + signum)
 
 
-def _handle(signum: int, frame: object) -> None:
+def _first(signum: int) -> None:
+    """Act on the command's first signal, once (from the main thread's handler or from the watcher)."""
     global _received
-    if _received is not None or not _active:
-        if _received is not None:  # the main thread may itself be held (a `finally` waiting on a server)
-            stop = threading.Timer(HARD_STOP_S, _hard_stop, (signum,))
-            stop.daemon = True
-            stop.start()
-        raise SignalInterrupt(signum)
-    _received = signum
-    name = signal.Signals(signum).name
-    if _control is not None:  # else `control` hands it to the control when a graph asks for one
-        _control.request_drain(name)
+    with _first_lock:
+        if _received is not None:
+            return
+        _received = signum
+        name = signal.Signals(signum).name
+        if _control is not None:  # else `control` hands it to the control when a graph asks for one
+            _control.request_drain(name)
     print(f"{name}: stopping at the next step (model calls in flight finish and are checkpointed); "
           f"send it again to stop at once", file=sys.stderr, flush=True)
+
+
+def _start_hard_stop(signum: int) -> None:
+    """Exit ``HARD_STOP_S`` from now unless the main thread has exited first (started once)."""
+    global _hard_stop_started
+    with _first_lock:
+        if _hard_stop_started:
+            return
+        _hard_stop_started = True
+    stop = threading.Timer(HARD_STOP_S, _hard_stop, (signum,))
+    stop.daemon = True
+    stop.start()
+
+
+def _handle(signum: int, frame: object) -> None:
+    global _handler_calls
+    if not _active:
+        raise SignalInterrupt(signum)
+    _handler_calls += 1
+    if _handler_calls == 1 and not _hard_stop_started:
+        _first(signum)  # a no-op when the watcher already acted on this arrival
+        return
+    _start_hard_stop(signum)  # the main thread may itself be held (a `finally` waiting on a server)
+    raise SignalInterrupt(signum)
+
+
+def _watch(read_fd: int) -> None:
+    """Count signal arrivals from the wakeup descriptor: act on the first, start the hard stop on a later one."""
+    arrivals = 0
+    while True:
+        try:
+            data = os.read(read_fd, 64)
+        except OSError:
+            return
+        if not data:  # the command ended: the write end is closed
+            return
+        for signum in data:
+            if signum not in DRAINED_BY:
+                continue
+            arrivals += 1
+            if arrivals == 1:
+                _first(signum)
+            else:
+                _start_hard_stop(signum)
+
+
+@contextmanager
+def _watching() -> Iterator[None]:
+    """Send arrivals of every signal to `_watch` for the duration of the block (main thread only)."""
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)  # the interpreter's C handler must never block on it
+    try:
+        previous = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    except ValueError:  # not the main thread
+        os.close(read_fd)
+        os.close(write_fd)
+        yield
+        return
+    watcher = threading.Thread(target=_watch, args=(read_fd,), name="swm-signal-watcher", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        signal.set_wakeup_fd(previous)
+        os.close(write_fd)  # the watcher reads EOF and returns
+        watcher.join(1.0)
+        os.close(read_fd)
 
 
 @contextmanager
 def handling_signals() -> Iterator[None]:
     """Drain on SIGTERM and SIGHUP for the duration of one command (main thread only; a no-op elsewhere)."""
-    global _active, _control, _received, _cause, _cause_reason
+    global _active, _control, _received, _cause, _cause_reason, _handler_calls, _hard_stop_started
     if _active:  # a nested command group: the outer one already handles them
         yield
         return
     previous: dict[signal.Signals, Any] = {}
     _active, _control, _received, _cause, _cause_reason = True, None, None, None, None
+    _handler_calls, _hard_stop_started = 0, False
     try:
         for signum in DRAINED_BY:
             if signal.getsignal(signum) is signal.SIG_IGN:  # started under nohup (or told to ignore it)
@@ -173,7 +249,11 @@ def handling_signals() -> Iterator[None]:
                 previous[signum] = signal.signal(signum, _handle)
             except ValueError:  # not the main thread (a server's worker): its host handles signals
                 break
-        yield
+        if previous:
+            with _watching():
+                yield
+        else:
+            yield
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)

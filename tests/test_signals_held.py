@@ -1,0 +1,70 @@
+"""SIGTERM is answered while the main thread is held inside C and the signal lands on another thread.
+
+Python runs signal handlers in the main thread between bytecodes; libpq polling a frozen PostgreSQL
+(tests/test_frozen_postgres.py) never returns to one. Here the main thread blocks SIGTERM and waits
+in ``os.read`` on a pipe nobody writes: the kernel hands the signal to another thread, so only
+swm.drain's watcher (the interpreter's wakeup descriptor) can hear it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from swm import drain
+from swm.testing import scaled
+
+pytestmark = pytest.mark.timeout(60)
+
+HELD = """
+import os, signal
+from swm import drain
+with drain.handling_signals():
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGHUP})
+    r, w = os.pipe()
+    print("held", flush=True)
+    os.read(r, 1)
+"""
+
+
+def _held() -> subprocess.Popen[str]:
+    root = str(Path(__file__).resolve().parents[1])
+    proc = subprocess.Popen([sys.executable, "-c", HELD], env={**os.environ, "PYTHONPATH": root},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline() == "held\n"
+    return proc
+
+
+def test_the_first_signal_is_answered_and_the_second_stops_at_once_with_the_main_thread_held() -> None:
+    proc = _held()
+    try:
+        assert proc.stderr is not None
+        proc.send_signal(signal.SIGTERM)
+        first = proc.stderr.readline()  # blocks until said: before the watcher, it never was
+        assert first.startswith("SIGTERM: stopping at the next step") and "send it again" in first
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=scaled(10))
+        rest = proc.stderr.read()
+    finally:
+        proc.kill()
+    assert rc == 143
+    assert rest.startswith("SIGTERM again: stopped at once"), rest
+
+
+def test_one_signal_alone_only_drains() -> None:
+    """The watcher hears one arrival once: no hard stop is started by the first signal."""
+    proc = _held()
+    try:
+        assert proc.stderr is not None
+        proc.send_signal(signal.SIGHUP)
+        assert proc.stderr.readline().startswith("SIGHUP: stopping at the next step")
+        with pytest.raises(subprocess.TimeoutExpired):
+            proc.wait(timeout=3 * drain.HARD_STOP_S)  # the drain waits for the next step, which the held thread never reaches
+    finally:
+        proc.kill()
+        proc.wait()
