@@ -64,7 +64,7 @@ def test_one_signal_alone_only_drains() -> None:
         proc.send_signal(signal.SIGHUP)
         assert proc.stderr.readline().startswith("SIGHUP: stopping at the next step")
         with pytest.raises(subprocess.TimeoutExpired):
-            proc.wait(timeout=3 * drain.HARD_STOP_S)  # the drain waits for the next step, which the held thread never reaches
+            proc.wait(timeout=3 * drain.HARD_STOP_S)  # the drain waits for a next step the held thread never reaches
     finally:
         proc.kill()
         proc.wait()
