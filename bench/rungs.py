@@ -43,15 +43,16 @@ from swm.selfplay.plan import SelfPlayPlan
 from swm.selfplay.serving import served_sampler
 from swm.serving import draws
 from swm.stats import mcnemar_exact, paired_rate_difference, wilson_interval
-from swm.tasks.families import DECISION, SEAT_LEVELS, TWO_SEAT
+from swm.tasks.families import DECISION, TWO_SEAT
+from swm.tasks.levels import is_seat_level, seat_levels
 from swm.tasks.splits import split_tasks
 
-RUNGS = (DECISION, *SEAT_LEVELS)
+RUNGS = (DECISION, *seat_levels())
 
 
 def policy_plan(name: str, adapter: str, level: str, out: Path, family: str) -> dict[str, Any]:
     """The self-play plan whose checkpoint 0 is the policy (its adapter as the warm start; none: a fresh one)."""
-    argv = ["--level", level if level in SEAT_LEVELS else TWO_SEAT, "--family", family, "--iterations", "1",
+    argv = ["--level", level if is_seat_level(level) else TWO_SEAT, "--family", family, "--iterations", "1",
             "--out", str(out / "policies" / name)]
     if adapter:
         argv += ["--from", adapter]

@@ -46,7 +46,8 @@ from swm.selfplay.served import ServedSampler, default_concurrency, plan_seats, 
 from swm.selfplay.serving import POOL, SeededSampler, served_sampler
 from swm.stats import mcnemar_exact, wilson_interval
 from swm.tasks.checkers import Utterance
-from swm.tasks.families import NAME_POLICIES, SEAT_LEVELS, TWO_SEAT, two_seat_families
+from swm.tasks.families import NAME_POLICIES, TWO_SEAT, two_seat_families
+from swm.tasks.levels import seat_levels
 from swm.tasks.splits import split_tasks
 from swm.tasks.verify import check
 from swm.training.advantages import estimator_names
@@ -233,7 +234,7 @@ def parser() -> argparse.ArgumentParser:
                     "the same); none: a fresh adapter")
     ap.add_argument("--base", default="embedded")
     ap.add_argument("--family", default="mutual_friend", choices=two_seat_families())
-    ap.add_argument("--level", default=TWO_SEAT, choices=list(SEAT_LEVELS),
+    ap.add_argument("--level", default=TWO_SEAT, choices=list(seat_levels()),
                     help="two-seat, or multi-turn (mutual_friend only: a conversation of up to 8 messages)")
     ap.add_argument("--names", default="disjoint", choices=list(NAME_POLICIES),
                     help="name pools: disjoint train and test pools, or shared (the runs before 2026-11-28)")

@@ -1,7 +1,8 @@
 """Every CLI choice of an extension point is read from its table, and no command types a table's names out.
 
-The tables: two-seat shapes (`swm.tasks.families.TWO_SEAT_SHAPES`), advantage estimators
-(`swm.training.advantages.ESTIMATORS`) and ToM benchmarks (`swm.tom.items.BENCHMARKS`).
+The tables: two-seat shapes (`swm.tasks.families.TWO_SEAT_SHAPES`), the levels one model plays in every seat
+(`swm.tasks.levels.LEVEL_ROWS`), advantage estimators (`swm.training.advantages.ESTIMATORS`), ToM benchmarks
+(`swm.tom.items.BENCHMARKS`) and games.
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ from swm.cli import main
 from swm.commands._common import TableChoice
 from swm.games import game_names
 from swm.lifelong.plan import LifelongPlan
-from swm.tasks.families import FAMILIES, two_seat_families
+from swm.tasks.families import FAMILIES, LEVELS, two_seat_families
+from swm.tasks.levels import seat_levels
 from swm.tom.items import benchmark_names
 from swm.training.advantages import estimator_names, learn_estimator_names
 
 TABLES: dict[str, Callable[[], tuple[str, ...]]] = {
     "estimators": estimator_names, "learn estimators": learn_estimator_names, "two-seat families": two_seat_families,
-    "ToM benchmarks": benchmark_names, "games": game_names}
+    "ToM benchmarks": benchmark_names, "games": game_names, "seat levels": seat_levels}
 # (command path, option) -> what its choices are: a table's names, plus any named extras
 OPTIONS: dict[tuple[str, str], tuple[Callable[[], tuple[str, ...]], tuple[str, ...]]] = {
     ("selfplay", "estimator"): (estimator_names, ()),
@@ -29,6 +31,7 @@ OPTIONS: dict[tuple[str, str], tuple[Callable[[], tuple[str, ...]], tuple[str, .
     ("selfplay", "family"): (two_seat_families, FAMILIES),
     ("bench tom", "benchmark"): (benchmark_names, ("sim",)),
     ("selfplay", "game"): (game_names, ()),
+    ("selfplay", "level"): (seat_levels, LEVELS),
 }
 
 # options whose choices are another table that shares names with one of these: the parser's tasks

@@ -1,10 +1,10 @@
-"""A new two-seat family, advantage estimator and ToM benchmark, each added in this one file.
+"""A new two-seat family, level, advantage estimator and ToM benchmark, each added in this one file.
 
 Each is one row registered in its table — what docs/contributing.md's recipes ask of a real addition,
-where the row lives in its module (`swm/tasks/two_seat.py` with two prompt files, `swm/training/advantages.py`,
-`swm/tom/loaders.py`). Nothing else changes: the generator, prompts, checker, self-play's rollout and
-rewards, the config validation, the CLI's choices and the benchmark runner's loader and rules read the
-tables. The rows are removed again after each test.
+where the row lives in its module (`swm/tasks/two_seat.py` with two prompt files, a level's own module such as
+`swm/tasks/multi_turn.py`, `swm/training/advantages.py`, `swm/tom/loaders.py`). Nothing else changes: the
+generator, prompts, checker, self-play's rollout and rewards, the config validation, the name policy, the CLI's
+choices and the benchmark runner's loader and rules read the tables. The rows are removed again after each test.
 
 A second two-seat family answers ``BOOK:``, a prefix `tests/test_reward_invariants.py` never names, with an
 honest checker and a mutant that accepts a hedged answer: the invariants read the prefix from the row and
@@ -28,8 +28,10 @@ from test_two_seat import Scripted
 
 from swm.cli import main
 from swm.prompts import Prompt
+from swm.selfplay.plan import SelfPlayPlan
 from swm.selfplay.rewards import RewardConfig, score
 from swm.selfplay.rollout import play
+from swm.tasks.decisions import DecisionPrompt
 from swm.tasks.families import (
     TWO_SEAT,
     TWO_SEAT_SHAPES,
@@ -41,7 +43,9 @@ from swm.tasks.families import (
     register_two_seat,
     synthesize,
     task_id,
+    variant_for,
 )
+from swm.tasks.levels import LEVEL_ROWS, Level, register_level, seat_levels
 from swm.tasks.verdicts import Utterance, Verdict
 from swm.tasks.verify import check
 from swm.tom.items import BENCHMARKS, Benchmark, LoadOptions, TomItem, register_benchmark
@@ -145,6 +149,31 @@ def book_shape(check_book: Callable[[Task, Sequence[Utterance]], Verdict]) -> Tw
 HONEST, HEDGE_ACCEPTED = partial(_check_book, hedge_wins=False), partial(_check_book, hedge_wins=True)
 
 
+# --- a level one model plays in both seats: A is told a colour and says it, B answers COLOUR: x --------------------
+
+
+def _relay_task(family: str, seed: int, split: str, variant: Variant) -> Task:
+    colour = random.Random(f"relay|{split}|{family}|{seed}|{variant.names}").choice(COLOURS)
+    agents = [AgentBrief(name="Ann", role="teller", goal="Tell Bo your colour.", private=colour),
+              AgentBrief(name="Bo", role="hearer", goal="Name Ann's colour.", private="")]
+    return Task(task_id=task_id(family, "relay", seed, split), family=family, level="relay", seed=seed, split=split,
+                scenario="Ann knows a colour; Bo must name it.", agents=agents,
+                truth={"colour": colour, "speaker": "Ann", "finder": "Bo"})
+
+
+def _relay_prompt(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> DecisionPrompt:
+    if agent == "Ann":
+        return DecisionPrompt(name="relay_tell@v1", text=f"Your colour is {task.truth['colour']}. Tell Bo.",
+                              prefill="", max_tokens=4)
+    heard = " ".join(text for who, text in said if who == "Ann") or "(nothing)"
+    return DecisionPrompt(name="relay_name@v1", text=f"Ann says: {heard}. Name her colour.", prefill="COLOUR:",
+                          max_tokens=4, one_line=True)
+
+
+RELAY = Level(name="relay", families=lambda: ("colour",), generate=_relay_task, check=check_colours, play="seats",
+              seat_prompt=_relay_prompt, summary="A says its colour, B names it")
+
+
 # --- an estimator: critic-free, each seat's return minus the median of its role's returns -------------------
 
 
@@ -179,8 +208,9 @@ def added() -> Iterator[None]:
     register_two_seat(COLOURS_SHAPE)
     register_estimator(MEDIAN)
     register_benchmark(TINY)
+    register_level(RELAY)
     yield
-    del TWO_SEAT_SHAPES["colours"], ESTIMATORS["median"], BENCHMARKS["tinytom"]
+    del TWO_SEAT_SHAPES["colours"], ESTIMATORS["median"], BENCHMARKS["tinytom"], LEVEL_ROWS["relay"]
 
 
 def test_a_new_two_seat_family_is_generated_prompted_checked_and_played(added: None) -> None:
@@ -196,6 +226,24 @@ def test_a_new_two_seat_family_is_generated_prompted_checked_and_played(added: N
                                                                                    ("COLOUR:", "\n")]
     scored, verdict = score(rollout, t, RewardConfig())
     assert verdict.passed and [s.turns[-1].reward for s in scored.seats] == [1.0, 1.0]
+
+
+def test_a_new_level_is_generated_prompted_checked_played_and_planned(added: None) -> None:
+    """A level is its row: synthesize, check, self-play's rollout and rewards, the plan and the name policy read it."""
+    t = synthesize("colour", "relay", 5)
+    assert t == synthesize("colour", "relay", 5) and t.level == "relay" and "relay" in seat_levels()
+    assert check(t, [Utterance(agent="Bo", text=f"COLOUR: {t.truth['colour']}")]).completion
+    sampler = Scripted([f" {t.truth['colour']}", f" {t.truth['colour']}"])
+    rollout = play(t, sampler, rollout_id="r", iteration=0, sample=0, max_turns=4)
+    assert rollout.end_reason == "settled" and [c[1:3] for c in sampler.calls] == [("", None), ("COLOUR:", "\n")]
+    assert sampler.calls[1][0] == f"Ann says: {t.truth['colour']}. Name her colour."
+    scored, verdict = score(rollout, t, RewardConfig())
+    assert verdict.passed and [s.turns[-1].reward for s in scored.seats] == [1.0, 1.0]
+    plan = SelfPlayPlan(family="colour", level="relay", tasks_per_iteration=3)
+    assert [task.level for task in plan.training_tasks(0)] == ["relay"] * 3
+    assert variant_for("relay", "train", "disjoint").names == "train"  # a generated level takes the name policy
+    with pytest.raises(ValueError, match="no relay tasks of family 'negotiation'"):
+        SelfPlayPlan(family="negotiation", level="relay")
 
 
 @pytest.mark.parametrize("mutant", [False, True], ids=["honest", "accepts-a-hedge"])
@@ -257,7 +305,8 @@ def test_a_benchmark_row_must_say_what_its_report_says() -> None:
 def test_the_cli_offers_the_new_rows(added: None) -> None:
     selfplay, tom = main.commands["selfplay"], main.commands["bench"].commands["tom"]  # type: ignore[attr-defined]
     for command, option, value in ((selfplay, "family", "colours"), (selfplay, "estimator", "median"),
-                                   (tom, "benchmark", "tinytom")):
+                                   (tom, "benchmark", "tinytom"), (selfplay, "level", "relay"),
+                                   (selfplay, "family", "colour")):
         param = next(p for p in command.params if p.name == option)
         assert param.type.convert(value, param, None) == value
     param = next(p for p in selfplay.params if p.name == "estimator")

@@ -11,13 +11,12 @@ from swm.selfplay.rewards import RewardConfig, score
 from swm.selfplay.rollout import play
 from swm.tasks.families import (
     MULTI_TURN,
-    MULTI_TURN_LEVELS,
-    SEAT_LEVELS,
     Variant,
     level_families,
     synthesize,
     task_of_id,
 )
+from swm.tasks.levels import seat_levels
 from swm.tasks.multi_turn import ANSWER_PREFILL, CAP, HORIZONS, LIST_PREFILL
 from swm.tasks.splits import decision_digest, split_tasks
 
@@ -27,7 +26,7 @@ DIGESTS = {("multi-turn-4", "test"): "8fa29fa242336cea", ("multi-turn-4", "dev")
 
 
 def test_each_horizon_is_a_level_with_its_budget_and_its_list_lengths() -> None:
-    assert MULTI_TURN_LEVELS == tuple(HORIZONS) and set(MULTI_TURN_LEVELS) <= set(SEAT_LEVELS)
+    assert seat_levels()[-3:] == tuple(HORIZONS) == ("multi-turn-4", "multi-turn-6", MULTI_TURN)
     assert {level: (h.budget, h.lists) for level, h in HORIZONS.items()} == {
         "multi-turn-4": (4, (4, 5)), "multi-turn-6": (6, (6, 8)), MULTI_TURN: (8, (8, 12))}
     for level, (budget, (low, high)) in HORIZONS.items():
@@ -48,14 +47,14 @@ def test_each_horizons_splits_are_pinned_by_digest(level: str, split: str) -> No
         (level, split)]
 
 
-@pytest.mark.parametrize("level", MULTI_TURN_LEVELS)
+@pytest.mark.parametrize("level", tuple(HORIZONS))
 def test_each_horizons_splits_are_disjoint_from_each_other_and_from_training(level: str) -> None:
     test = split_tasks("test", [level], ["mutual_friend"], 200)
     dev = split_tasks("dev", [level], ["mutual_friend"], 100)
     train = SelfPlayPlan(family="mutual_friend", level=level, tasks_per_iteration=50).training_tasks(0)
     content = [{(t.truth["friend"], tuple(map(tuple, t.truth["lists"]))) for t in s} for s in (test, dev, train)]
     assert len(content[0]) == 200 and not content[0] & content[1] and not content[2] & (content[0] | content[1])
-    others = [lv for lv in MULTI_TURN_LEVELS if lv != level]  # no task is another horizon's
+    others = [lv for lv in HORIZONS if lv != level]  # no task is another horizon's
     assert not content[0] & {(t.truth["friend"], tuple(map(tuple, t.truth["lists"])))
                              for lv in others for t in split_tasks("test", [lv], ["mutual_friend"], 200)}
 

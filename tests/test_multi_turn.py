@@ -16,6 +16,7 @@ from swm.selfplay.rollout import play
 from swm.tasks.checkers import Utterance
 from swm.tasks.decisions import Stop, stops
 from swm.tasks.families import MULTI_TURN, Task, Variant, synthesize, task_of_id
+from swm.tasks.levels import seat_prompt
 from swm.tasks.multi_turn import (
     BUDGET,
     CAP,
@@ -28,7 +29,6 @@ from swm.tasks.multi_turn import (
     people_named,
 )
 from swm.tasks.splits import decision_digest, split_tasks
-from swm.tasks.two_seat import seat_prompt
 from swm.tasks.verify import check
 from swm.training.trajectory import Generation
 from swm.training.transcript import SeatChat

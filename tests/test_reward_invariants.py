@@ -32,24 +32,25 @@ from test_checker_mutations import _village_win
 from swm.games import get_game
 from swm.games.moderator import resolve
 from swm.selfplay.rewards import RewardConfig, score
-from swm.tasks.checkers import CHECKERS, DECISION_CHECKERS, Utterance, check_game
+from swm.tasks.checkers import CHECKERS, Utterance, check_game
 from swm.tasks.decisions import Stop
 from swm.tasks.families import (
     DECISION,
     DECISION_FAMILIES,
     GAME_FAMILIES,
-    LEVEL_GENERATORS,
     LEVELS,
     MULTI_TURN,
-    MULTI_TURN_LEVELS,
     OBJECTIONS,
     STARTER,
     TWO_SEAT,
     TWO_SEAT_SHAPES,
     TWO_TURN,
     Task,
+    level_families,
     synthesize,
 )
+from swm.tasks.levels import level_names
+from swm.tasks.multi_turn import HORIZONS
 from swm.tasks.two_turn import partner_reply, read_first_move
 from swm.tasks.verify import check
 from swm.training.trajectory import Generation, Rollout, SeatTrajectory, SeatTurn
@@ -156,13 +157,11 @@ def witness_of(kind: str, family: str) -> Witness | None:
 
 
 def cases() -> list[tuple[str, str]]:
-    """Every (level, family) a checker serves: episode levels (the starter level too) × CHECKERS, decisions,
-    two-turn, two-seat shapes and the levels registered with their own generator (multi-turn)."""
+    """Every (level, family) a checker serves: episode levels (the starter level too) × CHECKERS, and every generated
+    level's row × its families (decisions, two-turn, two-seat shapes, the multi-turn horizons)."""
     episodes = [(level, f) for f in CHECKERS
                 for level in ((STARTER, *LEVELS) if f not in GAME_FAMILIES else ("easy",))]
-    return [*episodes, *((DECISION, f) for f in DECISION_CHECKERS), *((TWO_TURN, f) for f in DECISION_FAMILIES),
-            *((TWO_SEAT, f) for f in TWO_SEAT_SHAPES),
-            *((level, f) for level, (families, _) in LEVEL_GENERATORS.items() for f in families)]
+    return [*episodes, *((level, f) for level in level_names() for f in level_families(level))]
 
 
 CASES = cases()
@@ -171,7 +170,7 @@ SEEDS = st.integers(0, 30)
 
 def kind_of(level: str) -> str:
     """The checker a level's tasks go to: every multi-turn horizon is the multi-turn one."""
-    if level in MULTI_TURN_LEVELS:
+    if level in HORIZONS:
         return MULTI_TURN
     return level if level in (DECISION, TWO_TURN, TWO_SEAT) else "episode"
 

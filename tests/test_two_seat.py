@@ -12,7 +12,7 @@ from swm.tasks import multi_turn
 from swm.tasks.checkers import Utterance
 from swm.tasks.decisions import Stop
 from swm.tasks.families import MULTI_TURN, TWO_SEAT, synthesize
-from swm.tasks.two_seat import follow_up
+from swm.tasks.levels import follow_up
 from swm.tasks.verify import check
 from swm.training.trajectory import Generation
 

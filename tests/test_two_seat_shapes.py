@@ -14,8 +14,8 @@ from swm.selfplay.plan import SelfPlayPlan
 from swm.selfplay.rewards import RewardConfig, score
 from swm.selfplay.rollout import play
 from swm.tasks.families import TWO_SEAT, TWO_SEAT_SHAPES, Task, synthesize
+from swm.tasks.levels import seat_prompt
 from swm.tasks.splits import decision_digest, split_tasks
-from swm.tasks.two_seat import seat_prompt
 
 # the splits' first tasks, pinned per family: names from the eval pool (training from the train pool) since
 # 2026-11-28, and the shared pool's, which the results measured before then used (docs/results/selfplay.md's

@@ -25,19 +25,23 @@ from swm.selfplay.plan import RECIPE_ESTIMATOR, RECIPE_PPO, SelfPlayPlan
 from swm.tasks.families import (
     FAMILIES,
     LEVELS,
-    MULTI_TURN_LEVELS,
     NAME_POLICIES,
     TWO_SEAT,
-    TWO_SEAT_SHAPES,
-    two_seat_families,
+    level_families,
 )
+from swm.tasks.levels import LEVEL_ROWS, seat_levels
 from swm.tracking import REPORTER_NAMES, check_reporter
 from swm.training.advantages import ESTIMATORS, estimator_names
 
 
 def _families() -> tuple[str, ...]:
-    """The task families (episode levels) and the two-seat ones (`TWO_SEAT_SHAPES`)."""
-    return tuple(dict.fromkeys([*FAMILIES, *two_seat_families()]))
+    """The task families (episode levels) and every seat level's (two-seat shapes, multi-turn: `seat_levels`)."""
+    return tuple(dict.fromkeys([*FAMILIES, *(family for level in seat_levels() for family in level_families(level))]))
+
+
+def _levels() -> tuple[str, ...]:
+    """The episode levels and the levels one model plays in every seat (`swm.tasks.levels`), read when asked."""
+    return (*LEVELS, *seat_levels())
 
 
 # named recipes a results page cites, by the option names of this command: what the page ran
@@ -78,12 +82,9 @@ def apply_preset(ctx: click.Context, name: str | None, params: dict[str, Any]) -
 @click.option("--iterations", default=2, show_default=True, help="Rollout → update iterations.")
 @click.option("--family", type=TableChoice(_families), default="negotiation", show_default=True,
               help="The verifiable task family (its code checker gives the rewards).")
-@click.option("--level", type=click.Choice([*LEVELS, TWO_SEAT, *MULTI_TURN_LEVELS]), default="easy", show_default=True,
-              help="An episode level, or two-seat: one model plays both seats of a short exchange (" + "; ".join(
-                  f"{shape.family}: {shape.summary}" for shape in TWO_SEAT_SHAPES.values()) + "), or multi-turn "
-                   "(mutual_friend: 8-12 friends a seat, at most 3 names a message, both seats must name the shared "
-                   "one within 8 messages; multi-turn-4 and multi-turn-6: 4 messages and 4-5 friends, 6 messages "
-                   "and 6-8 friends, the rungs below it).")
+@click.option("--level", type=TableChoice(_levels), default="easy", show_default=True,
+              help="An episode level, or a level one model plays in every seat: " + "; ".join(
+                  f"{name}: {LEVEL_ROWS[name].summary}" for name in seat_levels()) + ".")
 @click.option("--names", type=click.Choice(NAME_POLICIES), default="disjoint", show_default=True,
               help="Name pools of generated (two-seat, multi-turn) tasks: training and test names disjoint, or one "
                    "shared pool (the two-seat splits before 2026-11-28).")

@@ -8,7 +8,7 @@ said, and the prompt the policy saw can be rebuilt token for token in torch (a g
 constrained tool call cannot). The episode ends at ``max_turns`` or as soon as the task's code
 checker finds the task settled (a deal accepted, an answer given). One exception to "every token is said": a
 multi-turn reply that runs on into a later turn (``…\n\nTara Novak: …``, the conversation's own form) says only
-what comes before it (`swm.tasks.two_seat.message`): the partner does not hear the rest and the checker does not
+what comes before it (`swm.tasks.levels.message`): the partner does not hear the rest and the checker does not
 read it, while the seat's tokens and chat keep the whole reply, as it was sampled.
 
 Each seat's context is one chat that only grows (``transcript="append"``, the default;
@@ -39,8 +39,9 @@ from swm.lifelong.bridge import to_scenario
 from swm.social.models import Scenario
 from swm.tasks.checkers import Utterance
 from swm.tasks.decisions import Stop
-from swm.tasks.families import SEAT_LEVELS, Task
-from swm.tasks.two_seat import ends_at_newline, follow_up, message, seat_prompt
+from swm.tasks.families import Task
+from swm.tasks.levels import follow_up, is_seat_level, message, seat_prompt
+from swm.tasks.two_seat import ends_at_newline
 from swm.tasks.verify import check
 from swm.training.trajectory import Generation, Rollout, SeatTrajectory, SeatTurn
 from swm.training.transcript import DEFAULT_TRANSCRIPT, SeatChat, Transcript, append_counts, takes_chat
@@ -108,7 +109,7 @@ def _sample_turn(task: Task, scenario: Scenario, speaker: str, said: list[tuple[
                  sampler: Sampler, chat: SeatChat | None) -> tuple[str, Generation]:
     """Prompt ``speaker`` for its turn (a seat level's form, the seat's chat, or the whole transcript) and sample
     its reply; return the prompt and the reply."""
-    if task.level in SEAT_LEVELS:
+    if is_seat_level(task.level):
         shown = seat_prompt(task, speaker, said)
         prompt = shown.text
         if chat is not None and chat.messages:  # a later turn: what the partner said since (the level's own form)
@@ -166,7 +167,7 @@ def play(task: Task, sampler: Sampler | Mapping[str, Sampler], *, rollout_id: st
         if verdict.resolved_at is not None:
             rollout.end_reason = "settled"
             break
-        if task.level in SEAT_LEVELS and verdict.detail.get("answered"):  # the first answers (each seat's) decide
+        if is_seat_level(task.level) and verdict.detail.get("answered"):  # the first answers (each seat's) decide
             rollout.end_reason = "answered"
             break
     else:

@@ -54,8 +54,8 @@ from swm.serving.llama_server import ENGINE
 from swm.serving.runtime_lora import LoraSlots
 from swm.serving.verify import ServedMismatch, check_logprobs, check_sampled, logprob_probes
 from swm.tasks.decisions import Stop, stops
-from swm.tasks.families import SEAT_LEVELS, Task
-from swm.tasks.two_seat import seat_prompt
+from swm.tasks.families import Task
+from swm.tasks.levels import is_seat_level, seat_prompt
 from swm.training.config import PolicyConfig
 from swm.training.device import cores
 from swm.training.trajectory import Generation
@@ -171,7 +171,7 @@ def probe_prompts(plan: SelfPlayPlan, iteration: int, fixed: str) -> list[str]:
         task = Task.model_validate(unit["task"])
         scenario = to_scenario(task)
         speaker = scenario.names[0]
-        if task.level in SEAT_LEVELS:  # two-seat and multi-turn: the task's own seat prompt
+        if is_seat_level(task.level):  # two-seat and multi-turn: the task's own seat prompt
             prompts.append(seat_prompt(task, speaker, []).text)
         else:
             prompts.append(turn_prompt(scenario, speaker, [], 0))

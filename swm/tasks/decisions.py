@@ -26,10 +26,12 @@ The checkers are in `swm.tasks.checkers` (`swm.tasks.verify.check` routes a deci
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from swm import prompts
-from swm.tasks.families import DECISION, DECISION_FAMILIES, Task, decision_task
+from swm.tasks.checkers import DECISION_CHECKERS
+from swm.tasks.families import DECISION, DECISION_FAMILIES, DecisionPrompt, Task, Variant, decision_task
+from swm.tasks.levels import Level, register_level
+from swm.tasks.verdicts import Utterance, Verdict
 
 __all__ = ["DECISION", "DECISION_FAMILIES", "DecisionPrompt", "Stop", "before_stop", "decision_prompt", "decision_task",
            "stops"]
@@ -51,19 +53,6 @@ def stops(stop: Stop) -> tuple[str, ...]:
 def before_stop(text: str, stop: Stop) -> str:
     """``text`` up to the first place one of ``stop``'s strings (`stops`) starts in it; all of it when none does."""
     return text[:min((text.find(end) for end in stops(stop) if end in text), default=len(text))]
-
-
-@dataclass(frozen=True)
-class DecisionPrompt:
-    """What the policy is shown for a decision: the user message and the reply's forced start."""
-
-    name: str  # the prompt template's ``name@version``
-    text: str
-    prefill: str
-    max_tokens: int = 24  # the move's length limit (one line: a name, a slot, a reply of a sentence or two)
-    one_line: bool = False  # a newline ends the reply (a multi-turn message)
-    # the strings that end the reply (a multi-turn list's item past the cap, a blank line before a turn not its own)
-    stop: tuple[str, ...] | None = None
 
 
 def _bullets(names: list[str]) -> str:
@@ -95,3 +84,21 @@ def decision_prompt(task: Task) -> DecisionPrompt:
         return DecisionPrompt(name=template.id, text=text, prefill="", max_tokens=48)
     text = template.render(partner=truth["partner"], cause=truth["cause"], worry=truth["worry"])
     return DecisionPrompt(name=template.id, text=text, prefill="", max_tokens=48)
+
+
+def _families() -> tuple[str, ...]:
+    return DECISION_FAMILIES
+
+
+def _decision(family: str, seed: int, split: str, variant: Variant) -> Task:
+    return decision_task(family, seed, split, DECISION, variant)
+
+
+def check_decision(task: Task, turns: Sequence[Utterance]) -> Verdict:
+    """Run the family's decision checker (`swm.tasks.checkers.DECISION_CHECKERS`) on the learner's one move."""
+    return DECISION_CHECKERS[task.family](task, turns)
+
+
+# the level's row (`swm.tasks.levels`): one learner move against code, every decision family
+register_level(Level(name=DECISION, families=_families, generate=_decision, check=check_decision, play="decision",
+                     rung=0, summary="one learner move against code"))

@@ -41,7 +41,7 @@ import difflib
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
@@ -91,12 +91,10 @@ DECISION = "decision"
 TWO_TURN = "two-turn"
 # one model plays every seat of a short exchange, checked by code (swm.tasks.two_seat; swm selfplay only)
 TWO_SEAT = "two-seat"
-# the same, over a conversation of several turns where one message cannot say it all (swm.tasks.multi_turn)
+# the same, over a conversation of several turns where one message cannot say it all (swm.tasks.multi_turn, which
+# also registers the shorter horizons ``multi-turn-4`` and ``multi-turn-6``); every level one model plays in all
+# seats is a row of `swm.tasks.levels.LEVEL_ROWS` (`seat_levels`)
 MULTI_TURN = "multi-turn"
-# the same task at shorter horizons (a budget of 4 or 6 messages, shorter lists: swm.tasks.multi_turn.HORIZONS), the
-# rungs a curriculum climbs to the 8-message level above; ``multi-turn`` keeps its name (and its tasks their ids)
-MULTI_TURN_LEVELS = ("multi-turn-4", "multi-turn-6", MULTI_TURN)
-SEAT_LEVELS = (TWO_SEAT, *MULTI_TURN_LEVELS)  # one model in every seat, prompts of the task's own (swm selfplay only)
 SAMPLED_LEVELS = (DECISION, TWO_TURN)  # played move by move, outside the episode graph; kept in the sample table
 # an episode level below easy, for a curriculum that cannot climb from two-turn to easy episodes: shorter (the
 # level's own turn limit) and one rule fewer (negotiation's private limits may be said); generated, never frozen
@@ -252,7 +250,7 @@ def variant_for(level: str, split: str, names: str = "disjoint", shift: str | No
     if names not in NAME_POLICIES:
         raise ValueError(f"unknown name policy {names!r}; policies are {', '.join(NAME_POLICIES)}")
     pool = "shared"
-    if names == "disjoint" and (level in SAMPLED_LEVELS or level in SEAT_LEVELS):
+    if names == "disjoint" and level in LEVEL_ROWS:  # every generated level: decision, two-turn, the seat levels
         pool = "train" if split == "train" else "eval"
     if shift is None:
         return Variant(names=pool)
@@ -564,23 +562,79 @@ def two_seat_task(family: str, seed: int, split: str = "train", variant: Variant
                           variant)
 
 
-# levels whose generator lives beside their prompts and checker (level -> (families, generator)), registered by
-# their modules (`register_level`; swm.tasks imports them): `synthesize` reads the table
-LEVEL_GENERATORS: Table[tuple[tuple[str, ...], Callable[[str, int, str, Variant], Task]]] = Table("level generator")
+# --- levels as rows: each generated level's generator, checker and seats (`swm.tasks.levels` reads them) ----------
+
+@dataclass(frozen=True)
+class DecisionPrompt:
+    """What the policy is shown for a decision: the user message and the reply's forced start."""
+
+    name: str  # the prompt template's ``name@version``
+    text: str
+    prefill: str
+    max_tokens: int = 24  # the move's length limit (one line: a name, a slot, a reply of a sentence or two)
+    one_line: bool = False  # a newline ends the reply (a multi-turn message)
+    # the strings that end the reply (a multi-turn list's item past the cap, a blank line before a turn not its own)
+    stop: tuple[str, ...] | None = None
 
 
-def register_level(level: str, families: tuple[str, ...], generator: Callable[[str, int, str, Variant], Task]) -> None:
-    """Make ``synthesize`` generate ``level``'s tasks with ``generator(family, seed, split, variant)``."""
-    LEVEL_GENERATORS.register(level, (families, generator))
+Said = Sequence[tuple[str, str]]  # what was said so far, ``(speaker, text)`` a turn
+# how a level is played: one learner move against code (``decision``), a learner's exchange with a code partner
+# (``two-turn``; both in `swm learn` and the seats env), or one model in every seat with the level's own prompts
+# (``seats``: `swm selfplay`, the seats env)
+Play = Literal["decision", "two-turn", "seats"]
+PLAYS: tuple[Play, ...] = ("decision", "two-turn", "seats")
+
+
+@dataclass(frozen=True)
+class Level:
+    """One generated level: what `synthesize`, `swm.tasks.check`, self-play's rollout and the CLI read of it.
+
+    ``generate(family, seed, split, variant)`` is pure in its arguments (a task id names its content);
+    ``families()`` is read when asked, so a family registered later (a two-seat shape) counts. A ``seats`` level
+    gives ``seat_prompt`` (a seat's first prompt, and the form of every later one), and may give ``follow_up`` (a
+    later turn's message in the seat's append-only chat; without it, self-play's generic one) and ``message`` (what a
+    reply says, cut where it runs into a later turn; without it, the whole reply). ``rung`` orders the levels as a
+    curriculum climbs them (decision 0, two-turn 1, two-seat 2, the multi-turn horizons 3, 4, 5; a new level without
+    one comes after them), which is how `level_names` and `seat_levels` list them.
+    """
+
+    name: str
+    families: Callable[[], tuple[str, ...]]
+    generate: Callable[[str, int, str, Variant], Task]
+    check: Callable[[Task, Sequence[Utterance]], Verdict]
+    play: Play
+    seat_prompt: Callable[[Task, str, Said], DecisionPrompt] | None = None
+    follow_up: Callable[[Task, str, Said], str | None] | None = None
+    message: Callable[[Task, str], str] | None = None
+    rung: int = 99
+    summary: str = ""  # one line for the CLI's help
+
+    def __post_init__(self) -> None:
+        if self.play not in PLAYS:
+            raise ValueError(f"level {self.name!r}: unknown play {self.play!r}; plays are {', '.join(PLAYS)}")
+        if self.play == "seats" and self.seat_prompt is None:
+            raise ValueError(f"level {self.name!r} is played in seats and has no seat_prompt")
+
+
+LEVEL_ROWS: Table[Level] = Table("level")
+
+
+def register_level(row: Level) -> Level:
+    """Add a level's row (the same row again is a no-op; another row of that name is an error); return it."""
+    return LEVEL_ROWS.register(row.name, row)
+
+
+def level_names() -> tuple[str, ...]:
+    """Return the generated levels, as a curriculum climbs them (by ``rung``, then in registration order)."""
+    order = {name: i for i, name in enumerate(LEVEL_ROWS)}
+    return tuple(sorted(LEVEL_ROWS, key=lambda name: (LEVEL_ROWS[name].rung, order[name])))
 
 
 def level_families(level: str) -> tuple[str, ...]:
-    """Return the families a level has tasks of."""
-    if level == TWO_SEAT:
-        return two_seat_families()
-    if level in LEVEL_GENERATORS:
-        return LEVEL_GENERATORS[level][0]
-    return DECISION_FAMILIES if level in SAMPLED_LEVELS else FAMILIES + game_names()
+    """Return the families a level has tasks of (a generated level's row says; episode levels have them all)."""
+    if level in LEVEL_ROWS:
+        return LEVEL_ROWS[level].families()
+    return FAMILIES + game_names()
 
 
 def synthesize(family: str, level: str, seed: int, split: str = "train", variant: Variant = SHARED) -> Task:
@@ -589,16 +643,12 @@ def synthesize(family: str, level: str, seed: int, split: str = "train", variant
     ``variant`` switches the name pool and mutual friend's list length (`Variant`); two-seat and multi-turn
     tasks take only a name pool.
     """
-    if level == TWO_SEAT:
-        return two_seat_task(family, seed, split, variant)
-    if level in LEVEL_GENERATORS:
-        return LEVEL_GENERATORS[level][1](family, seed, split, variant)
+    if level in LEVEL_ROWS:  # a generated level: its row's generator
+        return LEVEL_ROWS[level].generate(family, seed, split, variant)
     if family not in GENERATORS and not is_game(family):
         raise ValueError(f"unknown task family {family!r}; families are {', '.join(FAMILIES + game_names())}")
-    if level in SAMPLED_LEVELS:
-        return decision_task(family, seed, split, level, variant)
     if level not in _LEVEL:
-        raise ValueError(f"unknown level {level!r}; levels are {', '.join(CURRICULUM_LEVELS)}")
+        raise ValueError(f"unknown level {level!r}; levels are {', '.join((*level_names(), STARTER, *LEVELS))}")
     rng = random.Random(_seed_string(split, family, level, seed, variant))
     parts = GENERATORS[family](rng, level, variant) if family in GENERATORS else game_deal(family, rng, level, variant)
     return Task(task_id=task_id(family, level, seed, split, variant), family=family, level=level, seed=seed,

@@ -84,9 +84,9 @@ from swm.tasks.families import (
     AgentBrief,
     Task,
     Variant,
-    register_level,
     task_id,
 )
+from swm.tasks.levels import Level, register_level
 
 MULTI_TURN_FAMILIES = ("mutual_friend",)
 OPENER, RESPONDER = "opener", "responder"
@@ -121,7 +121,7 @@ class Horizon(NamedTuple):
     lists: tuple[int, int]
 
 
-# the levels a curriculum climbs (`swm.tasks.families.MULTI_TURN_LEVELS`). At a budget of b messages each seat sends
+# the levels a curriculum climbs (each a row of `swm.tasks.levels`). At a budget of b messages each seat sends
 # b/2 − 1 lists before its closing answer, so it can tell up to CAP·(b/2 − 1) friends: 3 at 4 messages (of 4–5: the
 # friend is in the opener's first list 3 times in 5 or 4), 6 at 6 (of 6–8), 9 at 8 (of 8–12). The shorter lists are
 # what puts a warm start's success within reach at the shorter horizons; 8 messages is the task as first built.
@@ -407,5 +407,18 @@ def check_multi_turn(task: Task, turns: Sequence[Utterance]) -> Verdict:
                            "right": {seat: first[seat][0] for seat in first}})
 
 
-for _level in HORIZONS:
-    register_level(_level, MULTI_TURN_FAMILIES, partial(multi_turn_task, level=_level))
+def _families() -> tuple[str, ...]:
+    return MULTI_TURN_FAMILIES
+
+
+def _summary(level: str) -> str:
+    budget, (low, high) = HORIZONS[level]
+    return (f"{', '.join(MULTI_TURN_FAMILIES)}: {low}-{high} friends a seat, at most {CAP} names a message, both seats "
+            f"must name the shared one within {budget} messages")
+
+
+# one row a horizon (`swm.tasks.levels`): the same prompts and checker, its own generator, climbing after two-seat
+for _rung, _level in enumerate(HORIZONS, start=3):
+    register_level(Level(name=_level, families=_families, generate=partial(multi_turn_task, level=_level),
+                         check=check_multi_turn, play="seats", seat_prompt=seat_prompt, follow_up=follow_up,
+                         message=message, rung=_rung, summary=_summary(_level)))

@@ -39,7 +39,6 @@ from swm.tasks.families import (
     FAMILIES,
     LEVELS,
     SAMPLED_LEVELS,
-    SEAT_LEVELS,
     SHIFT_FAMILIES,
     STARTER,
     Task,
@@ -47,6 +46,7 @@ from swm.tasks.families import (
     synthesize,
     variant_for,
 )
+from swm.tasks.levels import LEVEL_ROWS
 
 PER_CELL = 4
 DATA = Path(__file__).resolve().parent / "data"
@@ -98,7 +98,7 @@ def split_tasks(split: str, levels: Sequence[str], families: Sequence[str] = FAM
         raise ValueError("per_cell must be at least 1")
     if episodes not in EPISODE_SOURCES:
         raise ValueError(f"unknown episode source {episodes!r}; sources are {', '.join(EPISODE_SOURCES)}")
-    generated = (*SAMPLED_LEVELS, *SEAT_LEVELS, STARTER, *(LEVELS if episodes == "generated" else ()))
+    generated = (*LEVEL_ROWS, STARTER, *(LEVELS if episodes == "generated" else ()))
     out: list[Task] = []
     for level in levels:
         for family in families:

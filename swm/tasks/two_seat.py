@@ -45,7 +45,6 @@ from swm.tasks.families import (
     DAYS,
     GENERATORS,
     HOURS,
-    MULTI_TURN_LEVELS,
     TWO_SEAT,
     TWO_SEAT_SHAPES,
     AgentBrief,
@@ -57,10 +56,10 @@ from swm.tasks.families import (
     _slot,
     register_two_seat,
     task_id,
+    two_seat_families,
+    two_seat_task,
 )
-from swm.tasks.multi_turn import follow_up as multi_turn_follow_up
-from swm.tasks.multi_turn import message as multi_turn_message
-from swm.tasks.multi_turn import seat_prompt as multi_turn_prompt
+from swm.tasks.levels import Level, register_level
 
 SPEAKER, FINDER = "speaker", "finder"
 SPEAK_PREFILL = "My friends:"
@@ -82,10 +81,8 @@ def seat_of(task: Task, agent: str) -> str:
     return task.agent(agent).role
 
 
-def seat_prompt(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> DecisionPrompt:
-    """Render ``agent``'s next turn from what was said so far (``(speaker, text)`` per turn; multi-turn too)."""
-    if task.level in MULTI_TURN_LEVELS:
-        return multi_turn_prompt(task, agent, said)
+def two_seat_prompt(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> DecisionPrompt:
+    """Render ``agent``'s turn of a two-seat task from what was said so far (``(speaker, text)`` per turn)."""
     shape = shape_of(task)
     truth = task.truth
     role = seat_of(task, agent)
@@ -99,17 +96,6 @@ def seat_prompt(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> Deci
         heard = "\n".join(t for who, t in said if who == partner) or "(nothing yet)"
         text = template.render(mine=mine, partner=partner, said=heard)
     return DecisionPrompt(name=template.id, text=text, prefill=seat.prefill, max_tokens=seat.max_tokens)
-
-
-def follow_up(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> str | None:
-    """A later turn's message in ``agent``'s append-only chat where the level has its own (multi-turn), else None."""
-    return multi_turn_follow_up(task, agent, said) if task.level in MULTI_TURN_LEVELS else None
-
-
-def message(task: Task, reply: str) -> str:
-    """What a seat's reply says: a multi-turn reply up to a later turn it runs into (`swm.tasks.multi_turn.message`),
-    any other task's reply whole."""
-    return multi_turn_message(task, reply) if task.level in MULTI_TURN_LEVELS else reply
 
 
 def ends_at_newline(prompt: DecisionPrompt) -> bool:
@@ -243,3 +229,9 @@ SCHEDULING = register_two_seat(TwoSeatShape(
     find=SeatPrompt("two_seat_scheduling_find", SLOT_PREFILL, 12, ends_line=True),
     check=check_two_seat_scheduling, reference=_scheduling_reference))
 
+
+# the level's row: every registered shape's tasks, prompts and checker (`swm.tasks.levels`)
+register_level(Level(name=TWO_SEAT, families=two_seat_families, generate=two_seat_task, check=check_two_seat,
+                     play="seats", seat_prompt=two_seat_prompt, rung=2,
+                     summary="one model plays both seats of a short exchange (" + "; ".join(
+                         f"{shape.family}: {shape.summary}" for shape in TWO_SEAT_SHAPES.values()) + ")"))

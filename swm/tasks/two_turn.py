@@ -35,7 +35,8 @@ from typing import Any
 from swm import prompts
 from swm.tasks.checkers import DECISION_CHECKERS, Utterance, Verdict, mentions, prices_in, slots_in
 from swm.tasks.decisions import DecisionPrompt
-from swm.tasks.families import TWO_TURN, Task
+from swm.tasks.families import DECISION_FAMILIES, TWO_TURN, Task, Variant, decision_task
+from swm.tasks.levels import Level, register_level
 
 _FRIENDS_RE = re.compile(r"friend|list|know", re.I)
 
@@ -190,3 +191,16 @@ def check_two_turn(task: Task, turns: Sequence[Utterance]) -> Verdict:
                    violation_turns=where, resolved_at=at if completion else None,
                    detail={**decided.detail, "first_move": first.ok, "said": first.said,
                            "formatted": first.ok and bool(decided.detail.get("formatted"))})
+
+
+def _families() -> tuple[str, ...]:
+    return DECISION_FAMILIES
+
+
+def _two_turn(family: str, seed: int, split: str, variant: Variant) -> Task:
+    return decision_task(family, seed, split, TWO_TURN, variant)
+
+
+# the level's row (`swm.tasks.levels`): the learner's move, a code partner's reply, the learner's second move
+register_level(Level(name=TWO_TURN, families=_families, generate=_two_turn, check=check_two_turn, play="two-turn",
+                     rung=1, summary="the learner's move, a code partner's reply, the learner's second move"))
