@@ -6,6 +6,8 @@ from typing import Any
 
 import pytest
 
+from bench.two_seat import parser
+from bench.two_seat import plan_of as bench_plan
 from swm.commands.learn import learn_command
 from swm.commands.selfplay_cmd import PRESETS, apply_preset, selfplay_command, selfplay_plan
 from swm.selfplay.plan import RECIPE_PPO, SelfPlayPlan, training_seed
@@ -57,6 +59,24 @@ def test_the_conversation_preset_is_the_four_message_run_with_belief_gains_and_t
     assert (plan.iterations, plan.stage, plan.tasks_per_iteration, plan.group_size) == (6, 1, 4, 8)
     assert plan.ppo.model_dump(include={"lr", "epochs", "minibatch", "kl_coef"}) == {
         "lr": 2e-4, "epochs": 1, "minibatch": 8, "kl_coef": 0.0}
+
+
+def test_the_answer_credit_preset_is_the_plan_the_results_page_ran() -> None:
+    """``--preset multi-turn-4-2026-12-03`` is the plan of the page's ``bench.two_seat`` command (its self-play
+    arm), field by field, so ``swm selfplay --from … --preset …`` reruns what the page measured."""
+    args = parser().parse_args(["--level", "multi-turn-4", "--estimator", "group-turn", "--belief", "0.5",
+                                "--answer-reward", "0.5", "--tasks", "8", "--group", "8", "--iterations", "6",
+                                "--stage", "1", "--seed", "0"])
+    page = SelfPlayPlan.model_validate(bench_plan(args, "selfplay"))
+    mine = plan_of("--preset", "multi-turn-4-2026-12-03")
+    fields = {"family", "level", "names", "iterations", "tasks_per_iteration", "group_size", "stage", "seed",
+              "shuffle_rewards"}
+    assert mine.model_dump(include=fields) == page.model_dump(include=fields)
+    for part in ("ppo", "advantage", "reward"):
+        assert getattr(mine, part) == getattr(page, part), part
+    assert mine.policy.model_dump(include={"temperature", "lora_r", "lora_alpha", "autocast", "score_old"}) == \
+        page.policy.model_dump(include={"temperature", "lora_r", "lora_alpha", "autocast", "score_old"})
+    assert (mine.reward.answer, mine.reward.belief, mine.tasks_per_iteration) == (0.5, 0.5, 8)
 
 
 def test_an_option_both_commands_take_has_the_same_default() -> None:

@@ -61,6 +61,15 @@ PRESETS: dict[str, dict[str, Any]] = {
                              "estimator": "group-turn", "belief": 0.5, "lr": 2e-4, "train_epochs": 1,
                              "train_batch_size": 8, "kl_coef": 0.0, "iterations": 6, "tasks_per_iteration": 4,
                              "group_size": 8, "stage": 1, "eval_tasks": 20, "temperature": 0.7, "lora_r": 8},
+    # docs/results/selfplay.md, "Four messages, eight tasks an iteration and the per-seat answer credit" (2026-12-03):
+    # 4.5% -> 12.5% of 200 test tasks (p = 0.0015, one seed) from the two-seat adapter itself (--from), no rs-SFT:
+    # 8 tasks x G = 8 an iteration, group-turn advantages, half of each message's belief gain and +0.5 to a seat whose
+    # own first answer is right; the page's bench.two_seat plan (tests/test_selfplay_defaults.py compares them)
+    "multi-turn-4-2026-12-03": {"family": "mutual_friend", "level": "multi-turn-4", "names": "disjoint",
+                                "estimator": "group-turn", "belief": 0.5, "answer_reward": 0.5, "lr": 2e-4,
+                                "train_epochs": 1, "train_batch_size": 8, "kl_coef": 0.0, "iterations": 6,
+                                "tasks_per_iteration": 8, "group_size": 8, "stage": 1, "eval_tasks": 20,
+                                "temperature": 0.7, "lora_r": 8},
 }
 
 
@@ -77,7 +86,9 @@ def apply_preset(ctx: click.Context, name: str | None, params: dict[str, Any]) -
 @config_option
 @click.option("--preset", type=click.Choice(sorted(PRESETS)), default=None,
               help="A named recipe a results page cites (two-seat-2026-11: docs/results/selfplay.md's two-seat "
-                   "run; multi-turn-4-2026-12: its four-message conversation run, from an rs-SFT warm start); it sets "
+                   "run; multi-turn-4-2026-12: its four-message conversation run, from an rs-SFT warm start; "
+                   "multi-turn-4-2026-12-03: the four-message run from the two-seat adapter, 8 tasks an iteration and "
+                   "the per-seat answer credit); it sets "
                    "every option it names that is not given.")
 @click.option("--iterations", default=2, show_default=True, help="Rollout → update iterations.")
 @click.option("--family", type=TableChoice(_families), default="negotiation", show_default=True,
