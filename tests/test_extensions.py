@@ -24,6 +24,7 @@ from pathlib import Path
 import click
 import pytest
 import test_reward_invariants as rules
+from test_level_rows import conforms
 from test_two_seat import Scripted
 
 from swm.cli import main
@@ -171,7 +172,9 @@ def _relay_prompt(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> De
 
 
 RELAY = Level(name="relay", families=lambda: ("colour",), generate=_relay_task, check=check_colours, play="seats",
-              seat_prompt=_relay_prompt, summary="A says its colour, B names it")
+              seat_prompt=_relay_prompt, summary="A says its colour, B names it",
+              reference=lambda t: [Utterance(agent="Ann", text=t.truth["colour"]),
+                                   Utterance(agent="Bo", text=f"COLOUR: {t.truth['colour']}")])
 
 
 # --- an estimator: critic-free, each seat's return minus the median of its role's returns -------------------
@@ -229,7 +232,10 @@ def test_a_new_two_seat_family_is_generated_prompted_checked_and_played(added: N
 
 
 def test_a_new_level_is_generated_prompted_checked_played_and_planned(added: None) -> None:
-    """A level is its row: synthesize, check, self-play's rollout and rewards, the plan and the name policy read it."""
+    """A level is its row: synthesize, check, self-play's rollout and rewards, the plan and the name policy read it;
+    the level table's conformance suite and the reward invariants (with the row's reference) hold it."""
+    conforms(RELAY)
+    rules.test_the_witness_passes_and_nothing_completes_before_its_settling_turn(("relay", "colour"))
     t = synthesize("colour", "relay", 5)
     assert t == synthesize("colour", "relay", 5) and t.level == "relay" and "relay" in seat_levels()
     assert check(t, [Utterance(agent="Bo", text=f"COLOUR: {t.truth['colour']}")]).completion

@@ -49,7 +49,7 @@ from swm.tasks.families import (
     level_families,
     synthesize,
 )
-from swm.tasks.levels import level_names
+from swm.tasks.levels import LEVEL_ROWS, level_names
 from swm.tasks.multi_turn import HORIZONS
 from swm.tasks.two_turn import partner_reply, read_first_move
 from swm.tasks.verify import check
@@ -141,7 +141,10 @@ def _multi_turn(t: Task) -> list[Utterance]:
 
 
 def witness_of(kind: str, family: str) -> Witness | None:
-    """The witness of a (level kind, family): a two-seat shape's own, else this module's."""
+    """The witness of a (level kind, family): a two-seat shape's own, else this module's (none for another
+    generated level: `drawn` then takes its row's ``reference``)."""
+    if kind == "level":
+        return None
     if kind == MULTI_TURN:
         return _multi_turn
     if kind == TWO_SEAT:
@@ -172,13 +175,17 @@ def kind_of(level: str) -> str:
     """The checker a level's tasks go to: every multi-turn horizon is the multi-turn one."""
     if level in HORIZONS:
         return MULTI_TURN
-    return level if level in (DECISION, TWO_TURN, TWO_SEAT) else "episode"
+    if level in (DECISION, TWO_TURN, TWO_SEAT):
+        return level
+    return "level" if level in LEVEL_ROWS else "episode"  # "level": another generated level's, its row's witness
 
 
 def drawn(case: tuple[str, str], seed: int) -> tuple[Task, list[Utterance]]:
     level, family = case
     task = synthesize(family, level, seed)
     make = witness_of(kind_of(level), family)
+    if make is None and level in LEVEL_ROWS:  # a level this module has no witness of: its row's reference
+        make = LEVEL_ROWS[level].reference
     assert make is not None, f"no witness for {case}"
     return task, make(task)
 

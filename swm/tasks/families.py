@@ -595,7 +595,8 @@ class Level:
     later turn's message in the seat's append-only chat; without it, self-play's generic one) and ``message`` (what a
     reply says, cut where it runs into a later turn; without it, the whole reply). ``rung`` orders the levels as a
     curriculum climbs them (decision 0, two-turn 1, two-seat 2, the multi-turn horizons 3, 4, 5; a new level without
-    one comes after them), which is how `level_names` and `seat_levels` list them.
+    one comes after them), which is how `level_names` and `seat_levels` list them. A row's fields are what the
+    conformance suite (`tests/test_level_rows.py`) holds every row to, a test's own new level too.
     """
 
     name: str
@@ -608,6 +609,10 @@ class Level:
     message: Callable[[Task, str], str] | None = None
     rung: int = 99
     summary: str = ""  # one line for the CLI's help
+    # a right transcript of a task (the level's witness): the conformance suite (tests/test_level_rows.py) checks
+    # that it passes and that nothing completes before its settling turn; the reward invariants read it for a level
+    # they have no witness of their own for
+    reference: Callable[[Task], list[Utterance]] | None = None
 
     def __post_init__(self) -> None:
         if self.play not in PLAYS:

@@ -411,6 +411,16 @@ def _families() -> tuple[str, ...]:
     return MULTI_TURN_FAMILIES
 
 
+def reference(task: Task) -> list[Utterance]:
+    """A right conversation: the opener lists the friend, then each seat answers it (three messages, inside every
+    horizon's budget)."""
+    opener, responder = task.truth["seats"]
+    friend = task.truth["friend"]
+    return [Utterance(agent=opener, text=f"{LIST_PREFILL} {friend}"),
+            Utterance(agent=responder, text=f"{ANSWER_PREFILL} {friend}"),
+            Utterance(agent=opener, text=f"{ANSWER_PREFILL} {friend}")]
+
+
 def _summary(level: str) -> str:
     budget, (low, high) = HORIZONS[level]
     return (f"{', '.join(MULTI_TURN_FAMILIES)}: {low}-{high} friends a seat, at most {CAP} names a message, both seats "
@@ -421,4 +431,4 @@ def _summary(level: str) -> str:
 for _rung, _level in enumerate(HORIZONS, start=3):
     register_level(Level(name=_level, families=_families, generate=partial(multi_turn_task, level=_level),
                          check=check_multi_turn, play="seats", seat_prompt=seat_prompt, follow_up=follow_up,
-                         message=message, rung=_rung, summary=_summary(_level)))
+                         message=message, rung=_rung, summary=_summary(_level), reference=reference))

@@ -231,7 +231,12 @@ SCHEDULING = register_two_seat(TwoSeatShape(
 
 
 # the level's row: every registered shape's tasks, prompts and checker (`swm.tasks.levels`)
+def two_seat_reference(task: Task) -> list[Utterance]:
+    """A right exchange of a two-seat task: its shape's own (`TwoSeatShape.reference`)."""
+    return shape_of(task).reference(task)
+
+
 register_level(Level(name=TWO_SEAT, families=two_seat_families, generate=two_seat_task, check=check_two_seat,
-                     play="seats", seat_prompt=two_seat_prompt, rung=2,
+                     play="seats", seat_prompt=two_seat_prompt, rung=2, reference=two_seat_reference,
                      summary="one model plays both seats of a short exchange (" + "; ".join(
                          f"{shape.family}: {shape.summary}" for shape in TWO_SEAT_SHAPES.values()) + ")"))
