@@ -94,6 +94,28 @@ def test_gains_are_the_partners_log_prob_of_the_friend_after_minus_before(tiny_p
     assert gains[1] == pytest.approx(expected_b, abs=1e-4)
 
 
+def test_an_iterations_gains_score_each_distinct_state_once_and_equal_each_rollouts_own(
+        tiny_policy: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A group's rollouts share their opening states (and here a first list): `gains_of` forwards each distinct
+    (friend, prompt) once, batched, and gives every transcript the gains it gets alone."""
+    import swm.training.ppo as ppo
+    from swm.selfplay.belief import belief_gains, gains_of
+
+    group = [[(A, "My friends:\n1. Cara Ford\n2. Nia Brook"), (B, "My friends:\n1. Milo Evans")],
+             [(A, "My friends:\n1. Cara Ford\n2. Nia Brook"), (B, "ANSWER: Nia Brook")],
+             [(A, "My friends:\n1. Fay Quist"), (B, "My friends:\n1. Milo Evans"), (A, "ANSWER: Nia Brook")]]
+    alone = [belief_gains(tiny_policy, TASK, said) for said in group]
+    scored: list[int] = []
+    real = ppo.score_rows
+    monkeypatch.setattr(ppo, "score_rows", lambda policy, rows, config=None: scored.append(len(rows)) or real(
+        policy, rows, config))
+    together = gains_of(tiny_policy, [(str(i), TASK, said) for i, said in enumerate(group)])
+    distinct = {text for said in group for _, _, text in belief_prompts(TASK, said)}
+    assert scored == [len(distinct)] and len(distinct) < sum(len(belief_prompts(TASK, said)) for said in group)
+    for i, gains in enumerate(alone):
+        assert together[str(i)] == pytest.approx(gains, abs=1e-4)
+
+
 def test_the_gain_enters_its_turns_reward_and_a_filtered_turn_gains_nothing() -> None:
     turns = {A: [SeatTurn(turn=0, prompt="", text="My friends:\n1. Cara Ford", prompt_ids=[], token_ids=[1],
                           logprobs=[]),

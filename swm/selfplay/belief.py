@@ -22,8 +22,9 @@ form (``My friends:`` then one name a line), not as X wrote them. So
   exactly 0.
 
 What is left is the information in a message: naming the friend moves the partner's log-probability of it up, naming
-others of one's own list moves it by what they rule out. `belief_gains` computes the gains of a rollout; the
-shuffled-turn control (`RewardConfig.belief_shuffle`) permutes them among the iteration's turns.
+others of one's own list moves it by what they rule out. `belief_gains` computes the gains of a rollout,
+`iteration_gains` those of an iteration's rollouts with each distinct state scored once; the shuffled-turn control
+(`RewardConfig.belief_shuffle`) permutes them among the iteration's turns.
 """
 
 from __future__ import annotations
@@ -90,22 +91,44 @@ def belief_gains(policy: Any, task: Task, said: Sequence[tuple[str, str]], confi
     A message that earns none (it broke the cap, answered) gets 0; the partner's log-probability of the friend on
     its closing prompt is computed once per state (the prompts of one listener share their head: one forward).
     """
+    return gains_of(policy, [("", task, said)], config)[""]
+
+
+def gains_of(policy: Any, items: Sequence[tuple[str, Task, Sequence[tuple[str, str]]]],
+             config: Any = None) -> dict[str, dict[int, float]]:
+    """`belief_gains` of many transcripts at once (key → episode turn → nats), each distinct closing state scored
+    once: the G rollouts of a task share their opening states (each listener's prompt before any message) and often
+    later ones (the same first names listed), so an iteration forwards each (friend, prompt) once, its rows batched
+    and their shared heads forwarded once (`swm.training.ppo.score_rows`)."""
     from swm.training.ppo import Sample, score_rows
 
-    prompts = belief_prompts(task, said)
-    friend = [int(i) for i in policy.tokenizer(" " + str(task.truth["friend"]), add_special_tokens=False)["input_ids"]]
     prefill = [int(i) for i in policy.tokenizer(ANSWER_PREFILL, add_special_tokens=False)["input_ids"]]
-    rows = [Sample(role=listener, prompt_ids=[*policy.prompt_ids(text), *prefill], token_ids=friend, old_logprobs=[],
-                   advantages=[0.0] * len(friend), returns=[0.0] * len(friend)) for _, listener, text in prompts]
-    beliefs = [sum(lp) for lp, _ in score_rows(policy, rows, config)]
-    gains = {turn: 0.0 for turn, (who, _) in enumerate(said)}
-    before: dict[str, float] = {}
-    for (turn, listener, _), belief in zip(prompts, beliefs, strict=True):
-        if turn is not None:
-            gains[turn] = belief - before[listener]
-        before[listener] = belief
-    seats = task.truth["seats"]
-    return {turn: gain for turn, gain in gains.items() if said[turn][0] in seats}
+    index: dict[tuple[str, str], int] = {}
+    rows: list[Any] = []
+    states = []
+    for key, task, said in items:
+        prompts = belief_prompts(task, said)
+        friend = str(task.truth["friend"])
+        for _, listener, text in prompts:
+            if (friend, text) not in index:
+                index[(friend, text)] = len(rows)
+                ids = [int(i) for i in policy.tokenizer(" " + friend, add_special_tokens=False)["input_ids"]]
+                rows.append(Sample(role=listener, prompt_ids=[*policy.prompt_ids(text), *prefill], token_ids=ids,
+                                   old_logprobs=[], advantages=[0.0] * len(ids), returns=[0.0] * len(ids)))
+        states.append((key, task, said, prompts, friend))
+    beliefs = [sum(lp) for lp, _ in score_rows(policy, rows, config)] if rows else []
+    out: dict[str, dict[int, float]] = {}
+    for key, task, said, prompts, friend in states:
+        gains = {turn: 0.0 for turn, _ in enumerate(said)}
+        before: dict[str, float] = {}
+        for turn, listener, text in prompts:
+            belief = beliefs[index[(friend, text)]]
+            if turn is not None:
+                gains[turn] = belief - before[listener]
+            before[listener] = belief
+        seats = task.truth["seats"]
+        out[key] = {turn: gain for turn, gain in gains.items() if said[turn][0] in seats}
+    return out
 
 
 def shuffled(gains: Mapping[Key, float], seed: int) -> dict[Key, float]:
@@ -119,3 +142,9 @@ def shuffled(gains: Mapping[Key, float], seed: int) -> dict[Key, float]:
 def rollout_gains(policy: Any, rollout: Rollout, task: Task, config: Any = None) -> dict[int, float]:
     """`belief_gains` of a rollout's transcript."""
     return belief_gains(policy, task, rollout.transcript(), config)
+
+
+def iteration_gains(policy: Any, rollouts: Sequence[tuple[Rollout, Task]],
+                    config: Any = None) -> dict[str, dict[int, float]]:
+    """`gains_of` the rollouts' transcripts (rollout id → episode turn → nats): each distinct state scored once."""
+    return gains_of(policy, [(r.rollout_id, task, r.transcript()) for r, task in rollouts], config)

@@ -190,7 +190,7 @@ def belief_of(plan: SelfPlayPlan, iteration: int, phase: str, rollouts: list[Rol
     `shuffled` permutes them again, seeded, to the same draw."""
     if plan.reward.belief <= 0 or phase != "train" or plan.game:
         return {}
-    from swm.selfplay.belief import rollout_gains, shuffled
+    from swm.selfplay.belief import iteration_gains, shuffled
 
     raw: dict[tuple[str, int], float] = {}
     todo = []
@@ -203,8 +203,10 @@ def belief_of(plan: SelfPlayPlan, iteration: int, phase: str, rollouts: list[Rol
     if todo:
         with POOL.lock:
             policy = POOL.get(plan.policy, checkpoint_dir(plan.run_dir, iteration))
+            tasks = {tid: Task.model_validate(units[tid]["task"]) for tid in {r.task_id for r in todo}}
+            every = iteration_gains(policy, [(r, tasks[r.task_id]) for r in todo], plan.ppo)
             for r in todo:
-                gains = rollout_gains(policy, r, Task.model_validate(units[r.task_id]["task"]), plan.ppo)
+                gains = every[r.rollout_id]
                 for seat in r.seats:
                     for t in seat.turns:
                         t.belief = gains.get(t.turn, 0.0)
