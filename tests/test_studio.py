@@ -173,15 +173,17 @@ def test_the_plan_schema_follows_the_lifelong_loop() -> None:
     from typing import get_args, get_type_hints
 
     from swm.graphs.lifelong import graph
-    from swm.lifelong.plan import DEFAULT_PLAN, Level, LifelongPlan, UpdateMethod
+    from swm.lifelong.plan import DEFAULT_PLAN, LifelongPlan, UpdateMethod
     from swm.lifelong.state import LifelongInput
     from swm.lifelong.update import METHODS
-    from swm.tasks.families import CURRICULUM_LEVELS, TASK_FAMILIES, task_families
+    from swm.tasks.families import TASK_FAMILIES, curriculum_levels, task_families
 
     assert get_type_hints(LifelongInput)["plan"] is LifelongPlan, "Studio's form is the plan model"
     assert set(DEFAULT_PLAN) == set(LifelongPlan.model_fields), "every plan key is in the input schema Studio shows"
-    assert get_args(UpdateMethod) == METHODS and get_args(Level) == CURRICULUM_LEVELS
-    families = graph.get_input_jsonschema()["$defs"]["LifelongPlan"]["properties"]["families"]["items"]
+    assert get_args(UpdateMethod) == METHODS
+    plan = graph.get_input_jsonschema()["$defs"]["LifelongPlan"]["properties"]
+    assert plan["levels"]["items"]["enum"] == list(curriculum_levels()), "the levels are the table's, never typed out"
+    families = plan["families"]["items"]
     assert families["enum"] == list(task_families()) and set(TASK_FAMILIES) <= set(families["enum"])
 
 

@@ -18,7 +18,7 @@ from swm.lifelong.records import ActedTurn, EpisodeRecord
 from swm.lifelong.samples import load_samples, sample_rows, samples_of
 from swm.nodes.update import export_cycle
 from swm.tasks.checkers import Utterance
-from swm.tasks.families import CURRICULUM_LEVELS, DECISION, DECISION_FAMILIES, TWO_TURN, decision_task, synthesize
+from swm.tasks.families import DECISION, DECISION_FAMILIES, TWO_TURN, curriculum_levels, decision_task, synthesize
 from swm.tasks.splits import decision_digest, split_tasks
 from swm.tasks.two_turn import closing_prompt, opening_prompt, partner_reply, read_first_move
 from swm.tasks.verify import check
@@ -36,7 +36,7 @@ PINNED_SHARED = {("test", "negotiation"): "e103715d32fd116e", ("test", "mutual_f
 
 
 def test_the_curriculum_puts_two_turn_between_decisions_and_episodes() -> None:
-    assert CURRICULUM_LEVELS == (DECISION, TWO_TURN, "starter", "easy", "medium", "hard")
+    assert curriculum_levels() == (DECISION, TWO_TURN, "starter", "easy", "medium", "hard")
 
 
 @pytest.mark.parametrize("family", DECISION_FAMILIES)

@@ -54,7 +54,7 @@ from swm.state import SocialStep
 from swm.tasks import Task, Utterance, check, synthesize
 from swm.tasks.decisions import Stop, before_stop, decision_prompt, stops
 from swm.tasks.families import is_game
-from swm.tasks.levels import LEVEL_ROWS
+from swm.tasks.levels import play_of
 from swm.tasks.two_turn import closing_prompt, opening_prompt, partner_reply, read_first_move
 from swm.training.trajectory import Generation, Rollout, SeatTrajectory, SeatTurn
 from swm.training.transcript import DEFAULT_TRANSCRIPT, SeatChat, Transcript, chat_prompt_ids, takes_chat
@@ -207,7 +207,7 @@ class SocialEnv:
             return list(task.names)
         if is_game(task.family):
             return [str(p) for p in task.truth["players"]]
-        if _play(task) in ("decision", "two-turn"):  # a learner against code
+        if play_of(task.level) in ("decision", "two-turn"):  # a learner against code
             return [str(task.truth["learner"])]
         return list(to_scenario(task).names)
 
@@ -222,9 +222,9 @@ class SocialEnv:
     def _run(self, task: Task, policy: Sampler | Mapping[str, Sampler], sample: int) -> Episode:
         if is_game(task.family):
             return self._game(task, policy)
-        if _play(task) == "decision":
+        if play_of(task.level) == "decision":
             return self._decision(task, _seat(policy, str(task.truth["learner"])))
-        if _play(task) == "two-turn":
+        if play_of(task.level) == "two-turn":
             return self._two_turn(task, _seat(policy, str(task.truth["learner"])))
         rollout = play(task, policy, rollout_id=f"{task.task_id}/{sample}", iteration=0, sample=sample,
                        max_turns=self.max_turns, transcript=self.transcript)
@@ -394,12 +394,6 @@ class SocialEnv:
         record_appends(rollout.seats)
         score_game(rollout, self.reward)
         return self._episode(task, rollout, {}, checked.verdict.model_dump(), texts)
-
-
-def _play(task: Task) -> str:
-    """How the task's level is played (its row's ``play``: decision, two-turn, seats), or ``episode``."""
-    row = LEVEL_ROWS.get(task.level)
-    return row.play if row is not None else "episode"
 
 
 def _guarded(policy: Sampler | Mapping[str, Sampler]) -> tuple[Sampler | Mapping[str, Sampler], dict[str, int]]:

@@ -29,7 +29,8 @@ from swm.lifelong.state import EpisodeJob, LifelongState
 from swm.lifelong.two_turn_play import play_two_turn
 from swm.lifelong.update import PolicyVersion, memory_text
 from swm.social.store import load_turns
-from swm.tasks.families import DECISION, TWO_TURN, Task, is_game, turn_limit
+from swm.tasks.families import Task, is_game, turn_limit
+from swm.tasks.levels import play_of
 from swm.usage import CallStats, add_stats, merge_usage
 
 # The inner episode graph has no checkpointer; without a durability of its own it inherits an
@@ -104,10 +105,10 @@ def play_job(job: EpisodeJob, ctx: LifelongContext, episode_graph: object, game_
     # a collected task's samples are fanned out side by side: on llama-server they share one request
     siblings = min(plan.samples_per_task, in_flight) if job["phase"] == "collect" else 1
     try:
-        if task.level == DECISION:
+        if play_of(task.level) == "decision":  # the level's row says how it is played
             record, usage = play_decision(task, played, episode_id=job["episode_id"], sample=job["sample"],
                                           siblings=siblings, **provenance)
-        elif task.level == TWO_TURN:
+        elif play_of(task.level) == "two-turn":
             record, usage = play_two_turn(task, played, episode_id=job["episode_id"], sample=job["sample"],
                                           siblings=siblings, **provenance)
         elif is_game(task.family):

@@ -15,11 +15,11 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from swm.defaults import RENAMED_STRATEGIES, ActOrder, ActStrategy
-from swm.tasks.families import FAMILIES, TaskFamily
+from swm.tasks.families import FAMILIES, CurriculumLevel, TaskFamily
 from swm.tracking import Reporter, reporter_missing
 from swm.training.advantages import LearnEstimatorName
 
-Level = Literal["decision", "two-turn", "starter", "easy", "medium", "hard"]  # swm.tasks.families.CURRICULUM_LEVELS
+Level = CurriculumLevel  # a name `swm.tasks.families.curriculum_levels()` holds as the plan is built
 Family = TaskFamily  # a name `swm.tasks.families.task_families()` holds as the plan is built (later games too)
 UpdateMethod = Literal["memory", "sft", "rs-sft", "dpo", "kto", "ppo"]  # swm.lifelong.update.METHODS
 NamePolicy = Literal["disjoint", "shared"]  # swm.tasks.families.NAME_POLICIES

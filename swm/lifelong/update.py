@@ -32,7 +32,7 @@ from swm.errors import InputError
 from swm.lifelong.records import EpisodeRecord, PreferencePair
 from swm.llm import call_model
 from swm.social.models import action_schema_for
-from swm.tasks.families import SAMPLED_LEVELS, is_game, parse_task_id, task_of_id
+from swm.tasks.families import is_game, is_sampled, parse_task_id, task_of_id
 from swm.training.stats import TrainStats
 from swm.usage import CallStats, add_stats, empty_stats
 
@@ -205,7 +205,7 @@ def act_tools(task_id: str, agent: str) -> str:
 @cache
 def _act_tools(task_id: str, agent: str) -> str:
     _, family, level, _, _ = parse_task_id(task_id)
-    if level in SAMPLED_LEVELS or is_game(family):
+    if is_sampled(level) or is_game(family):
         return "null"
     task = task_of_id(task_id)
     others = tuple(n for n in task.names if n != agent)  # the act step's order: the scenario's seats

@@ -42,7 +42,7 @@ from swm.lifelong.update import (
     training_rows,
 )
 from swm.serving import require_base_gguf, serve_adapter
-from swm.tasks.families import SAMPLED_LEVELS
+from swm.tasks.families import is_sampled
 from swm.tracking import Tracker
 from swm.training.trl_update import TrainSettings, train_adapter
 
@@ -64,7 +64,7 @@ def export_cycle(store: StoreRecords, plan: LifelongPlan, method: str,
     """
     run = plan.run_id
     episodes = [e for c in cycles for e in ls.load_episodes(store, run, c, "collect")]
-    decisions = [e for e in episodes if e.level in SAMPLED_LEVELS]
+    decisions = [e for e in episodes if is_sampled(e.level)]
     rows: list[dict[str, Any]] = []
     if decisions:
         put_samples(store, samples_of(decisions, {e.episode_id: passed_of(e, plan) for e in decisions}))
@@ -72,11 +72,11 @@ def export_cycle(store: StoreRecords, plan: LifelongPlan, method: str,
                             gated=plan.gating, share=plan.balance_share if plan.balance else None)
     used = len(rows)
     if method in ("sft", "rs-sft"):
-        kept = [e for e in episodes if e.level not in SAMPLED_LEVELS and passed_of(e, plan)]
+        kept = [e for e in episodes if not is_sampled(e.level) and passed_of(e, plan)]
         return rows + sft_rows(kept), used + len(kept)
     if method == "ppo":
         return rows, used  # decisions and two-turn moves only: PPO needs each sample's own reward
-    pairs = [p for p in ls.pairs(store, run, cycles, kept=True) if p.level not in SAMPLED_LEVELS]
+    pairs = [p for p in ls.pairs(store, run, cycles, kept=True) if not is_sampled(p.level)]
     return rows + (dpo_rows(pairs) if method == "dpo" else kto_rows(pairs)), used + len(pairs)
 
 

@@ -95,11 +95,9 @@ TWO_SEAT = "two-seat"
 # also registers the shorter horizons ``multi-turn-4`` and ``multi-turn-6``); every level one model plays in all
 # seats is a row of `swm.tasks.levels.LEVEL_ROWS` (`seat_levels`)
 MULTI_TURN = "multi-turn"
-SAMPLED_LEVELS = (DECISION, TWO_TURN)  # played move by move, outside the episode graph; kept in the sample table
 # an episode level below easy, for a curriculum that cannot climb from two-turn to easy episodes: shorter (the
 # level's own turn limit) and one rule fewer (negotiation's private limits may be said); generated, never frozen
 STARTER = "starter"
-CURRICULUM_LEVELS = (*SAMPLED_LEVELS, STARTER, *LEVELS)
 DECISION_FAMILIES = ("negotiation", "mutual_friend", "secret", "scheduling", "persuasion")
 GENERATOR_VERSION = "tasks@v1"
 ACCEPT = "ACCEPT"
@@ -633,6 +631,30 @@ def level_names() -> tuple[str, ...]:
     """Return the generated levels, as a curriculum climbs them (by ``rung``, then in registration order)."""
     order = {name: i for i, name in enumerate(LEVEL_ROWS)}
     return tuple(sorted(LEVEL_ROWS, key=lambda name: (LEVEL_ROWS[name].rung, order[name])))
+
+
+def curriculum_levels() -> tuple[str, ...]:
+    """Every level a lifelong curriculum may name, as it climbs: the generated levels a learner plays against code
+    (their rows: decision, two-turn), then the episode levels (starter, easy, medium, hard). Read when asked."""
+    return (*(name for name in level_names() if LEVEL_ROWS[name].play != "seats"), STARTER, *LEVELS)
+
+
+def is_sampled(level: str) -> bool:
+    """Whether ``level`` is played move by move against code, outside the episode graph (its rows are samples)."""
+    row = LEVEL_ROWS.get(level)
+    return row is not None and row.play != "seats"
+
+
+def known_curriculum_level(level: str) -> str:
+    """Return ``level`` if a lifelong curriculum may name it; else fail in one line naming the levels."""
+    if level not in curriculum_levels():
+        raise ValueError(f"unknown curriculum level {level!r}; the levels are {', '.join(curriculum_levels())}")
+    return level
+
+
+# a lifelong plan's level as a model field holds it: checked, offered by the CLI and listed in the JSON schema from
+# `curriculum_levels` when each is asked (a level row registered later counts), never typed out
+CurriculumLevel = Annotated[str, AfterValidator(known_curriculum_level), Names(curriculum_levels)]
 
 
 def level_families(level: str) -> tuple[str, ...]:

@@ -32,7 +32,7 @@ from swm.tasks.families import (
 # the row, its table and its fields live beside the task model (`swm.tasks.families`), which reads them; this module
 # is where a caller finds them and what is asked of a level's row
 __all__ = ["LEVEL_ROWS", "PLAYS", "Level", "Play", "Said", "follow_up", "is_seat_level", "level_names", "level_row",
-           "message", "register_level", "seat_levels", "seat_prompt"]
+           "message", "play_of", "register_level", "seat_levels", "seat_prompt"]
 
 
 def level_row(level: str) -> Level:
@@ -43,6 +43,12 @@ def level_row(level: str) -> Level:
 def seat_levels() -> tuple[str, ...]:
     """Return the levels one model plays in every seat (two-seat, the multi-turn horizons, …), by ``rung``."""
     return tuple(name for name in level_names() if LEVEL_ROWS[name].play == "seats")
+
+
+def play_of(level: str) -> str:
+    """How ``level`` is played: its row's ``play`` (decision, two-turn, seats), or ``episode`` (an episode level)."""
+    row = LEVEL_ROWS.get(level)
+    return row.play if row is not None else "episode"
 
 
 def is_seat_level(level: str) -> bool:

@@ -38,11 +38,11 @@ from swm.tasks.families import (
     DECISION,
     FAMILIES,
     LEVELS,
-    SAMPLED_LEVELS,
     SHIFT_FAMILIES,
     STARTER,
     Task,
     is_game,
+    is_sampled,
     synthesize,
     variant_for,
 )
@@ -102,7 +102,7 @@ def split_tasks(split: str, levels: Sequence[str], families: Sequence[str] = FAM
     out: list[Task] = []
     for level in levels:
         for family in families:
-            if shift is not None and (level not in SAMPLED_LEVELS or family not in SHIFT_FAMILIES[shift]):
+            if shift is not None and (not is_sampled(level) or family not in SHIFT_FAMILIES[shift]):
                 continue
             if is_game(family) or level in generated:  # generated, not frozen
                 where = _GENERATOR_SPLIT[split]
