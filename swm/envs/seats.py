@@ -53,7 +53,7 @@ from swm.social.models import Scenario
 from swm.state import SocialStep
 from swm.tasks import Task, Utterance, check, synthesize
 from swm.tasks.decisions import Stop, before_stop, decision_prompt, stops
-from swm.tasks.families import is_game
+from swm.tasks.families import is_game, is_sampled
 from swm.tasks.levels import play_of
 from swm.tasks.two_turn import closing_prompt, opening_prompt, partner_reply, read_first_move
 from swm.training.trajectory import Generation, Rollout, SeatTrajectory, SeatTurn
@@ -207,7 +207,7 @@ class SocialEnv:
             return list(task.names)
         if is_game(task.family):
             return [str(p) for p in task.truth["players"]]
-        if play_of(task.level) in ("decision", "two-turn"):  # a learner against code
+        if is_sampled(task.level):  # a learner against code
             return [str(task.truth["learner"])]
         return list(to_scenario(task).names)
 

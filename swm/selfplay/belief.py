@@ -109,10 +109,10 @@ def gains_of(policy: Any, items: Sequence[tuple[str, Task, Sequence[tuple[str, s
     for key, task, said in items:
         prompts = belief_prompts(task, said)
         friend = str(task.truth["friend"])
+        ids = [int(i) for i in policy.tokenizer(" " + friend, add_special_tokens=False)["input_ids"]]
         for _, listener, text in prompts:
             if (friend, text) not in index:
                 index[(friend, text)] = len(rows)
-                ids = [int(i) for i in policy.tokenizer(" " + friend, add_special_tokens=False)["input_ids"]]
                 rows.append(Sample(role=listener, prompt_ids=[*policy.prompt_ids(text), *prefill], token_ids=ids,
                                    old_logprobs=[], advantages=[0.0] * len(ids), returns=[0.0] * len(ids)))
         states.append((key, task, said, prompts, friend))
@@ -137,11 +137,6 @@ def shuffled(gains: Mapping[Key, float], seed: int) -> dict[Key, float]:
     values = [gains[k] for k in keys]
     random.Random(seed).shuffle(values)
     return dict(zip(keys, values, strict=True))
-
-
-def rollout_gains(policy: Any, rollout: Rollout, task: Task, config: Any = None) -> dict[int, float]:
-    """`belief_gains` of a rollout's transcript."""
-    return belief_gains(policy, task, rollout.transcript(), config)
 
 
 def iteration_gains(policy: Any, rollouts: Sequence[tuple[Rollout, Task]],

@@ -639,10 +639,15 @@ def curriculum_levels() -> tuple[str, ...]:
     return (*(name for name in level_names() if LEVEL_ROWS[name].play != "seats"), STARTER, *LEVELS)
 
 
+def play_of(level: str) -> str:
+    """How ``level`` is played: its row's ``play`` (decision, two-turn, seats), or ``episode`` (an episode level)."""
+    row = LEVEL_ROWS.get(level)
+    return row.play if row is not None else "episode"
+
+
 def is_sampled(level: str) -> bool:
     """Whether ``level`` is played move by move against code, outside the episode graph (its rows are samples)."""
-    row = LEVEL_ROWS.get(level)
-    return row is not None and row.play != "seats"
+    return play_of(level) in ("decision", "two-turn")
 
 
 def known_curriculum_level(level: str) -> str:

@@ -26,6 +26,7 @@ from swm.tasks.families import (
     Said,
     Task,
     level_names,
+    play_of,
     register_level,
 )
 
@@ -45,16 +46,9 @@ def seat_levels() -> tuple[str, ...]:
     return tuple(name for name in level_names() if LEVEL_ROWS[name].play == "seats")
 
 
-def play_of(level: str) -> str:
-    """How ``level`` is played: its row's ``play`` (decision, two-turn, seats), or ``episode`` (an episode level)."""
-    row = LEVEL_ROWS.get(level)
-    return row.play if row is not None else "episode"
-
-
 def is_seat_level(level: str) -> bool:
     """Whether one model plays every seat of ``level`` with the level's own prompts."""
-    row = LEVEL_ROWS.get(level)
-    return row is not None and row.play == "seats"
+    return play_of(level) == "seats"
 
 
 def seat_prompt(task: Task, agent: str, said: Said) -> DecisionPrompt:
