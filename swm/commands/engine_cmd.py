@@ -21,16 +21,23 @@ def engine_group() -> None:
                    "the installed version's sdist].")
 @click.option("--jobs", type=click.IntRange(1), default=None, help="Parallel compile jobs [default: the cores].")
 @click.option("--force", is_flag=True, help="Build again even if this version's server is already built.")
-def build_command(source: Path | None, jobs: int | None, force: bool) -> None:
+@click.option("--link", type=click.Choice(["auto", "shared", "static"]), default="auto", show_default=True,
+              help="shared: compile only the server's own sources and link the installed llama-cpp-python's "
+                   "llama.cpp libraries (copied beside the binary); static: compile all of llama.cpp into one "
+                   "file; auto: shared where the wheel ships its libraries and CMAKE_ARGS asks for no other "
+                   "ggml, static if that fails.")
+def build_command(source: Path | None, jobs: int | None, force: bool, link: str) -> None:
     """Build llama-server from the llama.cpp source the installed llama-cpp-python ships (once per version).
 
-    Only the llama-server target, static, with portable AVX2 flags (GGML_NATIVE=OFF; CMAKE_ARGS
-    adds flags). The binary goes to the per-user cache (SWM_CACHE_DIR, else ~/.cache/swm), where
-    the embedded model finds it and serves with it from then on.
+    Only the llama-server target. By default its own sources alone, linked to the llama.cpp
+    libraries pip already compiled for llama-cpp-python (so llama.cpp is compiled once); with
+    --link static, the whole tree with portable AVX2 flags (GGML_NATIVE=OFF; CMAKE_ARGS adds
+    flags). The binary goes to the per-user cache (SWM_CACHE_DIR, else ~/.cache/swm), where the
+    embedded model finds it and serves with it from then on.
     """
     from swm.serving.engine import build
 
-    record = build(source, jobs=jobs, force=force, echo=lambda text: click.echo(text, err=True))
+    record = build(source, jobs=jobs, force=force, echo=lambda text: click.echo(text, err=True), link=link)
     if record.get("skipped"):
         click.echo(f"already built: {record['binary']} (--force builds it again)", err=True)
     else:

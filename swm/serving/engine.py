@@ -4,8 +4,11 @@
 installed llama-cpp-python's source distribution (fetched with ``pip download``, or a local
 sdist or tree given as ``source``), with the portable CPU flags `.ci/run` uses for
 llama-cpp-python itself (``GGML_NATIVE=OFF``, AVX2: a native build's AMX kernels segfault on
-Sapphire Rapids and later). The binary is static and lands in a per-user cache folder keyed
-by llama-cpp-python's version (`binary_path`), with ``build.json`` saying how it was made.
+Sapphire Rapids and later). By default (``link="auto"``) only the server's own sources are compiled and
+linked to the llama.cpp libraries the installed wheel ships (the same source, compiled once by pip; copied
+beside the binary, found through its ``$ORIGIN`` rpath); ``link="static"`` compiles the whole tree into one
+file. The binary lands in a per-user cache folder keyed by llama-cpp-python's version (`binary_path`), with
+``build.json`` saying how it was made.
 ``SWM_LLAMA_SERVER`` names another binary outright (one you built yourself); ``CMAKE_ARGS``
 adds CMake flags after swm's own, as it does for llama-cpp-python.
 
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.util
 import json
 import os
 import shlex
@@ -37,6 +41,44 @@ CMAKE_FLAGS = ("-DGGML_NATIVE=OFF", "-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_F
                "-DGGML_BMI2=ON", "-DBUILD_SHARED_LIBS=OFF", "-DCMAKE_BUILD_TYPE=Release",
                "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=ON",
                "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_OPENSSL=OFF")
+# The libraries llama-cpp-python's wheel installs (sonames): a shared build of llama-server links these instead of
+# compiling llama.cpp a second time, and they are copied beside the binary (its DT_RPATH is $ORIGIN).
+SHARED_LIBS = ("libllama.so.0", "libllama-common.so.0", "libmtmd.so.0", "libggml.so.0", "libggml-base.so.0",
+               "libggml-cpu.so.0")
+# A CMake project over the llama.cpp tree that builds only the server's own sources (tools/server, its HTTP library
+# and the UI stub) and imports llama, llama-common and mtmd from the installed wheel, compiled by the same
+# llama-cpp-python version from the same source. llama-common's public definition LLAMA_SUBPROCESS (on, on Linux)
+# is repeated so that its structs have the layout the library was built with.
+SHARED_PROJECT = """cmake_minimum_required(VERSION 3.14)
+project(swm_llama_server C CXX)
+set(LLAMA_SRC "@SRC@")
+set(PROJECT_SOURCE_DIR "${LLAMA_SRC}")
+set(CMAKE_CXX_STANDARD 17)
+set(CMAKE_CXX_STANDARD_REQUIRED ON)
+set(BUILD_SHARED_LIBS OFF)
+set(LLAMA_BUILD_COMMON ON)
+function(llama_add_compile_flags)
+endfunction()
+function(license_add_file NAME FILE)
+endfunction()
+find_package(Threads REQUIRED)
+find_package(llama REQUIRED PATHS "@PREFIX@/lib/cmake/llama" NO_DEFAULT_PATH)
+add_subdirectory("${LLAMA_SRC}/vendor" vendor)
+add_library(llama-common SHARED IMPORTED)
+set_target_properties(llama-common PROPERTIES IMPORTED_LOCATION "@COMMON@"
+    INTERFACE_INCLUDE_DIRECTORIES "${LLAMA_SRC}/common"
+    INTERFACE_COMPILE_DEFINITIONS "LLAMA_SUBPROCESS;LLAMA_SHARED"
+    INTERFACE_LINK_LIBRARIES "llama;vendor::nlohmann;vendor::sheredom;Threads::Threads")
+add_library(mtmd SHARED IMPORTED)
+set_target_properties(mtmd PROPERTIES IMPORTED_LOCATION "@MTMD@"
+    INTERFACE_INCLUDE_DIRECTORIES "${LLAMA_SRC}/tools/mtmd"
+    INTERFACE_LINK_LIBRARIES "llama")
+add_subdirectory("${LLAMA_SRC}/tools/ui" ui)
+add_subdirectory("${LLAMA_SRC}/tools/server" server)
+set_target_properties(llama-server PROPERTIES BUILD_WITH_INSTALL_RPATH ON INSTALL_RPATH "\\$ORIGIN"
+    INSTALL_RPATH_USE_LINK_PATH OFF)
+target_link_options(llama-server PRIVATE "-Wl,--disable-new-dtags" "-Wl,-rpath-link,@LIBDIR@")
+"""
 HOW = "swm engine build"  # the one line that says how to get the server (README, "Install")
 
 
@@ -136,9 +178,74 @@ def _run(cmd: list[str], log: Path) -> None:
                                f"see {log}")
 
 
+def wheel_libraries() -> dict[str, Path] | None:
+    """The installed llama-cpp-python's libraries by soname (`SHARED_LIBS`) and its CMake package folder
+    (``prefix``), or None where the wheel does not ship them all (an older llama-cpp-python, another layout)."""
+    spec = importlib.util.find_spec("llama_cpp")
+    if spec is None or not spec.origin:
+        return None
+    package = Path(spec.origin).parent
+    prefix = package.parent
+    found: dict[str, Path] = {"prefix": prefix}
+    for name in SHARED_LIBS:
+        where = [d / name for d in (package / "lib", prefix / "lib") if (d / name).is_file()]
+        if not where:
+            return None
+        found[name] = where[0]
+    return found if (prefix / "lib" / "cmake" / "llama" / "llama-config.cmake").is_file() else None
+
+
+def _ggml_flags_differ(extra: list[str]) -> bool:
+    """Whether ``CMAKE_ARGS`` asks for a ggml other than the portable one swm builds (the wheel's, if it was built
+    by scripts/install): a shared build would silently use the wheel's ggml instead."""
+    ours = {f.split("=", 1)[0]: f for f in CMAKE_FLAGS}
+    return any(f.startswith("-DGGML_") and ours.get(f.split("=", 1)[0]) != f for f in extra)
+
+
+def _build_shared(tree: Path, work: Path, libs: dict[str, Path], jobs: int, log: Path) -> Path:
+    """Compile only llama-server's own sources against the wheel's libraries; return the built binary."""
+    project = work / "shared"
+    project.mkdir()
+    text = (SHARED_PROJECT.replace("@SRC@", tree.as_posix()).replace("@PREFIX@", libs["prefix"].as_posix())
+            .replace("@COMMON@", libs["libllama-common.so.0"].as_posix())
+            .replace("@MTMD@", libs["libmtmd.so.0"].as_posix())
+            .replace("@LIBDIR@", ":".join(sorted({libs[n].parent.as_posix() for n in SHARED_LIBS}))))
+    (project / "CMakeLists.txt").write_text(text, encoding="utf-8")
+    build_dir = work / "build-shared"
+    flags = ["-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_USE_PREBUILT_UI=OFF",
+             "-DLLAMA_OPENSSL=OFF"]
+    _run(["cmake", "-S", str(project), "-B", str(build_dir), *flags], log)
+    _run(["cmake", "--build", str(build_dir), "--target", "llama-server", "--config", "Release", "-j", str(jobs)],
+         log)
+    built = next((p for p in sorted(build_dir.rglob("llama-server")) if p.is_file()), None)
+    if built is None:
+        raise ModelUnavailable(f"the shared build finished without llama-server in {build_dir}", f"see {log}")
+    return built
+
+
+def _install(built: Path, out: Path, libs: dict[str, Path] | None) -> None:
+    """Copy the binary (and, for a shared build, the libraries it loads) into its cache folder, atomically: a
+    half-copied binary is never found by `binary`, and its libraries are in place before it is."""
+    if libs is not None:
+        for name in SHARED_LIBS:
+            partial = out.with_name(name + f".partial-{os.getpid()}")
+            shutil.copy2(libs[name], partial)
+            os.replace(partial, out.with_name(name))
+    partial = out.with_name(out.name + f".partial-{os.getpid()}")
+    shutil.copy2(built, partial)
+    os.replace(partial, out)
+
+
 def build(source: Path | None = None, jobs: int | None = None, force: bool = False,
-          echo: object = None) -> dict[str, object]:
-    """Build llama-server from llama-cpp-python's own llama.cpp source; return what ``build.json`` records."""
+          echo: object = None, link: str = "auto") -> dict[str, object]:
+    """Build llama-server from llama-cpp-python's own llama.cpp source; return what ``build.json`` records.
+
+    ``link``: ``shared`` compiles only the server's own sources and links the installed wheel's llama, common,
+    mtmd and ggml libraries (copied beside the binary): llama.cpp is compiled once, by pip; ``static`` compiles
+    the whole tree into one file; ``auto`` (the default) is shared where the wheel ships its libraries and
+    ``CMAKE_ARGS`` asks for no other ggml, and falls back to static if the shared build fails."""
+    if link not in ("auto", "shared", "static"):
+        raise InputError(f"link must be auto, shared or static, not {link!r}")
     want = version()
     out = binary_path(want)
     if out.is_file() and not force:
@@ -159,20 +266,40 @@ def build(source: Path | None = None, jobs: int | None = None, force: bool = Fal
             say(f"downloading the llama-cpp-python {want} source …")
             source = _fetch_sdist(work / "sdist", want)
         tree = _llama_tree(Path(source), work / "src")
-        build_dir = work / "build"
         extra = shlex.split(os.environ.get("CMAKE_ARGS", ""))
-        say(f"configuring and compiling llama-server with {jobs} jobs (log: {log}) …")
-        _run(["cmake", "-S", str(tree), "-B", str(build_dir), *CMAKE_FLAGS, *extra], log)
-        _run(["cmake", "--build", str(build_dir), "--target", "llama-server", "--config", "Release",
-              "-j", str(jobs)], log)
-        built = build_dir / "bin" / "llama-server"
-        if not built.is_file():
-            raise ModelUnavailable(f"the build finished without {built}", f"see {log}")
-        partial = out.with_name(out.name + f".partial-{os.getpid()}")
-        shutil.copy2(built, partial)
-        os.replace(partial, out)  # a half-copied binary is never found by `binary`
-    record = {"llama_cpp_python": want, "binary": str(out), "seconds": round(time.perf_counter() - start, 1),
-              "jobs": jobs, "cmake_flags": [*CMAKE_FLAGS, *extra], "source": str(source)}
+        libs = wheel_libraries() if link != "static" else None
+        if link == "shared" and libs is None:
+            raise ModelUnavailable(f"the installed llama-cpp-python {want} ships no llama-config.cmake and "
+                                   f"{', '.join(SHARED_LIBS)} to link", "build with --link static")
+        if link == "auto" and libs is not None and _ggml_flags_differ(extra):
+            say("CMAKE_ARGS asks for another ggml than the installed llama-cpp-python's: building static")
+            libs = None
+        built = None
+        if libs is not None:
+            say(f"compiling llama-server's own sources against llama-cpp-python {want}'s libraries with {jobs} jobs "
+                f"(log: {log}) …")
+            try:
+                built = _build_shared(tree, work, libs, jobs, log)
+            except ModelUnavailable as exc:
+                if link == "shared":
+                    raise
+                say(f"the shared build failed ({exc}): building static")
+                libs = None
+        if built is None:
+            build_dir = work / "build"
+            say(f"configuring and compiling llama-server with {jobs} jobs (log: {log}) …")
+            _run(["cmake", "-S", str(tree), "-B", str(build_dir), *CMAKE_FLAGS, *extra], log)
+            _run(["cmake", "--build", str(build_dir), "--target", "llama-server", "--config", "Release",
+                  "-j", str(jobs)], log)
+            built = build_dir / "bin" / "llama-server"
+            if not built.is_file():
+                raise ModelUnavailable(f"the build finished without {built}", f"see {log}")
+        _install(built, out, libs)
+    record: dict[str, object] = {
+        "llama_cpp_python": want, "binary": str(out), "seconds": round(time.perf_counter() - start, 1),
+        "jobs": jobs, "link": "shared" if libs is not None else "static",
+        "cmake_flags": [*CMAKE_FLAGS, *extra] if libs is None else [], "source": str(source),
+        **({"libraries": [str(out.with_name(n)) for n in SHARED_LIBS]} if libs is not None else {})}
     (out.parent / "build.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     return record
 
