@@ -28,6 +28,9 @@ first run's exit code and last line, rows lost or duplicated and answers beyond 
 ``--frozen`` runs ``swm learn`` on PostgreSQL (``--pg``) behind a proxy that stops forwarding mid-run without
 closing its sockets (a network partition, a frozen host), or cuts its connections (`bench.db_freeze`).
 
+``--drain`` sends SIGTERM to ``swm bench sotopia`` at its first model call, in-process and on two Ray workers,
+and reruns it: the exit code, the episodes the stopped run finished (those in flight), lost and duplicated.
+
 ``--served`` runs the served-sampler and key cases of `bench.served_faults` (a server that samples
 the base under a trained adapter's name, one that forgets its adapters, a key quoted back in an
 error, self-play killed and resumed): rollouts lost, duplicated, paid twice or sampled by the wrong
@@ -55,6 +58,7 @@ from typing import Any
 from bench import db_freeze, served_faults
 from bench.db_swap import run_swap, swap_markdown
 from bench.extra_graphs import SCRIPTS
+from bench.interrupts import finished, start, wait_for_requests
 from bench.results import results_page
 from swm.checkpoints import ExperienceStore
 from swm.lifelong import store as ls
@@ -447,6 +451,64 @@ def markdown(outcomes: list[Outcome], kill: dict[str, Any] | None, rate: float, 
     return "\n".join(lines) + "\n"
 
 
+@dataclass
+class DrainOutcome:
+    workers: int
+    rc: int
+    last_line: str
+    done_at_stop: int  # episodes finished by the stopped run (at most the ones in flight at the signal)
+    rerun_rc: int
+    episodes: int  # stored after the rerun
+    lost: int
+    duplicated: int
+
+
+def run_drain(workers: list[int], n: int = 2) -> list[DrainOutcome]:
+    """SIGTERM to ``swm bench sotopia`` at its first model call, without workers and on Ray workers, then the same
+    command again: the signalled run must hand out no new episode and exit 143, the rerun play the rest."""
+    episodes = 2 * n  # two policies
+    outcomes = []
+    with tempfile.TemporaryDirectory(prefix="swm-drain-") as tmp:
+        for count in workers:
+            db = str(Path(tmp) / f"w{count}.db")
+            with FakeOpenAIServer(latency=0.2) as server:
+                cmd = [sys.executable, "-m", "swm", "bench", "sotopia", "--data", "shipped", "--n", str(n), "--seats",
+                       "first", "--policies", "plain,foresee", "--max-turns", "4", "--model", server.model_spec,
+                       "--judge-model", server.model_spec, "--db", db, "--thread-id", "sw", "--out",
+                       str(Path(tmp) / f"out{count}"), "--no-progress"]
+                proc = start([*cmd, *(["--workers", str(count)] if count else [])])
+                try:
+                    wait_for_requests(server, 1, proc, timeout=300)
+                    proc.send_signal(signal.SIGTERM)
+                    rc, _, err = finished(proc)
+                finally:
+                    if proc.poll() is None:
+                        proc.kill()
+                # 0 while no episode is stored (the table gets its bench columns with the first one)
+                done = served_faults.count(Path(db), "select count(*) from episodes where bench_run = 'sw' "
+                                                     "and status = 'done'")
+                rerun = subprocess.run(cmd, capture_output=True, text=True, env=os.environ.copy())
+                stored = served_faults.count(Path(db), "select count(*) from episodes where bench_run = 'sw'")
+                distinct = served_faults.count(Path(db), "select count(distinct episode_id) from episodes "
+                                                         "where bench_run = 'sw'")
+            last = [line for line in err.strip().splitlines() if line.strip()][-1:] or [""]
+            outcomes.append(DrainOutcome(count, rc, last[0][:160], done, rerun.returncode, distinct,
+                                         max(0, episodes - distinct), stored - distinct))
+    return outcomes
+
+
+def drain_markdown(outcomes: list[DrainOutcome]) -> str:
+    lines = ["SIGTERM to `swm bench sotopia --data shipped --n 2 --policies plain,foresee --max-turns 4` at its first "
+             "model call (loopback fake, 0.2 s a reply), then the same command again:", "",
+             "| workers | exit | last line | episodes finished by the stopped run | rerun exit | episodes after the "
+             "rerun | lost | duplicated |", "|---|---|---|---|---|---|---|---|"]
+    for o in outcomes:
+        shown = o.last_line.replace("|", "\\|")
+        lines.append(f"| {o.workers or 'none (in-process)'} | {o.rc} | `{shown}` | {o.done_at_stop} | {o.rerun_rc} | "
+                     f"{o.episodes} | {o.lost} | {o.duplicated} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.faults", description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default="tom,sotopia,learn",
@@ -476,12 +538,14 @@ def main(argv: list[str] | None = None) -> None:
                         help="also run the served-sampler and key cases (bench.served_faults)")
     parser.add_argument("--served-cases", default=",".join(served_faults.CASES),
                         help=f"comma list of {', '.join(served_faults.CASES)}")
+    parser.add_argument("--drain", action="store_true",
+                        help="also SIGTERM swm bench sotopia without workers and on 2 Ray workers, then rerun it")
     parser.add_argument("--no-page", action="store_true", help="do not write the run's dated page under docs/results/")
     args = parser.parse_args(argv)
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
     # --frozen alone has a page of its own: it would otherwise supersede the last page of every case
     alone = args.frozen and not args.cases.strip() and not args.kills and not (args.read_only or args.replaced
-                                                                                 or args.served)
+                                                                                 or args.served or args.drain)
     page = ("faults-frozen", "A frozen PostgreSQL") if alone else ("faults", "Endpoint faults")
     with results_page(*page, "bench.faults", argv, enabled=not args.no_page, markdown=True):
         outcomes = [run_case(k.strip(), args.rate, args.seed, args.reruns, kinds)
@@ -499,6 +563,8 @@ def main(argv: list[str] | None = None) -> None:
         if args.served:
             print(served_faults.served_markdown(served_faults.run_served(
                 [c.strip() for c in args.served_cases.split(",") if c.strip()])))
+        if args.drain:
+            print(drain_markdown(run_drain([0, 2])))
 
 
 if __name__ == "__main__":

@@ -7,6 +7,11 @@ random Llama with the named adapter applied; or `FakeOpenAIServer` for ``swm lea
 * ``served-base`` — a server that lists every adapter, plays it at temperature 0 and samples the
   base (`swm selfplay --lora-server`, Werewolf, 2 iterations): rollouts sampled from the base but
   stored as a trained adapter's (*wrong policy*);
+* ``probes-base`` — a server that plays the adapter only where a probe looks (temperature 0, one token) and the
+  base on every rollout request: the exit code, rollouts kept under a trained adapter's name, and the rerun of the
+  same thread once the server is mended (its rollouts lost or duplicated);
+* ``unasked-base`` — a server honest only on requests at temperature 0 or asking for log-probs: sampled requests
+  the base answered (every rollout request asks for its log-probs);
 * ``forgotten-adapter`` — the server restarts mid-run and forgets its adapters (HTTP 404 for the
   name): rollouts lost (failed or missing) and the exit code;
 * ``echo-key`` — ``swm learn`` whose endpoint refuses two calls with a message quoting the bearer key
@@ -100,8 +105,10 @@ def _last(stderr: str) -> str:
     return lines[-1][:200] if lines else ""
 
 
-def _selfplay(fake: FakeVllm, base: Path, folder: Path) -> subprocess.CompletedProcess[str]:
-    args = [sys.executable, "-c", CLI, *SELFPLAY, "--base", str(base), "--lora-server", fake.server.base_url,
+def _selfplay(fake: FakeVllm, base: Path, folder: Path, more: list[str] | None = None
+              ) -> subprocess.CompletedProcess[str]:
+    args = [sys.executable, "-c", CLI, *SELFPLAY, *(more or []), "--base", str(base), "--lora-server",
+            fake.server.base_url,
             "--db", str(folder / "run.db"), "--out", str(folder / "out")]
     return subprocess.run(args, env=env(), text=True, capture_output=True, timeout=DEADLINE)
 
@@ -124,6 +131,43 @@ def served_base(folder: Path, base: Path) -> ServedOutcome:
     # every rollout under checkpoint 1 or later was sampled by the base: the held-out ones and iteration 1's
     wrong = count(db, f"select count(*) from {ROLLOUTS} where phase = 'eval' or iteration > 0")
     return ServedOutcome("served-base", done.returncode, _last(done.stderr), stored, failed, twice, 0, wrong, 0)
+
+
+# the value head's advantages move the adapter in one iteration at this step size: an adapter that is still the base
+# is not a case to catch (the group estimator has no advantage to give two games of equal reward)
+MOVING = ["--estimator", "hierarchical", "--train-batch-size", "4", "--train-lr", "0.05"]
+
+
+def probes_base(folder: Path, base: Path) -> ServedOutcome:
+    """A server that plays the adapter only where a probe looks (temperature 0, or one token) and the base on every
+    rollout request: its own log-probs of what it sampled give it away (exit 3 before the update, the iteration's
+    rollouts let go); the same thread rerun on the mended server plays them again."""
+    fake = FakeVllm(base, ignore_adapter="probes", record=False)
+    db = folder / "run.db"
+    with fake.server:
+        first = _selfplay(fake, base, folder, MOVING)
+        # every rollout kept under checkpoint 1 or later, sampled while the server lied, is the wrong policy's
+        wrong = count(db, f"select count(*) from {ROLLOUTS} where (phase = 'eval' or iteration > 0) "
+                          "and failed is null")
+        fake.torch.ignore_adapter = False
+        second = _selfplay(fake, base, folder, MOVING)
+    stored, failed, twice = _rollout_counts(db)
+    line = f"{_last(first.stderr)} → rerun on the mended server: exit {second.returncode}"
+    lost = failed + max(0, EXPECTED_ROLLOUTS - stored)
+    return ServedOutcome("probes-base", first.returncode, line, stored, lost, twice, 0, wrong, 0)
+
+
+def unasked_base(folder: Path, base: Path) -> ServedOutcome:
+    """The round-five server: the adapter on requests at temperature 0 or asking for log-probs, the base on every
+    other. Rollout requests ask for the log-probs of what they sample, so it has nowhere to play the base: counted
+    as sampled requests the base answered (``wrong_policy``)."""
+    fake = FakeVllm(base, ignore_adapter="unasked", record=False)
+    with fake.server:
+        done = _selfplay(fake, base, folder, MOVING)
+    stored, failed, twice = _rollout_counts(folder / "run.db")
+    wrong = sum(1 for d in fake.torch.played if d == "")
+    lost = failed + max(0, EXPECTED_ROLLOUTS - stored) if done.returncode == 0 else failed
+    return ServedOutcome("unasked-base", done.returncode, _last(done.stderr), stored, lost, twice, 0, wrong, 0)
 
 
 def forgotten_adapter(folder: Path, base: Path) -> ServedOutcome:
@@ -229,7 +273,8 @@ def selfplay_kill(folder: Path, base: Path, turns_in: int = 0) -> ServedOutcome:
 
 
 CASES: dict[str, Callable[[Path, Path], ServedOutcome]] = {
-    "served-base": served_base, "forgotten-adapter": forgotten_adapter,
+    "served-base": served_base, "probes-base": probes_base, "unasked-base": unasked_base,
+    "forgotten-adapter": forgotten_adapter,
     "echo-key": lambda folder, base: echo_key(folder), "selfplay-kill": selfplay_kill,
     "selfplay-kill-mid-rollout": lambda folder, base: selfplay_kill(folder, base, turns_in=1)}
 

@@ -237,8 +237,9 @@ def test_a_server_honest_only_where_it_is_checked_stops_before_the_update_and_a_
     fake = _Vllm(base, ignore_adapter="probes")
     with fake.server:
         # a step size that moves the adapter's log-probs of what it samples past the tolerance in one iteration
-        args = [*SELFPLAY, "--train-lr", "0.05", "--base", str(base), "--lora-server", fake.server.base_url,
-                "--thread-id", "H",
+        # no held-out tasks: the training rollouts' own check is the one this holds (the next test: held-out)
+        args = [*SELFPLAY, "--train-lr", "0.05", "--eval-tasks", "0", "--base", str(base), "--lora-server",
+                fake.server.base_url, "--thread-id", "H",
                 "--db", str(tmp_path / "run.db"), "--out", str(tmp_path / "out")]
         result = CliRunner().invoke(main, args)
         assert result.exit_code == 3, result.output
@@ -253,6 +254,31 @@ def test_a_server_honest_only_where_it_is_checked_stops_before_the_update_and_a_
         again = CliRunner().invoke(main, args)
     assert again.exit_code == 0, again.output
     assert store.count("selfplay_rollouts", "phase = 'train' and iteration = 1 and failed is null") == 2
+    assert "" not in fake.torch.played[played:], "the rerun's every request was played by an adapter"
+
+
+def test_a_server_honest_only_where_it_is_checked_is_caught_on_the_held_out_rollouts_too(
+        base: Path, tmp_path: Path) -> None:
+    """Held-out rollouts have no torch pass of their own: a server playing the base on them would have the run report
+    the base's held-out rate as the trained policy's. A seeded draw of them is scored after they are played: the run
+    stops in one line at the first evaluation under a trained checkpoint, keeps none of them, and the rerun on the
+    mended server plays them again under the adapter. It failed before the check (exit 3 only at iteration 1's
+    training rollouts, with iteration 0's base-played held-out rollout kept as checkpoint 1's)."""
+    fake = _Vllm(base, ignore_adapter="probes")
+    with fake.server:
+        args = [*SELFPLAY, "--train-lr", "0.05", "--base", str(base), "--lora-server", fake.server.base_url,
+                "--thread-id", "E", "--db", str(tmp_path / "run.db"), "--out", str(tmp_path / "out")]
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 3, result.output
+        line = result.output.strip().splitlines()[-1]
+        assert "does not play the trained adapter" in line and "on iteration 0's held-out rollouts" in line, line
+        store = ExperienceStore(tmp_path / "run.db")
+        assert store.count("selfplay_rollouts", "phase = 'eval'") == 0, "none kept as the trained policy's"
+        fake.torch.ignore_adapter = False
+        played = len(fake.torch.played)
+        again = CliRunner().invoke(main, args)
+    assert again.exit_code == 0, again.output
+    assert store.count("selfplay_rollouts", "phase = 'eval' and failed is null") == 2
     assert "" not in fake.torch.played[played:], "the rerun's every request was played by an adapter"
 
 

@@ -349,9 +349,51 @@ def evaluate_policy(plan: SelfPlayPlan, store: StoreRecords, iteration: int, con
         with ThreadPoolExecutor(max_workers=concurrency) as pool:
             for future in [pool.submit(run_rollout, plan, store, job, iteration + 1) for job in jobs]:
                 future.result()
+    check_held_out(plan, store, iteration)
     out = score_rollouts(plan, store, iteration, "eval")
     out["seconds"] = time.perf_counter() - start
     return out
+
+
+HELD_OUT_CHECKED = 2  # held-out rollouts whose served log-probs are compared with the checkpoint's, per evaluation
+
+
+def check_held_out(plan: SelfPlayPlan, store: StoreRecords, iteration: int) -> dict[str, Any] | None:
+    """Stop the run unless the server played checkpoint ``iteration + 1`` on the held-out rollouts too.
+
+    Training rollouts are checked where π_old is scored (`check_served_tokens`); held-out ones have no torch pass
+    of their own, so a server honest only where it is checked could play the base on them and the run would report
+    the base's held-out rate as the trained policy's. A seeded draw of `HELD_OUT_CHECKED` of them (the server cannot
+    tell which: the draw is made after they are played) is scored in torch and its tokens' served log-probs compared
+    (`check_sampled`). On a mismatch the iteration's held-out rollouts are deleted before the one line
+    (`ServedMismatch`, exit 3): a rerun with the same thread plays them again. None when the server gave no
+    log-probs (the embedded engine serves adapters swm itself loaded).
+    """
+    import random
+
+    from swm.serving.verify import ServedMismatch, check_sampled
+    from swm.training.ppo import token_values
+
+    rollouts = sorted((r for r in sps.load_rollouts(store, plan.run_id, iteration, "eval") if not r.failed),
+                      key=lambda r: r.rollout_id)
+    served = [r for r in rollouts if any(t.served_logprobs for s in r.seats for t in s.turns)]
+    if not served:
+        return None
+    chosen = random.Random(f"{plan.seed}/{iteration}/held-out").sample(served, min(HELD_OUT_CHECKED, len(served)))
+    pairs: list[tuple[float, float]] = []
+    for r in chosen:  # scored afresh: what the sampler recorded is not trusted here
+        for seat in r.seats:
+            for t in seat.turns:
+                t.logprobs = []
+    with POOL.lock:
+        token_values(POOL.get(plan.policy, checkpoint_dir(plan.run_dir, iteration + 1)), chosen, plan.ppo, pairs)
+    name, _, url = next((r.sampler for r in chosen if "@" in r.sampler), "").partition("@")
+    try:
+        return check_sampled(pairs, url or str(plan.policy.lora_server or ""), name or "the adapter",
+                             f"iteration {iteration}'s held-out rollouts")
+    except ServedMismatch:
+        sps.drop_rollouts(store, plan.run_id, iteration, "eval")
+        raise
 
 
 def _number(value: object) -> float | None:
