@@ -31,6 +31,7 @@ import tempfile
 import time
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from swm.errors import InputError, ModelUnavailable
 
@@ -236,6 +237,30 @@ def _install(built: Path, out: Path, libs: dict[str, Path] | None) -> None:
     os.replace(partial, out)
 
 
+def _linked_libraries(link: str, want: str, extra: list[str], say: Any) -> dict[str, Path] | None:
+    """The wheel's libraries a ``link`` build links (`wheel_libraries`), or None for a static build."""
+    libs = wheel_libraries() if link != "static" else None
+    if link == "shared" and libs is None:
+        raise ModelUnavailable(f"the installed llama-cpp-python {want} ships no llama-config.cmake and "
+                               f"{', '.join(SHARED_LIBS)} to link", "build with --link static")
+    if link == "auto" and libs is not None and _ggml_flags_differ(extra):
+        say("CMAKE_ARGS asks for another ggml than the installed llama-cpp-python's: building static")
+        return None
+    return libs
+
+
+def _build_static(tree: Path, work: Path, extra: list[str], jobs: int, log: Path) -> Path:
+    """Compile the whole llama.cpp tree's llama-server target into one file; return the built binary."""
+    build_dir = work / "build"
+    _run(["cmake", "-S", str(tree), "-B", str(build_dir), *CMAKE_FLAGS, *extra], log)
+    _run(["cmake", "--build", str(build_dir), "--target", "llama-server", "--config", "Release", "-j", str(jobs)],
+         log)
+    built = build_dir / "bin" / "llama-server"
+    if not built.is_file():
+        raise ModelUnavailable(f"the build finished without {built}", f"see {log}")
+    return built
+
+
 def build(source: Path | None = None, jobs: int | None = None, force: bool = False,
           echo: object = None, link: str = "auto") -> dict[str, object]:
     """Build llama-server from llama-cpp-python's own llama.cpp source; return what ``build.json`` records.
@@ -267,13 +292,7 @@ def build(source: Path | None = None, jobs: int | None = None, force: bool = Fal
             source = _fetch_sdist(work / "sdist", want)
         tree = _llama_tree(Path(source), work / "src")
         extra = shlex.split(os.environ.get("CMAKE_ARGS", ""))
-        libs = wheel_libraries() if link != "static" else None
-        if link == "shared" and libs is None:
-            raise ModelUnavailable(f"the installed llama-cpp-python {want} ships no llama-config.cmake and "
-                                   f"{', '.join(SHARED_LIBS)} to link", "build with --link static")
-        if link == "auto" and libs is not None and _ggml_flags_differ(extra):
-            say("CMAKE_ARGS asks for another ggml than the installed llama-cpp-python's: building static")
-            libs = None
+        libs = _linked_libraries(link, want, extra, say)
         built = None
         if libs is not None:
             say(f"compiling llama-server's own sources against llama-cpp-python {want}'s libraries with {jobs} jobs "
@@ -286,14 +305,8 @@ def build(source: Path | None = None, jobs: int | None = None, force: bool = Fal
                 say(f"the shared build failed ({exc}): building static")
                 libs = None
         if built is None:
-            build_dir = work / "build"
             say(f"configuring and compiling llama-server with {jobs} jobs (log: {log}) …")
-            _run(["cmake", "-S", str(tree), "-B", str(build_dir), *CMAKE_FLAGS, *extra], log)
-            _run(["cmake", "--build", str(build_dir), "--target", "llama-server", "--config", "Release",
-                  "-j", str(jobs)], log)
-            built = build_dir / "bin" / "llama-server"
-            if not built.is_file():
-                raise ModelUnavailable(f"the build finished without {built}", f"see {log}")
+            built = _build_static(tree, work, extra, jobs, log)
         _install(built, out, libs)
     record: dict[str, object] = {
         "llama_cpp_python": want, "binary": str(out), "seconds": round(time.perf_counter() - start, 1),
