@@ -136,6 +136,17 @@ class WandbTracker(Tracker):
         self.run.finish()
 
 
+def local_store(folder: Path) -> str:
+    """MLflow's store when ``MLFLOW_TRACKING_URI`` names none: SQLite in the run's logging folder (MLflow 3 refuses to
+    start a file store, its old default ``./mlruns``, unless told to), or the file store there, allowed for this
+    process, where SQLAlchemy, which the SQLite store needs, is not installed (``mlflow-skinny``)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if importlib.util.find_spec("sqlalchemy") is not None:
+        return f"sqlite:///{(folder / 'mlflow.db').as_posix()}"
+    os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+    return (folder / "mlruns").as_uri()
+
+
 class MLflowTracker(Tracker):
     """An MLflow run, through the client (a node logs from another thread than the one that opened the run)."""
 
@@ -146,7 +157,8 @@ class MLflowTracker(Tracker):
         import mlflow  # noqa: PLC0415 - the tracker's own package
         from mlflow.entities import Metric  # noqa: PLC0415 - the tracker's own package
 
-        self.client = mlflow.MlflowClient()
+        self.uri = os.environ.get("MLFLOW_TRACKING_URI") or local_store(run.logging_dir)
+        self.client = mlflow.MlflowClient(tracking_uri=self.uri)
         name = os.environ.get("MLFLOW_EXPERIMENT_NAME", PROJECT)
         found = self.client.get_experiment_by_name(name)
         experiment = found.experiment_id if found is not None else self.client.create_experiment(name)
