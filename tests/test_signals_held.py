@@ -52,7 +52,7 @@ def test_the_first_signal_is_answered_and_the_second_stops_at_once_with_the_main
         rest = proc.stderr.read()
     finally:
         proc.kill()
-    assert rc == 143
+    assert rc == 143, rest
     assert rest.startswith("SIGTERM again: stopped at once"), rest
 
 
