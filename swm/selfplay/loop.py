@@ -258,11 +258,11 @@ def estimate_advantages(plan: SelfPlayPlan, store: StoreRecords, iteration: int)
 
 
 def check_served_tokens(plan: SelfPlayPlan, store: StoreRecords, iteration: int, rollouts: list[Rollout],
-                        pairs: list[tuple[float, float]]) -> dict[str, Any]:
+                        pairs: list[tuple[float, float]], phase: str = "train") -> dict[str, Any]:
     """Stop the run unless the server's log-probs of the tokens it sampled are the torch policy's (`check_sampled`).
 
     ``pairs`` are the (served, torch) log-probs of the iteration's tokens that π_old was just scored for. On a
-    mismatch the iteration's training rollouts are deleted before the one line (`ServedMismatch`, exit 3): they
+    mismatch the iteration's rollouts of ``phase`` are deleted before the one line (`ServedMismatch`, exit 3): they
     were never the adapter's, and a rerun with the same thread plays them again rather than train on them.
     """
     from swm.serving.verify import ServedMismatch, check_sampled
@@ -271,9 +271,9 @@ def check_served_tokens(plan: SelfPlayPlan, store: StoreRecords, iteration: int,
     name, _, url = spec.partition("@")
     try:
         return check_sampled(pairs, url or str(plan.policy.lora_server or ""), name or "the adapter",
-                             f"iteration {iteration}'s rollouts")
+                             f"iteration {iteration}'s {'held-out ' if phase == 'eval' else ''}rollouts")
     except ServedMismatch:
-        sps.drop_rollouts(store, plan.run_id, iteration, "train")
+        sps.drop_rollouts(store, plan.run_id, iteration, phase)
         raise
 
 
@@ -371,7 +371,6 @@ def check_held_out(plan: SelfPlayPlan, store: StoreRecords, iteration: int) -> d
     """
     import random
 
-    from swm.serving.verify import ServedMismatch, check_sampled
     from swm.training.ppo import token_values
 
     rollouts = sorted((r for r in sps.load_rollouts(store, plan.run_id, iteration, "eval") if not r.failed),
@@ -387,13 +386,7 @@ def check_held_out(plan: SelfPlayPlan, store: StoreRecords, iteration: int) -> d
                 t.logprobs = []
     with POOL.lock:
         token_values(POOL.get(plan.policy, checkpoint_dir(plan.run_dir, iteration + 1)), chosen, plan.ppo, pairs)
-    name, _, url = next((r.sampler for r in chosen if "@" in r.sampler), "").partition("@")
-    try:
-        return check_sampled(pairs, url or str(plan.policy.lora_server or ""), name or "the adapter",
-                             f"iteration {iteration}'s held-out rollouts")
-    except ServedMismatch:
-        sps.drop_rollouts(store, plan.run_id, iteration, "eval")
-        raise
+    return check_served_tokens(plan, store, iteration, chosen, pairs, "eval")
 
 
 def _number(value: object) -> float | None:
