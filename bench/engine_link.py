@@ -17,11 +17,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from bench.engine_context import TEXT, speeds
 from bench.engine_speed import complete
 from bench.results import results_page
 from swm.serving import embedded, engine
-
-TEXT = "The harbour town wakes early. Mara sells fish at the market. Tomas mends the nets. "
 
 
 def build_both(source: Path | None, jobs: int, root: Path) -> dict[str, dict[str, Any]]:
@@ -40,13 +39,7 @@ def measure(binary: str, lengths: list[int], decode: int, repeats: int, draws: i
     os.environ["SWM_LLAMA_SERVER"] = binary  # a server of another binary is started again
     server = embedded.ensure_server()
     root = server.base_url.removesuffix("/v1")
-    speeds = []
-    for length in lengths:
-        prompt = TEXT * max(1, length // 21)  # the sentence is 21 of SmolLM2's tokens
-        timings = [complete(root, {"prompt": prompt, "n_predict": decode, "ignore_eos": True, "cache_prompt": False,
-                                    "temperature": 0.0, "seed": 1})["timings"] for _ in range(repeats)]
-        speeds.append((int(timings[0]["prompt_n"]), max(t["prompt_per_second"] for t in timings),
-                       max(t["predicted_per_second"] for t in timings)))
+    measured = speeds(root, lengths, decode, repeats)  # bench.engine_context's prompts and timings
     prompt = TEXT * 20 + "Then"
     texts = [complete(root, {"prompt": prompt, "n_predict": 48, "cache_prompt": False, "temperature": 0.0,
                              "seed": 1})["content"]]
@@ -54,7 +47,7 @@ def measure(binary: str, lengths: list[int], decode: int, repeats: int, draws: i
                               "seed": seed})["content"] for seed in range(draws)]
     threads = server.command[server.command.index("--threads") + 1]
     embedded.stop_server()
-    return {"speeds": speeds, "texts": texts, "threads": threads}
+    return {"speeds": measured, "texts": texts, "threads": threads}
 
 
 def main(argv: list[str] | None = None) -> None:
