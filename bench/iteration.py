@@ -42,8 +42,8 @@ from swm.selfplay import loop
 from swm.selfplay import store as sps
 from swm.selfplay.checkpoint import checkpoint_dir
 from swm.selfplay.plan import RECIPE_PPO, SelfPlayPlan
-from swm.selfplay.served import default_concurrency, plan_seats, sampling_threads
-from swm.serving import embedded
+from swm.selfplay.served import default_concurrency, plan_seats, sampling_format, sampling_threads
+from swm.serving import embedded, formats
 from swm.serving.llama_server import slots
 from swm.training import advantages as adv
 from swm.training.config import PolicyConfig, PPOConfig
@@ -216,10 +216,12 @@ def main(argv: list[str] | None = None) -> None:
 
 def run(plan: SelfPlayPlan, db: Path, args: argparse.Namespace) -> None:
     sampling_threads(plan.policy)  # as swm selfplay samples: every core for llama-server unless set
+    sampling_format(plan.policy)  # and the base in F16 unless SWM_EMBEDDED_FORMAT says otherwise
     concurrency = default_concurrency(plan.policy, plan_seats(plan))
     n = cores()
     print(f"cores {n}; CPU bfloat16 (AVX-512 BF16 / AMX): {cpu_bf16()}; llama-server slots {slots()}, threads "
           f"{os.environ.get('SWM_EMBEDDED_THREADS') or max(1, n - 1)}; draw {os.environ.get('SWM_EMBEDDED_DRAW')}; "
+          f"format {formats.chosen()}; "
           f"torch {torch.__version__}; load {os.getloadavg()[0]:.2f}\n")
     log("sampling (or replaying the stored rollouts)")
     sampled = sample(plan, db, concurrency)
@@ -244,8 +246,8 @@ def run(plan: SelfPlayPlan, db: Path, args: argparse.Namespace) -> None:
         for mode in ("off", "bfloat16") if cpu_bf16() else ("off",):
             set_mode(policy, threads, mode)
             limits[(threads, mode)] = torch_limit(policy, max(row, 256), 200, args.repeats)
-    engine = engine_limit.measure(embedded.gguf_path(), threads=server_threads, parallel=(1, concurrency * 2),
-                                  prompt=512, context=256, steps=32)
+    engine = engine_limit.measure(formats.served(embedded.gguf_path()), threads=server_threads,
+                                  parallel=(1, concurrency * 2), prompt=512, context=256, steps=32)
 
     log("today's path: π_old turn by turn, then the update")
     set_mode(policy, n, "off")

@@ -42,7 +42,14 @@ from swm.selfplay.checkpoint import checkpoint_dir, warm_start_adapter
 from swm.selfplay.loop import ensure_initial_checkpoint
 from swm.selfplay.plan import RECIPE_ESTIMATOR, RECIPE_PPO, SelfPlayPlan
 from swm.selfplay.rollout import play
-from swm.selfplay.served import ServedSampler, default_concurrency, plan_seats, resolve_sampler, sampling_threads
+from swm.selfplay.served import (
+    ServedSampler,
+    default_concurrency,
+    plan_seats,
+    resolve_sampler,
+    sampling_format,
+    sampling_threads,
+)
 from swm.selfplay.serving import POOL, SeededSampler, served_sampler
 from swm.stats import mcnemar_exact, wilson_interval
 from swm.tasks.checkers import Utterance
@@ -64,7 +71,7 @@ def plan_of(args: argparse.Namespace, arm: str) -> dict[str, Any]:
             "shuffle_rewards": arm == "shuffled",
             "policy": {"base": args.base, "sampler": args.sampler, "temperature": args.temperature,
                        "init_adapter": args.warm, "threads": args.threads, "lora_r": 8, "lora_alpha": 16,
-                       "autocast": args.autocast, "score_old": args.score_old},
+                       "autocast": args.autocast, "score_old": args.score_old, "served_format": args.served_format},
             "ppo": {"lr": args.lr, "kl_coef": args.kl_coef, "minibatch": args.minibatch, "epochs": args.epochs,
                     "micro_batch": args.micro_batch, "skip_zero": args.skip_zero, "shared_prefix": args.shared_prefix},
             "advantage": {"estimator": args.estimator, "whiten": args.whiten},
@@ -263,6 +270,9 @@ def parser() -> argparse.ArgumentParser:
                     "path before 2026-12-01)")
     ap.add_argument("--score-old", default="update", choices=["update", "sample"],
                     help="π_old scored at the update per seat row (update) or each turn as sampled (sample, before)")
+    ap.add_argument("--served-format", default="auto",
+                    choices=["auto", "shipped", "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1"],
+                    help="the base's number format on llama.cpp while sampling (auto: f16; shipped: Q4_1, before)")
     ap.add_argument("--skip-zero", default="auto", choices=["auto", "on", "off"],
                     help="rows whose advantages are all zero are not forwarded (auto: where exact)")
     ap.add_argument("--shared-prefix", default=True, action=argparse.BooleanOptionalAction,
@@ -294,7 +304,9 @@ def main() -> None:
         args.warm = str(warm_start_adapter(args.warm).resolve())
 
     args.out.mkdir(parents=True, exist_ok=True)
-    sampling_threads(SelfPlayPlan.model_validate(plan_of(args, "selfplay")).policy)  # every core while sampling
+    policy = SelfPlayPlan.model_validate(plan_of(args, "selfplay")).policy
+    sampling_threads(policy)  # every core while sampling
+    sampling_format(policy)  # the base in F16 unless the plan or SWM_EMBEDDED_FORMAT says otherwise
     path = args.out / "two-seat.json"
     results: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()

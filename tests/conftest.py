@@ -45,6 +45,9 @@ def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SWM_DB", str(tmp_path / "swm.db"))
     for key in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "SWM_MODEL"):
         monkeypatch.delenv(key, raising=False)
+    # a self-play run in this process sets the served format for the process (swm.selfplay.served.sampling_format):
+    # empty is unset, and whatever a test left is undone with it
+    monkeypatch.setenv("SWM_EMBEDDED_FORMAT", os.environ.get("SWM_EMBEDDED_FORMAT", ""))
     os.environ.setdefault("LANGSMITH_TRACING", "false")
 
 

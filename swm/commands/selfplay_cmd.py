@@ -185,6 +185,10 @@ def apply_preset(ctx: click.Context, name: str | None, params: dict[str, Any]) -
 @click.option("--score-old", type=click.Choice(["update", "sample"]), default="update", show_default=True,
               help="π_old of a served rollout: scored at the update, once per seat's transcript and only for rows "
                    "with a signal (update), or each turn as it is sampled (sample, the path before).")
+@click.option("--served-format", type=click.Choice(["auto", "shipped", "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1"]),
+              default="auto", show_default=True,
+              help="The number format llama.cpp serves the base in while sampling (auto: SWM_EMBEDDED_FORMAT, "
+                   "else f16, the weights torch trains; shipped: SmolLM2's Q4_1, the path before 2026-12-07).")
 @click.option("--skip-zero", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True,
               help="Rows whose advantages are all zero are not forwarded (auto: only where exact, no KL and no "
                    "value head).")
@@ -252,7 +256,8 @@ def selfplay_plan(thread: str, o: dict[str, Any]) -> SelfPlayPlan:
                        "base_gguf": o["base_gguf"], "max_new_tokens": o["max_new_tokens"],
                        "temperature": o["temperature"], "init_adapter": init_adapter,
                        "lora_r": o["lora_r"], "lora_alpha": 2 * o["lora_r"], "threads": o["threads"],
-                       "autocast": o["autocast"], "score_old": o["score_old"]},
+                       "autocast": o["autocast"], "score_old": o["score_old"],
+                       "served_format": o["served_format"]},
             "ppo": {"lr": o["lr"], "kl_coef": o["kl_coef"], "epochs": o["train_epochs"],
                     "minibatch": o["train_batch_size"], "micro_batch": o["micro_batch"],
                     "skip_zero": o["skip_zero"], "shared_prefix": o["shared_prefix"]},
@@ -276,11 +281,14 @@ def _run(o: dict[str, Any], thread: str, plan: SelfPlayPlan) -> None:
     except ImportError as err:
         raise InputError(f"swm selfplay needs the train extra ({err.name} is missing)",
                          "pip install torch==2.13.0 && pip install -e '.[train]'") from err
-    from swm.selfplay.served import sampling_threads
+    from swm.selfplay.served import sampling_format, sampling_threads
 
     threads = sampling_threads(plan.policy)
     if threads:
         click.echo(f"llama-server: {threads} threads while sampling (SWM_EMBEDDED_THREADS sets them)", err=True)
+    served_format = sampling_format(plan.policy)
+    if served_format:
+        click.echo(f"llama-server: the base served in {served_format} (--served-format)", err=True)
     click.echo(f"thread: {thread} (rerun with --thread-id {thread} to resume if interrupted)", err=True)
     from swm.checkpoints import open_store
 

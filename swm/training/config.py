@@ -43,6 +43,11 @@ class PolicyConfig(BaseModel):
         "update", description="when a served rollout's log-probs under the sampling policy (π_old) are computed: at "
         "the update, one forward per seat's whole transcript and only for rows with a signal (update), or for each "
         "turn as it is sampled (sample, the path before: a seat's growing prompt scored again every turn)")
+    served_format: Literal["auto", "shipped", "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1"] = Field(
+        "auto", description="the number format llama.cpp serves the base in while the run samples "
+        "(swm.serving.formats; SWM_EMBEDDED_FORMAT): auto is SWM_EMBEDDED_FORMAT where set, else f16 -- the shipped "
+        "weights dequantised, whose served log-probs are torch's within 0.001 nats (Q4_1's: 0.03) and which sampled "
+        "the recipe's iteration 1.4x faster (docs/results/engine-formats-2026-12-07-1425.md)")
     device: str | None = Field(None, description="cpu, cuda, cuda:N (None: SWM_DEVICE, else cuda when present)")
     dtype: str | None = Field(None, description="float32, bfloat16 or float16 of the base's weights (None: SWM_DTYPE, "
                               "else bfloat16 on a GPU that supports it, float32 otherwise)")
