@@ -9,9 +9,11 @@ adapter and seed (``--from``, an adapter ``swm learn`` trained; none: a fresh ad
 * ``selfplay`` — `graphs.selfplay` with the chosen estimator and update (``--estimator``, ``--lr``,
   ``--epochs``, ``--minibatch``, ``--kl-coef``; by default the recipe that learned,
   `swm.selfplay.plan.RECIPE_PPO`: group, 2e-4, one epoch, minibatches of 8, no KL);
-* ``shuffled`` — the same, with each iteration's joint rewards permuted among its rollouts
-  (`SelfPlayPlan.shuffle_rewards`), and with ``--belief`` its belief gains among its turns
-  (`RewardConfig.belief_shuffle`): equal sampling rounds and sampled rollouts, no signal.
+* ``shuffled`` — the same, with each iteration's training rewards permuted (`SelfPlayPlan.shuffle_rewards`):
+  by default every turn's whole reward among all its turns (``--shuffle-scope turn``, the quality filter's cap
+  included), or the joint rewards among its rollouts and, with ``--belief``, its belief gains among its turns
+  (``--shuffle-scope rollout``, the control before 2026-12-07): equal sampling rounds and sampled rollouts, no
+  signal.
 
 Per iteration (from the run's summaries): the training rollouts' joint success (fresh training
 tasks every iteration, so an on-policy estimate) with a Wilson interval, per-role reward, and the
@@ -68,7 +70,7 @@ def plan_of(args: argparse.Namespace, arm: str) -> dict[str, Any]:
     return {"run_id": f"two-seat-{arm}", "iterations": args.iterations, "family": args.family, "level": args.level,
             "tasks_per_iteration": args.tasks, "group_size": args.group, "max_turns": args.max_turns, "eval_tasks": 0,
             "seed": args.seed, "stage": args.stage, "names": args.names, "out_dir": str(args.out / "runs"),
-            "shuffle_rewards": arm == "shuffled",
+            "shuffle_rewards": arm == "shuffled", "shuffle_scope": args.shuffle_scope,
             "policy": {"base": args.base, "sampler": args.sampler, "temperature": args.temperature,
                        "init_adapter": args.warm, "threads": args.threads, "lora_r": 8, "lora_alpha": 16,
                        "autocast": args.autocast, "score_old": args.score_old, "served_format": args.served_format},
@@ -270,6 +272,9 @@ def parser() -> argparse.ArgumentParser:
                     "path before 2026-12-01)")
     ap.add_argument("--score-old", default="update", choices=["update", "sample"],
                     help="π_old scored at the update per seat row (update) or each turn as sampled (sample, before)")
+    ap.add_argument("--shuffle-scope", default="turn", choices=["turn", "rollout"],
+                    help="what the shuffled control permutes: every turn's whole reward among the iteration's turns "
+                         "(turn), or the joint rewards among its rollouts (rollout, the control before 2026-12-07)")
     ap.add_argument("--served-format", default="auto",
                     choices=["auto", "shipped", "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1"],
                     help="the base's number format on llama.cpp while sampling (auto: f16; shipped: Q4_1, before)")

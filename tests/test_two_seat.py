@@ -107,6 +107,44 @@ def test_the_shuffled_control_moves_joint_rewards_together() -> None:
     assert [(r.seats[0].turns[0].reward, r.seats[1].turns[0].reward) for r in again] == pairs  # seeded
 
 
+def test_the_turn_scoped_control_leaves_no_part_of_a_reward_with_its_turn() -> None:
+    """At turn scope every turn's whole reward is permuted among all the iteration's turns: a turn the quality filter
+    flagged (its reward capped at 0) gets the others' rewards as often as any turn, where the rollout scope left
+    every flagged turn but the last its cap (the control that learned to answer nothing)."""
+    from swm.selfplay.loop import shuffle_rewards, shuffle_turn_rewards
+    from swm.training.trajectory import Rollout, SeatTrajectory, SeatTurn
+
+    def rollout(i: int) -> Rollout:
+        seats = []
+        for k, (s, role) in enumerate((("A", "speaker"), ("B", "finder"))):
+            turns = []
+            for n in range(3):
+                flagged = (i + n) % 2 == 0
+                turns.append(SeatTurn(turn=2 * n + k, prompt="", text="x", prompt_ids=[], token_ids=[1],
+                                      logprobs=[0.0], reward=-0.5 if flagged else 0.1 * (i + n + 1),
+                                      filtered="copied" if flagged else None))
+            seats.append(SeatTrajectory(seat=s, role=role, outcome=0.0, turns=turns))
+        return Rollout(rollout_id=f"r{i:02d}", task_id="t", iteration=0, sample=i, seats=seats)
+
+    def rewards(rs: list[Rollout]) -> list[tuple[str | None, float]]:
+        return [(t.filtered, t.reward) for r in rs for s in r.seats for t in s.turns]
+
+    before = rewards([rollout(i) for i in range(8)])
+    by_turn = [rollout(i) for i in range(8)]
+    shuffle_turn_rewards(by_turn, 5)
+    after = rewards(by_turn)
+    assert sorted(v for _, v in after) == sorted(v for _, v in before), "the same rewards, redistributed"
+    flagged = [v for f, v in after if f]
+    assert sum(v > 0 for v in flagged) >= len(flagged) // 4, "flagged turns are paid as others are"
+    again = [rollout(i) for i in range(8)]
+    shuffle_turn_rewards(again, 5)
+    assert rewards(again) == after, "seeded"
+    by_rollout = [rollout(i) for i in range(8)]
+    shuffle_rewards(by_rollout, 5)
+    kept = [t.reward for r in by_rollout for s in r.seats for t in s.turns[:-1] if t.filtered]
+    assert kept and all(v == -0.5 for v in kept), "the rollout scope leaves a flagged turn its cap"
+
+
 def test_only_the_multi_turn_level_has_its_own_follow_up_in_a_seat_chat() -> None:
     two, many = synthesize("mutual_friend", TWO_SEAT, 1), synthesize("mutual_friend", MULTI_TURN, 1)
     a, b = two.names

@@ -136,6 +136,19 @@ def shuffle_rewards(rollouts: list[Rollout], seed: int) -> None:
                 seat.turns[-1].reward, seat.outcome = last[(j, seat.role)]
 
 
+def shuffle_turn_rewards(rollouts: list[Rollout], seed: int) -> None:
+    """The shuffled-reward control at turn scope: every turn's reward, whole (each part of it already added and
+    capped), permuted among all the rollouts' turns by one seeded permutation; the verdicts and outcomes stay."""
+    import random
+
+    turns = [t for r in sorted(rollouts, key=lambda r: r.rollout_id) for s in r.seats for t in s.turns]
+    rewards = [t.reward for t in turns]
+    perm = list(range(len(turns)))
+    random.Random(seed).shuffle(perm)
+    for turn, j in zip(turns, perm, strict=True):
+        turn.reward = rewards[j]
+
+
 def score_rollouts(plan: SelfPlayPlan, store: StoreRecords, iteration: int, phase: str,
                    judge_model: Any = None) -> ScoreStats:
     """Score every stored rollout of the iteration and phase; failed ones are counted and left out.
@@ -163,7 +176,8 @@ def score_rollouts(plan: SelfPlayPlan, store: StoreRecords, iteration: int, phas
             passed += int(verdict.passed)
         sps.put_rollout(store, plan.run_id, phase, r)
     if plan.shuffle_rewards and phase == "train":
-        shuffle_rewards(good, plan.seed * 7919 + iteration)
+        control = shuffle_turn_rewards if plan.shuffle_scope == "turn" else shuffle_rewards
+        control(good, plan.seed * 7919 + iteration)
         for r in good:
             sps.put_rollout(store, plan.run_id, phase, r)
     counts = filtered_counts(good)

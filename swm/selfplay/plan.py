@@ -69,7 +69,13 @@ class SelfPlayPlan(BaseModel):
     eval_split: Literal["dev", "test"] = Field("test", description="the held-out split evaluated: dev chooses, test "
                                                "reports")
     shuffle_rewards: bool = Field(False, description="the control arm: each iteration's training rewards are "
-                                  "permuted among its rollouts (seeded) before the advantages, same budget, no signal")
+                                  "permuted (seeded) before the advantages, same budget, no signal (shuffle_scope)")
+    shuffle_scope: Literal["turn", "rollout"] = Field(
+        "turn", description="what the control permutes: turn -- every training turn's whole reward (outcome, "
+        "penalties, answer credit, belief gain and the quality filter's cap, all of it) among all the iteration's "
+        "turns, so no part of it follows what the turn said; rollout -- the seats' last-turn rewards and outcomes "
+        "among the rollouts (the control before 2026-12-07: a flagged turn's cap and, unless belief_shuffle, its "
+        "belief gain stayed its own, and that control learned to answer nothing)")
     seed: int = 0
     report_to: Reporter = Field("none", description="where each iteration's numbers are logged, one tracker run "
                                 "named after the thread (swm.selfplay.scalars: per-role rewards, held-out rates, "
