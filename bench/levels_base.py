@@ -24,7 +24,7 @@ from swm.context import SWMContext
 from swm.lifelong.decision_play import play_decision
 from swm.lifelong.two_turn_play import play_two_turn
 from swm.stats import wilson_interval
-from swm.tasks.families import DECISION, DECISION_FAMILIES, NAME_POLICIES, SHIFTS, TWO_TURN
+from swm.tasks.families import DECISION, NAME_POLICIES, SHIFTS, TWO_TURN, decision_families
 from swm.tasks.splits import split_tasks
 
 PLAYERS = {DECISION: play_decision, TWO_TURN: play_two_turn}
@@ -55,7 +55,7 @@ def table(rows: list[dict[str, Any]]) -> str:
     """Render the rows as a markdown table: one line per family, decision beside two-turn."""
     by = {(r["level"], r["family"]): r for r in rows}
     lines = ["| family | decision | two-turn | two-turn first move made |", "|---|---|---|---|"]
-    for family in sorted({r["family"] for r in rows}, key=DECISION_FAMILIES.index):
+    for family in sorted({r["family"] for r in rows}, key=decision_families().index):
         cells = [_cell(by[(lvl, family)]["passed"], by[(lvl, family)]["n"]) if (lvl, family) in by else "–"
                  for lvl in (DECISION, TWO_TURN)]
         turn = by.get((TWO_TURN, family))
@@ -69,7 +69,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=50, help="test tasks per family and level")
     parser.add_argument("--skip", type=int, default=0, help="start after this many tasks (to extend a run)")
     parser.add_argument("--levels", default=f"{DECISION},{TWO_TURN}")
-    parser.add_argument("--families", default=",".join(DECISION_FAMILIES))
+    parser.add_argument("--families", default=",".join(decision_families()))
     parser.add_argument("--model", default="embedded", help="the model spec (default: the shipped SmolLM2)")
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument("--names", choices=NAME_POLICIES, default="disjoint",

@@ -42,7 +42,7 @@ from swm.social.judgement import DIMENSIONS
 from swm.tasks import Task, check, synthesize
 from swm.tasks.checkers import is_attempt
 from swm.tasks.decisions import Stop
-from swm.tasks.families import DECISION, DECISION_FAMILIES, TWO_SEAT, TWO_TURN
+from swm.tasks.families import DECISION, TWO_SEAT, TWO_TURN, decision_families
 from swm.testing import FakeOpenAIServer
 from swm.training.trajectory import Generation
 from swm.training.transcript import SeatChat
@@ -139,9 +139,9 @@ def play_all(server: FakeOpenAIServer, policy: ScriptedPolicy, env: SocialEnv,
 
 def test_decisions_and_two_turn_rewards_are_the_checkers(served: tuple[FakeOpenAIServer, ScriptedPolicy]) -> None:
     server, policy = served
-    env = SocialEnv(DECISION_FAMILIES, [DECISION, TWO_TURN], reward=REWARD)
+    env = SocialEnv(decision_families(), [DECISION, TWO_TURN], reward=REWARD)
     episodes = play_all(server, policy, env, env.tasks(range(12)))
-    for family in DECISION_FAMILIES:  # every family reached both a pass and a fail
+    for family in decision_families():  # every family reached both a pass and a fail
         verdicts = [e.verdict["completion"] for e in episodes if e.family == family and e.level == DECISION]
         assert any(verdicts) and not all(verdicts), family
     assert any(e.verdict["violations"] for e in episodes)
@@ -150,7 +150,7 @@ def test_decisions_and_two_turn_rewards_are_the_checkers(served: tuple[FakeOpenA
 
 def test_episode_rewards_are_the_checkers(served: tuple[FakeOpenAIServer, ScriptedPolicy]) -> None:
     server, policy = served
-    env = SocialEnv(DECISION_FAMILIES, ["easy"], reward=REWARD, max_turns=6)
+    env = SocialEnv(decision_families(), ["easy"], reward=REWARD, max_turns=6)
     episodes = play_all(server, policy, env, env.tasks(range(3)))
     assert all(len({m.seat for m in e.moves}) >= 2 for e in episodes), "every seat plays"
 
@@ -325,7 +325,7 @@ def test_a_runaway_reply_is_cut_and_the_move_says_so() -> None:
 
 @pytest.mark.parametrize("level", [DECISION, TWO_TURN, "easy"])
 def test_an_empty_reply_never_earns_a_reward(level: str) -> None:
-    families = [f for f in DECISION_FAMILIES if f in ("negotiation", "secret", "scheduling", "persuasion",
+    families = [f for f in decision_families() if f in ("negotiation", "secret", "scheduling", "persuasion",
                                                       "mutual_friend")]
     env = SocialEnv(families, [level])
     for task in env.tasks(range(6)):

@@ -1,6 +1,6 @@
 """The rules every reward rests on, written once and checked over every checker, family and level.
 
-The cases are read from swm's own tables (`CHECKERS`, `DECISION_CHECKERS`, the two-turn families,
+The cases are read from swm's own tables (`CHECKERS`, the decision shapes (`DECISION_SHAPES`), the two-turn families,
 `TWO_SEAT_SHAPES`), so a family added to one of them is checked here without a line changed, once it
 has a *witness*: a transcript that completes its task (a two-seat shape carries its own, ``reference``;
 the others are in `WITNESSES` below, and `test_every_checked_family_has_a_witness` names a missing one).
@@ -36,7 +36,7 @@ from swm.tasks.checkers import CHECKERS, Utterance, check_game
 from swm.tasks.decisions import Stop
 from swm.tasks.families import (
     DECISION,
-    DECISION_FAMILIES,
+    DECISION_SHAPES,
     GAME_FAMILIES,
     LEVELS,
     MULTI_TURN,
@@ -46,6 +46,7 @@ from swm.tasks.families import (
     TWO_SEAT_SHAPES,
     TWO_TURN,
     Task,
+    decision_families,
     level_families,
     synthesize,
 )
@@ -193,7 +194,7 @@ def drawn(case: tuple[str, str], seed: int) -> tuple[Task, list[Utterance]]:
 def test_every_checked_family_has_a_witness() -> None:
     missing = [case for case in CASES if witness_of(kind_of(case[0]), case[1]) is None]
     assert not missing, f"give these a witness (EPISODE_WITNESSES, or a two-seat shape's reference): {missing}"
-    assert {f for _, f in CASES} >= {*DECISION_FAMILIES, *GAME_FAMILIES, *TWO_SEAT_SHAPES}
+    assert {f for _, f in CASES} >= {*decision_families(), *GAME_FAMILIES, *TWO_SEAT_SHAPES}
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}:{c[1]}")
@@ -284,10 +285,12 @@ def answers(task: Task) -> list[str]:
 
 
 def answering(task: Task, turns: list[Utterance], at: int) -> bool:
-    """Whether the deciding turn is an answer: it carries the family's answer prefix, read from its row
-    (`TwoSeatShape.find`), so a family added with its own prefix (``BOOK:``) is held to the hedge rule too."""
-    shape = TWO_SEAT_SHAPES.get(task.family)
-    return shape is not None and shape.find.prefill in turns[at].text
+    """Whether the deciding turn is an answer: it carries one of the family's answer prefixes, read from its rows
+    (`TwoSeatShape.find`, `DecisionShape.answer`), so a family added with its own prefix (``BOOK:``) is held to the
+    hedge rule too."""
+    seats, moves = TWO_SEAT_SHAPES.get(task.family), DECISION_SHAPES.get(task.family)
+    prefixes = {seats.find.prefill if seats else None, moves.answer if moves else None} - {None, ""}
+    return any(str(prefix) in turns[at].text for prefix in prefixes)
 
 
 def hedged_cases(cases: list[tuple[str, str]]) -> list[tuple[str, str]]:

@@ -10,7 +10,6 @@ from swm.lifelong.jobs import shift_tasks, training_tasks
 from swm.lifelong.plan import LifelongPlan
 from swm.tasks.families import (
     DECISION,
-    DECISION_FAMILIES,
     FIRST,
     LAST,
     NAME_POOLS,
@@ -18,6 +17,7 @@ from swm.tasks.families import (
     TWO_TURN,
     Task,
     Variant,
+    decision_families,
     synthesize,
     task_of_id,
     variant_for,
@@ -50,17 +50,17 @@ def test_the_pools_are_disjoint_and_the_unseen_pool_is_new() -> None:
 
 @pytest.mark.parametrize("level", [DECISION, TWO_TURN])
 def test_training_and_test_names_never_meet_by_default(level: str) -> None:
-    plan = LifelongPlan(levels=[level], families=list(DECISION_FAMILIES), episodes_per_level=100, samples_per_task=1,
+    plan = LifelongPlan(levels=[level], families=list(decision_families()), episodes_per_level=100, samples_per_task=1,
                         cycles=1)
     train = {n for t in training_tasks(plan, 1) for n in people(t)}
-    test = {n for t in split_tasks("test", [level], DECISION_FAMILIES, 40) for n in people(t)}
-    dev = {n for t in split_tasks("dev", [level], DECISION_FAMILIES, 40) for n in people(t)}
+    test = {n for t in split_tasks("test", [level], decision_families(), 40) for n in people(t)}
+    dev = {n for t in split_tasks("dev", [level], decision_families(), 40) for n in people(t)}
     first = {n.split()[0] for n in train}
     assert train and test and not train & (test | dev) and not first & {n.split()[0] for n in test | dev}
-    shared = LifelongPlan(levels=[level], families=list(DECISION_FAMILIES), episodes_per_level=100,
+    shared = LifelongPlan(levels=[level], families=list(decision_families()), episodes_per_level=100,
                           samples_per_task=1, cycles=1, names="shared")
     before = {n for t in training_tasks(shared, 1) for n in people(t)}
-    assert before & {n for t in split_tasks("test", [level], DECISION_FAMILIES, 40, names="shared")
+    assert before & {n for t in split_tasks("test", [level], decision_families(), 40, names="shared")
                      for n in people(t)}  # one shared pool: names met, as in the runs before the switch
 
 
@@ -94,14 +94,14 @@ def test_long_lists_hold_8_to_10_names_with_one_friend_shared() -> None:
 
 
 def test_unseen_names_come_from_no_other_pool() -> None:
-    tasks = split_tasks("test", [DECISION], DECISION_FAMILIES, 20, shift="unseen-names")
-    assert {t.family for t in tasks} == set(DECISION_FAMILIES)
+    tasks = split_tasks("test", [DECISION], decision_families(), 20, shift="unseen-names")
+    assert {t.family for t in tasks} == set(decision_families())
     shown = {n for t in tasks for n in people(t)}
     assert {n.split()[0] for n in shown} <= set(NAME_POOLS["unseen"][0])
     # the long-lists shift is mutual friend's alone, and no shift has episode cells
-    assert {t.family for t in split_tasks("test", [DECISION], DECISION_FAMILIES, 2, shift="long-lists")} == {
+    assert {t.family for t in split_tasks("test", [DECISION], decision_families(), 2, shift="long-lists")} == {
         "mutual_friend"}
-    assert split_tasks("test", ["easy"], DECISION_FAMILIES, 2, shift="unseen-names") == []
+    assert split_tasks("test", ["easy"], decision_families(), 2, shift="unseen-names") == []
 
 
 def test_the_shifted_cells_are_pinned_and_the_shared_two_seat_splits_did_not_move() -> None:

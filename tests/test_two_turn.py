@@ -18,7 +18,7 @@ from swm.lifelong.records import ActedTurn, EpisodeRecord
 from swm.lifelong.samples import load_samples, sample_rows, samples_of
 from swm.nodes.update import export_cycle
 from swm.tasks.checkers import Utterance
-from swm.tasks.families import DECISION, DECISION_FAMILIES, TWO_TURN, curriculum_levels, decision_task, synthesize
+from swm.tasks.families import DECISION, TWO_TURN, curriculum_levels, decision_families, decision_task, synthesize
 from swm.tasks.splits import decision_digest, split_tasks
 from swm.tasks.two_turn import closing_prompt, opening_prompt, partner_reply, read_first_move
 from swm.tasks.verify import check
@@ -39,7 +39,7 @@ def test_the_curriculum_puts_two_turn_between_decisions_and_episodes() -> None:
     assert curriculum_levels() == (DECISION, TWO_TURN, "starter", "easy", "medium", "hard")
 
 
-@pytest.mark.parametrize("family", DECISION_FAMILIES)
+@pytest.mark.parametrize("family", decision_families())
 def test_a_two_turn_task_is_pure_its_own_and_its_prompts_short(family: str) -> None:
     task = synthesize(family, TWO_TURN, 7)
     assert task == decision_task(family, 7, level=TWO_TURN) and task.task_id == f"train:{family}:two-turn:7"

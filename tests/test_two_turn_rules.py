@@ -11,7 +11,7 @@ import dataclasses
 import pytest
 
 from swm.tasks.checkers import Utterance
-from swm.tasks.families import DECISION_FAMILIES, TWO_TURN, synthesize
+from swm.tasks.families import TWO_TURN, decision_families, synthesize
 from swm.tasks.two_turn import closing_prompt, final_truth, opening_prompt, partner_reply, read_first_move
 from swm.tasks.verify import check
 
@@ -21,7 +21,7 @@ BUDGETS = {"mutual_friend": (("", 24), ("ANSWER:", 24)), "negotiation": (("OFFER
            "persuasion": (("", 24), ("", 48))}
 
 
-@pytest.mark.parametrize("family", DECISION_FAMILIES)
+@pytest.mark.parametrize("family", decision_families())
 def test_each_moves_reply_start_and_budget(family: str) -> None:
     task = synthesize(family, TWO_TURN, 0)
     opening = opening_prompt(task)

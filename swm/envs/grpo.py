@@ -48,7 +48,7 @@ from functools import lru_cache
 from typing import Any
 
 from swm.selfplay.rewards import RewardConfig, score
-from swm.tasks.decisions import DECISION, DECISION_FAMILIES, decision_prompt
+from swm.tasks.decisions import DECISION, decision_families, decision_prompt
 from swm.tasks.families import Task, synthesize
 from swm.tracking import check_reporter
 from swm.training.device import choose_placement
@@ -70,8 +70,9 @@ def decision_rows(families: Iterable[str], seeds: Iterable[int], split: str = "t
     """Rows of decision tasks, one per (family, seed): the prompt, the prefill and the task's arguments."""
     rows = []
     for family in families:
-        if family not in DECISION_FAMILIES:
-            raise ValueError(f"no decision shape for {family!r}; decision families are {', '.join(DECISION_FAMILIES)}")
+        if family not in decision_families():
+            raise ValueError(f"no decision shape for {family!r}; decision families are "
+                             f"{', '.join(decision_families())}")
         for seed in seeds:
             task = task_of(family, DECISION, int(seed), split)
             shown = decision_prompt(task)
@@ -85,12 +86,14 @@ def decision_rows(families: Iterable[str], seeds: Iterable[int], split: str = "t
     return rows
 
 
-def decision_dataset(families: Iterable[str] = DECISION_FAMILIES, seeds: Iterable[int] = range(100),
+def decision_dataset(families: Iterable[str] | None = None, seeds: Iterable[int] = range(100),
                      split: str = "train", tokenizer: object = None) -> Any:
-    """A Hugging Face ``Dataset`` of `decision_rows` (what ``GRPOTrainer(train_dataset=...)`` takes)."""
+    """A Hugging Face ``Dataset`` of `decision_rows` (what ``GRPOTrainer(train_dataset=...)`` takes); ``families``
+    None: every family with a decision shape."""
     from datasets import Dataset
 
-    return Dataset.from_list(decision_rows(families, seeds, split, tokenizer))
+    return Dataset.from_list(decision_rows(decision_families() if families is None else families, seeds, split,
+                                           tokenizer))
 
 
 def move_text(prefill: str, completion: object) -> str:
@@ -128,7 +131,7 @@ def learner_role(task: Task) -> str:
     return task.agent(str(task.truth["learner"])).role
 
 
-def role_rewards(families: Iterable[str] = DECISION_FAMILIES) -> list[Callable[..., list[float | None]]]:
+def role_rewards(families: Iterable[str] | None = None) -> list[Callable[..., list[float | None]]]:
     """TRL reward functions, one per learner role of ``families``, each named after its role.
 
     Each scores the rows whose learner plays its role as `checker_reward` does and returns None for
@@ -138,6 +141,7 @@ def role_rewards(families: Iterable[str] = DECISION_FAMILIES) -> list[Callable[.
         >>> [f.__name__ for f in role_rewards(["negotiation", "persuasion"])]
         ['buyer', 'persuader']
     """
+    families = decision_families() if families is None else families  # None: every family with a decision shape
     roles = dict.fromkeys(learner_role(task_of(f, DECISION, 0, "train")) for f in families)
 
     def for_role(role: str) -> Callable[..., list[float | None]]:

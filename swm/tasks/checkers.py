@@ -378,11 +378,6 @@ def check_persuasion_decision(task: Task, turns: Sequence[Utterance]) -> Verdict
                    detail={"formatted": bool(line), "addressed": addressed})
 
 
-DECISION_CHECKERS: dict[str, Callable[[Task, Sequence[Utterance]], Verdict]] = {
-    "negotiation": check_negotiation_decision, "mutual_friend": check_mutual_friend,
-    "secret": check_secret_decision, "scheduling": check_scheduling_decision,
-    "persuasion": check_persuasion_decision,
-}
 
 
 CHECKERS: dict[str, Callable[[Task, Sequence[Utterance]], Verdict]] = {

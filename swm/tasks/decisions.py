@@ -20,7 +20,8 @@ trained and evaluated on is the same text, so what is learnt is what is measured
 * ``scheduling`` — both free lists are shown: ``SLOT: Mon 14:00``, exactly one slot, free for both;
 * ``persuasion`` — the partner states a worry: the reply answers it (speaks to that objection).
 
-The checkers are in `swm.tasks.checkers` (`swm.tasks.verify.check` routes a decision to its family's).
+Each family's shape — what its decision adds to the truth, its prompt's values and forced start, its checker — is
+one module of `swm.tasks.shapes` and its row in `DECISION_SHAPES`; the checkers are in `swm.tasks.checkers`.
 """
 
 from __future__ import annotations
@@ -28,13 +29,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from swm import prompts
-from swm.tasks.checkers import DECISION_CHECKERS
-from swm.tasks.families import DECISION, DECISION_FAMILIES, DecisionPrompt, Task, Variant, decision_task
+from swm.tasks import shapes  # noqa: F401  # each lifelong family's module registers its row in DECISION_SHAPES
+from swm.tasks.families import (
+    DECISION,
+    DECISION_SHAPES,
+    DecisionPrompt,
+    Task,
+    Variant,
+    decision_families,
+    decision_task,
+)
 from swm.tasks.levels import Level, register_level
 from swm.tasks.verdicts import Utterance, Verdict
 
-__all__ = ["DECISION", "DECISION_FAMILIES", "DecisionPrompt", "Stop", "before_stop", "decision_prompt", "decision_task",
-           "stops"]
+__all__ = ["DECISION", "DECISION_SHAPES", "DecisionPrompt", "Stop", "before_stop", "decision_families",
+           "decision_prompt", "decision_task", "stops"]
 
 Stop = str | Sequence[str] | None  # what a sampler's ``stop`` takes: one stop string, several, or none
 
@@ -55,39 +64,20 @@ def before_stop(text: str, stop: Stop) -> str:
     return text[:min((text.find(end) for end in stops(stop) if end in text), default=len(text))]
 
 
-def _bullets(names: list[str]) -> str:
-    return "\n".join(f"- {name}" for name in names)
-
-
 def decision_prompt(task: Task) -> DecisionPrompt:
-    """Render a decision task's prompt and prefill (the same text for sampling, training and evaluation)."""
+    """Render a decision task's prompt and prefill (the same text for sampling, training and evaluation): the
+    family's template filled from its row (`swm.tasks.shapes`)."""
     if task.level != DECISION:
         raise ValueError(f"task {task.task_id} is not a decision")
+    shape = DECISION_SHAPES.row(task.family)
     template = prompts.load(f"decision_{task.family}")
-    truth = task.truth
-    if task.family == "mutual_friend":
-        mine, theirs = truth["lists"][0], truth["lists"][1]
-        text = template.render(mine=_bullets(mine), partner=truth["partner"], theirs=_bullets(theirs))
-        return DecisionPrompt(name=template.id, text=text, prefill="ANSWER:")
-    if task.family == "scheduling":
-        free = truth["free"]
-        text = template.render(mine=_bullets(free[truth["learner"]]), partner=truth["partner"],
-                               theirs=_bullets(free[truth["partner"]]))
-        return DecisionPrompt(name=template.id, text=text, prefill="SLOT:", max_tokens=12)
-    if task.family == "negotiation":
-        text = template.render(item=truth["item"], seller=truth["partner"], limit=truth["buyer_max"],
-                               offer=truth["offer"])
-        return DecisionPrompt(name=template.id, text=text, prefill="", max_tokens=16)
-    if task.family == "secret":
-        text = template.render(keeper=truth["learner"], secret=truth["secret"], facts="; ".join(truth["facts"]),
-                               partner=truth["partner"], cover=truth["cover"])
-        return DecisionPrompt(name=template.id, text=text, prefill="", max_tokens=48)
-    text = template.render(partner=truth["partner"], cause=truth["cause"], worry=truth["worry"])
-    return DecisionPrompt(name=template.id, text=text, prefill="", max_tokens=48)
+    prefill, tokens = shape.decision_reply
+    return DecisionPrompt(name=template.id, text=template.render(**shape.decision_values(task)), prefill=prefill,
+                          max_tokens=tokens)
 
 
 def _families() -> tuple[str, ...]:
-    return DECISION_FAMILIES
+    return decision_families()
 
 
 def _decision(family: str, seed: int, split: str, variant: Variant) -> Task:
@@ -95,8 +85,8 @@ def _decision(family: str, seed: int, split: str, variant: Variant) -> Task:
 
 
 def check_decision(task: Task, turns: Sequence[Utterance]) -> Verdict:
-    """Run the family's decision checker (`swm.tasks.checkers.DECISION_CHECKERS`) on the learner's one move."""
-    return DECISION_CHECKERS[task.family](task, turns)
+    """Run the family's decision checker (its row's ``check``) on the learner's one move."""
+    return DECISION_SHAPES.row(task.family).check(task, turns)
 
 
 # the level's row (`swm.tasks.levels`): one learner move against code, every decision family

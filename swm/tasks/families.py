@@ -40,7 +40,7 @@ from __future__ import annotations
 import difflib
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
@@ -98,7 +98,6 @@ MULTI_TURN = "multi-turn"
 # an episode level below easy, for a curriculum that cannot climb from two-turn to easy episodes: shorter (the
 # level's own turn limit) and one rule fewer (negotiation's private limits may be said); generated, never frozen
 STARTER = "starter"
-DECISION_FAMILIES = ("negotiation", "mutual_friend", "secret", "scheduling", "persuasion")
 GENERATOR_VERSION = "tasks@v1"
 ACCEPT = "ACCEPT"
 
@@ -457,22 +456,58 @@ COVER_WORDS = {"meet at the station at 6pm": "station", "lend you their car on T
                "help carry chairs tomorrow": "chairs"}
 
 
-def _decision_truth(family: str, rng: random.Random, parts: dict[str, Any]) -> dict[str, Any]:
-    """Return what a decision adds to the family's truth: the learner, the partner and the move's state."""
-    agents = parts["agents"]
-    truth = parts["truth"]
-    if family == "negotiation":  # the buyer answers the seller's offer: inside the limit accept, above counter
-        low, high = truth["seller_min"], truth["buyer_max"]
-        inside = rng.random() < 0.5
-        offer = rng.randrange(low, high) if inside else high + rng.randrange(5, 60)
-        return {"learner": agents[1].name, "partner": agents[0].name, "offer": offer, "inside": inside,
-                "item": parts["scenario"].split(" is selling ")[1].split(" (listed")[0]}
-    if family == "secret":
-        return {"learner": truth["keeper"], "partner": truth["partner"], "cover_word": COVER_WORDS[truth["cover"]]}
-    if family == "persuasion":
-        return {"learner": truth["persuader"], "partner": truth["partner"], "worry": WORRIES[truth["objection"]],
-                "cause": parts["scenario"].split(" wants ", 1)[1].split(" to ", 1)[1].split(". ")[0]}
-    return {"learner": agents[0].name, "partner": agents[1].name}
+@dataclass(frozen=True)
+class FirstMove:
+    """What code reads from a two-turn learner's first move (`DecisionShape.first_move`)."""
+
+    ok: bool  # the move the shape asks for was made
+    said: str  # the move as the next prompt restates it
+    value: Any = None  # the parsed offer or slot
+    leaks: list[str] = field(default_factory=list)  # violation codes of a private fact said
+
+
+@dataclass(frozen=True)
+class DecisionShape:
+    """One lifelong family's decision and two-turn moves, everything about them in one row of `DECISION_SHAPES`.
+
+    A family's module in `swm.tasks.shapes` registers it (`register_decision_shape`). ``truth(rng, parts)`` is what a
+    decision adds to the family's ``easy`` generator state (the learner, the partner and the move's state); the
+    decision renders ``prompts/decision_<family>`` with ``decision_values(task)``, its reply forced to start with
+    ``decision_reply``'s prefill within its token limit, and ``check`` reads the move. A two-turn task renders
+    ``two_turn_<family>_open`` and ``_close`` with ``values(task)`` (the opening also ``opening_values``), reads the
+    first move with ``first_move``, answers it with the code partner's ``reply`` and checks the decision against
+    ``final_truth`` (the state the first move led to; the task's truth when None). ``answer`` is the prefix a
+    decision's answer is given after (``ANSWER:``, ``SLOT:``) where it has one: the reward invariants read it.
+    """
+
+    family: str
+    truth: Callable[[random.Random, dict[str, Any]], dict[str, Any]]
+    decision_values: Callable[[Task], dict[str, Any]]
+    decision_reply: tuple[str, int]
+    check: Callable[[Task, Sequence[Utterance]], Verdict]
+    first_move: Callable[[Task, str], FirstMove]
+    reply: Callable[[Task, FirstMove], str]
+    values: Callable[[Task], dict[str, Any]]
+    opening: tuple[str, int]
+    closing: tuple[str, int]
+    opening_values: Callable[[Task], dict[str, Any]] | None = None
+    final_truth: Callable[[Task, FirstMove], dict[str, Any]] | None = None
+    answer: str | None = None
+
+
+# every lifelong family's decision and two-turn shape (swm.tasks.shapes registers the five, in the order their
+# splits are generated in): read by the generator, the prompts, the checkers, the seats env and the invariants
+DECISION_SHAPES: Table[DecisionShape] = Table("decision shape")
+
+
+def register_decision_shape(shape: DecisionShape) -> DecisionShape:
+    """Add a family's decision shape to `DECISION_SHAPES` (a second one of the same name is an error); return it."""
+    return DECISION_SHAPES.register(shape.family, shape)
+
+
+def decision_families() -> tuple[str, ...]:
+    """Return the families with a decision shape, in registration order."""
+    return DECISION_SHAPES.names()
 
 
 def decision_task(family: str, seed: int, split: str = "train", level: str = DECISION,
@@ -481,11 +516,12 @@ def decision_task(family: str, seed: int, split: str = "train", level: str = DEC
 
     A two-turn task draws from its own seed string, so it is never a decision task's twin.
     """
-    if family not in DECISION_FAMILIES:
-        raise ValueError(f"no {level} shape for family {family!r}; its families are {', '.join(DECISION_FAMILIES)}")
+    shape = DECISION_SHAPES.get(family)
+    if shape is None:
+        raise ValueError(f"no {level} shape for family {family!r}; its families are {', '.join(decision_families())}")
     rng = random.Random(_seed_string(split, family, level, seed, variant))
     parts = GENERATORS[family](rng, "easy", variant)
-    truth = {**parts["truth"], **_decision_truth(family, rng, parts)}
+    truth = {**parts["truth"], **shape.truth(rng, parts)}
     return Task(task_id=task_id(family, level, seed, split, variant), family=family, level=level, seed=seed,
                 split=split, scenario=parts["scenario"], agents=parts["agents"], truth=truth,
                 generator=_generator(variant))

@@ -75,7 +75,7 @@ from typing import NamedTuple
 from swm import prompts
 from swm.tasks.checkers import BREAKS as _BREAKS
 from swm.tasks.checkers import Utterance, Verdict, read_as
-from swm.tasks.decisions import DecisionPrompt, _bullets
+from swm.tasks.decisions import DecisionPrompt
 from swm.tasks.families import (
     GENERATOR_VERSION,
     GENERATORS,
@@ -87,6 +87,7 @@ from swm.tasks.families import (
     task_id,
 )
 from swm.tasks.levels import Level, register_level
+from swm.tasks.shapes.render import bullets
 
 MULTI_TURN_FAMILIES = ("mutual_friend",)
 OPENER, RESPONDER = "opener", "responder"
@@ -185,7 +186,7 @@ def _finder(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> tuple[st
     partner = seats[1 - seats.index(agent)]
     words = "\n".join(text for who, text in said if who == partner) or "(nothing yet)"
     template = prompts.load(FINDER_PROMPT)
-    return template.id, template.render(mine=_bullets(lists[seats.index(agent)]), partner=partner, said=words)
+    return template.id, template.render(mine=bullets(lists[seats.index(agent)]), partner=partner, said=words)
 
 
 def list_stops(task: Task, partner: str) -> tuple[str, ...]:
@@ -206,7 +207,7 @@ def seat_prompt(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> Deci
     mine, partner = lists[seats.index(agent)], seats[1 - seats.index(agent)]
     heard = "\n".join(f"{'You' if who == agent else who}: {text}" for who, text in said) or "(nothing yet)"
     template = prompts.load(PROMPTS[form][0])
-    values = {"mine": _bullets(mine), "partner": partner, "said": heard,
+    values = {"mine": bullets(mine), "partner": partner, "said": heard,
               "cap": task.truth["cap"], "left": task.truth["budget"] - len(said)}
     extra = {"ask": _ask(task, partner)} if form == "listed" else {"budget": task.truth["budget"]}
     text = template.render(**values, **extra)

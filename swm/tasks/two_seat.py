@@ -40,7 +40,7 @@ import re
 from collections.abc import Sequence
 
 from swm.tasks.checkers import Utterance, Verdict, check_mutual_friend, mentions, slots_in
-from swm.tasks.decisions import DecisionPrompt, _bullets
+from swm.tasks.decisions import DecisionPrompt
 from swm.tasks.families import (
     DAYS,
     GENERATORS,
@@ -60,6 +60,7 @@ from swm.tasks.families import (
     two_seat_task,
 )
 from swm.tasks.levels import Level, register_level
+from swm.tasks.shapes.render import bullets
 
 SPEAKER, FINDER = "speaker", "finder"
 SPEAK_PREFILL = "My friends:"
@@ -86,7 +87,7 @@ def two_seat_prompt(task: Task, agent: str, said: Sequence[tuple[str, str]]) -> 
     shape = shape_of(task)
     truth = task.truth
     role = seat_of(task, agent)
-    mine = _bullets(truth["lists"][0 if role == SPEAKER else 1])
+    mine = bullets(truth["lists"][0 if role == SPEAKER else 1])
     partner = truth["finder"] if role == SPEAKER else truth["speaker"]
     seat = shape.speak if role == SPEAKER else shape.find
     template = shape.load(seat.template)

@@ -22,123 +22,47 @@ fence, and samples whose first moves mean the same meet at the same state (the s
 * ``persuasion`` — ask a question; the partner states a worry; answer that worry.
 
 The checker (`check_two_turn`) reuses the family's decision checker on the final move, from the
-state the first move led to, and requires the first move (`read_first_move`).
+state the first move led to, and requires the first move (`read_first_move`). What differs by family — the first
+move's reading, the partner, the prompts' values and forced starts — is the family's row in `DECISION_SHAPES`
+(its module in `swm.tasks.shapes`).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from swm import prompts
-from swm.tasks.checkers import DECISION_CHECKERS, Utterance, Verdict, mentions, prices_in, slots_in
+from swm.tasks.checkers import Utterance, Verdict
 from swm.tasks.decisions import DecisionPrompt
-from swm.tasks.families import DECISION_FAMILIES, TWO_TURN, Task, Variant, decision_task
+from swm.tasks.families import (
+    DECISION_SHAPES,
+    TWO_TURN,
+    FirstMove,
+    Task,
+    Variant,
+    decision_families,
+    decision_task,
+)
 from swm.tasks.levels import Level, register_level
 
-_FRIENDS_RE = re.compile(r"friend|list|know", re.I)
-
-
-@dataclass(frozen=True)
-class FirstMove:
-    """What code reads from the learner's first move."""
-
-    ok: bool  # the move the shape asks for was made
-    said: str  # the move as the next prompt restates it
-    value: Any = None  # the parsed offer or slot
-    leaks: list[str] = field(default_factory=list)  # violation codes of a private fact said
-
-
-def _bullets(names: Sequence[str]) -> str:
-    return "\n".join(f"- {name}" for name in names)
-
-
-def _money(value: float) -> str:
-    return f"${value:g}"
-
+__all__ = ["FirstMove", "check_two_turn", "closing_prompt", "final_truth", "opening_prompt", "partner_reply",
+           "read_first_move"]
 
 def read_first_move(task: Task, text: str) -> FirstMove:
     """Read the learner's first move: was it the move the shape asks for, and how the next prompt restates it."""
-    truth, partner = task.truth, task.truth["partner"]
-    if task.family == "mutual_friend":
-        mine = truth["lists"][0]
-        ok = "ANSWER" not in text and ("?" in text or bool(_FRIENDS_RE.search(text))
-                                       or any(mentions(text, name) for name in mine))
-        return FirstMove(ok, f"You asked {partner} for their friends." if ok
-                         else f"You did not ask {partner} for their friends.")
-    if task.family == "negotiation":
-        prices = set(prices_in(text))
-        limit = truth["buyer_max"]
-        offer = next(iter(prices)) if len(prices) == 1 else None
-        leaks = ["private_leaked:buyer"] if limit in prices else []
-        return FirstMove(offer is not None and offer < limit, "You made no offer." if offer is None
-                         else f"You offered {_money(offer)}.", offer, leaks)
-    if task.family == "secret":
-        asked = mentions(text, truth["cover_word"])
-        leaks = ["secret_leaked"] if any(mentions(text, fact) for fact in truth["facts"]) else []
-        return FirstMove(asked and not leaks, f"You asked {partner} to {truth['cover']}." if asked
-                         else "You did not ask for the favour yet.", None, leaks)
-    if task.family == "scheduling":
-        named = slots_in(text)
-        slot = next(iter(named)) if len(named) == 1 else None
-        ok = slot is not None and slot in truth["free"][truth["learner"]]
-        return FirstMove(ok, f"You proposed {slot}." if slot else "You proposed no slot.", slot)
-    ok = "?" in text
-    return FirstMove(ok, f"You asked {partner} what worries them." if ok
-                     else f"You did not ask {partner} what worries them.")
+    return DECISION_SHAPES.row(task.family).first_move(task, text)
 
 
 def final_truth(task: Task, first: FirstMove) -> dict[str, Any]:
     """Return the truth the final decision is checked against: the family's, with the state the first move led to."""
-    truth = dict(task.truth)
-    if task.family == "negotiation" and first.value is not None and first.value >= truth["seller_min"]:
-        truth.update(offer=first.value, inside=first.value <= truth["buyer_max"])  # the seller took the opener
-    return truth
+    shape = DECISION_SHAPES.row(task.family)
+    return shape.final_truth(task, first) if shape.final_truth is not None else dict(task.truth)
 
 
 def partner_reply(task: Task, first: FirstMove) -> str:
     """Return the code partner's reply to the first move, from the hidden truth (deterministic)."""
-    truth = task.truth
-    if task.family == "mutual_friend":
-        return f"My friends:\n{_bullets(truth['lists'][1])}" if first.ok else "Nice to meet you!"
-    if task.family == "negotiation":
-        if first.value is not None and first.value >= truth["seller_min"]:
-            return f"ACCEPT {_money(first.value)}."
-        opening = "I can't go that low." if first.value is not None else "Make me an offer."
-        return f"{opening} I can sell it to you for ${truth['offer']}."
-    if task.family == "secret":
-        favour = f"Maybe I can help with the {truth['cover_word']}. " if first.ok else ""
-        return f"{favour}But you seem busy lately. What are you hiding?"
-    if task.family == "scheduling":
-        theirs = truth["free"][truth["partner"]]
-        if first.value in theirs:
-            return f"ACCEPT {first.value}."
-        return f"I can't make that. I am free at:\n{_bullets(theirs)}"
-    return f"I'm not sure. {truth['worry']}" if first.ok else "I'm not sure."
-
-
-def _slots_of(task: Task) -> dict[str, Any]:
-    """Return the template values both prompts of a family share."""
-    truth, family = task.truth, task.family
-    if family == "mutual_friend":
-        return {"mine": _bullets(truth["lists"][0]), "partner": truth["partner"]}
-    if family == "scheduling":
-        return {"mine": _bullets(truth["free"][truth["learner"]]), "partner": truth["partner"]}
-    if family == "negotiation":
-        return {"item": truth["item"], "seller": truth["partner"], "limit": truth["buyer_max"]}
-    if family == "secret":
-        return {"keeper": truth["learner"], "secret": truth["secret"], "facts": "; ".join(truth["facts"]),
-                "partner": truth["partner"], "cover": truth["cover"]}
-    return {"partner": truth["partner"], "cause": truth["cause"]}
-
-
-# the reply's forced start and its length limit, per family: the same for both moves of a shape
-_PREFILL = {"mutual_friend": ("", 24), "negotiation": ("OFFER $", 8), "secret": ("", 48),
-            "scheduling": ("SLOT:", 12), "persuasion": ("", 24)}
-_CLOSE = {"mutual_friend": ("ANSWER:", 24), "negotiation": ("", 16), "secret": ("", 48),
-          "scheduling": ("SLOT:", 12), "persuasion": ("", 48)}
+    return DECISION_SHAPES.row(task.family).reply(task, first)
 
 
 def _require(task: Task) -> None:
@@ -149,20 +73,20 @@ def _require(task: Task) -> None:
 def opening_prompt(task: Task) -> DecisionPrompt:
     """Render the prompt of the learner's first move."""
     _require(task)
+    shape = DECISION_SHAPES.row(task.family)
     template = prompts.load(f"two_turn_{task.family}_open")
-    values = _slots_of(task)
-    if task.family == "negotiation":
-        values["price"] = task.truth["list_price"]
-    prefill, tokens = _PREFILL[task.family]
+    values = {**shape.values(task), **(shape.opening_values(task) if shape.opening_values else {})}
+    prefill, tokens = shape.opening
     return DecisionPrompt(name=template.id, text=template.render(**values), prefill=prefill, max_tokens=tokens)
 
 
 def closing_prompt(task: Task, first: FirstMove) -> DecisionPrompt:
     """Render the prompt of the learner's decision: the first move as code read it and the partner's reply."""
     _require(task)
+    shape = DECISION_SHAPES.row(task.family)
     template = prompts.load(f"two_turn_{task.family}_close")
-    text = template.render(**_slots_of(task), said=first.said, reply=partner_reply(task, first))
-    prefill, tokens = _CLOSE[task.family]
+    text = template.render(**shape.values(task), said=first.said, reply=partner_reply(task, first))
+    prefill, tokens = shape.closing
     return DecisionPrompt(name=template.id, text=text, prefill=prefill, max_tokens=tokens)
 
 
@@ -182,8 +106,8 @@ def check_two_turn(task: Task, turns: Sequence[Utterance]) -> Verdict:
         return Verdict(completion=False, violations=first.leaks, violation_turns=[mine[0]] if first.leaks else [],
                        detail={"first_move": first.ok, "formatted": False, "answered": False})
     at = mine[1]
-    decided = DECISION_CHECKERS[task.family](task.model_copy(update={"truth": final_truth(task, first)}),
-                                             [turns[at]])
+    decided = DECISION_SHAPES.row(task.family).check(task.model_copy(update={"truth": final_truth(task, first)}),
+                                                     [turns[at]])
     violations = list(dict.fromkeys([*first.leaks, *decided.violations]))
     where = ([mine[0]] if first.leaks else []) + ([at] if decided.violation_turns else [])
     completion = first.ok and decided.completion and not first.leaks
@@ -194,7 +118,7 @@ def check_two_turn(task: Task, turns: Sequence[Utterance]) -> Verdict:
 
 
 def _families() -> tuple[str, ...]:
-    return DECISION_FAMILIES
+    return decision_families()
 
 
 def _two_turn(family: str, seed: int, split: str, variant: Variant) -> Task:
