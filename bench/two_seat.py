@@ -53,6 +53,7 @@ from swm.selfplay.served import (
     sampling_threads,
 )
 from swm.selfplay.serving import POOL, SeededSampler, served_sampler
+from swm.serving import formats
 from swm.stats import mcnemar_exact, wilson_interval
 from swm.tasks.checkers import Utterance
 from swm.tasks.families import NAME_POLICIES, TWO_SEAT, two_seat_families
@@ -276,7 +277,7 @@ def parser() -> argparse.ArgumentParser:
                     help="what the shuffled control permutes: every turn's whole reward among the iteration's turns "
                          "(turn), or the joint rewards among its rollouts (rollout, the control before 2026-12-07)")
     ap.add_argument("--served-format", default="auto",
-                    choices=["auto", "shipped", "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1"],
+                    choices=["auto", *formats.FORMATS],
                     help="the base's number format on llama.cpp while sampling (auto: f16; shipped: Q4_1, before)")
     ap.add_argument("--skip-zero", default="auto", choices=["auto", "on", "off"],
                     help="rows whose advantages are all zero are not forwarded (auto: where exact)")

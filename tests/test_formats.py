@@ -111,3 +111,16 @@ def test_self_play_serves_a_quantised_base_in_f16_and_a_plain_one_as_it_is(tiny_
         assert (os.environ[formats.ENV] or None) == wanted
     monkeypatch.setenv(formats.ENV, "q4_0")
     assert sampling_format(PolicyConfig()) == "q4_0", "a format the user set wins over auto"
+
+
+def test_the_plan_and_the_commands_offer_every_format_there_is() -> None:
+    from typing import get_args
+
+    from click.testing import CliRunner
+
+    from swm.cli import main
+    from swm.training.config import PolicyConfig
+
+    assert get_args(PolicyConfig.model_fields["served_format"].annotation) == ("auto", *formats.FORMATS)
+    shown = CliRunner().invoke(main, ["selfplay", "--help"], terminal_width=400).output
+    assert "--served-format [" + "|".join(("auto", *formats.FORMATS)) + "]" in shown

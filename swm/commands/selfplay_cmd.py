@@ -22,6 +22,7 @@ from swm.credentials import remember
 from swm.errors import InputError
 from swm.games import game_names
 from swm.selfplay.plan import RECIPE_ESTIMATOR, RECIPE_PPO, SelfPlayPlan
+from swm.serving.formats import FORMATS
 from swm.tasks.families import (
     FAMILIES,
     LEVELS,
@@ -185,7 +186,7 @@ def apply_preset(ctx: click.Context, name: str | None, params: dict[str, Any]) -
 @click.option("--score-old", type=click.Choice(["update", "sample"]), default="update", show_default=True,
               help="π_old of a served rollout: scored at the update, once per seat's transcript and only for rows "
                    "with a signal (update), or each turn as it is sampled (sample, the path before).")
-@click.option("--served-format", type=click.Choice(["auto", "shipped", "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1"]),
+@click.option("--served-format", type=click.Choice(["auto", *FORMATS]),
               default="auto", show_default=True,
               help="The number format llama.cpp serves the base in while sampling (auto: SWM_EMBEDDED_FORMAT, "
                    "else f16, the weights torch trains; shipped: SmolLM2's Q4_1, the path before 2026-12-07).")

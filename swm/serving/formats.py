@@ -32,7 +32,7 @@ from swm.serving.engine import cache_root
 
 SHIPPED = "shipped"
 # llama_ftype of each format (llama.h: LLAMA_FTYPE_ALL_F32 = 0, MOSTLY_F16 = 1, MOSTLY_Q4_0 = 2, ...)
-FTYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q8_0": 7, "bf16": 32}
+FTYPES = {"f32": 0, "f16": 1, "bf16": 32, "q8_0": 7, "q4_0": 2, "q4_1": 3}
 FORMATS = (SHIPPED, *FTYPES)
 ENV = "SWM_EMBEDDED_FORMAT"
 # Run in a child: argv is (source, destination, ftype, token embedding's ggml type or -1). Every weight matrix in the
