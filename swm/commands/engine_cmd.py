@@ -58,6 +58,8 @@ def status_command(as_json: bool) -> None:
         return
     if info["engine"] == "llama-server":
         click.echo(f"llama-server {info['binary']} (llama-cpp-python {info['llama_cpp_python']}): {info['slots']} "
-                   f"slots of {info['ctx_per_slot']} tokens")
+                   f"slots of {info['ctx_per_slot']} tokens; the base "
+                   f"{'as shipped' if info['format'] == 'shipped' else 'in ' + info['format']} (SWM_EMBEDDED_FORMAT; "
+                   "self-play samples a quantised base in f16)")
     else:
         click.echo(f"llama-cpp-python's server: 1 request at a time; `{HOW}` builds llama-server")
