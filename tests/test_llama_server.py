@@ -451,3 +451,40 @@ def test_a_decisions_move_is_drawn_without_a_repeat_penalty_on_its_prompt() -> N
     lengths = [stats["completion_tokens"] for _, stats in moves]
     assert statistics.mean(lengths) < 9, f"moves averaged {statistics.mean(lengths):.1f} tokens"
     assert sum(n >= shown[0].max_tokens for n in lengths) <= 3
+
+
+def test_a_port_another_server_took_first_is_not_taken_for_ours(tiny_gguf_llama: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between `_free_port` choosing a port and llama-server binding it another process can take it: a server there
+    that answers ready (as a restarting one does) is not taken for ours, whose model its ``/props`` names, and the
+    fresh start moves to another free port."""
+    import http.server
+
+    class Foreign(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            body = {"/health": {"status": "ok"}, "/props": {"model_path": "/elsewhere/other.gguf"}}.get(self.path, {})
+            data = json.dumps(body).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            return
+
+    foreign = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Foreign)
+    threading.Thread(target=foreign.serve_forever, daemon=True).start()
+    taken = foreign.server_address[1]
+    free = embedded._free_port
+    ports = iter([taken])
+    monkeypatch.setattr(embedded, "_free_port", lambda: next(ports, None) or free())
+    base = tiny_gguf_llama / "base.gguf"
+    try:
+        server = embedded.ensure_server(base=base)
+        assert llama_server.port_of(server.base_url) != taken
+        assert llama_server.serves(server.base_url, base) and not llama_server.serves(f"http://127.0.0.1:{taken}", base)
+        assert _sample(server.base_url, "The harbour", cache=False, temperature=0.0, seed=1, n=4)["tokens"]
+    finally:
+        embedded.stop_server(base=base)
+        foreign.shutdown()

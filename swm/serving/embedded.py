@@ -332,11 +332,28 @@ def ensure_server(timeout: float = 180.0, *, base: Path | None = None, lora: Pat
             _drain(running)
             running.stop()
 
-        cmd = llama_command(model, port, adapters)
-        server = _start(cmd, port, model, timeout, engine_=ENGINE, adapters=adapters)
+        server = _start_llama(model, port, adapters, timeout, fresh=running is None)
         server.released = released
         _servers[key] = server
         return server.view(lora)
+
+
+PORT_TRIES = 3  # free ports a fresh llama-server tries when another process takes the one chosen before it binds
+
+
+def _start_llama(model: Path, port: int, adapters: list[Path], timeout: float, *, fresh: bool) -> EmbeddedServer:
+    """Start llama-server for ``model`` on ``port``. A fresh start whose port another process took between
+    `_free_port` choosing it and the server binding it (the server says it could not bind) tries another free port,
+    `PORT_TRIES` in all; a restart keeps its port, which its clients hold."""
+    for attempt in range(PORT_TRIES):
+        try:
+            return _start(llama_command(model, port, adapters), port, model, timeout, engine_=ENGINE,
+                          adapters=adapters)
+        except ModelUnavailable as exc:
+            if not fresh or attempt == PORT_TRIES - 1 or "bind" not in str(exc):
+                raise
+            port = _free_port()
+    raise AssertionError("unreachable")  # the loop returns or raises
 
 
 def llama_command(model: Path, port: int, adapters: list[Path]) -> list[str]:
@@ -443,8 +460,8 @@ def _await(server: EmbeddedServer, timeout: float) -> None:
 
 
 def _answers(server: EmbeddedServer) -> bool:
-    if server.engine == ENGINE:
-        return llama_server.ready(server.base_url)
+    if server.engine == ENGINE:  # ready, and ours: not another process's server that took the port first
+        return llama_server.ready(server.base_url) and llama_server.serves(server.base_url, server.model_path)
     try:
         with urllib.request.urlopen(f"{server.base_url}/models", timeout=2) as reply:
             return bool(reply.status == 200)

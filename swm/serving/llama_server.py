@@ -129,6 +129,16 @@ def ready(base_url: str) -> bool:
         return False
 
 
+def serves(base_url: str, model: Path) -> bool:
+    """Tell whether the server at ``base_url`` is the one serving ``model`` (its ``/props``' ``model_path``): another
+    process can hold a port swm chose between choosing it and its own server binding it."""
+    try:
+        path = (_get(_root(base_url) + "/props") or {}).get("model_path")
+    except (OSError, ValueError):
+        return False
+    return bool(path) and Path(str(path)).resolve() == Path(model).resolve()
+
+
 def loaded_adapters(base_url: str) -> dict[int, Path]:
     """Return {request id: adapter path} as the running server at ``base_url`` reports them (``/lora-adapters``)."""
     return {int(entry["id"]): Path(entry["path"]) for entry in _get(_root(base_url) + "/lora-adapters", timeout=10)}
