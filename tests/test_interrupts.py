@@ -94,8 +94,10 @@ def test_sigterm_to_the_process_group_drains_learn_and_never_restarts_its_server
     from bench.interrupts import episode_ids, finished, learn_command, wait_for_episode
 
     server = tmp_path / "llama-server"
-    server.write_text('#!/bin/sh\nwhile [ $# -gt 0 ]; do [ "$1" = --port ] && port=$2; shift; done\n'
-                      f'exec {sys.executable} -m swm.testing.server --port "$port" --latency {LATENCY}\n')
+    server.write_text('#!/bin/sh\nwhile [ $# -gt 0 ]; do [ "$1" = --port ] && port=$2; [ "$1" = --model ] && model=$2; '
+                      'shift; done\n'
+                      f'exec {sys.executable} -m swm.testing.server --port "$port" --model "$model" '
+                      f'--latency {LATENCY}\n')
     server.chmod(0o755)
     (tmp_path / "base.gguf").write_bytes(b"GGUF")
     db = tmp_path / "g.db"

@@ -77,6 +77,7 @@ def test_the_answer_credit_preset_is_the_plan_the_results_page_ran() -> None:
     assert mine.policy.model_dump(include={"temperature", "lora_r", "lora_alpha", "autocast", "score_old"}) == \
         page.policy.model_dump(include={"temperature", "lora_r", "lora_alpha", "autocast", "score_old"})
     assert (mine.reward.answer, mine.reward.belief, mine.tasks_per_iteration) == (0.5, 0.5, 8)
+    assert mine.policy.served_format == "shipped", "the page sampled on the shipped Q4_1 base (before F16 was default)"
 
 
 def test_an_option_both_commands_take_has_the_same_default() -> None:

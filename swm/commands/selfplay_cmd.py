@@ -53,15 +53,16 @@ PRESETS: dict[str, dict[str, Any]] = {
                          "lr": 2e-4, "train_epochs": 1, "train_batch_size": 8, "kl_coef": 0.0, "iterations": 16,
                          "tasks_per_iteration": 4, "group_size": 8, "max_turns": 4, "eval_tasks": 200,
                          "temperature": 0.7, "lora_r": 8,
-                         # as that page ran: float32, advantages whitened about the batch mean
-                         "autocast": "off", "whiten": "centre"},
+                         # as that page ran: float32, advantages whitened about the batch mean, the Q4_1 base served
+                         "autocast": "off", "whiten": "centre", "served_format": "shipped"},
     # docs/results/selfplay.md, "Conversations learn at four messages" (2026-12-02): 5.5% -> 17.0% of 200 test tasks
     # after 6 iterations from the rs-SFT warm start (--from); group-turn advantages over the joint outcome plus half
     # of each message's belief gain. The page's second stage (--stage 1), seat draws (SWM_EMBEDDED_DRAW=seat).
     "multi-turn-4-2026-12": {"family": "mutual_friend", "level": "multi-turn-4", "names": "disjoint",
                              "estimator": "group-turn", "belief": 0.5, "lr": 2e-4, "train_epochs": 1,
                              "train_batch_size": 8, "kl_coef": 0.0, "iterations": 6, "tasks_per_iteration": 4,
-                             "group_size": 8, "stage": 1, "eval_tasks": 20, "temperature": 0.7, "lora_r": 8},
+                             "group_size": 8, "stage": 1, "eval_tasks": 20, "temperature": 0.7, "lora_r": 8,
+                             "served_format": "shipped"},  # sampled on the shipped Q4_1 base, as the page ran
     # docs/results/selfplay.md, "Four messages, eight tasks an iteration and the per-seat answer credit" (2026-12-03):
     # 4.5% -> 12.5% of 200 test tasks (p = 0.0015, one seed) from the two-seat adapter itself (--from), no rs-SFT:
     # 8 tasks x G = 8 an iteration, group-turn advantages, half of each message's belief gain and +0.5 to a seat whose
@@ -70,7 +71,7 @@ PRESETS: dict[str, dict[str, Any]] = {
                                 "estimator": "group-turn", "belief": 0.5, "answer_reward": 0.5, "lr": 2e-4,
                                 "train_epochs": 1, "train_batch_size": 8, "kl_coef": 0.0, "iterations": 6,
                                 "tasks_per_iteration": 8, "group_size": 8, "stage": 1, "eval_tasks": 20,
-                                "temperature": 0.7, "lora_r": 8},
+                                "temperature": 0.7, "lora_r": 8, "served_format": "shipped"},  # the Q4_1 base
 }
 
 

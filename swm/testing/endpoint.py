@@ -55,6 +55,7 @@ class _State:
                  record: bool, lora: bool = False) -> None:
         self.lock = threading.Lock()
         self.lora = lora
+        self.model: str | None = None  # the GGUF a llama-server stand-in says it serves (``/props``' model_path)
         self.adapters: dict[str, str] = {}  # lora_name -> lora_path, as loaded
         self.latency, self.jitter = latency, jitter
         self.rng = random.Random(seed)
@@ -344,6 +345,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, self.state.stats())
         elif self.path.rstrip("/") == "/health":  # llama-server's readiness route: a stand-in for it answers it
             self._send(200, {"status": "ok"})
+        elif self.path.rstrip("/") == "/props" and self.state.model:  # and its model, which swm checks is its own
+            self._send(200, {"model_path": self.state.model})
         elif self.path.rstrip("/").endswith("/bodies"):
             with self.state.lock:
                 self._send(200, list(self.state.bodies))

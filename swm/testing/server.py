@@ -208,9 +208,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--scripts", default="{}", help="JSON: {tool name: arguments object | text}")
     parser.add_argument("--fault-rate", type=float, default=0.0, help="share of chat requests that get a fault")
     parser.add_argument("--fault-kinds", default=",".join(FAULTS), help=f"comma-separated, of {', '.join(FAULTS)}")
+    parser.add_argument("--model", default=None,
+                        help="as a llama-server stand-in: the GGUF path GET /props names (swm checks it is its own)")
     args = parser.parse_args(argv)
     state = _State(args.latency, args.jitter, args.seed, json.loads(args.scripts), DEFAULT_TEXT, args.record,
                    args.lora)
+    state.model = args.model
     try:
         state.configure({"fault_rate": args.fault_rate, "fault_kinds": args.fault_kinds.split(",")})
     except ValueError as exc:
