@@ -458,24 +458,11 @@ def test_a_port_another_server_took_first_is_not_taken_for_ours(tiny_gguf_llama:
     """Between `_free_port` choosing a port and llama-server binding it another process can take it: a server there
     that answers ready (as a restarting one does) is not taken for ours, whose model its ``/props`` names, and the
     fresh start moves to another free port."""
-    import http.server
+    from swm.testing.server import FakeOpenAIServer
 
-    class Foreign(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-            body = {"/health": {"status": "ok"}, "/props": {"model_path": "/elsewhere/other.gguf"}}.get(self.path, {})
-            data = json.dumps(body).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args: object) -> None:
-            return
-
-    foreign = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Foreign)
-    threading.Thread(target=foreign.serve_forever, daemon=True).start()
-    taken = foreign.server_address[1]
+    # answers /health ok, as llama-server does, and /props with a model of its own
+    foreign = FakeOpenAIServer(model="/elsewhere/other.gguf").start()
+    taken = llama_server.port_of(foreign.base_url)
     free = embedded._free_port
     ports = iter([taken])
     monkeypatch.setattr(embedded, "_free_port", lambda: next(ports, None) or free())
@@ -487,4 +474,4 @@ def test_a_port_another_server_took_first_is_not_taken_for_ours(tiny_gguf_llama:
         assert _sample(server.base_url, "The harbour", cache=False, temperature=0.0, seed=1, n=4)["tokens"]
     finally:
         embedded.stop_server(base=base)
-        foreign.shutdown()
+        foreign.stop()

@@ -79,11 +79,12 @@ class FakeOpenAIServer:
 
     def __init__(self, latency: float = 0.0, *, jitter: float = 0.0, seed: int = 0,
                  scripts: Mapping[str, Any] | None = None, text: str = DEFAULT_TEXT, record: bool = False,
-                 process: bool = False, lora: bool = False) -> None:
+                 process: bool = False, lora: bool = False, model: str | None = None) -> None:
         self.process_mode = process
         self._settings = {"latency": latency, "jitter": jitter, "seed": seed, "record": record}
         self._scripts = dict(scripts or {})
         self._state = _State(latency, jitter, seed, self._scripts, text, record, lora)
+        self._state.model = model  # as a llama-server stand-in: the GGUF GET /props names (in-thread server)
         if process and any(callable(s) for s in (scripts or {}).values()):
             raise ValueError("scripted functions need the in-thread server (process=False)")
         self._http: _Server | None = None
