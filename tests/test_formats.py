@@ -77,6 +77,7 @@ def test_the_embedded_server_serves_the_chosen_format(tiny_gguf_llama: Path, cac
     replies = {}
     for fmt in ("shipped", "f16"):
         monkeypatch.setenv(formats.ENV, fmt)
+        embedded.stop_server()  # a server of this file an earlier test left (with its adapters) is not this one
         server = embedded.ensure_server()
         try:
             model = Path(server.command[server.command.index("--model") + 1])
@@ -84,7 +85,7 @@ def test_the_embedded_server_serves_the_chosen_format(tiny_gguf_llama: Path, cac
             assert (model == tiny_gguf_llama / "base.gguf") == (fmt == "shipped")
             assert embedded.engine_info()["format"] == fmt
             body = {"prompt": "The harbour town wakes early.", "n_predict": 12, "temperature": 0.0,
-                    "cache_prompt": False, "return_tokens": True}
+                    "cache_prompt": False, "return_tokens": True, **server.fields}
             request = urllib.request.Request(server.base_url.removesuffix("/v1") + "/completion",
                                              data=json.dumps(body).encode(),
                                              headers={"Content-Type": "application/json"})
