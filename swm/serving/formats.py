@@ -99,6 +99,8 @@ def convert(source: Path, fmt: str) -> Path:
     if fmt not in FTYPES:
         raise InputError(f"{fmt!r} is not a format swm serves; choose one of {', '.join(FORMATS)}")
     out = path(source, fmt)
+    if out.is_file():  # the common case, on every embedded request: made before, renamed into place whole
+        return out
     out.parent.mkdir(parents=True, exist_ok=True)
     with (out.parent / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
