@@ -79,7 +79,7 @@ def plan_of(args: argparse.Namespace, arm: str) -> dict[str, Any]:
                     "micro_batch": args.micro_batch, "skip_zero": args.skip_zero, "shared_prefix": args.shared_prefix},
             "advantage": {"estimator": args.estimator, "whiten": args.whiten},
             # the control has no signal: with belief gains mixed in, they are shuffled among its turns too
-            "reward": {"answer": args.answer_reward, "belief": args.belief,
+            "reward": {"answer": args.answer_reward, "attempt": args.attempt_reward, "belief": args.belief,
                        "belief_shuffle": args.belief_shuffle or (arm == "shuffled" and args.belief > 0)}}
 
 
@@ -264,6 +264,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--temperature", type=float, default=0.7)
     ap.add_argument("--answer-reward", type=float, default=0.0, help="added to a seat's reward when its own "
                     "first answer is right (multi-turn; 0: the joint reward alone)")
+    ap.add_argument("--attempt-reward", type=float, default=0.0, help="added to a seat's reward when its own "
+                    "first answer names one person of the lists, unhedged, right or wrong (multi-turn; 0: off)")
     ap.add_argument("--belief", type=float, default=0.0, help="weight of each multi-turn message's belief gain "
                     "(swm.selfplay.belief; 0: off)")
     ap.add_argument("--belief-shuffle", action="store_true", help="the shuffled-turn control of the belief gain")

@@ -164,3 +164,23 @@ def test_answer_reward_credits_only_the_seat_whose_own_answer_is_right() -> None
     assert {s.seat: s.outcome for s in plain.seats} == {a: 0.0, b: 0.0}
     both, verdict = score(rollout((a, f"ANSWER: {friend}"), (b, f"ANSWER: {friend}")), task, half)
     assert verdict.completion and {s.seat: s.outcome for s in both.seats} == {a: 1.5, b: 1.5}
+
+
+@pytest.mark.parametrize(("said", "attempted"), [
+    ("{wrong}", True), ("{friend}", True), ("", False), ("{seat}", False), ("{wrong} or {friend}", False),
+    ("{wrong_first}", True), ("nobody I know", False),
+])
+def test_attempt_reward_puts_silence_below_a_guess_and_pays_no_hedge(said: str, attempted: bool) -> None:
+    """`attempt` adds to the seat whose first answer names one person of the lists, right or wrong; an empty answer,
+    a seat's own name, a hedge or words that name nobody earn none; 0 leaves it out."""
+    task = multi_turn_task("mutual_friend", 3)
+    a, b = task.truth["seats"]
+    friend = task.truth["friend"]
+    wrong = next(n for n in task.truth["lists"][1] if n != friend and not set(n.split()) & set(f"{a} {b}".split()))
+    answer = "ANSWER: " + said.format(wrong=wrong, friend=friend, seat=a, wrong_first=wrong.split()[0])
+    turns = [(a, "Who do you know?"), (b, answer.strip())]
+    scored, verdict = score(rollout(*turns), task, RewardConfig(attempt=0.25))
+    assert verdict.detail["attempted"].get(b, False) is attempted and a not in verdict.detail["attempted"]
+    assert {s.seat: s.outcome for s in scored.seats} == {a: 0.0, b: 0.25 if attempted else 0.0}
+    plain, _ = score(rollout(*turns), task, RewardConfig())
+    assert {s.seat: s.outcome for s in plain.seats} == {a: 0.0, b: 0.0}

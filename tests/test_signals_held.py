@@ -21,13 +21,26 @@ from swm.testing import scaled
 
 pytestmark = pytest.mark.timeout(60)
 
+# "held" is said once the main thread is inside read(2) on the pipe (its /proc syscall line names the pipe's
+# descriptor as first argument): said before, a signal could land while it still ran bytecode, and its handler
+# would run there, as it would in any command whose main thread is not held
 HELD = """
-import os, signal
+import os, signal, threading, time
 from swm import drain
+
+def say_held(tid, fd):
+    while True:
+        with open(f"/proc/self/task/{tid}/syscall") as f:
+            fields = f.read().split()
+        if len(fields) > 1 and fields[1] == hex(fd):
+            break
+        time.sleep(0.005)
+    print("held", flush=True)
+
 with drain.handling_signals():
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGHUP})
     r, w = os.pipe()
-    print("held", flush=True)
+    threading.Thread(target=say_held, args=(threading.get_native_id(), r), daemon=True).start()
     os.read(r, 1)
 """
 

@@ -141,6 +141,9 @@ def apply_preset(ctx: click.Context, name: str | None, params: dict[str, Any]) -
 @click.option("--answer-reward", default=0.0, show_default=True, type=click.FloatRange(min=0),
               help="Added to a seat's reward when its own first answer is right (multi-turn tasks; 0: the joint "
                    "reward alone).")
+@click.option("--attempt-reward", default=0.0, show_default=True, type=click.FloatRange(min=0),
+              help="Added to a seat's reward when its own first answer names one person of the lists, unhedged, "
+                   "right or wrong (multi-turn tasks): silence below a guess; 0: off.")
 @click.option("--belief", "belief", default=0.0, show_default=True, type=click.FloatRange(min=0),
               help="Weight of each multi-turn message's belief gain (the partner's log-probability of the shared "
                    "friend on its closing prompt after the message minus before, under the sampling policy; pays "
@@ -268,6 +271,7 @@ def selfplay_plan(thread: str, o: dict[str, Any]) -> SelfPlayPlan:
                           "whiten": o["whiten"]},
             "reward": {"judge_weight": o["judge_weight"], "quality_filter": not o["no_filter"],
                        "illegal_move": o["illegal_reward"], "answer": o["answer_reward"],
+                       "attempt": o["attempt_reward"],
                        "belief": o["belief"], "belief_shuffle": o["belief_shuffle"]}})
     except ValidationError as err:
         raise InputError(f"bad self-play setting: {err.errors()[0]['loc']}: {err.errors()[0]['msg']}") from err

@@ -4,11 +4,14 @@ Outcome per seat, at the seat's last turn: ``completion · 1[task completed] + v
 min(#violations in the seat's own turns, max_violations)`` (the checker's ``violation_turns``,
 attributed to their speakers: a leak costs the seat that leaked), plus ``answer · 1[the seat's own
 first answer is right]`` where the checker reports each seat's answer (the multi-turn task's
-``detail["right"]``; ``answer=0``, the default, leaves the joint reward alone). That term is a
-seat's own credit: on a conversation where success is rare it rewards the seat that found the
-friend even when its partner did not. A failed *attempt* (a wrong
-or hedged answer, `swm.tasks.checkers.is_attempt`) is no violation: it scores 0, as silence or
-leaving does, so answering never has a lower expected reward than staying out. With
+``detail["right"]``; ``answer=0``, the default, leaves the joint reward alone), plus ``attempt · 1[that first
+answer names one person of the lists, unhedged]`` (``detail["attempted"]``, right or wrong: an empty answer, a
+seat's own name or a hedge earns none; ``attempt=0``, the default, is off). The answer term is a seat's own
+credit: on a conversation where success is rare it rewards the seat that found the friend even when its partner
+did not. A failed *attempt* (a wrong or hedged answer, `swm.tasks.checkers.is_attempt`) is no violation: it
+scores 0, as silence or leaving does, so answering never has a lower expected reward than staying out; the
+attempt term puts silence below a guess (with a wrong answer costing what an empty one does, runs drifted to
+answering nothing: docs/results/selfplay.md). With
 ``judge_weight > 0`` every turn also gets ``judge_weight · judge`` (a per-turn judge score in
 [0, 1]), and with ``belief > 0`` a multi-turn message gets ``belief · gain``, the partner's belief gain
 (`swm.selfplay.belief`). The mix is a `RewardConfig`, recorded with the run.
@@ -64,6 +67,9 @@ class RewardConfig(BaseModel):
     judge_weight: float = Field(0.0, ge=0, description="weight of the per-turn judge score (0: no judge)")
     answer: float = Field(0.0, ge=0, description="added to a seat's outcome when its own first answer is right "
                           "(the checker's detail['right'], multi-turn tasks); 0: the joint reward alone")
+    attempt: float = Field(0.0, ge=0, description="added to a seat's outcome when its own first answer names one "
+                           "person of the lists, unhedged, right or wrong (the checker's detail['attempted'], "
+                           "multi-turn tasks): silence below a guess; 0: off")
     belief: float = Field(0.0, ge=0, description="weight of each message's belief gain (swm.selfplay.belief: the "
                           "partner's log-probability of the shared friend after the message minus before, in nats, "
                           "multi-turn tasks) added to its turn's reward; 0: off")
@@ -138,13 +144,15 @@ def score(rollout: Rollout, task: Task, config: RewardConfig, judge: Mapping[int
     broken = set(verdict.violation_turns) if any(not is_attempt(v) for v in verdict.violations) else set()
     rollout.verdict = verdict.model_dump()
     outcomes = {}
-    listed = verdict.detail.get("right")
+    listed, tried = verdict.detail.get("right"), verdict.detail.get("attempted")
     right: Mapping[str, object] = listed if isinstance(listed, dict) else {}
+    attempted: Mapping[str, object] = tried if isinstance(tried, dict) else {}
     for seat in rollout.seats:
         own = {t.turn for t in seat.turns}
         seat.violations = list(verdict.violations) if broken & own else []
         outcomes[seat.seat] = config.completion * float(verdict.completion) + config.violation * min(
-            len(broken & own), config.max_violations) + config.answer * float(right.get(seat.seat) is True)
+            len(broken & own), config.max_violations) + config.answer * float(right.get(seat.seat) is True) + (
+            config.attempt * float(attempted.get(seat.seat) is True))
     _assign(rollout, outcomes, broken, config, judge, belief=belief)
     return rollout, verdict
 

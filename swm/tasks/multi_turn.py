@@ -61,7 +61,9 @@ never did, 0 of 160 messages). In an append-only seat chat a later turn's messag
 Complete when both seats' first answers name the shared friend and no message broke the cap;
 ``resolved_at`` is the turn of the second right answer. ``detail["answered"]``: both seats answered
 (the rollout ends there), ``detail["max_named"]``: the most people one message named,
-``detail["friend_said_at"]``: the first turn that named the friend.
+``detail["friend_said_at"]``: the first turn that named the friend, ``detail["right"]``: each answering seat's
+first answer right or not, ``detail["attempted"]``: whether it named one person of the lists, unhedged (right or
+wrong; empty, a seat's own name or a hedge is not an attempt).
 """
 
 from __future__ import annotations
@@ -372,6 +374,7 @@ def check_multi_turn(task: Task, turns: Sequence[Utterance]) -> Verdict:
     seats, friend = task.truth["seats"], " ".join(task.truth["friend"].split()).casefold()
     cap, budget = task.truth["cap"], task.truth["budget"]
     first: dict[str, tuple[bool, int]] = {}
+    attempted: dict[str, bool] = {}
     codes: list[str] = []
     broke: list[int] = []
     wrong: list[int] = []
@@ -391,6 +394,7 @@ def check_multi_turn(task: Task, turns: Sequence[Utterance]) -> Verdict:
         for said, hedged in _answers(text, names):
             right = said == friend.split() and not hedged
             first.setdefault(turn.agent, (right, i))
+            attempted.setdefault(turn.agent, not hedged and bool(_people(_named(said, names))))
             if not right:
                 wrong.append(i)
                 code = "hedged_answer" if hedged else "wrong_answer"
@@ -405,7 +409,7 @@ def check_multi_turn(task: Task, turns: Sequence[Utterance]) -> Verdict:
                    resolved_at=max(i for _, i in first.values()) if complete else None,
                    detail={"answered": all(seat in first for seat in seats), "max_named": most,
                            "friend_said_at": said_at, "over_cap": len(broke),
-                           "right": {seat: first[seat][0] for seat in first}})
+                           "right": {seat: first[seat][0] for seat in first}, "attempted": attempted})
 
 
 def _families() -> tuple[str, ...]:
