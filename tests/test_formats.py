@@ -114,6 +114,24 @@ def test_self_play_serves_a_quantised_base_in_f16_and_a_plain_one_as_it_is(tiny_
     assert sampling_format(PolicyConfig()) == "q4_0", "a format the user set wins over auto"
 
 
+def test_learn_serves_a_quantised_base_in_f16_for_ppo_and_as_shipped_for_the_other_methods(
+        tiny_gguf_llama: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from swm.commands.learn import serve_base_as
+    from swm.lifelong.plan import LifelongPlan
+
+    tiny = str(tiny_gguf_llama / "base.gguf")
+    cases = [({"update": "ppo"}, "f16"), ({"update": "rs-sft"}, "shipped"), ({"update": "dpo"}, "shipped"),
+             ({"update": "ppo", "hf_model": tiny}, "shipped"), ({"update": "rs-sft", "served_format": "q8_0"}, "q8_0"),
+             ({"update": "ppo", "served_format": "shipped"}, "shipped"),
+             ({"update": "ppo", "lora_server": "http://127.0.0.1:9"}, None)]
+    for fields, wanted in cases:
+        monkeypatch.setenv(formats.ENV, "")
+        assert serve_base_as(LifelongPlan(**fields)) == wanted, fields
+        assert (os.environ[formats.ENV] or None) == wanted
+    monkeypatch.setenv(formats.ENV, "q4_0")
+    assert serve_base_as(LifelongPlan(update="ppo")) == "q4_0", "a format the user set wins over auto"
+
+
 def test_the_plan_and_the_commands_offer_every_format_there_is() -> None:
     from typing import get_args
 
@@ -122,6 +140,11 @@ def test_the_plan_and_the_commands_offer_every_format_there_is() -> None:
     from swm.cli import main
     from swm.training.config import PolicyConfig
 
+    from swm.lifelong.plan import LifelongPlan
+
     assert get_args(PolicyConfig.model_fields["served_format"].annotation) == ("auto", *formats.FORMATS)
+    assert get_args(LifelongPlan.model_fields["served_format"].annotation) == ("auto", *formats.FORMATS)
+    learn = CliRunner().invoke(main, ["learn", "--help"], terminal_width=400).output
+    assert "--served-format [" + "|".join(("auto", *formats.FORMATS)) + "]" in learn
     shown = CliRunner().invoke(main, ["selfplay", "--help"], terminal_width=400).output
     assert "--served-format [" + "|".join(("auto", *formats.FORMATS)) + "]" in shown

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 import uuid
@@ -36,6 +37,7 @@ from swm.credentials import remember
 from swm.errors import InputError, ItemsFailed
 from swm.filenames import file_name
 from swm.lifelong.plan import LifelongPlan
+from swm.serving import formats
 from swm.tables import Names
 from swm.tracking import check_reporter, tracking
 from swm.usage import total_usage
@@ -92,7 +94,7 @@ CLI_PLAN = ("cycles", "levels", "families", "eval_families", "names", "eval_shif
             "episodes_per_level",
             "samples_per_task", "max_turns", "act_order", "act_strategy", "eval_act_strategy", "self_play", "judge",
             "judge_threshold", "gating", "min_margin", "update", "estimator", "ppo_groups", "ppo_iterations",
-            "ppo_group", "keep", "balance", "balance_share", "replay",
+            "ppo_group", "keep", "balance", "balance_share", "replay", "served_format",
             "epsilon", "gate_alpha", "episode_split", "heldout_per_cell", "dev_per_cell", "hf_model", "base_gguf",
             "lora_server",
             "verify_served", "report_to")
@@ -288,6 +290,9 @@ def _run_thread(plan: LifelongPlan, ctx: SWMContext, config: RunnableConfig, db:
             values["report_path"] = str(write_report(store, plan, usage=values.get("usage"),
                                                      agent_spec=ctx.spec_for("agent")))
             return values
+        fmt = serve_base_as(plan)
+        if fmt:
+            click.echo(f"llama-server: the base served in {fmt} (--served-format)", err=True)
         if workers > 0:  # a cluster only once there are episodes to play: a finished thread needs none (seconds saved)
             from swm.commands.workers import lifelong_runner_on_ray, ray_cluster
 
@@ -297,6 +302,22 @@ def _run_thread(plan: LifelongPlan, ctx: SWMContext, config: RunnableConfig, db:
                                                    plan.model_dump(mode="json")))
         _announce(graph, snapshot, status, config, ctx)
         return _stream(graph, inputs, config, ctx, plan, dict(snapshot.values or {}), progress)
+
+
+def serve_base_as(plan: LifelongPlan) -> str | None:
+    """Serve the base in the plan's ``served_format`` (``SWM_EMBEDDED_FORMAT``, which the embedded server reads, and
+    Ray workers inherit); return the format set, None where adapters are served elsewhere (``lora_server``)."""
+    if plan.lora_server:
+        return None
+    from swm.serving.adapters import find_base_gguf  # deferred: --help (it loads the GGUF writer)
+
+    fmt: str = plan.served_format
+    if fmt == "auto":
+        base = find_base_gguf(plan.hf_model, plan.base_gguf)
+        quantised = plan.update == "ppo" and base is not None and base.is_file() and formats.quantised(base)
+        fmt = os.environ.get(formats.ENV) or ("f16" if quantised else formats.SHIPPED)
+    os.environ[formats.ENV] = fmt
+    return fmt
 
 
 def check_training(plan: LifelongPlan) -> None:

@@ -46,7 +46,7 @@ class LifelongPlan(BaseModel):
         "eval_act_strategy", "self_play", "judge", "judge_threshold", "gating", "min_margin", "update", "keep",
         "replay", "epsilon", "gate_alpha", "heldout_per_cell", "dev_per_cell", "hf_model", "eval_families",
         "base_gguf", "lora_server", "train", "estimator", "ppo_groups", "ppo_iterations", "ppo_group", "act_order",
-        "names", "eval_shifts", "shift_per_cell", "balance", "balance_share", "episode_split")
+        "names", "eval_shifts", "shift_per_cell", "balance", "balance_share", "episode_split", "served_format")
 
     run_id: str = "learn"
     cycles: int = Field(3, ge=1, description="Training cycles (after the baseline evaluation).")
@@ -136,6 +136,12 @@ class LifelongPlan(BaseModel):
     verify_served: Literal["full", "identity"] = Field("full", description=(
         "After each deploy: 'full' checks the served adapter's identity (content hash) and a temperature-0 probe "
         "against the trained adapter's own output; 'identity' the hash only (for servers that play no weights)."))
+    served_format: Literal["auto", "shipped", "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1"] = Field(
+        "auto", description=(
+            "The number format llama.cpp serves the base GGUF in (swm.serving.formats; SWM_EMBEDDED_FORMAT): auto is "
+            "SWM_EMBEDDED_FORMAT where set, else f16 for --update ppo over a quantised base (its samples then come "
+            "from the weights torch scores them with, 0.001 nats a token apart against Q4_1's 0.03, and prompts are "
+            "evaluated 1.6-1.9x faster) and the base as shipped for the other methods."))
     lora_server: str | None = Field(None, description=(
         "Serve adapters on this OpenAI-compatible server by runtime LoRA loading (vLLM /v1/load_lora_adapter) "
         "instead of the embedded llama.cpp server."))
