@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
 import time
 from collections.abc import Sequence
@@ -62,7 +61,7 @@ from swm.tracking import Tracker
 from swm.training.advantages import ESTIMATORS, AdvantageConfig, assign_advantages
 from swm.training.base import load_base, shipped_gguf
 from swm.training.config import PolicyConfig, PPOConfig
-from swm.training.device import choose_placement
+from swm.training.device import choose_placement, train_threads
 from swm.training.stats import TrainStats
 from swm.training.trajectory import Rollout, SeatTrajectory, SeatTurn
 from swm.training.trl_update import TrainSettings, attach_adapter, finish_adapter, finished_stats
@@ -248,8 +247,9 @@ def _load_policy(base: str | None, parent_adapter: str | None, settings: TrainSe
 
     from swm.training.policy import LoraValueModel  # noqa: PLC0415 - imports torch at its top ([train])
 
-    if os.environ.get("SWM_TRAIN_THREADS"):
-        torch.set_num_threads(int(os.environ["SWM_TRAIN_THREADS"]))
+    threads = train_threads()  # every core by default, as self-play's update (SWM_TRAIN_THREADS sets them)
+    if threads:
+        torch.set_num_threads(threads)
     torch.manual_seed(settings.seed)
     model, tokenizer = load_base(base, choose_placement(settings.device, settings.dtype))
     meta = base_meta(model.config, str(base or shipped_gguf()))
