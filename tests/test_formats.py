@@ -138,9 +138,8 @@ def test_the_plan_and_the_commands_offer_every_format_there_is() -> None:
     from click.testing import CliRunner
 
     from swm.cli import main
-    from swm.training.config import PolicyConfig
-
     from swm.lifelong.plan import LifelongPlan
+    from swm.training.config import PolicyConfig
 
     assert get_args(PolicyConfig.model_fields["served_format"].annotation) == ("auto", *formats.FORMATS)
     assert get_args(LifelongPlan.model_fields["served_format"].annotation) == ("auto", *formats.FORMATS)

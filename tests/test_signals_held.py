@@ -81,3 +81,8 @@ def test_one_signal_alone_only_drains() -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_drained_command_exits_with_128_plus_its_signal() -> None:
+    assert [drain.drained_exit_code(name) for name in ("SIGTERM", "SIGHUP", "SIGINT")] == [143, 129, 130]
+    assert drain.drained_exit_code(None) == drain.drained_exit_code("GraphDrained") == 130

@@ -291,7 +291,7 @@ def _run_thread(plan: LifelongPlan, ctx: SWMContext, config: RunnableConfig, db:
                                                      agent_spec=ctx.spec_for("agent")))
             return values
         fmt = serve_base_as(plan)
-        if fmt:
+        if fmt and fmt != formats.SHIPPED:  # said only when it is not the base as shipped
             click.echo(f"llama-server: the base served in {fmt} (--served-format)", err=True)
         if workers > 0:  # a cluster only once there are episodes to play: a finished thread needs none (seconds saved)
             from swm.commands.workers import lifelong_runner_on_ray, ray_cluster
