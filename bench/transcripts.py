@@ -7,7 +7,9 @@ verdict). The test tasks are rebuilt as the bench built them (`swm.tasks.splits.
 own list, the shared friend and the seats' names are the task's truth, and every message is read with the checker's
 own name reading (`swm.tasks.multi_turn.people_named`), so a name counts however it is spelled. Per policy, over both
 seats' answers and lists: answers right; answers copying the prompt's ``First Last`` placeholder; answers naming a
-seat (one of the two speakers); answers naming another friend of the seat's own list; listed names not on the seat's
+seat (one of the two speakers); answers naming another friend of the seat's own list; answers with nothing after
+``ANSWER:``; answers the attempt credit pays (the checker's ``detail["attempted"]``: one person of the lists,
+unhedged, right or wrong); listed names not on the seat's
 own list (copied from the partner), per role; lists that name the friend. Then each later policy against the first,
 task by task: exact McNemar on joint success. The results page's transcript table is this output.
 """
@@ -21,9 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from swm.stats import mcnemar_exact, wilson_interval
+from swm.tasks.checkers import Utterance
 from swm.tasks.families import Task
 from swm.tasks.multi_turn import people_named
 from swm.tasks.splits import split_tasks
+from swm.tasks.verify import check
 
 PLACEHOLDER = "first last"
 
@@ -57,6 +61,8 @@ def read(rows: list[dict[str, Any]], names: str = "disjoint") -> Counter[str]:
         counts["tasks"] += 1
         counts["passed"] += int(row["passed"])
         answered: set[str] = set()
+        attempted = check(task, [Utterance(agent=a, text=t) for a, t in row["transcript"]]).detail["attempted"]
+        counts["answers the attempt credit pays"] += sum(bool(v) for v in attempted.values())
         for speaker, text in row["transcript"]:
             i = seats.index(speaker)
             own = {" ".join(n.split()).casefold() for n in lists[i]}
@@ -70,6 +76,7 @@ def read(rows: list[dict[str, Any]], names: str = "disjoint") -> Counter[str]:
                 counts["answers copying the placeholder"] += int(PLACEHOLDER in line)
                 counts["answers naming a seat"] += int(any(s.casefold() in line for s in seats))
                 counts["answers naming another friend of the seat's own list"] += int(bool(said & own - {friend}))
+                counts["answers with nothing after ANSWER:"] += int(not line)
                 continue
             if "ANSWER:" in text:
                 continue

@@ -37,3 +37,15 @@ def test_answers_and_lists_are_counted_as_the_checker_reads_them(tmp_path: Path)
     assert counts["listed names not on the seat's own list (opener)"] == 0
     page = report([f"{path}:warm", f"{path}:selfplay"])
     assert "1 lost" not in page and "0 lost, 1 gained, exact McNemar p = 1" in page
+
+
+def test_empty_answers_and_the_answers_the_attempt_credit_pays_are_counted(tmp_path: Path) -> None:
+    counts = read(json.loads(_eval(tmp_path).read_text())["eval"]["warm"])
+    assert counts["answers the attempt credit pays"] == 2, "the right ones; a placeholder or a seat is no attempt"
+    assert counts["answers with nothing after ANSWER:"] == 0
+    (task,) = split_tasks("test", ["multi-turn-4"], ["mutual_friend"], 1)
+    (sa, sb), wrong = task.truth["seats"], next(n for n in task.truth["lists"][1] if n != task.truth["friend"])
+    row = {"task": task.task_id, "passed": False, "listed": 0.0,
+           "transcript": [[sa, "ANSWER:"], [sb, f"ANSWER: {wrong}"]]}
+    counts = read([row])
+    assert counts["answers with nothing after ANSWER:"] == 1 and counts["answers the attempt credit pays"] == 1
