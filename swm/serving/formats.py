@@ -125,8 +125,23 @@ def quantised(source: Path) -> bool:
     return _quantised(source, stat.st_size, stat.st_mtime_ns)
 
 
+PLAIN_FTYPES = {0, 1, 32}  # llama.cpp's LLAMA_FTYPE_ALL_F32, _MOSTLY_F16, _MOSTLY_BF16 (general.file_type)
+
+
 @functools.lru_cache(maxsize=16)
 def _quantised(source: Path, size: int, mtime: int) -> bool:
+    """The file's ``general.file_type`` as llama.cpp reads it (its vocabulary alone, about 0.1 s), else its tensor
+    table (gguf's reader, seconds: a file that does not say, or no llama-cpp-python)."""
+    try:
+        import llama_cpp  # type: ignore[import-not-found]
+
+        header = llama_cpp.Llama(model_path=str(source), vocab_only=True, verbose=False)
+        said = header.metadata.get("general.file_type")
+        header.close()
+        if said is not None and str(said).isdigit():
+            return int(said) not in PLAIN_FTYPES
+    except (ImportError, ValueError, OSError):  # not installed, or not a model it reads: the tensor table says
+        pass
     import gguf  # the [train] extra's GGUF reader; only self-play, which needs that extra, asks
 
     try:
