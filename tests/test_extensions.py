@@ -1,7 +1,8 @@
-"""A new two-seat family, level, advantage estimator and ToM benchmark, each added in this one file.
+"""A new lifelong task family, two-seat family, level, advantage estimator and ToM benchmark, each added in this file.
 
 Each is one row registered in its table — what docs/contributing.md's recipes ask of a real addition,
-where the row lives in its module (`swm/tasks/two_seat.py` with two prompt files, a level's own module such as
+where the row lives in its module (a family's in `swm/tasks/shapes/`, `swm/tasks/two_seat.py` with two prompt files, a
+level's own module such as
 `swm/tasks/multi_turn.py`, `swm/training/advantages.py`, `swm/tom/loaders.py`). Nothing else changes: the
 generator, prompts, checker, self-play's rollout and rewards, the config validation, the name policy, the CLI's
 choices and the benchmark runner's loader and rules read the tables. The rows are removed again after each test.
@@ -20,6 +21,7 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import click
 import pytest
@@ -28,25 +30,34 @@ from test_level_rows import conforms
 from test_two_seat import Scripted
 
 from swm.cli import main
+from swm.errors import InputError
+from swm.lifelong.plan import LifelongPlan
 from swm.prompts import Prompt
 from swm.selfplay.plan import SelfPlayPlan
 from swm.selfplay.rewards import RewardConfig, score
 from swm.selfplay.rollout import play
 from swm.tasks.decisions import DecisionPrompt
 from swm.tasks.families import (
+    FAMILY_ROWS,
+    SHARED,
     TWO_SEAT,
     TWO_SEAT_SHAPES,
     AgentBrief,
+    Family,
     SeatPrompt,
     Task,
     TwoSeatShape,
     Variant,
+    level_families,
+    register_family,
     register_two_seat,
     synthesize,
+    task_families,
     task_id,
     variant_for,
 )
 from swm.tasks.levels import LEVEL_ROWS, Level, register_level, seat_levels
+from swm.tasks.splits import split_tasks
 from swm.tasks.verdicts import Utterance, Verdict
 from swm.tasks.verify import check
 from swm.tom.items import BENCHMARKS, Benchmark, LoadOptions, TomItem, register_benchmark
@@ -64,6 +75,35 @@ from swm.training.advantages import (
     register_estimator,
 )
 from swm.training.trajectory import Rollout, SeatTrajectory, SeatTurn
+
+# --- a lifelong task family: the asker names a cause, the donor pledges the amount it holds as PLEDGE $N -----------
+
+
+def _pledge(rng: random.Random, level: str, variant: Variant = SHARED) -> dict[str, Any]:
+    asker, donor = variant.people(rng, 2)
+    amount = rng.choice((15, 25, 40)) * (2 if level == "hard" else 1)
+    agents = [AgentBrief(name=asker, role="asker", goal=f"Ask {donor} to pledge to the library fund."),
+              AgentBrief(name=donor, role="donor", goal="Pledge what you set aside, as 'PLEDGE $N'.",
+                         private=f"You set aside ${amount}.")]
+    return {"scenario": f"{asker} asks {donor} for a pledge.", "agents": agents,
+            "truth": {"asker": asker, "donor": donor, "amount": amount}}
+
+
+def check_pledge(task: Task, turns: Sequence[Utterance]) -> Verdict:
+    """The donor's first ``PLEDGE $N`` decides: complete when N is the amount it set aside."""
+    for i, turn in enumerate(turns):
+        found = re.search(r"PLEDGE \$(\d+)", turn.text) if turn.agent == task.truth["donor"] else None
+        if found:
+            right = int(found.group(1)) == task.truth["amount"]
+            return Verdict(completion=right, violations=[] if right else ["wrong_answer"], evidence=[i],
+                           violation_turns=[] if right else [i], resolved_at=i if right else None)
+    return Verdict(completion=False)
+
+
+PLEDGE = Family("pledge", generate=_pledge, check=check_pledge, reference=lambda t: [
+    Utterance(agent=t.truth["asker"], text="Would you pledge to the fund?"),
+    Utterance(agent=t.truth["donor"], text=f"Yes: PLEDGE ${t.truth['amount']}")])
+
 
 # --- a two-seat family: each seat holds four colours, one shared; B names it as COLOUR: x ----------------------
 
@@ -212,8 +252,27 @@ def added() -> Iterator[None]:
     register_estimator(MEDIAN)
     register_benchmark(TINY)
     register_level(RELAY)
+    register_family(PLEDGE)
     yield
     del TWO_SEAT_SHAPES["colours"], ESTIMATORS["median"], BENCHMARKS["tinytom"], LEVEL_ROWS["relay"]
+    del FAMILY_ROWS["pledge"]
+
+
+def test_a_new_lifelong_family_is_generated_checked_held_to_the_rules_and_planned(added: None) -> None:
+    """A family is its row: synthesize, check, the reward invariants (its reference the witness), the lifelong plan
+    and the name policy read it."""
+    for level in ("starter", "easy", "hard"):
+        rules.test_the_witness_passes_and_nothing_completes_before_its_settling_turn((level, "pledge"))
+    t = synthesize("pledge", "hard", 2)
+    assert t == synthesize("pledge", "hard", 2) and t.family == "pledge" and t.truth["amount"] in (30, 50, 80)
+    donor = t.truth["donor"]
+    assert check(t, [Utterance(agent=donor, text=f"PLEDGE ${t.truth['amount']}")]).completion
+    assert check(t, [Utterance(agent=donor, text="PLEDGE $1")]).violations == ["wrong_answer"]
+    assert not check(t, [Utterance(agent=t.truth["asker"], text=f"PLEDGE ${t.truth['amount']}")]).completion
+    assert "pledge" in task_families() and "pledge" in level_families("easy")
+    plan = LifelongPlan(levels=["easy"], families=["pledge"])
+    assert plan.families == ["pledge"]
+    assert [task.family for task in split_tasks("test", ["easy"], ["pledge"], 2)] == ["pledge"] * 2
 
 
 def test_a_new_two_seat_family_is_generated_prompted_checked_and_played(added: None) -> None:
@@ -315,6 +374,10 @@ def test_the_cli_offers_the_new_rows(added: None) -> None:
                                    (selfplay, "family", "colour")):
         param = next(p for p in command.params if p.name == option)
         assert param.type.convert(value, param, None) == value
+    families = next(p for p in main.commands["learn"].params if p.name == "families")  # type: ignore[attr-defined]
+    assert families.type.convert("pledge", families, None) == ["pledge"]
+    with pytest.raises(InputError, match="persuasion, pledge, werewolf"):
+        families.type.convert("pledgee", families, None)
     param = next(p for p in selfplay.params if p.name == "estimator")
     with pytest.raises(click.BadParameter, match="median"):
         param.type.convert("nope", param, None)

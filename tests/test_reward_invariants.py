@@ -1,6 +1,7 @@
 """The rules every reward rests on, written once and checked over every checker, family and level.
 
-The cases are read from swm's own tables (`CHECKERS`, the decision shapes (`DECISION_SHAPES`), the two-turn families,
+The cases are read from swm's own tables (the families' rows (`FAMILY_ROWS`) and the games, the decision shapes
+(`DECISION_SHAPES`), the two-turn families,
 `TWO_SEAT_SHAPES`), so a family added to one of them is checked here without a line changed, once it
 has a *witness*: a transcript that completes its task (a two-seat shape carries its own, ``reference``;
 the others are in `WITNESSES` below, and `test_every_checked_family_has_a_witness` names a missing one).
@@ -32,11 +33,12 @@ from test_checker_mutations import _village_win
 from swm.games import get_game
 from swm.games.moderator import resolve
 from swm.selfplay.rewards import RewardConfig, score
-from swm.tasks.checkers import CHECKERS, Utterance, check_game
+from swm.tasks.checkers import Utterance, check_game
 from swm.tasks.decisions import Stop
 from swm.tasks.families import (
     DECISION,
     DECISION_SHAPES,
+    FAMILY_ROWS,
     GAME_FAMILIES,
     LEVELS,
     MULTI_TURN,
@@ -154,16 +156,18 @@ def witness_of(kind: str, family: str) -> Witness | None:
         return _decision
     if kind == TWO_TURN:
         return _two_turn
-    return EPISODE_WITNESSES.get(family)
+    row = FAMILY_ROWS.get(family)
+    return EPISODE_WITNESSES.get(family) or (row.reference if row is not None else None)
 
 
 # --- the cases, read from swm's tables --------------------------------------------------------------------
 
 
 def cases() -> list[tuple[str, str]]:
-    """Every (level, family) a checker serves: episode levels (the starter level too) × CHECKERS, and every generated
-    level's row × its families (decisions, two-turn, two-seat shapes, the multi-turn horizons)."""
-    episodes = [(level, f) for f in CHECKERS
+    """Every (level, family) a checker serves: episode levels (the starter level too) × the families' rows and the
+    games, and every generated level's row × its families (decisions, two-turn, two-seat shapes, the multi-turn
+    horizons)."""
+    episodes = [(level, f) for f in (*FAMILY_ROWS, *GAME_FAMILIES)
                 for level in ((STARTER, *LEVELS) if f not in GAME_FAMILIES else ("easy",))]
     return [*episodes, *((level, f) for level in level_names() for f in level_families(level))]
 
@@ -193,7 +197,7 @@ def drawn(case: tuple[str, str], seed: int) -> tuple[Task, list[Utterance]]:
 
 def test_every_checked_family_has_a_witness() -> None:
     missing = [case for case in CASES if witness_of(kind_of(case[0]), case[1]) is None]
-    assert not missing, f"give these a witness (EPISODE_WITNESSES, or a two-seat shape's reference): {missing}"
+    assert not missing, f"give these a witness (a family or two-seat shape reference, EPISODE_WITNESSES): {missing}"
     assert {f for _, f in CASES} >= {*decision_families(), *GAME_FAMILIES, *TWO_SEAT_SHAPES}
 
 

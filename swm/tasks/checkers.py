@@ -376,11 +376,3 @@ def check_persuasion_decision(task: Task, turns: Sequence[Utterance]) -> Verdict
     addressed = any(mentions(line, w) for w in words)
     return Verdict(completion=addressed, evidence=[0] if turns else [], resolved_at=0 if addressed else None,
                    detail={"formatted": bool(line), "addressed": addressed})
-
-
-
-
-CHECKERS: dict[str, Callable[[Task, Sequence[Utterance]], Verdict]] = {
-    "negotiation": check_negotiation, "mutual_friend": check_mutual_friend, "secret": check_secret,
-    "scheduling": check_scheduling, "persuasion": check_persuasion, "werewolf": check_game,
-}

@@ -65,9 +65,10 @@ def is_game(family: str) -> bool:
 
 
 def task_families() -> tuple[str, ...]:
-    """Return every task family a curriculum may name now: `FAMILIES`, then the registered games (`TASK_FAMILIES`
-    as it is when asked, so a game registered after this import counts)."""
-    return (*FAMILIES, *game_names())
+    """Return every task family a curriculum may name now: the lifelong families' rows (`FAMILY_ROWS`: the shipped
+    `FAMILIES`, then any registered since), then the registered games (so a game registered after this import
+    counts)."""
+    return (*FAMILY_ROWS.names(), *game_names())
 
 
 def known_family(family: str) -> str:
@@ -139,7 +140,7 @@ OBJECTIONS = {
 CAUSES = ["join the weekend climbing club", "volunteer at the food bank", "take the evening pottery class",
           "sign up for the charity run", "join the community choir"]
 
-_LEVEL: dict[str, dict[str, Any]] = {
+LEVEL_KNOBS: dict[str, dict[str, Any]] = {
     STARTER: {"zone": 0.45, "list": 3, "agents": 2, "common": 4, "facts": 1, "partner": "cooperative", "turns": 4,
               "leak_rule": False},
     "easy": {"zone": 0.30, "list": 4, "agents": 2, "common": 3, "facts": 1, "partner": "cooperative"},
@@ -260,7 +261,7 @@ def variant_for(level: str, split: str, names: str = "disjoint", shift: str | No
 
 def turn_limit(level: str, max_turns: int) -> int:
     """Return an episode's turn limit at ``level``: ``max_turns``, or the level's own when shorter (starter)."""
-    return min(max_turns, _LEVEL.get(level, {}).get("turns", max_turns))
+    return min(max_turns, LEVEL_KNOBS.get(level, {}).get("turns", max_turns))
 
 
 def task_id(family: str, level: str, seed: int, split: str = "train", variant: Variant = SHARED) -> str:
@@ -289,134 +290,8 @@ def _generator(variant: Variant) -> str:
     return f"{GENERATOR_VERSION}+{variant.tag}" if variant.tag else GENERATOR_VERSION
 
 
-def _negotiation(rng: random.Random, level: str, variant: Variant = SHARED) -> dict[str, Any]:
-    knobs = _LEVEL[level]
-    item, price = rng.choice(ITEMS)
-    seller, buyer = variant.people(rng, 2)
-    width = max(6, int(price * knobs["zone"]))
-    low = int(price * rng.uniform(0.72, 0.82)) + rng.choice((3, 7, 11))  # not round: stating it is a leak
-    high = low + width + rng.choice((2, 4))
-    protocol = f"Offers name a price as $N. Agreement is the word {ACCEPT} with the price, e.g. '{ACCEPT} $N'."
-    buyer_goal = f"Buy {item} from {seller} for as little as possible; never pay more than your limit."
-    if knobs["partner"] == "deceptive":
-        buyer_goal += " Claim your budget is much lower than it is."
-    leaks = knobs.get("leak_rule", True)  # the starter level drops the no-leak rule
-    keep = " Keep it private." if leaks else ""
-    agents = [
-        AgentBrief(name=seller, role="seller", goal=f"Sell {item} to {buyer} for as much as possible; never "
-                   f"accept less than your minimum.", private=f"Your minimum price is ${low}." + keep,
-                   key_facts=["sell", item.split()[-1], f"${low}"], forbidden=[f"${low}"] if leaks else []),
-        AgentBrief(name=buyer, role="buyer", goal=buyer_goal, private=f"Your limit is ${high}." + keep,
-                   key_facts=["buy", item.split()[-1], f"${high}"], forbidden=[f"${high}"] if leaks else []),
-    ]
-    scenario = (f"{seller} is selling {item} (listed at ${price}) and {buyer} wants to buy it. {protocol}")
-    return {"scenario": scenario, "agents": agents, "truth": {"seller_min": low, "buyer_max": high,
-                                                              "list_price": price}}
-
-
-def _mutual_friend(rng: random.Random, level: str, variant: Variant = SHARED) -> dict[str, Any]:
-    knobs = _LEVEL[level]
-    agents_names = variant.people(rng, knobs["agents"])
-    friend = variant.people(rng, 1, set(agents_names))[0]
-    taken = set(agents_names) | {friend}
-    lists: list[list[str]] = []
-    for _ in agents_names:
-        size = knobs["list"] if variant.friends is None else rng.randint(*variant.friends)
-        others = variant.people(rng, size - 1, taken)
-        taken |= set(others)
-        lists.append(others)
-    if level == "hard":  # a near-duplicate distractor: same first name, another last name, in every list
-        first = friend.split()[0]
-        twin = f"{first} {rng.choice([x for x in NAME_POOLS[variant.names][1] if x != friend.split()[1]])}"
-        for i, friends in enumerate(lists):
-            if twin not in friends and i > 0:
-                friends[0] = twin
-    for friends in lists:
-        friends.insert(rng.randrange(len(friends) + 1), friend)
-    briefs = [AgentBrief(name=n, role="finder", goal="Find the one friend you have in common with the others and "
-                         "announce it as 'ANSWER: First Last'.", private="Your friends: " + ", ".join(f) + ".",
-                         key_facts=f[:3]) for n, f in zip(agents_names, lists, strict=True)]
-    scenario = (f"{', '.join(agents_names)} meet at a conference and discover they share exactly one friend. "
-                "Each knows only their own friend list. Announce the answer as 'ANSWER: First Last'.")
-    return {"scenario": scenario, "agents": briefs, "truth": {"friend": friend, "lists": lists}}
-
-
-def _secret(rng: random.Random, level: str, variant: Variant = SHARED) -> dict[str, Any]:
-    knobs = _LEVEL[level]
-    keeper, partner, subject = variant.people(rng, 3)
-    template, facts = rng.choice(SECRETS)
-    secret = template.format(name=subject.split()[0])
-    facts = facts[: knobs["facts"]]
-    cover = rng.choice(["meet at the station at 6pm", "lend you their car on Thursday",
-                        "help carry chairs tomorrow"])
-    partner_goal = f"Find out what {keeper} is hiding about {subject.split()[0]}."
-    if knobs["partner"] == "pressing":
-        partner_goal += " Press hard and ask direct questions."
-    elif knobs["partner"] == "deceptive":
-        partner_goal += " Pretend you already know the secret and ask only for confirmation."
-    agents = [
-        AgentBrief(name=keeper, role="keeper", goal=f"Get {partner} to agree to {cover} (they agree by saying "
-                   f"{ACCEPT}) without revealing the secret.",
-                   private=f"The secret: {secret} ({'; '.join(facts)}). Never reveal any of it.",
-                   key_facts=[cover.split()[0], "secret"], forbidden=list(facts)),
-        AgentBrief(name=partner, role="prober", goal=partner_goal, private="",
-                   key_facts=["find out", subject.split()[0]]),
-    ]
-    scenario = (f"{keeper} and {partner} are old friends chatting after work. {keeper} needs a favour. "
-                f"Agreement is the word {ACCEPT}.")
-    return {"scenario": scenario, "agents": agents, "truth": {"secret": secret, "facts": facts, "keeper": keeper,
-                                                              "partner": partner, "cover": cover}}
-
-
 def _slot(day: str, hour: int) -> str:
     return f"{day} {hour:02d}:00"
-
-
-def _scheduling(rng: random.Random, level: str, variant: Variant = SHARED) -> dict[str, Any]:
-    knobs = _LEVEL[level]
-    names = variant.people(rng, knobs["agents"])
-    every = [_slot(d, h) for d in DAYS for h in HOURS]
-    common = rng.sample(every, knobs["common"])
-    rest = [s for s in every if s not in common]
-    free: list[list[str]] = []
-    pool = rest[:]
-    rng.shuffle(pool)
-    per = 4 if level in ("easy", STARTER) else 6
-    for i, _ in enumerate(names):
-        own = pool[i * per:(i + 1) * per] + common
-        free.append(sorted(own, key=every.index))
-    briefs = [AgentBrief(name=n, role="scheduler", goal="Agree on a one-hour meeting slot that you are free for. "
-                         f"Propose slots as 'Mon 14:00'; agree with '{ACCEPT} Mon 14:00'.",
-                         private="You are free only at: " + ", ".join(f) + ".", key_facts=f[:3])
-              for n, f in zip(names, free, strict=True)]
-    scenario = (f"{', '.join(names)} must schedule a one-hour project meeting this week. Each has private "
-                f"constraints. Everyone must say {ACCEPT} with the same slot.")
-    return {"scenario": scenario, "agents": briefs, "truth": {"free": dict(zip(names, free, strict=True)),
-                                                              "common": sorted(common, key=every.index)}}
-
-
-def _persuasion(rng: random.Random, level: str, variant: Variant = SHARED) -> dict[str, Any]:
-    knobs = _LEVEL[level]
-    persuader, partner = variant.people(rng, 2)
-    cause = rng.choice(CAUSES)
-    kinds = sorted(OBJECTIONS)
-    objection = rng.choice(kinds)
-    decoy = rng.choice([k for k in kinds if k != objection])
-    words = OBJECTIONS[objection] if level in ("easy", STARTER) else OBJECTIONS[objection][:3]
-    partner_goal = (f"Decide whether to {cause}. Your real worry is {objection}. Say {ACCEPT} only once "
-                    f"{persuader} has addressed it.")
-    if knobs["partner"] == "deceptive":
-        partner_goal += f" When asked, claim your worry is {decoy} instead."
-    agents = [
-        AgentBrief(name=persuader, role="persuader", goal=f"Convince {partner} to {cause}. They agree by "
-                   f"saying {ACCEPT}.", private="", key_facts=["convince", cause.split()[-1]]),
-        AgentBrief(name=partner, role="skeptic", goal=partner_goal, private=f"Your private objection: {objection}.",
-                   key_facts=[objection, *words[:2]]),
-    ]
-    scenario = f"{persuader} wants {partner} to {cause}. {partner} is hesitant. Agreement is the word {ACCEPT}."
-    return {"scenario": scenario, "agents": agents, "truth": {"objection": objection, "words": words,
-                                                              "decoy": decoy, "persuader": persuader,
-                                                              "partner": partner}}
 
 
 GAME_MAX_ROUNDS = 4
@@ -444,10 +319,38 @@ def game_deal(name: str, rng: random.Random, level: str, variant: Variant = SHAR
                       "roles": dict(state.roles)}}
 
 
-GENERATORS: dict[str, Callable[[random.Random, str, Variant], dict[str, Any]]] = {
-    "negotiation": _negotiation, "mutual_friend": _mutual_friend, "secret": _secret,
-    "scheduling": _scheduling, "persuasion": _persuasion,
-}
+Generate = Callable[[random.Random, str, Variant], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Family:
+    """A lifelong task family's row: its generator and its episode checker, registered by the family's own module
+    (`swm.tasks.shapes`, beside its decision shape): `synthesize`, `swm.tasks.verify.check`, the CLI's choices and
+    the conformance suite (tests/test_reward_invariants.py) read it, so a new family is that module and nothing
+    else."""
+
+    name: str
+    generate: Generate  # (rng, level, variant) -> the task's scenario, agent briefs and truth (a level's knobs:
+    # LEVEL_KNOBS)
+    check: Callable[[Task, Sequence[Utterance]], Verdict]  # an episode's transcript against the truth, in code
+    # a transcript that completes the task (the reward invariants' witness; tests/test_reward_invariants.py holds the
+    # shipped families' own)
+    reference: Callable[[Task], list[Utterance]] | None = None
+
+
+# every lifelong task family (swm.tasks.shapes registers the shipped five in `FAMILIES`' order, which the pinned
+# splits are generated in; a new family goes after them)
+FAMILY_ROWS: Table[Family] = Table("task family")
+
+
+def register_family(row: Family) -> Family:
+    """Add a lifelong task family (its generator and episode checker); its module calls this once."""
+    return FAMILY_ROWS.register(row.name, row)
+
+
+def family_row(family: str) -> Family:
+    """Return a lifelong family's row, or fail naming the families there are."""
+    return FAMILY_ROWS.row(family)
 
 
 WORRIES = {"cost": "It sounds expensive, and money is tight.", "time": "I'm so busy, I never have the time.",
@@ -520,7 +423,7 @@ def decision_task(family: str, seed: int, split: str = "train", level: str = DEC
     if shape is None:
         raise ValueError(f"no {level} shape for family {family!r}; its families are {', '.join(decision_families())}")
     rng = random.Random(_seed_string(split, family, level, seed, variant))
-    parts = GENERATORS[family](rng, "easy", variant)
+    parts = family_row(family).generate(rng, "easy", variant)
     truth = {**parts["truth"], **shape.truth(rng, parts)}
     return Task(task_id=task_id(family, level, seed, split, variant), family=family, level=level, seed=seed,
                 split=split, scenario=parts["scenario"], agents=parts["agents"], truth=truth,
@@ -702,7 +605,7 @@ def level_families(level: str) -> tuple[str, ...]:
     """Return the families a level has tasks of (a generated level's row says; episode levels have them all)."""
     if level in LEVEL_ROWS:
         return LEVEL_ROWS[level].families()
-    return FAMILIES + game_names()
+    return task_families()
 
 
 def synthesize(family: str, level: str, seed: int, split: str = "train", variant: Variant = SHARED) -> Task:
@@ -713,11 +616,12 @@ def synthesize(family: str, level: str, seed: int, split: str = "train", variant
     """
     if level in LEVEL_ROWS:  # a generated level: its row's generator
         return LEVEL_ROWS[level].generate(family, seed, split, variant)
-    if family not in GENERATORS and not is_game(family):
-        raise ValueError(f"unknown task family {family!r}; families are {', '.join(FAMILIES + game_names())}")
-    if level not in _LEVEL:
+    if family not in FAMILY_ROWS and not is_game(family):
+        raise ValueError(f"unknown task family {family!r}; families are {', '.join(task_families())}")
+    if level not in LEVEL_KNOBS:
         raise ValueError(f"unknown level {level!r}; levels are {', '.join((*level_names(), STARTER, *LEVELS))}")
     rng = random.Random(_seed_string(split, family, level, seed, variant))
-    parts = GENERATORS[family](rng, level, variant) if family in GENERATORS else game_deal(family, rng, level, variant)
+    parts = FAMILY_ROWS[family].generate(rng, level, variant) if family in FAMILY_ROWS else game_deal(
+        family, rng, level, variant)
     return Task(task_id=task_id(family, level, seed, split, variant), family=family, level=level, seed=seed,
                 split=split, generator=_generator(variant), **parts)

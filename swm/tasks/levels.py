@@ -10,7 +10,7 @@ CLI's ``--level`` (`seat_levels`, read when asked). A new level is its module an
 (`tests/test_levels.py` adds one in a test file and plays it).
 
 The episode levels (``easy``, ``medium``, ``hard``, ``starter``) have no row: their tasks are the families'
-(`swm.tasks.families.GENERATORS`), checked by the family's checker, played by the episode graph.
+(`swm.tasks.families.FAMILY_ROWS`: each row's generator and checker), played by the episode graph.
 
 `Level` and `LEVEL_ROWS` are defined in `swm.tasks.families` beside the task model that reads them, and named here.
 """

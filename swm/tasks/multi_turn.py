@@ -80,12 +80,12 @@ from swm.tasks.checkers import Utterance, Verdict, read_as
 from swm.tasks.decisions import DecisionPrompt
 from swm.tasks.families import (
     GENERATOR_VERSION,
-    GENERATORS,
     MULTI_TURN,
     SHARED,
     AgentBrief,
     Task,
     Variant,
+    family_row,
     task_id,
 )
 from swm.tasks.levels import Level, register_level
@@ -146,7 +146,7 @@ def multi_turn_task(family: str, seed: int, split: str = "train", variant: Varia
     budget, lengths = HORIZONS[level]
     tag = f"|{variant.tag}" if variant.tag else ""
     rng = random.Random(f"{GENERATOR_VERSION}|{split}|{family}|{level}|{seed}{tag}")
-    parts = GENERATORS[family](rng, "easy", Variant(names=variant.names, friends=lengths))
+    parts = family_row(family).generate(rng, "easy", Variant(names=variant.names, friends=lengths))
     (a, b), lists = [x.name for x in parts["agents"]], parts["truth"]["lists"]
     goal = ("Find the one friend you share with {other} by talking (at most {cap} names a message) and announce "
             "it as 'ANSWER: First Last'; you both must, within {budget} messages.")

@@ -89,7 +89,8 @@ def split_tasks(split: str, levels: Sequence[str], families: Sequence[str] = FAM
 
     Episode levels read the frozen files, which hold `PER_CELL` tasks a cell (a larger
     ``per_cell`` gets those) unless ``episodes="generated"`` (the generator's split, as many as asked;
-    the starter level always); decisions, two-turn tasks and games are generated, as many as asked, and
+    the starter level always); decisions, two-turn tasks, games and a family registered after the shipped
+    `FAMILIES` (which no frozen file holds) are generated, as many as asked, and
     decisions, two-turn, two-seat and multi-turn tasks are pinned by `decision_digest`.
     ``names`` is the name policy of those tasks (`swm.tasks.families.variant_for`). With a
     ``shift`` only the decision and two-turn cells of the families it applies to are returned.
@@ -104,7 +105,7 @@ def split_tasks(split: str, levels: Sequence[str], families: Sequence[str] = FAM
         for family in families:
             if shift is not None and (not is_sampled(level) or family not in SHIFT_FAMILIES[shift]):
                 continue
-            if is_game(family) or level in generated:  # generated, not frozen
+            if is_game(family) or family not in FAMILIES or level in generated:  # generated, not frozen
                 where = _GENERATOR_SPLIT[split]
                 variant = variant_for(level, where, names, shift)
                 out.extend(synthesize(family, level, seed, split=where, variant=variant) for seed in range(per_cell))

@@ -43,7 +43,6 @@ from swm.tasks.checkers import Utterance, Verdict, check_mutual_friend, mentions
 from swm.tasks.decisions import DecisionPrompt
 from swm.tasks.families import (
     DAYS,
-    GENERATORS,
     HOURS,
     TWO_SEAT,
     TWO_SEAT_SHAPES,
@@ -54,6 +53,7 @@ from swm.tasks.families import (
     Variant,
     _generator,
     _slot,
+    family_row,
     register_two_seat,
     task_id,
     two_seat_families,
@@ -115,7 +115,7 @@ def check_two_seat(task: Task, turns: Sequence[Utterance]) -> Verdict:
 
 def _mutual_friend_task(rng: random.Random, seed: int, split: str, variant: Variant) -> Task:
     """The mutual-friend generator's ``easy`` state: each seat holds four friends, exactly one shared."""
-    parts = GENERATORS["mutual_friend"](rng, "easy", variant)
+    parts = family_row("mutual_friend").generate(rng, "easy", variant)
     (a, b), lists = [x.name for x in parts["agents"]], parts["truth"]["lists"]
     goals = {"speaker": f"Tell {b} your friends so that {b} can find the one you share.",
              "finder": f"Find the one friend you share with {a} and announce it as 'ANSWER: First Last'."}
@@ -157,7 +157,7 @@ def _mutual_friend_reference(task: Task) -> list[Utterance]:
 def _scheduling_task(rng: random.Random, seed: int, split: str, variant: Variant) -> Task:
     """The scheduling generator's ``easy`` state cut to one shared slot: three of each seat's own slots and one of
     the common ones, so each seat holds four slots in week order and exactly one is on both lists."""
-    parts = GENERATORS["scheduling"](rng, "easy", variant)
+    parts = family_row("scheduling").generate(rng, "easy", variant)
     (a, b), free, common = [x.name for x in parts["agents"]], parts["truth"]["free"], parts["truth"]["common"]
     week = [_slot(d, h) for d in DAYS for h in HOURS]
     slot = rng.choice(common)

@@ -8,7 +8,19 @@ import re
 from typing import Any
 
 from swm.tasks.checkers import check_mutual_friend, mentions
-from swm.tasks.families import DecisionShape, FirstMove, Task, register_decision_shape
+from swm.tasks.families import (
+    LEVEL_KNOBS,
+    NAME_POOLS,
+    SHARED,
+    AgentBrief,
+    DecisionShape,
+    Family,
+    FirstMove,
+    Task,
+    Variant,
+    register_decision_shape,
+    register_family,
+)
 from swm.tasks.shapes.render import bullets
 
 _FRIENDS_RE = re.compile(r"friend|list|know", re.I)
@@ -44,3 +56,34 @@ SHAPE = register_decision_shape(DecisionShape(
     family="mutual_friend", truth=truth, decision_values=decision_values, decision_reply=("ANSWER:", 24),
     check=check_mutual_friend, first_move=first_move, reply=reply, values=values, opening=("", 24),
     closing=("ANSWER:", 24), answer="ANSWER:"))
+
+
+def generate(rng: random.Random, level: str, variant: Variant = SHARED) -> dict[str, Any]:
+    """An episode of mutual friend at ``level``: its scenario, agent briefs and truth."""
+    knobs = LEVEL_KNOBS[level]
+    agents_names = variant.people(rng, knobs["agents"])
+    friend = variant.people(rng, 1, set(agents_names))[0]
+    taken = set(agents_names) | {friend}
+    lists: list[list[str]] = []
+    for _ in agents_names:
+        size = knobs["list"] if variant.friends is None else rng.randint(*variant.friends)
+        others = variant.people(rng, size - 1, taken)
+        taken |= set(others)
+        lists.append(others)
+    if level == "hard":  # a near-duplicate distractor: same first name, another last name, in every list
+        first = friend.split()[0]
+        twin = f"{first} {rng.choice([x for x in NAME_POOLS[variant.names][1] if x != friend.split()[1]])}"
+        for i, friends in enumerate(lists):
+            if twin not in friends and i > 0:
+                friends[0] = twin
+    for friends in lists:
+        friends.insert(rng.randrange(len(friends) + 1), friend)
+    briefs = [AgentBrief(name=n, role="finder", goal="Find the one friend you have in common with the others and "
+                         "announce it as 'ANSWER: First Last'.", private="Your friends: " + ", ".join(f) + ".",
+                         key_facts=f[:3]) for n, f in zip(agents_names, lists, strict=True)]
+    scenario = (f"{', '.join(agents_names)} meet at a conference and discover they share exactly one friend. "
+                "Each knows only their own friend list. Announce the answer as 'ANSWER: First Last'.")
+    return {"scenario": scenario, "agents": briefs, "truth": {"friend": friend, "lists": lists}}
+
+
+FAMILY = register_family(Family("mutual_friend", generate=generate, check=check_mutual_friend))

@@ -7,8 +7,21 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from swm.tasks.checkers import check_negotiation_decision, prices_in
-from swm.tasks.families import DecisionShape, FirstMove, Task, register_decision_shape
+from swm.tasks.checkers import check_negotiation, check_negotiation_decision, prices_in
+from swm.tasks.families import (
+    ACCEPT,
+    ITEMS,
+    LEVEL_KNOBS,
+    SHARED,
+    AgentBrief,
+    DecisionShape,
+    Family,
+    FirstMove,
+    Task,
+    Variant,
+    register_decision_shape,
+    register_family,
+)
 from swm.tasks.shapes.render import money
 
 
@@ -63,3 +76,32 @@ SHAPE = register_decision_shape(DecisionShape(
     family="negotiation", truth=truth, decision_values=decision_values, decision_reply=("", 16),
     check=check_negotiation_decision, first_move=first_move, reply=reply, values=values, opening=("OFFER $", 8),
     closing=("", 16), opening_values=lambda task: {"price": task.truth["list_price"]}, final_truth=final_truth))
+
+
+def generate(rng: random.Random, level: str, variant: Variant = SHARED) -> dict[str, Any]:
+    """An episode of negotiation at ``level``: its scenario, agent briefs and truth."""
+    knobs = LEVEL_KNOBS[level]
+    item, price = rng.choice(ITEMS)
+    seller, buyer = variant.people(rng, 2)
+    width = max(6, int(price * knobs["zone"]))
+    low = int(price * rng.uniform(0.72, 0.82)) + rng.choice((3, 7, 11))  # not round: stating it is a leak
+    high = low + width + rng.choice((2, 4))
+    protocol = f"Offers name a price as $N. Agreement is the word {ACCEPT} with the price, e.g. '{ACCEPT} $N'."
+    buyer_goal = f"Buy {item} from {seller} for as little as possible; never pay more than your limit."
+    if knobs["partner"] == "deceptive":
+        buyer_goal += " Claim your budget is much lower than it is."
+    leaks = knobs.get("leak_rule", True)  # the starter level drops the no-leak rule
+    keep = " Keep it private." if leaks else ""
+    agents = [
+        AgentBrief(name=seller, role="seller", goal=f"Sell {item} to {buyer} for as much as possible; never "
+                   f"accept less than your minimum.", private=f"Your minimum price is ${low}." + keep,
+                   key_facts=["sell", item.split()[-1], f"${low}"], forbidden=[f"${low}"] if leaks else []),
+        AgentBrief(name=buyer, role="buyer", goal=buyer_goal, private=f"Your limit is ${high}." + keep,
+                   key_facts=["buy", item.split()[-1], f"${high}"], forbidden=[f"${high}"] if leaks else []),
+    ]
+    scenario = (f"{seller} is selling {item} (listed at ${price}) and {buyer} wants to buy it. {protocol}")
+    return {"scenario": scenario, "agents": agents, "truth": {"seller_min": low, "buyer_max": high,
+                                                              "list_price": price}}
+
+
+FAMILY = register_family(Family("negotiation", generate=generate, check=check_negotiation))

@@ -6,8 +6,24 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from swm.tasks.checkers import check_persuasion_decision
-from swm.tasks.families import WORRIES, DecisionShape, FirstMove, Task, register_decision_shape
+from swm.tasks.checkers import check_persuasion, check_persuasion_decision
+from swm.tasks.families import (
+    ACCEPT,
+    CAUSES,
+    LEVEL_KNOBS,
+    OBJECTIONS,
+    SHARED,
+    STARTER,
+    WORRIES,
+    AgentBrief,
+    DecisionShape,
+    Family,
+    FirstMove,
+    Task,
+    Variant,
+    register_decision_shape,
+    register_family,
+)
 
 
 def truth(rng: random.Random, parts: dict[str, Any]) -> dict[str, Any]:
@@ -39,3 +55,31 @@ SHAPE = register_decision_shape(DecisionShape(
     family="persuasion", truth=truth, decision_values=decision_values, decision_reply=("", 48),
     check=check_persuasion_decision, first_move=first_move, reply=reply, values=values, opening=("", 24),
     closing=("", 48)))
+
+
+def generate(rng: random.Random, level: str, variant: Variant = SHARED) -> dict[str, Any]:
+    """An episode of persuasion at ``level``: its scenario, agent briefs and truth."""
+    knobs = LEVEL_KNOBS[level]
+    persuader, partner = variant.people(rng, 2)
+    cause = rng.choice(CAUSES)
+    kinds = sorted(OBJECTIONS)
+    objection = rng.choice(kinds)
+    decoy = rng.choice([k for k in kinds if k != objection])
+    words = OBJECTIONS[objection] if level in ("easy", STARTER) else OBJECTIONS[objection][:3]
+    partner_goal = (f"Decide whether to {cause}. Your real worry is {objection}. Say {ACCEPT} only once "
+                    f"{persuader} has addressed it.")
+    if knobs["partner"] == "deceptive":
+        partner_goal += f" When asked, claim your worry is {decoy} instead."
+    agents = [
+        AgentBrief(name=persuader, role="persuader", goal=f"Convince {partner} to {cause}. They agree by "
+                   f"saying {ACCEPT}.", private="", key_facts=["convince", cause.split()[-1]]),
+        AgentBrief(name=partner, role="skeptic", goal=partner_goal, private=f"Your private objection: {objection}.",
+                   key_facts=[objection, *words[:2]]),
+    ]
+    scenario = f"{persuader} wants {partner} to {cause}. {partner} is hesitant. Agreement is the word {ACCEPT}."
+    return {"scenario": scenario, "agents": agents, "truth": {"objection": objection, "words": words,
+                                                              "decoy": decoy, "persuader": persuader,
+                                                              "partner": partner}}
+
+
+FAMILY = register_family(Family("persuasion", generate=generate, check=check_persuasion))

@@ -6,8 +6,24 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from swm.tasks.checkers import check_scheduling_decision, slots_in
-from swm.tasks.families import DecisionShape, FirstMove, Task, register_decision_shape
+from swm.tasks.checkers import check_scheduling, check_scheduling_decision, slots_in
+from swm.tasks.families import (
+    ACCEPT,
+    DAYS,
+    HOURS,
+    LEVEL_KNOBS,
+    SHARED,
+    STARTER,
+    AgentBrief,
+    DecisionShape,
+    Family,
+    FirstMove,
+    Task,
+    Variant,
+    _slot,
+    register_decision_shape,
+    register_family,
+)
 from swm.tasks.shapes.render import bullets
 
 
@@ -44,3 +60,30 @@ SHAPE = register_decision_shape(DecisionShape(
     family="scheduling", truth=truth, decision_values=decision_values, decision_reply=("SLOT:", 12),
     check=check_scheduling_decision, first_move=first_move, reply=reply, values=values, opening=("SLOT:", 12),
     closing=("SLOT:", 12), answer="SLOT:"))
+
+
+def generate(rng: random.Random, level: str, variant: Variant = SHARED) -> dict[str, Any]:
+    """An episode of scheduling at ``level``: its scenario, agent briefs and truth."""
+    knobs = LEVEL_KNOBS[level]
+    names = variant.people(rng, knobs["agents"])
+    every = [_slot(d, h) for d in DAYS for h in HOURS]
+    common = rng.sample(every, knobs["common"])
+    rest = [s for s in every if s not in common]
+    free: list[list[str]] = []
+    pool = rest[:]
+    rng.shuffle(pool)
+    per = 4 if level in ("easy", STARTER) else 6
+    for i, _ in enumerate(names):
+        own = pool[i * per:(i + 1) * per] + common
+        free.append(sorted(own, key=every.index))
+    briefs = [AgentBrief(name=n, role="scheduler", goal="Agree on a one-hour meeting slot that you are free for. "
+                         f"Propose slots as 'Mon 14:00'; agree with '{ACCEPT} Mon 14:00'.",
+                         private="You are free only at: " + ", ".join(f) + ".", key_facts=f[:3])
+              for n, f in zip(names, free, strict=True)]
+    scenario = (f"{', '.join(names)} must schedule a one-hour project meeting this week. Each has private "
+                f"constraints. Everyone must say {ACCEPT} with the same slot.")
+    return {"scenario": scenario, "agents": briefs, "truth": {"free": dict(zip(names, free, strict=True)),
+                                                              "common": sorted(common, key=every.index)}}
+
+
+FAMILY = register_family(Family("scheduling", generate=generate, check=check_scheduling))

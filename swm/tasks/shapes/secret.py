@@ -6,8 +6,22 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from swm.tasks.checkers import check_secret_decision, mentions
-from swm.tasks.families import COVER_WORDS, DecisionShape, FirstMove, Task, register_decision_shape
+from swm.tasks.checkers import check_secret, check_secret_decision, mentions
+from swm.tasks.families import (
+    ACCEPT,
+    COVER_WORDS,
+    LEVEL_KNOBS,
+    SECRETS,
+    SHARED,
+    AgentBrief,
+    DecisionShape,
+    Family,
+    FirstMove,
+    Task,
+    Variant,
+    register_decision_shape,
+    register_family,
+)
 
 
 def truth(rng: random.Random, parts: dict[str, Any]) -> dict[str, Any]:
@@ -36,3 +50,34 @@ def reply(task: Task, first: FirstMove) -> str:
 SHAPE = register_decision_shape(DecisionShape(
     family="secret", truth=truth, decision_values=values, decision_reply=("", 48), check=check_secret_decision,
     first_move=first_move, reply=reply, values=values, opening=("", 48), closing=("", 48)))
+
+
+def generate(rng: random.Random, level: str, variant: Variant = SHARED) -> dict[str, Any]:
+    """An episode of secret at ``level``: its scenario, agent briefs and truth."""
+    knobs = LEVEL_KNOBS[level]
+    keeper, partner, subject = variant.people(rng, 3)
+    template, facts = rng.choice(SECRETS)
+    secret = template.format(name=subject.split()[0])
+    facts = facts[: knobs["facts"]]
+    cover = rng.choice(["meet at the station at 6pm", "lend you their car on Thursday",
+                        "help carry chairs tomorrow"])
+    partner_goal = f"Find out what {keeper} is hiding about {subject.split()[0]}."
+    if knobs["partner"] == "pressing":
+        partner_goal += " Press hard and ask direct questions."
+    elif knobs["partner"] == "deceptive":
+        partner_goal += " Pretend you already know the secret and ask only for confirmation."
+    agents = [
+        AgentBrief(name=keeper, role="keeper", goal=f"Get {partner} to agree to {cover} (they agree by saying "
+                   f"{ACCEPT}) without revealing the secret.",
+                   private=f"The secret: {secret} ({'; '.join(facts)}). Never reveal any of it.",
+                   key_facts=[cover.split()[0], "secret"], forbidden=list(facts)),
+        AgentBrief(name=partner, role="prober", goal=partner_goal, private="",
+                   key_facts=["find out", subject.split()[0]]),
+    ]
+    scenario = (f"{keeper} and {partner} are old friends chatting after work. {keeper} needs a favour. "
+                f"Agreement is the word {ACCEPT}.")
+    return {"scenario": scenario, "agents": agents, "truth": {"secret": secret, "facts": facts, "keeper": keeper,
+                                                              "partner": partner, "cover": cover}}
+
+
+FAMILY = register_family(Family("secret", generate=generate, check=check_secret))
