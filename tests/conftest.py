@@ -51,14 +51,17 @@ def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     os.environ.setdefault("LANGSMITH_TRACING", "false")
 
 
-# The files that take most of the suite's time, longest first (`pytest --durations`, 2026-11-29). xdist hands files
-# to its two workers in collection order; started last, one of these kept a worker busy for minutes after the other
-# had finished, so they are handed out first and the short files fill in behind them.
-LONGEST_FIRST = ("test_embedded.py", "test_workers.py", "test_interrupts.py", "test_learn_default_path.py",
-                 "test_draws.py", "test_llama_server.py", "test_selfplay_default_path.py", "test_docs.py",
-                 "test_db_read_only.py", "test_envs_verifiers.py", "test_selfplay_kill.py", "test_trl_exports.py",
-                 "test_ray_auth.py", "test_selfplay_graph.py", "test_train_serve.py", "test_adapter_store.py",
-                 "test_transcripts.py", "test_selfplay_sanity.py")
+# The files that take most of the suite's time, longest first (`pytest --durations=0 --junitxml`, summed by file,
+# 2026-12-07). xdist hands files to its two workers in collection order; started last, one of these kept a worker busy
+# for minutes after the other had finished, so they are handed out first and the short files fill in behind them.
+LONGEST_FIRST = ("test_workers.py", "test_interrupts.py", "test_docs.py", "test_embedded.py", "test_draws.py",
+                 "test_llama_server.py", "test_learn_default_path.py", "test_selfplay_kill.py",
+                 "test_selfplay_sanity.py", "test_db_read_only.py", "test_trl_exports.py", "test_envs_verifiers.py",
+                 "test_formats.py", "test_ui.py", "test_selfplay_graph.py", "test_selfplay_default_path.py",
+                 "test_selfplay_lora_server.py", "test_frozen_postgres.py", "test_train_serve.py",
+                 "test_learning_sanity.py", "test_retention.py", "test_studio.py", "test_lifelong_graph.py",
+                 "test_faults.py", "test_adapter_store.py", "test_ray_auth.py", "test_belief.py",
+                 "test_selfplay_served.py", "test_transcripts.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
