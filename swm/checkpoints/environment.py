@@ -64,8 +64,8 @@ def _os(exc: OSError) -> EnvironmentFault | None:
 
 def _postgres(exc: BaseException) -> EnvironmentFault | None:
     try:
-        import psycopg
-        from psycopg import errors
+        import psycopg  # optional: the [postgres] extra
+        from psycopg import errors  # optional: the [postgres] extra
 
         from swm.checkpoints.postgres_connect import NoAnswer
     except ImportError:  # pragma: no cover - the postgres extra is not installed

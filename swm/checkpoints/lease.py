@@ -116,7 +116,7 @@ class _PostgresLeaseConnection:
     def __init__(self, url: str, wait: bool = True) -> None:
         """Connect with every wait bounded (`swm.checkpoints.postgres_connect`); ``wait``: for ``SWM_POSTGRES_WAIT``
         while the server does not answer (a renewal tries once: its watchdog counts the failures)."""
-        import psycopg
+        import psycopg  # optional: the [postgres] extra
 
         from swm.checkpoints.postgres_connect import BoundedConnection, connect_waiting
 

@@ -162,7 +162,7 @@ def _sync_saver(saver_class: type) -> type:
 @contextmanager
 def postgres_saver(url: str) -> Iterator[BaseCheckpointSaver[str]]:
     """Yield a Postgres checkpointer on ``url`` (tables set up on first use) and close it afterwards."""
-    from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.checkpoint.postgres import PostgresSaver  # optional: the [postgres] extra
 
     pool = _pool(url)
     try:
@@ -177,9 +177,9 @@ def postgres_saver(url: str) -> Iterator[BaseCheckpointSaver[str]]:
 @asynccontextmanager
 async def async_postgres_saver(url: str) -> AsyncIterator[BaseCheckpointSaver[str]]:
     """Yield an async Postgres checkpointer (LangGraph server / Studio) on ``url``."""
-    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-    from psycopg.rows import dict_row
-    from psycopg_pool import AsyncConnectionPool
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver  # optional: the [postgres] extra
+    from psycopg.rows import dict_row  # optional: the [postgres] extra
+    from psycopg_pool import AsyncConnectionPool  # optional: the [postgres] extra
 
     from swm.checkpoints.postgres_connect import AsyncBoundedConnection, Bounds
 

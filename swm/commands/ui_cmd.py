@@ -16,7 +16,7 @@ from swm.errors import InputError
 def ui_command(db: str, host: str, port: int) -> None:
     """Browse runs, episodes, social states, games and learning curves in a web page (read-only)."""
     try:
-        import uvicorn
+        import uvicorn  # optional: the [ui] extra
 
         from swm.ui import create_app
     except ImportError as exc:

@@ -121,7 +121,7 @@ def run_tom_on_ray(items: list[TomItem], modes: list[str], ctx: SWMContext, db: 
 
 def _ray() -> ModuleType:
     try:
-        import ray
+        import ray  # optional: the [workers] extra
     except ImportError as exc:
         raise InputError("--workers needs Ray", "pip install -e '.[workers]'") from exc
     return ray

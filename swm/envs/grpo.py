@@ -90,7 +90,7 @@ def decision_dataset(families: Iterable[str] | None = None, seeds: Iterable[int]
                      split: str = "train", tokenizer: object = None) -> Any:
     """A Hugging Face ``Dataset`` of `decision_rows` (what ``GRPOTrainer(train_dataset=...)`` takes); ``families``
     None: every family with a decision shape."""
-    from datasets import Dataset
+    from datasets import Dataset  # optional: the [train] extra
 
     return Dataset.from_list(decision_rows(decision_families() if families is None else families, seeds, split,
                                            tokenizer))

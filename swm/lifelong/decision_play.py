@@ -64,7 +64,7 @@ atexit.register(close_vocabs)
 
 def _vocab(base: Path) -> Any:
     """Return the GGUF's tokenizer (llama-cpp-python, vocabulary only; loaded once per file)."""
-    import llama_cpp
+    import llama_cpp  # optional: the [embedded] extra
 
     with _template_lock:
         if base not in _vocabs:
@@ -74,7 +74,7 @@ def _vocab(base: Path) -> Any:
 
 def _chat_formatter(base: Path) -> Any:
     """Return llama-cpp-python's formatter for the GGUF's own chat template (read once per file)."""
-    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter  # optional: the [embedded] extra
 
     vocab = _vocab(base)
     with _template_lock:

@@ -23,10 +23,10 @@ FILLED = {"deployed": True, "candidate": False}
 
 
 def _pyplot() -> Any:
-    import matplotlib
+    import matplotlib  # optional: the [viz] extra
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # optional: the [viz] extra
 
     return plt
 

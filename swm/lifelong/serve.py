@@ -121,7 +121,7 @@ def verify_deploy(spec: str, adapter_dir: Path, base: str | None, prompt: list[d
         check_runtime_identity(url, name, sha)
     record: dict[str, Any] = {"name": name if parsed is None else str(lora), "sha256": sha}
     if check == "full":
-        from peft import PeftModel
+        from peft import PeftModel  # optional: the [train] extra
 
         from swm.training.base import load_base
 

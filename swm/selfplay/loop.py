@@ -51,7 +51,7 @@ def ensure_initial_checkpoint(plan: SelfPlayPlan) -> None:
     """Write iteration 0's checkpoint (a fresh adapter, seeded) unless it exists."""
     if has_checkpoint(plan.run_dir, 0):
         return
-    import torch
+    import torch  # optional: the [train] extra
 
     with POOL.lock:
         policy = POOL.get(plan.policy, None)
@@ -299,7 +299,7 @@ def update_policy(plan: SelfPlayPlan, store: StoreRecords, iteration: int) -> Up
     """
     if has_checkpoint(plan.run_dir, iteration + 1):
         return dict(meta(plan.run_dir, iteration + 1).get("update", {})) | {"resumed": True}
-    import torch
+    import torch  # optional: the [train] extra
 
     from swm.training.ppo import Diverged, fill_old_logprobs, make_optimizer, ppo_update, training_samples
 

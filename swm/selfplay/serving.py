@@ -120,7 +120,7 @@ def served_sampler(plan: SelfPlayPlan, checkpoint: Path, seed_key: str,
 def _scorer(plan: SelfPlayPlan, checkpoint: Path) -> Callable[[Batch, list[Any]], Any]:
     """Score a batch under ``checkpoint`` with the shared torch policy (its lock held); ``raw`` is given the
     temperature-1 log-probs too (`LoraValueModel.score`)."""
-    import torch
+    import torch  # optional: the [train] extra
 
     def score(batch: Batch, raw: list[Any]) -> Any:
         with POOL.lock, torch.no_grad():

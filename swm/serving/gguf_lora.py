@@ -58,7 +58,7 @@ def _check_arch(model_type: str, what: str) -> None:
 
 def _writer(out: Path) -> tuple[Any, Path]:
     """Open a GGUF writer on a partial file beside ``out`` (renamed into place by `_finish`)."""
-    import gguf
+    import gguf  # optional: the [train] extra
 
     out.parent.mkdir(parents=True, exist_ok=True)
     partial = out.with_name(out.name + f".partial-{os.getpid()}")
@@ -76,9 +76,9 @@ def _finish(writer: Any, partial: Path, out: Path) -> Path:
 
 def adapter_to_gguf(adapter_dir: Path, out: Path, meta: dict[str, Any] | None = None) -> Path:
     """Convert a PEFT LoRA adapter directory into a GGUF LoRA at ``out`` (written whole or not at all)."""
-    import gguf
+    import gguf  # optional: the [train] extra
     import numpy as np
-    from safetensors.numpy import load_file
+    from safetensors.numpy import load_file  # optional: the [train] extra
 
     adapter_dir = Path(adapter_dir)
     config_path, weights_path = adapter_dir / "adapter_config.json", adapter_dir / "adapter_model.safetensors"
@@ -178,7 +178,7 @@ def _tokenizer_fields(source: Path) -> list[tuple[str, Any, int, int | None]]:
 
 def _copy_tokenizer(writer: Any, source: Path) -> int:
     """Copy every ``tokenizer.*`` key of a GGUF into ``writer``; return its vocabulary size."""
-    import gguf
+    import gguf  # optional: the [train] extra
 
     vocab = 0
     for name, value, kind, sub in _tokenizer_fields(source):
@@ -191,7 +191,7 @@ def _copy_tokenizer(writer: Any, source: Path) -> int:
 
 def write_base_gguf(model: Any, tokenizer_gguf: Path, out: Path, name: str = "swm base") -> Path:
     """Write a Hugging Face Llama model (F32) as a GGUF base with the tokenizer of ``tokenizer_gguf``."""
-    import gguf
+    import gguf  # optional: the [train] extra
     import numpy as np
 
     config = model.config

@@ -102,7 +102,7 @@ def adapter_sha256(adapter_dir: Path) -> str:
 
 def gguf_source(lora_gguf: Path) -> str | None:
     """Return the adapter hash a GGUF LoRA records (None for a GGUF converted without one)."""
-    import gguf
+    import gguf  # optional: the [train] extra
 
     field_ = gguf.GGUFReader(str(lora_gguf)).fields.get(SOURCE_KEY)
     return str(field_.contents()) if field_ is not None else None
@@ -129,7 +129,7 @@ def greedy_probe(model: Any, tokenizer: Any, prompt: str, max_tokens: int = PROB
     Decoding ends at the end-of-reply token or once the reply holds one of ``stop`` (the strings
     that end a reply where the policy is sampled), and the text is cut before it, as a server cuts.
     """
-    import torch
+    import torch  # optional: the [train] extra
 
     ids = [int(i) for i in tokenizer(prompt, add_special_tokens=False)["input_ids"]]
     tokens: list[int] = []
@@ -284,7 +284,7 @@ def logprob_probes(model: Any, tokenizer: Any, prompts: Sequence[str], positions
     ``model`` is the trained PEFT model (its adapter disabled gives the base); ``prompts`` are
     chat-templated. Each prompt costs a greedy reply and one forward pass of each model over it.
     """
-    import torch
+    import torch  # optional: the [train] extra
 
     found: list[tuple[float, LogprobProbe]] = []
     for prompt in prompts:

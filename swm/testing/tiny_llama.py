@@ -15,8 +15,8 @@ from swm.serving.gguf_lora import write_base_gguf
 
 def make_tiny_llama(out: Path, seed: int = 0) -> Path:
     """Write the tiny model into ``out`` (``config.json``, weights, tokenizer, ``base.gguf``)."""
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    import torch  # optional: the [train] extra
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM  # optional: the [train] extra
 
 
     shipped = gguf_path()

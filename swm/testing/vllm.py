@@ -33,9 +33,9 @@ WORDS = ("<unk> <pad> <s> </s> <|user|> <|assistant|> $ . , ? ! : ' I can offer 
 def wide_tiny_llama(path: Path) -> Path:
     """A two-layer random Llama with a word-level tokenizer and wide logits (clear greedy choices, which a probe
     can tell apart; `swm.serving.verify` forgives a parting at a near tie)."""
-    import torch
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    import torch  # optional: the [train] extra
+    from tokenizers import Tokenizer, models, pre_tokenizers  # optional: the [train] extra
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast  # optional: the [train] extra
 
     tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
@@ -58,7 +58,7 @@ class TorchLora:
         self.base = base
         self.adapters = adapters  # the server's loaded adapters now: name -> directory
         self.ignore_adapter = ignore_adapter
-        from transformers import AutoTokenizer
+        from transformers import AutoTokenizer  # optional: the [train] extra
 
         self.tokenizer = AutoTokenizer.from_pretrained(str(base))
         self.lock = threading.Lock()  # the server answers on several threads; torch decodes one at a time
@@ -66,8 +66,8 @@ class TorchLora:
         self.played: list[str] = []  # the adapter directory each completion was decoded with ("" the base)
 
     def _model(self, directory: str) -> Any:
-        from peft import PeftModel
-        from transformers import AutoModelForCausalLM
+        from peft import PeftModel  # optional: the [train] extra
+        from transformers import AutoModelForCausalLM  # optional: the [train] extra
 
         if directory not in self._models:
             model = AutoModelForCausalLM.from_pretrained(str(self.base)).eval()
@@ -82,7 +82,7 @@ class TorchLora:
             or (mode == "unasked" and sampled and not body.get("logprobs"))
 
     def __call__(self, prompt: str, body: dict[str, Any]) -> str | dict[str, Any]:
-        import torch
+        import torch  # optional: the [train] extra
 
         name = str(body.get("model", ""))
         temperature = float(body.get("temperature") or 0.0)

@@ -48,10 +48,10 @@ def resolve_base(base: str | None) -> tuple[Path, str | None]:
 
 def imports() -> Any:
     try:
-        import peft
-        import torch
-        import transformers
-        import trl
+        import peft  # optional: the [train] extra
+        import torch  # optional: the [train] extra
+        import transformers  # optional: the [train] extra
+        import trl  # optional: the [train] extra
     except ImportError as exc:
         raise InputError(f"training needs the [train] extra ({exc.name} is missing)", INSTALL_HINT) from exc
     return torch, transformers, peft, trl
@@ -100,7 +100,7 @@ def _one_parse_per_gguf() -> Iterator[None]:
     strings to numpy views, about 4 CPU-seconds for SmolLM2's vocabulary. The readers are read-only, so one per
     file serves every call while this lasts.
     """
-    import gguf
+    import gguf  # optional: the [train] extra
 
     real = gguf.GGUFReader
     readers: dict[tuple[str, str, int, int], Any] = {}
@@ -125,7 +125,7 @@ def _one_at_a_time(cached: Path | None) -> Iterator[None]:
     if cached is None or cached.is_dir():
         yield
         return
-    from filelock import FileLock
+    from filelock import FileLock  # optional: the [train] extra
 
     try:
         cached.parent.mkdir(parents=True, exist_ok=True)

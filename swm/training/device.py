@@ -38,7 +38,7 @@ class Placement:
 
     def torch_dtype(self) -> Any:
         """The dtype as a ``torch.dtype``."""
-        import torch
+        import torch  # optional: the [train] extra
 
         return getattr(torch, self.dtype)
 
@@ -49,7 +49,7 @@ class Placement:
 
 def _cuda() -> tuple[bool, bool]:
     """(a CUDA device is present, it computes in bfloat16)."""
-    import torch
+    import torch  # optional: the [train] extra
 
     present = torch.cuda.is_available()
     return present, present and bool(torch.cuda.is_bf16_supported())
@@ -123,7 +123,7 @@ def cpu_bf16(cpuinfo: str = "/proc/cpuinfo") -> bool:
 def use_autocast(choice: str, device: Any, weights: Any) -> bool:
     """Whether a policy's forward runs under bfloat16 autocast: ``choice`` (`PolicyConfig.autocast`) on the CPU over
     float32 weights; ``auto`` only where `cpu_bf16` holds. A GPU, or weights already in a low precision, never."""
-    import torch
+    import torch  # optional: the [train] extra
 
     if choice == "off" or getattr(device, "type", str(device)) != "cpu" or weights != torch.float32:
         return False

@@ -131,7 +131,7 @@ class LoraValueModel:
     def create(cls, config: PolicyConfig, adapter: Path | None = None,
                base: tuple[Any, Any] | None = None) -> LoraValueModel:
         """Load the base (or take ``base`` = (model, tokenizer)), then a saved adapter or a fresh one."""
-        from peft import LoraConfig, PeftModel, get_peft_model
+        from peft import LoraConfig, PeftModel, get_peft_model  # optional: the [train] extra
 
         threads = train_threads(config.threads)
         if threads:
@@ -160,9 +160,9 @@ class LoraValueModel:
 
         With a warm start (``config.init_adapter``) the matrices are that adapter's instead.
         """
-        from peft import set_peft_model_state_dict
-        from peft.tuners.lora import LoraLayer
-        from safetensors.torch import load_file
+        from peft import set_peft_model_state_dict  # optional: the [train] extra
+        from peft.tuners.lora import LoraLayer  # optional: the [train] extra
+        from safetensors.torch import load_file  # optional: the [train] extra
 
         if self.config.init_adapter:
             set_peft_model_state_dict(self.model, load_file(str(Path(self.config.init_adapter) /
@@ -180,8 +180,8 @@ class LoraValueModel:
 
     def load_weights(self, directory: Path) -> None:
         """Load a saved adapter and value head into this policy (same shape), in place."""
-        from peft import set_peft_model_state_dict
-        from safetensors.torch import load_file
+        from peft import set_peft_model_state_dict  # optional: the [train] extra
+        from safetensors.torch import load_file  # optional: the [train] extra
 
         set_peft_model_state_dict(self.model, load_file(str(directory / "adapter" / "adapter_model.safetensors")))
         self.value_head.load_state_dict(torch.load(directory / "value_head.pt", weights_only=True,

@@ -93,7 +93,7 @@ def check_adapter(path: Path) -> None:
                          "rerun the cycle that trained it, or start a new run")
     try:
         json.loads(config.read_text())
-        from safetensors import safe_open
+        from safetensors import safe_open  # optional: the [train] extra
 
         with safe_open(str(weights), framework="np") as fh:
             fh.keys()
@@ -202,7 +202,7 @@ def train_adapter(method: str, rows: list[dict[str, Any]], base: str | None, out
     if not rows:
         raise InputError(f"no {method} training rows", "collect more episodes (or lower --min-margin)")
     torch, transformers, _, trl = imports()
-    from datasets import Dataset
+    from datasets import Dataset  # optional: the [train] extra
 
     score_labelled_tokens_only()
     if os.environ.get("SWM_TRAIN_THREADS"):  # on a machine busy with other work, one thread beats contended two

@@ -51,9 +51,9 @@ class ReadOnlyStore:
             self._conn.row_factory = sqlite3.Row
 
     def _connect_postgres(self) -> Any:
-        import psycopg
-        from psycopg.conninfo import conninfo_to_dict, make_conninfo
-        from psycopg.rows import dict_row
+        import psycopg  # optional: the [postgres] extra
+        from psycopg.conninfo import conninfo_to_dict, make_conninfo  # optional: the [postgres] extra
+        from psycopg.rows import dict_row  # optional: the [postgres] extra
 
         params = conninfo_to_dict(self.target)  # keep the URL's own options (a search_path, say)
         params["options"] = f"{params.get('options') or ''} -c default_transaction_read_only=on".strip()
