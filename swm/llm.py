@@ -30,6 +30,7 @@ import re
 import time
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
@@ -78,7 +79,6 @@ def providers() -> dict[str, str]:
 
 
 def _check_url(spec: str, url: str) -> str:
-    from urllib.parse import urlsplit
 
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:

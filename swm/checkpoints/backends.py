@@ -23,7 +23,7 @@ Target = str | Path
 def open_store(target: Target) -> StoreRecords:
     """Open the experience store on a SQLite file or a PostgreSQL URL."""
     if is_postgres(target):
-        from swm.checkpoints.postgres import PostgresExperienceStore
+        from swm.checkpoints.postgres import PostgresExperienceStore  # optional: the [postgres] extra
 
         return PostgresExperienceStore(str(target))
 

@@ -67,7 +67,7 @@ def _postgres(exc: BaseException) -> EnvironmentFault | None:
         import psycopg  # optional: the [postgres] extra
         from psycopg import errors  # optional: the [postgres] extra
 
-        from swm.checkpoints.postgres_connect import NoAnswer
+        from swm.checkpoints.postgres_connect import NoAnswer  # optional: the [postgres] extra (it imports psycopg)
     except ImportError:  # pragma: no cover - the postgres extra is not installed
         return None
     if isinstance(exc, NoAnswer):

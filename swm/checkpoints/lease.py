@@ -306,7 +306,7 @@ def _frozen(path: str | Path, exc: BaseException) -> bool:
     """Whether ``exc`` is a PostgreSQL server's silence past its bound (`swm.checkpoints.postgres_connect.NoAnswer`)."""
     if not is_postgres(path):
         return False
-    from swm.checkpoints.postgres_connect import NoAnswer
+    from swm.checkpoints.postgres_connect import NoAnswer  # optional: the [postgres] extra (it imports psycopg)
 
     return isinstance(exc, NoAnswer)
 

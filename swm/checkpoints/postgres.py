@@ -53,7 +53,7 @@ def is_postgres(target: object) -> bool:
 
 def _pool(url: str, max_size: int = 8, prepare: bool = True) -> BoundedPool:
     """Open a connection pool whose every wait is bounded (`swm.checkpoints.postgres_connect`)."""
-    from swm.checkpoints.postgres_connect import open_pool
+    from swm.checkpoints.postgres_connect import open_pool  # optional: the [postgres] extra (it imports psycopg)
 
     return open_pool(url, max_size, prepare)
 
@@ -181,7 +181,7 @@ async def async_postgres_saver(url: str) -> AsyncIterator[BaseCheckpointSaver[st
     from psycopg.rows import dict_row  # optional: the [postgres] extra
     from psycopg_pool import AsyncConnectionPool  # optional: the [postgres] extra
 
-    from swm.checkpoints.postgres_connect import AsyncBoundedConnection, Bounds
+    from swm.checkpoints.postgres_connect import AsyncBoundedConnection, Bounds  # optional: the [postgres] extra
 
     opened: AsyncConnectionPool[AsyncConnection[DictRow]] = AsyncConnectionPool(
         url, min_size=1, max_size=8, open=False, check=AsyncConnectionPool.check_connection,

@@ -100,7 +100,7 @@ def gains_of(policy: Any, items: Sequence[tuple[str, Task, Sequence[tuple[str, s
     once: the G rollouts of a task share their opening states (each listener's prompt before any message) and often
     later ones (the same first names listed), so an iteration forwards each (friend, prompt) once, its rows batched
     and their shared heads forwarded once (`swm.training.ppo.score_rows`)."""
-    from swm.training.ppo import Sample, score_rows
+    from swm.training.ppo import Sample, score_rows  # optional: the [train] extra (it imports torch)
 
     prefill = [int(i) for i in policy.tokenizer(ANSWER_PREFILL, add_special_tokens=False)["input_ids"]]
     index: dict[tuple[str, str], int] = {}

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import time
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -124,8 +126,6 @@ def role_rewards(rollouts: list[Rollout]) -> dict[str, RoleReward]:
 def shuffle_rewards(rollouts: list[Rollout], seed: int) -> None:
     """The shuffled-reward control: permute the rollouts' rewards among them (one seeded permutation for every role,
     so a joint reward stays joint), each seat's last-turn reward and outcome moving together; the verdicts stay."""
-    import random
-
     order = sorted(range(len(rollouts)), key=lambda i: rollouts[i].rollout_id)
     perm = order[:]
     random.Random(seed).shuffle(perm)
@@ -139,8 +139,6 @@ def shuffle_rewards(rollouts: list[Rollout], seed: int) -> None:
 def shuffle_turn_rewards(rollouts: list[Rollout], seed: int) -> None:
     """The shuffled-reward control at turn scope: every turn's reward, whole (each part of it already added and
     capped), permuted among all the rollouts' turns by one seeded permutation; the verdicts and outcomes stay."""
-    import random
-
     turns = [t for r in sorted(rollouts, key=lambda r: r.rollout_id) for s in r.seats for t in s.turns]
     rewards = [t.reward for t in turns]
     perm = list(range(len(turns)))
@@ -255,7 +253,7 @@ def estimate_advantages(plan: SelfPlayPlan, store: StoreRecords, iteration: int)
     cfg = plan.advantage
     if adv.estimator(cfg.estimator).critic:  # the estimator reads the value head: fill its token values
         with POOL.lock:
-            from swm.training.ppo import token_values
+            from swm.training.ppo import token_values  # optional: the [train] extra (it imports torch)
 
             pairs: list[tuple[float, float]] = []
             token_values(POOL.get(plan.policy, checkpoint_dir(plan.run_dir, iteration)), rollouts, plan.ppo, pairs)
@@ -345,7 +343,6 @@ def evaluate_policy(plan: SelfPlayPlan, store: StoreRecords, iteration: int, con
     Up to ``concurrency`` rollouts play at once; each is seeded by its own id, so the results do
     not depend on which finishes first.
     """
-    from concurrent.futures import ThreadPoolExecutor
 
     start = time.perf_counter()
     jobs = [RolloutJob(rollout_id=f"{plan.run_id}/i{iteration}/eval/{unit_id}/g0", unit_id=unit_id, unit=unit,
@@ -383,9 +380,7 @@ def check_held_out(plan: SelfPlayPlan, store: StoreRecords, iteration: int) -> d
     (`ServedMismatch`, exit 3): a rerun with the same thread plays them again. None when the server gave no
     log-probs (the embedded engine serves adapters swm itself loaded).
     """
-    import random
-
-    from swm.training.ppo import token_values
+    from swm.training.ppo import token_values  # optional: the [train] extra (it imports torch)
 
     rollouts = sorted((r for r in sps.load_rollouts(store, plan.run_id, iteration, "eval") if not r.failed),
                       key=lambda r: r.rollout_id)

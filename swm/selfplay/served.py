@@ -294,7 +294,7 @@ class ServedSampler:
         With the seat's ``chat`` the prompt is the chat's token ids then ``prompt`` as its next message
         (`swm.training.transcript`), sent as token ids, so the server can serve it from the seat's cached prefix.
         """
-        from swm.training.policy import collate, gather
+        from swm.training.policy import collate, gather  # optional: the [train] extra (it imports torch)
 
         cfg = self.policy.config
         tok = self.policy.tokenizer

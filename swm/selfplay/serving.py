@@ -50,7 +50,7 @@ class PolicyPool:
 
     def get(self, config: PolicyConfig, checkpoint: Path | None) -> LoraValueModel:
         """Return the policy of ``config`` holding ``checkpoint``'s weights (a fresh adapter when None)."""
-        from swm.training.policy import LoraValueModel
+        from swm.training.policy import LoraValueModel  # optional: the [train] extra (it imports torch)
 
         key = config.model_dump_json()
         with self.lock:

@@ -77,7 +77,7 @@ def _finish(writer: Any, partial: Path, out: Path) -> Path:
 def adapter_to_gguf(adapter_dir: Path, out: Path, meta: dict[str, Any] | None = None) -> Path:
     """Convert a PEFT LoRA adapter directory into a GGUF LoRA at ``out`` (written whole or not at all)."""
     import gguf  # optional: the [train] extra
-    import numpy as np
+    import numpy as np  # optional: the [train] extra
     from safetensors.numpy import load_file  # optional: the [train] extra
 
     adapter_dir = Path(adapter_dir)
@@ -192,7 +192,7 @@ def _copy_tokenizer(writer: Any, source: Path) -> int:
 def write_base_gguf(model: Any, tokenizer_gguf: Path, out: Path, name: str = "swm base") -> Path:
     """Write a Hugging Face Llama model (F32) as a GGUF base with the tokenizer of ``tokenizer_gguf``."""
     import gguf  # optional: the [train] extra
-    import numpy as np
+    import numpy as np  # optional: the [train] extra
 
     config = model.config
     _check_arch(getattr(config, "model_type", ""), "base model")

@@ -26,6 +26,7 @@ so the KL anchor is the incumbent policy too.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
@@ -253,8 +254,6 @@ def score_labelled_tokens_only() -> None:
     gradients are the same (`tests/test_trl_cpu_scoring.py`). Patches TRL's private `_use_triton` as that one call site
     sees it, once; a TRL without it is left as it is.
     """
-    import importlib
-
     try:
         utils = importlib.import_module("trl.trainer.utils")
     except ImportError:
