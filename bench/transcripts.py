@@ -12,6 +12,12 @@ seat (one of the two speakers); answers naming another friend of the seat's own 
 unhedged, right or wrong); listed names not on the seat's
 own list (copied from the partner), per role; lists that name the friend. Then each later policy against the first,
 task by task: exact McNemar on joint success. The results page's transcript table is this output.
+
+    python -m bench.transcripts --training ~/swm-runs/h4a/rl-s1/bench.sqlite
+
+reads a run's *training* rollouts instead (the bench's store, every run in it), iteration by iteration: rollouts,
+joint successes, and over both seats' first answers those right, empty and paid by the attempt credit (the
+checker's ``detail``, as the rewards read it): the drift to answering nothing shows there first.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from swm.checkpoints import ExperienceStore
+from swm.selfplay.store import ROLLOUTS, load_rollouts
 from swm.stats import mcnemar_exact, wilson_interval
 from swm.tasks.checkers import Utterance
 from swm.tasks.families import Task
@@ -108,12 +116,43 @@ def report(specs: list[str], names: str = "disjoint") -> str:
     return "\n".join(lines) + "\n"
 
 
+def training(db: Path) -> str:
+    """Per run and iteration of a store's training rollouts: joint success and what the seats' first answers were."""
+    store = ExperienceStore(db)
+    lines = ["| run | iteration | rollouts | joint successes | answers | right | empty | attempted |",
+             "|---|---|---|---|---|---|---|---|"]
+    runs = store.rows(f"select distinct run_id, iteration from {ROLLOUTS} where phase = 'train' "
+                      "order by run_id, iteration") if store.has_table(ROLLOUTS) else []
+    for row in runs:
+        rollouts = [r for r in load_rollouts(store, row["run_id"], row["iteration"], "train") if not r.failed]
+        c: Counter[str] = Counter()
+        for r in rollouts:
+            verdict: dict[str, Any] = r.verdict or {}
+            detail: dict[str, Any] = verdict.get("detail") or {}
+            right: dict[str, bool] = detail.get("right") or {}
+            c["passed"] += int(bool(verdict.get("completion")))
+            c["answers"] += len(right)
+            c["right"] += sum(bool(v) for v in right.values())
+            c["attempted"] += sum(bool(v) for v in (detail.get("attempted") or {}).values())
+            c["empty"] += sum(1 for _, text in r.transcript()
+                              if "ANSWER:" in text and not text.split("ANSWER:", 1)[1].partition("\n")[0].strip())
+        lines.append(f"| {row['run_id']} | {row['iteration']} | {len(rollouts)} | {c['passed']} | {c['answers']} | "
+                     f"{c['right']} | {c['empty']} | {c['attempted']} |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
-    ap.add_argument("evals", nargs="+", metavar="JSON:ARM", help="a bench.two_seat two-seat.json and an eval arm")
+    ap.add_argument("evals", nargs="*", metavar="JSON:ARM", help="a bench.two_seat two-seat.json and an eval arm")
     ap.add_argument("--names", default="disjoint", help="the runs' name policy (bench.two_seat --names)")
+    ap.add_argument("--training", type=Path, metavar="DB", help="a bench.two_seat bench.sqlite: its training rollouts")
     args = ap.parse_args()
-    print(report(args.evals, args.names))
+    if args.training is not None:
+        print(training(args.training.expanduser()))
+    if args.evals:
+        print(report(args.evals, args.names))
+    elif args.training is None:
+        ap.error("name evaluations (JSON:ARM) or --training DB")
 
 
 if __name__ == "__main__":

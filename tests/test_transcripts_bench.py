@@ -49,3 +49,26 @@ def test_empty_answers_and_the_answers_the_attempt_credit_pays_are_counted(tmp_p
            "transcript": [[sa, "ANSWER:"], [sb, f"ANSWER: {wrong}"]]}
     counts = read([row])
     assert counts["answers with nothing after ANSWER:"] == 1 and counts["answers the attempt credit pays"] == 1
+
+
+def test_training_rollouts_are_counted_iteration_by_iteration(tmp_path: Path) -> None:
+    """`--training` reads the store's training rollouts: joint successes and each seat's first answer, as scored."""
+    from bench.transcripts import training
+    from swm.checkpoints import ExperienceStore
+    from swm.selfplay.rewards import RewardConfig, score
+    from swm.selfplay.store import put_rollout
+    from swm.training.trajectory import Rollout, SeatTrajectory, SeatTurn
+
+    (task,) = split_tasks("test", ["multi-turn-4"], ["mutual_friend"], 1)
+    (sa, sb), friend = task.truth["seats"], task.truth["friend"]
+    wrong = next(n for n in task.truth["lists"][1] if n != friend)
+    store = ExperienceStore(tmp_path / "bench.sqlite")
+    for iteration, said in enumerate(((f"ANSWER: {friend}", f"ANSWER: {friend}"), ("ANSWER:", f"ANSWER: {wrong}"))):
+        seats = [SeatTrajectory(seat=seat, role=seat, turns=[SeatTurn(turn=i, prompt="", text=text, prompt_ids=[],
+                                                                     token_ids=[1], logprobs=[0.0])])
+                 for i, (seat, text) in enumerate(zip((sa, sb), said, strict=True))]
+        rollout = Rollout(rollout_id=f"r{iteration}", task_id=task.task_id, iteration=iteration, sample=0, seats=seats)
+        put_rollout(store, "two-seat-selfplay", "train", score(rollout, task, RewardConfig())[0])
+    table = training(tmp_path / "bench.sqlite")
+    assert "| two-seat-selfplay | 0 | 1 | 1 | 2 | 2 | 0 | 2 |" in table, table
+    assert "| two-seat-selfplay | 1 | 1 | 0 | 1 | 0 | 1 | 1 |" in table, table
