@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from swm.commands.bench_tom import _load_items
+from swm.commands.bench_tom_run import _load_items
 from swm.errors import InputError
 from swm.tom.loaders import load_benchmark
 from swm.tom.splits import canonical_hash, file_sha256, manifests, select_paper_split
