@@ -16,9 +16,8 @@ from swm.commands._common import (
     run_options,
 )
 from swm.commands.invocation import config_option
+from swm.tom.items import SIM
 from swm.tom.loaders import benchmark_names
-
-SIM = "sim"  # simulated ToMi-world stories, generated here (no --data): not a row of the benchmark table
 
 
 def _benchmarks() -> tuple[str, ...]:

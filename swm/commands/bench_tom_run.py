@@ -23,7 +23,6 @@ from swm.commands._common import (
     resolve_concurrency,
     writable_out,
 )
-from swm.commands.bench_tom import SIM
 from swm.commands.workers import run_tom_on_ray
 from swm.context import SWMContext
 from swm.defaults import MODES
@@ -32,7 +31,7 @@ from swm.filenames import file_name
 from swm.graphs import ask, parse
 from swm.inputs import jsonl_rows
 from swm.protocols import prompt_set
-from swm.tom.items import BENCHMARKS
+from swm.tom.items import BENCHMARKS, SIM
 from swm.tom.loaders import load_benchmark, select
 from swm.tom.paper import prompt_protocol_line
 from swm.tom.parser_score import CORRUPTIONS, combined, corrupt, judge_observation, score_parse

@@ -63,6 +63,9 @@ def benchmark_names() -> tuple[str, ...]:
     return BENCHMARKS.names()
 
 
+SIM = "sim"  # `swm bench tom --benchmark sim`: simulated ToMi-world stories (swm.tom.simulator), not a table row
+
+
 class Score(TypedDict):
     """One answer scored (`swm.tom.scoring.score_answer`): the headline verdict, and the named readings beside it."""
 
