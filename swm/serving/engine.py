@@ -102,16 +102,28 @@ def cache_root() -> Path:
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "swm"))
 
 
+@functools.lru_cache(maxsize=64)
+def _sha256_of(path: Path, size: int, mtime: int) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def file_digest(path: Path) -> str:
+    """Return a file's SHA-256 (hex), read once per (path, size, modification time) in a process: the key of every
+    cache kept for a model file (its dequantised checkpoint, its served formats)."""
+    stat = path.stat()
+    return _sha256_of(path.resolve(), stat.st_size, stat.st_mtime_ns)
+
+
 def dequantised_cache(gguf: Path) -> Path | None:
     """Return where `swm.training.base.load_base` keeps the dequantised checkpoint of ``gguf`` (None: unreadable)."""
-    digest = hashlib.sha256()
     try:
-        with gguf.open("rb") as f:
-            while chunk := f.read(1 << 22):
-                digest.update(chunk)
+        return cache_root() / "bases" / file_digest(gguf)[:32]
     except OSError:
         return None
-    return cache_root() / "bases" / digest.hexdigest()[:32]
 
 
 def cache_dir() -> Path:

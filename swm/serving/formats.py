@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import fcntl
 import functools
-import hashlib
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 from swm.errors import InputError, ModelUnavailable
-from swm.serving.engine import cache_root
+from swm.serving.engine import cache_root, file_digest
 
 SHIPPED = "shipped"
 # llama_ftype of each format (llama.h: LLAMA_FTYPE_ALL_F32 = 0, MOSTLY_F16 = 1, MOSTLY_Q4_0 = 2, ...)
@@ -56,19 +55,9 @@ def chosen() -> str:
     return name
 
 
-@functools.lru_cache(maxsize=64)
-def _digest_of(source: Path, size: int, mtime: int) -> str:
-    digest = hashlib.sha256()
-    with source.open("rb") as f:
-        while chunk := f.read(1 << 22):
-            digest.update(chunk)
-    return digest.hexdigest()[:24]
-
-
 def _digest(source: Path) -> str:
-    """The source's content digest, read once per (path, size, modification time) in a process."""
-    stat = source.stat()
-    return _digest_of(source.resolve(), stat.st_size, stat.st_mtime_ns)
+    """The source's content digest (`swm.serving.engine.file_digest`, read once per file as it is in a process)."""
+    return file_digest(source)[:24]
 
 
 def path(source: Path, fmt: str) -> Path:
